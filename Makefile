@@ -1,0 +1,34 @@
+# Everything a fresh machine needs, from Python 3.11+ and make alone.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: synth manifests test lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## synth: the default app, offline: CloudFormation in cdk.out/ and manifests in dist/manifests/
+synth: $(STAMP)
+	$(BIN)/hyperpod-dpd synth --out dist/manifests
+
+## test: lint, type-check and the whole test suite
+test: lint typecheck
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy -p hyperpod_dpd
+
+bench: $(STAMP)
+	$(BIN)/python bench/synth_bench.py
+
+clean:
+	rm -rf $(VENV) cdk.out dist .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,64 @@
+"""hyperpod-dpd: typed Disaggregated Prefill and Decode specs for SageMaker HyperPod.
+
+``from hyperpod_dpd import DpdSpec, ModelSpec, S3Source, check`` is enough to build and check a spec;
+charts live in :mod:`hyperpod_dpd.charts` and load the jsii runtime only when imported.
+"""
+
+from hyperpod_dpd._node import ensure_node
+from hyperpod_dpd.errors import Problem, SpecError, Warning
+from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.loading import load_spec, spec_from_mapping, spec_to_mapping, spec_to_yaml
+from hyperpod_dpd.spec import (
+    AutoscalingSpec,
+    CloudWatchTrigger,
+    DpdSpec,
+    FsxSource,
+    HuggingFaceSource,
+    KvCacheSpec,
+    MetricsSpec,
+    ModelSpec,
+    PrometheusTrigger,
+    Resources,
+    RoleSpec,
+    RoutingSpec,
+    RoutingStrategy,
+    S3Source,
+    TlsSpec,
+    TopologySpec,
+    VolumeSource,
+)
+from hyperpod_dpd.units import ByteSize
+from hyperpod_dpd.validation import CheckedSpec, check
+
+ensure_node()
+
+__all__ = [
+    "AutoscalingSpec",
+    "ByteSize",
+    "CheckedSpec",
+    "CloudWatchTrigger",
+    "DpdSpec",
+    "FsxSource",
+    "HuggingFaceSource",
+    "InstanceType",
+    "KvCacheSpec",
+    "MetricsSpec",
+    "ModelSpec",
+    "Problem",
+    "PrometheusTrigger",
+    "Resources",
+    "RoleSpec",
+    "RoutingSpec",
+    "RoutingStrategy",
+    "S3Source",
+    "SpecError",
+    "TlsSpec",
+    "TopologySpec",
+    "VolumeSource",
+    "Warning",
+    "check",
+    "load_spec",
+    "spec_from_mapping",
+    "spec_to_mapping",
+    "spec_to_yaml",
+]

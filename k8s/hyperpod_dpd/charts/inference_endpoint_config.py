@@ -1,0 +1,294 @@
+"""The operator's ``InferenceEndpointConfig`` with ``pdSpec``, rendered from a :class:`DpdSpec`.
+
+The translation is a pure function (:func:`render_inference_endpoint_config`) so it can be tested
+and diffed without jsii; :class:`InferenceEndpointConfigChart` wraps it for cdk8s and for
+``Cluster.add_cdk8s_chart``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hyperpod_dpd import _node
+
+_node.ensure_node()
+
+import cdk8s  # noqa: E402
+from constructs import Construct  # noqa: E402
+
+from hyperpod_dpd.errors import Problem, SpecError  # noqa: E402
+from hyperpod_dpd.spec import (  # noqa: E402
+    AutoscalingSpec,
+    CloudWatchTrigger,
+    DpdSpec,
+    FsxSource,
+    HuggingFaceSource,
+    PrometheusTrigger,
+    Resources,
+    RoleSpec,
+    S3Source,
+    TopologySpec,
+    VolumeSource,
+)
+from hyperpod_dpd.validation import CheckedSpec, check  # noqa: E402
+from hyperpod_dpd.vllm_args import flag_values, parse_flags  # noqa: E402
+
+API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
+KIND = "InferenceEndpointConfig"
+MODEL_VOLUME = "model-weights"
+GPU = "nvidia.com/gpu"
+EFA = "vpc.amazonaws.com/efa"
+ROLE_KEYS = {"prefill": "prefillSpec", "decode": "decodingSpec"}
+
+
+def render_inference_endpoint_config(spec: DpdSpec | CheckedSpec, *, region: str | None = None) -> dict[str, Any]:
+    """The ``InferenceEndpointConfig`` for ``spec``, after checking it (raises :class:`SpecError`).
+
+    :param region: the S3 bucket's region when the spec leaves it out (a CDK stack passes its own).
+    """
+    checked = spec if isinstance(spec, CheckedSpec) else check(spec)
+    s = checked.spec
+    body: dict[str, Any] = {}
+    if s.endpoint_name is not None:
+        body["endpointName"] = s.endpoint_name
+    body["instanceType"] = s.instance_type.api_name
+    body["invocationEndpoint"] = s.invocation_path
+    body["modelName"] = s.model.name
+    body["modelSourceConfig"] = _model_source(s, region)
+    body["loadBalancer"] = {"healthCheckPath": s.health_check_path}
+    body["metrics"] = _metrics(s)
+    body["kvCacheSpec"] = {"enableL1Cache": s.kv_cache.l1_cache}
+    body["intelligentRoutingSpec"] = {"enabled": True, "routingStrategy": s.routing.strategy.value}
+    body["pdSpec"] = _pd_spec(s)
+    body["worker"] = _worker(s)
+    if isinstance(s.model.source, VolumeSource):
+        body["kubernetes"] = {"volumes": [{"name": MODEL_VOLUME,
+                                           "persistentVolumeClaim": {"claimName": s.model.source.claim_name}}]}
+    if s.tls is not None:
+        body["tlsConfig"] = _tls(s)
+    if s.tags:
+        body["tags"] = [{"name": k, "value": v} for k, v in s.tags.items()]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": s.name, "namespace": s.namespace},
+        "spec": body,
+    }
+
+
+def _model_source(s: DpdSpec, region: str | None) -> dict[str, Any]:
+    source = s.model.source
+    if isinstance(source, S3Source):
+        bucket_region = source.region or region
+        if bucket_region is None:
+            raise SpecError([Problem(field="model.source.s3.region", value=None, message="is required to render "
+                                     "manifests outside a CDK stack (the CRD needs the bucket's region)",
+                                     fix="set region, e.g. 'us-west-2'")])
+        return {"modelSourceType": "s3", "modelLocation": source.prefix,
+                "s3Storage": {"bucketName": source.bucket, "region": bucket_region}}
+    if isinstance(source, FsxSource):
+        fsx: dict[str, Any] = {"fileSystemId": source.file_system_id}
+        if source.dns_name is not None:
+            fsx["dnsName"] = source.dns_name
+        if source.mount_name is not None:
+            fsx["mountName"] = source.mount_name
+        return {"modelSourceType": "fsx", "modelLocation": source.path, "fsxStorage": fsx}
+    if isinstance(source, HuggingFaceSource):
+        hf: dict[str, Any] = {"modelId": source.model_id}
+        if source.revision is not None:
+            hf["commitSHA"] = source.revision
+        if source.token_secret is not None:
+            name, key = source.token_secret.split("/")
+            hf["tokenSecretRef"] = {"name": name, "key": key}
+        return {"modelSourceType": "huggingface", "huggingFaceModel": hf}
+    volume: dict[str, Any] = {"modelSourceType": "kubernetesVolume"}
+    if source.path:
+        volume["modelLocation"] = source.path
+    return volume
+
+
+def _metrics(s: DpdSpec) -> dict[str, Any]:
+    metrics: dict[str, Any] = {"enabled": s.metrics.enabled}
+    if s.metrics.scrape_interval_seconds is not None:
+        metrics["metricsScrapeIntervalSeconds"] = s.metrics.scrape_interval_seconds
+    model_metrics: dict[str, Any] = {}
+    if s.metrics.model_metrics_path is not None:
+        model_metrics["path"] = s.metrics.model_metrics_path
+    if s.metrics.model_metrics_port is not None:
+        model_metrics["port"] = s.metrics.model_metrics_port
+    if model_metrics:
+        metrics["modelMetrics"] = model_metrics
+    return metrics
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def shared_args(s: DpdSpec) -> list[str]:
+    """``worker.args``: what both roles run with; per-role args are merged over these by the operator."""
+    return [
+        "--model", s.model.mount_path,
+        "--host", "0.0.0.0",  # noqa: S104 - the worker must be reachable by its sidecar and the router
+        "--port", str(s.port),
+        "--tensor-parallel-size", str(s.tensor_parallel_size),
+        "--max-model-len", str(s.max_model_len),
+        "--gpu-memory-utilization", _number(s.gpu_memory_utilization),
+        *s.args,
+    ]
+
+
+def role_args(s: DpdSpec, role: RoleSpec) -> list[str]:
+    """Only the flags where this role differs from the shared args."""
+    shared = flag_values(shared_args(s))
+    wanted: list[str] = []
+    utilisation = role.gpu_memory_utilization
+    if utilisation is not None and _number(utilisation) != shared["--gpu-memory-utilization"]:
+        wanted += ["--gpu-memory-utilization", _number(utilisation)]
+    if role.max_num_seqs is not None:
+        wanted += ["--max-num-seqs", str(role.max_num_seqs)]
+    flags, _ = parse_flags(role.args)
+    for flag in flags:
+        if flag.name in shared and shared[flag.name] == flag.value:
+            continue
+        wanted += list(flag.tokens)
+    return wanted
+
+
+def _resources(s: DpdSpec, res: Resources, *, gpus: int) -> dict[str, Any]:
+    amounts: dict[str, Any] = {}
+    if res.cpu is not None:
+        amounts["cpu"] = res.cpu
+    if res.memory is not None:
+        amounts["memory"] = res.memory
+    amounts[GPU] = str(gpus)
+    if res.efa is not None:
+        amounts[EFA] = str(res.efa)
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def _role(s: DpdSpec, role: RoleSpec) -> dict[str, Any]:
+    body: dict[str, Any] = {"replicas": role.replicas,
+                            "resources": _resources(s, role.resources, gpus=s.role_gpus(role))}
+    args = role_args(s, role)
+    if args:
+        body["args"] = args
+    if role.node_selector:
+        body["nodeSelector"] = dict(role.node_selector)
+    return body
+
+
+def _pd_spec(s: DpdSpec) -> dict[str, Any]:
+    pd: dict[str, Any] = {ROLE_KEYS[name]: _role(s, role) for name, role in s.roles()}
+    pd["routingThreshold"] = s.routing.threshold
+    if s.topology != TopologySpec():
+        topology: dict[str, Any] = {"sameAZ": s.topology.same_az}
+        if s.topology.availability_zone is not None:
+            topology["availabilityZone"] = s.topology.availability_zone
+        if s.topology.placement_group is not None:
+            topology["placementGroup"] = s.topology.placement_group
+        pd["topologySpec"] = topology
+    scaling = {f"{'prefill' if name == 'prefill' else 'decoding'}AutoScaling": _autoscaling(role.autoscaling)
+               for name, role in s.roles() if role.autoscaling is not None}
+    if scaling:
+        pd["autoScalingSpec"] = scaling
+    return pd
+
+
+def _autoscaling(scaling: AutoscalingSpec) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "minReplicaCount": scaling.min_replicas,
+        "maxReplicaCount": scaling.max_replicas,
+        "pollingInterval": scaling.polling_interval_seconds,
+        "cooldownPeriod": scaling.cooldown_seconds,
+    }
+    cloudwatch = [_cloudwatch(t) for t in scaling.triggers if isinstance(t, CloudWatchTrigger)]
+    prometheus = [_prometheus(t) for t in scaling.triggers if isinstance(t, PrometheusTrigger)]
+    if cloudwatch:
+        body["cloudWatchTriggerList"] = cloudwatch
+    if prometheus:
+        body["prometheusTriggerList"] = prometheus
+    return body
+
+
+def _cloudwatch(t: CloudWatchTrigger) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": t.name, "namespace": t.namespace, "metricName": t.metric_name, "targetValue": t.target_value,
+        "metricStat": t.statistic, "metricType": t.metric_type.value, "metricCollectionPeriod": t.period_seconds,
+        "minValue": t.min_value,
+    }
+    if t.dimensions:
+        body["dimensions"] = [{"name": k, "value": v} for k, v in t.dimensions.items()]
+    return body
+
+
+def _prometheus(t: PrometheusTrigger) -> dict[str, Any]:
+    return {"name": t.name, "serverAddress": t.server_address, "query": t.query, "targetValue": t.target_value,
+            "metricType": t.metric_type.value}
+
+
+def environment(s: DpdSpec) -> list[dict[str, str]]:
+    """``worker.environmentVariables``: identical on prefill and decode, as LMCache requires."""
+    owned = {
+        "PD_BUFFER_SIZE": str(s.kv_cache.pd_buffer_size.bytes),
+        "LMCACHE_SAVE_DECODE_CACHE": str(s.kv_cache.save_decode_cache),
+        "PYTHONHASHSEED": s.kv_cache.hash_seed,
+    }
+    merged: Mapping[str, str] = {**s.env, **owned}
+    return [{"name": k, "value": v} for k, v in merged.items()]
+
+
+def worker_resources(s: DpdSpec) -> Resources:
+    """The spec's ``worker_resources``, or the TP size in GPUs and half the node, as the published example."""
+    if s.worker_resources is not None:
+        return s.worker_resources
+    facts = s.instance_type.facts
+    return Resources(gpus=s.tensor_parallel_size, cpu=str(facts.vcpus // 2), memory=f"{facts.memory_gib // 2}Gi")
+
+
+def _worker(s: DpdSpec) -> dict[str, Any]:
+    res = worker_resources(s)
+    return {
+        "image": s.image,
+        "args": shared_args(s),
+        "modelInvocationPort": {"name": "http", "containerPort": s.port},
+        "modelVolumeMount": {"name": MODEL_VOLUME, "mountPath": s.model.mount_path},
+        "resources": _resources(s, res, gpus=res.gpus if res.gpus is not None else s.tensor_parallel_size),
+        "environmentVariables": environment(s),
+    }
+
+
+def _tls(s: DpdSpec) -> dict[str, Any]:
+    assert s.tls is not None
+    body: dict[str, Any] = {}
+    if s.tls.certificate_output_s3_uri is not None:
+        body["tlsCertificateOutputS3Uri"] = s.tls.certificate_output_s3_uri
+    if s.tls.acm_certificate_arn is not None and s.tls.domain_name is not None:
+        body["customCertificateConfig"] = {"acmArn": s.tls.acm_certificate_arn, "domainName": s.tls.domain_name}
+    return body
+
+
+class InferenceEndpointConfigChart(cdk8s.Chart):
+    """A cdk8s chart holding one DPD ``InferenceEndpointConfig``.
+
+    :param spec: the endpoint; checked here, so a bad spec fails before anything is written.
+    :param region: the model bucket's region when the spec leaves it out. :default: - the spec's region
+    :param labels: extra labels on the resource. :default: - ``app.kubernetes.io/name`` and
+        ``app.kubernetes.io/managed-by``
+    """
+
+    def __init__(self, scope: Construct, id: str, *, spec: DpdSpec | CheckedSpec, region: str | None = None,
+                 labels: Mapping[str, str] | None = None) -> None:
+        checked = spec if isinstance(spec, CheckedSpec) else check(spec)
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        self.checked = checked
+        manifest = render_inference_endpoint_config(checked, region=region)
+        metadata = manifest["metadata"]
+        all_labels = {"app.kubernetes.io/name": metadata["name"], "app.kubernetes.io/managed-by": "hyperpod-dpd",
+                      **(labels or {})}
+        self.resource = cdk8s.ApiObject(
+            self, "InferenceEndpointConfig", api_version=API_VERSION, kind=KIND,
+            metadata=cdk8s.ApiObjectMetadata(name=metadata["name"], namespace=metadata["namespace"],
+                                             labels=all_labels))
+        self.resource.add_json_patch(cdk8s.JsonPatch.add("/spec", manifest["spec"]))

@@ -1,0 +1,34 @@
+"""What the subcommands share: loading the spec argument and turning errors into messages."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+
+from hyperpod_dpd.errors import SpecError, Warning
+from hyperpod_dpd.loading import load_spec
+from hyperpod_dpd.spec import DpdSpec
+
+
+class UserFacingError(Exception):
+    """An error whose message is the whole story: printed as-is, exit status 2."""
+
+
+def read_spec(path: str | None) -> DpdSpec:
+    """The spec at ``path``, or the embedded default; a bad file is a :class:`UserFacingError`."""
+    from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
+
+    try:
+        return default_spec() if path is None else load_spec(path)
+    except SpecError as err:
+        raise UserFacingError(str(err)) from None
+
+
+def print_warnings(warnings: Iterable[Warning]) -> None:
+    for warning in warnings:
+        print(f"warning: {warning.render()}", file=sys.stderr)
+
+
+def add_spec_argument(parser: object) -> None:
+    parser.add_argument("spec", nargs="?", metavar="SPEC",  # type: ignore[attr-defined]
+                        help="a spec file (YAML or JSON); default: the embedded Llama 3.3 70B example")

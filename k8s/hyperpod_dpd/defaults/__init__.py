@@ -1,0 +1,19 @@
+"""The embedded default spec: the operator's published Llama 3.3 70B example."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from hyperpod_dpd.loading import spec_from_text
+from hyperpod_dpd.spec import DpdSpec
+
+DEFAULT_SPEC_RESOURCE = "llama-3.3-70b-p5.yaml"
+
+
+def default_spec_text() -> str:
+    return files(__package__).joinpath(DEFAULT_SPEC_RESOURCE).read_text(encoding="utf-8")
+
+
+def default_spec() -> DpdSpec:
+    """A fresh copy of the embedded default spec."""
+    return spec_from_text(default_spec_text(), source=f"<embedded {DEFAULT_SPEC_RESOURCE}>")

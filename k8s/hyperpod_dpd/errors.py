@@ -1,0 +1,70 @@
+"""The one error type of the library, and the problems and warnings it carries.
+
+Every check reports *all* its problems at once, each naming the field, the bad value and the fix,
+so a user fixes a spec in one pass instead of one deploy per mistake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    """One thing wrong with a spec: where, what was given, why it is wrong and how to fix it."""
+
+    field: str
+    value: Any
+    message: str
+    fix: str
+
+    def render(self) -> str:
+        shown = _show(self.value)
+        return f"{self.field}: {self.message} (got {shown}). Fix: {self.fix}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Warning:  # noqa: A001 - the library's own warning record, never raised
+    """Something that deploys but is risky or wasteful; reported, never fatal."""
+
+    code: str
+    field: str
+    message: str
+
+    def render(self) -> str:
+        return f"[{self.code}] {self.field}: {self.message}"
+
+
+class SpecError(ValueError):
+    """A spec that the operator, vLLM or the cluster would reject, with every problem found."""
+
+    def __init__(self, problems: Iterable[Problem], *, source: str | None = None) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        self.source = source
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        where = f" in {self.source}" if self.source else ""
+        count = len(self.problems)
+        noun = "problem" if count == 1 else "problems"
+        lines = [f"invalid DPD spec{where} ({count} {noun}):"]
+        lines += [f"  - {p.render()}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, float | int | bool) or value is None:
+        return repr(value)
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def raise_if_any(problems: Iterable[Problem], *, source: str | None = None) -> None:
+    """Raise one :class:`SpecError` carrying every problem, if there is any."""
+    found = tuple(problems)
+    if found:
+        raise SpecError(found, source=source)

@@ -1,0 +1,266 @@
+"""Turn YAML or JSON into a :class:`DpdSpec` and back, reporting every unknown key and wrong type.
+
+The conversion is driven by the dataclasses' own type hints, so a new spec field needs no loader
+code. Unions of records (model sources, autoscaling triggers) are written as a one-key mapping
+naming the kind: ``source: {s3: {bucket: ..., prefix: ...}}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.instances import InstanceType, supported_names
+from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.units import ByteSize
+
+_MISSING = object()
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def add(self, path: str, value: Any, message: str, fix: str) -> Any:
+        self.problems.append(Problem(field=path or "<root>", value=value, message=message, fix=fix))
+        return _MISSING
+
+
+def spec_from_mapping(data: Any, *, source: str | None = None) -> DpdSpec:
+    """Build a spec from plain data; raise :class:`SpecError` naming every bad key and value."""
+    collector = _Collector()
+    spec = _convert(DpdSpec, data, "", collector)
+    if collector.problems:
+        raise SpecError(collector.problems, source=source)
+    assert isinstance(spec, DpdSpec)
+    return spec
+
+
+def load_spec(path: str | Path) -> DpdSpec:
+    """Read a spec file (``.yaml``, ``.yml`` or ``.json``); every failure is a :class:`SpecError`."""
+    file = Path(path)
+    name = str(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise SpecError([Problem(field="<file>", value=name, message=f"cannot read the spec file: {reason}",
+                                 fix="check the path and its permissions")], source=name) from err
+    return spec_from_text(text, source=name, json_only=file.suffix == ".json")
+
+
+def spec_from_text(text: str, *, source: str = "<text>", json_only: bool = False) -> DpdSpec:
+    try:
+        data = json.loads(text) if json_only else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        detail = " ".join(str(err).split())
+        raise SpecError([Problem(field="<file>", value=source, message=f"malformed {'JSON' if json_only else 'YAML'}: "
+                                 f"{detail}", fix="correct the syntax at the position shown")], source=source) from err
+    return spec_from_mapping(data, source=source)
+
+
+def spec_to_mapping(spec: DpdSpec) -> dict[str, Any]:
+    """The plain-data form of a spec, which :func:`spec_from_mapping` reads back to an equal spec."""
+    result = _dump(spec)
+    assert isinstance(result, dict)
+    return result
+
+
+def spec_to_yaml(spec: DpdSpec) -> str:
+    return yaml.safe_dump(spec_to_mapping(spec), sort_keys=False, width=100)
+
+
+# --- conversion --------------------------------------------------------------------------------
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _kind_of(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number", type(None): "empty"}.get(type(value), type(value).__name__)
+
+
+def _record_kinds(options: tuple[Any, ...]) -> dict[str, type] | None:
+    records = [o for o in options if dataclasses.is_dataclass(o) and hasattr(o, "KIND")]
+    if len(records) > 1 and len(records) == len(options):
+        return {o.KIND: o for o in records}
+    return None
+
+
+def _convert(hint: Any, value: Any, path: str, out: _Collector) -> Any:  # noqa: C901
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        options = tuple(a for a in args if a is not type(None))
+        if value is None:
+            if len(options) < len(args):
+                return None
+            return out.add(path, value, "is empty", "give a value")
+        kinds = _record_kinds(options)
+        if kinds is not None:
+            return _convert_tagged(kinds, value, path, out)
+        if len(options) == 1:
+            return _convert(options[0], value, path, out)
+        for option in options:  # e.g. ``str | ModelArchitecture``: pick by the shape of the value
+            if (option is str and isinstance(value, str)) or (dataclasses.is_dataclass(option)
+                                                               and isinstance(value, Mapping)):
+                return _convert(option, value, path, out)
+        names = " or ".join(_describe(o) for o in options)
+        return out.add(path, value, f"must be {names}, not {_kind_of(value)}", f"write {names}")
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            return out.add(path, value, f"must be a list, not {_kind_of(value)}", "write a YAML list")
+        items = [_convert(args[0], item, f"{path}[{i}]", out) for i, item in enumerate(value)]
+        return tuple(items)
+    if origin in (Mapping, dict) or hint is Mapping:
+        if not isinstance(value, Mapping):
+            return out.add(path, value, f"must be a mapping, not {_kind_of(value)}", "write key: value pairs")
+        result = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                out.add(f"{path}.{key}", key, "keys must be strings", "quote the key")
+                continue
+            converted = _convert(args[1] if args else str, item, f"{path}.{key}", out)
+            result[key] = converted
+        return result
+    if hint is ByteSize:
+        if isinstance(value, ByteSize):
+            return value
+        if isinstance(value, bool) or not isinstance(value, str):
+            return out.add(path, value, "must be a size with a unit, not a bare number",
+                           "write it as a size such as '8Gi' or '16Gi'")
+        try:
+            return ByteSize.parse(value)
+        except ValueError as err:
+            return out.add(path, value, str(err).split(";")[0], "write it as a size such as '8Gi' or '16Gi'")
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return _convert_record(hint, value, path, out)
+    if hint is InstanceType:
+        if isinstance(value, InstanceType):
+            return value
+        if not isinstance(value, str):
+            return out.add(path, value, f"must be an instance type name, not {_kind_of(value)}",
+                           f"use one of {', '.join(supported_names())}")
+        try:
+            return InstanceType.from_name(value)
+        except ValueError:
+            return out.add(path, value, "is not an instance type that DPD supports (EFA with GPU-Direct RDMA "
+                           "read and write)", f"use one of {', '.join(supported_names())}")
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        allowed = [m.value for m in hint]
+        if isinstance(value, hint):
+            return value
+        if value in allowed:
+            return hint(value)
+        return out.add(path, value, "is not an allowed value", f"use one of {', '.join(map(str, allowed))}")
+    return _convert_scalar(hint, value, path, out)
+
+
+def _convert_scalar(hint: Any, value: Any, path: str, out: _Collector) -> Any:
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        return out.add(path, value, f"must be true or false, not {_kind_of(value)}", "write true or false")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        return out.add(path, value, f"must be an integer, not {_kind_of(value)}", "write a whole number")
+    if hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        return out.add(path, value, f"must be a number, not {_kind_of(value)}", "write a number such as 0.75")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        return out.add(path, value, f"must be a string, not {_kind_of(value)}", f"quote it: '{value}'")
+    raise TypeError(f"no conversion for {hint!r} at {path}")  # pragma: no cover - a spec field of a new type
+
+
+def _convert_tagged(kinds: dict[str, type], value: Any, path: str, out: _Collector) -> Any:
+    choices = ", ".join(kinds)
+    if isinstance(value, tuple(kinds.values())):
+        return value
+    if not isinstance(value, Mapping) or len(value) != 1:
+        return out.add(path, value, f"must be a mapping with exactly one of: {choices}",
+                       f"write e.g. {{{next(iter(kinds))}: {{...}}}}")
+    (kind, body), = value.items()
+    if kind not in kinds:
+        return out.add(f"{path}.{kind}", kind, "is not a known kind", f"use one of: {choices}")
+    return _convert_record(kinds[kind], body, f"{path}.{kind}", out)
+
+
+def _convert_record(cls: type, value: Any, path: str, out: _Collector) -> Any:
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, Mapping):
+        return out.add(path, value, f"must be a mapping, not {_kind_of(value)}", "write key: value pairs")
+    hints = _hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    prefix = f"{path}." if path else ""
+    for key, item in value.items():
+        if key not in known:
+            close = [k for k in known if k.replace("_", "") == str(key).replace("_", "").lower()]
+            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(known)}"
+            out.add(f"{prefix}{key}", key, "is not a known key", f"remove it ({hint})")
+            continue
+        converted = _convert(hints[key], item, f"{prefix}{key}", out)
+        if converted is not _MISSING:
+            kwargs[key] = converted
+    failed = False
+    for name, spec_field in known.items():
+        required = spec_field.default is dataclasses.MISSING and spec_field.default_factory is dataclasses.MISSING
+        if required and name not in value:
+            out.add(f"{prefix}{name}", None, "is required", f"add '{name}' to {path or 'the spec'}")
+            failed = True
+        elif name in value and name not in kwargs:
+            failed = True
+    if failed:
+        return _MISSING
+    return cls(**kwargs)
+
+
+def _describe(hint: Any) -> str:
+    if hint is str:
+        return "a string"
+    if dataclasses.is_dataclass(hint):
+        return "a mapping"
+    return getattr(hint, "__name__", str(hint))
+
+
+# --- dumping -----------------------------------------------------------------------------------
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, ByteSize):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _dump_tagged(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if getattr(value, f.name) is not None}
+    if isinstance(value, InstanceType):
+        return value.api_name
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {k: _dump(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_dump_tagged(v) for v in value]
+    return value
+
+
+def _dump_tagged(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and hasattr(value, "KIND"):
+        return {value.KIND: _dump(value)}
+    return _dump(value)
+

@@ -1,0 +1,49 @@
+"""The typed, immutable DPD spec."""
+
+from hyperpod_dpd.spec.autoscaling import AutoscalingSpec, CloudWatchTrigger, MetricType, PrometheusTrigger, Trigger
+from hyperpod_dpd.spec.endpoint import (
+    DLC_IMAGE,
+    KNOWN_IMAGES,
+    LMCACHE_IMAGE,
+    DpdSpec,
+    MetricsSpec,
+    TlsSpec,
+    TopologySpec,
+)
+from hyperpod_dpd.spec.kv_cache import KvCacheSpec
+from hyperpod_dpd.spec.model import (
+    FsxSource,
+    HuggingFaceSource,
+    ModelSource,
+    ModelSpec,
+    S3Source,
+    VolumeSource,
+)
+from hyperpod_dpd.spec.roles import Resources, RoleSpec
+from hyperpod_dpd.spec.routing import RoutingSpec, RoutingStrategy
+
+__all__ = [
+    "DLC_IMAGE",
+    "KNOWN_IMAGES",
+    "LMCACHE_IMAGE",
+    "AutoscalingSpec",
+    "CloudWatchTrigger",
+    "DpdSpec",
+    "FsxSource",
+    "HuggingFaceSource",
+    "KvCacheSpec",
+    "MetricType",
+    "MetricsSpec",
+    "ModelSource",
+    "ModelSpec",
+    "PrometheusTrigger",
+    "Resources",
+    "RoleSpec",
+    "RoutingSpec",
+    "RoutingStrategy",
+    "S3Source",
+    "TlsSpec",
+    "TopologySpec",
+    "Trigger",
+    "VolumeSource",
+]

@@ -1,0 +1,115 @@
+"""The DPD endpoint spec: the single source of truth that charts and constructs translate."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.spec._frozen import Frozen
+from hyperpod_dpd.spec.kv_cache import KvCacheSpec
+from hyperpod_dpd.spec.model import ModelSpec
+from hyperpod_dpd.spec.roles import Resources, RoleSpec
+from hyperpod_dpd.spec.routing import RoutingSpec
+
+# The two worker images the operator documents for DPD; both bundle LMCache 0.4.3, vLLM 0.19.0, NIXL 1.0.0.
+DLC_IMAGE = "public.ecr.aws/deep-learning-containers/vllm:server-hyperpod-cuda-v1.1"
+LMCACHE_IMAGE = "lmcache/vllm-openai:v0.4.3"
+KNOWN_IMAGES = (DLC_IMAGE, LMCACHE_IMAGE)
+
+DEFAULT_ENV = {"HF_HOME": "/tmp/hf_home"}  # noqa: S108 - the operator's published example
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsSpec(Frozen):
+    """Observability.
+
+    :param scrape_interval_seconds: :default: - the operator's default (15)
+    :param model_metrics_port: where vLLM's ``/metrics`` is scraped. :default: - the operator's default (8080)
+    """
+
+    enabled: bool = True
+    scrape_interval_seconds: int | None = None
+    model_metrics_port: int | None = None
+    model_metrics_path: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TlsSpec(Frozen):
+    """TLS for the endpoint: where the operator writes its certificate, or your own ACM certificate."""
+
+    certificate_output_s3_uri: str | None = None
+    acm_certificate_arn: str | None = None
+    domain_name: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopologySpec(Frozen):
+    """Where prefill and decode pods land relative to each other.
+
+    :param same_az: keep both roles in one Availability Zone, which EFA needs. :default: True
+    :param availability_zone: pin both roles to this zone. :default: - any zone
+    :param placement_group: a cluster placement group for the lowest latency. :default: - none
+    """
+
+    same_az: bool = True
+    availability_zone: str | None = None
+    placement_group: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DpdSpec(Frozen):
+    """One disaggregated prefill/decode endpoint.
+
+    :param name: ``metadata.name``; the operator derives pod, router and service names from it.
+    :param namespace: :default: "default"
+    :param endpoint_name: the SageMaker endpoint to register. :default: - none (ALB invocation only)
+    :param instance_type: :default: InstanceType.P5_48XLARGE
+    :param image: a worker image with vLLM, LMCache, NIXL and the EFA libfabric provider.
+        :default: the SageMaker DLC image
+    :param tensor_parallel_size: :default: 8
+    :param max_model_len: :default: 16384
+    :param gpu_memory_utilization: shared ``--gpu-memory-utilization``. :default: 0.75
+    :param port: the port vLLM listens on. :default: 8000
+    :param args: further vLLM flags for both roles.
+    :param env: further environment variables for both roles. :default: ``HF_HOME=/tmp/hf_home``
+    :param worker_resources: ``worker.resources``, which the CRD requires but DPD pods ignore.
+        :default: - the tensor parallel size in GPUs, and half the node's CPU and memory
+    :param invocation_path: path after ``http://host:port/``. :default: "v1/chat/completions"
+    :param health_check_path: :default: "/health"
+    """
+
+    name: str
+    model: ModelSpec
+    namespace: str = "default"
+    endpoint_name: str | None = None
+    instance_type: InstanceType = InstanceType.P5_48XLARGE
+    image: str = DLC_IMAGE
+    tensor_parallel_size: int = 8
+    max_model_len: int = 16384
+    gpu_memory_utilization: float = 0.75
+    port: int = 8000
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_ENV))
+    prefill: RoleSpec = field(default_factory=RoleSpec)
+    decode: RoleSpec = field(default_factory=RoleSpec)
+    routing: RoutingSpec = field(default_factory=RoutingSpec)
+    kv_cache: KvCacheSpec = field(default_factory=KvCacheSpec)
+    invocation_path: str = "v1/chat/completions"
+    health_check_path: str = "/health"
+    metrics: MetricsSpec = field(default_factory=MetricsSpec)
+    tls: TlsSpec | None = None
+    topology: TopologySpec = field(default_factory=TopologySpec)
+    worker_resources: Resources | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    def roles(self) -> tuple[tuple[str, RoleSpec], tuple[str, RoleSpec]]:
+        """``(("prefill", spec), ("decode", spec))``, in the order the operator documents them."""
+        return (("prefill", self.prefill), ("decode", self.decode))
+
+    def role_gpus(self, role: RoleSpec) -> int:
+        return role.resources.gpus if role.resources.gpus is not None else self.tensor_parallel_size
+
+    def role_gpu_memory_utilization(self, role: RoleSpec) -> float:
+        value = role.gpu_memory_utilization
+        return value if value is not None else self.gpu_memory_utilization

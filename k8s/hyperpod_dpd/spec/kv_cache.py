@@ -1,0 +1,32 @@
+"""The KV transfer buffer and LMCache settings that both roles share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hyperpod_dpd.spec._frozen import Frozen
+from hyperpod_dpd.units import ByteSize
+
+DEFAULT_PD_BUFFER = ByteSize.gibibytes(8)
+DEFAULT_CHUNK_TOKENS = 256
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvCacheSpec(Frozen):
+    """KV transfer and cache.
+
+    :param pd_buffer_size: GPU buffer reserved on the decoder, per tensor-parallel rank, for
+        incoming transfers (``PD_BUFFER_SIZE``). :default: 8Gi
+    :param l1_cache: LMCache's CPU cache of recurring prefixes on the prefiller. :default: True
+    :param hash_seed: ``PYTHONHASHSEED``; LMCache keys the cache with ``hash()``, so both roles
+        must agree, and the operator's images expect ``"0"``. :default: "0"
+    :param save_decode_cache: ``LMCACHE_SAVE_DECODE_CACHE``; the prefiller is the source of truth
+        for cache hits, so the decoder keeps none. :default: False
+    :param chunk_tokens: LMCache's chunk size, the unit in which transfers are allocated. :default: 256
+    """
+
+    pd_buffer_size: ByteSize = field(default_factory=lambda: DEFAULT_PD_BUFFER)
+    l1_cache: bool = True
+    hash_seed: str = "0"
+    save_decode_cache: bool = False
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS

@@ -1,0 +1,81 @@
+"""Where the model's weights come from, and which model it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hyperpod_dpd.architecture import ModelArchitecture
+from hyperpod_dpd.spec._frozen import Frozen
+
+DEFAULT_MOUNT_PATH = "/opt/ml/model"
+
+
+@dataclass(frozen=True, kw_only=True)
+class S3Source(Frozen):
+    """Weights under ``s3://bucket/prefix``, mounted read-only through the Mountpoint for S3 CSI driver.
+
+    :param region: the bucket's region. :default: - the region the endpoint is deployed to
+        (required when rendering manifests outside a CDK stack)
+    """
+
+    KIND: ClassVar[str] = "s3"
+    bucket: str
+    prefix: str
+    region: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FsxSource(Frozen):
+    """Weights on an FSx for Lustre file system, under ``path``."""
+
+    KIND: ClassVar[str] = "fsx"
+    file_system_id: str
+    path: str
+    dns_name: str | None = None
+    mount_name: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class HuggingFaceSource(Frozen):
+    """Weights downloaded from the Hugging Face Hub by the operator's init container.
+
+    :param revision: a 40-character commit SHA to pin. :default: - the repository's main branch
+    :param token_secret: ``name/key`` of a Kubernetes Secret holding ``HF_TOKEN`` for gated models.
+    """
+
+    KIND: ClassVar[str] = "huggingface"
+    model_id: str
+    revision: str | None = None
+    token_secret: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VolumeSource(Frozen):
+    """Weights on an existing PersistentVolumeClaim in the endpoint's namespace, under ``path``."""
+
+    KIND: ClassVar[str] = "volume"
+    claim_name: str
+    path: str = ""
+
+
+ModelSource = S3Source | FsxSource | HuggingFaceSource | VolumeSource
+MODEL_SOURCES: tuple[type[S3Source] | type[FsxSource] | type[HuggingFaceSource] | type[VolumeSource], ...] = (
+    S3Source, FsxSource, HuggingFaceSource, VolumeSource)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec(Frozen):
+    """The model served by both roles.
+
+    :param name: the SageMaker model name (``spec.modelName``).
+    :param architecture: a preset name (see ``hyperpod_dpd.architecture.PRESETS``) or an explicit
+        architecture, used to check tensor parallelism and size the KV transfer.
+        :default: - the preset matching ``name``, if there is one
+    :param mount_path: where the weights appear inside the worker. :default: /opt/ml/model
+    """
+
+    name: str
+    source: ModelSource
+    architecture: str | ModelArchitecture | None = None
+    mount_path: str = DEFAULT_MOUNT_PATH

@@ -1,0 +1,69 @@
+"""Run every rule over a spec and raise one :class:`SpecError` with all the problems."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from hyperpod_dpd.architecture import PRESETS, ModelArchitecture, preset_for_model_name
+from hyperpod_dpd.errors import Problem, SpecError, Warning
+from hyperpod_dpd.spec import DpdSpec
+
+Finding = Problem | Warning
+Rule = Callable[["RuleContext"], Iterable[Finding]]
+
+_RULES: list[Rule] = []
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What a rule sees: the type-checked spec and the architecture, when one is known."""
+
+    spec: DpdSpec
+    architecture: ModelArchitecture | None
+
+
+@dataclass(frozen=True)
+class CheckedSpec:
+    """A spec that passed every rule, with the warnings it raised and the architecture used."""
+
+    spec: DpdSpec
+    warnings: tuple[Warning, ...]
+    architecture: ModelArchitecture | None
+
+
+def register_rule(rule: Rule) -> Rule:
+    """Add a rule to every future :func:`check` (used as a decorator by the rule modules)."""
+    if rule not in _RULES:
+        _RULES.append(rule)
+    return rule
+
+
+def resolve_architecture(spec: DpdSpec) -> ModelArchitecture | None:
+    chosen = spec.model.architecture
+    if isinstance(chosen, ModelArchitecture):
+        return chosen
+    if isinstance(chosen, str):
+        return PRESETS.get(chosen)
+    return preset_for_model_name(spec.model.name)
+
+
+def check(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, source: str | None = None) -> CheckedSpec:
+    """Check ``spec``; raise :class:`SpecError` listing every problem, else return it with its warnings.
+
+    Types are checked first by a round trip through the file loader, so a spec built in Python with
+    a wrong type gets the same message as a file would; the rules then see a well-typed spec.
+    """
+    from hyperpod_dpd.loading import spec_from_mapping, spec_to_mapping  # noqa: PLC0415 - import cycle
+    from hyperpod_dpd.validation import rules, sizing  # noqa: F401, PLC0415 - registers the rules
+
+    typed = spec_from_mapping(spec_to_mapping(spec), source=source)
+    context = RuleContext(spec=typed, architecture=architecture or resolve_architecture(typed))
+    problems: list[Problem] = []
+    warnings: list[Warning] = []
+    for rule in _RULES:
+        for finding in rule(context):
+            (problems if isinstance(finding, Problem) else warnings).append(finding)
+    if problems:
+        raise SpecError(problems, source=source)
+    return CheckedSpec(spec=typed, warnings=tuple(warnings), architecture=context.architecture)
