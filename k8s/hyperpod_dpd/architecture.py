@@ -1,8 +1,10 @@
 """Model architectures: the few numbers from a Hugging Face ``config.json`` that sizing needs.
 
-Presets are taken from the models' public ``config.json`` files. Architectures whose KV cache is not
-``2 x layers x kv_heads x head_dim`` per token (multi-head latent attention, sliding-window or
-hybrid state-space layers) are refused as unsizable rather than guessed.
+Presets are taken from the models' public ``config.json`` files (layers, heads, KV heads, head
+dimension, vocabulary, MLP width); their parameter counts are those of the released safetensors and
+agree with :func:`estimate_parameters` to within 0.1 %. Architectures whose KV cache is not
+``2 x layers x kv_heads x head_dim`` per token (multi-head latent attention, sliding-window,
+chunked-local or hybrid state-space layers) are refused as unsizable rather than guessed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from typing import Any
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "float8_e4m3fn": 1}
 
+# vLLM's ``--dtype auto`` serves float32 checkpoints in 16 bits, so their KV cache is 2 bytes per value.
+_SERVED_DTYPE = {"float32": "bfloat16", "float": "bfloat16", "half": "float16", "bf16": "bfloat16",
+                 "fp16": "float16"}
+
 
 class UnsizableArchitecture(ValueError):
     """The architecture exists but its KV cache cannot be sized with the dense-attention formula."""
@@ -21,7 +27,16 @@ class UnsizableArchitecture(ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class ModelArchitecture:
-    """The shape of a decoder-only transformer with (grouped-query) multi-head attention."""
+    """The shape of a decoder-only transformer with (grouped-query) multi-head attention.
+
+    :param dtype: the dtype of the KV cache and, unless ``weight_bytes_per_parameter`` says otherwise,
+        of the weights. :default: "bfloat16"
+    :param num_experts: routed experts per MoE layer; 1 for a dense model. :default: 1
+    :param num_experts_per_token: experts each token is routed to (compute scales with these, memory
+        with all experts). :default: 1
+    :param weight_bytes_per_parameter: for quantised checkpoints (1 for FP8, 0.5 for 4-bit).
+        :default: - the bytes of ``dtype``
+    """
 
     name: str
     num_layers: int
@@ -34,6 +49,8 @@ class ModelArchitecture:
     vocab_size: int = 0
     intermediate_size: int = 0
     num_experts: int = 1
+    num_experts_per_token: int = 1
+    weight_bytes_per_parameter: float | None = None
 
     @property
     def dtype_bytes(self) -> int:
@@ -43,12 +60,44 @@ class ModelArchitecture:
     def is_moe(self) -> bool:
         return self.num_experts > 1
 
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of all weights as loaded on the GPUs (every expert, embeddings and LM head)."""
+        per_parameter = self.weight_bytes_per_parameter or self.dtype_bytes
+        return int(self.num_parameters * per_parameter)
+
+    @property
+    def active_parameters(self) -> int:
+        """Parameters one token passes through: all of them for a dense model, the routed experts for MoE."""
+        if not self.is_moe or self.intermediate_size <= 0:
+            return self.num_parameters
+        idle_experts = self.num_experts - max(1, min(self.num_experts_per_token, self.num_experts))
+        idle = self.num_layers * idle_experts * 3 * self.hidden_size * self.intermediate_size
+        return max(1, self.num_parameters - idle)
+
+    def problems(self) -> list[str]:
+        """What makes these numbers unusable for sizing (empty when they are usable)."""
+        found = [f"{name} must be a positive integer, got {value!r}"
+                 for name, value in (("num_layers", self.num_layers), ("hidden_size", self.hidden_size),
+                                     ("num_attention_heads", self.num_attention_heads),
+                                     ("num_kv_heads", self.num_kv_heads), ("head_dim", self.head_dim),
+                                     ("num_parameters", self.num_parameters), ("num_experts", self.num_experts))
+                 if not isinstance(value, int) or isinstance(value, bool) or value < 1]
+        if self.dtype not in DTYPE_BYTES:
+            found.append(f"dtype must be one of {', '.join(DTYPE_BYTES)}, got {self.dtype!r}")
+        if not found and self.num_attention_heads % self.num_kv_heads:
+            found.append(f"num_attention_heads {self.num_attention_heads} is not a multiple of num_kv_heads "
+                         f"{self.num_kv_heads}")
+        if self.weight_bytes_per_parameter is not None and not 0 < self.weight_bytes_per_parameter <= 4:
+            found.append(f"weight_bytes_per_parameter must be in (0, 4], got {self.weight_bytes_per_parameter!r}")
+        return found
+
 
 def _preset(**kwargs: Any) -> ModelArchitecture:
     return ModelArchitecture(**kwargs)
 
 
-# Numbers from each model's public config.json; parameter counts from the model cards / safetensors index.
+# Numbers from each model's public config.json; parameter counts from the released safetensors.
 PRESETS: dict[str, ModelArchitecture] = {
     arch.name: arch
     for arch in (
@@ -70,73 +119,167 @@ PRESETS: dict[str, ModelArchitecture] = {
                 intermediate_size=28_672),
         _preset(name="mixtral-8x7b", num_layers=32, hidden_size=4096, num_attention_heads=32, num_kv_heads=8,
                 head_dim=128, num_parameters=46_702_792_704, vocab_size=32_000, intermediate_size=14_336,
-                num_experts=8),
+                num_experts=8, num_experts_per_token=2),
     )
 }
 
+_MLA = "multi-head latent attention (MLA) stores a compressed latent per token, not per-head keys and values"
+_HYBRID = "hybrid state-space or linear-attention layers keep a fixed state, not a per-token KV cache"
+_LOCAL = "it interleaves sliding-window (local) and global attention layers, so the KV cache per layer differs"
 # Model families whose attention the dense formula does not describe.
 _UNSIZABLE_MODEL_TYPES = {
-    "deepseek_v2": "multi-head latent attention (MLA) compresses the KV cache",
-    "deepseek_v3": "multi-head latent attention (MLA) compresses the KV cache",
-    "kimi_k2": "multi-head latent attention (MLA) compresses the KV cache",
-    "jamba": "hybrid Mamba layers keep a state, not a per-token KV cache",
-    "falcon_h1": "hybrid Mamba layers keep a state, not a per-token KV cache",
+    "deepseek_v2": _MLA,
+    "deepseek_v3": _MLA,
+    "deepseek_v32": _MLA,
+    "kimi_k2": _MLA,
+    "minicpm3": _MLA,
+    "jamba": _HYBRID,
+    "falcon_h1": _HYBRID,
+    "nemotron_h": _HYBRID,
+    "bamba": _HYBRID,
+    "granitemoehybrid": _HYBRID,
+    "qwen3_next": _HYBRID,
+    "mamba": _HYBRID,
+    "mamba2": _HYBRID,
+    "gemma2": _LOCAL,
+    "gemma3": _LOCAL,
+    "gemma3_text": _LOCAL,
+    "cohere2": _LOCAL,
+    "gpt_oss": _LOCAL,
+    "llama4": "it uses chunked local attention on three of every four layers",
+    "llama4_text": "it uses chunked local attention on three of every four layers",
 }
 
 
 def _normalise(name: str) -> str:
-    text = name.lower().replace("meta-", "").replace("_", "-")
-    text = re.sub(r"-(instruct|chat|hf|it)(-[0-9]+)?$", "", text)
-    return text.removeprefix("meta-llama/").split("/")[-1]
+    """``meta-llama/Llama-3.3-70B-Instruct`` -> ``llama-3.3-70b``; ``Mixtral-8x7B-Instruct-v0.1`` -> ``mixtral-8x7b``."""
+    text = name.lower().replace("_", "-").split("/")[-1]
+    text = text.removeprefix("meta-")
+    text = re.sub(r"-v[0-9]+(\.[0-9]+)*$", "", text)          # -v0.1
+    text = re.sub(r"-(instruct|chat|hf|it|base)\b", "", text)  # -Instruct, -Instruct-2407 keeps -2407
+    return text
 
 
 def preset_for_model_name(model_name: str) -> ModelArchitecture | None:
     """The preset a model name refers to (``Llama-3.3-70B-Instruct`` -> ``llama-3.3-70b``), if any."""
     key = _normalise(model_name)
     for name, arch in PRESETS.items():
-        if key == name or key == name.replace("-", "") or key.replace("-instruct", "") == name:
+        if key in (name, name.replace("-", "")):
             return arch
     return None
 
 
-def architecture_from_config(config: Mapping[str, Any], *, name: str = "config.json") -> ModelArchitecture:
-    """Read a Hugging Face ``config.json`` mapping; refuse what the dense formula cannot size."""
+def _weight_bytes_per_parameter(config: Mapping[str, Any]) -> float | None:
+    """Bytes per weight of a quantised checkpoint (``quantization_config``), or None for plain weights."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    bits = quant.get("bits") or quant.get("w_bit") or quant.get("weight_bits")
+    if method in {"fp8", "fbgemm_fp8"}:
+        return 1.0
+    if isinstance(bits, int) and not isinstance(bits, bool) and 1 <= bits <= 16:
+        return bits / 8
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups")
+        if isinstance(groups, Mapping):
+            for group in groups.values():
+                weights = group.get("weights") if isinstance(group, Mapping) else None
+                if isinstance(weights, Mapping) and isinstance(weights.get("num_bits"), int):
+                    return int(weights["num_bits"]) / 8
+    raise UnsizableArchitecture(f"quantization_config with quant_method {method!r} does not say its weight bits")
+
+
+def _check_attention(config: Mapping[str, Any], name: str) -> None:
     model_type = str(config.get("model_type", ""))
     if model_type in _UNSIZABLE_MODEL_TYPES or "kv_lora_rank" in config:
-        reason = _UNSIZABLE_MODEL_TYPES.get(model_type, "multi-head latent attention (MLA) compresses the KV cache")
+        reason = _UNSIZABLE_MODEL_TYPES.get(model_type, _MLA)
         raise UnsizableArchitecture(f"{name}: model_type {model_type!r} cannot be sized: {reason}")
-    if config.get("sliding_window") and config.get("use_sliding_window", True) and model_type in {"mistral"}:
-        raise UnsizableArchitecture(f"{name}: sliding-window attention bounds the KV cache per layer")
+    layer_types = config.get("layer_types")
+    if isinstance(layer_types, list | tuple):
+        other = sorted({str(t) for t in layer_types} - {"full_attention", "attention"})
+        if other:
+            raise UnsizableArchitecture(f"{name}: model_type {model_type!r} cannot be sized: layer types "
+                                        f"{', '.join(other)} besides full attention keep a different KV cache")
+    window = config.get("sliding_window")
+    if window and config.get("use_sliding_window", True):
+        raise UnsizableArchitecture(f"{name}: model_type {model_type!r} cannot be sized: sliding-window attention "
+                                    f"({window} tokens) bounds the KV cache per layer")
+
+
+def architecture_from_config(config: Mapping[str, Any], *, name: str = "config.json") -> ModelArchitecture:
+    """Read a Hugging Face ``config.json`` mapping; refuse what the dense formula cannot size.
+
+    Raises :class:`UnsizableArchitecture` with the reason for MLA, hybrid, sliding-window and local
+    attention models, and for configs missing the numbers sizing needs.
+    """
     text = config.get("text_config")
     if isinstance(text, Mapping) and "num_hidden_layers" not in config:
-        return architecture_from_config({**text, "torch_dtype": config.get("torch_dtype")}, name=name)
+        dtype = config.get("torch_dtype") or config.get("dtype")
+        inner = {**text, "torch_dtype": text.get("torch_dtype") or text.get("dtype") or dtype}
+        if "quantization_config" in config and "quantization_config" not in text:
+            inner["quantization_config"] = config["quantization_config"]
+        if "model_type" in config and "model_type" not in text:
+            inner["model_type"] = config["model_type"]
+        _check_attention(config, name)
+        return architecture_from_config(inner, name=name)
+    _check_attention(config, name)
     try:
-        layers = int(config["num_hidden_layers"])
-        hidden = int(config["hidden_size"])
-        heads = int(config["num_attention_heads"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise UnsizableArchitecture(f"{name}: missing or malformed {err} for a transformer config") from err
-    kv_heads = int(config.get("num_key_value_heads") or heads)
-    head_dim = int(config.get("head_dim") or hidden // heads)
+        layers = _positive(config, "num_hidden_layers")
+        hidden = _positive(config, "hidden_size")
+        heads = _positive(config, "num_attention_heads")
+        kv_heads = _positive(config, "num_key_value_heads", default=heads)
+        head_dim = _positive(config, "head_dim", default=hidden // heads)
+        vocab = _positive(config, "vocab_size", default=0, allow_zero=True)
+        experts = _positive(config, "num_local_experts", default=0, allow_zero=True) or _positive(
+            config, "num_experts", default=1)
+        moe_inter = _positive(config, "moe_intermediate_size", default=0, allow_zero=True)
+        inter = moe_inter if experts > 1 and moe_inter else _positive(config, "intermediate_size", default=4 * hidden)
+        per_token = _positive(config, "num_experts_per_tok", default=1) if experts > 1 else 1
+    except (TypeError, ValueError) as err:
+        raise UnsizableArchitecture(f"{name}: {err}") from err
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    dtype = _SERVED_DTYPE.get(dtype, dtype)
     if dtype not in DTYPE_BYTES:
-        raise UnsizableArchitecture(f"{name}: dtype {dtype!r} is not one of {sorted(DTYPE_BYTES)}")
-    vocab = int(config.get("vocab_size") or 0)
-    inter = int(config.get("intermediate_size") or 4 * hidden)
-    experts = int(config.get("num_local_experts") or config.get("num_experts") or 1)
+        raise UnsizableArchitecture(f"{name}: dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+    if heads % kv_heads:
+        raise UnsizableArchitecture(f"{name}: num_attention_heads {heads} is not a multiple of "
+                                    f"num_key_value_heads {kv_heads}")
     params = estimate_parameters(
         layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab=vocab,
-        intermediate=inter, experts=experts, tied=bool(config.get("tie_word_embeddings", False)))
+        intermediate=inter, experts=experts, tied=bool(config.get("tie_word_embeddings", False)),
+        attention_bias=bool(config.get("attention_bias", False)) or config.get("model_type") == "qwen2")
     return ModelArchitecture(
         name=str(config.get("_name_or_path") or name), num_layers=layers, hidden_size=hidden,
         num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, num_parameters=params,
-        dtype=dtype, vocab_size=vocab, intermediate_size=inter, num_experts=experts)
+        dtype=dtype, vocab_size=vocab, intermediate_size=inter, num_experts=experts,
+        num_experts_per_token=per_token, weight_bytes_per_parameter=_weight_bytes_per_parameter(config))
+
+
+def _positive(config: Mapping[str, Any], key: str, *, default: int | None = None, allow_zero: bool = False) -> int:
+    value = config.get(key)
+    if value is None:
+        if default is None:
+            raise ValueError(f"{key} is missing; a decoder-only transformer config has it")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if allow_zero else 1):
+        raise ValueError(f"{key} must be a positive integer, got {value!r}")
+    return value
 
 
 def estimate_parameters(*, layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int, vocab: int,
-                        intermediate: int, experts: int = 1, tied: bool = False) -> int:
-    """Parameters of a Llama-style decoder: embeddings, attention, gated MLP (per expert) and norms."""
+                        intermediate: int, experts: int = 1, tied: bool = False,
+                        attention_bias: bool = False) -> int:
+    """Parameters of a Llama-style decoder: embeddings, attention, gated MLP (per expert) and norms.
+
+    Per layer: Q and O projections ``2 x hidden x heads x head_dim``, K and V ``2 x hidden x kv_heads x
+    head_dim`` (plus Q/K/V biases when ``attention_bias``), three MLP matrices ``hidden x intermediate``
+    per expert, a router ``hidden x experts`` for MoE, and two RMSNorm weights; then the embeddings
+    (and an untied LM head) and the final norm.
+    """
     attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
+    if attention_bias:
+        attention += (heads + 2 * kv_heads) * head_dim
     mlp = 3 * hidden * intermediate * experts + (hidden * experts if experts > 1 else 0)
     per_layer = attention + mlp + 2 * hidden
     embeddings = vocab * hidden * (1 if tied else 2)

@@ -1,0 +1,193 @@
+"""Every validation rule, with the message a user sees: field, bad value and fix."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+import pytest
+
+from hyperpod_dpd import DpdSpec, RoleSpec, SpecError, check, spec_from_mapping, spec_to_mapping
+from hyperpod_dpd.defaults import default_spec
+
+
+def _mapping() -> dict[str, Any]:
+    return spec_to_mapping(default_spec())
+
+
+def _set(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    changed = copy.deepcopy(data)
+    *parents, last = path.split(".")
+    node = changed
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return changed
+
+
+def _problems(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(SpecError) as caught:
+        check(spec_from_mapping(data))
+    return [p.render() for p in caught.value.problems]
+
+
+# (path to change, new value, the field reported, a fragment of the message)
+RULES = [
+    ("name", "Dpd_Test", "name", "must be a DNS label that starts with a letter"),
+    ("name", "9lives", "name", "starts with a letter"),
+    ("namespace", "Prod", "namespace", "must be a DNS label"),
+    ("name", "a" * 40, "name", "makes the router Service name"),
+    ("endpoint_name", "dpd_test", "endpoint_name", "letters, digits and hyphens"),
+    ("model.name", "llama 70b", "model.name", "letters, digits, '.', '_' and '-'"),
+    ("tags", {"": "x"}, "tags.", "tag keys must be 1-128 characters"),
+    ("model.source", {"s3": {"bucket": "s3://My_Bucket", "prefix": "x"}}, "model.source.s3.bucket",
+     "is not a valid S3 bucket name"),
+    ("model.source", {"s3": {"bucket": "models", "prefix": "/abs"}}, "model.source.s3.prefix", "without a leading"),
+    ("model.source", {"s3": {"bucket": "models", "prefix": "x", "region": "oregon"}}, "model.source.s3.region",
+     "is not an AWS region"),
+    ("model.source", {"fsx": {"file_system_id": "fsx-1", "path": "/m"}}, "model.source.fsx.file_system_id",
+     "is not an FSx file system id"),
+    ("model.source", {"huggingface": {"model_id": "llama"}}, "model.source.huggingface.model_id",
+     "must be 'owner/name'"),
+    ("model.source", {"huggingface": {"model_id": "a/b", "revision": "main"}}, "model.source.huggingface.revision",
+     "40-character commit SHA"),
+    ("model.source", {"huggingface": {"model_id": "a/b", "token_secret": "hf"}},
+     "model.source.huggingface.token_secret", "must be 'secret-name/key'"),
+    ("model.source", {"volume": {"claim_name": "Weights"}}, "model.source.volume.claim_name",
+     "PersistentVolumeClaim"),
+    ("model.mount_path", "opt/ml/model", "model.mount_path", "absolute path"),
+    ("model.architecture", "llama-9-9b", "model.architecture", "is not a known preset"),
+    ("tensor_parallel_size", 16, "tensor_parallel_size", "between 1 and the 8 GPUs of one ml.p5.48xlarge"),
+    ("tensor_parallel_size", 3, "tensor_parallel_size", "does not divide the 64 attention heads"),
+    ("prefill.resources", {"gpus": 9}, "prefill.resources.gpus", "between 1 and the 8 GPUs"),
+    ("decode.resources", {"gpus": 4}, "decode.resources.gpus", "fewer than tensor_parallel_size 8"),
+    ("prefill.resources", {"efa": 64}, "prefill.resources.efa", "exceeds the 32 EFA devices"),
+    ("prefill.resources", {"cpu": "lots"}, "prefill.resources.cpu", "is not a Kubernetes quantity"),
+    ("decode.resources", {"memory": "3Ti"}, "decode.resources.memory", "fit one ml.p5.48xlarge"),
+    ("worker_resources", {"cpu": "500"}, "worker_resources.cpu", "fit one ml.p5.48xlarge"),
+    ("prefill.replicas", 0, "prefill.replicas", "must be at least 1"),
+    ("decode.max_num_seqs", 0, "decode.max_num_seqs", "must be at least 1"),
+    ("decode.node_selector", {"node.kubernetes.io/instance-type": "ml.p5en.48xlarge"},
+     "decode.node_selector.node.kubernetes.io/instance-type", "contradicts instance_type"),
+    ("prefill.node_selector", {"bad key!": "x"}, "prefill.node_selector.bad key!", "label key and value"),
+    ("prefill.env", {"PYTHONHASHSEED": "42"}, "prefill.env.PYTHONHASHSEED", "differs between the roles"),
+    ("decode.env", {"VLLM_LOGGING_LEVEL": "DEBUG"}, "decode.env", "no per-role environment"),
+    ("max_model_len", 0, "max_model_len", "must be positive"),
+    ("gpu_memory_utilization", 1.5, "gpu_memory_utilization", "fraction in (0, 1]"),
+    ("decode.gpu_memory_utilization", 0.0, "decode.gpu_memory_utilization", "fraction in (0, 1]"),
+    ("port", 70000, "port", "between 1 and 65535"),
+    ("image", "my image", "image", "container image reference"),
+    ("args", ["--port", "9000"], "args", "remove it and set port"),
+    ("args", ["--tensor-parallel-size=4"], "args", "remove it and set tensor_parallel_size"),
+    ("prefill.args", ["-tp", "4"], "prefill.args", "remove it and set tensor_parallel_size"),
+    ("decode.args", ["--model", "/other"], "decode.args", "model.mount_path"),
+    ("prefill.args", ["--max_model_len", "8192"], "prefill.args", "remove it and set max_model_len"),
+    ("decode.args", ["--kv-transfer-config", "{}"], "decode.args", "the operator wires LMCache and NIXL"),
+    ("decode.args", ["--enforce-eager", "--enforce-eager"], "decode.args", "is given twice"),
+    ("prefill.args", ["eager"], "prefill.args", "a value with no flag"),
+    ("env", {"PD_BUFFER_SIZE": "1"}, "env.PD_BUFFER_SIZE", "set kv_cache.pd_buffer_size"),
+    ("env", {"1BAD": "x"}, "env.1BAD", "not a valid environment variable name"),
+    ("routing.threshold", 20000, "routing.threshold", "between 0 (always disaggregate) and max_model_len 16384"),
+    ("routing.threshold", -1, "routing.threshold", "between 0"),
+    ("invocation_path", "/v1/chat/completions", "invocation_path", "without a leading '/'"),
+    ("routing.strategy", "kvaware", "routing.strategy", "needs a 'completions' invocation path"),
+    ("health_check_path", "health", "health_check_path", "absolute URL path"),
+    ("kv_cache.hash_seed", "42", "kv_cache.hash_seed", "must be \"0\""),
+    ("kv_cache.chunk_tokens", 0, "kv_cache.chunk_tokens", "must be positive"),
+    ("kv_cache.pd_buffer_size", "96Gi", "kv_cache.pd_buffer_size", "smaller than one GPU's 80Gi"),
+    ("metrics.scrape_interval_seconds", 1, "metrics.scrape_interval_seconds", "must be 5-300"),
+    ("metrics.model_metrics_port", 80, "metrics.model_metrics_port", "must be 1024-65535"),
+    ("metrics.model_metrics_path", "metrics", "metrics.model_metrics_path", "absolute URL path"),
+    ("tls", {"certificate_output_s3_uri": "certs"}, "tls.certificate_output_s3_uri", "must be an s3:// URI"),
+    ("tls", {"domain_name": "llm.example.com"}, "tls.acm_certificate_arn", "needs both"),
+    ("tls", {"acm_certificate_arn": "arn:x", "domain_name": "LLM"}, "tls.acm_certificate_arn",
+     "is not an ACM certificate ARN"),
+    ("tls", {"acm_certificate_arn": "arn:aws:acm:us-west-2:123456789012:certificate/ab-12", "domain_name": "LLM!"},
+     "tls.domain_name", "lower-case DNS name"),
+    ("topology.same_az", False, "topology.same_az", "EFA does not cross Availability Zones"),
+    ("topology.availability_zone", "usw2-az2", "topology.availability_zone", "Availability Zone name"),
+    ("topology.placement_group", "", "topology.placement_group", "1-255 characters"),
+    ("prefill.autoscaling", {"min_replicas": 3, "max_replicas": 2, "triggers": []}, "prefill.autoscaling",
+     "0 <= min_replicas <= max_replicas"),
+    ("prefill.autoscaling", {"cooldown_seconds": -1, "triggers": [{"cloudwatch": {
+        "name": "q", "namespace": "AWS/SageMaker", "metric_name": "m", "target_value": 1}}]},
+     "prefill.autoscaling.cooldown_seconds", "must not be negative"),
+    ("prefill.autoscaling", {}, "prefill.autoscaling.triggers", "needs at least one trigger"),
+    ("prefill.autoscaling", {"triggers": [
+        {"prometheus": {"name": "Q", "server_address": "http://prom:9090", "query": "up", "target_value": 0}}]},
+     "prefill.autoscaling.triggers[0].server_address", "Amazon Managed Prometheus"),
+    ("prefill.autoscaling", {"triggers": [
+        {"prometheus": {"name": "Q", "server_address": "http://prom:9090", "query": "up", "target_value": 0}}]},
+     "prefill.autoscaling.triggers[0].name", "must be a DNS label"),
+    ("prefill.autoscaling", {"triggers": [
+        {"prometheus": {"name": "q", "server_address": "http://prom:9090", "query": "up", "target_value": 0}}]},
+     "prefill.autoscaling.triggers[0].target_value", "must be positive"),
+    ("decode.autoscaling", {"triggers": [
+        {"cloudwatch": {"name": "a", "namespace": "n", "metric_name": "m", "target_value": 1}},
+        {"cloudwatch": {"name": "a", "namespace": "n", "metric_name": "m", "target_value": 1,
+                        "period_seconds": 0}}]},
+     "decode.autoscaling.triggers[1].name", "is used by another trigger"),
+    ("decode.autoscaling", {"triggers": [
+        {"cloudwatch": {"name": "a", "namespace": "n", "metric_name": "m", "target_value": 1, "period_seconds": 0}}]},
+     "decode.autoscaling.triggers[0].period_seconds", "must be positive"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field", "fragment"), RULES,
+                         ids=[f"{r[2]}:{r[3][:30]}" for r in RULES])
+def test_rule_reports_field_value_and_fix(path: str, value: Any, field: str, fragment: str) -> None:
+    problems = _problems(_set(_mapping(), path, value))
+    matching = [p for p in problems if p.startswith(f"{field}") and fragment in p]
+    assert matching, f"no problem for {field!r} containing {fragment!r} in {problems}"
+    assert all("Fix: " in p and "(got " in p for p in matching)
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    data = _set(_set(_set(_mapping(), "prefill.replicas", 0), "kv_cache.hash_seed", "1"), "port", 0)
+    problems = _problems(data)
+    fields = {p.split(":")[0] for p in problems}
+    assert {"prefill.replicas", "kv_cache.hash_seed", "port"} <= fields
+
+
+def test_the_default_spec_is_valid_and_quiet() -> None:
+    checked = check(default_spec())
+    assert checked.warnings == ()
+    assert checked.architecture is not None and checked.architecture.name == "llama-3.3-70b"
+
+
+def test_more_than_one_decoder_is_a_warning_not_an_error(spec: DpdSpec) -> None:
+    checked = check(dataclasses.replace(spec, decode=RoleSpec(replicas=2)))
+    assert [(w.code, w.field) for w in checked.warnings] == [("SingleDecoder", "decode.replicas")]
+    assert "one decode deployment per endpoint" in checked.warnings[0].render()
+
+
+def test_unknown_image_and_idle_gpus_are_warnings(spec: DpdSpec) -> None:
+    from hyperpod_dpd import Resources
+
+    changed = dataclasses.replace(spec, image="example.com/vllm:custom", tensor_parallel_size=4,
+                                  prefill=RoleSpec(resources=Resources(gpus=8)))
+    codes = {w.code for w in check(changed).warnings}
+    assert {"UnknownImage", "GpusIdle"} <= codes
+
+
+def test_kvaware_is_fine_with_a_completions_path(spec: DpdSpec) -> None:
+    from hyperpod_dpd import RoutingSpec, RoutingStrategy
+
+    changed = dataclasses.replace(spec, invocation_path="v1/completions",
+                                  routing=RoutingSpec(strategy=RoutingStrategy.KV_AWARE))
+    assert check(changed).spec.routing.strategy is RoutingStrategy.KV_AWARE
+
+
+def test_wrong_types_built_in_python_get_the_same_messages_as_files(spec: DpdSpec) -> None:
+    changed = dataclasses.replace(spec, prefill=RoleSpec(replicas="two"))  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=r"prefill\.replicas: must be an integer, not a string"):
+        check(changed)
+
+
+def test_unresolved_cdk_tokens_are_left_to_deploy_time(spec: DpdSpec) -> None:
+    from hyperpod_dpd import S3Source
+
+    token_source = S3Source(bucket="${Token[TOKEN.123]}", prefix="llama", region="${Token[AWS.Region.9]}")
+    changed = dataclasses.replace(spec, model=dataclasses.replace(spec.model, source=token_source))
+    assert check(changed).spec.model.source == token_source
