@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import hyperpod_dpd  # noqa: F401 - points jsii at the wheel's Node before anything imports aws_cdk or cdk8s
 import jsonschema
 import pytest
 import yaml
 from referencing import Registry, Resource
 
+import hyperpod_dpd  # noqa: F401 - points jsii at the wheel's Node before anything imports aws_cdk or cdk8s
 from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.spec import DpdSpec
 
@@ -56,7 +56,8 @@ def kubernetes_errors() -> Callable[[str, Any], list[str]]:
     """Violations of a core Kubernetes type (e.g. ``io.k8s.api.core.v1.ResourceRequirements``), strict."""
     import kubernetes_validate
 
-    folder = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{KUBERNETES_VERSION}-local-strict"
+    schemas = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
+    folder = schemas / f"v{KUBERNETES_VERSION}-local-strict"
     definitions = json.loads((folder / "_definitions.json").read_text(encoding="utf-8"))
     registry: Registry = Resource.from_contents(definitions) @ Registry()
 

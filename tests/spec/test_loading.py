@@ -110,7 +110,7 @@ def test_sizes_parse_with_units(text: str, bytes_: int) -> None:
 
 @pytest.mark.parametrize("text", ["8", "eight Gi", "8Xi", "0.3B"])
 def test_sizes_without_a_unit_or_whole_bytes_are_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="size|whole number"):
+    with pytest.raises(ValueError, match=r"size|whole number"):
         ByteSize.parse(text)
 
 

@@ -50,6 +50,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     return code
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

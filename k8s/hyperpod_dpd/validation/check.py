@@ -63,7 +63,10 @@ def check(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, sourc
     warnings: list[Warning] = []
     for rule in _RULES:
         for finding in rule(context):
-            (problems if isinstance(finding, Problem) else warnings).append(finding)
+            if isinstance(finding, Problem):
+                problems.append(finding)
+            else:
+                warnings.append(finding)
     if problems:
         raise SpecError(problems, source=source)
     return CheckedSpec(spec=typed, warnings=tuple(warnings), architecture=context.architecture)
