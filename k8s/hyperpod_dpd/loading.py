@@ -35,18 +35,27 @@ class _Collector:
         return _MISSING
 
 
-def spec_from_mapping(data: Any, *, source: str | None = None) -> DpdSpec:
-    """Build a spec from plain data; raise :class:`SpecError` naming every bad key and value."""
+def parse_spec(data: Any) -> tuple[DpdSpec | None, list[Problem]]:
+    """Build a spec leniently: a field of the wrong type is reported and replaced by its default.
+
+    Returns ``None`` only when a required field is missing or unusable, so callers can still run the
+    semantic rules on the rest and report everything in one pass.
+    """
     collector = _Collector()
     spec = _convert(DpdSpec, data, "", collector)
-    if collector.problems:
-        raise SpecError(collector.problems, source=source)
-    assert isinstance(spec, DpdSpec)
+    return (spec if isinstance(spec, DpdSpec) else None), collector.problems
+
+
+def spec_from_mapping(data: Any, *, source: str | None = None) -> DpdSpec:
+    """Build a spec from plain data; raise :class:`SpecError` naming every bad key and value."""
+    spec, problems = parse_spec(data)
+    if problems or spec is None:
+        raise SpecError(problems, source=source)
     return spec
 
 
-def load_spec(path: str | Path) -> DpdSpec:
-    """Read a spec file (``.yaml``, ``.yml`` or ``.json``); every failure is a :class:`SpecError`."""
+def read_spec_data(path: str | Path) -> Any:
+    """The parsed content of a spec file (``.yaml``, ``.yml`` or ``.json``), not yet a spec."""
     file = Path(path)
     name = str(path)
     try:
@@ -55,17 +64,26 @@ def load_spec(path: str | Path) -> DpdSpec:
         reason = err.strerror or str(err)
         raise SpecError([Problem(field="<file>", value=name, message=f"cannot read the spec file: {reason}",
                                  fix="check the path and its permissions")], source=name) from err
-    return spec_from_text(text, source=name, json_only=file.suffix == ".json")
+    return parse_text(text, source=name, json_only=file.suffix == ".json")
+
+
+def parse_text(text: str, *, source: str = "<text>", json_only: bool = False) -> Any:
+    try:
+        return json.loads(text) if json_only else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        detail = " ".join(str(err).split())
+        kind = "JSON" if json_only else "YAML"
+        raise SpecError([Problem(field="<file>", value=source, message=f"malformed {kind}: {detail}",
+                                 fix="correct the syntax at the position shown")], source=source) from err
+
+
+def load_spec(path: str | Path) -> DpdSpec:
+    """Read a spec file; every failure (unreadable, malformed, unknown key, wrong type) is a :class:`SpecError`."""
+    return spec_from_mapping(read_spec_data(path), source=str(path))
 
 
 def spec_from_text(text: str, *, source: str = "<text>", json_only: bool = False) -> DpdSpec:
-    try:
-        data = json.loads(text) if json_only else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        detail = " ".join(str(err).split())
-        raise SpecError([Problem(field="<file>", value=source, message=f"malformed {'JSON' if json_only else 'YAML'}: "
-                                 f"{detail}", fix="correct the syntax at the position shown")], source=source) from err
-    return spec_from_mapping(data, source=source)
+    return spec_from_mapping(parse_text(text, source=source, json_only=json_only), source=source)
 
 
 def spec_to_mapping(spec: DpdSpec) -> dict[str, Any]:
@@ -225,8 +243,8 @@ def _convert_record(cls: type, value: Any, path: str, out: _Collector) -> Any:
         if required and name not in value:
             out.add(f"{prefix}{name}", None, "is required", f"add '{name}' to {path or 'the spec'}")
             failed = True
-        elif name in value and name not in kwargs:
-            failed = True
+        elif required and name not in kwargs:
+            failed = True  # reported already; a field with a default falls back to it so checking goes on
     if failed:
         return _MISSING
     return cls(**kwargs)

@@ -99,3 +99,15 @@ def test_console_script_runs_without_node_or_jsii_noise(tmp_path: Path) -> None:
                         capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stderr
     assert ok.stderr == ""
+
+
+def test_type_errors_and_rule_problems_are_reported_together(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(default_spec_text().replace("pd_buffer_size: 8Gi", "pd_buffer_size: 8589934592")
+                    .replace("tensor_parallel_size: 8", "tensor_parallel_size: 6"))
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "(2 problems)" in err
+    assert "kv_cache.pd_buffer_size: must be a size with a unit" in err
+    assert "tensor_parallel_size: does not divide the 64 attention heads of llama-3.3-70b (got 6)" in err

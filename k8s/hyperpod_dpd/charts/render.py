@@ -11,16 +11,16 @@ import yaml
 from hyperpod_dpd.charts.inference_endpoint_config import InferenceEndpointConfigChart
 from hyperpod_dpd.errors import Warning
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.validation import check
+from hyperpod_dpd.validation import CheckedSpec, check
 
 
-def synth_documents(specs: Sequence[DpdSpec], *, region: str | None = None) -> tuple[dict[str, str], list[Warning]]:
+def synth_documents(specs: Sequence[DpdSpec | CheckedSpec], *, region: str | None = None) -> tuple[dict[str, str], list[Warning]]:
     """File name -> YAML text for each spec's chart, and the warnings the specs raised."""
     app = cdk8s.App()
     warnings: list[Warning] = []
     documents: dict[str, str] = {}
     for spec in specs:
-        checked = check(spec)
+        checked = spec if isinstance(spec, CheckedSpec) else check(spec)
         warnings += checked.warnings
         chart = InferenceEndpointConfigChart(app, f"{checked.spec.namespace}-{checked.spec.name}", spec=checked,
                                              region=region)
@@ -29,7 +29,7 @@ def synth_documents(specs: Sequence[DpdSpec], *, region: str | None = None) -> t
     return documents, warnings
 
 
-def synth_to_directory(specs: Sequence[DpdSpec], out: Path, *, region: str | None = None) -> tuple[
+def synth_to_directory(specs: Sequence[DpdSpec | CheckedSpec], out: Path, *, region: str | None = None) -> tuple[
         list[Path], list[Warning]]:
     """Write every spec's manifest into ``out`` (nothing is written if any spec is invalid)."""
     documents, warnings = synth_documents(specs, region=region)

@@ -6,8 +6,9 @@ import sys
 from collections.abc import Iterable
 
 from hyperpod_dpd.errors import SpecError, Warning
-from hyperpod_dpd.loading import load_spec
+from hyperpod_dpd.loading import load_spec, read_spec_data
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.validation import CheckedSpec, check, check_data
 
 
 class UserFacingError(Exception):
@@ -20,6 +21,18 @@ def read_spec(path: str | None) -> DpdSpec:
 
     try:
         return default_spec() if path is None else load_spec(path)
+    except SpecError as err:
+        raise UserFacingError(str(err)) from None
+
+
+def read_checked_spec(path: str | None) -> CheckedSpec:
+    """Read and check in one pass, so wrong types and broken rules are reported together."""
+    from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
+
+    try:
+        if path is None:
+            return check(default_spec(), source="the embedded default spec")
+        return check_data(read_spec_data(path), source=path)
     except SpecError as err:
         raise UserFacingError(str(err)) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_spec
+from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_checked_spec
 from hyperpod_dpd.errors import SpecError
 
 DEFAULT_OUT = "dist/manifests"
@@ -21,11 +21,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = read_spec(args.spec)
+    checked = read_checked_spec(args.spec)
     from hyperpod_dpd.charts.render import synth_to_directory  # noqa: PLC0415 - loads jsii only when needed
 
     try:
-        written, warnings = synth_to_directory([spec], Path(args.out), region=args.region)
+        written, warnings = synth_to_directory([checked], Path(args.out), region=args.region)
     except SpecError as err:
         raise UserFacingError(str(err)) from None
     except OSError as err:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_spec
-from hyperpod_dpd.errors import SpecError
-from hyperpod_dpd.validation import check
+from hyperpod_dpd.cli._common import add_spec_argument, print_warnings, read_checked_spec
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,11 +14,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = read_spec(args.spec)
-    try:
-        checked = check(spec, source=args.spec)
-    except SpecError as err:
-        raise UserFacingError(str(err)) from None
+    checked = read_checked_spec(args.spec)
     print_warnings(checked.warnings)
     print(f"{args.spec or 'the embedded default spec'}: valid ({len(checked.warnings)} warnings)")
     return 0

@@ -51,15 +51,24 @@ def resolve_architecture(spec: DpdSpec) -> ModelArchitecture | None:
 def check(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, source: str | None = None) -> CheckedSpec:
     """Check ``spec``; raise :class:`SpecError` listing every problem, else return it with its warnings.
 
-    Types are checked first by a round trip through the file loader, so a spec built in Python with
-    a wrong type gets the same message as a file would; the rules then see a well-typed spec.
+    Types are checked by a round trip through the file loader, so a spec built in Python with a
+    wrong type gets the same message as a file would; the rules then see a well-typed spec.
     """
-    from hyperpod_dpd.loading import spec_from_mapping, spec_to_mapping  # noqa: PLC0415 - import cycle
+    from hyperpod_dpd.loading import spec_to_mapping  # noqa: PLC0415 - import cycle
+
+    return check_data(spec_to_mapping(spec), architecture=architecture, source=source)
+
+
+def check_data(data: object, *, architecture: ModelArchitecture | None = None,
+               source: str | None = None) -> CheckedSpec:
+    """Parse and check plain data (a loaded YAML or JSON file), reporting type and rule problems together."""
+    from hyperpod_dpd.loading import parse_spec  # noqa: PLC0415 - import cycle
     from hyperpod_dpd.validation import rules, sizing  # noqa: F401, PLC0415 - registers the rules
 
-    typed = spec_from_mapping(spec_to_mapping(spec), source=source)
+    typed, problems = parse_spec(data)
+    if typed is None:
+        raise SpecError(problems, source=source)
     context = RuleContext(spec=typed, architecture=architecture or resolve_architecture(typed))
-    problems: list[Problem] = []
     warnings: list[Warning] = []
     for rule in _RULES:
         for finding in rule(context):
