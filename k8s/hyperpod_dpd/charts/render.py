@@ -14,7 +14,8 @@ from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.validation import CheckedSpec, check
 
 
-def synth_documents(specs: Sequence[DpdSpec | CheckedSpec], *, region: str | None = None) -> tuple[dict[str, str], list[Warning]]:
+def synth_documents(specs: Sequence[DpdSpec | CheckedSpec], *,
+                    region: str | None = None) -> tuple[dict[str, str], list[Warning]]:
     """File name -> YAML text for each spec's chart, and the warnings the specs raised."""
     app = cdk8s.App()
     warnings: list[Warning] = []
