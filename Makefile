@@ -25,7 +25,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy -p hyperpod_dpd -p hyperpod_dpd_cdk app.py
+	$(BIN)/mypy -p hyperpod_dpd -p hyperpod_dpd_cdk
+	$(BIN)/mypy app.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/synth_bench.py

@@ -152,12 +152,32 @@ _UNSIZABLE_MODEL_TYPES = {
 
 
 def _normalise(name: str) -> str:
-    """``meta-llama/Llama-3.3-70B-Instruct`` -> ``llama-3.3-70b``; ``Mixtral-8x7B-Instruct-v0.1`` -> ``mixtral-8x7b``."""
+    """``meta-llama/Llama-3.3-70B-Instruct`` -> ``llama-3.3-70b``; ``Mixtral-8x7B-Instruct-v0.1`` -> ``mixtral-8x7b``.
+
+    The last path part, lower-cased, without ``meta-``, a ``-v0.1`` version or ``-Instruct``/``-chat``/``-hf``.
+    """
     text = name.lower().replace("_", "-").split("/")[-1]
     text = text.removeprefix("meta-")
     text = re.sub(r"-v[0-9]+(\.[0-9]+)*$", "", text)          # -v0.1
     text = re.sub(r"-(instruct|chat|hf|it|base)\b", "", text)  # -Instruct, -Instruct-2407 keeps -2407
     return text
+
+
+# Model names of well-known families that the dense formula cannot size, with the reason.
+_UNSIZABLE_NAME_PREFIXES = {
+    "deepseek-v2": _MLA, "deepseek-v3": _MLA, "deepseek-r1": _MLA, "kimi-k2": _MLA,
+    "gemma-2": _LOCAL, "gemma-3": _LOCAL, "gpt-oss": _LOCAL, "jamba": _HYBRID, "qwen3-next": _HYBRID,
+    "llama-4": "it uses chunked local attention on three of every four layers",
+}
+
+
+def unsizable_reason_for_model_name(model_name: str) -> str | None:
+    """Why a model of this name cannot be sized (``DeepSeek-V3`` -> MLA), or None if the name says nothing."""
+    key = model_name.lower().replace("_", "-").split("/")[-1]  # not _normalise: "-V3" is no version suffix here
+    for prefix, reason in _UNSIZABLE_NAME_PREFIXES.items():
+        if key.startswith(prefix):
+            return reason
+    return None
 
 
 def preset_for_model_name(model_name: str) -> ModelArchitecture | None:

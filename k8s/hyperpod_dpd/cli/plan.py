@@ -1,0 +1,60 @@
+"""``hyperpod-dpd plan [SPEC] [--model-config PATH_OR_S3_URI] [--prompt-tokens N] [--json]``.
+
+Prints the sizing plan as a table, or with ``--json`` as one JSON object on stdout. A plan with
+sizing errors is still printed (so the figures explain the errors); the errors then go to stderr
+and the exit status is 2, as for every user-fixable failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, read_spec
+from hyperpod_dpd.errors import SpecError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1 token")
+    return value
+
+
+def _cannot_plan(err: SpecError) -> str:
+    return "cannot plan this spec:\n" + "\n".join(f"  - {problem.render()}" for problem in err.problems)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "plan", help="size the KV transfer, PD buffer and GPU memory of a spec",
+        description="Size the KV transfer, PD buffer and GPU memory of a spec from the model's architecture.")
+    add_spec_argument(parser)
+    parser.add_argument("--model-config", metavar="PATH_OR_S3_URI",
+                        help="the model's config.json (a file, its folder, or s3://bucket/prefix) or a preset "
+                             "name; overrides the spec's architecture")
+    parser.add_argument("--prompt-tokens", type=_positive_int, metavar="N",
+                        help="prompt length for the per-request figures (default: the routing threshold)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = read_spec(args.spec)
+    from hyperpod_dpd.planner import load_architecture, plan  # noqa: PLC0415 - keeps --help fast
+
+    try:
+        architecture = load_architecture(args.model_config) if args.model_config else None
+        sized = plan(spec, architecture=architecture, prompt_tokens=args.prompt_tokens)
+    except SpecError as err:
+        raise UserFacingError(_cannot_plan(err)) from None
+    if args.json:
+        print(json.dumps(sized.to_json(), indent=2))
+    else:
+        print(sized.render_table(), end="")
+    if sized.problems:
+        raise UserFacingError(str(SpecError(sized.problems, source=args.spec or "the embedded default spec")))
+    return 0
