@@ -26,7 +26,7 @@ class Problem:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Warning:  # noqa: A001 - the library's own warning record, never raised
+class Warning:
     """Something that deploys but is risky or wasteful; reported, never fatal."""
 
     code: str

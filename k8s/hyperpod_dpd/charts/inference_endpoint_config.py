@@ -130,7 +130,7 @@ def shared_args(s: DpdSpec) -> list[str]:
     """``worker.args``: what both roles run with; per-role args are merged over these by the operator."""
     return [
         "--model", s.model.mount_path,
-        "--host", "0.0.0.0",  # noqa: S104 - the worker must be reachable by its sidecar and the router
+        "--host", "0.0.0.0",
         "--port", str(s.port),
         "--tensor-parallel-size", str(s.tensor_parallel_size),
         "--max-model-len", str(s.max_model_len),

@@ -17,7 +17,7 @@ DLC_IMAGE = "public.ecr.aws/deep-learning-containers/vllm:server-hyperpod-cuda-v
 LMCACHE_IMAGE = "lmcache/vllm-openai:v0.4.3"
 KNOWN_IMAGES = (DLC_IMAGE, LMCACHE_IMAGE)
 
-DEFAULT_ENV = {"HF_HOME": "/tmp/hf_home"}  # noqa: S108 - the operator's published example
+DEFAULT_ENV = {"HF_HOME": "/tmp/hf_home"}
 
 
 @dataclass(frozen=True, kw_only=True)
