@@ -1,0 +1,81 @@
+"""``hyperpod-dpd preflight [SPEC]``: the checks a deploy would otherwise fail on tens of minutes in.
+
+For the account and region of the current credentials: the spec and the planner, the SageMaker
+"<instance type> for cluster usage" quota, the Availability Zone ID, and the model files in S3.
+Prints a table (or JSON with --json).
+
+Exit status: 0 when every check passed or was skipped, 1 when any failed or could not run (ERROR),
+2 for usage errors, including no usable AWS credentials or region.
+
+IAM: sts:GetCallerIdentity, servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas,
+sagemaker:ListClusters and DescribeCluster (instances in use), ec2:DescribeAvailabilityZones and
+DescribeInstanceTypeOfferings, s3:ListBucket and s3:GetObject on the model prefix.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, read_spec
+from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsUnavailable, describe_error, session_clients
+from hyperpod_dpd.ops.checks import exit_status
+from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER, PreflightOptions, instances_needed, run_preflight
+from hyperpod_dpd.ops.table import render_json, render_table
+from hyperpod_dpd.spec import S3Source
+
+# The seam the tests replace: (region, profile, fallback_region=...) -> AwsClients.
+aws_clients = session_clients
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "preflight", help="check quota, Availability Zone, model files and the spec before deploying",
+        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_spec_argument(parser)
+    parser.add_argument("--region", help="AWS region (default: the profile's or AWS_REGION, else the "
+                                         "model bucket's region from the spec)")
+    parser.add_argument("--profile", help="AWS named profile (default: the default credential chain)")
+    parser.add_argument("--availability-zone-id", metavar="AZ_ID",
+                        help="the AZ ID the HyperPod subnet will use (default: the spec's "
+                             "topology.availability_zone, else usw2-az2, the CDK app's default)")
+    parser.add_argument("--cluster-instances", type=_positive, metavar="N",
+                        help="instances of the spec's type the quota must cover (default: prefill + decode "
+                             "nodes at their autoscaling maximum)")
+    parser.add_argument("--existing-cluster", metavar="NAME", default=CDK_DEFAULT_CLUSTER,
+                        help="the HyperPod cluster this deploy creates or updates: its instances are not "
+                             f"counted as in use (default: {CDK_DEFAULT_CLUSTER}, the CDK app's default)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.set_defaults(handler=run)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = read_spec(args.spec)
+    source = spec.model.source
+    fallback = source.region if isinstance(source, S3Source) else None
+    try:
+        clients = aws_clients(args.region, args.profile, fallback_region=fallback)
+        account = clients.account()
+    except AwsUnavailable as err:
+        raise UserFacingError(str(err)) from None
+    except AWS_ERRORS as err:
+        account = f"unknown ({describe_error(err)})"
+    options = PreflightOptions(availability_zone_id=args.availability_zone_id,
+                               cluster_instances=args.cluster_instances,
+                               existing_cluster=args.existing_cluster, source=args.spec)
+    checks = run_preflight(spec, clients, options)
+    needed = args.cluster_instances or instances_needed(spec)
+    if args.json:
+        print(render_json(checks, account=account, region=clients.region,
+                          instance_type=spec.instance_type.api_name, instances=needed))
+    else:
+        print(f"preflight for {spec.namespace}/{spec.name}: account {account}, region {clients.region}, "
+              f"{needed} x {spec.instance_type.api_name}")
+        print(render_table(checks))
+    return exit_status(checks)

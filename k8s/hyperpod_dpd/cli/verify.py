@@ -1,0 +1,142 @@
+"""``hyperpod-dpd verify [SPEC]``: is the deployed endpoint up, and does it route as intended?
+
+Reports the HyperPod cluster's status and nodes per instance group, the InferenceEndpointConfig's
+status conditions, the prefill and decode deployments (pods labelled
+inference.sagemaker.aws.amazon.com/dpd-role), the router, and the KV roles the workers started
+with ('pd_role': 'sender' on the prefiller, 'receiver' on the decoder). With --wait (the default) it polls
+until everything is ready or --timeout passes, with progress on stderr. With --smoke it then sends a
+short and a long prompt through the router (via the API server's service proxy) and reports the
+status, time to first token and the path the router took (from its 'Conditional routing' log line).
+
+The HyperPod cluster is --cluster-name, else the only HyperPod cluster in the region, else
+HyperPodDpd-hp (the CDK app's default).
+Exit status: 0 when every check passed or was skipped, 1 when any failed, errored or timed out,
+2 for usage errors.
+
+Kubernetes RBAC: get inferenceendpointconfigs, deployments, services; list pods; get pods/log in
+hyperpod-inference-system; create services/proxy there for --smoke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from hyperpod_dpd.cli._common import add_spec_argument, read_spec
+from hyperpod_dpd.ops.aws import AwsUnavailable, session_clients
+from hyperpod_dpd.ops.checks import Check, Status, errored, exit_status, skipped
+from hyperpod_dpd.ops.kube import KubeApi, KubeError, load_kube
+from hyperpod_dpd.ops.smoke import LONG, SHORT, run_smoke
+from hyperpod_dpd.ops.table import render_json, render_table
+from hyperpod_dpd.ops.verify import (
+    CLUSTER,
+    ENDPOINT,
+    KV_ROLES,
+    ROUTER,
+    VerifyTargets,
+    check_kv_roles,
+    hint_for,
+    probes,
+)
+from hyperpod_dpd.ops.wait import Progress, Waiter
+from hyperpod_dpd.spec import DpdSpec, S3Source
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+DEFAULT_TIMEOUT = 900
+DEFAULT_POLL = 15
+
+# The seams the tests replace.
+aws_clients = session_clients
+kube_api: Callable[[str | None, str | None], KubeApi] = load_kube
+clock: Callable[[], float] = time.monotonic
+sleep: Callable[[float], None] = time.sleep
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "verify", help="report the cluster, endpoint, prefill/decode and router readiness; --smoke tests it",
+        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_spec_argument(parser)
+    parser.add_argument("--cluster-name", help="the HyperPod cluster (default: the only one in the region, else "
+                             "HyperPodDpd-hp, the CDK app's default)")
+    parser.add_argument("--region", help="AWS region (default: the profile's or AWS_REGION, else the "
+                                         "model bucket's region from the spec)")
+    parser.add_argument("--profile", help="AWS named profile")
+    parser.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument("--wait", action=argparse.BooleanOptionalAction, default=True,
+                        help="poll until ready or --timeout (default: --wait)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"how long to wait (default: {DEFAULT_TIMEOUT})")
+    parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL, metavar="SECONDS",
+                        help=f"seconds between polls (default: {DEFAULT_POLL})")
+    parser.add_argument("--smoke", action="store_true",
+                        help="send a short and a long prompt through the router and report each one's path")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = read_spec(args.spec)
+    source = spec.model.source
+    fallback = source.region if isinstance(source, S3Source) else None
+    leading: list[Check] = []
+
+    region = args.region or fallback or "?"
+    sagemaker: Callable[[], SageMakerClient] | None = None
+    try:
+        clients = aws_clients(args.region, args.profile, fallback_region=fallback)
+        region, sagemaker = clients.region, clients.sagemaker
+    except AwsUnavailable as err:
+        leading.append(errored(CLUSTER, str(err)))
+
+    kube: KubeApi | None = None
+    try:
+        kube = kube_api(args.kube_context, args.kubeconfig)
+    except KubeError as err:
+        leading.append(errored("kubernetes", str(err)))
+
+    waiter = Waiter(timeout=args.timeout, poll_interval=args.poll_interval, clock=clock, sleep=sleep,
+                    progress=Progress(sys.stderr) if not args.json else None)
+    targets = VerifyTargets(spec=spec, region=region, cluster_name=args.cluster_name)
+    polled, timed_out = waiter.run(probes(targets, sagemaker=sagemaker, kube=kube), wait=args.wait,
+                                   hints=lambda check: hint_for(check, spec))
+    checks = [*leading, *polled]
+    if timed_out:
+        names = ", ".join(check.name for check in timed_out)
+        print(f"hyperpod-dpd: timed out after {args.timeout:.0f}s; still not ready: {names}. "
+              f"Next: {hint_for(timed_out[0], spec) or 'see the table'}", file=sys.stderr)
+
+    checks.append(_kv_roles(kube, spec, checks))
+    if args.smoke:
+        checks += _smoke(kube, spec, checks, args.timeout, quiet=args.json)
+    if args.json:
+        print(render_json(checks, region=region, namespace=spec.namespace, name=spec.name))
+    else:
+        print(f"verify {spec.namespace}/{spec.name} in {region}")
+        print(render_table(checks))
+    return exit_status(checks)
+
+
+def _kv_roles(kube: KubeApi | None, spec: DpdSpec, checks: list[Check]) -> Check:
+    ready = {check.name for check in checks if check.status is Status.PASS}
+    if kube is None or not {"prefill", "decode"} <= ready:
+        return skipped(KV_ROLES, "the prefill and decode pods are not ready")
+    return check_kv_roles(kube, spec)
+
+
+def _smoke(kube: KubeApi | None, spec: DpdSpec, checks: list[Check], timeout: float, *,
+           quiet: bool) -> list[Check]:
+    needed = {ENDPOINT, "prefill", "decode", ROUTER}
+    ready = {check.name for check in checks if check.status is Status.PASS}
+    if kube is None or not needed <= ready:
+        missing = ", ".join(sorted(needed - ready)) or "kubernetes"
+        reason = f"the endpoint is not ready ({missing}), so no prompt was sent"
+        return [skipped(SHORT, reason), skipped(LONG, reason)]
+    announce = None if quiet else (lambda line: print(line, file=sys.stderr))
+    return run_smoke(kube, spec, timeout=min(timeout, 300.0), clock=clock, announce=announce)

@@ -1,0 +1,163 @@
+"""AWS sessions and clients, and botocore errors turned into one clear line.
+
+:class:`AwsClients` is the seam the tests use: it hands out boto3 clients for one account and region,
+and tests build it from moto-backed or Stubber-wrapped clients instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    CredentialRetrievalError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ProfileNotFound,
+    SSOError,
+    TokenRetrievalError,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_service_quotas import ServiceQuotasClient
+    from mypy_boto3_sts import STSClient
+
+AWS_ERRORS: tuple[type[Exception], ...] = (BotoCoreError, ClientError)
+
+NO_CREDENTIALS = ("no AWS credentials found: set AWS_PROFILE or pass --profile, run `aws configure` "
+                  "or `aws sso login`")
+EXPIRED = "the AWS credentials have expired: refresh them (for example `aws sso login`) and retry"
+
+_EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired",
+                            "TokenRefreshRequired"})
+_INVALID_CODES = frozenset({"InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch",
+                            "AuthFailure", "InvalidAccessKeyId"})
+_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden",
+                           "403", "AllAccessDisabled"})
+
+
+class AwsUnavailable(Exception):
+    """No check can reach AWS (no credentials, expired or unknown ones, no region): a usage error."""
+
+
+def error_code(err: Exception) -> str:
+    if isinstance(err, ClientError):
+        return str(err.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def is_credentials_problem(err: Exception) -> bool:
+    """True when the credentials themselves are missing or unusable, as opposed to one call denied."""
+    if isinstance(err, NoCredentialsError | PartialCredentialsError | TokenRetrievalError | SSOError
+                  | CredentialRetrievalError):
+        return True
+    return error_code(err) in _EXPIRED_CODES | _INVALID_CODES
+
+
+def is_access_denied(err: Exception) -> bool:
+    return error_code(err) in _DENIED_CODES
+
+
+def describe_error(err: Exception, *, permission: str | None = None) -> str:
+    """One line saying what went wrong and what to do; never a traceback."""
+    code = error_code(err)
+    if isinstance(err, NoCredentialsError | PartialCredentialsError):
+        return NO_CREDENTIALS
+    if isinstance(err, TokenRetrievalError | SSOError) or code in _EXPIRED_CODES:
+        return EXPIRED
+    if isinstance(err, CredentialRetrievalError):
+        return f"the AWS credentials could not be loaded: {err}"
+    if code in _INVALID_CODES:
+        return f"the AWS credentials were rejected ({code}): check the access key, profile and account"
+    if code in _DENIED_CODES:
+        needed = f"; the caller needs {permission}" if permission else ""
+        return f"access denied{_operation(err)}{needed}"
+    if isinstance(err, EndpointConnectionError):
+        return f"cannot reach AWS: {err}"
+    if isinstance(err, ClientError):
+        message = err.response.get("Error", {}).get("Message", "")
+        return f"{code}{_operation(err)}: {message}" if message else f"{code}{_operation(err)}"
+    return f"{type(err).__name__}: {err}"
+
+
+def _operation(err: Exception) -> str:
+    name = getattr(err, "operation_name", None)
+    return f" on {name}" if name else ""
+
+
+ClientFactory = Callable[..., Any]
+
+
+@dataclass
+class AwsClients:
+    """boto3 clients for one account and region, created on first use.
+
+    :param factory: ``factory(service_name, region_name=...)`` returning a client; a boto3
+        ``Session.client`` in real use, and a dictionary of moto or stubbed clients in tests.
+    """
+
+    region: str
+    factory: ClientFactory
+    profile: str | None = None
+    _cache: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+
+    def _client(self, service: str, region: str | None = None) -> Any:
+        key = (service, region or self.region)
+        if key not in self._cache:
+            self._cache[key] = self.factory(service, region_name=key[1])
+        return self._cache[key]
+
+    def sts(self) -> STSClient:
+        client: STSClient = self._client("sts")
+        return client
+
+    def ec2(self) -> EC2Client:
+        client: EC2Client = self._client("ec2")
+        return client
+
+    def service_quotas(self) -> ServiceQuotasClient:
+        client: ServiceQuotasClient = self._client("service-quotas")
+        return client
+
+    def sagemaker(self) -> SageMakerClient:
+        client: SageMakerClient = self._client("sagemaker")
+        return client
+
+    def s3(self, region: str | None = None) -> S3Client:
+        client: S3Client = self._client("s3", region)
+        return client
+
+    def account(self) -> str:
+        """The account of the current credentials; :class:`AwsUnavailable` when there are none usable."""
+        try:
+            return self.sts().get_caller_identity()["Account"]
+        except AWS_ERRORS as err:
+            if is_credentials_problem(err):
+                raise AwsUnavailable(describe_error(err)) from None
+            raise
+
+
+def session_clients(region: str | None, profile: str | None, *,
+                    fallback_region: str | None = None) -> AwsClients:
+    """Clients from the default credential chain (or ``profile``); :class:`AwsUnavailable` on a bad setup."""
+    import boto3  # noqa: PLC0415 - keeps `hyperpod-dpd --help` fast
+
+    try:
+        session = boto3.Session(profile_name=profile, region_name=region)
+    except ProfileNotFound as err:
+        raise AwsUnavailable(f"{err}: check --profile / AWS_PROFILE against ~/.aws/config") from None
+    chosen = region or session.region_name or fallback_region
+    if not chosen:
+        raise AwsUnavailable("no AWS region: pass --region or set AWS_REGION (or a region in the profile)")
+    try:
+        return AwsClients(region=chosen, factory=session.client, profile=profile)
+    except NoRegionError as err:  # pragma: no cover - region is always set above
+        raise AwsUnavailable(str(err)) from None

@@ -1,0 +1,217 @@
+"""``verify --smoke``: a short and a long prompt through the router, with the path each one took.
+
+Requests go through the API server's service proxy to ``<name>-<namespace>-routing-service:443`` (see
+:class:`~hyperpod_dpd.ops.kube.ServiceProxyTransport`), streamed, so the time to the first token is
+measured from a laptop (it includes the API server hop). The path comes from the router's own log
+line ``Conditional routing: estimated_tokens=..., threshold=..., disaggregate=True|False``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hyperpod_dpd.ops.checks import Check, failed, passed, skipped
+from hyperpod_dpd.ops.kube import (
+    OPERATOR_NAMESPACE,
+    ROUTER_CONTAINER,
+    ROUTER_PORT,
+    KubeApi,
+    KubeError,
+    router_deployment,
+    router_service,
+)
+from hyperpod_dpd.spec import DpdSpec
+
+FOX = "The quick brown fox jumps over the lazy dog. "
+TOKENS_PER_FOX = 11  # the docs' 600 repetitions are estimated at 6,750 tokens by the router
+FEWEST_TOKENS_PER_FOX, MOST_TOKENS_PER_FOX = 10, 12
+SHORT_PROMPT = "In one word, what colour is the sky on a clear day?"
+MAX_TOKENS = 16
+ROUTING_LINE = re.compile(
+    r"Conditional routing: estimated_tokens=(?P<tokens>\d+), threshold=(?P<threshold>\d+), "
+    r"disaggregate=(?P<disaggregate>True|False)")
+
+SHORT = "smoke: short prompt"
+LONG = "smoke: long prompt"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    text: str
+    expect_disaggregate: bool
+    estimated_tokens: int
+
+
+def prompts(spec: DpdSpec) -> tuple[Prompt, Prompt | str]:
+    """The short prompt, and a long one of about 1.5 x the routing threshold (or why there is none).
+
+    Tokenizers differ, so the long prompt is sized to exceed the threshold even at 10 tokens per
+    sentence and to fit ``max_model_len`` (with the answer) even at 12.
+    """
+    threshold = spec.routing.threshold
+    short = Prompt(SHORT, SHORT_PROMPT, expect_disaggregate=threshold == 0, estimated_tokens=14)
+    wanted = max(math.ceil(threshold * 1.5), threshold + TOKENS_PER_FOX * 4, TOKENS_PER_FOX * 20)
+    room = spec.max_model_len - MAX_TOKENS - 64
+    repeats = min(math.ceil(wanted / TOKENS_PER_FOX), room // MOST_TOKENS_PER_FOX)
+    if repeats * FEWEST_TOKENS_PER_FOX <= threshold:
+        return short, (f"routing.threshold {threshold} leaves no room for a longer prompt within "
+                       f"max_model_len {spec.max_model_len}")
+    return short, Prompt(LONG, FOX * repeats, expect_disaggregate=True, estimated_tokens=repeats * TOKENS_PER_FOX)
+
+
+def request_body(spec: DpdSpec, text: str) -> dict[str, Any]:
+    """An OpenAI-style streamed request; ``model`` is the mount path, as the operator serves it."""
+    body: dict[str, Any] = {"model": spec.model.mount_path, "max_tokens": MAX_TOKENS, "stream": True,
+                            "temperature": 0}
+    if "chat" in spec.invocation_path:
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    return body
+
+
+@dataclass(frozen=True)
+class Timing:
+    status: int
+    first_token_s: float | None
+    total_s: float
+    streamed: bool
+    error_body: str = ""
+
+
+def send(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
+         clock: Callable[[], float] = time.monotonic) -> Timing:
+    """POST the prompt and time the first streamed token (``data:`` line with content) and the end."""
+    if kube.transport is None:
+        raise KubeError("no HTTP transport to the router")
+    start = clock()
+    response = kube.transport.post(OPERATOR_NAMESPACE, router_service(spec), ROUTER_PORT,
+                                   spec.invocation_path, request_body(spec, prompt.text), timeout=timeout)
+    first: float | None = None
+    received = bytearray()
+    for chunk in response.chunks():
+        received += chunk
+        if first is None and response.status < 400 and _has_token(bytes(received)):
+            first = clock() - start
+    total = clock() - start
+    text = received.decode("utf-8", "replace")
+    streamed = "data:" in text
+    if response.status >= 400:
+        return Timing(response.status, None, total, streamed, _error_text(text))
+    return Timing(response.status, first, total, streamed)
+
+
+def _has_token(received: bytes) -> bool:
+    for line in received.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:") or line.strip() == "data: [DONE]":
+            continue
+        try:
+            event = json.loads(line[5:])
+        except ValueError:
+            continue
+        for choice in event.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content") or choice.get("text"):
+                return True
+    return False
+
+
+def _error_text(text: str) -> str:
+    try:
+        parsed = json.loads(text)
+        message = parsed.get("message") or (parsed.get("error") or {}).get("message") or text
+        return str(message)[:200]
+    except (ValueError, AttributeError):
+        return text.strip()[:200]
+
+
+@dataclass(frozen=True)
+class RoutingDecision:
+    estimated_tokens: int
+    threshold: int
+    disaggregate: bool
+
+
+def routing_decision(kube: KubeApi, spec: DpdSpec, since_seconds: int,
+                     expected_tokens: int) -> RoutingDecision | str:
+    """The router's ``Conditional routing`` line for our request, or why there is none.
+
+    Reads every router pod's log for the last ``since_seconds`` and picks the line whose
+    ``estimated_tokens`` is closest to ``expected_tokens`` (the latest on a tie), so a second router
+    replica or a little other traffic does not confuse a short prompt with a long one.
+    """
+    prefix = f"{router_deployment(spec)}-"
+    pods = [p for p in kube.pods(OPERATOR_NAMESPACE, "")
+            if str((p.get("metadata") or {}).get("name", "")).startswith(prefix)]
+    if not pods:
+        return f"no router pod {prefix}* in {OPERATOR_NAMESPACE}"
+    found: list[RoutingDecision] = []
+    for pod in pods:
+        log = kube.pod_log(OPERATOR_NAMESPACE, pod["metadata"]["name"], ROUTER_CONTAINER, since_seconds)
+        found += [RoutingDecision(int(m["tokens"]), int(m["threshold"]), m["disaggregate"] == "True")
+                  for m in ROUTING_LINE.finditer(log)]
+    if not found:
+        return "no 'Conditional routing' line in the router log"
+
+    def distance(decision: RoutingDecision) -> float:
+        return abs(math.log1p(decision.estimated_tokens) - math.log1p(expected_tokens))
+
+    best = min(distance(d) for d in found)
+    return [d for d in found if distance(d) == best][-1]
+
+
+def run_smoke(kube: KubeApi, spec: DpdSpec, *, timeout: float = 300.0,
+              clock: Callable[[], float] = time.monotonic,
+              announce: Callable[[str], None] | None = None) -> list[Check]:
+    """The short prompt, then the long one; ``announce`` is told before each request is sent."""
+    rows: list[Check] = []
+    for prompt in prompts(spec):
+        if isinstance(prompt, str):
+            rows.append(skipped(LONG, prompt))
+            continue
+        if announce is not None:
+            announce(f"sending the {prompt.name.removeprefix('smoke: ')} (~{prompt.estimated_tokens} tokens) "
+                     f"through {router_service(spec)}...")
+        rows.append(smoke_one(kube, spec, prompt, timeout=timeout, clock=clock))
+    return rows
+
+
+def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
+              clock: Callable[[], float] = time.monotonic) -> Check:
+    """Send one prompt; PASS when it answered and the router took the expected path."""
+    size = f"~{prompt.estimated_tokens} tokens"
+    try:
+        timing = send(kube, spec, prompt, timeout=timeout, clock=clock)
+    except KubeError as err:
+        return failed(prompt.name, f"{size}: {err}")
+    if timing.status >= 400:
+        hint = " (the model may still be loading: wait for DeploymentComplete)" if timing.status == 503 else ""
+        return failed(prompt.name, f"{size}: HTTP {timing.status}{hint}: {timing.error_body}")
+    if timing.first_token_s is not None:
+        latency = f"time to first token {timing.first_token_s:.2f}s, total {timing.total_s:.2f}s"
+    else:
+        latency = f"total {timing.total_s:.2f}s (no streamed token seen: time to first token unknown)"
+    try:
+        decision = routing_decision(kube, spec, since_seconds=math.ceil(timing.total_s) + 30,
+                                    expected_tokens=prompt.estimated_tokens)
+    except KubeError as err:
+        decision = f"router log unreadable: {err}"
+    expected = "prefill -> decode" if prompt.expect_disaggregate else "decode only"
+    head = f"{size}: HTTP {timing.status}, {latency}"
+    if isinstance(decision, str):
+        return passed(prompt.name, f"{head}\npath unknown ({decision}); expected {expected}")
+    path = "prefill -> decode" if decision.disaggregate else "decode only"
+    routing = (f"path {path} (router: estimated_tokens={decision.estimated_tokens}, "
+               f"threshold={decision.threshold}, disaggregate={decision.disaggregate})")
+    if decision.disaggregate != prompt.expect_disaggregate:
+        fix = ("the router's tokenizer may count fewer tokens: lower routing.threshold"
+               if prompt.expect_disaggregate else "routing.threshold may be too low")
+        return failed(prompt.name, f"{head}\n{routing}; expected {expected}: {fix}")
+    return passed(prompt.name, f"{head}\n{routing}")

@@ -1,0 +1,382 @@
+"""Offline AWS and Kubernetes for the preflight and verify tests.
+
+AWS: moto for S3, EC2 and STS; botocore's Stubber for Service Quotas and SageMaker (moto has no
+ListServiceQuotas, and its HyperPod clusters are always InService).
+Kubernetes: fake CustomObjectsApi/AppsV1Api/CoreV1Api objects that answer with the client's own
+model objects, deserialized from recorded JSON the way the client deserializes an API response.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from moto import mock_aws
+
+from hyperpod_dpd.ops.aws import AwsClients
+from hyperpod_dpd.ops.kube import KubeApi
+
+REGION = "us-west-2"
+BUCKET = "dpd-models-example"
+PREFIX = "Llama-3.3-70B-Instruct"
+QUOTA_NAME = "ml.p5.48xlarge for cluster usage"
+
+_DESERIALIZER = ApiClient()
+_SESSIONS: list[boto3.Session] = []
+
+
+def client(service: str, region_name: str | None = REGION) -> Any:
+    """A client from one shared session (service models load once, not per test; moto resets the
+    default session on every start), with fake keys so no credential chain is consulted."""
+    if not _SESSIONS:
+        _SESSIONS.append(boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
+                                       region_name=REGION))
+    return _SESSIONS[0].client(service, region_name=region_name or REGION)
+
+
+def k8s_model(kind: str, data: Any) -> Any:
+    """``data`` (recorded JSON) as the client's ``kind`` model, exactly as a real response is read."""
+    return _DESERIALIZER.deserialize(json.dumps(data), kind, "application/json")
+
+
+def api_error(status: int, message: str = "") -> ApiException:
+    err = ApiException(status=status, reason={401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}.get(
+        status, "Error"))
+    err.body = json.dumps({"kind": "Status", "message": message, "code": status})
+    return err
+
+
+# --- AWS -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto with fake credentials in us-west-2."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    with mock_aws():
+        yield
+
+
+@dataclass
+class Stubs:
+    """Stubbed Service Quotas and SageMaker clients (no credentials needed), activated on use."""
+
+    quotas: Any = field(default_factory=lambda: client("service-quotas"))
+    sagemaker: Any = field(default_factory=lambda: client("sagemaker"))
+
+    def __post_init__(self) -> None:
+        self.quotas_stub = Stubber(self.quotas)
+        self.sagemaker_stub = Stubber(self.sagemaker)
+        self.quotas_stub.activate()
+        self.sagemaker_stub.activate()
+
+    def quota(self, value: float, name: str = QUOTA_NAME, code: str = "L-6A2BEAB4") -> None:
+        self.quotas_stub.add_response("list_service_quotas", {"Quotas": [
+            {"ServiceCode": "sagemaker", "QuotaName": "ml.g5.48xlarge for cluster usage", "QuotaCode": "L-1",
+             "Value": 8.0},
+            {"ServiceCode": "sagemaker", "QuotaName": name, "QuotaCode": code, "Value": value},
+        ]}, {"ServiceCode": "sagemaker"})
+
+    def clusters(self, *clusters: dict[str, Any]) -> None:
+        self.sagemaker_stub.add_response("list_clusters", {"ClusterSummaries": [
+            {"ClusterArn": f"arn:aws:sagemaker:{REGION}:123456789012:cluster/{c['ClusterName']}",
+             "ClusterName": c["ClusterName"], "CreationTime": "2026-11-01T00:00:00Z",
+             "ClusterStatus": c.get("ClusterStatus", "InService")} for c in clusters]}, {})
+
+    def describe(self, name: str, status: str = "InService", groups: list[dict[str, Any]] | None = None,
+                 failure: str | None = None) -> None:
+        response: dict[str, Any] = {
+            "ClusterArn": f"arn:aws:sagemaker:{REGION}:123456789012:cluster/{name}", "ClusterName": name,
+            "ClusterStatus": status, "InstanceGroups": groups if groups is not None else [
+                group("workers", "ml.p5.48xlarge", 2), group("system", "ml.m5.2xlarge", 1)]}
+        if failure:
+            response["FailureMessage"] = failure
+        self.sagemaker_stub.add_response("describe_cluster", response, {"ClusterName": name})
+
+    def nodes(self, name: str, nodes: list[dict[str, Any]]) -> None:
+        self.sagemaker_stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes},
+                                         {"ClusterName": name})
+
+
+def group(name: str, instance_type: str, count: int) -> dict[str, Any]:
+    return {"InstanceGroupName": name, "InstanceType": instance_type, "CurrentCount": count, "TargetCount": count}
+
+
+def node(group_name: str, instance_type: str, index: int, status: str = "Running") -> dict[str, Any]:
+    return {"InstanceGroupName": group_name, "InstanceId": f"i-{group_name}{index:04d}",
+            "InstanceType": instance_type, "LaunchTime": "2026-11-01T00:00:00Z",
+            "InstanceStatus": {"Status": status}}
+
+
+@pytest.fixture
+def stubs() -> Iterator[Stubs]:
+    made = Stubs()
+    yield made
+    made.quotas_stub.deactivate()
+    made.sagemaker_stub.deactivate()
+
+
+def clients_with(stubs: Stubs, **overrides: Any) -> AwsClients:
+    """moto-backed clients (inside the ``aws`` fixture) with the stubbed ones swapped in."""
+    fixed: dict[str, Any] = {"service-quotas": stubs.quotas, "sagemaker": stubs.sagemaker, **overrides}
+
+    def factory(service: str, region_name: str | None = None) -> Any:
+        return fixed[service] if service in fixed else client(service, region_name)
+
+    return AwsClients(region=REGION, factory=factory)
+
+
+@pytest.fixture
+def clients(aws: None, stubs: Stubs) -> AwsClients:
+    return clients_with(stubs)
+
+
+def upload_model(files: Mapping[str, bytes | int], *, bucket: str = BUCKET, prefix: str = PREFIX,
+                 create: bool = True) -> None:
+    """Put ``files`` (name -> bytes, or a size for dummy bytes) under ``s3://bucket/prefix/``."""
+    s3 = client("s3")
+    if create:
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    for name, content in files.items():
+        body = content if isinstance(content, bytes) else b"\0" * content
+        s3.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=body)
+
+
+def sharded_model(shards: int = 3, *, listed: int | None = None) -> dict[str, bytes | int]:
+    names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+    index_names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, (listed or shards) + 1)]
+    index = {"metadata": {"total_size": 3072},
+             "weight_map": {f"layer.{i}.weight": name for i, name in enumerate(index_names)}}
+    files: dict[str, bytes | int] = {"config.json": b'{"model_type": "llama"}', "tokenizer.json": 2048,
+                                     "tokenizer_config.json": 512, "generation_config.json": 64,
+                                     "model.safetensors.index.json": json.dumps(index).encode()}
+    files.update({name: 1024 for name in names})
+    return files
+
+
+# --- Kubernetes ------------------------------------------------------------------------------------
+
+Answer = Any  # a recorded JSON document, an exception to raise, or a list of them (one per call)
+
+
+class _Recorded:
+    """Answers keyed by object; a list answers call by call and then repeats its last item."""
+
+    def __init__(self, answers: dict[tuple[str, ...], Answer]) -> None:
+        self.answers = answers
+        self.calls: list[tuple[str, ...]] = []
+
+    def answer(self, key: tuple[str, ...]) -> Any:
+        self.calls.append(key)
+        if key not in self.answers:
+            raise api_error(404, f"{key[-1]} not found")
+        value = self.answers[key]
+        if isinstance(value, list) and value and not isinstance(value[0], str):
+            value = value.pop(0) if len(value) > 1 else value[0]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+
+class FakeCustomObjects(_Recorded):
+    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
+                                     name: str) -> Any:
+        return self.answer((plural, namespace, name))  # custom objects come back as plain dicts
+
+
+class FakeApps(_Recorded):
+    def read_namespaced_deployment(self, name: str, namespace: str) -> Any:
+        return k8s_model("V1Deployment", self.answer(("deployments", namespace, name)))
+
+
+class FakeCore(_Recorded):
+    def __init__(self, answers: dict[tuple[str, ...], Answer], logs: dict[Any, Any] | None = None) -> None:
+        super().__init__(answers)
+        self.logs = logs or {}
+
+    def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any:
+        return k8s_model("V1PodList", self.answer(("pods", namespace, label_selector)))
+
+    def read_namespaced_service(self, name: str, namespace: str) -> Any:
+        return k8s_model("V1Service", self.answer(("services", namespace, name)))
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, *, container: str, since_seconds: int | None = None,
+                                limit_bytes: int | None = None) -> Any:
+        """Logs keyed by ``pod`` or ``(pod, container)``; a ``(pod, container)`` mapped to None is a 400."""
+        self.calls.append(("log", namespace, name, container))
+        lines = self.logs.get((name, container), self.logs.get(name))  # type: ignore[call-overload]
+        if (name, container) in self.logs and lines is None:
+            raise api_error(400, f"container {container} is not valid for pod {name}")
+        if lines is None:
+            raise api_error(404, f"pods {name} not found")
+        return "\n".join(lines) + "\n"
+
+
+def deployment(name: str, namespace: str, ready: int, replicas: int = 1) -> dict[str, Any]:
+    status: dict[str, Any] = {"replicas": replicas, "observedGeneration": 1}
+    if ready:
+        status["readyReplicas"] = ready
+        status["availableReplicas"] = ready
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": name, "image": "vllm"}]}}},
+            "status": status}
+
+
+def pod(name: str, namespace: str, role: str | None, ready_containers: int, *, total: int = 3,
+        waiting: str | None = None, phase: str = "Running") -> dict[str, Any]:
+    statuses = []
+    for i in range(total):
+        state: dict[str, Any] = {"running": {"startedAt": "2026-11-29T10:00:00Z"}}
+        if i >= ready_containers and waiting:
+            state = {"waiting": {"reason": waiting}}
+        statuses.append({"name": f"c{i}", "ready": i < ready_containers, "restartCount": 0, "image": "img",
+                         "imageID": "", "state": state})
+    ready = "True" if ready_containers == total else "False"
+    labels = {"inference.sagemaker.aws.amazon.com/dpd-role": role} if role else {"app": name}
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"containers": [{"name": f"c{i}"} for i in range(total)]},
+            "status": {"phase": phase, "containerStatuses": statuses,
+                       "conditions": [{"type": "PodScheduled", "status": "True"},
+                                      {"type": "Ready", "status": ready}]}}
+
+
+def pod_list(*pods: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": list(pods)}
+
+
+def service(name: str, port: int = 443) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "hyperpod-inference-system"},
+            "spec": {"ports": [{"name": "https", "port": port, "targetPort": 8080, "protocol": "TCP"}]}}
+
+
+def endpoint_config(state: str | None, conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"conditions": conditions or []}
+    if state:
+        status["state"] = state
+    return {"apiVersion": "inference.sagemaker.aws.amazon.com/v1", "kind": "InferenceEndpointConfig",
+            "metadata": {"name": "dpd-test", "namespace": "default"}, "status": status}
+
+
+READY_CONDITIONS = [{"type": "DeploymentComplete", "status": "True", "reason": "DeploymentReady",
+                     "message": "DPD prefill and decode deployments are ready"}]
+PREFILL_SELECTOR = "inference.sagemaker.aws.amazon.com/dpd-role=prefill"
+DECODE_SELECTOR = "inference.sagemaker.aws.amazon.com/dpd-role=decode"
+
+
+WORKER_LOGS: dict[Any, list[str]] = {
+    ("prefill-dpd-test-7d9f-abcde", "prefill-dpd-test"): [
+        "INFO 11-29 10:00:01 [config.py:1] LMCache config: {'enable_pd': True, 'pd_role': 'sender', "
+        "'transfer_channel': 'nixl'}", "INFO 11-29 10:06:40 [engine.py:1] Loading weights took 388.2 seconds"],
+    ("decode-dpd-test-5c4b-fghij", "decode-dpd-test"): [
+        "INFO 11-29 10:00:01 [config.py:1] LMCache config: {'enable_pd': True, 'pd_role': 'receiver', "
+        "'transfer_channel': 'nixl'}"],
+}
+
+
+def healthy_cluster(**overrides: Answer) -> dict[tuple[str, ...], Answer]:
+    """The recorded state of a deployed ``default/dpd-test`` (every key can be overridden)."""
+    answers: dict[tuple[str, ...], Answer] = {
+        ("inferenceendpointconfigs", "default", "dpd-test"): endpoint_config("DeploymentComplete",
+                                                                            READY_CONDITIONS),
+        ("deployments", "default", "prefill-dpd-test"): deployment("prefill-dpd-test", "default", 1),
+        ("deployments", "default", "decode-dpd-test"): deployment("decode-dpd-test", "default", 1),
+        ("deployments", "hyperpod-inference-system", "dpd-test-default-router"):
+            deployment("dpd-test-default-router", "hyperpod-inference-system", 1),
+        ("services", "hyperpod-inference-system", "dpd-test-default-routing-service"):
+            service("dpd-test-default-routing-service"),
+        ("pods", "default", PREFILL_SELECTOR): pod_list(pod("prefill-dpd-test-7d9f-abcde", "default", "prefill", 3)),
+        ("pods", "default", DECODE_SELECTOR): pod_list(pod("decode-dpd-test-5c4b-fghij", "default", "decode", 3)),
+        ("pods", "hyperpod-inference-system", ""): pod_list(
+            pod("dpd-test-default-router-6f8d-klmno", "hyperpod-inference-system", None, 2, total=2),
+            pod("hyperpod-inference-controller-manager-1", "hyperpod-inference-system", None, 1, total=1)),
+    }
+    answers.update(overrides)
+    return answers
+
+
+@dataclass
+class FakeResponse:
+    status: int
+    pieces: list[bytes]
+
+    def chunks(self) -> Iterator[bytes]:
+        yield from self.pieces
+
+
+@dataclass
+class FakeTransport:
+    """The router: answers each POST with ``respond(body)`` and appends its routing line to the log."""
+
+    respond: Callable[[Mapping[str, Any]], FakeResponse]
+    log: list[str]
+    threshold: int = 4096
+    requests: list[tuple[str, str, int, str, Mapping[str, Any]]] = field(default_factory=list)
+
+    def post(self, namespace: str, service: str, port: int, path: str, body: Mapping[str, Any],
+             *, timeout: float) -> FakeResponse:
+        self.requests.append((namespace, service, port, path, body))
+        text = json.dumps(body.get("messages") or body.get("prompt"))
+        tokens = len(text) // 4  # the router's estimate, roughly
+        self.log.append(f"[INFO] Conditional routing: estimated_tokens={tokens}, threshold={self.threshold}, "
+                        f"disaggregate={tokens >= self.threshold}")
+        return self.respond(body)
+
+
+def sse(*tokens: str) -> FakeResponse:
+    events = [b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": t}}]}).encode() + b"\n\n"
+              for t in tokens]
+    return FakeResponse(200, [b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n', *events,
+                              b"data: [DONE]\n\n"])
+
+
+@pytest.fixture
+def make_kube() -> Callable[..., tuple[KubeApi, FakeCore]]:
+    def make(answers: dict[tuple[str, ...], Answer] | None = None, *,
+             transport: FakeTransport | None = None,
+             logs: dict[Any, Any] | None = None) -> tuple[KubeApi, FakeCore]:
+        recorded = answers if answers is not None else healthy_cluster()
+        core = FakeCore(recorded, logs={**WORKER_LOGS, **(logs or {})})
+        return KubeApi(custom=FakeCustomObjects(recorded), apps=FakeApps(recorded), core=core,
+                       transport=transport), core
+
+    return make
+
+
+class FakeClock:
+    """``clock()`` and ``sleep()`` that only move time forward when slept."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def fakes() -> Any:
+    """This module, for its builders (``fakes.pod(...)``): test modules cannot import a conftest."""
+    import sys
+
+    return sys.modules[__name__]

@@ -1,0 +1,241 @@
+"""``hyperpod-dpd preflight`` and ``verify`` in-process, with the AWS and Kubernetes seams replaced."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from hyperpod_dpd.cli import main
+from hyperpod_dpd.cli import preflight as preflight_cli
+from hyperpod_dpd.cli import verify as verify_cli
+from hyperpod_dpd.ops import preflight
+from hyperpod_dpd.ops.kube import KubeError
+
+
+class _Plan:
+    warnings: list[str] = []
+
+
+@pytest.fixture
+def planner(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight, "_load_planner", lambda: lambda spec, architecture=None: _Plan())
+
+
+@pytest.fixture
+def use_clients(monkeypatch: pytest.MonkeyPatch, stubs: Any, fakes: Any, aws: None) -> Any:
+    made = fakes.clients_with(stubs)
+    monkeypatch.setattr(preflight_cli, "aws_clients", lambda region, profile, fallback_region=None: made)
+    monkeypatch.setattr(verify_cli, "aws_clients", lambda region, profile, fallback_region=None: made)
+    return made
+
+
+def _zone_id() -> str:
+    import boto3
+
+    zones = boto3.client("ec2", region_name="us-west-2").describe_availability_zones()["AvailabilityZones"]
+    return str(zones[0]["ZoneId"])
+
+
+# --- preflight -------------------------------------------------------------------------------------
+
+
+def test_preflight_all_pass(use_clients: Any, stubs: Any, fakes: Any, planner: None,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    fakes.upload_model(fakes.sharded_model(2))
+    stubs.quota(4.0)
+    stubs.clusters({"ClusterName": "HyperPodDpd-hp"})  # the stack's own cluster: not described, not counted
+    assert main(["preflight", "--availability-zone-id", _zone_id()]) == 0
+    text = capsys.readouterr().out
+    assert ("the spec needs 2 (0 already in use by HyperPod clusters in the region; HyperPodDpd-hp, which this "
+            "deploy updates, not counted)") in text
+    out = text.splitlines()
+    assert out[0] == "preflight for default/dpd-test: account 123456789012, region us-west-2, 2 x ml.p5.48xlarge"
+    assert out[1].split() == ["CHECK", "STATUS", "DETAIL"]
+    rows = {line[:17].strip(): line[19:25].strip() for line in out[2:] if line[:1] != " "}
+    assert rows == {"spec": "PASS", "planner": "PASS", "service quota": "PASS", "availability zone": "PASS",
+                    "model weights": "PASS"}
+
+
+def test_preflight_exits_1_when_a_check_fails(use_clients: Any, stubs: Any, fakes: Any, planner: None,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    fakes.upload_model(fakes.sharded_model(2))
+    stubs.quota(1.0)
+    stubs.clusters()
+    assert main(["preflight", "--availability-zone-id", "usw2-az9", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    statuses = {row["check"]: row["status"] for row in report["checks"]}
+    assert statuses == {"spec": "PASS", "planner": "PASS", "service quota": "FAIL", "availability zone": "FAIL",
+                        "model weights": "PASS"}
+    assert (report["account"], report["region"], report["instances"]) == ("123456789012", "us-west-2", 2)
+
+
+def test_preflight_cluster_instances_option(use_clients: Any, stubs: Any, planner: None,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    stubs.quota(4.0)
+    stubs.clusters()
+    assert main(["preflight", "--cluster-instances", "5"]) == 1  # 5 > 4, and the bucket is missing
+    out = capsys.readouterr().out
+    assert "'ml.p5.48xlarge for cluster usage' (L-6A2BEAB4) = 4; the spec needs 5 " in out
+    assert "availability zone  PASS    usw2-az2 (the CDK app's default availability_zone_id) is us-west-2" in out
+
+
+def test_preflight_without_credentials_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    assert main(["preflight", "--region", "us-west-2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == ("hyperpod-dpd: no AWS credentials found: set AWS_PROFILE or pass --profile, run "
+                            "`aws configure` or `aws sso login`\n")
+    assert captured.out == ""
+
+
+def test_preflight_with_an_unknown_profile_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["preflight", "--profile", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("hyperpod-dpd: The config profile (nope) could not be found: check")
+
+
+def test_preflight_rejects_a_zero_instance_count(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["preflight", "--cluster-instances", "0"])
+    assert exited.value.code == 2
+    assert "must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_session_clients_need_a_region(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperpod_dpd.ops.aws import AwsUnavailable, session_clients
+
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    with pytest.raises(AwsUnavailable, match=r"^no AWS region: pass --region"):
+        session_clients(None, None)
+    assert session_clients(None, None, fallback_region="eu-north-1").region == "eu-north-1"
+
+
+# --- verify ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def seams(monkeypatch: pytest.MonkeyPatch, use_clients: Any, make_kube: Any, fake_clock: Any) -> Any:
+    """Install a recorded cluster: ``seams(answers, transport=..., logs=...)``."""
+    monkeypatch.setattr(verify_cli, "clock", fake_clock)
+    monkeypatch.setattr(verify_cli, "sleep", fake_clock.sleep)
+
+    def install(answers: Any = None, **kwargs: Any) -> Any:
+        kube, core = make_kube(answers, **kwargs)
+        monkeypatch.setattr(verify_cli, "kube_api", lambda context, kubeconfig: kube)
+        return core
+
+    return install
+
+
+def _cluster_ok(stubs: Any, fakes: Any) -> None:
+    stubs.describe("dpd")
+    stubs.nodes("dpd", [fakes.node("workers", "ml.p5.48xlarge", 1), fakes.node("workers", "ml.p5.48xlarge", 2)])
+
+
+def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    stubs.clusters({"ClusterName": "dpd"})
+    _cluster_ok(stubs, fakes)
+    log: list[str] = []
+    transport = fakes.FakeTransport(respond=lambda body: fakes.sse("Blue"), log=log)
+    seams(transport=transport, logs={"dpd-test-default-router-6f8d-klmno": log})
+    assert main(["verify", "--smoke"]) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    assert captured.err.splitlines() == [
+        "sending the short prompt (~14 tokens) through dpd-test-default-routing-service...",
+        "sending the long prompt (~6149 tokens) through dpd-test-default-routing-service..."]
+    rows = [line.split("  ")[0] for line in out.splitlines()[2:] if not line.startswith(" ")]
+    assert rows == ["hyperpod cluster", "endpoint config", "prefill", "decode", "router", "kv roles",
+                    "smoke: short prompt", "smoke: long prompt"]
+    assert "FAIL" not in out and "ERROR" not in out
+    assert "path prefill -> decode" in out and "path decode only" in out
+
+
+def test_verify_times_out_naming_what_is_not_ready(seams: Any, stubs: Any, fakes: Any,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _cluster_ok(stubs, fakes)
+    seams(fakes.healthy_cluster() | {
+        ("deployments", "default", "decode-dpd-test"): fakes.deployment("decode-dpd-test", "default", 0),
+        ("pods", "default", fakes.DECODE_SELECTOR): fakes.pod_list(
+            fakes.pod("decode-dpd-test-1", "default", "decode", 2))})
+    assert main(["verify", "--cluster-name", "dpd", "--timeout", "60", "--poll-interval", "20", "--smoke"]) == 1
+    captured = capsys.readouterr()
+    progress, final = captured.err.splitlines()[:-1], captured.err.splitlines()[-1]
+    assert len(progress) == 3 and progress[0].startswith("waiting    0s/60s: decode (deployment decode-dpd-test")
+    assert final.startswith("hyperpod-dpd: timed out after 60s; still not ready: decode. Next: a pod stuck at 2/3 "
+                            "Ready is vLLM still loading the model")
+    assert final.endswith("`kubectl logs <pod> -c decode-dpd-test | grep -i 'engine\\|loading'`")
+    assert "decode-dpd-test-1: Running, 2/3 ready (vLLM still loading the model" in captured.out
+    assert "smoke: short prompt  SKIP    the endpoint is not ready (decode), so no prompt was sent" in captured.out
+    assert "kv roles             SKIP    the prefill and decode pods are not ready" in captured.out
+
+
+def test_verify_no_wait_reports_once(seams: Any, stubs: Any, fakes: Any, fake_clock: Any,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    _cluster_ok(stubs, fakes)
+    seams(fakes.healthy_cluster() | {("inferenceendpointconfigs", "default", "dpd-test"):
+                                     fakes.endpoint_config("DeploymentInProgress")})
+    assert main(["verify", "--cluster-name", "dpd", "--no-wait", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert {row["check"]: row["status"] for row in report["checks"]}["endpoint config"] == "FAIL"
+    assert fake_clock.slept == []
+
+
+def test_verify_without_a_kubeconfig_still_reports_the_cluster(seams: Any, stubs: Any, fakes: Any,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    _cluster_ok(stubs, fakes)
+
+    def no_kubeconfig(context: str | None, kubeconfig: str | None) -> Any:
+        raise KubeError("cannot load the kubeconfig (the current context): Invalid kube-config file")
+
+    monkeypatch.setattr(verify_cli, "kube_api", no_kubeconfig)
+    assert main(["verify", "--cluster-name", "dpd"]) == 1
+    out = capsys.readouterr().out
+    assert "kubernetes        ERROR   cannot load the kubeconfig (the current context)" in out
+    assert "hyperpod cluster  PASS    dpd: InService" in out
+
+
+def test_verify_with_expired_aws_credentials_reports_an_error_row(seams: Any, stubs: Any,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    stubs.sagemaker_stub.add_client_error("describe_cluster", "ExpiredTokenException", "expired", 400)
+    seams()
+    assert main(["verify", "--cluster-name", "dpd"]) == 1
+    assert ("hyperpod cluster  ERROR   the AWS credentials have expired: refresh them (for example `aws sso login`) "
+            "and retry") in capsys.readouterr().out
+
+
+def test_preflight_with_expired_credentials_is_exit_2(monkeypatch: pytest.MonkeyPatch, stubs: Any, fakes: Any,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import boto3
+    from botocore.stub import Stubber
+
+    sts = boto3.client("sts", region_name="us-west-2", aws_access_key_id="a", aws_secret_access_key="b")
+    stub = Stubber(sts)
+    stub.add_client_error("get_caller_identity", "ExpiredToken", "The security token included in the request is "
+                                                                 "expired", 403)
+    stub.activate()
+    made = fakes.clients_with(stubs, sts=sts)
+    monkeypatch.setattr(preflight_cli, "aws_clients", lambda region, profile, fallback_region=None: made)
+    assert main(["preflight"]) == 2
+    assert capsys.readouterr().err == ("hyperpod-dpd: the AWS credentials have expired: refresh them (for example "
+                                       "`aws sso login`) and retry\n")
+
+
+def test_verify_without_aws_credentials_still_checks_kubernetes(seams: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from hyperpod_dpd.ops.aws import AwsUnavailable
+
+    def unavailable(region: str | None, profile: str | None, fallback_region: str | None = None) -> Any:
+        raise AwsUnavailable("no AWS region: pass --region or set AWS_REGION (or a region in the profile)")
+
+    monkeypatch.setattr(verify_cli, "aws_clients", unavailable)
+    seams()
+    assert main(["verify"]) == 1
+    out = capsys.readouterr().out
+    assert "hyperpod cluster  ERROR   no AWS region: pass --region" in out
+    assert "router            PASS    deployment" in out

@@ -1,0 +1,202 @@
+"""verify --smoke: prompts sized from the threshold, time to first token, and the router's path."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.ops.checks import Status
+from hyperpod_dpd.ops.kube import KubeApi
+from hyperpod_dpd.ops.smoke import FOX, LONG, SHORT, prompts, request_body, run_smoke
+from hyperpod_dpd.spec import DpdSpec, RoutingSpec
+
+MakeKube = Callable[..., tuple[KubeApi, Any]]
+ROUTER_POD = "dpd-test-default-router-6f8d-klmno"
+_DEFAULT = default_spec()
+
+
+def _with_threshold(spec: DpdSpec, threshold: int) -> DpdSpec:
+    return dataclasses.replace(spec, routing=RoutingSpec(threshold=threshold))
+
+
+def test_long_prompt_exceeds_the_threshold_and_fits_the_model(spec: DpdSpec) -> None:
+    short, long = prompts(spec)
+    assert not isinstance(long, str)
+    assert long.text.startswith(FOX) and long.expect_disaggregate
+    assert 4096 * 1.4 < long.estimated_tokens < 4096 * 1.6
+    assert short.estimated_tokens < 100 and not short.expect_disaggregate
+
+
+def test_threshold_zero_expects_every_prompt_disaggregated(spec: DpdSpec) -> None:
+    short, long = prompts(_with_threshold(spec, 0))
+    assert short.expect_disaggregate
+    assert not isinstance(long, str) and long.estimated_tokens >= 220
+
+
+def test_a_threshold_near_max_model_len_caps_or_skips_the_long_prompt(spec: DpdSpec) -> None:
+    _, capped = prompts(_with_threshold(spec, 13000))
+    assert not isinstance(capped, str) and capped.text.count(FOX) == (16384 - 80) // 12
+    _, none = prompts(_with_threshold(spec, 14000))
+    assert none == "routing.threshold 14000 leaves no room for a longer prompt within max_model_len 16384"
+
+
+def test_request_body_is_a_streamed_chat_completion_for_the_mounted_model(spec: DpdSpec) -> None:
+    body = request_body(spec, "hi")
+    assert body == {"model": "/opt/ml/model", "max_tokens": 16, "stream": True, "temperature": 0,
+                    "messages": [{"role": "user", "content": "hi"}]}
+    completions = request_body(dataclasses.replace(spec, invocation_path="v1/completions"), "hi")
+    assert completions["prompt"] == "hi" and "messages" not in completions
+
+
+class Ticking:
+    """A clock that moves one second per chunk the router streams."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def stream(self, pieces: list[bytes]) -> Iterator[bytes]:
+        for piece in pieces:
+            self.now += 1.0
+            yield piece
+
+
+@dataclasses.dataclass
+class _Ticked:
+    status: int
+    pieces: list[bytes]
+    ticking: Ticking
+
+    def chunks(self) -> Iterator[bytes]:
+        return self.ticking.stream(self.pieces)
+
+
+@pytest.fixture
+def ticking() -> Ticking:
+    return Ticking()
+
+
+def _router(fakes: Any, ticking: Ticking, *, status: int = 200, body: bytes | None = None,
+            threshold: int = 4096) -> Any:
+    def respond(request: Mapping[str, Any]) -> Any:
+        pieces = [body] if body is not None else fakes.sse("Blue", ".").pieces
+        return _Ticked(status, pieces, ticking)
+
+    return fakes.FakeTransport(respond=respond, log=["[INFO] router started"], threshold=threshold)
+
+
+def test_short_goes_to_the_decoder_and_long_is_disaggregated(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                             ticking: Ticking) -> None:
+    transport = _router(fakes, ticking)
+    kube, core = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
+    short, long = run_smoke(kube, spec, clock=ticking)
+    assert (short.name, short.status) == (SHORT, Status.PASS)
+    assert short.detail.splitlines()[0] == "~14 tokens: HTTP 200, time to first token 2.00s, total 4.00s"
+    assert short.detail.splitlines()[1].startswith("path decode only (router: estimated_tokens=")
+    assert short.detail.endswith("threshold=4096, disaggregate=False)")
+    assert (long.name, long.status) == (LONG, Status.PASS)
+    assert long.detail.splitlines()[1].startswith("path prefill -> decode (router: estimated_tokens=")
+    assert long.detail.endswith("disaggregate=True)")
+    namespace, service, port, path, body = transport.requests[1]
+    assert (namespace, service, port, path) == ("hyperpod-inference-system", "dpd-test-default-routing-service",
+                                                443, "v1/chat/completions")
+    assert body["messages"][0]["content"].count("lazy dog") > 500
+    assert ("log", "hyperpod-inference-system", ROUTER_POD, "router-container") in core.calls
+
+
+def test_http_error_fails_with_the_status_and_message(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                      ticking: Ticking) -> None:
+    transport = _router(fakes, ticking, status=503, body=json.dumps({"message": "no healthy upstream"}).encode())
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
+    short, long = run_smoke(kube, spec, clock=ticking)
+    assert (short.status, short.detail) == (
+        Status.FAIL, "~14 tokens: HTTP 503 (the model may still be loading: wait for DeploymentComplete): "
+                     "no healthy upstream")
+    assert long.status is Status.FAIL
+
+
+def test_long_prompt_not_disaggregated_fails_with_the_fix(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                          ticking: Ticking) -> None:
+    transport = _router(fakes, ticking, threshold=100_000)  # the router counts far fewer tokens than we do
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
+    short, long = run_smoke(kube, spec, clock=ticking)
+    assert short.status is Status.PASS
+    assert long.status is Status.FAIL
+    assert long.detail.endswith("expected prefill -> decode: the router's tokenizer may count fewer tokens: "
+                                "lower routing.threshold")
+
+
+def test_unstreamed_answer_reports_total_latency_only(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                      ticking: Ticking) -> None:
+    answer = json.dumps({"choices": [{"message": {"content": "Blue"}}]}).encode()
+    transport = _router(fakes, ticking, body=answer)
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
+    short, _ = run_smoke(kube, spec, clock=ticking)
+    assert short.detail.splitlines()[0] == ("~14 tokens: HTTP 200, total 1.00s (no streamed token seen: time to "
+                                            "first token unknown)")
+
+
+def test_unreadable_router_log_leaves_the_path_unknown(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                       ticking: Ticking) -> None:
+    transport = _router(fakes, ticking)
+    kube, _ = make_kube(transport=transport, logs={})
+    short, _ = run_smoke(kube, spec, clock=ticking)
+    assert short.status is Status.PASS
+    assert short.detail.splitlines()[1].startswith(
+        "path unknown (router log unreadable: logs hyperpod-inference-system/dpd-test-default-router-6f8d-klmno "
+        "-c router-container: HTTP 404 Not Found")
+    assert short.detail.endswith("expected decode only")
+
+
+def test_proxy_failure_is_a_failed_prompt(make_kube: MakeKube, spec: DpdSpec, fakes: Any) -> None:
+    from hyperpod_dpd.ops.kube import KubeError
+
+    def refuse(request: Mapping[str, Any]) -> Any:
+        raise KubeError("POST dpd-test-default-routing-service:443/v1/chat/completions: forbidden (403)")
+
+    kube, _ = make_kube(transport=fakes.FakeTransport(respond=refuse, log=[]))
+    short, _ = run_smoke(kube, spec)
+    assert (short.status, short.detail) == (
+        Status.FAIL, "~14 tokens: POST dpd-test-default-routing-service:443/v1/chat/completions: forbidden (403)")
+
+
+@given(threshold=st.integers(min_value=0, max_value=20_000),
+       max_model_len=st.integers(min_value=1024, max_value=131_072))
+@settings(max_examples=200, deadline=None)
+def test_the_long_prompt_always_crosses_the_threshold_and_fits(threshold: int, max_model_len: int) -> None:
+    spec = dataclasses.replace(_DEFAULT, routing=RoutingSpec(threshold=threshold), max_model_len=max_model_len)
+    short, long = prompts(spec)
+    assert short.expect_disaggregate == (threshold == 0)
+    if isinstance(long, str):
+        assert (max_model_len - 16 - 64) // 12 * 10 <= threshold
+    else:
+        repeats = long.text.count(FOX)
+        assert threshold < repeats * 10 and repeats * 12 <= max_model_len - 16
+        assert long.estimated_tokens == repeats * 11
+
+
+def test_the_routing_line_is_matched_by_size_across_router_replicas(make_kube: MakeKube, spec: DpdSpec,
+                                                                    fakes: Any) -> None:
+    from hyperpod_dpd.ops.smoke import RoutingDecision, routing_decision
+
+    line = "[INFO] Conditional routing: estimated_tokens={}, threshold=4096, disaggregate={}"
+    answers = fakes.healthy_cluster() | {("pods", "hyperpod-inference-system", ""): fakes.pod_list(
+        fakes.pod("dpd-test-default-router-a", "hyperpod-inference-system", None, 2, total=2),
+        fakes.pod("dpd-test-default-router-b", "hyperpod-inference-system", None, 2, total=2))}
+    logs = {"dpd-test-default-router-a": [line.format(6750, True), line.format(12, False)],
+            "dpd-test-default-router-b": [line.format(6400, True)]}
+    kube, _ = make_kube(answers, logs=logs)
+    assert routing_decision(kube, spec, 60, expected_tokens=14) == RoutingDecision(12, 4096, False)
+    assert routing_decision(kube, spec, 60, expected_tokens=6149) == RoutingDecision(6400, 4096, True)
+    kube, _ = make_kube(answers, logs={"dpd-test-default-router-a": ["[INFO] started"],
+                                       "dpd-test-default-router-b": []})
+    assert routing_decision(kube, spec, 60, expected_tokens=14) == "no 'Conditional routing' line in the router log"
