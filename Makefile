@@ -13,9 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## synth: the default app, offline: CloudFormation in cdk.out/ and manifests in dist/manifests/
+## synth: the default app, offline: CloudFormation in cdk.out/, each endpoint's manifests in cdk.out/manifests/
 synth: $(STAMP)
-	$(BIN)/hyperpod-dpd synth --out dist/manifests
+	$(BIN)/python app.py
 
 ## test: lint, type-check and the whole test suite
 test: lint typecheck
@@ -25,8 +25,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy -p hyperpod_dpd -p hyperpod_dpd_cdk
-	$(BIN)/mypy app.py
+	$(BIN)/mypy app.py k8s/hyperpod_dpd constructs/hyperpod_dpd_cdk
 
 bench: $(STAMP)
 	$(BIN)/python bench/synth_bench.py

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""The hyperpod-dpd CDK app: one stack with a HyperPod EKS cluster serving DPD endpoints.
+
+Run it with the CDK CLI (``cdk synth``, ``cdk deploy``) or directly (``python app.py``), which
+reads cdk.json's context itself so both write the same cloud assembly. Options are CDK context:
+
+    spec=PATH[,PATH...]        endpoint spec files          (default: the embedded Llama 3.3 70B example)
+    region=REGION              stack region                 (default: the first spec's S3 region, else us-west-2)
+    availability_zone_id=ID    AZ ID of the GPU capacity    (default: usw2-az2)
+    stack_name=NAME            (default: HyperPodDpd)
+    model_bucket=NAME          an existing weights bucket   (default: a new retained bucket)
+    admin_role_arns=ARN[,ARN]  EKS cluster admins           (default: none)
+    dependency_chart=DIR       prepared HyperPod dependency chart (scripts/prepare_hyperpod_chart.sh)
+    training_plan_arn=ARN      reserved capacity for every instance group
+    eks_cluster=NAME + oidc_issuer_url=URL   use an existing EKS cluster (with an existing VPC); optional
+                               oidc_provider_arn=ARN, cluster_security_group_id=SG
+    vpc_id=ID + eks_subnets=AZ=SUBNET,... + hyperpod_subnets=AZID=SUBNET,...   use an existing VPC
+
+Nothing is looked up in an AWS account: the stack synthesizes offline, without credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hyperpod_dpd import _node
+
+# Before any aws_cdk import: jsii must start the Node.js that ships with the package. The call is
+# idempotent; as a statement it also keeps import sorting from moving aws_cdk above this line.
+_node.ensure_node()
+
+import aws_cdk as cdk  # noqa: E402
+import yaml  # noqa: E402
+
+from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, load_spec  # noqa: E402
+from hyperpod_dpd.defaults import default_spec  # noqa: E402
+from hyperpod_dpd_cdk import ExistingEksCluster, ExistingVpc, HyperPodDpdStack  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_REGION = "us-west-2"
+DEFAULT_AZ_ID = "usw2-az2"
+DEFAULT_STACK_NAME = "HyperPodDpd"
+MANIFESTS_DIR = "manifests"
+
+
+def cdk_json_context(path: Path = HERE / "cdk.json") -> dict[str, Any]:
+    """The ``context`` of cdk.json (feature flags and any defaults you add there)."""
+    context: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")).get("context", {})
+    return context
+
+
+def _list(value: Any) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return [part.strip() for part in str(value).split(",") if part.strip()]
+
+
+def _pairs(value: Any, *, field: str) -> dict[str, str]:
+    """``a=1,b=2`` as a mapping; a malformed item is a :class:`SpecError` naming the context key."""
+    pairs: dict[str, str] = {}
+    for item in _list(value):
+        key, sep, val = item.partition("=")
+        if not sep or not key or not val:
+            raise SpecError([Problem(field=field, value=item, message="is not KEY=VALUE",
+                                                  fix=f"-c {field}=KEY=VALUE,KEY=VALUE")])
+        pairs[key.strip()] = val.strip()
+    return pairs
+
+
+def _vpc(app: cdk.App) -> tuple[ExistingVpc | None, dict[str, str] | None]:
+    ctx = app.node.try_get_context
+    if not ctx("vpc_id"):
+        return None, None
+    eks_subnets = _pairs(ctx("eks_subnets"), field="eks_subnets")
+    vpc = ExistingVpc(vpc_id=str(ctx("vpc_id")), availability_zones=tuple(eks_subnets),
+                      private_subnet_ids=tuple(eks_subnets.values()))
+    return vpc, _pairs(ctx("hyperpod_subnets"), field="hyperpod_subnets")
+
+
+def _specs(app: cdk.App) -> list[DpdSpec]:
+    paths = _list(app.node.try_get_context("spec"))
+    return [load_spec(path) for path in paths] if paths else [default_spec()]
+
+
+def _region(app: cdk.App, specs: Sequence[DpdSpec]) -> str:
+    region = app.node.try_get_context("region")
+    if region:
+        return str(region)
+    for spec in specs:
+        if isinstance(spec.model.source, S3Source) and spec.model.source.region:
+            return spec.model.source.region
+    return DEFAULT_REGION
+
+
+def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None) -> tuple[cdk.App, HyperPodDpdStack]:
+    """The app and its one stack; raises :class:`SpecError` for bad input."""
+    app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
+    ctx = app.node.try_get_context
+    specs = _specs(app)
+    region = _region(app, specs)
+    account = os.environ.get("CDK_DEFAULT_ACCOUNT")  # set by the CLI when credentials exist; never looked up
+    existing = None
+    if ctx("eks_cluster"):
+        existing = ExistingEksCluster(cluster_name=str(ctx("eks_cluster")),
+                                      oidc_issuer_url=str(ctx("oidc_issuer_url") or ""),
+                                      oidc_provider_arn=ctx("oidc_provider_arn") or None,
+                                      cluster_security_group_id=ctx("cluster_security_group_id") or None)
+        if not existing.oidc_issuer_url:
+            raise SpecError([Problem(
+                field="oidc_issuer_url", value=None, message="is required with eks_cluster",
+                fix="-c oidc_issuer_url=$(aws eks describe-cluster --name NAME "
+                    "--query cluster.identity.oidc.issuer --output text)")])
+    vpc, hyperpod_subnets = _vpc(app)
+    stack = HyperPodDpdStack(
+        app, str(ctx("stack_name") or DEFAULT_STACK_NAME), endpoints=specs, vpc=vpc,
+        hyperpod_subnet_ids=hyperpod_subnets,
+        env=cdk.Environment(account=account, region=region),
+        availability_zone_id=str(ctx("availability_zone_id") or DEFAULT_AZ_ID),
+        model_bucket_name=ctx("model_bucket") or None, existing_cluster=existing,
+        admin_role_arns=_list(ctx("admin_role_arns")), dependency_chart_dir=ctx("dependency_chart") or None,
+        training_plan_arn=ctx("training_plan_arn") or None, hyperpod_cluster_name=ctx("hyperpod_cluster_name") or None,
+        description="SageMaker HyperPod (EKS) with Disaggregated Prefill and Decode endpoints (hyperpod-dpd)")
+    return app, stack
+
+
+def write_manifests(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
+    """Each endpoint's Kubernetes objects as YAML; CloudFormation references stay as ``{Ref: ...}``."""
+    folder = outdir / MANIFESTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for endpoint in stack.endpoints:
+        path = folder / f"{endpoint.spec.namespace}-{endpoint.spec.name}.yaml"
+        objects = stack.resolve(endpoint.manifests())
+        header = ("# Rendered by app.py for reading; `cdk deploy` applies it. {Ref: ...}/{Fn::GetAtt: ...} are\n"
+                  "# CloudFormation values (the model bucket name) filled in at deploy time.\n")
+        path.write_text(header + yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _direct_context(argv: Sequence[str]) -> dict[str, Any]:
+    """cdk.json's context plus ``-c key=value`` arguments, for ``python app.py`` without the CLI."""
+    context = cdk_json_context()
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if arg in ("-c", "--context") and i + 1 < len(args) and "=" in args[i + 1]:
+            key, value = args[i + 1].split("=", 1)
+            context[key] = value
+    return context
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    under_cli = "CDK_CONTEXT_JSON" in os.environ or "CDK_CLI_VERSION" in os.environ
+    try:
+        if under_cli:
+            app, stack = build()
+        else:
+            app, stack = build(_direct_context(argv), outdir=os.environ.get("CDK_OUTDIR", "cdk.out"))
+        assembly = app.synth()
+    except SpecError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    written = write_manifests(stack, Path(assembly.directory))
+    if not under_cli:  # the CLI prints its own summary; warnings are printed by synth() either way
+        print(f"cloud assembly: {assembly.directory}", file=sys.stderr)
+        for path in written:
+            print(f"manifest: {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

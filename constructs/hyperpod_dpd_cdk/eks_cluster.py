@@ -1,0 +1,179 @@
+"""The EKS cluster HyperPod attaches to: a new one (not Auto Mode) or an existing one imported by name."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from aws_cdk import CfnCondition, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
+from constructs import Construct
+
+from hyperpod_dpd_cdk.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
+from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions
+
+# The operator, its ALB controller and KEDA, cert-manager and CoreDNS run here, never on GPU nodes.
+# Two nodes for availability; m5.xlarge because the operator image is amd64 only (operator v3.2).
+DEFAULT_SYSTEM_INSTANCE_TYPE = "m5.xlarge"
+DEFAULT_SYSTEM_NODES = 2
+CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExistingEksCluster:
+    """An EKS cluster created elsewhere (authentication mode API or API_AND_CONFIG_MAP, VPC CNI >= 1.18.3).
+
+    :param cluster_name: its name.
+    :param oidc_issuer_url: ``aws eks describe-cluster --query cluster.identity.oidc.issuer``; the
+        inference operator's roles trust this issuer.
+    :param oidc_provider_arn: the IAM OIDC provider already registered for that issuer.
+        :default: - a new IAM OIDC provider is created
+    :param cluster_security_group_id: the cluster security group EKS created
+        (``cluster.resourcesVpcConfig.clusterSecurityGroupId``); HyperPod nodes (EFA group) and the
+        existing nodes and control plane (this group) are then allowed to reach each other.
+        :default: - no rules; you connect the two groups yourself
+    """
+
+    cluster_name: str
+    oidc_issuer_url: str
+    oidc_provider_arn: str | None = None
+    cluster_security_group_id: str | None = None
+
+
+class HyperPodEksCluster(Construct):
+    """EKS for HyperPod: API authentication, no Auto Mode, a small system node group, the core add-ons.
+
+    Managed node group capacity is for system pods only; the GPU nodes are HyperPod's. The kubectl
+    provider (a Lambda with kubectl and helm) applies the charts and endpoints.
+
+    :param vpc: the VPC. :param subnets: control-plane and system-node subnets, in two AZs or more.
+    :param security_group: the EFA group, attached to the control plane as HyperPod expects.
+    :param admin_role_arns: IAM roles given cluster admin through access entries. :default: - none
+    :param existing: import this cluster instead of creating one. :default: - a new cluster
+    :param system_instance_type: :default: m5.xlarge (amd64, which the operator requires)
+    :param system_nodes: :default: 2
+    :param addon_versions: :default: - EKS defaults for the Kubernetes version
+    """
+
+    def __init__(self, scope: Construct, id: str, *, vpc: ec2.IVpc, subnets: ec2.SubnetSelection,
+                 security_group: ec2.ISecurityGroup, admin_role_arns: Sequence[str] = (),
+                 existing: ExistingEksCluster | None = None,
+                 system_instance_type: str = DEFAULT_SYSTEM_INSTANCE_TYPE, system_nodes: int = DEFAULT_SYSTEM_NODES,
+                 addon_versions: AddonVersions | None = None) -> None:
+        super().__init__(scope, id)
+        versions = addon_versions or AddonVersions()
+        self.kubectl_layer = KubectlV33Layer(self, "KubectlLayer")
+        kubectl = eks.KubectlProviderOptions(kubectl_layer=self.kubectl_layer)
+        self.cluster: eks.ICluster
+        self.addons: list[eks.CfnAddon] = []
+        self.system_nodes: eks.Nodegroup | None = None
+        if existing is not None:
+            # An imported cluster gets no kubectl provider from kubectl_provider_options: build one against a
+            # first import, give its role cluster admin, and hand it to the import the stack uses.
+            bare = eks.Cluster.from_cluster_attributes(self, "ImportedBare", cluster_name=existing.cluster_name,
+                                                       vpc=vpc)
+            provider = eks.KubectlProvider(self, "KubectlProvider", cluster=bare, kubectl_layer=self.kubectl_layer)
+            assert provider.role is not None
+            self.kubectl_admin = eks.AccessEntry(
+                self, "KubectlProviderAdmin", cluster=bare, principal=provider.role.role_arn,
+                access_policies=[eks.AccessPolicy.from_access_policy_name(
+                    CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
+            self.cluster = eks.Cluster.from_cluster_attributes(
+                self, "Imported", cluster_name=existing.cluster_name, vpc=vpc, kubectl_provider=provider)
+            self.cluster_name = existing.cluster_name
+            self.cluster_arn = Stack.of(self).format_arn(service="eks", resource="cluster",
+                                                         resource_name=existing.cluster_name)
+            self.oidc_issuer_url = existing.oidc_issuer_url
+            self.oidc_provider_arn = existing.oidc_provider_arn
+            self.created = False
+            if existing.cluster_security_group_id is not None:
+                self._connect(existing.cluster_security_group_id, security_group)
+        else:
+            cluster = eks.Cluster(
+                self, "Resource", version=eks.KubernetesVersion.of(KUBERNETES_VERSION), vpc=vpc, vpc_subnets=[subnets],
+                security_group=security_group, default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+                default_capacity=0, kubectl_provider_options=kubectl,
+                cluster_logging=[eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT,
+                                 eks.ClusterLoggingTypes.AUTHENTICATOR, eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+                                 eks.ClusterLoggingTypes.SCHEDULER])
+            self.cluster = cast(eks.ICluster, cluster)  # jsii: Cluster implements ICluster
+            self.cluster_name = cluster.cluster_name
+            self.cluster_arn = cluster.cluster_arn
+            self.oidc_issuer_url = cluster.cluster_open_id_connect_issuer_url
+            self.oidc_provider_arn = None
+            self.created = True
+            nodegroup = cluster.add_nodegroup_capacity(
+                "SystemNodes", instance_types=[ec2.InstanceType(system_instance_type)],
+                ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD, min_size=system_nodes,
+                desired_size=system_nodes, max_size=system_nodes + 2, subnets=subnets,
+                labels={"hyperpod-dpd/pool": "system"})
+            self.system_nodes = nodegroup
+            self.addons = [self._addon(name, version) for name, version in (
+                ("vpc-cni", versions.vpc_cni), ("kube-proxy", versions.kube_proxy),
+                ("coredns", versions.coredns), ("eks-pod-identity-agent", versions.pod_identity_agent))]
+            # CoreDNS reports DEGRADED until a node runs it; create it once the system nodes exist.
+            self.addons[2].node.add_dependency(nodegroup)
+            self._connect(cluster.cluster_security_group_id, security_group)
+            self._acknowledge_cluster(cluster, nodegroup)
+        kubectl_provider = self.cluster.kubectl_provider
+        if kubectl_provider is not None:
+            acknowledge_kubectl_provider(kubectl_provider)
+        for index, arn in enumerate(admin_role_arns):
+            eks.AccessEntry(self, f"Admin{index}", cluster=self.cluster, principal=arn,
+                            access_policies=[eks.AccessPolicy.from_access_policy_name(
+                                CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
+
+    def _connect(self, cluster_security_group_id: str, efa: ec2.ISecurityGroup) -> None:
+        """System nodes sit in the EKS-created cluster group, HyperPod nodes in the EFA group: let the two
+        reach each other (DNS, webhooks, metrics, kubelet), still with nothing open to the outside."""
+        ec2.CfnSecurityGroupIngress(self, "SystemFromHyperPod", group_id=cluster_security_group_id,
+                                    source_security_group_id=efa.security_group_id, ip_protocol="-1",
+                                    description="HyperPod nodes to system nodes and control plane")
+        ec2.CfnSecurityGroupIngress(self, "HyperPodFromSystem", group_id=efa.security_group_id,
+                                    source_security_group_id=cluster_security_group_id, ip_protocol="-1",
+                                    description="System nodes and control plane to HyperPod nodes")
+
+    def _addon(self, name: str, version: str | None) -> eks.CfnAddon:
+        # CfnAddon rather than eks.Addon: only the L1 can OVERWRITE the self-managed copies EKS installs.
+        return eks.CfnAddon(self, f"Addon-{name}", addon_name=name, cluster_name=self.cluster_name,
+                            addon_version=version, resolve_conflicts="OVERWRITE")
+
+    def _acknowledge_cluster(self, cluster: eks.Cluster, system_nodes: eks.Nodegroup) -> None:
+        acknowledge(cluster, "EKS1",
+                    "The public endpoint is what the kubectl provider Lambda (outside the VPC) and the admins' kubectl "
+                    "reach; it accepts only IAM-authenticated calls mapped through access entries (mode API).")
+        acknowledge(cluster.role, "IAM4", "AmazonEKSClusterPolicy is the policy EKS documents for the cluster role.",
+                    [managed_policy("AmazonEKSClusterPolicy")])
+        acknowledge(system_nodes.role, "IAM4",
+                    "The three policies EKS documents for managed node group roles.",
+                    [managed_policy(p) for p in ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly",
+                                                 "AmazonEKS_CNI_Policy")])
+
+
+def acknowledge_kubectl_provider(provider: object) -> None:
+    """The kubectl provider's Lambdas are aws-cdk-lib's; their findings are explained, not changed."""
+    assert isinstance(provider, Construct)
+    handler = provider.node.find_child("Handler")
+    on_event = provider.node.find_child("Provider").node.find_child("framework-onEvent")
+    condition = handler.node.find_child("HasEcrPublic")
+    assert isinstance(condition, CfnCondition)
+    ecr_public = json.dumps({"Fn::If": [logical_id(condition), {"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},
+        {"Ref": "AWS::NoValue"}]}, separators=(",", ":"))
+    lambda_policies = [managed_policy("service-role/AWSLambdaBasicExecutionRole"),
+                       managed_policy("service-role/AWSLambdaVPCAccessExecutionRole")]
+    acknowledge(role_of(handler), "IAM4",
+                "aws-cdk-lib's kubectl handler: Lambda logging/VPC access and ECR pulls for OCI Helm charts, as "
+                "aws-cdk-lib defines them.",
+                [*lambda_policies, managed_policy("AmazonEC2ContainerRegistryReadOnly"), f"Policy::{ecr_public}"])
+    acknowledge(role_of(on_event), "IAM4", "aws-cdk-lib's custom resource framework Lambda: logging and VPC access.",
+                lambda_policies)
+    acknowledge(role_of(on_event), "IAM5",
+                "The provider framework invokes any version of the kubectl handler function (ARN:*).",
+                [f"Resource::{arn_of(handler)}:*"])
+    acknowledge(handler, "L1",
+                "aws-cdk-lib pins the kubectl handler's runtime to the one its kubectl/helm layer is built for.")

@@ -1,0 +1,138 @@
+"""The HyperPod cluster (``AWS::SageMaker::Cluster``, EKS orchestrator) and its instance groups."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from hyperpod_dpd import DpdSpec, InstanceType, Problem, SpecError
+from hyperpod_dpd_cdk.lifecycle import LifecycleScripts
+
+GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+MAX_NAME = 63
+INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+# /opt/sagemaker holds containerd's images (the vLLM image is tens of GB) and the kubelet; the
+# reference p5 configuration uses 500 GB.
+DEFAULT_EBS_GB = 500
+DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstanceGroup:
+    """One HyperPod instance group.
+
+    :param threads_per_core: 1 disables SMT, as the HyperPod templates do for GPU groups. :default: 1
+    :param ebs_volume_gb: the volume mounted at /opt/sagemaker. :default: 500
+    :param training_plan_arn: reserved capacity for this group. :default: - on-demand capacity
+    """
+
+    name: str
+    instance_type: InstanceType
+    count: int
+    threads_per_core: int = 1
+    ebs_volume_gb: int = DEFAULT_EBS_GB
+    training_plan_arn: str | None = None
+
+
+def group_name(spec: DpdSpec, role: str) -> str:
+    """``<spec.name>-prefill`` / ``<spec.name>-decode``."""
+    return f"{spec.name}-{role}"
+
+
+def nodes_for_role(spec: DpdSpec, role: str) -> int:
+    """Nodes one role needs: its most pods (``max_replicas`` when autoscaled, else ``replicas``) times
+    GPUs per pod, in whole nodes. Autoscaled roles get nodes for the maximum up front, since KEDA
+    adds pods, not HyperPod nodes, and a pod without a free node stays Pending."""
+    role_spec = spec.prefill if role == "prefill" else spec.decode
+    pods = max(role_spec.replicas, role_spec.autoscaling.max_replicas if role_spec.autoscaling else 0)
+    return math.ceil(pods * spec.role_gpus(role_spec) / spec.instance_type.facts.gpus)
+
+
+def instance_groups_for(specs: Sequence[DpdSpec], *, ebs_volume_gb: int = DEFAULT_EBS_GB,
+                        training_plan_arn: str | None = None) -> list[InstanceGroup]:
+    """One prefill and one decode group per endpoint, so each role's pods land on their own nodes."""
+    return [InstanceGroup(name=group_name(spec, role), instance_type=spec.instance_type,
+                          count=nodes_for_role(spec, role), ebs_volume_gb=ebs_volume_gb,
+                          training_plan_arn=training_plan_arn)
+            for spec in specs for role, _ in spec.roles()]
+
+
+def instance_group_problems(groups: Sequence[InstanceGroup], *, field: str = "instance_groups") -> Iterator[Problem]:
+    seen: set[str] = set()
+    for i, group in enumerate(groups):
+        where = f"{field}[{i}].name"
+        if len(group.name) > MAX_NAME or not GROUP_NAME.match(group.name):
+            yield Problem(field=where, value=group.name, message="is not a valid HyperPod instance group name "
+                          "(1-63 letters, digits and hyphens, no leading or trailing hyphen, no dots)",
+                          fix="shorten the endpoint name or use only letters, digits and hyphens")
+        if group.name in seen:
+            yield Problem(field=where, value=group.name, message="is used by two instance groups",
+                          fix="give every endpoint a distinct name")
+        seen.add(group.name)
+        if group.count < 1:
+            yield Problem(field=f"{field}[{i}].count", value=group.count, message="must be at least 1",
+                          fix="set replicas to 1 or more")
+        if group.threads_per_core not in (1, 2):
+            yield Problem(field=f"{field}[{i}].threads_per_core", value=group.threads_per_core,
+                          message="must be 1 or 2", fix="use 1 (SMT off) or 2")
+
+
+class HyperPodCluster(Construct):
+    """A HyperPod cluster on EKS, every node in one subnet (one AZ), with deep health checks and auto recovery.
+
+    ``ClusterName``, ``VpcConfig`` and the EKS ARN are create-only: changing them replaces the
+    cluster and all its nodes.
+
+    :param cluster_name: 1-63 letters, digits, hyphens. :param eks_cluster_arn: the orchestrator.
+    :param subnet: the single-AZ HyperPod subnet. :param security_group: the EFA group.
+    :param execution_role: the instance role. :param lifecycle: the uploaded on-create script.
+    :param instance_groups: at least one.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, cluster_name: str, eks_cluster_arn: str,
+                 subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup, execution_role: iam.IRole,
+                 lifecycle: LifecycleScripts, instance_groups: Sequence[InstanceGroup]) -> None:
+        super().__init__(scope, id)
+        problems = list(instance_group_problems(instance_groups))
+        if not instance_groups:
+            problems.append(Problem(field="instance_groups", value=[], message="is empty",
+                                    fix="host at least one endpoint"))
+        if not CLUSTER_NAME.match(cluster_name):
+            problems.append(Problem(field="hyperpod_cluster_name", value=cluster_name,
+                                    message="is not a valid HyperPod cluster name",
+                                    fix="use 1-63 letters, digits and hyphens"))
+        if problems:
+            raise SpecError(problems)
+        self.instance_groups = tuple(instance_groups)
+        self.resource = sagemaker.CfnCluster(
+            self, "Resource", cluster_name=cluster_name,
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster_arn)),
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=[security_group.security_group_id], subnets=[subnet.subnet_id]),
+            node_recovery="Automatic",
+            instance_groups=[self._group(g, execution_role, lifecycle) for g in instance_groups])
+        self.cluster_arn = self.resource.attr_cluster_arn
+        self.cluster_name = cluster_name
+
+    @staticmethod
+    def _group(group: InstanceGroup, role: iam.IRole,
+               lifecycle: LifecycleScripts) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+        return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
+            instance_group_name=group.name, instance_type=group.instance_type.api_name,
+            instance_count=group.count, execution_role=role.role_arn, threads_per_core=group.threads_per_core,
+            life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+                source_s3_uri=lifecycle.source_s3_uri, on_create=lifecycle.on_create),
+            instance_storage_configs=[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                    volume_size_in_gb=group.ebs_volume_gb))],
+            on_start_deep_health_checks=list(DEEP_HEALTH_CHECKS),
+            training_plan_arn=group.training_plan_arn)

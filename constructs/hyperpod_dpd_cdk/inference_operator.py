@@ -1,0 +1,240 @@
+"""The SageMaker HyperPod Inference Operator as an EKS add-on, with its IAM roles and prerequisite add-ons."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import Aws, CfnJson, Fn, Stack, Token
+from aws_cdk import aws_eks as eks_l1
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct, IConstruct
+
+from hyperpod_dpd_cdk.lifecycle import prefix_findings, read_prefix
+from hyperpod_dpd_cdk.model_bucket import secure_bucket
+from hyperpod_dpd_cdk.nag import acknowledge, arn_of, managed_policy
+from hyperpod_dpd_cdk.versions import AddonVersions
+
+OPERATOR_NAMESPACE = "hyperpod-inference-system"
+INFERENCE_ADDON = "amazon-sagemaker-hyperpod-inference"
+# The service accounts the add-on runs as (add-on install; the Helm install used other names, and a
+# role trusting those fails AssumeRoleWithWebIdentity with 403).
+CONTROLLER_SA = f"system:serviceaccount:{OPERATOR_NAMESPACE}:hyperpod-inference-controller-manager"
+ALB_SA = f"system:serviceaccount:{OPERATOR_NAMESPACE}:aws-load-balancer-controller"
+KEDA_SA = f"system:serviceaccount:{OPERATOR_NAMESPACE}:keda-operator"
+S3_CSI_SA = "system:serviceaccount:kube-system:s3-csi-driver-sa"
+GATED_MODEL_SA_PATTERN = "system:serviceaccount:*:hyperpod-inference-service-account*"
+STS_AUDIENCE = "sts.amazonaws.com"
+
+
+class IrsaTrust(Construct):
+    """Principals for IAM roles for service accounts: the OIDC provider and ``sub``/``aud`` conditions.
+
+    The issuer of a new cluster is only known at deploy time, and a condition *key* cannot hold a
+    token, so the conditions go through ``CfnJson``.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, issuer_url: str, provider_arn: str | None = None) -> None:
+        super().__init__(scope, id)
+        if provider_arn is None:
+            provider = eks.OidcProviderNative(self, "Provider", url=issuer_url)
+            provider_arn = provider.open_id_connect_provider_arn
+        self.provider_arn = provider_arn
+        self.issuer = (Fn.select(1, Fn.split("https://", issuer_url)) if Token.is_unresolved(issuer_url)
+                       else issuer_url.removeprefix("https://"))
+
+    def principal(self, id: str, subject: str, *, like: bool = False) -> iam.IPrincipal:
+        """A web-identity principal for exactly ``subject`` (``StringEquals``), or a pattern (``StringLike``)."""
+        aud = f"{self.issuer}:aud"
+        sub = f"{self.issuer}:sub"
+        conditions: dict[str, object]
+        if like:
+            conditions = {"StringLike": CfnJson(self, f"{id}Sub", value={sub: subject}),
+                          "StringEquals": CfnJson(self, f"{id}Aud", value={aud: STS_AUDIENCE})}
+        else:
+            conditions = {"StringEquals": CfnJson(self, f"{id}Conditions", value={sub: subject, aud: STS_AUDIENCE})}
+        return iam.WebIdentityPrincipal(self.provider_arn, conditions)
+
+
+class InferenceOperator(Construct):
+    """The operator add-on (v1.3.0, operator v3.2: the DPD minimum) and everything it needs, in order.
+
+    Creates the IAM OIDC provider, the operator's roles (each trusting only its named service
+    account), the TLS certificate bucket, the cert-manager, Mountpoint for S3 CSI (reading only the
+    model prefixes) and metrics-server add-ons, then the operator add-on after them. Call
+    :meth:`after` with the HyperPod cluster so nothing starts before HyperPod nodes exist.
+
+    :param cluster_name: the EKS cluster. :param oidc_issuer_url: its OIDC issuer.
+    :param oidc_provider_arn: an existing IAM OIDC provider for it. :default: - a new one
+    :param hyperpod_cluster_arn: the HyperPod cluster the operator serves.
+    :param model_bucket: the weights. :param model_prefixes: what the S3 CSI driver may read.
+    :param log_bucket: access logs of the TLS bucket.
+    :param addon_versions: :default: - the operator at v1.3.0-eksbuild.1, the others at EKS defaults
+    """
+
+    def __init__(self, scope: Construct, id: str, *, cluster_name: str, oidc_issuer_url: str,
+                 hyperpod_cluster_arn: str, model_bucket: s3.IBucket, model_prefixes: Sequence[str],
+                 log_bucket: s3.IBucket, oidc_provider_arn: str | None = None,
+                 addon_versions: AddonVersions | None = None) -> None:
+        super().__init__(scope, id)
+        versions = addon_versions or AddonVersions()
+        self._cluster_name = cluster_name
+        self.trust = IrsaTrust(self, "Oidc", issuer_url=oidc_issuer_url, provider_arn=oidc_provider_arn)
+        self.tls_bucket = secure_bucket(self, "TlsBucket", log_bucket=log_bucket, log_prefix="tls-bucket/")
+
+        self.execution_role = self._execution_role()
+        self.alb_role = iam.Role(self, "AlbControllerRole", assumed_by=self.trust.principal("Alb", ALB_SA),
+                                 description="HyperPod inference: AWS Load Balancer Controller")
+        for statement in load_balancer_controller_statements():
+            self.alb_role.add_to_policy(statement)
+        self.keda_role = iam.Role(self, "KedaRole", assumed_by=self.trust.principal("Keda", KEDA_SA),
+                                  description="HyperPod inference: KEDA reads the metrics it scales on")
+        self.keda_role.add_to_policy(iam.PolicyStatement(
+            actions=["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics",
+                     "aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"],
+            resources=["*"]))
+        self.gated_model_role = iam.Role(
+            self, "GatedModelRole", description="HyperPod inference: gated JumpStart model downloads",
+            assumed_by=iam.CompositePrincipal(iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                                              self.trust.principal("Gated", GATED_MODEL_SA_PATTERN, like=True)),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerHyperPodGatedModelAccess")])
+        self.s3_csi_role = iam.Role(self, "S3CsiRole", assumed_by=self.trust.principal("S3Csi", S3_CSI_SA),
+                                    description="Mountpoint for S3 CSI driver: read the model prefixes")
+        read_prefix(self.s3_csi_role, model_bucket, model_prefixes)
+
+        # Defaults: these run on the system node group, so they need no tolerations for GPU nodes.
+        self.cert_manager = self._addon("cert-manager", versions.cert_manager, None)
+        self.s3_csi = self._addon("aws-mountpoint-s3-csi-driver", versions.mountpoint_s3_csi, None,
+                                  role=self.s3_csi_role)
+        self.metrics_server = self._addon("metrics-server", versions.metrics_server, None)
+        self.prerequisites: list[eks_l1.CfnAddon] = [self.cert_manager, self.s3_csi, self.metrics_server]
+        self.addon = self._addon(INFERENCE_ADDON, versions.inference, {
+            "executionRoleArn": self.execution_role.role_arn,
+            "tlsCertificateS3Bucket": self.tls_bucket.bucket_name,
+            "hyperpodClusterArn": hyperpod_cluster_arn,
+            "jumpstartGatedModelDownloadRoleArn": self.gated_model_role.role_arn,
+            "alb": {"enabled": True, "serviceAccount": {"create": True, "roleArn": self.alb_role.role_arn}},
+            "keda": {"enabled": True, "auth": {"aws": {"irsa": {"enabled": True, "roleArn": self.keda_role.role_arn}}}},
+        })
+        for prerequisite in self.prerequisites:
+            self.addon.node.add_dependency(prerequisite)
+        self._acknowledge(model_bucket, model_prefixes)
+
+    def after(self, *dependencies: IConstruct) -> None:
+        """Create the add-ons only after ``dependencies`` (the HyperPod cluster): they need nodes.
+
+        The operator add-on follows through its prerequisites (and it references the HyperPod ARN).
+        """
+        for addon in self.prerequisites:
+            for dependency in dependencies:
+                addon.node.add_dependency(dependency)
+
+    def _execution_role(self) -> iam.Role:
+        role = iam.Role(
+            self, "ExecutionRole", description="HyperPod Inference Operator",
+            assumed_by=iam.CompositePrincipal(iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                                              self.trust.principal("Controller", CONTROLLER_SA)),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerHyperPodInferenceAccess")])
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
+            resources=[self.tls_bucket.arn_for_objects("*")]))
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.tls_bucket.bucket_arn]))
+        # Operator v3.0+ tags the certificates it imports into ACM (release notes).
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["acm:AddTagsToCertificate"],
+            resources=[f"arn:{Aws.PARTITION}:acm:{Aws.REGION}:{Aws.ACCOUNT_ID}:certificate/*"]))
+        return role
+
+    def _addon(self, name: str, version: str | None, configuration: Mapping[str, object] | None, *,
+               role: iam.IRole | None = None) -> eks_l1.CfnAddon:
+        return eks_l1.CfnAddon(
+            self, f"Addon-{name}", addon_name=name, cluster_name=self._cluster_name,
+            addon_version=version, resolve_conflicts="OVERWRITE",
+            service_account_role_arn=role.role_arn if role else None,
+            configuration_values=Stack.of(self).to_json_string(configuration) if configuration else None)
+
+    def _acknowledge(self, model_bucket: s3.IBucket, model_prefixes: Sequence[str]) -> None:
+        acknowledge(self.execution_role, "IAM4", "AmazonSageMakerHyperPodInferenceAccess is the policy the operator "
+                    "documents for its execution role.", [managed_policy("AmazonSageMakerHyperPodInferenceAccess")])
+        acknowledge(self.gated_model_role, "IAM4",
+                    "AmazonSageMakerHyperPodGatedModelAccess is the policy the operator documents for gated JumpStart "
+                    "downloads.", [managed_policy("AmazonSageMakerHyperPodGatedModelAccess")])
+        acknowledge(self.execution_role, "IAM5",
+                    "The operator writes certificates with generated names into its own TLS bucket (bucket/*) and "
+                    "tags the ACM certificates it imports, whose ids are not known in advance.",
+                    [f"Resource::{arn_of(self.tls_bucket)}/*",
+                     "Resource::arn:<AWS::Partition>:acm:<AWS::Region>:<AWS::AccountId>:certificate/*"])
+        acknowledge(self.keda_role, "IAM5",
+                    "CloudWatch GetMetricData/ListMetrics and the AMP query APIs that KEDA triggers call have no "
+                    "resource-level permissions for metrics; workspaces are chosen per endpoint.", ["Resource::*"])
+        acknowledge(self.alb_role, "IAM5",
+                    "The AWS Load Balancer Controller creates load balancers, target groups and security groups that "
+                    "do not exist yet; every change to an existing one requires the elbv2.k8s.aws/cluster tag the "
+                    "controller sets, and reads have no resource-level permissions.",
+                    ["Action::elasticloadbalancing:Describe*", "Resource::*",
+                     "Resource::arn:*:ec2:*:*:security-group/*",
+                     "Resource::arn:*:elasticloadbalancing:*:*:loadbalancer/app/*/*",
+                     "Resource::arn:*:elasticloadbalancing:*:*:loadbalancer/net/*/*",
+                     "Resource::arn:*:elasticloadbalancing:*:*:targetgroup/*/*"])
+        acknowledge(self.s3_csi_role, "IAM5", "Mountpoint reads the model files under each endpoint's prefix only "
+                    "(prefix/*).", prefix_findings(model_bucket, model_prefixes))
+
+
+def load_balancer_controller_statements() -> list[iam.PolicyStatement]:
+    """What the AWS Load Balancer Controller needs, grouped by purpose.
+
+    Reads are unrestricted (they have no resource-level permissions). Everything that changes an
+    existing load balancer, target group or security group requires the ``elbv2.k8s.aws/cluster``
+    tag the controller puts on what it creates, so it cannot touch anything it did not create.
+    """
+    managed = {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}
+    tag_on_create = {"Null": {"aws:RequestTag/elbv2.k8s.aws/cluster": "false"}}
+    return [
+        iam.PolicyStatement(actions=["iam:CreateServiceLinkedRole"], resources=["*"],
+                            conditions={"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}),
+        iam.PolicyStatement(resources=["*"], actions=[
+            "ec2:DescribeAccountAttributes", "ec2:DescribeAddresses", "ec2:DescribeAvailabilityZones",
+            "ec2:DescribeInternetGateways", "ec2:DescribeVpcs", "ec2:DescribeVpcPeeringConnections",
+            "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeInstances",
+            "ec2:DescribeNetworkInterfaces", "ec2:DescribeTags", "ec2:GetCoipPoolUsage", "ec2:DescribeCoipPools",
+            "ec2:GetSecurityGroupsForVpc", "ec2:DescribeIpamPools", "ec2:DescribeRouteTables",
+            "elasticloadbalancing:Describe*", "acm:ListCertificates", "acm:DescribeCertificate",
+            "iam:ListServerCertificates", "iam:GetServerCertificate", "cognito-idp:DescribeUserPoolClient",
+            "waf-regional:GetWebACL", "waf-regional:GetWebACLForResource", "wafv2:GetWebACL",
+            "wafv2:GetWebACLForResource", "shield:GetSubscriptionState", "shield:DescribeProtection"]),
+        iam.PolicyStatement(resources=["*"], actions=[
+            "ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress", "ec2:CreateSecurityGroup"]),
+        iam.PolicyStatement(actions=["ec2:CreateTags"], resources=["arn:*:ec2:*:*:security-group/*"],
+                            conditions={"StringEquals": {"ec2:CreateAction": "CreateSecurityGroup"}, **tag_on_create}),
+        iam.PolicyStatement(actions=["ec2:CreateTags", "ec2:DeleteTags", "ec2:DeleteSecurityGroup"],
+                            resources=["arn:*:ec2:*:*:security-group/*"], conditions=managed),
+        iam.PolicyStatement(
+            actions=["elasticloadbalancing:CreateLoadBalancer", "elasticloadbalancing:CreateTargetGroup"],
+            resources=["*"], conditions=tag_on_create),
+        iam.PolicyStatement(resources=["*"], actions=[
+            "elasticloadbalancing:CreateListener", "elasticloadbalancing:DeleteListener",
+            "elasticloadbalancing:CreateRule", "elasticloadbalancing:DeleteRule",
+            "elasticloadbalancing:ModifyListener", "elasticloadbalancing:ModifyRule",
+            "elasticloadbalancing:AddListenerCertificates", "elasticloadbalancing:RemoveListenerCertificates",
+            "elasticloadbalancing:SetWebAcl", "elasticloadbalancing:ModifyListenerAttributes"]),
+        iam.PolicyStatement(actions=["elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags"],
+                            resources=["arn:*:elasticloadbalancing:*:*:targetgroup/*/*",
+                                       "arn:*:elasticloadbalancing:*:*:loadbalancer/net/*/*",
+                                       "arn:*:elasticloadbalancing:*:*:loadbalancer/app/*/*"],
+                            conditions=managed),
+        iam.PolicyStatement(actions=["elasticloadbalancing:AddTags"],
+                            resources=["arn:*:elasticloadbalancing:*:*:targetgroup/*/*",
+                                       "arn:*:elasticloadbalancing:*:*:loadbalancer/net/*/*",
+                                       "arn:*:elasticloadbalancing:*:*:loadbalancer/app/*/*"],
+                            conditions={"StringEquals": {"elasticloadbalancing:CreateAction": [
+                                "CreateTargetGroup", "CreateLoadBalancer"]}, **tag_on_create}),
+        iam.PolicyStatement(resources=["*"], conditions=managed, actions=[
+            "elasticloadbalancing:ModifyLoadBalancerAttributes", "elasticloadbalancing:SetIpAddressType",
+            "elasticloadbalancing:SetSecurityGroups", "elasticloadbalancing:SetSubnets",
+            "elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:ModifyTargetGroup",
+            "elasticloadbalancing:ModifyTargetGroupAttributes", "elasticloadbalancing:DeleteTargetGroup",
+            "elasticloadbalancing:ModifyCapacityReservation", "elasticloadbalancing:ModifyIpPools"]),
+        iam.PolicyStatement(actions=["elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets"],
+                            resources=["arn:*:elasticloadbalancing:*:*:targetgroup/*/*"]),
+    ]

@@ -1,0 +1,135 @@
+"""The HyperPod lifecycle scripts (an S3 asset) and the instance groups' execution role."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from aws_cdk import Aws, Fn, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from constructs import Construct
+
+from hyperpod_dpd_cdk.model_bucket import secure_bucket
+from hyperpod_dpd_cdk.nag import acknowledge, arn_of, managed_policy, pseudo
+
+DEFAULT_SCRIPTS_DIR = Path(__file__).parent / "assets" / "lifecycle"
+ON_CREATE = "on_create.sh"
+LIFECYCLE_PREFIX = "lifecycle"
+
+
+class LifecycleScripts(Construct):
+    """A ``sagemaker-`` bucket holding the on-create script, uploaded from a local folder.
+
+    The name starts with ``sagemaker-`` as the HyperPod API asks for ``SourceS3Uri``; it is
+    deterministic (stack name, account, region) so the bucket is destroyed with the stack, and
+    the deployment removes its files first so the deletion succeeds.
+
+    :param log_bucket: where the bucket's access logs go.
+    :param scripts_dir: a folder with ``on_create.sh`` (and anything it calls).
+        :default: - the packaged script, which moves containerd and kubelet onto /opt/sagemaker
+    """
+
+    def __init__(self, scope: Construct, id: str, *, log_bucket: s3.IBucket,
+                 scripts_dir: str | Path | None = None) -> None:
+        super().__init__(scope, id)
+        folder = Path(scripts_dir) if scripts_dir is not None else DEFAULT_SCRIPTS_DIR
+        slug = re.sub(r"[^a-z0-9-]", "-", Stack.of(self).stack_name.lower())[:20].strip("-")
+        self.bucket = secure_bucket(
+            self, "Bucket", log_bucket=log_bucket, log_prefix="lifecycle-bucket/", versioned=False,
+            removal_policy=RemovalPolicy.DESTROY,
+            bucket_name=Fn.join("-", ["sagemaker", slug, "lcs", Aws.ACCOUNT_ID, Aws.REGION]))
+        self.deployment = s3deploy.BucketDeployment(
+            self, "Upload", sources=[s3deploy.Source.asset(str(folder))], destination_bucket=self.bucket,
+            destination_key_prefix=f"{LIFECYCLE_PREFIX}/", retain_on_delete=False, prune=True)
+        self._acknowledge_deployment()
+        self.source_s3_uri = f"s3://{self.bucket.bucket_name}/{LIFECYCLE_PREFIX}"
+        self.on_create = ON_CREATE
+        self.prefix = LIFECYCLE_PREFIX
+
+
+    def _acknowledge_deployment(self) -> None:
+        role = self.deployment.handler_role
+        stack = Stack.of(self)
+        function = role.node.scope
+        assert function is not None
+        acknowledge(role, "IAM4", "aws-cdk-lib's BucketDeployment Lambda writes its logs with the basic execution "
+                    "role.", [managed_policy("service-role/AWSLambdaBasicExecutionRole")])
+        acknowledge(role, "IAM5",
+                    "BucketDeployment copies the asset from the CDK staging bucket into the lifecycle bucket and "
+                    "prunes it there; aws-cdk-lib grants object-level wildcards on exactly those two buckets.",
+                    ["Action::s3:GetBucket*", "Action::s3:GetObject*", "Action::s3:List*", "Action::s3:Abort*",
+                     "Action::s3:DeleteObject*", f"Resource::{arn_of(self.bucket)}/*",
+                     f"Resource::arn:{pseudo(stack, 'partition')}:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-"
+                     f"{pseudo(stack, 'region')}/*"])
+        acknowledge(function, "L1", "aws-cdk-lib sets the BucketDeployment runtime to the one its bundled AWS CLI "
+                    "layer supports.")
+
+
+class HyperPodExecutionRole(Construct):
+    """The role HyperPod instances assume: the managed HyperPod policy and only the S3 reads they need.
+
+    :param lifecycle: the scripts; the role may read their prefix.
+    :param model_bucket: the weights bucket. :param model_prefixes: the prefixes the endpoints read.
+    :param eks_cluster_arn: for the Pod Identity agent (``eks-auth:AssumeRoleForPodIdentity``).
+    """
+
+    def __init__(self, scope: Construct, id: str, *, lifecycle: LifecycleScripts, model_bucket: s3.IBucket,
+                 model_prefixes: Sequence[str], eks_cluster_arn: str) -> None:
+        super().__init__(scope, id)
+        role = iam.Role(
+            self, "Resource", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="SageMaker HyperPod DPD instance groups",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerClusterInstanceRolePolicy"),
+                # HyperPod nodes run the VPC CNI with the node role (HyperPod requires VPC CNI).
+                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEKS_CNI_Policy"),
+            ])
+        read_prefix(role, lifecycle.bucket, [lifecycle.prefix])
+        read_prefix(role, model_bucket, model_prefixes)
+        role.add_to_policy(iam.PolicyStatement(actions=["eks-auth:AssumeRoleForPodIdentity"],
+                                               resources=[eks_cluster_arn]))
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+            resources=[f"arn:{Aws.PARTITION}:ecr:*:*:repository/*"]))
+        self.role = role
+        # HyperPod checks its permissions when it creates nodes: the cluster must wait for this policy.
+        policy = role.node.find_child("DefaultPolicy")
+        assert isinstance(policy, iam.Policy)
+        self.policy = policy
+        acknowledge(role, "IAM4",
+                    "AmazonSageMakerClusterInstanceRolePolicy is the policy HyperPod documents for instance groups; "
+                    "AmazonEKS_CNI_Policy is what the VPC CNI needs on HyperPod nodes, which run it with this role.",
+                    [managed_policy("AmazonSageMakerClusterInstanceRolePolicy"),
+                     managed_policy("AmazonEKS_CNI_Policy")])
+        acknowledge(role, "IAM5",
+                    "Objects are read only under the lifecycle prefix and the endpoints' model prefixes (prefix/*); "
+                    "ecr:GetAuthorizationToken has no resource-level permissions, and the worker, health-agent and "
+                    "operator images come from AWS-owned ECR repositories in several accounts.",
+                    [f"Resource::{arn_of(lifecycle.bucket)}/{lifecycle.prefix}/*",
+                     *prefix_findings(model_bucket, model_prefixes), "Resource::*",
+                     "Resource::arn:<AWS::Partition>:ecr:*:*:repository/*"])
+
+
+def prefix_findings(bucket: s3.IBucket, prefixes: Sequence[str]) -> list[str]:
+    """IAM5 findings of :func:`read_prefix` for a bucket created in the stack (imported ones are literal ARNs)."""
+    if bucket.node.default_child is None:
+        partition = pseudo(Stack.of(bucket), "partition")
+        return [f"Resource::arn:{partition}:s3:::{bucket.bucket_name}/{p.strip('/')}/*" for p in prefixes]
+    return [f"Resource::{arn_of(bucket)}/{p.strip('/')}/*" for p in sorted({p.strip("/") for p in prefixes})]
+
+
+def read_prefix(grantee: iam.IGrantable, bucket: s3.IBucket, prefixes: Sequence[str]) -> None:
+    """``s3:GetObject`` under each prefix and ``s3:ListBucket`` limited to those prefixes."""
+    clean = sorted({p.strip("/") for p in prefixes})
+    if not clean:
+        return
+    grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+        actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}/*") for p in clean]))
+    grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+        actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
+        conditions={"StringLike": {"s3:prefix": [x for p in clean for x in (p, f"{p}/*")]}}))

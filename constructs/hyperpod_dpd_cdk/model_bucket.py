@@ -1,0 +1,57 @@
+"""S3 buckets: the model weights bucket, and the hardened defaults every bucket of the stack shares."""
+
+from __future__ import annotations
+
+from aws_cdk import FeatureFlags, RemovalPolicy
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from hyperpod_dpd_cdk.nag import acknowledge
+
+LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
+
+
+def secure_bucket(scope: Construct, id: str, *, log_bucket: s3.IBucket | None, log_prefix: str,
+                  versioned: bool = True, removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+                  bucket_name: str | None = None,
+                  object_ownership: s3.ObjectOwnership = s3.ObjectOwnership.BUCKET_OWNER_ENFORCED) -> s3.Bucket:
+    """Encrypted, TLS only, no public access, owner-enforced, access-logged into ``log_bucket``."""
+    return s3.Bucket(
+        scope, id, bucket_name=bucket_name, encryption=s3.BucketEncryption.S3_MANAGED, enforce_ssl=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL, object_ownership=object_ownership,
+        versioned=versioned, removal_policy=removal_policy, auto_delete_objects=False,
+        server_access_logs_bucket=log_bucket, server_access_logs_prefix=log_prefix if log_bucket else None)
+
+
+class AccessLogBucket(Construct):
+    """The server access log target of the stack's buckets; retained, like the logs it holds."""
+
+    def __init__(self, scope: Construct, id: str) -> None:
+        super().__init__(scope, id)
+        # With the cdk.json flag, log delivery is granted by bucket policy and ACLs stay disabled;
+        # without it CDK grants the LogDeliveryWrite ACL, which needs ObjectWriter ownership.
+        by_policy = FeatureFlags.of(self).is_enabled(LOGS_USE_BUCKET_POLICY)
+        ownership = s3.ObjectOwnership.BUCKET_OWNER_ENFORCED if by_policy else s3.ObjectOwnership.OBJECT_WRITER
+        self.bucket = secure_bucket(self, "Resource", log_bucket=None, log_prefix="", object_ownership=ownership)
+        acknowledge(self.bucket, "S1",
+                    "This is the access log bucket itself; logging it into itself would log its own log writes.")
+
+
+class ModelBucket(Construct):
+    """Where the model weights live: a new hardened bucket, or an existing one imported by name.
+
+    A new bucket is retained on ``cdk destroy`` (weights take hours to upload) and versioned (an
+    overwritten shard can be restored); objects are never auto-deleted.
+
+    :param log_bucket: where a new bucket writes its access logs.
+    :param existing_bucket_name: use this bucket instead of creating one. :default: - a new bucket
+    """
+
+    def __init__(self, scope: Construct, id: str, *, log_bucket: s3.IBucket,
+                 existing_bucket_name: str | None = None) -> None:
+        super().__init__(scope, id)
+        self.created = existing_bucket_name is None
+        if existing_bucket_name is None:
+            self.bucket: s3.IBucket = secure_bucket(self, "Resource", log_bucket=log_bucket, log_prefix="model-bucket/")
+        else:
+            self.bucket = s3.Bucket.from_bucket_name(self, "Resource", existing_bucket_name)

@@ -1,0 +1,197 @@
+"""One stack with everything: network, buckets, EKS, HyperPod, the inference operator and the endpoints."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, check
+from hyperpod_dpd_cdk.dpd_endpoint import BUILTIN_NAMESPACES, DpdEndpoint
+from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
+from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster
+from hyperpod_dpd_cdk.hyperpod_cluster import (
+    CLUSTER_NAME,
+    DEFAULT_EBS_GB,
+    HyperPodCluster,
+    group_name,
+    instance_groups_for,
+)
+from hyperpod_dpd_cdk.hyperpod_dependencies import HyperPodDependencies
+from hyperpod_dpd_cdk.inference_operator import InferenceOperator
+from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
+from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket
+from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_problems
+from hyperpod_dpd_cdk.placement import instance_type_problems
+from hyperpod_dpd_cdk.versions import AddonVersions
+
+DEFAULT_AZ_ID = "usw2-az2"
+MAX_EBS_GB = 16384  # AWS::SageMaker::Cluster ClusterEbsVolumeConfig.VolumeSizeInGB
+MAX_INSTANCE_GROUPS = 100  # AWS::SageMaker::Cluster InstanceGroups maxItems
+TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.+$")
+IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::[0-9]{12}:(role|user)/.+$")
+
+
+def default_hyperpod_cluster_name(stack_name: str) -> str:
+    slug = re.sub(r"[^a-zA-Z0-9]+", "-", stack_name).strip("-")[:60].strip("-")
+    return f"{slug or 'dpd'}-hp"[:63]
+
+
+def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_arn: str | None) -> Iterator[Problem]:
+    """Every problem of the hosted endpoints, each field prefixed with ``endpoints[i].``."""
+    if not specs:
+        yield Problem(field="endpoints", value=[], message="is empty; the stack hosts at least one endpoint",
+                      fix="pass endpoints=[spec] (the app uses the embedded default spec)")
+        return
+    for i, spec in enumerate(specs):
+        try:
+            check(spec)
+        except SpecError as error:
+            for p in error.problems:
+                yield Problem(field=f"endpoints[{i}].{p.field}", value=p.value, message=p.message, fix=p.fix)
+        yield from instance_type_problems(spec.instance_type, region, field=f"endpoints[{i}].instance_type",
+                                          training_plan_arn=training_plan_arn)
+    for attribute, why in (("name", "it names the instance groups and the operator's pods and services"),
+                           ("endpoint_name", "SageMaker endpoint names are unique per account and region")):
+        values = [getattr(spec, attribute) for spec in specs]
+        counts = Counter(v for v in values if v is not None)
+        for i, value in enumerate(values):
+            if value is not None and counts[value] > 1 and values.index(value) != i:
+                first = values.index(value)
+                yield Problem(field=f"endpoints[{i}].{attribute}", value=value,
+                              message=f"is also the {attribute} of endpoints[{first}]; {why}",
+                              fix=f"give each endpoint a distinct {attribute}")
+
+
+def option_problems(*, cluster_name: str, ebs_volume_gb: int, groups: int, training_plan_arn: str | None,
+                    admin_role_arns: Sequence[str]) -> Iterator[Problem]:
+    """Problems with the stack's own options (the specs are checked by :func:`endpoint_problems`)."""
+    if not CLUSTER_NAME.match(cluster_name):
+        yield Problem(field="hyperpod_cluster_name", value=cluster_name, message="is not a valid HyperPod cluster name",
+                      fix="use 1-63 letters, digits and hyphens, starting and ending with a letter or digit")
+    if not 1 <= ebs_volume_gb <= MAX_EBS_GB:
+        yield Problem(field="ebs_volume_gb", value=ebs_volume_gb, message=f"must be 1-{MAX_EBS_GB}",
+                      fix=f"use {DEFAULT_EBS_GB} (the vLLM image and kubelet data live there)")
+    if groups > MAX_INSTANCE_GROUPS:
+        yield Problem(field="endpoints", value=groups // 2, message=f"need {groups} instance groups; a HyperPod "
+                      f"cluster has at most {MAX_INSTANCE_GROUPS}", fix="split the endpoints over two stacks")
+    if training_plan_arn is not None and not TRAINING_PLAN_ARN.match(training_plan_arn):
+        yield Problem(field="training_plan_arn", value=training_plan_arn, message="is not a training plan ARN",
+                      fix="use arn:aws:sagemaker:<region>:<account>:training-plan/<name>")
+    for i, arn in enumerate(admin_role_arns):
+        if not IAM_PRINCIPAL_ARN.match(arn):
+            yield Problem(field=f"admin_role_arns[{i}]", value=arn, message="is not an IAM role or user ARN",
+                          fix="use arn:aws:iam::<account>:role/<name>")
+
+
+class HyperPodDpdStack(Stack):
+    """A HyperPod EKS cluster serving one or more DPD endpoints, from nothing (or from your VPC, bucket, cluster).
+
+    Creation order: network, buckets and EKS; then the HyperPod dependency chart; then the HyperPod
+    cluster; then the inference operator's prerequisite add-ons and the operator; then the endpoints.
+    Every input is checked first and all problems are raised together as one ``SpecError``.
+
+    :param endpoints: the DPD specs to host, one prefill and one decode instance group each.
+    :param availability_zone_id: where the GPU capacity is. :default: usw2-az2
+    :param vpc: an existing VPC (``IVpc`` or ``ExistingVpc`` ids). :default: - a new VPC
+    :param hyperpod_subnet_ids: with ``vpc``, HyperPod subnets by AZ ID. :default: - none
+    :param eks_subnets: with ``vpc``, EKS subnets. :default: - its private subnets with egress
+    :param model_bucket_name: an existing weights bucket. :default: - a new retained bucket
+    :param existing_cluster: an existing EKS cluster. :default: - a new cluster
+    :param admin_role_arns: IAM roles given EKS cluster admin. :default: - none
+    :param dependency_chart_dir: a prepared HyperPod dependency chart. :default: - device plugins only
+    :param hyperpod_cluster_name: :default: - ``<stack name>-hp``
+    :param training_plan_arn: reserved capacity for every instance group. :default: - on-demand
+    :param ebs_volume_gb: per node, at /opt/sagemaker. :default: 500
+    :param lifecycle_scripts_dir: your own on-create scripts. :default: - the packaged script
+    :param addon_versions: :default: - see ``AddonVersions``
+    :param stack_props: passed to ``Stack`` (``env``, ``synthesizer``, ``description``, ...).
+    """
+
+    def __init__(self, scope: Construct, id: str, *, endpoints: Sequence[DpdSpec],
+                 availability_zone_id: str = DEFAULT_AZ_ID, vpc: ec2.IVpc | ExistingVpc | None = None,
+                 hyperpod_subnet_ids: Mapping[str, str] | None = None, eks_subnets: ec2.SubnetSelection | None = None,
+                 model_bucket_name: str | None = None, existing_cluster: ExistingEksCluster | None = None,
+                 admin_role_arns: Sequence[str] = (), dependency_chart_dir: str | Path | None = None,
+                 hyperpod_cluster_name: str | None = None, training_plan_arn: str | None = None,
+                 ebs_volume_gb: int = DEFAULT_EBS_GB, lifecycle_scripts_dir: str | Path | None = None,
+                 addon_versions: AddonVersions | None = None, **stack_props: Any) -> None:
+        super().__init__(scope, id, **stack_props)
+        specs = tuple(endpoints)
+        cluster_name = hyperpod_cluster_name or default_hyperpod_cluster_name(self.stack_name)
+        groups = instance_groups_for(specs, ebs_volume_gb=ebs_volume_gb, training_plan_arn=training_plan_arn)
+        problems = [*endpoint_problems(specs, region=self.region, training_plan_arn=training_plan_arn),
+                    *option_problems(cluster_name=cluster_name, ebs_volume_gb=ebs_volume_gb, groups=len(groups),
+                                     training_plan_arn=training_plan_arn, admin_role_arns=admin_role_arns),
+                    *([Problem(field="existing_cluster", value=existing_cluster.cluster_name,
+                               message="needs the cluster's VPC: HyperPod nodes must join the cluster's network",
+                               fix="pass vpc= (or -c vpc_id=... -c eks_subnets=... -c hyperpod_subnets=...)")]
+                      if existing_cluster is not None and vpc is None else []),
+                    *network_problems(availability_zone_id, self.region, vpc=vpc,
+                                      hyperpod_subnet_ids=hyperpod_subnet_ids)]
+        if problems:
+            raise SpecError(problems)
+        self.endpoint_specs = specs
+
+        logs = AccessLogBucket(self, "AccessLogs")
+        self.model_bucket = ModelBucket(self, "ModelBucket", log_bucket=logs.bucket,
+                                        existing_bucket_name=model_bucket_name)
+        bucket = self.model_bucket.bucket
+        prefixes = sorted({s.model.source.prefix for s in specs if isinstance(s.model.source, S3Source)})
+
+        self.network = HyperPodNetwork(self, "Network", availability_zone_id=availability_zone_id, vpc=vpc,
+                                       hyperpod_subnet_ids=hyperpod_subnet_ids, eks_subnets=eks_subnets)
+        self.security_group = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=self.network.vpc).security_group
+        self.eks = HyperPodEksCluster(self, "Eks", vpc=self.network.vpc, subnets=self.network.eks_subnets,
+                                      security_group=self.security_group, admin_role_arns=admin_role_arns,
+                                      existing=existing_cluster, addon_versions=addon_versions)
+        cluster = self.eks.cluster
+
+        self.lifecycle = LifecycleScripts(self, "LifecycleScripts", log_bucket=logs.bucket,
+                                          scripts_dir=lifecycle_scripts_dir)
+        self.execution_role = HyperPodExecutionRole(
+            self, "ExecutionRole", lifecycle=self.lifecycle, model_bucket=bucket, model_prefixes=prefixes,
+            eks_cluster_arn=self.eks.cluster_arn)
+        self.hyperpod_dependencies = HyperPodDependencies(
+            self, "HyperPodDependencies", cluster=cluster, region=self.region, chart_dir=dependency_chart_dir)
+        self.hyperpod = HyperPodCluster(
+            self, "HyperPod", cluster_name=cluster_name, eks_cluster_arn=self.eks.cluster_arn,
+            subnet=self.network.hyperpod_subnet, security_group=self.security_group,
+            execution_role=self.execution_role.role, lifecycle=self.lifecycle, instance_groups=groups)
+        # HyperPod's resiliency features need the dependency chart before the first node (hpcli readme).
+        for dependency in (*self.hyperpod_dependencies.charts, self.lifecycle.deployment, self.execution_role.policy,
+                           *self.eks.addons, *([self.eks.system_nodes] if self.eks.system_nodes else [])):
+            self.hyperpod.node.add_dependency(dependency)
+
+        self.operator = InferenceOperator(
+            self, "InferenceOperator", cluster_name=self.eks.cluster_name, oidc_issuer_url=self.eks.oidc_issuer_url,
+            oidc_provider_arn=self.eks.oidc_provider_arn, hyperpod_cluster_arn=self.hyperpod.cluster_arn,
+            model_bucket=bucket, model_prefixes=prefixes, log_bucket=logs.bucket, addon_versions=addon_versions)
+        self.operator.after(self.hyperpod)
+
+        namespaces: dict[str, eks.KubernetesManifest] = {}
+        for namespace in sorted({s.namespace for s in specs} - BUILTIN_NAMESPACES):
+            namespaces[namespace] = eks.KubernetesManifest(
+                self, f"Namespace-{namespace}", cluster=cluster, overwrite=True,
+                manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
+        self.endpoints: list[DpdEndpoint] = []
+        for spec in specs:
+            after = (self.operator.addon, *([namespaces[spec.namespace]] if spec.namespace in namespaces else []))
+            self.endpoints.append(DpdEndpoint(
+                self, f"Endpoint-{spec.name}", cluster=cluster, spec=spec,
+                group_names={role: group_name(spec, role) for role, _ in spec.roles()},
+                model_bucket=bucket, after=after, create_namespace=False))
+
+        CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
+        CfnOutput(self, "HyperPodClusterArn", value=self.hyperpod.cluster_arn)
+        CfnOutput(self, "ModelBucketName", value=bucket.bucket_name,
+                  description="Upload weights to s3://<this>/<model prefix>/ before the endpoints start")
+        CfnOutput(self, "KubeconfigCommand",
+                  value=f"aws eks update-kubeconfig --region {self.region} --name {self.eks.cluster_name}")

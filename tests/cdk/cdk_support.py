@@ -1,0 +1,75 @@
+"""What the CDK tests share besides fixtures: the synthesized-app record, inputs and constants.
+
+conftest.py registers this module as ``cdk_support`` (tests import from it by that name), so the
+test folder never has to be on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import assertions
+
+from hyperpod_dpd import DpdSpec
+from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec import AutoscalingSpec, CloudWatchTrigger
+from hyperpod_dpd_cdk import ExistingVpc, HyperPodDpdStack
+
+REPO = Path(__file__).resolve().parents[2]
+REGION = "us-west-2"
+EXISTING_VPC = ExistingVpc(
+    vpc_id="vpc-0123456789abcdef0", availability_zones=("us-west-2a", "us-west-2b"),
+    private_subnet_ids=("subnet-0aaa0000000000001", "subnet-0bbb0000000000002"),
+    private_subnet_route_table_ids=("rtb-0aaa0000000000001", "rtb-0bbb0000000000002"))
+HYPERPOD_SUBNETS = {"usw2-az2": "subnet-0ccc0000000000003", "usw2-az1": "subnet-0ddd0000000000004"}
+
+
+def load_app_module() -> ModuleType:
+    """``app.py`` as a module (it is a script at the repository root, not in a package)."""
+    spec = importlib.util.spec_from_file_location("hyperpod_dpd_app", REPO / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Synthesized:
+    app: cdk.App
+    stack: HyperPodDpdStack
+    template: dict[str, Any]
+    assertions: assertions.Template
+
+    def resources(self, type_: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.template["Resources"].items() if v["Type"] == type_}
+
+    def one(self, type_: str) -> tuple[str, dict[str, Any]]:
+        found = self.resources(type_)
+        assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
+        return next(iter(found.items()))
+
+
+def synthesize(app: cdk.App, stack: HyperPodDpdStack) -> Synthesized:
+    assembly = app.synth()
+    template = assembly.get_stack_artifact(stack.artifact_id).template
+    return Synthesized(app=app, stack=stack, template=template,
+                       assertions=assertions.Template.from_json(template))
+
+
+def second_spec() -> DpdSpec:
+    """A second endpoint: own namespace, an autoscaled prefill role, weights under another prefix."""
+    base = default_spec()
+    return dataclasses.replace(
+        base, name="qwen-dpd", namespace="inference", endpoint_name="qwen-dpd",
+        prefill=dataclasses.replace(base.prefill, replicas=1, autoscaling=AutoscalingSpec(
+            min_replicas=1, max_replicas=3, triggers=(CloudWatchTrigger(
+                name="requests", namespace="AWS/ApplicationELB", metric_name="RequestCount",
+                target_value=100.0),))),
+        model=dataclasses.replace(base.model, source=dataclasses.replace(
+            base.model.source, bucket="my-weights", prefix="other/Llama-3.3-70B-Instruct")))
