@@ -39,12 +39,14 @@ import yaml  # noqa: E402
 
 from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, load_spec  # noqa: E402
 from hyperpod_dpd.defaults import default_spec  # noqa: E402
+from hyperpod_dpd.deployment_defaults import (  # noqa: E402
+    DEFAULT_AVAILABILITY_ZONE_ID,
+    DEFAULT_REGION,
+    DEFAULT_STACK_NAME,
+)
 from hyperpod_dpd_cdk import ExistingEksCluster, ExistingVpc, HyperPodDpdStack  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_REGION = "us-west-2"
-DEFAULT_AZ_ID = "usw2-az2"
-DEFAULT_STACK_NAME = "HyperPodDpd"
 MANIFESTS_DIR = "manifests"
 
 
@@ -122,7 +124,7 @@ def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None
         app, str(ctx("stack_name") or DEFAULT_STACK_NAME), endpoints=specs, vpc=vpc,
         hyperpod_subnet_ids=hyperpod_subnets,
         env=cdk.Environment(account=account, region=region),
-        availability_zone_id=str(ctx("availability_zone_id") or DEFAULT_AZ_ID),
+        availability_zone_id=str(ctx("availability_zone_id") or DEFAULT_AVAILABILITY_ZONE_ID),
         model_bucket_name=ctx("model_bucket") or None, existing_cluster=existing,
         admin_role_arns=_list(ctx("admin_role_arns")), dependency_chart_dir=ctx("dependency_chart") or None,
         training_plan_arn=ctx("training_plan_arn") or None, hyperpod_cluster_name=ctx("hyperpod_cluster_name") or None,

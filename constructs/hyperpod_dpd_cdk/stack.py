@@ -14,6 +14,8 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, check
+from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
+from hyperpod_dpd.deployment_defaults import hyperpod_cluster_name as default_cluster_name
 from hyperpod_dpd_cdk.dpd_endpoint import BUILTIN_NAMESPACES, DpdEndpoint
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster
@@ -32,16 +34,10 @@ from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_probl
 from hyperpod_dpd_cdk.placement import instance_type_problems
 from hyperpod_dpd_cdk.versions import AddonVersions
 
-DEFAULT_AZ_ID = "usw2-az2"
 MAX_EBS_GB = 16384  # AWS::SageMaker::Cluster ClusterEbsVolumeConfig.VolumeSizeInGB
 MAX_INSTANCE_GROUPS = 100  # AWS::SageMaker::Cluster InstanceGroups maxItems
 TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.+$")
 IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::[0-9]{12}:(role|user)/.+$")
-
-
-def default_hyperpod_cluster_name(stack_name: str) -> str:
-    slug = re.sub(r"[^a-zA-Z0-9]+", "-", stack_name).strip("-")[:60].strip("-")
-    return f"{slug or 'dpd'}-hp"[:63]
 
 
 def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_arn: str | None) -> Iterator[Problem]:
@@ -116,7 +112,7 @@ class HyperPodDpdStack(Stack):
     """
 
     def __init__(self, scope: Construct, id: str, *, endpoints: Sequence[DpdSpec],
-                 availability_zone_id: str = DEFAULT_AZ_ID, vpc: ec2.IVpc | ExistingVpc | None = None,
+                 availability_zone_id: str = DEFAULT_AVAILABILITY_ZONE_ID, vpc: ec2.IVpc | ExistingVpc | None = None,
                  hyperpod_subnet_ids: Mapping[str, str] | None = None, eks_subnets: ec2.SubnetSelection | None = None,
                  model_bucket_name: str | None = None, existing_cluster: ExistingEksCluster | None = None,
                  admin_role_arns: Sequence[str] = (), dependency_chart_dir: str | Path | None = None,
@@ -125,7 +121,7 @@ class HyperPodDpdStack(Stack):
                  addon_versions: AddonVersions | None = None, **stack_props: Any) -> None:
         super().__init__(scope, id, **stack_props)
         specs = tuple(endpoints)
-        cluster_name = hyperpod_cluster_name or default_hyperpod_cluster_name(self.stack_name)
+        cluster_name = hyperpod_cluster_name or default_cluster_name(self.stack_name)
         groups = instance_groups_for(specs, ebs_volume_gb=ebs_volume_gb, training_plan_arn=training_plan_arn)
         problems = [*endpoint_problems(specs, region=self.region, training_plan_arn=training_plan_arn),
                     *option_problems(cluster_name=cluster_name, ebs_volume_gb=ebs_volume_gb, groups=len(groups),

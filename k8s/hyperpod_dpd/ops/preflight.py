@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID, DEFAULT_HYPERPOD_CLUSTER
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsClients, describe_error, error_code
 from hyperpod_dpd.ops.checks import Check, errored, failed, format_bytes, passed, skipped
@@ -154,8 +155,8 @@ class InUse:
     note: str
 
 
-# The HyperPod cluster the CDK app creates with its default stack name (``HyperPodDpd`` -> ``<slug>-hp``).
-CDK_DEFAULT_CLUSTER = "HyperPodDpd-hp"
+# The HyperPod cluster the CDK app creates with its default stack name.
+CDK_DEFAULT_CLUSTER = DEFAULT_HYPERPOD_CLUSTER
 
 
 def clusters_in_use(sagemaker: SageMakerClient, instance_type: str, *, exclude: str | None = None) -> InUse:
@@ -220,8 +221,8 @@ def check_quota(clients: AwsClients, spec: DpdSpec, *, instances: int | None = N
 # --- availability zone -------------------------------------------------------------------------
 
 
-# The CDK app's default ``availability_zone_id`` context (app.py), used when nothing else is given.
-CDK_DEFAULT_AZ_ID = "usw2-az2"
+# The CDK app's default ``availability_zone_id`` context, used when nothing else is given.
+CDK_DEFAULT_AZ_ID = DEFAULT_AVAILABILITY_ZONE_ID
 
 
 def check_availability_zone(ec2: EC2Client, region: str, zone_id: str | None, *,
