@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Iterable
 
 from hyperpod_dpd.errors import SpecError, Warning
 from hyperpod_dpd.loading import load_spec, read_spec_data
-from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.validation import CheckedSpec, check, check_data
 
 
@@ -40,6 +41,19 @@ def read_checked_spec(path: str | None) -> CheckedSpec:
 def print_warnings(warnings: Iterable[Warning]) -> None:
     for warning in warnings:
         print(f"warning: {warning.render()}", file=sys.stderr)
+
+
+def add_aws_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--region`` and ``--profile``, the same for every command that calls AWS."""
+    parser.add_argument("--region", help="AWS region (default: the profile's or AWS_REGION, else the "
+                                         "model bucket's region from the spec)")
+    parser.add_argument("--profile", help="AWS named profile (default: the default credential chain)")
+
+
+def bucket_region(spec: DpdSpec) -> str | None:
+    """The spec's S3 bucket region, the last fallback for the AWS region."""
+    source = spec.model.source
+    return source.region if isinstance(source, S3Source) else None
 
 
 def add_spec_argument(parser: object) -> None:

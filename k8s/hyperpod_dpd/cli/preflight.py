@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, read_spec
+from hyperpod_dpd.cli._common import UserFacingError, add_aws_arguments, add_spec_argument, bucket_region, read_spec
+from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsUnavailable, describe_error, session_clients
 from hyperpod_dpd.ops.checks import exit_status
 from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER, PreflightOptions, instances_needed, run_preflight
 from hyperpod_dpd.ops.table import render_json, render_table
-from hyperpod_dpd.spec import S3Source
 
 # The seam the tests replace: (region, profile, fallback_region=...) -> AwsClients.
 aws_clients = session_clients
@@ -32,12 +32,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "preflight", help="check quota, Availability Zone, model files and the spec before deploying",
         description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
-    parser.add_argument("--region", help="AWS region (default: the profile's or AWS_REGION, else the "
-                                         "model bucket's region from the spec)")
-    parser.add_argument("--profile", help="AWS named profile (default: the default credential chain)")
+    add_aws_arguments(parser)
     parser.add_argument("--availability-zone-id", metavar="AZ_ID",
                         help="the AZ ID the HyperPod subnet will use (default: the spec's "
-                             "topology.availability_zone, else usw2-az2, the CDK app's default)")
+                             f"topology.availability_zone, else {DEFAULT_AVAILABILITY_ZONE_ID}, the CDK app's default)")
     parser.add_argument("--cluster-instances", type=_positive, metavar="N",
                         help="instances of the spec's type the quota must cover (default: prefill + decode "
                              "nodes at their autoscaling maximum)")
@@ -57,8 +55,7 @@ def _positive(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     spec = read_spec(args.spec)
-    source = spec.model.source
-    fallback = source.region if isinstance(source, S3Source) else None
+    fallback = bucket_region(spec)
     try:
         clients = aws_clients(args.region, args.profile, fallback_region=fallback)
         account = clients.account()

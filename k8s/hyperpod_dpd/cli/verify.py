@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hyperpod_dpd.cli._common import add_spec_argument, read_spec
+from hyperpod_dpd.cli._common import add_aws_arguments, add_spec_argument, bucket_region, read_spec
+from hyperpod_dpd.deployment_defaults import DEFAULT_HYPERPOD_CLUSTER
 from hyperpod_dpd.ops.aws import AwsUnavailable, session_clients
 from hyperpod_dpd.ops.checks import Check, Status, errored, exit_status, skipped
 from hyperpod_dpd.ops.kube import KubeApi, KubeError, load_kube
@@ -42,7 +43,7 @@ from hyperpod_dpd.ops.verify import (
     probes,
 )
 from hyperpod_dpd.ops.wait import Progress, Waiter
-from hyperpod_dpd.spec import DpdSpec, S3Source
+from hyperpod_dpd.spec import DpdSpec
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -63,10 +64,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
     parser.add_argument("--cluster-name", help="the HyperPod cluster (default: the only one in the region, else "
-                             "HyperPodDpd-hp, the CDK app's default)")
-    parser.add_argument("--region", help="AWS region (default: the profile's or AWS_REGION, else the "
-                                         "model bucket's region from the spec)")
-    parser.add_argument("--profile", help="AWS named profile")
+                             f"{DEFAULT_HYPERPOD_CLUSTER}, the CDK app's default)")
+    add_aws_arguments(parser)
     parser.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     parser.add_argument("--wait", action=argparse.BooleanOptionalAction, default=True,
@@ -83,8 +82,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     spec = read_spec(args.spec)
-    source = spec.model.source
-    fallback = source.region if isinstance(source, S3Source) else None
+    fallback = bucket_region(spec)
     leading: list[Check] = []
 
     region = args.region or fallback or "?"
