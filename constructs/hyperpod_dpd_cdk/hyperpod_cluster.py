@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -47,22 +46,16 @@ def group_name(spec: DpdSpec, role: str) -> str:
     return f"{spec.name}-{role}"
 
 
-def nodes_for_role(spec: DpdSpec, role: str) -> int:
-    """Nodes one role needs: its most pods (``max_replicas`` when autoscaled, else ``replicas``) times
-    GPUs per pod, in whole nodes. Autoscaled roles get nodes for the maximum up front, since KEDA
-    adds pods, not HyperPod nodes, and a pod without a free node stays Pending."""
-    role_spec = spec.prefill if role == "prefill" else spec.decode
-    pods = max(role_spec.replicas, role_spec.autoscaling.max_replicas if role_spec.autoscaling else 0)
-    return math.ceil(pods * spec.role_gpus(role_spec) / spec.instance_type.facts.gpus)
-
-
 def instance_groups_for(specs: Sequence[DpdSpec], *, ebs_volume_gb: int = DEFAULT_EBS_GB,
                         training_plan_arn: str | None = None) -> list[InstanceGroup]:
-    """One prefill and one decode group per endpoint, so each role's pods land on their own nodes."""
+    """One prefill and one decode group per endpoint, so each role's pods land on their own nodes.
+
+    Counts come from :meth:`DpdSpec.role_nodes`: an autoscaled role gets nodes for its maximum.
+    """
     return [InstanceGroup(name=group_name(spec, role), instance_type=spec.instance_type,
-                          count=nodes_for_role(spec, role), ebs_volume_gb=ebs_volume_gb,
+                          count=spec.role_nodes(role_spec), ebs_volume_gb=ebs_volume_gb,
                           training_plan_arn=training_plan_arn)
-            for spec in specs for role, _ in spec.roles()]
+            for spec in specs for role, role_spec in spec.roles()]
 
 
 def instance_group_problems(groups: Sequence[InstanceGroup], *, field: str = "instance_groups") -> Iterator[Problem]:

@@ -164,3 +164,16 @@ def test_python_values_pass_through_the_loader() -> None:
                               "kv_cache": {"pd_buffer_size": ByteSize.gibibytes(16)}})
     assert spec.instance_type is InstanceType.P5EN_48XLARGE
     assert spec.kv_cache.pd_buffer_size.gib == 16
+
+
+def test_role_nodes_count_pods_times_gpus_in_whole_nodes() -> None:
+    from hyperpod_dpd import AutoscalingSpec, CloudWatchTrigger, Resources, RoleSpec
+
+    spec = default_spec()
+    trigger = CloudWatchTrigger(name="q", namespace="n", metric_name="m", target_value=1)
+    four_gpu = RoleSpec(replicas=3, resources=Resources(gpus=4), autoscaling=AutoscalingSpec(max_replicas=5,
+                                                                                          triggers=(trigger,)))
+    # 8 GPUs per ml.p5.48xlarge: 3 pods x 4 GPUs = 12 GPUs -> 2 nodes now; 5 x 4 = 20 -> 3 nodes at the limit.
+    assert spec.role_nodes(four_gpu, at_scale_limit=False) == 2
+    assert spec.role_nodes(four_gpu) == 3
+    assert spec.role_nodes(spec.prefill) == 1

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID, DEFAU
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsClients, describe_error, error_code
 from hyperpod_dpd.ops.checks import Check, errored, failed, format_bytes, passed, skipped
-from hyperpod_dpd.spec import DpdSpec, RoleSpec, S3Source
+from hyperpod_dpd.spec import DpdSpec, S3Source
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -39,20 +38,9 @@ SAGEMAKER_SERVICE_CODE = "sagemaker"
 # --- instance counts ---------------------------------------------------------------------------
 
 
-def role_nodes(spec: DpdSpec, role: RoleSpec) -> int:
-    """Nodes one role can grow to: its most pods times the GPUs of one, in whole nodes.
-
-    The same count as the CDK app's instance groups (``hyperpod_dpd_cdk.hyperpod_cluster.nodes_for_role``):
-    an autoscaled role gets nodes for its maximum up front.
-    """
-    pods = max(role.replicas, role.autoscaling.max_replicas if role.autoscaling is not None else 0)
-    gpus_per_node = spec.instance_type.facts.gpus
-    return math.ceil(pods * spec.role_gpus(role) / gpus_per_node)
-
-
 def instances_needed(spec: DpdSpec) -> int:
     """Instances of ``spec.instance_type`` the endpoint needs at its largest (prefill + decode)."""
-    return sum(role_nodes(spec, role) for _, role in spec.roles())
+    return sum(spec.role_nodes(role) for _, role in spec.roles())
 
 
 def quota_name(instance_type: str) -> str:

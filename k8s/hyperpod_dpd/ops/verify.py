@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.ops.aws import AWS_ERRORS, describe_error, error_code
@@ -23,8 +23,8 @@ from hyperpod_dpd.ops.kube import (
     router_deployment,
     router_service,
 )
-from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER, role_nodes
-from hyperpod_dpd.spec import DpdSpec, RoleSpec
+from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER
+from hyperpod_dpd.spec import DpdSpec
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -64,11 +64,7 @@ def hint_for(check: Check, spec: DpdSpec | None = None) -> str:
 
 def nodes_needed_now(spec: DpdSpec) -> int:
     """Nodes of ``spec.instance_type`` the endpoint needs at its current replica counts."""
-    return sum(role_nodes(spec, _without_autoscaling(role)) for _, role in spec.roles())
-
-
-def _without_autoscaling(role: RoleSpec) -> RoleSpec:
-    return replace(role, autoscaling=None)
+    return sum(spec.role_nodes(role, at_scale_limit=False) for _, role in spec.roles())
 
 
 def find_cluster_name(sagemaker: SageMakerClient, region: str) -> tuple[str | None, Check | None]:

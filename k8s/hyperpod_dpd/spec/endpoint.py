@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -109,6 +110,18 @@ class DpdSpec(Frozen):
 
     def role_gpus(self, role: RoleSpec) -> int:
         return role.resources.gpus if role.resources.gpus is not None else self.tensor_parallel_size
+
+    def role_nodes(self, role: RoleSpec, *, at_scale_limit: bool = True) -> int:
+        """Whole nodes of ``instance_type`` one role needs: its pods times its GPUs per pod.
+
+        With ``at_scale_limit`` an autoscaled role counts its ``max_replicas``: KEDA adds pods, not
+        HyperPod nodes, so the nodes for the maximum must exist up front. The CDK instance groups and
+        the preflight quota check both use this count.
+        """
+        pods = role.replicas
+        if at_scale_limit and role.autoscaling is not None:
+            pods = max(pods, role.autoscaling.max_replicas)
+        return math.ceil(pods * self.role_gpus(role) / self.instance_type.facts.gpus)
 
     def role_gpu_memory_utilization(self, role: RoleSpec) -> float:
         value = role.gpu_memory_utilization
