@@ -11,12 +11,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
+from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE
 from hyperpod_dpd_cdk.lifecycle import prefix_findings, read_prefix
 from hyperpod_dpd_cdk.model_bucket import secure_bucket
 from hyperpod_dpd_cdk.nag import acknowledge, arn_of, managed_policy
 from hyperpod_dpd_cdk.versions import AddonVersions
 
-OPERATOR_NAMESPACE = "hyperpod-inference-system"
 INFERENCE_ADDON = "amazon-sagemaker-hyperpod-inference"
 # The service accounts the add-on runs as (add-on install; the Helm install used other names, and a
 # role trusting those fails AssumeRoleWithWebIdentity with 403).

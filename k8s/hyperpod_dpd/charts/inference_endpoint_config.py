@@ -18,6 +18,7 @@ import cdk8s  # noqa: E402
 from constructs import Construct  # noqa: E402
 
 from hyperpod_dpd.errors import Problem, SpecError  # noqa: E402
+from hyperpod_dpd.operator_names import IEC_API_VERSION, IEC_KIND  # noqa: E402
 from hyperpod_dpd.spec import (  # noqa: E402
     AutoscalingSpec,
     CloudWatchTrigger,
@@ -34,8 +35,8 @@ from hyperpod_dpd.spec import (  # noqa: E402
 from hyperpod_dpd.validation import CheckedSpec, check  # noqa: E402
 from hyperpod_dpd.vllm_args import flag_values, parse_flags  # noqa: E402
 
-API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
-KIND = "InferenceEndpointConfig"
+API_VERSION = IEC_API_VERSION
+KIND = IEC_KIND
 MODEL_VOLUME = "model-weights"
 GPU = "nvidia.com/gpu"
 EFA = "vpc.amazonaws.com/efa"

@@ -14,35 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from hyperpod_dpd.spec import DpdSpec
-
-IEC_GROUP = "inference.sagemaker.aws.amazon.com"
-IEC_VERSION = "v1"
-IEC_PLURAL = "inferenceendpointconfigs"
-ROLE_LABEL = "inference.sagemaker.aws.amazon.com/dpd-role"
-OPERATOR_NAMESPACE = "hyperpod-inference-system"
-ROUTER_CONTAINER = "router-container"
-ROUTER_PORT = 443
+from hyperpod_dpd.operator_names import IEC_GROUP, IEC_PLURAL, IEC_VERSION
 
 JsonDict = dict[str, Any]
-
-
-# --- names the operator derives from the spec (reference §1.8) -----------------------------------
-
-
-def role_deployment(spec: DpdSpec, role: str) -> str:
-    """``prefill-<name>`` or ``decode-<name>``, in the endpoint's namespace."""
-    return f"{role}-{spec.name}"
-
-
-def router_deployment(spec: DpdSpec) -> str:
-    """``<name>-<namespace>-router``, in ``hyperpod-inference-system``."""
-    return f"{spec.name}-{spec.namespace}-router"
-
-
-def router_service(spec: DpdSpec) -> str:
-    """``<name>-<namespace>-routing-service`` (port 443), in ``hyperpod-inference-system``."""
-    return f"{spec.name}-{spec.namespace}-routing-service"
 
 
 # --- seams ---------------------------------------------------------------------------------------

@@ -16,16 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_dpd.ops.checks import Check, failed, passed, skipped
-from hyperpod_dpd.ops.kube import (
+from hyperpod_dpd.operator_names import (
     OPERATOR_NAMESPACE,
     ROUTER_CONTAINER,
     ROUTER_PORT,
-    KubeApi,
-    KubeError,
     router_deployment,
     router_service,
 )
+from hyperpod_dpd.ops.checks import Check, failed, passed, skipped
+from hyperpod_dpd.ops.kube import KubeApi, KubeError
 from hyperpod_dpd.spec import DpdSpec
 
 FOX = "The quick brown fox jumps over the lazy dog. "

@@ -10,19 +10,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.ops.aws import AWS_ERRORS, describe_error, error_code
-from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
-from hyperpod_dpd.ops.kube import (
+from hyperpod_dpd.operator_names import (
     OPERATOR_NAMESPACE,
     ROLE_LABEL,
     ROUTER_PORT,
-    JsonDict,
-    KubeApi,
-    KubeError,
     role_deployment,
     router_deployment,
     router_service,
 )
+from hyperpod_dpd.ops.aws import AWS_ERRORS, describe_error, error_code
+from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
+from hyperpod_dpd.ops.kube import JsonDict, KubeApi, KubeError
 from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER
 from hyperpod_dpd.spec import DpdSpec
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 
 from hyperpod_dpd.architecture import PRESETS
 from hyperpod_dpd.errors import Problem, Warning
+from hyperpod_dpd.operator_names import router_service
 from hyperpod_dpd.spec import (
     KNOWN_IMAGES,
     CloudWatchTrigger,
@@ -44,7 +45,6 @@ DOMAIN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0
 AMP_WORKSPACE = re.compile(
     r"^https://aps-workspaces\.[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*\.amazonaws\.com/workspaces/ws-[a-zA-Z0-9-]+$")
 
-ROUTER_SERVICE_SUFFIX = "-routing-service"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 # Environment variables that spec fields own; setting them in ``env`` would fight the field.
@@ -91,12 +91,11 @@ def names(ctx: RuleContext) -> Iterator[Finding]:
     if not DNS_LABEL.match(spec.namespace) or len(spec.namespace) > 63:
         yield problem("namespace", spec.namespace, "must be a DNS label: lower-case letters, digits and '-', at most "
                       "63 characters", "use an existing namespace such as 'default'")
-    service = f"{spec.name}-{spec.namespace}{ROUTER_SERVICE_SUFFIX}"
+    service = router_service(spec)
     if len(service) > 63:
         yield problem("name", spec.name, f"with namespace {spec.namespace!r} makes the router Service name "
                       f"{service!r} {len(service)} characters long; Kubernetes allows 63",
-                      f"shorten name and namespace to at most {63 - len(ROUTER_SERVICE_SUFFIX) - 1} characters "
-                      "together")
+                      f"shorten name and namespace by {len(service) - 63} characters together")
     if spec.endpoint_name is not None:
         yield from _sagemaker_name("endpoint_name", spec.endpoint_name)
     if not MODEL_NAME.match(spec.model.name):

@@ -1,0 +1,34 @@
+"""The names the HyperPod inference operator uses and derives from a spec.
+
+From the operator's documentation and CRD: checks (the router Service must fit 63 characters), the
+chart (the API group) and ``verify`` (what to look up on the cluster) all read them from here.
+"""
+
+from __future__ import annotations
+
+from hyperpod_dpd.spec import DpdSpec
+
+IEC_GROUP = "inference.sagemaker.aws.amazon.com"
+IEC_VERSION = "v1"
+IEC_API_VERSION = f"{IEC_GROUP}/{IEC_VERSION}"
+IEC_KIND = "InferenceEndpointConfig"
+IEC_PLURAL = "inferenceendpointconfigs"
+ROLE_LABEL = f"{IEC_GROUP}/dpd-role"
+OPERATOR_NAMESPACE = "hyperpod-inference-system"
+ROUTER_CONTAINER = "router-container"
+ROUTER_PORT = 443
+
+
+def role_deployment(spec: DpdSpec, role: str) -> str:
+    """``prefill-<name>`` or ``decode-<name>``, in the endpoint's namespace."""
+    return f"{role}-{spec.name}"
+
+
+def router_deployment(spec: DpdSpec) -> str:
+    """``<name>-<namespace>-router``, in ``hyperpod-inference-system``."""
+    return f"{spec.name}-{spec.namespace}-router"
+
+
+def router_service(spec: DpdSpec) -> str:
+    """``<name>-<namespace>-routing-service`` (port 443), in ``hyperpod-inference-system``."""
+    return f"{spec.name}-{spec.namespace}-routing-service"
