@@ -63,6 +63,14 @@ class ByteSize:
         return self.bytes / 2**30
 
 
+def format_bytes(value: float) -> str:
+    """A byte count for people, in binary units: ``137438953472`` -> ``128.0 GiB``, ``512`` -> ``512 B``."""
+    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= factor:
+            return f"{value / factor:.1f} {unit}"
+    return f"{int(value)} B"
+
+
 def parse_quantity(text: str) -> Decimal:
     """The value of a Kubernetes quantity (``96``, ``1500m``, ``1024Gi``); ``ValueError`` if malformed."""
     if not QUANTITY_PATTERN.match(text):

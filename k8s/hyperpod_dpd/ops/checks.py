@@ -53,13 +53,3 @@ def skipped(name: str, detail: str) -> Check:
 
 def errored(name: str, detail: str) -> Check:
     return Check(name, Status.ERROR, detail)
-
-
-def format_bytes(size: int) -> str:
-    """``137438953472`` -> ``128.0 GiB``."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover

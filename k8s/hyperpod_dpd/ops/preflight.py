@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID, DEFAULT_HYPERPOD_CLUSTER
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsClients, describe_error, error_code
-from hyperpod_dpd.ops.checks import Check, errored, failed, format_bytes, passed, skipped
+from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
 from hyperpod_dpd.spec import DpdSpec, S3Source
+from hyperpod_dpd.units import format_bytes
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client

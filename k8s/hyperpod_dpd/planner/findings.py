@@ -23,12 +23,12 @@ from hyperpod_dpd.planner import assumptions
 from hyperpod_dpd.planner.sizing import (
     Plan,
     RoleMemory,
-    human_bytes,
     human_seconds,
     kv_bytes_per_token_per_rank,
     suggest_size,
 )
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.units import format_bytes
 
 
 def _needed_per_gpu(p: Plan, tensor_parallel_size: int, max_model_len: int) -> int:
@@ -55,7 +55,7 @@ def _fit_fix(spec: DpdSpec, p: Plan, role: RoleMemory) -> str:
         fitting = [t for t in range(1, other.gpus + 1)
                    if _valid_tp(p, t) and _needed_per_gpu(p, t, spec.max_model_len) <= share]
         if fitting:
-            return (f"use instance_type {other.name} ({human_bytes(other.gpu_memory.bytes)} per GPU) with "
+            return (f"use instance_type {other.name} ({format_bytes(other.gpu_memory.bytes)} per GPU) with "
                     f"tensor_parallel_size {fitting[0]}, or a quantised (FP8) checkpoint")
     return "use a quantised (FP8) checkpoint or a smaller model: no DPD instance type holds these weights on one node"
 
@@ -81,49 +81,49 @@ def _memory_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warnin
     per_rank = p.kv_bytes_per_token_per_rank
     one_sequence = spec.max_model_len * per_rank
     for util_field, label, role in _role_groups(spec, p):
-        share_text = (f"the {human_bytes(role.vllm_share_bytes)} vLLM may use on each {label} GPU "
-                      f"({human_bytes(role.gpu_memory_bytes)} x {role.gpu_memory_utilization:g})")
+        share_text = (f"the {format_bytes(role.vllm_share_bytes)} vLLM may use on each {label} GPU "
+                      f"({format_bytes(role.gpu_memory_bytes)} x {role.gpu_memory_utilization:g})")
         room = role.vllm_share_bytes - role.weights_bytes_per_gpu
         if room < 0:
             problems.append(Problem(
                 field="tensor_parallel_size", value=p.tensor_parallel_size,
-                message=f"puts {human_bytes(role.weights_bytes_per_gpu)} of {p.architecture.name} weights "
-                        f"({human_bytes(p.weights_bytes)} in all) on each GPU, more than {share_text}; vLLM "
+                message=f"puts {format_bytes(role.weights_bytes_per_gpu)} of {p.architecture.name} weights "
+                        f"({format_bytes(p.weights_bytes)} in all) on each GPU, more than {share_text}; vLLM "
                         "runs out of memory loading the model", fix=_fit_fix(spec, p, role)))
         elif room < one_sequence:
             fits = max(0, room // per_rank // 256 * 256)
             problems.append(Problem(
                 field="max_model_len", value=spec.max_model_len,
-                message=f"needs {human_bytes(one_sequence)} of KV cache per GPU for one sequence, but after "
-                        f"{human_bytes(role.weights_bytes_per_gpu)} of weights per GPU, {share_text} leaves "
-                        f"{human_bytes(room)} even before activations; vLLM refuses to start",
+                message=f"needs {format_bytes(one_sequence)} of KV cache per GPU for one sequence, but after "
+                        f"{format_bytes(role.weights_bytes_per_gpu)} of weights per GPU, {share_text} leaves "
+                        f"{format_bytes(room)} even before activations; vLLM refuses to start",
                 fix=(f"lower max_model_len to {fits}, or " if fits else "") + f"raise {util_field}, or "
                     + _fit_fix(spec, p, role)))
         elif role.kv_cache_tokens < spec.max_model_len:
             warnings.append(Warning(
                 code="KvCacheTight", field="max_model_len",
-                message=f"after weights and an estimated {human_bytes(assumptions.ACTIVATION_RESERVE_BYTES)} "
+                message=f"after weights and an estimated {format_bytes(assumptions.ACTIVATION_RESERVE_BYTES)} "
                         f"activation reserve, each {label} GPU has about "
-                        f"{human_bytes(role.kv_cache_bytes_per_gpu)} of KV cache, less than one "
-                        f"{spec.max_model_len}-token sequence ({human_bytes(one_sequence)}); "
+                        f"{format_bytes(role.kv_cache_bytes_per_gpu)} of KV cache, less than one "
+                        f"{spec.max_model_len}-token sequence ({format_bytes(one_sequence)}); "
                         f"vLLM may refuse to start: raise {util_field} or tensor_parallel_size"))
         if role.headroom_bytes < 0:
             limit = math.floor((role.gpu_memory_bytes - p.pd_buffer_bytes - assumptions.CUDA_CONTEXT_HEADROOM_BYTES)
                                / role.gpu_memory_bytes * 100) / 100
             problems.append(Problem(
                 field=util_field, value=role.gpu_memory_utilization,
-                message=f"gives vLLM {human_bytes(role.vllm_share_bytes)} of each {label} GPU, and the "
-                        f"{human_bytes(p.pd_buffer_bytes)} PD buffer (kv_cache.pd_buffer_size, per rank, outside "
-                        f"vLLM's share) does not fit beside it in {human_bytes(role.gpu_memory_bytes)}; LMCache "
+                message=f"gives vLLM {format_bytes(role.vllm_share_bytes)} of each {label} GPU, and the "
+                        f"{format_bytes(p.pd_buffer_bytes)} PD buffer (kv_cache.pd_buffer_size, per rank, outside "
+                        f"vLLM's share) does not fit beside it in {format_bytes(role.gpu_memory_bytes)}; LMCache "
                         "runs out of GPU memory at start",
                 fix=(f"set {util_field} to at most {limit:.2f}, or lower kv_cache.pd_buffer_size" if limit > 0
                      else "lower kv_cache.pd_buffer_size")))
         elif role.headroom_bytes < assumptions.CUDA_CONTEXT_HEADROOM_BYTES:
             warnings.append(Warning(
                 code="LowGpuHeadroom", field=util_field,
-                message=f"vLLM's share and the PD buffer leave {human_bytes(role.headroom_bytes)} of each "
+                message=f"vLLM's share and the PD buffer leave {format_bytes(role.headroom_bytes)} of each "
                         f"{label} GPU for the CUDA context, NCCL and NIXL registrations (about "
-                        f"{human_bytes(assumptions.CUDA_CONTEXT_HEADROOM_BYTES)} is needed); lower {util_field}"))
+                        f"{format_bytes(assumptions.CUDA_CONTEXT_HEADROOM_BYTES)} is needed); lower {util_field}"))
     for role_name, role_spec in spec.roles():
         role = p.prefill if role_name == "prefill" else p.decode
         if spec.max_model_len <= role.kv_cache_tokens and role.max_length_sequences < role.max_num_seqs:
@@ -131,7 +131,7 @@ def _memory_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warnin
                           else "gpu_memory_utilization")
             warnings.append(Warning(
                 code="KvCacheBelowMaxNumSeqs", field=f"{role_name}.max_num_seqs",
-                message=f"each {role_name} GPU's KV cache (about {human_bytes(role.kv_cache_bytes_per_gpu)}) holds "
+                message=f"each {role_name} GPU's KV cache (about {format_bytes(role.kv_cache_bytes_per_gpu)}) holds "
                         f"{role.max_length_sequences} sequences of max_model_len {spec.max_model_len}, fewer than "
                         f"max_num_seqs {role.max_num_seqs}; long requests will queue or be preempted: lower "
                         f"{role_name}.max_num_seqs to {role.max_length_sequences}, lower max_model_len, or raise "
@@ -151,7 +151,7 @@ def _raise_buffer(spec: DpdSpec, p: Plan, needed_bytes: int) -> str:
         util_field = ("decode.gpu_memory_utilization" if spec.decode.gpu_memory_utilization is not None
                       else "gpu_memory_utilization")
         text += (f" and lower {util_field} to at most {limit:.2f} to make room for it" if limit > 0
-                 else f", which does not fit a {human_bytes(role.gpu_memory_bytes)} GPU: raise tensor_parallel_size")
+                 else f", which does not fit a {format_bytes(role.gpu_memory_bytes)} GPU: raise tensor_parallel_size")
     return text
 
 
@@ -161,14 +161,14 @@ def _buffer_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warnin
     chunk_bytes = p.kv_bytes_per_chunk_per_rank
     longest = p.at_max_model_len
     buffer_text = (f"holds {p.pd_buffer_chunks} chunks of {p.chunk_tokens} tokens per rank "
-                   f"({human_bytes(p.pd_buffer_aligned_bytes)} after aligning down to whole "
-                   f"{human_bytes(chunk_bytes)} chunks)")
+                   f"({format_bytes(p.pd_buffer_aligned_bytes)} after aligning down to whole "
+                   f"{format_bytes(chunk_bytes)} chunks)")
     if p.pd_buffer_chunks < longest.chunks:
         shorter = p.pd_buffer_chunks * p.chunk_tokens
         problems.append(Problem(
             field="kv_cache.pd_buffer_size", value=str(spec.kv_cache.pd_buffer_size),
             message=f"{buffer_text}, but one {spec.max_model_len}-token request needs {longest.chunks} chunks "
-                    f"({human_bytes(longest.kv_bytes_per_rank)}) per rank; such a request never gets buffer space "
+                    f"({format_bytes(longest.kv_bytes_per_rank)}) per rank; such a request never gets buffer space "
                     "and the decoder logs 'Failed to allocate memory object, retrying...' forever",
             fix=_raise_buffer(spec, p, longest.kv_bytes_per_rank)
                 + (f" or lower max_model_len to {shorter}" if shorter >= max(1, spec.routing.threshold) else "")))

@@ -73,13 +73,6 @@ def suggest_size(needed_bytes: int) -> str:
     return f"{gib}Gi"
 
 
-def human_bytes(value: float) -> str:
-    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(value) >= factor:
-            return f"{value / factor:.1f} {unit}"
-    return f"{int(value)} B"
-
-
 def human_seconds(value: float) -> str:
     if value >= 1:
         return f"{value:.2f} s"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from hyperpod_dpd.planner import assumptions
-from hyperpod_dpd.planner.sizing import Plan, RequestSizing, RoleMemory, human_bytes, human_seconds
+from hyperpod_dpd.planner.sizing import Plan, RequestSizing, RoleMemory, human_seconds
+from hyperpod_dpd.units import format_bytes
 
 LABEL = 42
 
@@ -37,16 +38,16 @@ def render_table(p: Plan) -> str:
         _row("KV bytes per token (model)", f"{p.kv_bytes_per_token:,} B"),
         _row(f"KV bytes per token per rank ({p.kv_heads_per_rank} KV head{'s' * (p.kv_heads_per_rank > 1)})",
              f"{p.kv_bytes_per_token_per_rank:,} B"),
-        _row(f"LMCache chunk ({p.chunk_tokens} tokens) per rank", human_bytes(p.kv_bytes_per_chunk_per_rank)),
-        _row("PD buffer per rank (whole chunks)", f"{human_bytes(p.pd_buffer_bytes)} = {p.pd_buffer_chunks} chunks"),
+        _row(f"LMCache chunk ({p.chunk_tokens} tokens) per rank", format_bytes(p.kv_bytes_per_chunk_per_rank)),
+        _row("PD buffer per rank (whole chunks)", f"{format_bytes(p.pd_buffer_bytes)} = {p.pd_buffer_chunks} chunks"),
         "",
     ]
     columns = _requests(p)
     lines.append(_row("Per request", *(name for name, _ in columns)))
     rows: list[tuple[str, list[str]]] = [
         ("chunks", [str(r.chunks) for _, r in columns]),
-        ("KV per request per rank (whole chunks)", [human_bytes(r.kv_bytes_per_rank) for _, r in columns]),
-        ("KV moved per request, all ranks", [human_bytes(r.kv_bytes_all_ranks) for _, r in columns]),
+        ("KV per request per rank (whole chunks)", [format_bytes(r.kv_bytes_per_rank) for _, r in columns]),
+        ("KV moved per request, all ranks", [format_bytes(r.kv_bytes_all_ranks) for _, r in columns]),
         ("transfers the PD buffer holds", [str(r.pd_buffer_transfers) for _, r in columns]),
         (f"transfer at line rate ({gbps:,.0f} Gbps)", [human_seconds(r.transfer_seconds_at_line_rate)
                                                          for _, r in columns]),
@@ -60,15 +61,16 @@ def render_table(p: Plan) -> str:
     lines += [
         "",
         _row("GPU memory, per GPU", "prefill", "decode"),
-        _row("GPU memory", *(human_bytes(r.gpu_memory_bytes) for r in roles)),
+        _row("GPU memory", *(format_bytes(r.gpu_memory_bytes) for r in roles)),
         _row("vLLM share (gpu_memory_utilization)",
-             *(f"{human_bytes(r.vllm_share_bytes)} ({r.gpu_memory_utilization:g})" for r in roles)),
-        _row(f"weights ({human_bytes(p.weights_bytes)} / TP)", *(human_bytes(r.weights_bytes_per_gpu) for r in roles)),
-        _row("activation reserve (est.)", *(human_bytes(r.reserve_bytes) for r in roles)),
-        _row("KV cache", *(human_bytes(r.kv_cache_bytes_per_gpu) for r in roles)),
+             *(f"{format_bytes(r.vllm_share_bytes)} ({r.gpu_memory_utilization:g})" for r in roles)),
+        _row(f"weights ({format_bytes(p.weights_bytes)} / TP)",
+             *(format_bytes(r.weights_bytes_per_gpu) for r in roles)),
+        _row("activation reserve (est.)", *(format_bytes(r.reserve_bytes) for r in roles)),
+        _row("KV cache", *(format_bytes(r.kv_cache_bytes_per_gpu) for r in roles)),
         _row("max-length sequences / max_num_seqs", *(f"{r.max_length_sequences} / {r.max_num_seqs}" for r in roles)),
-        _row("PD buffer (outside the share)", *(human_bytes(r.pd_buffer_bytes) for r in roles)),
-        _row("left for CUDA context, NCCL, NIXL", *(human_bytes(r.headroom_bytes) for r in roles)),
+        _row("PD buffer (outside the share)", *(format_bytes(r.pd_buffer_bytes) for r in roles)),
+        _row("left for CUDA context, NCCL, NIXL", *(format_bytes(r.headroom_bytes) for r in roles)),
     ]
     if p.problems:
         lines += ["", f"Errors ({len(p.problems)}):"] + [f"  - {problem.render()}" for problem in p.problems]
@@ -76,7 +78,7 @@ def render_table(p: Plan) -> str:
         lines += ["", f"Warnings ({len(p.warnings)}):"] + [f"  - {warning.render()}" for warning in p.warnings]
     if not p.problems and not p.warnings:
         lines += ["", "No sizing problems found."]
-    reserve = human_bytes(assumptions.ACTIVATION_RESERVE_BYTES)
+    reserve = format_bytes(assumptions.ACTIVATION_RESERVE_BYTES)
     lines += ["", f"Assumptions: peak dense BF16 {p.peak_tflops_per_gpu:,.0f} TFLOP/s per {p.gpu_model} at MFU "
                   f"{assumptions.PREFILL_MFU:g}; {reserve} activation reserve per GPU inside vLLM's share; "
                   "line rate = the node's aggregate EFA bandwidth."]
