@@ -39,9 +39,9 @@ EXPIRED = "the AWS credentials have expired: refresh them (for example `aws sso 
 _EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired",
                             "TokenRefreshRequired"})
 _INVALID_CODES = frozenset({"InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch",
-                            "AuthFailure", "InvalidAccessKeyId"})
+                            "AuthFailure", "InvalidAccessKeyId", "InvalidToken"})
 _DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden",
-                           "403", "AllAccessDisabled"})
+                           "403", "AllAccessDisabled", "AccountProblem"})
 
 
 class AwsUnavailable(Exception):

@@ -16,9 +16,7 @@ from hyperpod_dpd.errors import Problem, SpecError
 
 CONFIG_NAME = "config.json"
 FIELD = "model.architecture"
-# S3 error codes that mean "you may not read this" rather than "it is not there".
-_DENIED = {"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "InvalidAccessKeyId",
-           "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "AccountProblem"}
+# S3 error codes that mean "it is not there"; "you may not read this" is classified by hyperpod_dpd.ops.aws.
 _MISSING = {"NoSuchKey", "404", "NotFound", "NoSuchBucket"}
 
 
@@ -86,6 +84,8 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
 def _read_s3(uri: str, s3_client: Any) -> Mapping[str, Any]:
     import botocore.exceptions  # noqa: PLC0415 - only S3 sources need boto3
 
+    from hyperpod_dpd.ops.aws import is_access_denied, is_credentials_problem  # noqa: PLC0415
+
     bucket, key = split_s3_uri(uri)
     where = f"s3://{bucket}/{key}"
     try:
@@ -99,7 +99,7 @@ def _read_s3(uri: str, s3_client: Any) -> Mapping[str, Any]:
         error = err.response.get("Error", {})
         code = str(error.get("Code", ""))
         detail = error.get("Message") or code
-        if code in _DENIED:
+        if is_access_denied(err) or is_credentials_problem(err):
             raise _fail(where, f"cannot be read: access denied ({detail})",
                         f"grant s3:GetObject on arn:aws:s3:::{bucket}/{key} to the credentials in use, "
                         "or copy config.json locally and pass its path") from None
