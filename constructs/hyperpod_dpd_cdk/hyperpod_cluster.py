@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -12,11 +11,9 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, InstanceType, Problem, SpecError
+from hyperpod_dpd.validation.rules import is_sagemaker_name
 from hyperpod_dpd_cdk.lifecycle import LifecycleScripts
 
-GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
-CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-MAX_NAME = 63
 INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 # /opt/sagemaker holds containerd's images (the vLLM image is tens of GB) and the kubelet; the
 # reference p5 configuration uses 500 GB.
@@ -62,7 +59,7 @@ def instance_group_problems(groups: Sequence[InstanceGroup], *, field: str = "in
     seen: set[str] = set()
     for i, group in enumerate(groups):
         where = f"{field}[{i}].name"
-        if len(group.name) > MAX_NAME or not GROUP_NAME.match(group.name):
+        if not is_sagemaker_name(group.name):
             yield Problem(field=where, value=group.name, message="is not a valid HyperPod instance group name "
                           "(1-63 letters, digits and hyphens, no leading or trailing hyphen, no dots)",
                           fix="shorten the endpoint name or use only letters, digits and hyphens")
@@ -98,7 +95,7 @@ class HyperPodCluster(Construct):
         if not instance_groups:
             problems.append(Problem(field="instance_groups", value=[], message="is empty",
                                     fix="host at least one endpoint"))
-        if not CLUSTER_NAME.match(cluster_name):
+        if not is_sagemaker_name(cluster_name):
             problems.append(Problem(field="hyperpod_cluster_name", value=cluster_name,
                                     message="is not a valid HyperPod cluster name",
                                     fix="use 1-63 letters, digits and hyphens"))

@@ -16,11 +16,11 @@ from constructs import Construct
 from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, check
 from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.deployment_defaults import hyperpod_cluster_name as default_cluster_name
+from hyperpod_dpd.validation.rules import is_sagemaker_name
 from hyperpod_dpd_cdk.dpd_endpoint import BUILTIN_NAMESPACES, DpdEndpoint
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster
 from hyperpod_dpd_cdk.hyperpod_cluster import (
-    CLUSTER_NAME,
     DEFAULT_EBS_GB,
     HyperPodCluster,
     group_name,
@@ -69,7 +69,7 @@ def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_ar
 def option_problems(*, cluster_name: str, ebs_volume_gb: int, groups: int, training_plan_arn: str | None,
                     admin_role_arns: Sequence[str]) -> Iterator[Problem]:
     """Problems with the stack's own options (the specs are checked by :func:`endpoint_problems`)."""
-    if not CLUSTER_NAME.match(cluster_name):
+    if not is_sagemaker_name(cluster_name):
         yield Problem(field="hyperpod_cluster_name", value=cluster_name, message="is not a valid HyperPod cluster name",
                       fix="use 1-63 letters, digits and hyphens, starting and ending with a letter or digit")
     if not 1 <= ebs_volume_gb <= MAX_EBS_GB:

@@ -39,6 +39,7 @@ RULES = [
     ("namespace", "Prod", "namespace", "must be a DNS label"),
     ("name", "a" * 40, "name", "makes the router Service name"),
     ("endpoint_name", "dpd_test", "endpoint_name", "letters, digits and hyphens"),
+    ("endpoint_name", "a" + "--b" * 30, "endpoint_name", "1-63 letters"),
     ("model.name", "llama 70b", "model.name", "letters, digits, '.', '_' and '-'"),
     ("tags", {"": "x"}, "tags.", "tag keys must be 1-128 characters"),
     ("model.source", {"s3": {"bucket": "s3://My_Bucket", "prefix": "x"}}, "model.source.s3.bucket",

@@ -75,8 +75,14 @@ def problem(field: str, value: object, message: str, fix: str) -> Problem:
     return Problem(field=field, value=value, message=message, fix=fix)
 
 
+def is_sagemaker_name(value: str) -> bool:
+    """A SageMaker resource name (endpoint, HyperPod cluster or instance group): the pattern and 1-63
+    characters (the pattern alone lets repeated hyphens run past 63)."""
+    return len(value) <= 63 and SAGEMAKER_NAME.match(value) is not None
+
+
 def _sagemaker_name(field: str, value: str) -> Iterator[Problem]:
-    if not SAGEMAKER_NAME.match(value):
+    if not is_sagemaker_name(value):
         yield problem(field, value, "must be 1-63 letters, digits and hyphens, starting and ending with a letter or "
                       "digit", "rename it, e.g. 'llama-3-3-70b'")
 
