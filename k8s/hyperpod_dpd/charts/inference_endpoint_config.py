@@ -157,7 +157,7 @@ def role_args(s: DpdSpec, role: RoleSpec) -> list[str]:
     return wanted
 
 
-def _resources(s: DpdSpec, res: Resources, *, gpus: int) -> dict[str, Any]:
+def _resources(res: Resources, *, gpus: int) -> dict[str, Any]:
     amounts: dict[str, Any] = {}
     if res.cpu is not None:
         amounts["cpu"] = res.cpu
@@ -171,7 +171,7 @@ def _resources(s: DpdSpec, res: Resources, *, gpus: int) -> dict[str, Any]:
 
 def _role(s: DpdSpec, role: RoleSpec) -> dict[str, Any]:
     body: dict[str, Any] = {"replicas": role.replicas,
-                            "resources": _resources(s, role.resources, gpus=s.role_gpus(role))}
+                            "resources": _resources(role.resources, gpus=s.role_gpus(role))}
     args = role_args(s, role)
     if args:
         body["args"] = args
@@ -255,7 +255,7 @@ def _worker(s: DpdSpec) -> dict[str, Any]:
         "args": shared_args(s),
         "modelInvocationPort": {"name": "http", "containerPort": s.port},
         "modelVolumeMount": {"name": MODEL_VOLUME, "mountPath": s.model.mount_path},
-        "resources": _resources(s, res, gpus=res.gpus if res.gpus is not None else s.tensor_parallel_size),
+        "resources": _resources(res, gpus=res.gpus if res.gpus is not None else s.tensor_parallel_size),
         "environmentVariables": environment(s),
     }
 
