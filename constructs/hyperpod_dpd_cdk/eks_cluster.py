@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from aws_cdk import CfnCondition, Stack
+from aws_cdk import CfnCondition, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
+from aws_cdk import aws_kms as kms
+from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
 from hyperpod_dpd_cdk.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
@@ -30,8 +31,9 @@ class ExistingEksCluster:
     :param cluster_name: its name.
     :param oidc_issuer_url: ``aws eks describe-cluster --query cluster.identity.oidc.issuer``; the
         inference operator's roles trust this issuer.
-    :param oidc_provider_arn: the IAM OIDC provider already registered for that issuer.
-        :default: - a new IAM OIDC provider is created
+    :param oidc_provider_arn: the IAM OIDC provider registered for that issuer (``aws iam
+        list-open-id-connect-providers``; ``eksctl utils associate-iam-oidc-provider`` creates one).
+        Required: IAM holds one provider per issuer URL, so a second one for an existing cluster fails.
     :param cluster_security_group_id: the cluster security group EKS created
         (``cluster.resourcesVpcConfig.clusterSecurityGroupId``); HyperPod nodes (EFA group) and the
         existing nodes and control plane (this group) are then allowed to reach each other.
@@ -57,6 +59,11 @@ class HyperPodEksCluster(Construct):
     :param system_instance_type: :default: m5.xlarge (amd64, which the operator requires)
     :param system_nodes: :default: 2
     :param addon_versions: :default: - EKS defaults for the Kubernetes version
+
+    A new cluster encrypts Kubernetes secrets with a customer-managed KMS key (rotated yearly, retained
+    on ``cdk destroy`` like any key that may still decrypt backups). An existing cluster's kubectl
+    provider runs in ``subnets`` with the cluster security group when its id is given (a private-only
+    endpoint works), and outside the VPC through the public endpoint otherwise.
     """
 
     def __init__(self, scope: Construct, id: str, *, vpc: ec2.IVpc, subnets: ec2.SubnetSelection,
@@ -66,7 +73,7 @@ class HyperPodEksCluster(Construct):
                  addon_versions: AddonVersions | None = None) -> None:
         super().__init__(scope, id)
         versions = addon_versions or AddonVersions()
-        self.kubectl_layer = KubectlV33Layer(self, "KubectlLayer")
+        self.kubectl_layer = KubectlV34Layer(self, "KubectlLayer")
         kubectl = eks.KubectlProviderOptions(kubectl_layer=self.kubectl_layer)
         self.cluster: eks.ICluster
         self.addons: list[eks.CfnAddon] = []
@@ -76,7 +83,16 @@ class HyperPodEksCluster(Construct):
             # first import, give its role cluster admin, and hand it to the import the stack uses.
             bare = eks.Cluster.from_cluster_attributes(self, "ImportedBare", cluster_name=existing.cluster_name,
                                                        vpc=vpc)
-            provider = eks.KubectlProvider(self, "KubectlProvider", cluster=bare, kubectl_layer=self.kubectl_layer)
+            # With the cluster security group known, the provider runs in the VPC (a private-only endpoint
+            # works); without it, it runs outside and needs the public endpoint.
+            in_vpc: dict[str, object] = {}
+            if existing.cluster_security_group_id is not None:
+                in_vpc = {"private_subnets": vpc.select_subnets(subnet_type=subnets.subnet_type,
+                                                                subnets=subnets.subnets).subnets,
+                          "security_group": ec2.SecurityGroup.from_security_group_id(
+                              self, "ClusterSecurityGroup", existing.cluster_security_group_id)}
+            provider = eks.KubectlProvider(self, "KubectlProvider", cluster=bare, kubectl_layer=self.kubectl_layer,
+                                           **in_vpc)  # type: ignore[arg-type]
             assert provider.role is not None
             self.kubectl_admin = eks.AccessEntry(
                 self, "KubectlProviderAdmin", cluster=bare, principal=provider.role.role_arn,
@@ -93,8 +109,12 @@ class HyperPodEksCluster(Construct):
             if existing.cluster_security_group_id is not None:
                 self._connect(existing.cluster_security_group_id, security_group)
         else:
+            self.secrets_key = kms.Key(
+                self, "SecretsKey", enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
+                description="Envelope encryption of the EKS cluster's Kubernetes secrets")
             cluster = eks.Cluster(
                 self, "Resource", version=eks.KubernetesVersion.of(KUBERNETES_VERSION), vpc=vpc, vpc_subnets=[subnets],
+                secrets_encryption_key=self.secrets_key,
                 security_group=security_group, default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
                 default_capacity=0, kubectl_provider_options=kubectl,
                 cluster_logging=[eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT,
@@ -144,8 +164,9 @@ class HyperPodEksCluster(Construct):
 
     def _acknowledge_cluster(self, cluster: eks.Cluster, system_nodes: eks.Nodegroup) -> None:
         acknowledge(cluster, "EKS1",
-                    "The public endpoint is what the kubectl provider Lambda (outside the VPC) and the admins' kubectl "
-                    "reach; it accepts only IAM-authenticated calls mapped through access entries (mode API).")
+                    "The kubectl provider Lambda runs inside the VPC and uses the private endpoint; the public one is "
+                    "for the admins' kubectl and the ops commands (preflight, verify, bench) run from outside, and "
+                    "accepts only IAM-authenticated calls mapped through access entries (mode API).")
         acknowledge(cluster.role, "IAM4", "AmazonEKSClusterPolicy is the policy EKS documents for the cluster role.",
                     [managed_policy("AmazonEKSClusterPolicy")])
         acknowledge(system_nodes.role, "IAM4",

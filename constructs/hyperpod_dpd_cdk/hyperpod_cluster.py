@@ -18,7 +18,9 @@ INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 # /opt/sagemaker holds containerd's images (the vLLM image is tens of GB) and the kubelet; the
 # reference p5 configuration uses 500 GB.
 DEFAULT_EBS_GB = 500
-DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
+# InstanceConnectivity is a multi-node NCCL/EFA test: AWS documents it for two nodes or more.
+STRESS_CHECK = "InstanceStress"
+CONNECTIVITY_CHECK = "InstanceConnectivity"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +30,8 @@ class InstanceGroup:
     :param threads_per_core: 1 disables SMT, as the HyperPod templates do for GPU groups. :default: 1
     :param ebs_volume_gb: the volume mounted at /opt/sagemaker. :default: 500
     :param training_plan_arn: reserved capacity for this group. :default: - on-demand capacity
+    :param deep_health_checks: run HyperPod's deep health checks when a node starts; they need the
+        ``aws-hyperpod`` namespace and RBAC that the HyperPod dependency chart installs. :default: True
     """
 
     name: str
@@ -36,6 +40,14 @@ class InstanceGroup:
     threads_per_core: int = 1
     ebs_volume_gb: int = DEFAULT_EBS_GB
     training_plan_arn: str | None = None
+    deep_health_checks: bool = True
+
+    @property
+    def on_start_deep_health_checks(self) -> list[str]:
+        """The stress test on every node; the connectivity test only where there are two nodes to connect."""
+        if not self.deep_health_checks:
+            return []
+        return [STRESS_CHECK, *([CONNECTIVITY_CHECK] if self.count >= 2 else [])]
 
 
 def group_name(spec: DpdSpec, role: str) -> str:
@@ -44,14 +56,14 @@ def group_name(spec: DpdSpec, role: str) -> str:
 
 
 def instance_groups_for(specs: Sequence[DpdSpec], *, ebs_volume_gb: int = DEFAULT_EBS_GB,
-                        training_plan_arn: str | None = None) -> list[InstanceGroup]:
+                        training_plan_arn: str | None = None, deep_health_checks: bool = True) -> list[InstanceGroup]:
     """One prefill and one decode group per endpoint, so each role's pods land on their own nodes.
 
     Counts come from :meth:`DpdSpec.role_nodes`: an autoscaled role gets nodes for its maximum.
     """
     return [InstanceGroup(name=group_name(spec, role), instance_type=spec.instance_type,
                           count=spec.role_nodes(role_spec), ebs_volume_gb=ebs_volume_gb,
-                          training_plan_arn=training_plan_arn)
+                          training_plan_arn=training_plan_arn, deep_health_checks=deep_health_checks)
             for spec in specs for role, role_spec in spec.roles()]
 
 
@@ -76,7 +88,7 @@ def instance_group_problems(groups: Sequence[InstanceGroup], *, field: str = "in
 
 
 class HyperPodCluster(Construct):
-    """A HyperPod cluster on EKS, every node in one subnet (one AZ), with deep health checks and auto recovery.
+    """A HyperPod cluster on EKS, every node in one subnet (one AZ), with automatic node recovery.
 
     ``ClusterName``, ``VpcConfig`` and the EKS ARN are create-only: changing them replaces the
     cluster and all its nodes.
@@ -124,5 +136,5 @@ class HyperPodCluster(Construct):
             instance_storage_configs=[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
                 ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
                     volume_size_in_gb=group.ebs_volume_gb))],
-            on_start_deep_health_checks=list(DEEP_HEALTH_CHECKS),
+            on_start_deep_health_checks=group.on_start_deep_health_checks or None,
             training_plan_arn=group.training_plan_arn)

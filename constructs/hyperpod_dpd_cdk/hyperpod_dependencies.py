@@ -51,7 +51,8 @@ class HyperPodDependencies(Construct):
     ``scripts/prepare_hyperpod_chart.sh`` (a pinned revision, dependencies vendored) and pass the folder.
     Without it, only the NVIDIA and EFA device plugins are installed: enough to schedule DPD pods, but
     without the health monitoring agent HyperPod's continuous health checks and automatic node
-    replacement have no signal (a warning says so).
+    replacement have no signal, and without the chart's ``aws-hyperpod`` namespace and RBAC the deep
+    health checks cannot run, so the stack requests none (a warning says both).
 
     :param cluster: the EKS cluster. :param region: the region of the health agent's image.
     :param chart_dir: the prepared chart folder. :default: - the device plugins only
@@ -61,6 +62,7 @@ class HyperPodDependencies(Construct):
                  chart_dir: str | Path | None = None) -> None:
         super().__init__(scope, id)
         self.charts: list[eks.HelmChart] = []
+        self.deep_health_checks = chart_dir is not None
         if chart_dir is not None:
             folder = Path(chart_dir)
             check_chart_dir(folder)
@@ -82,7 +84,8 @@ class HyperPodDependencies(Construct):
             "hyperpod-dpd:NoHealthMonitoringAgent",
             "No prepared HyperPod dependency chart (dependency_chart_dir / -c dependency_chart=...): installing only "
             "the NVIDIA and EFA device plugins. Without the health monitoring agent, HyperPod cannot detect and "
-            "replace faulty GPU nodes while they run; see scripts/prepare_hyperpod_chart.sh.")
+            "replace faulty GPU nodes while they run, and no deep health checks are requested when nodes start "
+            "(they need the chart's aws-hyperpod namespace and RBAC); see scripts/prepare_hyperpod_chart.sh.")
         tolerations = [NODE_HEALTH_TAINT, {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
                        {"key": "aws.amazon.com/efa", "operator": "Exists", "effect": "NoSchedule"}]
         self.charts.append(eks.HelmChart(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping, Sequence
 
 from aws_cdk import Aws, CfnJson, Fn, Stack, Token
@@ -12,6 +14,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
 from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE
+from hyperpod_dpd_cdk.alb_policy import controller_statements, wildcard_findings
 from hyperpod_dpd_cdk.lifecycle import prefix_findings, read_prefix
 from hyperpod_dpd_cdk.model_bucket import secure_bucket
 from hyperpod_dpd_cdk.nag import acknowledge, arn_of, managed_policy
@@ -26,6 +29,22 @@ KEDA_SA = f"system:serviceaccount:{OPERATOR_NAMESPACE}:keda-operator"
 S3_CSI_SA = "system:serviceaccount:kube-system:s3-csi-driver-sa"
 GATED_MODEL_SA_PATTERN = "system:serviceaccount:*:hyperpod-inference-service-account*"
 STS_AUDIENCE = "sts.amazonaws.com"
+# The add-on's chart refuses any other execution role name, and AmazonSageMakerHyperPodInferenceAccess
+# passes only roles named so (iam:PassRole on role/SageMakerHyperPodInference*).
+EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
+MAX_ROLE_NAME = 64
+FSX_CSI_ADDON = "aws-fsx-csi-driver"
+
+
+def execution_role_name(stack_name: str, region: str) -> str:
+    """``SageMakerHyperPodInference-<stack>-<hash>-<region>``: the prefix, unique per stack and region, <= 64.
+
+    IAM role names are global to the account, so the region is part of the name (a token when the stack
+    is environment-agnostic: every region name fits the 14 characters left for it).
+    """
+    slug = re.sub(r"[^A-Za-z0-9-]", "-", stack_name)[:13].strip("-")
+    digest = hashlib.sha256(stack_name.encode()).hexdigest()[:8]
+    return f"{EXECUTION_ROLE_PREFIX}-{slug}-{digest}-{region}"
 
 
 class IrsaTrust(Construct):
@@ -58,11 +77,13 @@ class IrsaTrust(Construct):
 
 
 class InferenceOperator(Construct):
-    """The operator add-on (v1.3.0, operator v3.2: the DPD minimum) and everything it needs, in order.
+    """The operator add-on (v1.4.0, operator v3.3) and everything it needs, in order.
 
-    Creates the IAM OIDC provider, the operator's roles (each trusting only its named service
-    account), the TLS certificate bucket, the cert-manager, Mountpoint for S3 CSI (reading only the
-    model prefixes) and metrics-server add-ons, then the operator add-on after them. Call
+    Creates the IAM OIDC provider (unless given), the operator's roles (each trusting only its named
+    service account; the execution role named with the ``SageMakerHyperPodInference`` prefix the add-on
+    requires), the TLS certificate bucket, the cert-manager, Mountpoint for S3 CSI (reading only the
+    model prefixes), FSx for Lustre CSI (the operator refuses to start without its CSIDriver, FSx or
+    not) and metrics-server add-ons, then the operator add-on after them and after its roles' policies. Call
     :meth:`after` with the HyperPod cluster so nothing starts before HyperPod nodes exist.
 
     :param cluster_name: the EKS cluster. :param oidc_issuer_url: its OIDC issuer.
@@ -70,7 +91,7 @@ class InferenceOperator(Construct):
     :param hyperpod_cluster_arn: the HyperPod cluster the operator serves.
     :param model_bucket: the weights. :param model_prefixes: what the S3 CSI driver may read.
     :param log_bucket: access logs of the TLS bucket.
-    :param addon_versions: :default: - the operator at v1.3.0-eksbuild.1, the others at EKS defaults
+    :param addon_versions: :default: - the operator at v1.4.0-eksbuild.1, the others at EKS defaults
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster_name: str, oidc_issuer_url: str,
@@ -86,7 +107,7 @@ class InferenceOperator(Construct):
         self.execution_role = self._execution_role()
         self.alb_role = iam.Role(self, "AlbControllerRole", assumed_by=self.trust.principal("Alb", ALB_SA),
                                  description="HyperPod inference: AWS Load Balancer Controller")
-        for statement in load_balancer_controller_statements():
+        for statement in controller_statements():
             self.alb_role.add_to_policy(statement)
         self.keda_role = iam.Role(self, "KedaRole", assumed_by=self.trust.principal("Keda", KEDA_SA),
                                   description="HyperPod inference: KEDA reads the metrics it scales on")
@@ -101,14 +122,19 @@ class InferenceOperator(Construct):
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerHyperPodGatedModelAccess")])
         self.s3_csi_role = iam.Role(self, "S3CsiRole", assumed_by=self.trust.principal("S3Csi", S3_CSI_SA),
                                     description="Mountpoint for S3 CSI driver: read the model prefixes")
-        read_prefix(self.s3_csi_role, model_bucket, model_prefixes)
+        # Mountpoint lists from the mount's prefix, which the operator may leave empty: list the whole bucket
+        # (names only, as every AWS reference grants), read objects only under the model prefixes.
+        read_prefix(self.s3_csi_role, model_bucket, model_prefixes, list_whole_bucket=True)
 
         # Defaults: these run on the system node group, so they need no tolerations for GPU nodes.
         self.cert_manager = self._addon("cert-manager", versions.cert_manager, None)
         self.s3_csi = self._addon("aws-mountpoint-s3-csi-driver", versions.mountpoint_s3_csi, None,
                                   role=self.s3_csi_role)
         self.metrics_server = self._addon("metrics-server", versions.metrics_server, None)
-        self.prerequisites: list[eks_l1.CfnAddon] = [self.cert_manager, self.s3_csi, self.metrics_server]
+        # No IAM role: the stack provisions no FSx volumes, and static volumes need none.
+        self.fsx_csi = self._addon(FSX_CSI_ADDON, versions.fsx_csi, None)
+        self.prerequisites: list[eks_l1.CfnAddon] = [self.cert_manager, self.s3_csi, self.fsx_csi,
+                                                     self.metrics_server]
         self.addon = self._addon(INFERENCE_ADDON, versions.inference, {
             "executionRoleArn": self.execution_role.role_arn,
             "tlsCertificateS3Bucket": self.tls_bucket.bucket_name,
@@ -119,6 +145,11 @@ class InferenceOperator(Construct):
         })
         for prerequisite in self.prerequisites:
             self.addon.node.add_dependency(prerequisite)
+        # A controller that starts before its role's inline policy exists logs AccessDenied until IAM catches up.
+        for addon, roles in ((self.addon, (self.execution_role, self.alb_role, self.keda_role)),
+                             (self.s3_csi, (self.s3_csi_role,))):
+            for role in roles:
+                addon.node.add_dependency(role.node.find_child("DefaultPolicy"))
         self._acknowledge(model_bucket, model_prefixes)
 
     def after(self, *dependencies: IConstruct) -> None:
@@ -131,8 +162,11 @@ class InferenceOperator(Construct):
                 addon.node.add_dependency(dependency)
 
     def _execution_role(self) -> iam.Role:
+        stack = Stack.of(self)
+        name = execution_role_name(stack.stack_name, stack.region)
+        assert Token.is_unresolved(name) or len(name) <= MAX_ROLE_NAME, name
         role = iam.Role(
-            self, "ExecutionRole", description="HyperPod Inference Operator",
+            self, "ExecutionRole", description="HyperPod Inference Operator", role_name=name,
             assumed_by=iam.CompositePrincipal(iam.ServicePrincipal("sagemaker.amazonaws.com"),
                                               self.trust.principal("Controller", CONTROLLER_SA)),
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerHyperPodInferenceAccess")])
@@ -169,72 +203,9 @@ class InferenceOperator(Construct):
                     "CloudWatch GetMetricData/ListMetrics and the AMP query APIs that KEDA triggers call have no "
                     "resource-level permissions for metrics; workspaces are chosen per endpoint.", ["Resource::*"])
         acknowledge(self.alb_role, "IAM5",
-                    "The AWS Load Balancer Controller creates load balancers, target groups and security groups that "
-                    "do not exist yet; every change to an existing one requires the elbv2.k8s.aws/cluster tag the "
-                    "controller sets, and reads have no resource-level permissions.",
-                    ["Action::elasticloadbalancing:Describe*", "Resource::*",
-                     "Resource::arn:*:ec2:*:*:security-group/*",
-                     "Resource::arn:*:elasticloadbalancing:*:*:loadbalancer/app/*/*",
-                     "Resource::arn:*:elasticloadbalancing:*:*:loadbalancer/net/*/*",
-                     "Resource::arn:*:elasticloadbalancing:*:*:targetgroup/*/*"])
+                    "Upstream's policy for the bundled controller version, unchanged: the controller creates load "
+                    "balancers, target groups, listeners, rules and security groups that do not exist yet, every "
+                    "change to an existing one requires the elbv2.k8s.aws/cluster tag it sets, and reads have no "
+                    "resource-level permissions.", wildcard_findings())
         acknowledge(self.s3_csi_role, "IAM5", "Mountpoint reads the model files under each endpoint's prefix only "
                     "(prefix/*).", prefix_findings(model_bucket, model_prefixes))
-
-
-def load_balancer_controller_statements() -> list[iam.PolicyStatement]:
-    """What the AWS Load Balancer Controller needs, grouped by purpose.
-
-    Reads are unrestricted (they have no resource-level permissions). Everything that changes an
-    existing load balancer, target group or security group requires the ``elbv2.k8s.aws/cluster``
-    tag the controller puts on what it creates, so it cannot touch anything it did not create.
-    """
-    managed = {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}
-    tag_on_create = {"Null": {"aws:RequestTag/elbv2.k8s.aws/cluster": "false"}}
-    return [
-        iam.PolicyStatement(actions=["iam:CreateServiceLinkedRole"], resources=["*"],
-                            conditions={"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}),
-        iam.PolicyStatement(resources=["*"], actions=[
-            "ec2:DescribeAccountAttributes", "ec2:DescribeAddresses", "ec2:DescribeAvailabilityZones",
-            "ec2:DescribeInternetGateways", "ec2:DescribeVpcs", "ec2:DescribeVpcPeeringConnections",
-            "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeInstances",
-            "ec2:DescribeNetworkInterfaces", "ec2:DescribeTags", "ec2:GetCoipPoolUsage", "ec2:DescribeCoipPools",
-            "ec2:GetSecurityGroupsForVpc", "ec2:DescribeIpamPools", "ec2:DescribeRouteTables",
-            "elasticloadbalancing:Describe*", "acm:ListCertificates", "acm:DescribeCertificate",
-            "iam:ListServerCertificates", "iam:GetServerCertificate", "cognito-idp:DescribeUserPoolClient",
-            "waf-regional:GetWebACL", "waf-regional:GetWebACLForResource", "wafv2:GetWebACL",
-            "wafv2:GetWebACLForResource", "shield:GetSubscriptionState", "shield:DescribeProtection"]),
-        iam.PolicyStatement(resources=["*"], actions=[
-            "ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress", "ec2:CreateSecurityGroup"]),
-        iam.PolicyStatement(actions=["ec2:CreateTags"], resources=["arn:*:ec2:*:*:security-group/*"],
-                            conditions={"StringEquals": {"ec2:CreateAction": "CreateSecurityGroup"}, **tag_on_create}),
-        iam.PolicyStatement(actions=["ec2:CreateTags", "ec2:DeleteTags", "ec2:DeleteSecurityGroup"],
-                            resources=["arn:*:ec2:*:*:security-group/*"], conditions=managed),
-        iam.PolicyStatement(
-            actions=["elasticloadbalancing:CreateLoadBalancer", "elasticloadbalancing:CreateTargetGroup"],
-            resources=["*"], conditions=tag_on_create),
-        iam.PolicyStatement(resources=["*"], actions=[
-            "elasticloadbalancing:CreateListener", "elasticloadbalancing:DeleteListener",
-            "elasticloadbalancing:CreateRule", "elasticloadbalancing:DeleteRule",
-            "elasticloadbalancing:ModifyListener", "elasticloadbalancing:ModifyRule",
-            "elasticloadbalancing:AddListenerCertificates", "elasticloadbalancing:RemoveListenerCertificates",
-            "elasticloadbalancing:SetWebAcl", "elasticloadbalancing:ModifyListenerAttributes"]),
-        iam.PolicyStatement(actions=["elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags"],
-                            resources=["arn:*:elasticloadbalancing:*:*:targetgroup/*/*",
-                                       "arn:*:elasticloadbalancing:*:*:loadbalancer/net/*/*",
-                                       "arn:*:elasticloadbalancing:*:*:loadbalancer/app/*/*"],
-                            conditions=managed),
-        iam.PolicyStatement(actions=["elasticloadbalancing:AddTags"],
-                            resources=["arn:*:elasticloadbalancing:*:*:targetgroup/*/*",
-                                       "arn:*:elasticloadbalancing:*:*:loadbalancer/net/*/*",
-                                       "arn:*:elasticloadbalancing:*:*:loadbalancer/app/*/*"],
-                            conditions={"StringEquals": {"elasticloadbalancing:CreateAction": [
-                                "CreateTargetGroup", "CreateLoadBalancer"]}, **tag_on_create}),
-        iam.PolicyStatement(resources=["*"], conditions=managed, actions=[
-            "elasticloadbalancing:ModifyLoadBalancerAttributes", "elasticloadbalancing:SetIpAddressType",
-            "elasticloadbalancing:SetSecurityGroups", "elasticloadbalancing:SetSubnets",
-            "elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:ModifyTargetGroup",
-            "elasticloadbalancing:ModifyTargetGroupAttributes", "elasticloadbalancing:DeleteTargetGroup",
-            "elasticloadbalancing:ModifyCapacityReservation", "elasticloadbalancing:ModifyIpPools"]),
-        iam.PolicyStatement(actions=["elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets"],
-                            resources=["arn:*:elasticloadbalancing:*:*:targetgroup/*/*"]),
-    ]

@@ -24,8 +24,9 @@ class LifecycleScripts(Construct):
     """A ``sagemaker-`` bucket holding the on-create script, uploaded from a local folder.
 
     The name starts with ``sagemaker-`` as the HyperPod API asks for ``SourceS3Uri``; it is
-    deterministic (stack name, account, region) so the bucket is destroyed with the stack, and
-    the deployment removes its files first so the deletion succeeds.
+    deterministic (stack name, account, region) so the bucket is destroyed with the stack. It is
+    versioned (a node that joins later runs the script it was created with, and an overwrite can be
+    traced); aws-cdk-lib's auto-delete removes every version on ``cdk destroy`` so the deletion succeeds.
 
     :param log_bucket: where the bucket's access logs go.
     :param scripts_dir: a folder with ``on_create.sh`` (and anything it calls).
@@ -38,8 +39,8 @@ class LifecycleScripts(Construct):
         folder = Path(scripts_dir) if scripts_dir is not None else DEFAULT_SCRIPTS_DIR
         slug = re.sub(r"[^a-z0-9-]", "-", Stack.of(self).stack_name.lower())[:20].strip("-")
         self.bucket = secure_bucket(
-            self, "Bucket", log_bucket=log_bucket, log_prefix="lifecycle-bucket/", versioned=False,
-            removal_policy=RemovalPolicy.DESTROY,
+            self, "Bucket", log_bucket=log_bucket, log_prefix="lifecycle-bucket/", versioned=True,
+            removal_policy=RemovalPolicy.DESTROY, auto_delete_objects=True,
             bucket_name=Fn.join("-", ["sagemaker", slug, "lcs", Aws.ACCOUNT_ID, Aws.REGION]))
         self.deployment = s3deploy.BucketDeployment(
             self, "Upload", sources=[s3deploy.Source.asset(str(folder))], destination_bucket=self.bucket,
@@ -74,10 +75,13 @@ class HyperPodExecutionRole(Construct):
     :param lifecycle: the scripts; the role may read their prefix.
     :param model_bucket: the weights bucket. :param model_prefixes: the prefixes the endpoints read.
     :param eks_cluster_arn: for the Pod Identity agent (``eks-auth:AssumeRoleForPodIdentity``).
+    :param vpc_id: :param subnet_ids: :param security_group_id: where HyperPod attaches the nodes' ENIs;
+        the ENI-permission actions are scoped to them, as AWS's reference stacks scope them.
     """
 
     def __init__(self, scope: Construct, id: str, *, lifecycle: LifecycleScripts, model_bucket: s3.IBucket,
-                 model_prefixes: Sequence[str], eks_cluster_arn: str) -> None:
+                 model_prefixes: Sequence[str], eks_cluster_arn: str, vpc_id: str, subnet_ids: Sequence[str],
+                 security_group_id: str) -> None:
         super().__init__(scope, id)
         role = iam.Role(
             self, "Resource", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
@@ -93,6 +97,20 @@ class HyperPodExecutionRole(Construct):
                                                resources=[eks_cluster_arn]))
         role.add_to_policy(iam.PolicyStatement(
             actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        # HyperPod attaches each node's ENI in this VPC with the instance role: the VPC CNI policy has the ENI
+        # actions but not the ENI permissions or these reads (every AWS reference stack grants them).
+        ec2_arn = f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}"
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterfacePermission"],
+            resources=[f"{ec2_arn}:instance/*", f"{ec2_arn}:network-interface/*", f"{ec2_arn}:vpc/{vpc_id}",
+                       *(f"{ec2_arn}:subnet/{s}" for s in subnet_ids),
+                       f"{ec2_arn}:security-group/{security_group_id}"]))
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["ec2:DescribeVpcs", "ec2:DescribeDhcpOptions", "ec2:DescribeSecurityGroups"], resources=["*"]))
+        # HyperPod reads the alarms that can roll back an AMI update.
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["cloudwatch:DescribeAlarms"],
+            resources=[f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"]))
         role.add_to_policy(iam.PolicyStatement(
             actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
             resources=[f"arn:{Aws.PARTITION}:ecr:*:*:repository/*"]))
@@ -108,11 +126,17 @@ class HyperPodExecutionRole(Construct):
                      managed_policy("AmazonEKS_CNI_Policy")])
         acknowledge(role, "IAM5",
                     "Objects are read only under the lifecycle prefix and the endpoints' model prefixes (prefix/*); "
-                    "ecr:GetAuthorizationToken has no resource-level permissions, and the worker, health-agent and "
-                    "operator images come from AWS-owned ECR repositories in several accounts.",
+                    "ecr:GetAuthorizationToken and the VPC, DHCP-options and security-group reads have no "
+                    "resource-level permissions; the worker, health-agent and operator images come from AWS-owned "
+                    "ECR repositories in several accounts; HyperPod creates the node instances and their ENIs "
+                    "(ids unknown in advance) in this account and region; AMI-update rollback may read any alarm "
+                    "of the account.",
                     [f"Resource::{arn_of(lifecycle.bucket)}/{lifecycle.prefix}/*",
                      *prefix_findings(model_bucket, model_prefixes), "Resource::*",
-                     "Resource::arn:<AWS::Partition>:ecr:*:*:repository/*"])
+                     "Resource::arn:<AWS::Partition>:ecr:*:*:repository/*",
+                     "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:instance/*",
+                     "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*",
+                     "Resource::arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:*"])
 
 
 def prefix_findings(bucket: s3.IBucket, prefixes: Sequence[str]) -> list[str]:
@@ -123,13 +147,19 @@ def prefix_findings(bucket: s3.IBucket, prefixes: Sequence[str]) -> list[str]:
     return [f"Resource::{arn_of(bucket)}/{p.strip('/')}/*" for p in sorted({p.strip("/") for p in prefixes})]
 
 
-def read_prefix(grantee: iam.IGrantable, bucket: s3.IBucket, prefixes: Sequence[str]) -> None:
-    """``s3:GetObject`` under each prefix and ``s3:ListBucket`` limited to those prefixes."""
+def read_prefix(grantee: iam.IGrantable, bucket: s3.IBucket, prefixes: Sequence[str], *,
+                list_whole_bucket: bool = False) -> None:
+    """``s3:GetObject`` under each prefix and ``s3:ListBucket`` limited to those prefixes.
+
+    :param list_whole_bucket: list any key of the bucket (object reads stay prefix-scoped), for
+        clients that list from the bucket's root. :default: False
+    """
     clean = sorted({p.strip("/") for p in prefixes})
     if not clean:
         return
     grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
         actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}/*") for p in clean]))
+    conditions = None if list_whole_bucket else {
+        "StringLike": {"s3:prefix": [x for p in clean for x in (p, f"{p}/*")]}}
     grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
-        actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
-        conditions={"StringLike": {"s3:prefix": [x for p in clean for x in (p, f"{p}/*")]}}))
+        actions=["s3:ListBucket"], resources=[bucket.bucket_arn], conditions=conditions))

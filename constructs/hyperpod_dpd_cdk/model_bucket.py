@@ -13,13 +13,13 @@ LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 
 def secure_bucket(scope: Construct, id: str, *, log_bucket: s3.IBucket | None, log_prefix: str,
                   versioned: bool = True, removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
-                  bucket_name: str | None = None,
+                  bucket_name: str | None = None, auto_delete_objects: bool = False,
                   object_ownership: s3.ObjectOwnership = s3.ObjectOwnership.BUCKET_OWNER_ENFORCED) -> s3.Bucket:
     """Encrypted, TLS only, no public access, owner-enforced, access-logged into ``log_bucket``."""
     return s3.Bucket(
         scope, id, bucket_name=bucket_name, encryption=s3.BucketEncryption.S3_MANAGED, enforce_ssl=True,
         block_public_access=s3.BlockPublicAccess.BLOCK_ALL, object_ownership=object_ownership,
-        versioned=versioned, removal_policy=removal_policy, auto_delete_objects=False,
+        versioned=versioned, removal_policy=removal_policy, auto_delete_objects=auto_delete_objects,
         server_access_logs_bucket=log_bucket, server_access_logs_prefix=log_prefix if log_bucket else None)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Annotations, Stack, Tags
+from aws_cdk import Annotations, CfnResource, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -100,6 +100,8 @@ class HyperPodNetwork(Construct):
         if problems:
             raise SpecError(problems)
         self.availability_zone_id = availability_zone_id
+        # The new HyperPod subnet's route and route-table association; an existing VPC's are its own.
+        self.hyperpod_routes: list[CfnResource] = []
 
         if vpc is None:
             self.vpc: ec2.IVpc = self._new_vpc(vpc_cidr)
@@ -144,10 +146,13 @@ class HyperPodNetwork(Construct):
         table = ec2.CfnRouteTable(self, "HyperPodRouteTable", vpc_id=vpc.vpc_id)
         nat = vpc.public_subnets[0].node.find_child("NATGateway")
         assert isinstance(nat, ec2.CfnNatGateway)
-        ec2.CfnRoute(self, "HyperPodDefaultRoute", route_table_id=table.ref,
-                     destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.ref)
-        ec2.CfnSubnetRouteTableAssociation(self, "HyperPodRouteTableAssociation",
-                                           route_table_id=table.ref, subnet_id=subnet.ref)
+        route = ec2.CfnRoute(self, "HyperPodDefaultRoute", route_table_id=table.ref,
+                             destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.ref)
+        association = ec2.CfnSubnetRouteTableAssociation(self, "HyperPodRouteTableAssociation",
+                                                         route_table_id=table.ref, subnet_id=subnet.ref)
+        # Nodes pull images and reach EKS through the NAT from their first boot: the subnet ref alone
+        # does not order the cluster after its route.
+        self.hyperpod_routes = [route, association]
         self.hyperpod_subnet_resource = subnet
         return ec2.Subnet.from_subnet_attributes(self, "HyperPodSubnetRef", subnet_id=subnet.ref,
                                                  route_table_id=table.ref,

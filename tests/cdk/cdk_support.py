@@ -15,6 +15,8 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import assertions
+from aws_cdk import aws_iam as iam
+from constructs import IConstruct
 
 from hyperpod_dpd import DpdSpec
 from hyperpod_dpd.defaults import default_spec
@@ -27,6 +29,8 @@ EXISTING_VPC = ExistingVpc(
     vpc_id="vpc-0123456789abcdef0", availability_zones=("us-west-2a", "us-west-2b"),
     private_subnet_ids=("subnet-0aaa0000000000001", "subnet-0bbb0000000000002"),
     private_subnet_route_table_ids=("rtb-0aaa0000000000001", "rtb-0bbb0000000000002"))
+EXISTING_OIDC_PROVIDER = ("arn:aws:iam::111122223333:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/"
+                          "EXAMPLED539D4633E53DE1B7")
 HYPERPOD_SUBNETS = {"usw2-az2": "subnet-0ccc0000000000003", "usw2-az1": "subnet-0ddd0000000000004"}
 
 
@@ -53,6 +57,25 @@ class Synthesized:
         found = self.resources(type_)
         assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
         return next(iter(found.items()))
+
+
+def logical_id(construct: IConstruct) -> str:
+    """The logical id of an L1, or of an L2's default child."""
+    element = construct if isinstance(construct, cdk.CfnElement) else construct.node.default_child
+    assert isinstance(element, cdk.CfnElement)
+    return cdk.Stack.of(element).get_logical_id(element)
+
+
+def trust_policy(s: Synthesized, role: iam.IRole) -> Any:
+    return s.template["Resources"][logical_id(role)]["Properties"]["AssumeRolePolicyDocument"]
+
+
+def policy_statements(s: Synthesized, role: iam.IRole) -> list[dict[str, Any]]:
+    """Every statement of the role's inline policies (the ``DefaultPolicy`` CDK writes)."""
+    role_id = logical_id(role)
+    return [statement for policy in s.resources("AWS::IAM::Policy").values()
+            if {"Ref": role_id} in policy["Properties"]["Roles"]
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]]
 
 
 def synthesize(app: cdk.App, stack: HyperPodDpdStack) -> Synthesized:

@@ -107,7 +107,7 @@ def existing_cluster_app(cdk_context: dict[str, Any], tmp_path_factory: pytest.T
         vpc=support.EXISTING_VPC, hyperpod_subnet_ids=support.HYPERPOD_SUBNETS,
         existing_cluster=ExistingEksCluster(
             cluster_name="platform", oidc_issuer_url="https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B7",
-            cluster_security_group_id="sg-0eee0000000000005"))
+            oidc_provider_arn=support.EXISTING_OIDC_PROVIDER, cluster_security_group_id="sg-0eee0000000000005"))
     return support.synthesize(app, stack)
 
 

@@ -150,6 +150,16 @@ def test_existing_cluster_needs_its_vpc() -> None:
     assert "vpc=" in problems(error)["existing_cluster"].fix
 
 
+def test_existing_cluster_needs_its_oidc_provider() -> None:
+    # IAM refuses a second OIDC provider for the same issuer, so none may be created for an existing cluster.
+    with pytest.raises(SpecError) as error:
+        build(vpc=EXISTING_VPC, hyperpod_subnet_ids=HYPERPOD_SUBNETS,
+              existing_cluster=ExistingEksCluster(cluster_name="platform", oidc_issuer_url="https://oidc.example"))
+    problem = problems(error)["existing_cluster.oidc_provider_arn"]
+    assert "second provider" in problem.message
+    assert "list-open-id-connect-providers" in problem.fix and "-c oidc_provider_arn" in problem.fix
+
+
 def test_stack_options_are_checked_together() -> None:
     with pytest.raises(SpecError) as error:
         build(hyperpod_cluster_name="-bad-", ebs_volume_gb=0, training_plan_arn="plan-1",

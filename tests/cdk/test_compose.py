@@ -38,7 +38,9 @@ def test_constructs_compose_in_your_own_stack(cdk_context: dict[str, Any]) -> No
     eks = HyperPodEksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=efa)
     scripts = LifecycleScripts(stack, "Lifecycle", log_bucket=logs)
     role = HyperPodExecutionRole(stack, "NodeRole", lifecycle=scripts, model_bucket=weights,
-                                 model_prefixes=["Llama-3.3-70B-Instruct"], eks_cluster_arn=eks.cluster_arn)
+                                 model_prefixes=["Llama-3.3-70B-Instruct"], eks_cluster_arn=eks.cluster_arn,
+                                 vpc_id=network.vpc.vpc_id, subnet_ids=[network.hyperpod_subnet.subnet_id],
+                                 security_group_id=efa.security_group_id)
     deps = HyperPodDependencies(stack, "Deps", cluster=eks.cluster, region=stack.region)
     hyperpod = HyperPodCluster(stack, "HyperPod", cluster_name="platform-hp", eks_cluster_arn=eks.cluster_arn,
                                subnet=network.hyperpod_subnet, security_group=efa, execution_role=role.role,

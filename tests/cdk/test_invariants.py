@@ -6,7 +6,14 @@ import json
 from typing import Any
 
 import pytest
-from cdk_support import HYPERPOD_SUBNETS, Synthesized
+from cdk_support import (
+    EXISTING_OIDC_PROVIDER,
+    HYPERPOD_SUBNETS,
+    Synthesized,
+    logical_id,
+    policy_statements,
+    trust_policy,
+)
 from cdk_template_queries import (
     by_addon,
     by_type,
@@ -101,7 +108,7 @@ def test_efa_group_allows_all_traffic_to_and_from_itself(all_apps: dict[str, Syn
 @pytest.mark.parametrize("name", APPS)
 def test_nothing_is_open_to_the_world(all_apps: dict[str, Synthesized], name: str) -> None:
     s = all_apps[name]
-    for logical_id, resource in s.template["Resources"].items():
+    for resource_id, resource in s.template["Resources"].items():
         properties = resource.get("Properties", {})
         rules = []
         if resource["Type"] == "AWS::EC2::SecurityGroupIngress":
@@ -109,7 +116,7 @@ def test_nothing_is_open_to_the_world(all_apps: dict[str, Synthesized], name: st
         elif resource["Type"] == "AWS::EC2::SecurityGroup":
             rules = properties.get("SecurityGroupIngress", [])
         for rule in rules:
-            assert "CidrIp" not in rule and "CidrIpv6" not in rule, logical_id
+            assert "CidrIp" not in rule and "CidrIpv6" not in rule, resource_id
 
 
 @pytest.mark.parametrize("name", APPS)
@@ -144,7 +151,7 @@ def test_efa_group_only_admits_itself_and_the_eks_cluster_group(default_app: Syn
 # --- buckets --------------------------------------------------------------------------------------
 
 def model_bucket_id(s: Synthesized) -> str:
-    return s.stack.get_logical_id(s.stack.model_bucket.bucket.node.default_child)  # type: ignore[arg-type]
+    return logical_id(s.stack.model_bucket.bucket)
 
 
 def test_model_bucket_is_retained_versioned_encrypted_private_and_logged(default_app: Synthesized) -> None:
@@ -159,7 +166,16 @@ def test_model_bucket_is_retained_versioned_encrypted_private_and_logged(default
         "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
     log_bucket = props["LoggingConfiguration"]["DestinationBucketName"]["Ref"]
     assert default_app.template["Resources"][log_bucket]["DeletionPolicy"] == "Retain"
-    assert not default_app.resources("Custom::S3AutoDeleteObjects")
+    # The only bucket whose objects are deleted with the stack is the lifecycle scripts bucket, ours.
+    (auto_delete,) = default_app.resources("Custom::S3AutoDeleteObjects").values()
+    lifecycle = logical_id(default_app.stack.lifecycle.bucket)
+    assert auto_delete["Properties"]["BucketName"] == {"Ref": lifecycle}
+
+
+def test_lifecycle_bucket_is_versioned_and_emptied_on_destroy(default_app: Synthesized) -> None:
+    bucket = default_app.template["Resources"][logical_id(default_app.stack.lifecycle.bucket)]
+    assert bucket["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert bucket["DeletionPolicy"] == "Delete"
 
 
 def test_model_bucket_policy_denies_plain_http(default_app: Synthesized) -> None:
@@ -183,10 +199,10 @@ def test_every_bucket_is_tls_only_and_private(default_app: Synthesized) -> None:
     buckets = default_app.resources("AWS::S3::Bucket")
     policies = {p["Properties"]["Bucket"]["Ref"]: p
                 for p in by_type(default_app.template, "AWS::S3::BucketPolicy").values()}
-    for logical_id, bucket in buckets.items():
-        assert bucket["Properties"]["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True, logical_id
-        assert "BucketEncryption" in bucket["Properties"], logical_id
-        assert logical_id in policies, f"{logical_id} has no TLS-only policy"
+    for resource_id, bucket in buckets.items():
+        assert bucket["Properties"]["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True, resource_id
+        assert "BucketEncryption" in bucket["Properties"], resource_id
+        assert resource_id in policies, f"{resource_id} has no TLS-only policy"
 
 
 # --- dependency order -----------------------------------------------------------------------------
@@ -246,17 +262,13 @@ def irsa_subjects(s: Synthesized, role_id: str) -> list[tuple[str, dict[str, Any
     return found
 
 
-def role_for(s: Synthesized, construct: Any) -> str:
-    return s.stack.get_logical_id(construct.node.default_child)  # type: ignore[no-any-return]
-
-
 @pytest.mark.parametrize("name", ["default", "existing-cluster"])
 def test_irsa_roles_trust_exactly_their_service_account(all_apps: dict[str, Synthesized], name: str) -> None:
     s = all_apps[name]
     operator = s.stack.operator
     for role, subject in ((operator.execution_role, CONTROLLER_SA), (operator.alb_role, ALB_SA),
                           (operator.keda_role, KEDA_SA), (operator.s3_csi_role, S3_CSI_SA)):
-        conditions = irsa_subjects(s, role_for(s, role))
+        conditions = irsa_subjects(s, logical_id(role))
         assert len(conditions) == 1, role.node.path
         operator_name, values = conditions[0]
         assert operator_name == "StringEquals"
@@ -268,23 +280,16 @@ def test_irsa_roles_trust_exactly_their_service_account(all_apps: dict[str, Synt
 
 def test_existing_cluster_trust_names_its_issuer(existing_cluster_app: Synthesized) -> None:
     s = existing_cluster_app
-    values = irsa_subjects(s, role_for(s, s.stack.operator.execution_role))[0][1]
+    values = irsa_subjects(s, logical_id(s.stack.operator.execution_role))[0][1]
     assert set(values) == {"oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B7:sub",
                            "oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B7:aud"}
 
 
 def test_operator_execution_role_is_also_trusted_by_sagemaker_only(default_app: Synthesized) -> None:
-    role = default_app.template["Resources"][role_for(default_app, default_app.stack.operator.execution_role)]
+    role = default_app.template["Resources"][logical_id(default_app.stack.operator.execution_role)]
     services = [s["Principal"]["Service"] for s in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
                 if "Service" in s.get("Principal", {})]
     assert services == ["sagemaker.amazonaws.com"]
-
-
-def policy_statements(s: Synthesized, role: Any) -> list[dict[str, Any]]:
-    role_id = role_for(s, role)
-    return [st for p in by_type(s.template, "AWS::IAM::Policy").values()
-            if {"Ref": role_id} in p["Properties"]["Roles"]
-            for st in p["Properties"]["PolicyDocument"]["Statement"]]
 
 
 @pytest.mark.parametrize("name", ["default", "multi"])
@@ -303,6 +308,11 @@ def test_s3_access_is_limited_to_the_model_prefixes(all_apps: dict[str, Synthesi
                 for resource in resources:
                     joined = json.dumps(resource)
                     assert any(f"/{p}/*" in joined for p in [*prefixes, "lifecycle"]), joined
+            elif role is s.stack.operator.s3_csi_role:
+                # Mountpoint lists from the mount prefix the operator chooses: names of the model bucket only.
+                assert "Condition" not in statement
+                expected = "my-weights" if name == "multi" else model_bucket_id(s)
+                assert len(resources) == 1 and expected in text, text
             else:
                 assert "s3:prefix" in json.dumps(statement["Condition"]), text
 
@@ -332,9 +342,11 @@ def test_instance_groups_follow_the_specs(multi_app: Synthesized) -> None:
         "dpd-test-prefill": 1, "dpd-test-decode": 1,
         "qwen-dpd-prefill": 3,  # autoscaled: nodes for max_replicas
         "qwen-dpd-decode": 1}
-    for group in groups.values():
+    for name, group in groups.items():
         assert group["ThreadsPerCore"] == 1
-        assert group["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+        # The connectivity test needs two nodes: only the three-node prefill group gets it.
+        expected = ["InstanceStress", "InstanceConnectivity"] if group["InstanceCount"] >= 2 else ["InstanceStress"]
+        assert group["OnStartDeepHealthChecks"] == expected, name
         assert group["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}]
         assert group["LifeCycleConfig"]["OnCreate"] == "on_create.sh"
     assert cluster["Properties"]["NodeRecovery"] == "Automatic"
@@ -347,12 +359,14 @@ def test_existing_cluster_is_referenced_by_arn_not_created(existing_cluster_app:
     _, cluster = hyperpod(s)
     arn = json.dumps(cluster["Properties"]["Orchestrator"]["Eks"]["ClusterArn"])
     assert "cluster/platform" in arn
-    assert len(s.resources("AWS::IAM::OIDCProvider")) == 1
+    # IAM allows one provider per issuer: the cluster's own is trusted, none is created.
+    assert not s.resources("AWS::IAM::OIDCProvider")
+    assert EXISTING_OIDC_PROVIDER in json.dumps(trust_policy(s, s.stack.operator.execution_role))
 
 
 def test_operator_addon_configuration(default_app: Synthesized) -> None:
     addon = default_app.template["Resources"][by_addon(default_app.template, "amazon-sagemaker-hyperpod-inference")]
-    assert addon["Properties"]["AddonVersion"] == "v1.3.0-eksbuild.1"
+    assert addon["Properties"]["AddonVersion"] == "v1.4.0-eksbuild.1"
     assert addon["Properties"]["ResolveConflicts"] == "OVERWRITE"
     config = rendered(addon["Properties"]["ConfigurationValues"], placeholder="TOKEN")
     assert set(config) == {"executionRoleArn", "tlsCertificateS3Bucket", "hyperpodClusterArn",
