@@ -12,9 +12,16 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     admin_role_arns=ARN[,ARN]  EKS cluster admins           (default: none)
     dependency_chart=DIR       prepared HyperPod dependency chart (scripts/prepare_hyperpod_chart.sh)
     training_plan_arn=ARN      reserved capacity for every instance group
-    eks_cluster=NAME + oidc_issuer_url=URL   use an existing EKS cluster (with an existing VPC); optional
-                               oidc_provider_arn=ARN, cluster_security_group_id=SG
+    eks_cluster=NAME + oidc_issuer_url=URL + oidc_provider_arn=ARN
+                               use an existing EKS cluster (with an existing VPC); optional
+                               cluster_security_group_id=SG
     vpc_id=ID + eks_subnets=AZ=SUBNET,... + hyperpod_subnets=AZID=SUBNET,...   use an existing VPC
+    observability=false        leave out the observability add-on, DPD alerts and log alarms (default: on)
+    amp_workspace_arn=ARN      an existing AMP workspace for metrics and alert rules (default: a new one)
+    observability_log_group=NAME   log group holding the inference pods' output (default: the HyperPod cluster's)
+    grafana_workspace_id=g-... import the DPD dashboards into this Amazon Managed Grafana workspace
+    benchmark=false            leave out the IAM role and ServiceAccount of `hyperpod-dpd bench` (default: on)
+    aggregated_baseline=true   host each endpoint's aggregated twin on one more node (default: off)
 
 Nothing is looked up in an AWS account: the stack synthesizes offline, without credentials.
 """
@@ -44,10 +51,16 @@ from hyperpod_dpd.deployment_defaults import (  # noqa: E402
     DEFAULT_REGION,
     DEFAULT_STACK_NAME,
 )
-from hyperpod_dpd_cdk import ExistingEksCluster, ExistingVpc, HyperPodDpdStack  # noqa: E402
+from hyperpod_dpd_cdk import (  # noqa: E402
+    ExistingEksCluster,
+    ExistingVpc,
+    HyperPodDpdStack,
+    ObservabilityOptions,
+)
 
 HERE = Path(__file__).resolve().parent
 MANIFESTS_DIR = "manifests"
+OBSERVABILITY_DIR = "observability"
 
 
 def cdk_json_context(path: Path = HERE / "cdk.json") -> dict[str, Any]:
@@ -91,6 +104,39 @@ def _specs(app: cdk.App) -> list[DpdSpec]:
     return [load_spec(path) for path in paths] if paths else [default_spec()]
 
 
+def _observability(app: cdk.App) -> ObservabilityOptions | bool:
+    """``observability=false`` turns it off; the other keys tune it."""
+    ctx = app.node.try_get_context
+    if not _flag(app, "observability", default=True):
+        return False
+    return ObservabilityOptions(amp_workspace_arn=ctx("amp_workspace_arn") or None,
+                                log_group_name=ctx("observability_log_group") or None,
+                                grafana_workspace_id=ctx("grafana_workspace_id") or None)
+
+
+def write_observability_files(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
+    """Each endpoint's alert rules and Grafana dashboard, for your own Prometheus and Grafana."""
+    from hyperpod_dpd.observability import write_observability  # noqa: PLC0415 - only when synthesizing
+    from hyperpod_dpd.observability.dashboard import MissingExtra  # noqa: PLC0415
+
+    try:
+        return write_observability(stack.endpoint_specs, outdir / OBSERVABILITY_DIR)
+    except MissingExtra as error:
+        print(f"note: no dashboards written: {error}", file=sys.stderr)
+        return []
+
+
+def _flag(app: cdk.App, key: str, *, default: bool) -> bool:
+    """A true/false context key; anything else is a :class:`SpecError` naming it."""
+    value = app.node.try_get_context(key)
+    text = str(value if value is not None else default).lower()
+    if text not in ("true", "false"):
+        other = "false" if default else "true"
+        raise SpecError([Problem(field=key, value=value, message="is not true or false",
+                                 fix=f"-c {key}={other}, or omit it for {str(default).lower()}")])
+    return text == "true"
+
+
 def _region(app: cdk.App, specs: Sequence[DpdSpec]) -> str:
     region = app.node.try_get_context("region")
     if region:
@@ -128,7 +174,9 @@ def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None
         model_bucket_name=ctx("model_bucket") or None, existing_cluster=existing,
         admin_role_arns=_list(ctx("admin_role_arns")), dependency_chart_dir=ctx("dependency_chart") or None,
         training_plan_arn=ctx("training_plan_arn") or None, hyperpod_cluster_name=ctx("hyperpod_cluster_name") or None,
-        description="SageMaker HyperPod (EKS) with Disaggregated Prefill and Decode endpoints (hyperpod-dpd)")
+        description="SageMaker HyperPod (EKS) with Disaggregated Prefill and Decode endpoints (hyperpod-dpd)",
+        observability=_observability(app), benchmark=_flag(app, "benchmark", default=True),
+        aggregated_baseline=_flag(app, "aggregated_baseline", default=False))
     return app, stack
 
 
@@ -143,6 +191,11 @@ def write_manifests(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
         header = ("# Rendered by app.py for reading; `cdk deploy` applies it. {Ref: ...}/{Fn::GetAtt: ...} are\n"
                   "# CloudFormation values (the model bucket name) filled in at deploy time.\n")
         path.write_text(header + yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+        written.append(path)
+    for twin in stack.aggregated_twins:  # -c aggregated_baseline=true: the baseline of `hyperpod-dpd bench`
+        metadata = twin.document["metadata"]
+        path = folder / f"{metadata['namespace']}-{metadata['name']}.yaml"
+        path.write_text(yaml.safe_dump_all(stack.resolve([twin.document]), sort_keys=False), encoding="utf-8")
         written.append(path)
     return written
 
@@ -170,10 +223,13 @@ def main(argv: Sequence[str] = ()) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     written = write_manifests(stack, Path(assembly.directory))
+    observed = write_observability_files(stack, Path(assembly.directory))
     if not under_cli:  # the CLI prints its own summary; warnings are printed by synth() either way
         print(f"cloud assembly: {assembly.directory}", file=sys.stderr)
         for path in written:
             print(f"manifest: {path}", file=sys.stderr)
+        for path in observed:
+            print(f"observability: {path}", file=sys.stderr)
     return 0
 
 

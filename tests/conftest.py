@@ -1,4 +1,8 @@
-"""Fixtures shared by every test folder: the embedded spec, the real CRD and Kubernetes schemas."""
+"""Fixtures shared by every test folder: the embedded spec, the operator's CRD and Kubernetes schemas.
+
+Nothing here reads outside the repository, except ``published_example`` and ``upstream_crd``, which
+skip with a message when the reference notes are not beside the checkout.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +17,15 @@ import yaml
 from referencing import Registry, Resource
 
 import hyperpod_dpd  # noqa: F401 - points jsii at the wheel's Node before anything imports aws_cdk or cdk8s
+from hyperpod_dpd import crd
 from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION as CLUSTER_KUBERNETES_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
-CRD_FILE = SHARED_REFERENCE / "crds" / "inference.sagemaker.aws.amazon.com_inferenceendpointconfigs.yaml"
-KUBERNETES_VERSION = "1.33.0"
+UPSTREAM_CRD_FILE = SHARED_REFERENCE / "crds" / "v3.3-inference.sagemaker.aws.amazon.com_inferenceendpointconfigs.yaml"
+KUBERNETES_VERSION = f"{CLUSTER_KUBERNETES_VERSION}.0"  # the schemas of the cluster the stack creates
 
 Validate = Callable[[dict[str, Any]], list[str]]
 
@@ -32,11 +38,24 @@ def spec() -> DpdSpec:
 
 @pytest.fixture(scope="session")
 def crd_v1_schema() -> dict[str, Any]:
-    """The ``v1`` openAPIV3Schema of the real InferenceEndpointConfig CRD (operator v3.2)."""
-    crd = yaml.safe_load(CRD_FILE.read_text(encoding="utf-8"))
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
-    return schema
+    """The ``v1`` openAPIV3Schema of the operator's InferenceEndpointConfig CRD (v3.3), as the package ships it."""
+    return crd.v1_schema()
+
+
+@pytest.fixture(scope="session")
+def upstream_crd_file() -> Path:
+    """The upstream CRD YAML (operator v3.3) the shipped structure was made from, when it is beside the checkout."""
+    if not UPSTREAM_CRD_FILE.exists():
+        pytest.skip(f"the upstream CRD is not beside the checkout ({UPSTREAM_CRD_FILE.relative_to(REPO.parent)}); "
+                    "the shipped structure is compared with it only where it is")
+    return UPSTREAM_CRD_FILE
+
+
+@pytest.fixture(scope="session")
+def upstream_crd(upstream_crd_file: Path) -> dict[str, Any]:
+    """The parsed upstream CRD."""
+    loaded: dict[str, Any] = yaml.safe_load(upstream_crd_file.read_bytes())
+    return loaded
 
 
 def _errors(validator: jsonschema.protocols.Validator, document: dict[str, Any]) -> list[str]:
@@ -71,8 +90,15 @@ def kubernetes_errors() -> Callable[[str, Any], list[str]]:
 
 @pytest.fixture(scope="session")
 def published_example() -> dict[str, Any]:
-    """The complete DPD example of the operator's documentation, read from the reference notes."""
-    text = (SHARED_REFERENCE / "hyperpod-dpd.md").read_text(encoding="utf-8")
+    """The complete DPD example of the operator's documentation, read from the reference notes.
+
+    AWS's text is not copied into the repository, so the tests that compare with it skip without it.
+    """
+    notes = SHARED_REFERENCE / "hyperpod-dpd.md"
+    if not notes.exists():
+        pytest.skip("AWS's published DPD example is read from reference notes beside the checkout "
+                    f"({notes.relative_to(REPO.parent)}), which are absent here")
+    text = notes.read_text(encoding="utf-8")
     section = text[text.index("### 1.7 Complete example"):]
     block = section[section.index("```yaml") + len("```yaml"):]
     block = block[:block.index("```")]

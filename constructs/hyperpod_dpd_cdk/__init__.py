@@ -8,9 +8,11 @@ from hyperpod_dpd import _node
 
 _node.ensure_node()
 
+from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess  # noqa: E402
 from hyperpod_dpd_cdk.dpd_endpoint import DpdEndpoint, placed_spec  # noqa: E402
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup  # noqa: E402
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster  # noqa: E402
+from hyperpod_dpd_cdk.grafana_dashboards import GrafanaDashboards  # noqa: E402
 from hyperpod_dpd_cdk.hyperpod_cluster import (  # noqa: E402
     INSTANCE_GROUP_LABEL,
     HyperPodCluster,
@@ -22,6 +24,7 @@ from hyperpod_dpd_cdk.inference_operator import InferenceOperator  # noqa: E402
 from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts  # noqa: E402
 from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket  # noqa: E402
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork  # noqa: E402
+from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions  # noqa: E402
 from hyperpod_dpd_cdk.stack import HyperPodDpdStack  # noqa: E402
 from hyperpod_dpd_cdk.versions import AddonVersions  # noqa: E402
 
@@ -29,10 +32,14 @@ __all__ = [
     "INSTANCE_GROUP_LABEL",
     "AccessLogBucket",
     "AddonVersions",
+    "AggregatedTwin",
+    "BenchmarkAccess",
     "DpdEndpoint",
+    "DpdObservability",
     "EfaSecurityGroup",
     "ExistingEksCluster",
     "ExistingVpc",
+    "GrafanaDashboards",
     "HyperPodCluster",
     "HyperPodDependencies",
     "HyperPodDpdStack",
@@ -43,6 +50,7 @@ __all__ = [
     "InstanceGroup",
     "LifecycleScripts",
     "ModelBucket",
+    "ObservabilityOptions",
     "instance_groups_for",
     "placed_spec",
 ]

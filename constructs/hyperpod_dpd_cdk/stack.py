@@ -17,6 +17,7 @@ from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, check
 from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.deployment_defaults import hyperpod_cluster_name as default_cluster_name
 from hyperpod_dpd.validation.rules import is_sagemaker_name
+from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess, aggregated_groups
 from hyperpod_dpd_cdk.dpd_endpoint import BUILTIN_NAMESPACES, DpdEndpoint
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster
@@ -31,6 +32,7 @@ from hyperpod_dpd_cdk.inference_operator import InferenceOperator
 from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
 from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_problems
+from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions
 from hyperpod_dpd_cdk.placement import instance_type_problems
 from hyperpod_dpd_cdk.versions import AddonVersions
 
@@ -87,6 +89,23 @@ def option_problems(*, cluster_name: str, ebs_volume_gb: int, groups: int, train
                           fix="use arn:aws:iam::<account>:role/<name>")
 
 
+def existing_cluster_problems(existing: ExistingEksCluster | None, *,
+                              vpc: ec2.IVpc | ExistingVpc | None) -> Iterator[Problem]:
+    """An existing cluster needs its VPC, and its IAM OIDC provider (IAM allows one per issuer URL)."""
+    if existing is None:
+        return
+    if vpc is None:
+        yield Problem(field="existing_cluster", value=existing.cluster_name,
+                      message="needs the cluster's VPC: HyperPod nodes must join the cluster's network",
+                      fix="pass vpc= (or -c vpc_id=... -c eks_subnets=... -c hyperpod_subnets=...)")
+    if existing.oidc_provider_arn is None:
+        yield Problem(field="existing_cluster.oidc_provider_arn", value=None,
+                      message="is required: the operator's roles trust the cluster's IAM OIDC provider, and IAM "
+                              "refuses a second provider for the same issuer URL",
+                      fix="pass the ARN from 'aws iam list-open-id-connect-providers' (-c oidc_provider_arn=...); "
+                          "if the cluster has none, create it with 'eksctl utils associate-iam-oidc-provider'")
+
+
 class HyperPodDpdStack(Stack):
     """A HyperPod EKS cluster serving one or more DPD endpoints, from nothing (or from your VPC, bucket, cluster).
 
@@ -108,6 +127,12 @@ class HyperPodDpdStack(Stack):
     :param ebs_volume_gb: per node, at /opt/sagemaker. :default: 500
     :param lifecycle_scripts_dir: your own on-create scripts. :default: - the packaged script
     :param addon_versions: :default: - see ``AddonVersions``
+    :param observability: the observability add-on, AMP workspace, DPD alert rules, log alarms and alert
+        topic (``DpdObservability``); ``False`` leaves them out, options tune them. :default: True
+    :param benchmark: an IAM role (IRSA) and ServiceAccount per endpoint namespace for ``hyperpod-dpd bench``
+        (``BenchmarkAccess``). :default: True
+    :param aggregated_baseline: host each endpoint's aggregated twin (``<name>-agg``) on one more one-node
+        instance group, the baseline of ``hyperpod-dpd bench --aggregated`` (``AggregatedTwin``). :default: False
     :param stack_props: passed to ``Stack`` (``env``, ``synthesizer``, ``description``, ...).
     """
 
@@ -118,18 +143,19 @@ class HyperPodDpdStack(Stack):
                  admin_role_arns: Sequence[str] = (), dependency_chart_dir: str | Path | None = None,
                  hyperpod_cluster_name: str | None = None, training_plan_arn: str | None = None,
                  ebs_volume_gb: int = DEFAULT_EBS_GB, lifecycle_scripts_dir: str | Path | None = None,
-                 addon_versions: AddonVersions | None = None, **stack_props: Any) -> None:
+                 addon_versions: AddonVersions | None = None,
+                 observability: ObservabilityOptions | bool = True, benchmark: bool = True,
+                 aggregated_baseline: bool = False, **stack_props: Any) -> None:
         super().__init__(scope, id, **stack_props)
         specs = tuple(endpoints)
         cluster_name = hyperpod_cluster_name or default_cluster_name(self.stack_name)
-        groups = instance_groups_for(specs, ebs_volume_gb=ebs_volume_gb, training_plan_arn=training_plan_arn)
+        groups = instance_groups_for(specs, ebs_volume_gb=ebs_volume_gb, training_plan_arn=training_plan_arn,
+                                     deep_health_checks=dependency_chart_dir is not None)
+        groups += aggregated_groups(specs, groups) if aggregated_baseline else []
         problems = [*endpoint_problems(specs, region=self.region, training_plan_arn=training_plan_arn),
                     *option_problems(cluster_name=cluster_name, ebs_volume_gb=ebs_volume_gb, groups=len(groups),
                                      training_plan_arn=training_plan_arn, admin_role_arns=admin_role_arns),
-                    *([Problem(field="existing_cluster", value=existing_cluster.cluster_name,
-                               message="needs the cluster's VPC: HyperPod nodes must join the cluster's network",
-                               fix="pass vpc= (or -c vpc_id=... -c eks_subnets=... -c hyperpod_subnets=...)")]
-                      if existing_cluster is not None and vpc is None else []),
+                    *existing_cluster_problems(existing_cluster, vpc=vpc),
                     *network_problems(availability_zone_id, self.region, vpc=vpc,
                                       hyperpod_subnet_ids=hyperpod_subnet_ids)]
         if problems:
@@ -154,7 +180,9 @@ class HyperPodDpdStack(Stack):
                                           scripts_dir=lifecycle_scripts_dir)
         self.execution_role = HyperPodExecutionRole(
             self, "ExecutionRole", lifecycle=self.lifecycle, model_bucket=bucket, model_prefixes=prefixes,
-            eks_cluster_arn=self.eks.cluster_arn)
+            eks_cluster_arn=self.eks.cluster_arn, vpc_id=self.network.vpc.vpc_id,
+            subnet_ids=[self.network.hyperpod_subnet.subnet_id],
+            security_group_id=self.security_group.security_group_id)
         self.hyperpod_dependencies = HyperPodDependencies(
             self, "HyperPodDependencies", cluster=cluster, region=self.region, chart_dir=dependency_chart_dir)
         self.hyperpod = HyperPodCluster(
@@ -163,7 +191,8 @@ class HyperPodDpdStack(Stack):
             execution_role=self.execution_role.role, lifecycle=self.lifecycle, instance_groups=groups)
         # HyperPod's resiliency features need the dependency chart before the first node (hpcli readme).
         for dependency in (*self.hyperpod_dependencies.charts, self.lifecycle.deployment, self.execution_role.policy,
-                           *self.eks.addons, *([self.eks.system_nodes] if self.eks.system_nodes else [])):
+                           *self.eks.addons, *([self.eks.system_nodes] if self.eks.system_nodes else []),
+                           *self.network.hyperpod_routes):
             self.hyperpod.node.add_dependency(dependency)
 
         self.operator = InferenceOperator(
@@ -184,6 +213,33 @@ class HyperPodDpdStack(Stack):
                 self, f"Endpoint-{spec.name}", cluster=cluster, spec=spec,
                 group_names={role: group_name(spec, role) for role, _ in spec.roles()},
                 model_bucket=bucket, after=after, create_namespace=False))
+
+        self.observability: DpdObservability | None = None
+        if observability is not False:
+            options = observability if isinstance(observability, ObservabilityOptions) else ObservabilityOptions()
+            self.observability = DpdObservability(
+                self, "Observability", cluster_name=self.eks.cluster_name, cluster_arn=self.eks.cluster_arn,
+                hyperpod_cluster_name=cluster_name, hyperpod_cluster_arn=self.hyperpod.cluster_arn,
+                endpoints=specs, options=options)
+            self.observability.after(self.hyperpod, *self.eks.addons)
+
+        # hyperpod-dpd bench: the Job's ServiceAccount and role per namespace, and the aggregated twins.
+        self.benchmark_access: list[BenchmarkAccess] = []
+        for namespace in sorted({s.namespace for s in specs}) if benchmark else []:
+            access = BenchmarkAccess(
+                self, f"BenchmarkAccess-{namespace}", trust=self.operator.trust, namespace=namespace,
+                model_bucket=bucket, cluster=cluster, after=[namespaces[namespace]] if namespace in namespaces else [],
+                model_prefixes=sorted({s.model.source.prefix for s in specs
+                                       if s.namespace == namespace and isinstance(s.model.source, S3Source)}))
+            self.benchmark_access.append(access)
+            CfnOutput(self, f"BenchmarkRoleArn-{namespace}", value=access.role.role_arn,
+                      description=f"The role of ServiceAccount {namespace}/{access.service_account_name} that "
+                                  "hyperpod-dpd bench uses; --results-s3 s3://<model bucket>/"
+                                  f"{access.results_prefix}")
+        self.aggregated_twins = [AggregatedTwin(
+            self, f"Aggregated-{spec.name}", cluster=cluster, spec=spec, model_bucket=bucket,
+            after=(self.operator.addon, *([namespaces[spec.namespace]] if spec.namespace in namespaces else [])))
+            for spec in (specs if aggregated_baseline else ())]
 
         CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         CfnOutput(self, "HyperPodClusterArn", value=self.hyperpod.cluster_arn)

@@ -9,6 +9,7 @@ from hyperpod_dpd.errors import Problem, SpecError, Warning
 from hyperpod_dpd.instances import InstanceType
 from hyperpod_dpd.loading import load_spec, spec_from_mapping, spec_to_mapping, spec_to_yaml
 from hyperpod_dpd.spec import (
+    AlertThresholds,
     AutoscalingSpec,
     CloudWatchTrigger,
     DpdSpec,
@@ -23,6 +24,7 @@ from hyperpod_dpd.spec import (
     RoutingSpec,
     RoutingStrategy,
     S3Source,
+    SloSpec,
     TlsSpec,
     TopologySpec,
     VolumeSource,
@@ -33,6 +35,7 @@ from hyperpod_dpd.validation import CheckedSpec, check
 ensure_node()
 
 __all__ = [
+    "AlertThresholds",
     "AutoscalingSpec",
     "ByteSize",
     "CheckedSpec",
@@ -51,6 +54,7 @@ __all__ = [
     "RoutingSpec",
     "RoutingStrategy",
     "S3Source",
+    "SloSpec",
     "SpecError",
     "TlsSpec",
     "TopologySpec",

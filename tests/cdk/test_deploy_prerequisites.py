@@ -91,9 +91,9 @@ def test_node_role_may_manage_eni_permissions_in_its_vpc_subnet_and_group(
 # --- the AWS Load Balancer Controller -----------------------------------------------------------------
 
 def test_controller_version_is_one_aws_cdk_lib_knows() -> None:
-    assert ALB_CONTROLLER_VERSION == eks.AlbControllerVersion.V2_13_2.version
+    assert eks.AlbControllerVersion.V2_13_2.version == ALB_CONTROLLER_VERSION
     assert ALB_CONTROLLER_VERSION in known_versions()
-    with pytest.raises(ValueError, match="no AWS Load Balancer Controller policy for v9.9.9"):
+    with pytest.raises(ValueError, match=r"no AWS Load Balancer Controller policy for v9\.9\.9"):
         policy_document("v9.9.9")
 
 

@@ -1,5 +1,5 @@
 """Every Kubernetes object the stacks apply validates: the InferenceEndpointConfig against the real
-CRD, everything else against the Kubernetes 1.33 schemas (strict: unknown fields are errors)."""
+CRD, everything else against the Kubernetes schemas of the cluster's version (strict: unknown fields are errors)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+
+from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION
 
 MANIFEST_TYPE = "Custom::AWSCDK-EKS-KubernetesResource"
 DEPLOY_TIME = "resolved-at-deploy-time"
@@ -41,7 +43,7 @@ def test_applied_manifests_validate(name: str, all_apps: dict[str, Any],
         if obj["kind"] == "InferenceEndpointConfig":
             assert crd_errors(obj) == [], obj["metadata"]["name"]
         else:
-            kubernetes_validate.validate(obj, "1.33", strict=True)
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
 
 
 def test_multi_endpoint_stack_applies_its_namespace(all_apps: dict[str, Any]) -> None:
@@ -53,4 +55,4 @@ def test_multi_endpoint_stack_applies_its_namespace(all_apps: dict[str, Any]) ->
 def test_strict_kubernetes_validation_rejects_unknown_fields() -> None:
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"},
-                                      "spek": {}}, "1.33", strict=True)
+                                      "spek": {}}, KUBERNETES_VERSION, strict=True)

@@ -93,7 +93,12 @@ def test_spec_matching_the_published_example_renders_it_field_by_field(
     )
     rendered = render_inference_endpoint_config(spec)
     assert crd_errors(published_example) == []
-    assert _field_differences(published_example, rendered) == []
+    # Two intended differences: a SageMaker model name without dots (SageMaker refuses them when the
+    # endpoint is registered), and vLLM's metrics port instead of the CRD default 8080, where nothing listens.
+    assert _field_differences(published_example, rendered) == [
+        ".spec.metrics.modelMetrics: unexpected {'port': 8000}",
+        ".spec.modelName: 'Llama-3-3-70B-Instruct' instead of 'Llama-3.3-70B-Instruct'",
+    ]
 
 
 def test_the_field_comparison_catches_a_difference(published_example: dict[str, Any]) -> None:
@@ -131,7 +136,7 @@ def _full_spec() -> DpdSpec:
 
 
 SOURCES = [
-    FsxSource(file_system_id="fs-0123456789abcdef0", path="/llama", dns_name="fs.example", mount_name="abcd"),
+    FsxSource(file_system_id="fs-0123456789abcdef0", path="llama", dns_name="fs.example", mount_name="abcd"),
     HuggingFaceSource(model_id="meta-llama/Llama-3.1-8B-Instruct", revision="0" * 40, token_secret="hf-token/token"),
     VolumeSource(claim_name="llama-weights", path="llama"),
 ]
@@ -185,12 +190,47 @@ def test_full_spec_translation() -> None:
 
 def test_role_args_carry_only_what_differs_from_the_shared_args(spec: DpdSpec) -> None:
     spec = dataclasses.replace(
-        spec, args=("--enable-prefix-caching", "--block-size", "16"),
+        spec, args=("--enable-prefix-caching", "--block-size", "16", "--max-num-batched-tokens", "8192"),
         prefill=RoleSpec(gpu_memory_utilization=0.75, args=("--block-size", "16", "--enforce-eager")),
-        decode=RoleSpec(args=("--block-size=32",)))
+        decode=RoleSpec(args=("--max-num-batched-tokens=2048",)))
     pd = render_inference_endpoint_config(spec)["spec"]["pdSpec"]
     assert pd["prefillSpec"]["args"] == ["--enforce-eager"]
-    assert pd["decodingSpec"]["args"] == ["--block-size=32"]
+    assert pd["decodingSpec"]["args"] == ["--max-num-batched-tokens=2048"]
+
+
+def test_abbreviated_and_underscored_flags_render_in_full(spec: DpdSpec) -> None:
+    """The operator merges per-role args over the shared ones by flag name, so it must see full names."""
+    spec = dataclasses.replace(
+        spec, args=("--enable-prefix-cach", "--max_num_batched_tokens", "8192", "-O3", "-cc.mode", "3"),
+        prefill=RoleSpec(args=("--max-num-batched=4096", "--no-enforce")),
+        decode=RoleSpec(args=("--max-num-batched-tokens", "8192")))
+    body = render_inference_endpoint_config(spec)["spec"]
+    assert body["worker"]["args"][-7:] == ["--enable-prefix-caching", "--max-num-batched-tokens", "8192",
+                                           "--optimization-level", "3", "--compilation-config.mode", "3"]
+    assert body["pdSpec"]["prefillSpec"]["args"] == ["--max-num-batched-tokens=4096", "--no-enforce-eager"]
+    assert "args" not in body["pdSpec"]["decodingSpec"]  # the same value as the shared args after expansion
+
+
+def test_model_metrics_port_defaults_to_the_vllm_port(spec: DpdSpec) -> None:
+    metrics = render_inference_endpoint_config(dataclasses.replace(spec, port=9000))["spec"]["metrics"]
+    assert metrics == {"enabled": True, "modelMetrics": {"port": 9000}}
+    off = render_inference_endpoint_config(dataclasses.replace(spec, metrics=MetricsSpec(enabled=False)))
+    assert off["spec"]["metrics"] == {"enabled": False}
+
+
+def test_model_name_is_a_sagemaker_name_only_when_an_endpoint_is_registered(spec: DpdSpec) -> None:
+    model = dataclasses.replace(spec.model, name="Qwen2.5_72B..Instruct.")
+    alb_only = dataclasses.replace(spec, model=model, endpoint_name=None)
+    assert render_inference_endpoint_config(alb_only)["spec"]["modelName"] == "Qwen2.5_72B..Instruct."
+    registered = dataclasses.replace(alb_only, endpoint_name="qwen")
+    assert render_inference_endpoint_config(registered)["spec"]["modelName"] == "Qwen2-5-72B-Instruct"
+
+
+def test_invocation_path_and_hash_seed_render_normalised(spec: DpdSpec) -> None:
+    changed = dataclasses.replace(spec, invocation_path="/v1/completions", kv_cache=KvCacheSpec(hash_seed="42"))
+    body = render_inference_endpoint_config(changed)["spec"]
+    assert body["invocationEndpoint"] == "v1/completions"
+    assert {"name": "PYTHONHASHSEED", "value": "42"} in body["worker"]["environmentVariables"]
 
 
 def test_worker_resources_are_emitted_even_though_dpd_pods_ignore_them(spec: DpdSpec) -> None:

@@ -42,12 +42,57 @@ def test_synth_refuses_an_invalid_spec_and_writes_nothing(tmp_path: Path, capsys
 
 def test_validate_prints_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "spec.yaml"
-    spec.write_text(default_spec_text().replace('hash_seed: "0"', 'hash_seed: "7"').replace("threshold: 4096",
-                                                                                            "threshold: 99999"))
+    spec.write_text(default_spec_text().replace('hash_seed: "0"', 'hash_seed: random').replace("threshold: 4096",
+                                                                                               "threshold: -1"))
     assert main(["validate", str(spec)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"hyperpod-dpd: invalid DPD spec in {spec} (2 problems):")
     assert "kv_cache.hash_seed" in err and "routing.threshold" in err
+
+
+def test_validate_expands_abbreviations_and_names_the_real_flag(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(default_spec_text() + "args: [--gpu-memory-util, '0.95', --max-num-batch-tokens, '8192']\n")
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "args: contradicts a spec field that sets this flag (got '--gpu-memory-util 0.95'). Fix: remove it and " \
+           "set gpu_memory_utilization" in err
+    assert "args: is not a flag of vLLM 0.19.0" in err and "Fix: did you mean --max-num-batched-tokens?" in err
+    assert "Traceback" not in err
+
+
+@pytest.fixture
+def stricter_crd(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CRD that refuses model names longer than 5 characters: a violation no spec rule knows about."""
+    import copy
+
+    import jsonschema
+
+    from hyperpod_dpd import crd
+
+    schema = copy.deepcopy(crd.v1_schema())
+    schema["properties"]["spec"]["properties"]["modelName"]["maxLength"] = 5
+    monkeypatch.setattr(crd, "_validator", lambda: jsonschema.Draft202012Validator(schema))
+
+
+@pytest.mark.usefixtures("stricter_crd")
+def test_validate_checks_the_rendered_manifest_against_the_crd(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hyperpod-dpd: invalid DPD spec in the embedded default spec (1 problem):")
+    assert "manifest spec.modelName: breaks the operator's CRD (v3.3): 'Llama-3-3-70B-Instruct' is too long" in err
+    assert "Fix: change the spec field" in err
+
+
+@pytest.mark.usefixtures("stricter_crd")
+def test_synth_checks_every_manifest_against_the_crd_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["synth", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "manifest spec.modelName: breaks the operator's CRD (v3.3)" in err and "Traceback" not in err
+    assert not out.exists()
 
 
 def test_validate_reports_warnings_and_succeeds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -162,3 +162,12 @@ def test_buffer_advice_makes_room_for_the_bigger_buffer() -> None:
     p = plan(spec)
     (warning,) = [w for w in p.warnings if w.code == "PdBufferBelowMaxNumSeqs"]
     assert "raise kv_cache.pd_buffer_size to 32Gi and lower gpu_memory_utilization to at most 0.58" in warning.message
+
+
+def test_threshold_above_max_model_len_is_sized_at_the_longest_prompt() -> None:
+    # No prompt reaches the prefiller: the buffer is not judged by 99,999-token transfers that cannot happen.
+    spec = replace(default_spec(), routing=RoutingSpec(threshold=99_999))
+    sized = plan(spec)
+    assert sized.at_threshold.tokens == spec.max_model_len == sized.request.tokens
+    assert "PdBufferBelowMaxNumSeqs" not in {w.code for w in sized.warnings}
+    assert {w.field for w in check(spec).warnings} >= {"routing.threshold"}

@@ -155,7 +155,7 @@ def test_specs_are_immutable() -> None:
     with pytest.raises(AttributeError):
         spec.name = "y"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        DpdSpec("x")  # type: ignore[misc,call-arg]
+        DpdSpec("x")  # type: ignore[call-arg]
 
 
 def test_python_values_pass_through_the_loader() -> None:

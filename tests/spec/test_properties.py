@@ -37,13 +37,18 @@ sources = st.one_of(
     st.builds(S3Source, bucket=st.from_regex(r"\A[a-z0-9][a-z0-9-]{2,20}[a-z0-9]\Z"),
               prefix=st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._/-]{0,30}\Z"),
               region=st.sampled_from(["us-east-1", "us-west-2", "eu-north-1"])),
-    st.builds(FsxSource, file_system_id=st.from_regex(r"\Afs-[0-9a-f]{17}\Z"), path=st.just("/models")),
+    st.builds(FsxSource, file_system_id=st.from_regex(r"\Afs-[0-9a-f]{17}\Z"), path=st.just("models")),
     st.builds(HuggingFaceSource, model_id=st.from_regex(r"\A[a-z]{1,8}/[A-Za-z0-9.-]{1,12}\Z"),
               revision=st.one_of(st.none(), st.from_regex(r"\A[0-9a-f]{40}\Z"))),
     st.builds(VolumeSource, claim_name=label),
 )
-flags = st.lists(st.sampled_from(["--enforce-eager", "--enable-chunked-prefill", "--block-size=16",
-                                  "--disable-log-requests"]), unique=True, max_size=3).map(tuple)
+# Flags valid in either place, written as users do (abbreviated, underscores); the KV-layout flag only
+# in the shared args.
+role_flags = st.lists(st.sampled_from(["--enforce-eager", "--enable-chunked-prefill", "--no-enable-log-requests",
+                                       "--max_num_batched_tokens=8192", "--enable-prefix-cach"]),
+                      unique=True, max_size=3).map(tuple)
+shared_flags = st.lists(st.sampled_from([("--enforce-eager",), ("--block-size=16",), ("--kv-cache-dtype", "fp8")]),
+                        unique=True, max_size=2).map(lambda groups: tuple(t for group in groups for t in group))
 
 
 @st.composite
@@ -60,7 +65,7 @@ def valid_specs(draw: st.DrawFn) -> DpdSpec:
                                 memory=draw(st.one_of(st.none(), st.sampled_from(["64Gi", "512Gi", "1Ti"])))),
             gpu_memory_utilization=draw(st.one_of(st.none(), st.floats(0.5, 0.95))),
             max_num_seqs=draw(st.one_of(st.none(), st.integers(1, 256))),
-            args=draw(flags),
+            args=draw(role_flags),
         )
 
     # Model names that match no preset, so sizing needs no architecture and any TP is allowed.
@@ -73,7 +78,7 @@ def valid_specs(draw: st.DrawFn) -> DpdSpec:
                             strategy=draw(st.sampled_from([RoutingStrategy.PREFIX_AWARE, RoutingStrategy.ROUND_ROBIN,
                                                            RoutingStrategy.SESSION]))),
         kv_cache=KvCacheSpec(pd_buffer_size=ByteSize.gibibytes(draw(st.sampled_from([8, 16, 32])))),
-        args=draw(flags),
+        args=draw(shared_flags),
     )
 
 
@@ -90,9 +95,12 @@ def test_any_valid_spec_renders_crd_valid_output(spec: DpdSpec, crd_errors: Call
 MUTATIONS = [
     lambda s: dataclasses.replace(s, prefill=dataclasses.replace(s.prefill, replicas=0)),
     lambda s: dataclasses.replace(s, name=s.name.upper() + "_"),
-    lambda s: dataclasses.replace(s, routing=dataclasses.replace(s.routing, threshold=s.max_model_len + 1)),
+    lambda s: dataclasses.replace(s, routing=dataclasses.replace(s.routing, threshold=-1)),
     lambda s: dataclasses.replace(s, tensor_parallel_size=9),
-    lambda s: dataclasses.replace(s, kv_cache=dataclasses.replace(s.kv_cache, hash_seed="1")),
+    lambda s: dataclasses.replace(s, kv_cache=dataclasses.replace(s.kv_cache, hash_seed="random")),
+    lambda s: dataclasses.replace(s, decode=dataclasses.replace(s.decode, args=(*s.decode.args, "--dtype", "half"))),
+    lambda s: dataclasses.replace(s, args=(*s.args, "--gpu-memory-util", "0.9")),
+    lambda s: dataclasses.replace(s, args=(*s.args, "-pp", "2")),
     lambda s: dataclasses.replace(s, args=(*s.args, "--port", "1")),
     lambda s: dataclasses.replace(s, gpu_memory_utilization=0.0),
     lambda s: dataclasses.replace(s, decode=dataclasses.replace(s.decode, env={"X": "1"})),

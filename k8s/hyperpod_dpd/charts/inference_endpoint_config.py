@@ -7,6 +7,7 @@ and diffed without jsii; :class:`InferenceEndpointConfigChart` wraps it for cdk8
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ _node.ensure_node()
 import cdk8s  # noqa: E402
 from constructs import Construct  # noqa: E402
 
+from hyperpod_dpd.crd import check_manifest  # noqa: E402
 from hyperpod_dpd.errors import Problem, SpecError  # noqa: E402
 from hyperpod_dpd.operator_names import IEC_API_VERSION, IEC_KIND  # noqa: E402
 from hyperpod_dpd.spec import (  # noqa: E402
@@ -33,7 +35,7 @@ from hyperpod_dpd.spec import (  # noqa: E402
     VolumeSource,
 )
 from hyperpod_dpd.validation import CheckedSpec, check  # noqa: E402
-from hyperpod_dpd.vllm_args import flag_values, parse_flags  # noqa: E402
+from hyperpod_dpd.vllm_args import canonical_args, flag_values, parse_flags  # noqa: E402
 
 API_VERSION = IEC_API_VERSION
 KIND = IEC_KIND
@@ -41,10 +43,14 @@ MODEL_VOLUME = "model-weights"
 GPU = "nvidia.com/gpu"
 EFA = "vpc.amazonaws.com/efa"
 ROLE_KEYS = {"prefill": "prefillSpec", "decode": "decodingSpec"}
+# What SageMaker's CreateModel refuses in a ModelName: anything but letters, digits and '-'.
+_NOT_SAGEMAKER = re.compile(r"[^a-zA-Z0-9-]+")
 
 
 def render_inference_endpoint_config(spec: DpdSpec | CheckedSpec, *, region: str | None = None) -> dict[str, Any]:
     """The ``InferenceEndpointConfig`` for ``spec``, after checking it (raises :class:`SpecError`).
+
+    The result is validated against the operator's CRD (:mod:`hyperpod_dpd.crd`) before it is returned.
 
     :param region: the S3 bucket's region when the spec leaves it out (a CDK stack passes its own).
     """
@@ -54,8 +60,8 @@ def render_inference_endpoint_config(spec: DpdSpec | CheckedSpec, *, region: str
     if s.endpoint_name is not None:
         body["endpointName"] = s.endpoint_name
     body["instanceType"] = s.instance_type.api_name
-    body["invocationEndpoint"] = s.invocation_path
-    body["modelName"] = s.model.name
+    body["invocationEndpoint"] = s.invocation_path.lstrip("/")
+    body["modelName"] = model_name(s)
     body["modelSourceConfig"] = _model_source(s, region)
     body["loadBalancer"] = {"healthCheckPath": s.health_check_path}
     body["metrics"] = _metrics(s)
@@ -70,12 +76,24 @@ def render_inference_endpoint_config(spec: DpdSpec | CheckedSpec, *, region: str
         body["tlsConfig"] = _tls(s)
     if s.tags:
         body["tags"] = [{"name": k, "value": v} for k, v in s.tags.items()]
-    return {
+    manifest = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": s.name, "namespace": s.namespace},
         "spec": body,
     }
+    check_manifest(manifest)
+    return manifest
+
+
+def model_name(s: DpdSpec) -> str:
+    """``spec.modelName``: ``model.name`` as written, or, when a SageMaker endpoint is registered, made a
+    valid SageMaker model name (runs of other characters become '-': ``Llama-3.3-70B`` -> ``Llama-3-3-70B``),
+    because the operator creates a SageMaker model of that name and SageMaker allows only letters, digits
+    and hyphens. ``model.name`` itself stays as written: it also selects the architecture preset."""
+    if s.endpoint_name is None:
+        return s.model.name
+    return _NOT_SAGEMAKER.sub("-", s.model.name).strip("-")[:63].rstrip("-")
 
 
 def _model_source(s: DpdSpec, region: str | None) -> dict[str, Any]:
@@ -113,13 +131,13 @@ def _metrics(s: DpdSpec) -> dict[str, Any]:
     metrics: dict[str, Any] = {"enabled": s.metrics.enabled}
     if s.metrics.scrape_interval_seconds is not None:
         metrics["metricsScrapeIntervalSeconds"] = s.metrics.scrape_interval_seconds
-    model_metrics: dict[str, Any] = {}
+    if not s.metrics.enabled:
+        return metrics
+    # vLLM serves /metrics on its API port; the CRD's default (8080) has nothing behind it.
+    model_metrics: dict[str, Any] = {"port": s.metrics.model_metrics_port or s.port}
     if s.metrics.model_metrics_path is not None:
         model_metrics["path"] = s.metrics.model_metrics_path
-    if s.metrics.model_metrics_port is not None:
-        model_metrics["port"] = s.metrics.model_metrics_port
-    if model_metrics:
-        metrics["modelMetrics"] = model_metrics
+    metrics["modelMetrics"] = model_metrics
     return metrics
 
 
@@ -136,12 +154,13 @@ def shared_args(s: DpdSpec) -> list[str]:
         "--tensor-parallel-size", str(s.tensor_parallel_size),
         "--max-model-len", str(s.max_model_len),
         "--gpu-memory-utilization", _number(s.gpu_memory_utilization),
-        *s.args,
+        *canonical_args(s.args),
     ]
 
 
 def role_args(s: DpdSpec, role: RoleSpec) -> list[str]:
-    """Only the flags where this role differs from the shared args."""
+    """Only the flags where this role differs from the shared args, each spelled out in full so the
+    operator's merge replaces the shared flag of the same name."""
     shared = flag_values(shared_args(s))
     wanted: list[str] = []
     utilisation = role.gpu_memory_utilization
@@ -153,7 +172,7 @@ def role_args(s: DpdSpec, role: RoleSpec) -> list[str]:
     for flag in flags:
         if flag.name in shared and shared[flag.name] == flag.value:
             continue
-        wanted += list(flag.tokens)
+        wanted += flag.canonical_tokens()
     return wanted
 
 

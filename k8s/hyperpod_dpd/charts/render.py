@@ -1,4 +1,4 @@
-"""Synthesize specs to YAML files through cdk8s, deterministically."""
+"""Synthesize specs to YAML files through cdk8s, deterministically, each manifest checked against the CRD."""
 
 from __future__ import annotations
 
@@ -8,10 +8,19 @@ from pathlib import Path
 import cdk8s
 import yaml
 
-from hyperpod_dpd.charts.inference_endpoint_config import InferenceEndpointConfigChart
+from hyperpod_dpd.charts.inference_endpoint_config import (
+    KIND,
+    InferenceEndpointConfigChart,
+    render_inference_endpoint_config,
+)
+from hyperpod_dpd.crd import check_manifest
 from hyperpod_dpd.errors import Warning
-from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.validation import CheckedSpec, check
+
+# Only for the CRD check of ``validate``: the bucket's region is a free string in the CRD, and a spec
+# may leave it to the stack it is deployed with.
+_ANY_REGION = "us-east-1"
 
 
 def synth_documents(specs: Sequence[DpdSpec | CheckedSpec], *,
@@ -25,8 +34,12 @@ def synth_documents(specs: Sequence[DpdSpec | CheckedSpec], *,
         warnings += checked.warnings
         chart = InferenceEndpointConfigChart(app, f"{checked.spec.namespace}-{checked.spec.name}", spec=checked,
                                              region=region)
-        text = yaml.safe_dump_all(chart.to_json(), sort_keys=False, width=1000)
-        documents[f"{chart.node.id}.k8s.yaml"] = text
+        name = f"{chart.node.id}.k8s.yaml"
+        rendered = chart.to_json()
+        for document in rendered:
+            if document.get("kind") == KIND:
+                check_manifest(document, source=name)
+        documents[name] = yaml.safe_dump_all(rendered, sort_keys=False, width=1000)
     return documents, warnings
 
 
@@ -41,3 +54,15 @@ def synth_to_directory(specs: Sequence[DpdSpec | CheckedSpec], out: Path, *, reg
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written, warnings
+
+
+def check_against_crd(spec: DpdSpec | CheckedSpec, *, region: str | None = None) -> None:
+    """Render ``spec`` without cdk8s and validate it against the operator's CRD (raises :class:`SpecError`).
+
+    A spec whose S3 source leaves the region to the stack is checked with a stand-in region.
+    """
+    checked = spec if isinstance(spec, CheckedSpec) else check(spec)
+    source = checked.spec.model.source
+    if region is None and isinstance(source, S3Source) and source.region is None:
+        region = _ANY_REGION
+    render_inference_endpoint_config(checked, region=region)

@@ -19,7 +19,7 @@ SUBCOMMANDS = [synth, validate, example]
 def _optional_subcommands() -> list[object]:
     """Subcommands with heavier imports (boto3, the Kubernetes client) register only when importable."""
     found: list[object] = []
-    for name in ("plan", "preflight", "verify"):
+    for name in ("plan", "preflight", "verify", "advise", "bench", "observe"):
         try:
             module = __import__(f"hyperpod_dpd.cli.{name}", fromlist=["register"])
         except ModuleNotFoundError as err:

@@ -175,7 +175,8 @@ def _buffer_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warnin
         return problems, warnings
     seqs = p.decode.max_num_seqs
     at_threshold = p.at_threshold
-    if at_threshold.pd_buffer_transfers < seqs:
+    reaches_prefiller = spec.routing.threshold <= spec.max_model_len  # else nothing is ever transferred
+    if reaches_prefiller and at_threshold.pd_buffer_transfers < seqs:
         needed = seqs * at_threshold.chunks * chunk_bytes
         warnings.append(Warning(
             code="PdBufferBelowMaxNumSeqs", field="kv_cache.pd_buffer_size",

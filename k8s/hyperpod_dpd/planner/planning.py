@@ -35,7 +35,10 @@ def plan(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, prompt
     """
     arch = architecture if architecture is not None else resolve_architecture(spec)
     problems = input_problems(spec, arch)
-    tokens = prompt_tokens if prompt_tokens is not None else max(1, spec.routing.threshold)
+    # The shortest prompt that takes the disaggregated path; a threshold above max_model_len (no prompt
+    # reaches the prefiller, which check() warns about) is sized at the longest prompt vLLM admits.
+    shortest_disaggregated = max(1, min(spec.routing.threshold, spec.max_model_len))
+    tokens = prompt_tokens if prompt_tokens is not None else shortest_disaggregated
     if prompt_tokens is not None and not 1 <= prompt_tokens <= max(1, spec.max_model_len):
         problems.append(Problem(field="prompt_tokens", value=prompt_tokens, message=f"must be between 1 and "
                                 f"max_model_len {spec.max_model_len}; vLLM rejects longer prompts",
@@ -85,7 +88,7 @@ def plan(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, prompt
         pd_buffer_aligned_bytes=buffer_chunks * chunk_bytes, pd_buffer_chunks=buffer_chunks,
         network_bytes_per_second=facts.network_bytes_per_second, peak_tflops_per_gpu=peak, weights_bytes=weights,
         weights_bytes_per_gpu=weights_per_gpu, request=request(tokens),
-        at_threshold=request(max(1, spec.routing.threshold)), at_max_model_len=request(spec.max_model_len),
+        at_threshold=request(shortest_disaggregated), at_max_model_len=request(spec.max_model_len),
         prefill=role_memory("prefill", spec.prefill), decode=role_memory("decode", spec.decode))
     problems_found, warnings_found = findings(spec, draft)
     return replace(draft, problems=tuple(problems_found), warnings=tuple(warnings_found))

@@ -19,6 +19,7 @@ from hyperpod_dpd.spec.model import (
     S3Source,
     VolumeSource,
 )
+from hyperpod_dpd.spec.observability import AlertThresholds, SloSpec
 from hyperpod_dpd.spec.roles import Resources, RoleSpec
 from hyperpod_dpd.spec.routing import RoutingSpec, RoutingStrategy
 
@@ -26,6 +27,7 @@ __all__ = [
     "DLC_IMAGE",
     "KNOWN_IMAGES",
     "LMCACHE_IMAGE",
+    "AlertThresholds",
     "AutoscalingSpec",
     "CloudWatchTrigger",
     "DpdSpec",
@@ -42,6 +44,7 @@ __all__ = [
     "RoutingSpec",
     "RoutingStrategy",
     "S3Source",
+    "SloSpec",
     "TlsSpec",
     "TopologySpec",
     "Trigger",

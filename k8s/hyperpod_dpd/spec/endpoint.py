@@ -10,6 +10,7 @@ from hyperpod_dpd.instances import InstanceType
 from hyperpod_dpd.spec._frozen import Frozen
 from hyperpod_dpd.spec.kv_cache import KvCacheSpec
 from hyperpod_dpd.spec.model import ModelSpec
+from hyperpod_dpd.spec.observability import AlertThresholds, SloSpec
 from hyperpod_dpd.spec.roles import Resources, RoleSpec
 from hyperpod_dpd.spec.routing import RoutingSpec
 
@@ -26,7 +27,8 @@ class MetricsSpec(Frozen):
     """Observability.
 
     :param scrape_interval_seconds: :default: - the operator's default (15)
-    :param model_metrics_port: where vLLM's ``/metrics`` is scraped. :default: - the operator's default (8080)
+    :param model_metrics_port: where vLLM's ``/metrics`` is scraped. :default: - the endpoint's ``port``,
+        where vLLM serves ``/metrics`` (the CRD's own default, 8080, has nothing behind it)
     """
 
     enabled: bool = True
@@ -76,8 +78,11 @@ class DpdSpec(Frozen):
     :param env: further environment variables for both roles. :default: ``HF_HOME=/tmp/hf_home``
     :param worker_resources: ``worker.resources``, which the CRD requires but DPD pods ignore.
         :default: - the tensor parallel size in GPUs, and half the node's CPU and memory
-    :param invocation_path: path after ``http://host:port/``. :default: "v1/chat/completions"
+    :param invocation_path: path after ``http://host:port/`` (a leading ``/`` is dropped); one of the
+        text-generation routes vLLM 0.19.0 serves. :default: "v1/chat/completions"
     :param health_check_path: :default: "/health"
+    :param slo: latency targets that add TTFT/TPOT alerts. :default: - none
+    :param alerts: alert threshold overrides. :default: - the documented defaults (``AlertThresholds()``)
     """
 
     name: str
@@ -103,6 +108,14 @@ class DpdSpec(Frozen):
     topology: TopologySpec = field(default_factory=TopologySpec)
     worker_resources: Resources | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    slo: SloSpec | None = None
+    alerts: AlertThresholds | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # "/v1/completions" and "v1/completions" are the same route; keep one spelling everywhere.
+        if isinstance(self.invocation_path, str) and self.invocation_path.startswith("/"):
+            object.__setattr__(self, "invocation_path", self.invocation_path.lstrip("/"))
 
     def roles(self) -> tuple[tuple[str, RoleSpec], tuple[str, RoleSpec]]:
         """``(("prefill", spec), ("decode", spec))``, in the order the operator documents them."""

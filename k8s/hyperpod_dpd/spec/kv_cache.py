@@ -18,8 +18,9 @@ class KvCacheSpec(Frozen):
     :param pd_buffer_size: GPU buffer reserved on the decoder, per tensor-parallel rank, for
         incoming transfers (``PD_BUFFER_SIZE``). :default: 8Gi
     :param l1_cache: LMCache's CPU cache of recurring prefixes on the prefiller. :default: True
-    :param hash_seed: ``PYTHONHASHSEED``; LMCache keys the cache with ``hash()``, so both roles
-        must agree, and the operator's images expect ``"0"``. :default: "0"
+    :param hash_seed: ``PYTHONHASHSEED``, an integer 0..4294967295 (never ``random``); LMCache keys
+        the cache with ``hash()``, so both roles must agree, which one shared variable guarantees.
+        :default: "0", as AWS documents
     :param save_decode_cache: ``LMCACHE_SAVE_DECODE_CACHE``; the prefiller is the source of truth
         for cache hits, so the decoder keeps none. :default: False
     :param chunk_tokens: LMCache's chunk size, the unit in which transfers are allocated. :default: 256

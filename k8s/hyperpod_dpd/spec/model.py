@@ -27,7 +27,7 @@ class S3Source(Frozen):
 
 @dataclass(frozen=True, kw_only=True)
 class FsxSource(Frozen):
-    """Weights on an FSx for Lustre file system, under ``path``."""
+    """Weights on an FSx for Lustre file system, under ``path`` (relative to the file system's root)."""
 
     KIND: ClassVar[str] = "fsx"
     file_system_id: str
@@ -68,7 +68,8 @@ MODEL_SOURCES: tuple[type[S3Source] | type[FsxSource] | type[HuggingFaceSource] 
 class ModelSpec(Frozen):
     """The model served by both roles.
 
-    :param name: the SageMaker model name (``spec.modelName``).
+    :param name: the model name (``spec.modelName``); with an ``endpoint_name`` the manifest carries it
+        as a valid SageMaker model name (other characters become ``-``: ``Llama-3.3-70B`` -> ``Llama-3-3-70B``).
     :param architecture: a preset name (see ``hyperpod_dpd.architecture.PRESETS``) or an explicit
         architecture, used to check tensor parallelism and size the KV transfer.
         :default: - the preset matching ``name``, if there is one

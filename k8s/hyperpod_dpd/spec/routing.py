@@ -14,7 +14,7 @@ class RoutingStrategy(Enum):
     """How the router picks a prefiller when there are several.
 
     ``prefixaware`` suits one prefiller, ``roundrobin`` several, ``kvaware`` repeated prefixes
-    (``completions`` invocation only), ``session`` multi-turn chat.
+    (AWS documents it for the completions API; a warning says so), ``session`` multi-turn chat.
     """
 
     PREFIX_AWARE = "prefixaware"

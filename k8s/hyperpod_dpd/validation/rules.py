@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator, Sequence
 
@@ -21,7 +22,7 @@ from hyperpod_dpd.spec import (
 )
 from hyperpod_dpd.units import parse_quantity
 from hyperpod_dpd.validation.check import Finding, RuleContext, register_rule
-from hyperpod_dpd.vllm_args import parse_flags
+from hyperpod_dpd.vllm_args import VLLM_VERSION, Arity, Flag, Match, flag_values, parse_flags, vllm_flags
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -64,6 +65,40 @@ OWNED_FLAGS = {
     "--max-num-seqs": "<role>.max_num_seqs",
     "--kv-transfer-config": "nothing: the operator wires LMCache and NIXL itself; remove the flag",
 }
+# Flags that multiply vLLM's world size (TP x PP x prefill context parallel, vllm/config/parallel.py) or
+# run data-parallel engines: the pods, the PD buffer sizing and LMCache's keys (world size and worker
+# id) are all built for tensor parallelism alone, so anything but 1 is refused.
+PARALLEL_FLAGS = {
+    "--pipeline-parallel-size": "pipeline parallelism",
+    "--prefill-context-parallel-size": "prefill context parallelism",
+    "--data-parallel-size": "data parallelism",
+    "--data-parallel-size-local": "data parallelism",
+}
+# Flags that change the KV cache's dtype or shape, or the token hashes LMCache keys chunks with: the
+# prefiller and the decoder must agree on them, or every transfer misses ("Retrieved 0 out of N").
+KV_LAYOUT_FLAGS = {
+    "--kv-cache-dtype": "the KV cache's dtype",
+    "--dtype": "the model dtype, which is the KV dtype when --kv-cache-dtype is auto",
+    "--quantization": "the quantization method, which can set the KV dtype",
+    "--block-size": "the KV block size",
+    "--kv-cache-dtype-skip-layers": "which layers keep an unquantized KV cache",
+    "--hf-overrides": "the model config, and with it layer and head counts",
+    "--hf-config-path": "the model config, and with it layer and head counts",
+    "--revision": "the model revision, and with it its config",
+    "--code-revision": "the model code revision",
+    "--tokenizer": "the tokenizer, whose token ids LMCache hashes into its keys",
+    "--tokenizer-mode": "the tokenizer, whose token ids LMCache hashes into its keys",
+    "--tokenizer-revision": "the tokenizer, whose token ids LMCache hashes into its keys",
+    "--prefix-caching-hash-algo": "the hash that seeds the chain LMCache's chunk keys start from",
+}
+# Ports something else in the model pod may bind. The router's log sends both hops to <pod-ip>:8081
+# (the operator's proxy container); 8080 is the CRD's default model-metrics port.
+PROXY_PORT = 8081
+METRICS_DEFAULT_PORT = 8080
+# The text-generation routes vLLM 0.19.0 serves (vllm/entrypoints/openai/*/api_router.py,
+# vllm/entrypoints/sagemaker/api_router.py, vllm/entrypoints/anthropic/api_router.py).
+VLLM_GENERATION_ROUTES = ("v1/chat/completions", "v1/completions", "v1/responses", "v1/messages", "invocations")
+MAX_HASH_SEED = 4294967295  # Python's PYTHONHASHSEED range
 
 
 def is_token(value: str) -> bool:
@@ -131,6 +166,11 @@ def model_source(ctx: RuleContext) -> Iterator[Finding]:
         if not FSX_ID.match(source.file_system_id):
             yield problem("model.source.fsx.file_system_id", source.file_system_id, "is not an FSx file system id",
                           "write e.g. 'fs-0123456789abcdef0'")
+        if not source.path.strip("/") or source.path.startswith("/"):
+            yield problem("model.source.fsx.path", source.path, "must be the folder of the weights relative to the "
+                          "file system's root, without a leading '/' (every AWS example uses a relative "
+                          "modelLocation; the operator mounts it as a sub-path)",
+                          f"write e.g. {source.path.strip('/') or 'Llama-3.3-70B-Instruct'!r}")
     elif isinstance(source, HuggingFaceSource):
         if not HF_MODEL_ID.match(source.model_id):
             yield problem("model.source.huggingface.model_id", source.model_id, "must be 'owner/name'",
@@ -259,15 +299,23 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
             yield problem(field, value, "must be a fraction in (0, 1]", "use e.g. 0.75")
     if not 1 <= spec.port <= 65535:
         yield problem("port", spec.port, "must be a TCP port between 1 and 65535", "use e.g. 8000")
+    elif spec.port == PROXY_PORT:
+        yield problem("port", spec.port, "is the port of the operator's proxy container in the same pod (the "
+                      "router sends requests to <pod-ip>:8081), so vLLM could not bind it", "use e.g. 8000")
+    elif spec.port == METRICS_DEFAULT_PORT:
+        yield Warning(code="PortMayCollide", field="port",
+                      message="8080 is the operator's default model-metrics port; whether anything else in the pod "
+                              "binds it is undocumented, so 8000 is the safer choice")
     if not spec.image.strip() or any(c.isspace() for c in spec.image):
         yield problem("image", spec.image, "must be a container image reference", "use e.g. " + KNOWN_IMAGES[0])
     elif spec.image not in KNOWN_IMAGES:
         yield Warning(code="UnknownImage", field="image",
                       message=f"{spec.image} is not one of the documented DPD images; it must bundle vLLM, LMCache, "
                               "NIXL and the EFA libfabric provider, or KV transfers fail")
-    yield from _args("args", spec.args)
+    yield from _args("args", spec.args, shared=None)
+    shared = flag_values(spec.args)
     for role_name, role in spec.roles():
-        yield from _args(f"{role_name}.args", role.args)
+        yield from _args(f"{role_name}.args", role.args, shared=shared)
     for key in spec.env:
         if key in OWNED_ENV:
             yield problem(f"env.{key}", spec.env[key], f"is set by {OWNED_ENV[key]}",
@@ -277,36 +325,87 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
                           "use letters, digits and '_', not starting with a digit")
 
 
-def _args(field: str, args: Sequence[str]) -> Iterator[Finding]:
+def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | None) -> Iterator[Finding]:
+    """Extra vLLM flags, read as vLLM 0.19.0 reads them; ``shared`` is None for the shared args."""
     flags, stray = parse_flags(args)
     for token in stray:
         yield problem(field, token, "is a value with no flag before it", "pair it with its --flag or remove it")
     seen: set[str] = set()
     for flag in flags:
+        written = " ".join(flag.tokens)
+        if flag.match is Match.UNKNOWN:
+            yield _unknown_flag(field, flag)
+            continue
+        if flag.match is Match.AMBIGUOUS:
+            shown = ", ".join(flag.candidates[:6]) + (", ..." if len(flag.candidates) > 6 else "")
+            yield problem(field, flag.written, f"is an abbreviation vLLM {VLLM_VERSION} cannot resolve: it could be "
+                          f"{len(flag.candidates)} flags ({shown})", "write the flag in full")
+            continue
+        arity = vllm_flags().flags.get(flag.name)
+        if flag.value is None and arity in (Arity.ONE, Arity.MANY):
+            yield problem(field, written, f"{flag.name} needs a value; vLLM exits with 'expected one argument'",
+                          f"write {flag.name} <value>")
+        if flag.inline_value and arity is Arity.NONE:
+            yield problem(field, written, f"{flag.name} is a switch and takes no value; vLLM exits with "
+                          "'ignored explicit argument'", f"write {flag.name} alone, or --no-{flag.name[2:]}"
+                          if not flag.name.startswith("--no-") else f"write {flag.name} alone")
         if flag.name in OWNED_FLAGS:
-            yield problem(field, " ".join(flag.tokens), "contradicts a spec field that sets this flag",
+            yield problem(field, written, "contradicts a spec field that sets this flag",
                           f"remove it and set {OWNED_FLAGS[flag.name]}")
-        elif flag.name in seen:
+        elif flag.name in PARALLEL_FLAGS and flag.key is None and flag.value != "1":
+            yield problem(field, written, f"asks for {PARALLEL_FLAGS[flag.name]}: vLLM's world size becomes tensor x "
+                          "pipeline x prefill-context parallel (times data-parallel engines), more GPUs than the pod "
+                          "requests, and the PD buffer and LMCache's keys are sized for tensor parallelism alone",
+                          "remove it; scale with tensor_parallel_size (up to one node's GPUs) or more prefill replicas")
+        elif (shared is not None and flag.name in KV_LAYOUT_FLAGS
+              and (flag.name not in shared or shared[flag.name] != flag.value)):
+            yield problem(field, written, f"sets {KV_LAYOUT_FLAGS[flag.name]} for one role only; prefill and decode "
+                          "must agree on it, or the decoder never finds the KV the prefiller sent ('Retrieved 0 out "
+                          "of N')", "move it to the shared args, which both roles get")
+        elif flag.name in seen and flag.key is None:
             yield problem(field, flag.name, "is given twice", "keep one occurrence")
         seen.add(flag.name)
+
+
+def _unknown_flag(field: str, flag: Flag) -> Problem:
+    known = list(vllm_flags().flags) + list(vllm_flags().aliases)
+    near = difflib.get_close_matches(flag.name, known, n=1, cutoff=0.6)
+    fix = (f"did you mean {near[0]}?" if near else
+           f"remove it; 'vllm serve --help=all' lists the flags of vLLM {VLLM_VERSION}")
+    return problem(field, flag.written, f"is not a flag of vLLM {VLLM_VERSION}, the version the DPD images ship; "
+                   "vLLM would exit with 'unrecognized arguments'", fix)
 
 
 @register_rule
 def routing(ctx: RuleContext) -> Iterator[Finding]:
     spec = ctx.spec
     threshold = spec.routing.threshold
-    if not 0 <= threshold <= spec.max_model_len:
-        yield problem("routing.threshold", threshold, f"must be between 0 (always disaggregate) and max_model_len "
-                      f"{spec.max_model_len}; above it no prompt would ever reach the prefiller",
+    if threshold < 0:
+        yield problem("routing.threshold", threshold, "must be 0 (always disaggregate) or more",
                       "use e.g. 4096, the documented default")
-    path = spec.invocation_path
-    if not path or path.startswith("/") or any(c.isspace() for c in path):
-        yield problem("invocation_path", path, "is the path after http://host:port/, without a leading '/'",
+    elif threshold > spec.max_model_len > 0:
+        yield Warning(code="NoPromptReachesPrefiller", field="routing.threshold",
+                      message=f"{threshold} is above max_model_len {spec.max_model_len}: no prompt reaches the "
+                              "prefiller, so every request is served by the decoder alone")
+    path = spec.invocation_path.lstrip("/")
+    if not path or any(c.isspace() for c in path):
+        yield problem("invocation_path", spec.invocation_path, "must be the path after http://host:port/",
                       "write e.g. 'v1/chat/completions'")
-    if spec.routing.strategy is RoutingStrategy.KV_AWARE and (
-            not path.endswith("completions") or path.endswith("chat/completions")):
-        yield problem("routing.strategy", "kvaware", f"needs a 'completions' invocation path, but invocation_path is "
-                      f"{path!r}", "use 'v1/completions', or strategy prefixaware for chat")
+    elif path not in VLLM_GENERATION_ROUTES:
+        message = (f"is not a text-generation route vLLM {VLLM_VERSION} serves ({', '.join(VLLM_GENERATION_ROUTES)})"
+                   "; every request would get 404")
+        if spec.image in KNOWN_IMAGES:
+            yield problem("invocation_path", spec.invocation_path, message, "use 'v1/chat/completions' or "
+                          "'v1/completions'")
+        else:
+            yield Warning(code="UnknownRoute", field="invocation_path", message=f"{path!r} {message} (checked "
+                          "because the image is not a documented DPD image; ignore if yours serves it)")
+    if spec.routing.strategy is RoutingStrategy.KV_AWARE:
+        yield Warning(code="KvAwareUnverified", field="routing.strategy",
+                      message="AWS documents kvaware for the completions API with vLLM images 0.19.1 or later "
+                              f"(invocation_path here: {path!r}); the DPD images ship vLLM 0.19.0, and the DPD "
+                              "guide recommends kvaware without that caveat. Verify cache hits on your cluster, or "
+                              "use prefixaware")
     if not HTTP_PATH.match(spec.health_check_path):
         yield problem("health_check_path", spec.health_check_path, "must be an absolute URL path",
                       "write e.g. '/health'")
@@ -315,10 +414,11 @@ def routing(ctx: RuleContext) -> Iterator[Finding]:
 @register_rule
 def kv_cache(ctx: RuleContext) -> Iterator[Finding]:
     kv = ctx.spec.kv_cache
-    if kv.hash_seed != "0":
-        yield problem("kv_cache.hash_seed", kv.hash_seed, "must be \"0\": the operator's images and every documented "
-                      "DPD setup use 0, and a mismatch makes every transfer miss ('Retrieved 0 out of N')",
-                      "set hash_seed: \"0\"")
+    if not (kv.hash_seed.isascii() and kv.hash_seed.isdigit() and int(kv.hash_seed) <= MAX_HASH_SEED):
+        yield problem("kv_cache.hash_seed", kv.hash_seed, f"must be an integer from 0 to {MAX_HASH_SEED} "
+                      "(PYTHONHASHSEED): LMCache keys chunks with hash(), and 'random' or an unset seed gives each "
+                      "process its own keys, so every transfer misses ('Retrieved 0 out of N')",
+                      "set hash_seed: \"0\", as AWS documents")
     if kv.chunk_tokens < 1:
         yield problem("kv_cache.chunk_tokens", kv.chunk_tokens, "must be positive", "use LMCache's default, 256")
     gpu_memory = ctx.spec.instance_type.facts.gpu_memory
@@ -333,9 +433,16 @@ def observability(ctx: RuleContext) -> Iterator[Finding]:
     if metrics.scrape_interval_seconds is not None and not 5 <= metrics.scrape_interval_seconds <= 300:
         yield problem("metrics.scrape_interval_seconds", metrics.scrape_interval_seconds, "must be 5-300",
                       "use e.g. 15")
+    if metrics.enabled and metrics.model_metrics_port is None and 1 <= ctx.spec.port < 1024:
+        yield problem("port", ctx.spec.port, "is where the operator scrapes vLLM's /metrics, and the CRD's "
+                      "metrics port must be 1024-65535", "use e.g. 8000, or set metrics.enabled: false")
     if metrics.model_metrics_port is not None and not 1024 <= metrics.model_metrics_port <= 65535:
         yield problem("metrics.model_metrics_port", metrics.model_metrics_port, "must be 1024-65535",
                       f"use the vLLM port, {ctx.spec.port}")
+    elif metrics.model_metrics_port is not None and metrics.model_metrics_port != ctx.spec.port:
+        yield Warning(code="MetricsPortDiffers", field="metrics.model_metrics_port",
+                      message=f"{metrics.model_metrics_port} is not port {ctx.spec.port}, where vLLM serves /metrics; "
+                              "the operator would scrape a port nothing serves metrics on (leave it unset)")
     if metrics.model_metrics_path is not None and not HTTP_PATH.match(metrics.model_metrics_path):
         yield problem("metrics.model_metrics_path", metrics.model_metrics_path, "must be an absolute URL path",
                       "use '/metrics'")
@@ -364,9 +471,10 @@ def tls(ctx: RuleContext) -> Iterator[Finding]:
 def topology(ctx: RuleContext) -> Iterator[Finding]:
     topo = ctx.spec.topology
     if not topo.same_az:
-        yield problem("topology.same_az", False, "EFA does not cross Availability Zones, so KV transfers would fall "
-                      "back to TCP (below 1 GB/s) and DPD would be slower than colocated serving",
-                      "keep same_az: true")
+        yield Warning(code="CrossAz", field="topology.same_az",
+                      message="false lets prefill and decode land in different Availability Zones; EFA does not "
+                              "cross zones, so KV transfers would fall back to TCP. Harmless in a single-AZ HyperPod "
+                              "cluster (what this library's stack builds), costly otherwise")
     if topo.availability_zone is not None and not AZ_NAME.match(topo.availability_zone):
         yield problem("topology.availability_zone", topo.availability_zone, "is not an Availability Zone name",
                       "write e.g. 'us-west-2b'")
@@ -385,6 +493,10 @@ def autoscaling(ctx: RuleContext) -> Iterator[Finding]:
         if scaling.min_replicas < 0 or scaling.max_replicas < max(1, scaling.min_replicas):
             yield problem(field, f"{scaling.min_replicas}..{scaling.max_replicas}", "needs 0 <= min_replicas <= "
                           "max_replicas and max_replicas >= 1", "fix the bounds")
+        elif role_name == "decode" and scaling.min_replicas < 1:
+            yield problem(f"{field}.min_replicas", scaling.min_replicas, "must be at least 1: every request, short "
+                          "or long, ends on the decoder, so a decoder scaled to zero serves nothing",
+                          "set min_replicas: 1 (prefill may scale lower)")
         for name, value in (("polling_interval_seconds", scaling.polling_interval_seconds),
                             ("cooldown_seconds", scaling.cooldown_seconds)):
             if value < 0:

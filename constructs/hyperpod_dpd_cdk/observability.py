@@ -1,0 +1,314 @@
+"""DPD observability: the HyperPod observability add-on writing to AMP, the DPD alert rules, log alarms, one topic.
+
+What ``cdk deploy`` yields, with no manual step other than subscribing to the topic:
+
+* the ``amazon-sagemaker-hyperpod-observability`` EKS add-on (after the HyperPod cluster, as AWS's
+  templates install it), its pod-identity role limited to remote-writing into the workspace and to
+  this HyperPod cluster's log groups;
+* an Amazon Managed Service for Prometheus workspace (or yours), with one rule groups namespace per
+  endpoint rendered by :mod:`hyperpod_dpd.observability.alerts`;
+* on a workspace the stack creates, an Alertmanager definition routing every alert to an SNS topic
+  the stack owns (KMS-encrypted, TLS-only, publishable only by this workspace and this account's
+  CloudWatch alarms). A workspace you pass keeps its own Alertmanager routing: AMP holds one
+  definition per workspace, and replacing it would drop yours;
+* CloudWatch Logs metric filters and alarms for the failures only logs show, on the HyperPod
+  cluster's log group, alarming to the same topic;
+* when you name an Amazon Managed Grafana workspace, the per-endpoint DPD dashboards in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Arn, ArnFormat, Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Token
+from aws_cdk import aws_aps as aps
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_eks as eks_l1
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from constructs import Construct, IConstruct
+
+from hyperpod_dpd import DpdSpec, Problem
+from hyperpod_dpd.errors import raise_if_any
+from hyperpod_dpd.observability.alerts import alert_rules, rule_group_name, rules_yaml
+from hyperpod_dpd.observability.log_patterns import LOG_PATTERNS, METRIC_NAMESPACE, LogPattern
+from hyperpod_dpd_cdk.grafana_dashboards import GrafanaDashboards, workspace_problems
+from hyperpod_dpd_cdk.nag import acknowledge, pseudo
+
+OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
+# The add-on's OTel collector runs as this service account; the pod identity association names it
+# (AWS's observability CloudFormation template and troubleshooting page).
+COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
+# The add-on ships logs under this prefix (the log actions AWS's template grants it are scoped there),
+# and HyperPod writes each cluster's logs to <prefix><cluster name>/<cluster id>.
+CLUSTER_LOG_PREFIX = "/aws/sagemaker/Clusters/"
+SCRAPE_INTERVAL_SECONDS = 30
+AMP_WORKSPACE_ARN = re.compile(r"^arn:aws[a-z-]*:aps:[a-z0-9-]+:[0-9]{12}:workspace/ws-[a-zA-Z0-9-]+$")
+MAX_RULE_NAMESPACE = 64  # AWS::APS::RuleGroupsNamespace Name
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObservabilityOptions:
+    """How the stack observes its endpoints.
+
+    :param amp_workspace_arn: an existing AMP workspace to write metrics and rules into; its
+        Alertmanager routing stays yours. :default: - a new workspace routing alerts to the stack's topic
+    :param addon_version: :default: - the version EKS installs by default for the cluster
+    :param efa_metrics: the add-on's EFA (network) metrics, ``ADVANCED`` level; off in AWS's defaults.
+        :default: False
+    :param log_group_name: where the inference pods' output lands. :default: - the HyperPod cluster's
+        log group, ``/aws/sagemaker/Clusters/<name>/<id>`` (unverified; see the README)
+    :param grafana_workspace_id: an Amazon Managed Grafana workspace to import the DPD dashboards into
+        (AMG needs IAM Identity Center, which a stack cannot set up). :default: - none; the dashboards
+        are only written beside the manifests
+    """
+
+    amp_workspace_arn: str | None = None
+    addon_version: str | None = None
+    efa_metrics: bool = False
+    log_group_name: str | None = None
+    grafana_workspace_id: str | None = None
+
+
+def option_problems(options: ObservabilityOptions) -> list[Problem]:
+    """Problems with the options, each naming the field and the fix."""
+    problems = []
+    arn = options.amp_workspace_arn
+    if arn is not None and not Token.is_unresolved(arn) and not AMP_WORKSPACE_ARN.match(arn):
+        problems.append(Problem(field="observability.amp_workspace_arn", value=arn,
+                                message="is not an Amazon Managed Service for Prometheus workspace ARN",
+                                fix="use arn:aws:aps:<region>:<account>:workspace/ws-..."))
+    name = options.log_group_name
+    if name is not None and not Token.is_unresolved(name) and not re.match(r"^[.\-_/#A-Za-z0-9]{1,512}$", name):
+        problems.append(Problem(field="observability.log_group_name", value=name,
+                                message="is not a CloudWatch Logs log group name",
+                                fix="use letters, digits and . - _ / # only, e.g. /aws/sagemaker/Clusters/NAME/ID"))
+    if options.grafana_workspace_id is not None:
+        problems += workspace_problems(options.grafana_workspace_id)
+    return problems
+
+
+def rule_namespace_name(spec: DpdSpec) -> str:
+    """The rule group's name, shortened with a hash to AMP's 64 characters when needed."""
+    name = rule_group_name(spec)
+    if len(name) <= MAX_RULE_NAMESPACE:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[:MAX_RULE_NAMESPACE - 9]}-{digest}"
+
+
+def addon_configuration(*, prometheus_endpoint: str, workspace_arn: str, efa_metrics: bool) -> dict[str, object]:
+    """The add-on's ``configurationValues``, with the keys AWS's observability template uses."""
+    def level(value: str) -> dict[str, object]:
+        return {"level": value, "scrapeInterval": SCRAPE_INTERVAL_SECONDS}
+
+    return {
+        "ampWorkspace": {"prometheusEndpoint": prometheus_endpoint, "arn": workspace_arn},
+        "metricsProvider": {
+            "trainingMetrics": level("BASIC"),
+            "inferenceMetrics": level("BASIC"),
+            "taskGovernanceMetrics": level("DISABLED"),
+            "scalingMetrics": level("DISABLED"),
+            "clusterMetrics": level("BASIC"),
+            "nodeMetrics": level("BASIC"),
+            "acceleratedComputeMetrics": level("BASIC"),
+            "networkMetrics": level("ADVANCED" if efa_metrics else "DISABLED"),
+            "rayMetrics": level("DISABLED"),
+            "logging": {"enabled": True},
+        },
+    }
+
+
+def alertmanager_definition(topic_arn: str, region: str) -> str:
+    """AMP's Alertmanager definition: every alert to the topic, grouped per endpoint and alert."""
+    return "\n".join([
+        "alertmanager_config: |",
+        "  route:",
+        "    receiver: sns",
+        "    group_by: [alertname, dpd_namespace, dpd_endpoint]",
+        "    group_wait: 30s",
+        "    group_interval: 5m",
+        "    repeat_interval: 4h",
+        "  receivers:",
+        "    - name: sns",
+        "      sns_configs:",
+        f"        - topic_arn: {topic_arn}",
+        "          sigv4:",
+        f"            region: {region}",
+        "          subject: 'DPD alert: {{ .CommonLabels.alertname }} on {{ .CommonLabels.dpd_namespace }}/"
+        "{{ .CommonLabels.dpd_endpoint }}'",
+        "          attributes:",
+        "            severity: '{{ .CommonLabels.severity }}'",
+        "",
+    ])
+
+
+def _source(arn: str) -> dict[str, object]:
+    """Confused-deputy guard: the service acts for this account and this source only."""
+    return {"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}, "ArnLike": {"aws:SourceArn": arn}}
+
+
+class DpdObservability(Construct):
+    """Metrics, DPD alert rules, log alarms and one notification topic for the stack's endpoints.
+
+    Call :meth:`after` with the HyperPod cluster (and the Pod Identity Agent add-on): the add-on needs
+    nodes, and the metric filters need the cluster's log group.
+
+    :param cluster_name: the EKS cluster. :param cluster_arn: its ARN (the pod identity trust is bound to it).
+    :param hyperpod_cluster_name: :param hyperpod_cluster_arn: the HyperPod cluster, whose log group holds
+        the inference pods' output.
+    :param endpoints: the specs whose alert rules to install.
+    :param options: :default: ``ObservabilityOptions()``
+    """
+
+    def __init__(self, scope: Construct, id: str, *, cluster_name: str, cluster_arn: str, hyperpod_cluster_name: str,
+                 hyperpod_cluster_arn: str, endpoints: Sequence[DpdSpec],
+                 options: ObservabilityOptions | None = None) -> None:
+        super().__init__(scope, id)
+        options = options or ObservabilityOptions()
+        raise_if_any(option_problems(options))
+        stack = Stack.of(self)
+        self.key = kms.Key(self, "TopicKey", enable_key_rotation=True, removal_policy=RemovalPolicy.DESTROY,
+                           description="DPD alert topic: AMP Alertmanager and CloudWatch alarms encrypt with it")
+        self.topic = sns.Topic(self, "AlertTopic", display_name="DPD alerts", master_key=self.key, enforce_ssl=True)
+
+        self.workspace: aps.CfnWorkspace | None = None
+        if options.amp_workspace_arn is None:
+            self.workspace = aps.CfnWorkspace(
+                self, "Workspace", alias=f"{stack.stack_name}-dpd",
+                alert_manager_definition=alertmanager_definition(self.topic.topic_arn, stack.region))
+            # AWS's template retains the workspace: metrics history outlives the stack.
+            self.workspace.apply_removal_policy(RemovalPolicy.RETAIN)
+            self.workspace_arn = self.workspace.attr_arn
+            self.workspace_id = self.workspace.attr_workspace_id
+        else:
+            self.workspace_arn = options.amp_workspace_arn
+            self.workspace_id = Arn.split(options.amp_workspace_arn, ArnFormat.SLASH_RESOURCE_NAME).resource_name or ""
+        self.prometheus_endpoint = f"https://aps-workspaces.{stack.region}.{Aws.URL_SUFFIX}/workspaces/{self.workspace_id}"
+        self._allow_publishers()
+
+        self.addon_role = self._addon_role(cluster_arn, hyperpod_cluster_name)
+        self.addon = eks_l1.CfnAddon(
+            self, "Addon", addon_name=OBSERVABILITY_ADDON, cluster_name=cluster_name,
+            addon_version=options.addon_version, resolve_conflicts="OVERWRITE",
+            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
+                role_arn=self.addon_role.role_arn, service_account=COLLECTOR_SERVICE_ACCOUNT)],
+            configuration_values=stack.to_json_string(addon_configuration(
+                prometheus_endpoint=self.prometheus_endpoint, workspace_arn=self.workspace_arn,
+                efa_metrics=options.efa_metrics)))
+        # The role is referenced already; its inline policy must exist before the collector writes.
+        self.addon.node.add_dependency(self.addon_role.node.find_child("DefaultPolicy"))
+
+        self.rule_groups: dict[str, aps.CfnRuleGroupsNamespace] = {}
+        for spec in endpoints:
+            if not alert_rules(spec):
+                continue
+            self.rule_groups[spec.name] = aps.CfnRuleGroupsNamespace(
+                self, f"Rules-{spec.namespace}-{spec.name}", name=rule_namespace_name(spec),
+                workspace=self.workspace_arn, data=rules_yaml(spec))
+
+        hyperpod_id = Fn.select(1, Fn.split("/", hyperpod_cluster_arn))
+        self.log_group_name = options.log_group_name or f"{CLUSTER_LOG_PREFIX}{hyperpod_cluster_name}/{hyperpod_id}"
+        # The default name references the cluster already; a given name needs the explicit order.
+        self._filters_follow = options.log_group_name is not None
+        # One namespace per HyperPod cluster, so two stacks in an account do not add up each other's lines.
+        self.metric_namespace = f"{METRIC_NAMESPACE}/{hyperpod_cluster_name}"
+        self.metric_filters: list[logs.CfnMetricFilter] = []
+        self.log_alarms: list[cloudwatch.Alarm] = []
+        for pattern in LOG_PATTERNS:
+            self._log_alarm(pattern)
+
+        self.grafana: GrafanaDashboards | None = None
+        if options.grafana_workspace_id is not None:
+            self.grafana = GrafanaDashboards(self, "Grafana", workspace_id=options.grafana_workspace_id,
+                                             endpoints=[spec for spec in endpoints if spec.metrics.enabled])
+
+        CfnOutput(self, "AlertTopicArn", value=self.topic.topic_arn,
+                  description="DPD alerts (AMP Alertmanager and log alarms) publish here")
+        CfnOutput(self, "SubscribeCommand", description="Subscribe to the DPD alerts, then confirm the e-mail",
+                  value=f"aws sns subscribe --region {stack.region} --topic-arn {self.topic.topic_arn} "
+                        "--protocol email --notification-endpoint YOU@EXAMPLE.COM")
+        CfnOutput(self, "PrometheusWorkspaceArn", value=self.workspace_arn,
+                  description="Query it from Grafana (the DPD dashboards are written beside the manifests)")
+        self._acknowledge(hyperpod_cluster_name)
+
+    def after(self, *dependencies: IConstruct) -> None:
+        """Create the add-on and the metric filters only after ``dependencies`` (the HyperPod cluster)."""
+        for dependency in dependencies:
+            self.addon.node.add_dependency(dependency)
+            for metric_filter in self.metric_filters if self._filters_follow else ():
+                metric_filter.node.add_dependency(dependency)
+
+    def _allow_publishers(self) -> None:
+        """Only this workspace's Alertmanager and this account's alarms may publish to the topic.
+
+        The key lets both services encrypt for the topic, as the AMP and CloudWatch guides for encrypted
+        topics write it (no source conditions: SNS calls KMS for them, and the topic policy is the gate).
+        """
+        stack = Stack.of(self)
+        alarms = stack.format_arn(service="cloudwatch", resource="alarm", resource_name="*",
+                                  arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        for service, source, actions in (
+                ("aps.amazonaws.com", self.workspace_arn, ["sns:Publish", "sns:GetTopicAttributes"]),
+                ("cloudwatch.amazonaws.com", alarms, ["sns:Publish"])):
+            self.topic.add_to_resource_policy(iam.PolicyStatement(
+                principals=[iam.ServicePrincipal(service)], actions=actions, resources=[self.topic.topic_arn],
+                conditions=_source(source)))
+            self.key.add_to_resource_policy(iam.PolicyStatement(
+                principals=[iam.ServicePrincipal(service)], actions=["kms:GenerateDataKey*", "kms:Decrypt"],
+                resources=["*"]))
+
+    def _addon_role(self, cluster_arn: str, hyperpod_cluster_name: str) -> iam.Role:
+        """Pod identity for the add-on's collector: remote write to the workspace, logs of this cluster only."""
+        principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags().with_conditions({
+            "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+            "ArnEquals": {"aws:SourceArn": cluster_arn}})
+        role = iam.Role(self, "AddonRole", assumed_by=principal,
+                        description="HyperPod observability add-on: AMP remote write and the cluster's logs")
+        role.add_to_policy(iam.PolicyStatement(actions=["aps:RemoteWrite"], resources=[self.workspace_arn]))
+        stack = Stack.of(self)
+        group = stack.format_arn(service="logs", resource="log-group",
+                                 resource_name=f"{CLUSTER_LOG_PREFIX}{hyperpod_cluster_name}/*",
+                                 arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents",
+                     "logs:GetLogEvents", "logs:FilterLogEvents", "logs:GetLogRecord", "logs:StartQuery",
+                     "logs:StopQuery", "logs:GetQueryResults"],
+            resources=[group, f"{group}:log-stream:*"]))
+        # DescribeLogGroups lists groups by prefix and has no resource-level scoping.
+        role.add_to_policy(iam.PolicyStatement(actions=["logs:DescribeLogGroups"], resources=["*"]))
+        return role
+
+    def _log_alarm(self, pattern: LogPattern) -> None:
+        metric_filter = logs.CfnMetricFilter(
+            self, f"Filter-{pattern.name}", log_group_name=self.log_group_name,
+            filter_name=f"dpd-{pattern.name}", filter_pattern=pattern.filter_pattern,
+            metric_transformations=[logs.CfnMetricFilter.MetricTransformationProperty(
+                metric_namespace=self.metric_namespace, metric_name=pattern.metric_name, metric_value="1",
+                default_value=0, unit="Count")])
+        self.metric_filters.append(metric_filter)
+        metric = cloudwatch.Metric(namespace=self.metric_namespace, metric_name=pattern.metric_name,
+                                   statistic="Sum", period=Duration.minutes(1))
+        alarm = cloudwatch.Alarm(
+            self, f"Alarm-{pattern.name}", metric=metric, threshold=pattern.threshold,
+            evaluation_periods=pattern.periods, datapoints_to_alarm=pattern.datapoints,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"[{pattern.severity.value}] {pattern.failure}. Fix: {pattern.fix}")
+        alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        self.log_alarms.append(alarm)
+
+    def _acknowledge(self, hyperpod_cluster_name: str) -> None:
+        stack = Stack.of(self)
+        group = (f"Resource::arn:{pseudo(stack, 'partition')}:logs:{pseudo(stack, 'region')}:<AWS::AccountId>:"
+                 f"log-group:{CLUSTER_LOG_PREFIX}{hyperpod_cluster_name}/*")
+        acknowledge(self.addon_role, "IAM5",
+                    "The add-on creates one log group per HyperPod cluster id and streams per node under this "
+                    "cluster's prefix, and DescribeLogGroups has no resource-level permission.",
+                    [group, f"{group}:log-stream:*", "Resource::*"])

@@ -1,0 +1,209 @@
+"""``advise(spec, traffic)``: the spec's DPD layout against an aggregated baseline at each load point."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from hyperpod_dpd.advisor import estimates
+from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout
+from hyperpod_dpd.advisor.systems import target_for
+from hyperpod_dpd.advisor.traffic import MAX_CONCURRENCY, Sla, Traffic
+from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.planner import plan
+from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
+from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.validation import check
+
+ESTIMATE_NOTE = ("an estimate from kernel measurements, not a benchmark: confirm it on the cluster "
+                 "(hyperpod-dpd bench) before sizing a purchase on it")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdvicePoint:
+    """One load point: both layouts side by side and a one-line verdict.
+
+    ``concurrency`` is the requests in flight (for a request-rate load, the DPD layout's).
+    ``misses`` lists the SLA targets each layout misses, e.g. ``{"disaggregated": ("ttft",)}``.
+    """
+
+    concurrency: int
+    aggregated: Estimate
+    disaggregated: Estimate
+    verdict: str
+    request_rate: float | None = None
+    misses: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {"concurrency": self.concurrency, "request_rate": self.request_rate,
+                "aggregated": self.aggregated.to_json(), "disaggregated": self.disaggregated.to_json(),
+                "verdict": self.verdict, "misses_sla": {k: list(v) for k, v in self.misses.items()}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Advice:
+    """The comparison for every load point, with what it rests on."""
+
+    model: str
+    instance_type: str
+    isl: int
+    osl: int
+    baseline_nodes: int
+    points: tuple[AdvicePoint, ...]
+    assumptions: Mapping[str, str]
+    sla: Sla = field(default_factory=Sla)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def meets_sla(self) -> bool:
+        """True unless the DPD layout misses an SLA target at some load point."""
+        return not any(point.misses.get("disaggregated") for point in self.points)
+
+    def to_json(self) -> dict[str, object]:
+        return {"model": self.model, "instance_type": self.instance_type, "isl": self.isl, "osl": self.osl,
+                "baseline_nodes": self.baseline_nodes,
+                "sla": {"ttft_s": self.sla.ttft_s, "tpot_s": self.sla.tpot_s},
+                "points": [point.to_json() for point in self.points],
+                "assumptions": dict(self.assumptions), "warnings": list(self.warnings)}
+
+
+def misses(estimate: Estimate, sla: Sla) -> tuple[str, ...]:
+    """The SLA targets ``estimate`` misses (a load it cannot sustain misses every target)."""
+    found = []
+    if sla.ttft_s is not None and (estimate.ttft_s > sla.ttft_s or not estimate.sustains_load):
+        found.append("ttft")
+    if sla.tpot_s is not None and (estimate.tpot_s > sla.tpot_s or not estimate.sustains_load):
+        found.append("tpot")
+    return tuple(found)
+
+
+def _change(new: float, old: float) -> float:
+    return new / old - 1 if old else 0.0
+
+
+def verdict(aggregated: Estimate, disaggregated: Estimate, *, load: str, fixed_rate: bool = False) -> str:
+    """One line: what DPD does to TPOT and throughput (and TTFT) against the baseline, on which GPUs.
+
+    At a ``fixed_rate`` both layouts serve the same throughput, so only latencies are compared.
+    """
+    if not aggregated.sustains_load or not disaggregated.sustains_load:
+        short = [e for e in (disaggregated, aggregated) if not e.sustains_load]
+        return "; ".join(f"{e.layout} cannot sustain {load} (at most {e.requests_per_s:.2f} requests/s)"
+                         for e in short)
+    tpot = _change(disaggregated.tpot_s, aggregated.tpot_s)
+    throughput = _change(disaggregated.output_tokens_per_s, aggregated.output_tokens_per_s)
+    ttft = _change(disaggregated.ttft_s, aggregated.ttft_s)
+    tpot_text = f"cuts TPOT by {-tpot:.0%}" if tpot < 0 else f"raises TPOT by {tpot:.0%}"
+    gain_text = (f"gives {throughput:.0%} more throughput" if throughput >= 0
+                 else f"gives {-throughput:.0%} less throughput")
+    joint = "and" if (tpot < 0) == (throughput >= 0) else "but"
+    gpus = (f"on the same {aggregated.gpus} GPUs" if aggregated.gpus == disaggregated.gpus
+            else f"on {disaggregated.gpus} GPUs against {aggregated.gpus}")
+    ttft_text = f"TTFT {'rises' if ttft >= 0 else 'falls'} {abs(ttft):.0%}"
+    if fixed_rate:
+        return f"DPD {tpot_text} at {load} {gpus}; {ttft_text}"
+    return f"DPD {tpot_text} {joint} {gain_text} at {load} {gpus}; {ttft_text}"
+
+
+def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None) -> Advice:
+    """Predict the spec's DPD layout against aggregated vLLM for ``traffic``.
+
+    The baseline is the same model and TP without ``pdSpec``, on ``baseline_nodes`` nodes (default: as
+    many as the DPD layout, the comparison at equal cost), the load spread evenly over its replicas.
+    Raises :class:`SpecError` for a bad spec, traffic or unsupported model/instance type, and
+    :class:`AdvisorUnavailable` when the ``advisor`` extra is missing.
+    """
+    traffic.validate(spec)
+    checked = check(spec)
+    architecture = checked.architecture
+    if architecture is None:  # check() resolves one whenever the spec names a known model
+        raise SpecError([Problem(field="model.architecture", value=spec.model.name, message="is unknown",
+                                 fix="set model.architecture to a preset")])
+    facts = spec.instance_type.facts
+    dpd_nodes = spec.role_nodes(spec.prefill, at_scale_limit=False) + spec.role_nodes(spec.decode, at_scale_limit=False)
+    nodes = dpd_nodes if baseline_nodes is None else baseline_nodes
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise SpecError([Problem(field="baseline_nodes", value=baseline_nodes, message="must be a whole number of "
+                                 "nodes, at least 1", fix=f"give e.g. {dpd_nodes}, the DPD layout's node count")],
+                        source="the traffic")
+    target = target_for(spec.instance_type, architecture)
+    estimator = Estimator(target, architecture, isl=traffic.isl, osl=traffic.osl, gpus_per_node=facts.gpus)
+    tp = spec.tensor_parallel_size
+    sized = plan(spec, prompt_tokens=traffic.isl)
+    transfer_s = sized.request.transfer_seconds_at_line_rate
+    per_request = traffic.isl + traffic.osl
+    room = kv_room(sized.decode.kv_cache_tokens, per_request)
+    decode_seqs = min(room, spec.decode.max_num_seqs or DEFAULT_MAX_NUM_SEQS["decode"])
+    below_threshold = traffic.isl < spec.routing.threshold
+    dpd_gpus = (spec.prefill.replicas + spec.decode.replicas) * tp
+
+    # The baseline runs the shared gpu_memory_utilization: the planner's prefill figures without a role override.
+    shared = plan(replace(spec, prefill=replace(spec.prefill, gpu_memory_utilization=None)), prompt_tokens=traffic.isl)
+    baseline_batch = kv_room(shared.prefill.kv_cache_tokens, per_request)
+
+    def baseline_at(concurrency: int) -> Estimate:
+        return estimator.aggregated(tp=tp, replicas=nodes * facts.gpus // tp, concurrency=concurrency,
+                                    max_batch=baseline_batch)
+
+    def dpd_at(concurrency: int) -> Estimate:
+        if below_threshold:
+            return estimator.aggregated(
+                tp=tp, replicas=spec.decode.replicas, concurrency=concurrency, max_batch=decode_seqs, gpus=dpd_gpus,
+                layout=Layout.DISAGGREGATED,
+                description=f"decoder only ({spec.decode.replicas} x TP{tp}): prompts below the routing threshold "
+                            "skip the prefiller")
+        return estimator.disaggregated(tp=tp, prefill_replicas=spec.prefill.replicas,
+                                       decode_replicas=spec.decode.replicas, concurrency=concurrency,
+                                       decode_max_num_seqs=decode_seqs, transfer_s=transfer_s)
+
+    points = [_point(baseline_at, dpd_at, traffic, concurrency=c) for c in traffic.concurrency]
+    if traffic.request_rate is not None:
+        points.append(_point(baseline_at, dpd_at, traffic, concurrency=None))
+    warnings = [w.render() for w in checked.warnings]
+    if below_threshold:
+        warnings.append(f"[below-threshold] traffic.isl: {traffic.isl}-token prompts are below routing.threshold "
+                        f"{spec.routing.threshold}, so the router sends them straight to the decoder and the "
+                        "prefill nodes stay idle; lower the threshold to disaggregate them")
+    return Advice(model=spec.model.name, instance_type=facts.name, isl=traffic.isl, osl=traffic.osl,
+                  baseline_nodes=nodes, points=tuple(points), sla=traffic.sla, warnings=tuple(warnings),
+                  assumptions=assumptions(estimator, spec, transfer_s=transfer_s))
+
+
+def kv_room(kv_cache_tokens: int, tokens_per_request: int) -> int:
+    """Requests one engine's KV cache holds (the planner's per-GPU token figure), at least 1."""
+    return max(1, kv_cache_tokens // tokens_per_request)
+
+
+def _point(baseline_at: Callable[[int], Estimate], dpd_at: Callable[[int], Estimate], traffic: Traffic, *,
+           concurrency: int | None) -> AdvicePoint:
+    sla = traffic.sla
+    if concurrency is None:
+        rate = traffic.request_rate or 0.0
+        agg = estimates.at_rate(baseline_at, rate, max_concurrency=MAX_CONCURRENCY)
+        dpd = estimates.at_rate(dpd_at, rate, max_concurrency=MAX_CONCURRENCY)
+        load = f"{rate:g} requests/s"
+    else:
+        agg, dpd = baseline_at(concurrency), dpd_at(concurrency)
+        load = f"concurrency {concurrency}"
+    missed = {side.layout.value: found for side in (agg, dpd) if (found := misses(side, sla))}
+    at_rate = concurrency is None
+    return AdvicePoint(concurrency=dpd.concurrency, request_rate=traffic.request_rate if at_rate else None,
+                       aggregated=agg, disaggregated=dpd, misses=missed,
+                       verdict=verdict(agg, dpd, load=load, fixed_rate=at_rate))
+
+
+def assumptions(estimator: Estimator, spec: DpdSpec, *, transfer_s: float) -> dict[str, str]:
+    """What every figure rests on; printed with each result."""
+    found = dict(estimates.versions(estimator.target))
+    found["transport"] = (f"EFA at the node's line rate ({spec.instance_type.facts.network_gbps:,} Gbps): the "
+                          f"planner's KV transfer time ({transfer_s * 1000:.1f} ms for the prompt) is added to DPD's "
+                          "TTFT; AIConfigurator's disaggregated estimate has no network term")
+    found["load"] = ("closed loop: with more requests in flight than a layout sustains, the surplus waits before "
+                     "its first token (end-to-end = in flight / throughput); a request rate is met at the fewest "
+                     "requests in flight that reach it")
+    found["layouts"] = ("DPD: one prefill at a time per prefiller, each decoder up to its max_num_seqs; baseline: "
+                        "the same model, TP and gpu_memory_utilization without pdSpec, the load spread evenly over "
+                        "its replicas; every engine's batch is capped by the KV cache the planner sizes")
+    found["estimate"] = ESTIMATE_NOTE
+    return found
+

@@ -1,0 +1,88 @@
+"""Plain-text tables for an :class:`Advice` and a :class:`SearchResult`; JSON comes from their ``to_json``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from hyperpod_dpd.advisor.comparison import ESTIMATE_NOTE, Advice
+from hyperpod_dpd.advisor.estimates import Estimate
+from hyperpod_dpd.advisor.search import SearchResult
+from hyperpod_dpd.advisor.traffic import Sla
+
+_HEADERS = ("layout", "GPUs", "TTFT ms", "queue ms", "TPOT ms", "E2E s", "out tok/s", "per GPU", "per user")
+
+
+def _cells(label: str, e: Estimate) -> list[str]:
+    suffix = "" if e.sustains_load else " (saturated)"
+    return [label + suffix, str(e.gpus), f"{e.ttft_s * 1000:,.0f}", f"{e.queue_s * 1000:,.0f}",
+            f"{e.tpot_s * 1000:.1f}", f"{e.e2e_s:.2f}", f"{e.output_tokens_per_s:,.0f}",
+            f"{e.output_tokens_per_s_per_gpu:.1f}", f"{e.output_tokens_per_s_per_user:.1f}"]
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        first = f"{cells[0]:<{widths[0]}}"
+        rest = "".join(f"  {cell:>{width}}" for cell, width in zip(cells[1:], widths[1:], strict=True))
+        return ("  " + first + rest).rstrip()
+
+    return [line(headers), "  " + "-" * (sum(widths) + 2 * (len(widths) - 1)), *(line(row) for row in rows)]
+
+
+def sla_text(sla: Sla) -> str:
+    parts = [f"TTFT <= {sla.ttft_s * 1000:g} ms" if sla.ttft_s is not None else "",
+             f"TPOT <= {sla.tpot_s * 1000:g} ms" if sla.tpot_s is not None else ""]
+    return " and ".join(part for part in parts if part)
+
+
+def _assumptions(assumptions: Mapping[str, str]) -> list[str]:
+    return ["", "Estimated with:", *(f"  {key}: {value}" for key, value in assumptions.items())]
+
+
+def render_advice(advice: Advice) -> str:
+    """One block per load point: both layouts side by side, then the verdict."""
+    first = advice.points[0]
+    lines = [f"DPD against aggregated vLLM: {advice.model} on {advice.instance_type}, "
+             f"{advice.isl} input / {advice.osl} output tokens per request",
+             f"DPD: {first.disaggregated.description} on {first.disaggregated.nodes} node(s); baseline: "
+             f"{first.aggregated.description} on {advice.baseline_nodes} node(s)"]
+    if advice.sla.any:
+        lines.append(f"SLA: {sla_text(advice.sla)}")
+    for point in advice.points:
+        load = (f"{point.request_rate:g} requests/s ({point.aggregated.concurrency} aggregated and "
+                f"{point.disaggregated.concurrency} DPD requests in flight)" if point.request_rate is not None
+                else f"concurrency {point.concurrency}")
+        lines += ["", load]
+        lines += _table(_HEADERS, [_cells("aggregated", point.aggregated), _cells("DPD", point.disaggregated)])
+        lines.append(f"  -> {point.verdict}")
+        for layout, missed in point.misses.items():
+            lines.append(f"  !! {layout} misses the {' and '.join(m.upper() for m in missed)} target")
+    lines += [f"warning: {text}" for text in advice.warnings]
+    lines += _assumptions(advice.assumptions)
+    lines += ["", f"This is {ESTIMATE_NOTE}."]
+    return "\n".join(lines) + "\n"
+
+
+def render_search(result: SearchResult, *, isl: int, osl: int, sla: Sla) -> str:
+    """The best layouts, fewest nodes first, with their check() warnings and why others were refused."""
+    headers = ("#", "nodes", "prefill", "decode", "max_num_seqs P/D", "PD buffer", "TTFT ms", "TPOT ms", "E2E s",
+               "out tok/s", "per GPU")
+    rows = []
+    for rank, c in enumerate(result.best, start=1):
+        spec, e = c.spec, c.estimate
+        tp = spec.tensor_parallel_size
+        rows.append([str(rank), str(c.nodes), f"{spec.prefill.replicas} x TP{tp}", f"{spec.decode.replicas} x TP{tp}",
+                     f"{spec.prefill.max_num_seqs}/{spec.decode.max_num_seqs}", str(spec.kv_cache.pd_buffer_size),
+                     f"{e.ttft_s * 1000:,.0f}", f"{e.tpot_s * 1000:.1f}", f"{e.e2e_s:.2f}",
+                     f"{e.output_tokens_per_s:,.0f}", f"{e.output_tokens_per_s_per_gpu:.1f}"])
+    lines = [f"DPD layouts meeting {sla_text(sla)} at {result.load}, {isl} input / {osl} output tokens "
+             f"(fewest nodes first; {result.evaluated} layouts estimated)", *_table(headers, rows)]
+    for rank, c in enumerate(result.best, start=1):
+        lines += [f"  #{rank} warning: {text}" for text in c.warnings]
+    if result.rejected:
+        lines += ["", "Refused by check():"]
+        lines += [f"  {count} x {reason}" for reason, count in result.rejected.items()]
+    lines += _assumptions(result.assumptions)
+    lines += ["", f"This is {ESTIMATE_NOTE}."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,248 @@
+"""``search(spec, traffic)``: the DPD layout with the fewest nodes that meets the SLAs at one load.
+
+Every candidate is a full spec (whole nodes per role, one TP for both roles because LMCache's cache
+key includes the world size, ``max_num_seqs`` per role, a PD buffer that holds the decoder's
+in-flight transfers) and must pass :func:`hyperpod_dpd.check`, so TP dividing the heads, weights and
+buffer fitting each GPU and the single-decoder warning come from the same rules as every synth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from hyperpod_dpd.advisor import estimates
+from hyperpod_dpd.advisor.comparison import assumptions, kv_room, misses
+from hyperpod_dpd.advisor.estimates import Estimate, Estimator
+from hyperpod_dpd.advisor.systems import target_for
+from hyperpod_dpd.advisor.traffic import MAX_CONCURRENCY, Sla, Traffic
+from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.planner import chunks_for, kv_bytes_per_token_per_rank, plan, resolve_architecture
+from hyperpod_dpd.planner.assumptions import CUDA_CONTEXT_HEADROOM_BYTES, DEFAULT_MAX_NUM_SEQS
+from hyperpod_dpd.spec import DpdSpec, RoleSpec
+from hyperpod_dpd.units import ByteSize
+from hyperpod_dpd.validation import check
+
+DEFAULT_MAX_NODES = 8
+DEFAULT_TOP = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """One DPD layout that passed ``check()``, with its estimate at the searched load."""
+
+    spec: DpdSpec
+    prefill_nodes: int
+    decode_nodes: int
+    estimate: Estimate
+    misses: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def nodes(self) -> int:
+        return self.prefill_nodes + self.decode_nodes
+
+    def to_json(self) -> dict[str, object]:
+        spec = self.spec
+        return {"nodes": self.nodes, "prefill_nodes": self.prefill_nodes, "decode_nodes": self.decode_nodes,
+                "tensor_parallel_size": spec.tensor_parallel_size, "prefill_replicas": spec.prefill.replicas,
+                "decode_replicas": spec.decode.replicas, "prefill_max_num_seqs": spec.prefill.max_num_seqs,
+                "decode_max_num_seqs": spec.decode.max_num_seqs,
+                "pd_buffer_size": str(spec.kv_cache.pd_buffer_size), "estimate": self.estimate.to_json(),
+                "misses_sla": list(self.misses), "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    """The best layouts (fewest nodes first), how many were tried, and why the others were refused."""
+
+    load: str
+    best: tuple[Candidate, ...]
+    evaluated: int
+    rejected: Mapping[str, int]
+    assumptions: Mapping[str, str]
+
+    def to_json(self) -> dict[str, object]:
+        return {"load": self.load, "best": [c.to_json() for c in self.best], "evaluated": self.evaluated,
+                "rejected_by_check": dict(self.rejected), "assumptions": dict(self.assumptions)}
+
+
+class NoLayoutMeetsSla(Exception):
+    """No layout within the node limit meets the SLAs; ``closest`` is the one that misses by least."""
+
+    def __init__(self, message: str, *, closest: Candidate | None) -> None:
+        super().__init__(message)
+        self.closest = closest
+
+
+def pd_buffer_for(spec: DpdSpec, *, decode_max_num_seqs: int, isl: int) -> ByteSize:
+    """Whole GiB holding ``decode_max_num_seqs`` transfers of an ``isl``-token prompt per rank (planner chunks).
+
+    Never below the spec's buffer, and never so large that vLLM's share and the buffer leave a GPU less
+    than the CUDA context headroom the planner asks for (the decoder then admits transfers as room frees).
+    """
+    architecture = resolve_architecture(spec)
+    chunk = spec.kv_cache.chunk_tokens
+    needed = decode_max_num_seqs * chunks_for(isl, chunk) * kv_bytes_per_token_per_rank(
+        architecture, spec.tensor_parallel_size) * chunk
+    gpu = spec.instance_type.facts.gpu_memory.bytes
+    share = max(int(gpu * spec.role_gpu_memory_utilization(role)) for _, role in spec.roles())
+    room_gib = (gpu - share - CUDA_CONTEXT_HEADROOM_BYTES) // 2**30
+    gib = max(1, min(math.ceil(needed / 2**30), room_gib))
+    return max(spec.kv_cache.pd_buffer_size, ByteSize.gibibytes(gib))
+
+
+def layout(spec: DpdSpec, *, tensor_parallel_size: int, prefill_nodes: int, decode_nodes: int,
+           concurrency: int, isl: int, osl: int) -> DpdSpec:
+    """``spec`` with the given layout: whole nodes per role, ``max_num_seqs`` from each role's share of the load.
+
+    The decoder's ``max_num_seqs`` is its share of ``concurrency``, capped by the requests its KV cache
+    holds (the planner's figure); raises :class:`SpecError` when the planner cannot size the layout.
+    """
+    gpus = spec.instance_type.facts.gpus
+    prefill = prefill_nodes * gpus // tensor_parallel_size
+    decode = decode_nodes * gpus // tensor_parallel_size
+
+    def role(current: RoleSpec, replicas: int, seqs: int | None) -> RoleSpec:
+        return replace(current, replicas=replicas, max_num_seqs=seqs, autoscaling=None,
+                       resources=replace(current.resources, gpus=None))
+
+    shape = replace(spec, tensor_parallel_size=tensor_parallel_size,
+                    prefill=role(spec.prefill, prefill, min(DEFAULT_MAX_NUM_SEQS["prefill"],
+                                                            max(1, math.ceil(concurrency / prefill)))),
+                    decode=role(spec.decode, decode, None))
+    room = kv_room(plan(shape, prompt_tokens=isl).decode.kv_cache_tokens, isl + osl)
+    seqs = max(1, min(math.ceil(concurrency / decode), room))
+    return replace(shape, decode=replace(shape.decode, max_num_seqs=seqs),
+                   kv_cache=replace(shape.kv_cache, pd_buffer_size=pd_buffer_for(shape, decode_max_num_seqs=seqs,
+                                                                                 isl=isl)))
+
+
+def search(spec: DpdSpec, traffic: Traffic, *, max_nodes: int = DEFAULT_MAX_NODES,
+           top: int = DEFAULT_TOP) -> SearchResult:
+    """The ``top`` layouts with the fewest nodes (at most ``max_nodes``) meeting ``traffic``'s SLAs.
+
+    ``traffic`` must have exactly one load point and at least one SLA. Raises :class:`NoLayoutMeetsSla`
+    when nothing within ``max_nodes`` meets them, :class:`SpecError` for bad input.
+    """
+    traffic.validate(spec)
+    problems = _search_problems(traffic, max_nodes=max_nodes, top=top)
+    if problems:
+        raise SpecError(problems, source="the search")
+    architecture = resolve_architecture(check(spec).spec)
+    facts = spec.instance_type.facts
+    estimator = Estimator(target_for(spec.instance_type, architecture), architecture, isl=traffic.isl,
+                          osl=traffic.osl, gpus_per_node=facts.gpus)
+    sla = traffic.sla
+    concurrency = traffic.concurrency[0] if traffic.concurrency else None
+    load = f"concurrency {concurrency}" if concurrency is not None else f"{traffic.request_rate:g} requests/s"
+    rejected: Counter[str] = Counter()
+    found: list[Candidate] = []
+    evaluated = 0
+    first_meeting: int | None = None
+    for nodes in range(2, max_nodes + 1):
+        if first_meeting is not None and nodes > first_meeting + 1:
+            break
+        for tp in [t for t in range(1, facts.gpus + 1) if facts.gpus % t == 0]:
+            for prefill_nodes in range(1, nodes):
+                candidate = _evaluate(spec, estimator, traffic, tp=tp, prefill_nodes=prefill_nodes,
+                                      decode_nodes=nodes - prefill_nodes, concurrency=concurrency, rejected=rejected)
+                if candidate is None:
+                    continue
+                evaluated += 1
+                found.append(candidate)
+                if not candidate.misses and first_meeting is None:
+                    first_meeting = nodes
+    meeting = sorted((c for c in found if not c.misses), key=_rank)
+    if not meeting:
+        closest = min(found, key=lambda c: _shortfall(c.estimate, sla), default=None)
+        raise NoLayoutMeetsSla(_no_layout_message(traffic, load, max_nodes, closest), closest=closest)
+    best = tuple(meeting[:top])
+    return SearchResult(load=load, best=best, evaluated=evaluated, rejected=dict(sorted(rejected.items())),
+                        assumptions=assumptions(estimator, best[0].spec, transfer_s=_transfer(best[0].spec, traffic)))
+
+
+def _search_problems(traffic: Traffic, *, max_nodes: int, top: int) -> list[Problem]:
+    found = []
+    if len(traffic.concurrency) + (traffic.request_rate is not None) != 1:
+        found.append(Problem(field="traffic.concurrency", value=traffic.concurrency, message="the search takes "
+                             "exactly one load point", fix="give one --concurrency value or --request-rate"))
+    if not traffic.sla.any:
+        found.append(Problem(field="traffic.ttft_ms", value=None, message="the search needs an SLA to meet",
+                             fix="give --ttft-ms and/or --tpot-ms"))
+    if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 2:
+        found.append(Problem(field="max_nodes", value=max_nodes, message="must allow at least one prefill and "
+                             "one decode node", fix="give 2 or more"))
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        found.append(Problem(field="top", value=top, message="must be at least 1", fix="give e.g. 3"))
+    return found
+
+
+def _transfer(spec: DpdSpec, traffic: Traffic) -> float:
+    return plan(spec, prompt_tokens=traffic.isl).request.transfer_seconds_at_line_rate
+
+
+def _evaluate(spec: DpdSpec, estimator: Estimator, traffic: Traffic, *, tp: int, prefill_nodes: int,
+              decode_nodes: int, concurrency: int | None, rejected: Counter[str]) -> Candidate | None:
+    """The candidate for one layout, or ``None`` after counting what refused it (check(), planner, memory)."""
+    try:
+        return _candidate(spec, estimator, traffic, tp=tp, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes,
+                          concurrency=concurrency)
+    except SpecError as err:
+        for problem in err.problems:
+            rejected[f"{problem.field}: {problem.message}"] += 1
+        return None
+
+
+def _candidate(spec: DpdSpec, estimator: Estimator, traffic: Traffic, *, tp: int, prefill_nodes: int,
+               decode_nodes: int, concurrency: int | None) -> Candidate:
+    def estimate_for(candidate: DpdSpec, in_flight: int) -> Estimate:
+        return estimator.disaggregated(tp=tp, prefill_replicas=candidate.prefill.replicas,
+                                       decode_replicas=candidate.decode.replicas, concurrency=in_flight,
+                                       decode_max_num_seqs=candidate.decode.max_num_seqs or in_flight,
+                                       transfer_s=_transfer(candidate, traffic))
+
+    def shaped(load: int) -> DpdSpec:
+        return layout(spec, tensor_parallel_size=tp, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes,
+                      concurrency=load, isl=traffic.isl, osl=traffic.osl)
+
+    rate = traffic.request_rate or 0.0
+    load = concurrency
+    if load is None:  # a request rate: the requests in flight it means for this layout at full decoder batch
+        draft = shaped(MAX_CONCURRENCY)
+        check(draft)
+        load = estimates.at_rate(lambda c: estimate_for(draft, c), rate, max_concurrency=MAX_CONCURRENCY).concurrency
+    candidate = shaped(load)
+    checked = check(candidate)
+    if concurrency is None:
+        estimate = estimates.at_rate(lambda c: estimate_for(candidate, c), rate, max_concurrency=MAX_CONCURRENCY)
+    else:
+        estimate = estimate_for(candidate, load)
+    return Candidate(spec=candidate, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes, estimate=estimate,
+                     misses=misses(estimate, traffic.sla), warnings=tuple(w.render() for w in checked.warnings))
+
+
+def _rank(candidate: Candidate) -> tuple[int, bool, int, float]:
+    """Fewest nodes, then one decoder (what the operator runs today), fewest check() warnings, most output per GPU."""
+    return (candidate.nodes, candidate.spec.decode.replicas > 1, len(candidate.warnings),
+            -candidate.estimate.output_tokens_per_s_per_gpu)
+
+
+def _shortfall(estimate: Estimate, sla: Sla) -> float:
+    """How far the estimate is from the SLA: the largest ratio of figure to target."""
+    over = [estimate.ttft_s / sla.ttft_s if sla.ttft_s else 0.0, estimate.tpot_s / sla.tpot_s if sla.tpot_s else 0.0]
+    return max(over) if estimate.sustains_load else math.inf
+
+
+def _no_layout_message(traffic: Traffic, load: str, max_nodes: int, closest: Candidate | None) -> str:
+    targets = " and ".join(text for text in (
+        f"TTFT <= {traffic.ttft_ms:g} ms" if traffic.ttft_ms is not None else "",
+        f"TPOT <= {traffic.tpot_ms:g} ms" if traffic.tpot_ms is not None else "") if text)
+    message = f"no DPD layout of up to {max_nodes} nodes meets {targets} at {load}"
+    if closest is None:
+        return message + "; no layout passed check() (see the rejected reasons)"
+    e = closest.estimate
+    return (f"{message}; the closest, {closest.nodes} nodes ({e.description}), gives TTFT {e.ttft_s * 1000:.0f} ms "
+            f"and TPOT {e.tpot_s * 1000:.1f} ms. Relax the SLA, lower the load, or allow more nodes (--max-nodes)")

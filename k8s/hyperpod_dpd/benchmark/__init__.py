@@ -1,0 +1,15 @@
+"""In-cluster benchmarks of a deployed endpoint with genai-bench, and how to read them.
+
+:mod:`scenario` (the traffic), :mod:`target` (the router and tokenizer), :mod:`job` (the cdk8s-plus
+Job), :mod:`cluster` (run, wait, collect, clean up), :mod:`results` (genai-bench's files),
+:mod:`trust` (when not to believe them), :mod:`report`, :mod:`ab` (against the aggregated twin) and
+:mod:`prediction` (against the advisor). Importing this package loads no Kubernetes client.
+"""
+
+from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles, ResultsError
+from hyperpod_dpd.benchmark.scenario import Scenario
+from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings
+
+__all__ = ["BenchmarkResults", "BenchmarkTarget", "LevelResult", "Percentiles", "ResultsError", "S3Location",
+           "Scenario", "Trust", "TrustWarning", "trust_warnings"]

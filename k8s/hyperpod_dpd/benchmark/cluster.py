@@ -1,0 +1,241 @@
+"""Running the benchmark Job on the cluster: apply, wait with progress, collect the results from the log, clean up.
+
+Reuses ``verify``'s seams: :class:`~hyperpod_dpd.ops.kube.KubeApi` reads pods and logs (and maps API
+errors to one-line messages), :class:`~hyperpod_dpd.ops.wait.Waiter` polls with an injectable clock.
+Only the Job and ServiceAccount writes are added here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, PUBLISH_CONTAINER, RESULTS_MARK
+from hyperpod_dpd.ops.checks import Check, failed, passed
+from hyperpod_dpd.ops.kube import JsonDict, KubeApi, KubeError
+from hyperpod_dpd.ops.wait import Waiter
+
+JOB = "benchmark job"
+JOB_NAME_LABEL = "job-name"  # set by the Job controller on its pods
+FETCH_CONTAINER = "fetch-tokenizer"
+MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} "
+                  r"(?:file=(?P<file>\S+)|(?P<log>log)|exit=(?P<exit>\d+)|(?P<end>end))\s*$")
+TAIL_LINES = 30
+EXIT_MEANINGS = {96: "the upload to S3 failed (check the role may write the results prefix)",
+                 97: "pip could not install genai-bench (the pod needs PyPI egress, or use a genai-bench image)",
+                 98: "genai-bench never ran"}
+
+
+class BatchApi(Protocol):
+    def create_namespaced_job(self, namespace: str, body: Any) -> Any: ...
+
+    def read_namespaced_job(self, name: str, namespace: str) -> Any: ...
+
+    def delete_namespaced_job(self, name: str, namespace: str, *, propagation_policy: str) -> Any: ...
+
+
+class ServiceAccountApi(Protocol):
+    def create_namespaced_service_account(self, namespace: str, body: Any) -> Any: ...
+
+
+@dataclass
+class BenchmarkKube(KubeApi):
+    """:class:`KubeApi` plus the writes a benchmark needs: create a ServiceAccount, create/read/delete a Job."""
+
+    batch: BatchApi | None = None
+    accounts: ServiceAccountApi | None = None
+
+    @classmethod
+    def from_kube(cls, kube: KubeApi) -> BenchmarkKube:
+        """Add the batch client on the same connection as ``kube`` (from :func:`~hyperpod_dpd.ops.kube.load_kube`)."""
+        from kubernetes import client  # noqa: PLC0415 - keeps `hyperpod-dpd --help` fast
+
+        api_client = getattr(kube.core, "api_client", None)
+        return cls(custom=kube.custom, apps=kube.apps, core=kube.core, transport=kube.transport,
+                   batch=client.BatchV1Api(api_client), accounts=kube.core)  # type: ignore[arg-type]
+
+    def _batch(self) -> BatchApi:
+        if self.batch is None:
+            raise KubeError("no batch/v1 client: build BenchmarkKube with batch=")
+        return self.batch
+
+    def create_service_account(self, namespace: str, body: JsonDict) -> bool:
+        """Create it; False when one with that name exists (kept as it is: the stack may manage it)."""
+        if self.accounts is None:
+            raise KubeError("no ServiceAccount client: build BenchmarkKube with accounts=")
+        name = body["metadata"]["name"]
+        try:
+            self._call(f"create serviceaccount {namespace}/{name}", self.accounts.create_namespaced_service_account,
+                       namespace, body, missing_ok=False)
+        except KubeError as err:
+            if err.status == 409:
+                return False
+            raise
+        return True
+
+    def create_job(self, namespace: str, body: JsonDict) -> None:
+        name = body["metadata"]["name"]
+        try:
+            self._call(f"create job {namespace}/{name}", self._batch().create_namespaced_job, namespace, body,
+                       missing_ok=False)
+        except KubeError as err:
+            if err.status == 409:
+                raise KubeError(f"a Job {namespace}/{name} already exists: pass another --run-id, or "
+                                f"`kubectl delete job {name} -n {namespace}`", status=409) from None
+            raise
+
+    def job(self, namespace: str, name: str) -> JsonDict | None:
+        found: JsonDict | None = self._call(f"get job {namespace}/{name}", self._batch().read_namespaced_job,
+                                            name, namespace)
+        return found
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        """Delete the Job and its pod (background propagation); already gone is fine."""
+        self._call(f"delete job {namespace}/{name}", self._batch().delete_namespaced_job, name, namespace,
+                   propagation_policy="Background")
+
+
+@dataclass(frozen=True)
+class JobLog:
+    """What the publish container printed: the result files, genai-bench's exit code and its log tail."""
+
+    files: Mapping[str, str] = field(default_factory=dict)
+    exit_code: int | None = None
+    log_tail: str = ""
+
+
+def parse_job_log(text: str) -> JobLog:
+    """Split the publish container's log on its marker lines."""
+    files: dict[str, str] = {}
+    tail: list[str] = []
+    exit_code: int | None = None
+    current: list[str] | None = None
+    for line in text.splitlines():
+        mark = MARK.match(line)
+        if mark is None:
+            if current is not None:
+                current.append(line)
+            continue
+        if mark["file"]:
+            current = []
+            files[mark["file"]] = ""
+            name = mark["file"]
+        elif mark["log"]:
+            current = tail
+            name = ""
+        elif mark["end"]:
+            if current is not None and current is not tail:
+                files[name] = "\n".join(current)
+            current = None
+        elif mark["exit"]:
+            exit_code = int(mark["exit"])
+    return JobLog(files=files, exit_code=exit_code, log_tail="\n".join(tail))
+
+
+def _condition(job: JsonDict, kind: str) -> JsonDict | None:
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            found: JsonDict = condition
+            return found
+    return None
+
+
+def pod_progress(pod: JsonDict) -> str:
+    """``fetching the tokenizer``, ``genai-bench running``, ``publishing`` or why the pod is stuck."""
+    status = pod.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return f"unschedulable: {condition.get('message', condition.get('reason', ''))}"
+    steps = {FETCH_CONTAINER: "fetching the tokenizer from S3", BENCHMARK_CONTAINER: "genai-bench running"}
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        state = container.get("state") or {}
+        waiting = (state.get("waiting") or {}).get("reason")
+        if waiting in {"ImagePullBackOff", "ErrImagePull", "InvalidImageName"}:
+            return f"{container.get('name')}: the image cannot be pulled ({waiting}): check --image"
+        if "running" in state:
+            return steps.get(str(container.get("name")), "publishing the results")
+        if "terminated" in state and (state["terminated"].get("exitCode") or 0) != 0:
+            return f"{container.get('name')} exited {state['terminated'].get('exitCode')}"
+    return str(status.get("phase") or "Pending")
+
+
+def job_check(kube: BenchmarkKube, namespace: str, name: str) -> Check:
+    """Settled once the Job completed or failed; until then the pod's step is the detail."""
+    try:
+        job = kube.job(namespace, name)
+        pods = kube.pods(namespace, f"{JOB_NAME_LABEL}={name}")
+    except KubeError as err:
+        return failed(JOB, str(err))
+    if job is None:
+        return failed(JOB, f"job {namespace}/{name} is gone (deleted, or removed by its TTL)")
+    if _condition(job, "Complete"):
+        return passed(JOB, f"job {name} completed")
+    failure = _condition(job, "Failed")
+    if failure:
+        return failed(JOB, f"job {name} failed: {failure.get('reason', '')} {failure.get('message', '')}".strip())
+    step = pod_progress(pods[0]) if pods else "waiting for the pod"
+    return failed(JOB, f"{name}: {step}", settled=False)
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """One finished (or abandoned) benchmark Job: its last check, and what its log held."""
+
+    name: str
+    namespace: str
+    check: Check
+    log: JobLog
+    diagnostics: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.check.ok and self.log.exit_code == 0
+
+
+def _tail(text: str, lines: int = TAIL_LINES) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def collect(kube: BenchmarkKube, namespace: str, name: str) -> tuple[JobLog, str]:
+    """The publish container's log, parsed; when it never ran, the last lines of the step that failed."""
+    pods = kube.pods(namespace, f"{JOB_NAME_LABEL}={name}")
+    if not pods:
+        return JobLog(), f"no pod left for job {name}"
+    pod = pods[0]["metadata"]["name"]
+    status = pods[0].get("status") or {}
+    started = {c.get("name") for c in status.get("containerStatuses") or []
+               if "running" in (c.get("state") or {}) or "terminated" in (c.get("state") or {})}
+    if PUBLISH_CONTAINER in started:
+        return parse_job_log(kube.pod_log(namespace, pod, PUBLISH_CONTAINER)), ""
+    for container in status.get("initContainerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        if terminated and terminated.get("exitCode", 0) != 0:
+            text = kube.pod_log(namespace, pod, str(container.get("name")))
+            return JobLog(), f"{container.get('name')} exited {terminated.get('exitCode')}:\n{_tail(text)}"
+    return JobLog(), f"pod {pod}: {pod_progress(pods[0])}"
+
+
+def run_job(kube: BenchmarkKube, manifests: Sequence[JsonDict], *, waiter: Waiter, keep: bool = False) -> JobRun:
+    """Apply the ServiceAccount and Job, wait for the Job, read its results, and delete it unless ``keep``.
+
+    A Job that times out is deleted too, so an abandoned benchmark stops loading the endpoint.
+    """
+    (job,) = [m for m in manifests if m["kind"] == "Job"]
+    namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    for account in (m for m in manifests if m["kind"] == "ServiceAccount"):
+        kube.create_service_account(namespace, account)
+    kube.create_job(namespace, job)
+    try:
+        (check,), timed_out = waiter.run([lambda: job_check(kube, namespace, name)])
+        log, diagnostics = collect(kube, namespace, name)
+    finally:
+        if not keep:
+            kube.delete_job(namespace, name)
+    if timed_out:
+        diagnostics = "\n".join(filter(None, [diagnostics, "the Job was deleted, so it stops loading the endpoint"
+                                              if not keep else "the Job was kept (--keep)"]))
+    if log.exit_code in EXIT_MEANINGS:
+        diagnostics = "\n".join(filter(None, [EXIT_MEANINGS[log.exit_code], diagnostics]))
+    return JobRun(name=name, namespace=namespace, check=check, log=log, diagnostics=diagnostics)

@@ -1,0 +1,234 @@
+"""The benchmark Job and its ServiceAccount, as a cdk8s-plus chart.
+
+One pod, in order: ``fetch-tokenizer`` (aws-cli) copies the tokenizer files from S3, so no Hugging
+Face access is needed; ``benchmark`` runs genai-bench against the router and always exits 0, writing
+genai-bench's exit code next to the results; ``publish`` prints every result file between markers
+(so ``bench`` reads them from the pod's log), uploads them to S3 when asked, and exits with
+genai-bench's code, so the Job fails when genai-bench did. ``backoffLimit: 0`` (a retried benchmark
+measures a different run), a deadline sized from the scenario, a TTL, non-root with a read-only
+root filesystem, resources requested, and only the system nodes (never a HyperPod GPU node).
+
+The default image is ``public.ecr.aws/docker/library/python`` (Docker's official image mirrored on
+ECR Public: pullable without credentials or Docker Hub rate limits), into which the container
+pip-installs the pinned genai-bench; it needs PyPI egress. genai-bench publishes
+``ghcr.io/moirai-internal/genai-bench:<version>``, whose public availability could not be verified:
+pass it as ``image`` and the container runs the genai-bench it finds instead of installing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import cdk8s
+from constructs import Construct
+
+from hyperpod_dpd.benchmark._plus import kplus
+from hyperpod_dpd.benchmark.scenario import Scenario
+from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.errors import Problem, raise_if_any
+from hyperpod_dpd.validation.rules import DNS_LABEL
+
+GENAI_BENCH_VERSION = "0.0.5"
+DEFAULT_IMAGE = "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
+DEFAULT_AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
+DEFAULT_SERVICE_ACCOUNT = "hyperpod-dpd-bench"
+SYSTEM_POOL = {"hyperpod-dpd/pool": "system"}  # the label of the stack's system node group
+HYPERPOD_NODE_LABEL = "sagemaker.amazonaws.com/instance-group-name"  # on every HyperPod (GPU) node
+ROLE_ARN_ANNOTATION = "eks.amazonaws.com/role-arn"
+RESULTS_MARK = "### hyperpod-dpd-bench"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json",
+                   "generation_config.json", "chat_template.jinja")
+SETUP_SECONDS = 900  # image pulls, pip install and the tokenizer copy
+LEVEL_SLACK_SECONDS = 60  # genai-bench's stop check runs once a second, plus report writing
+TTL_SECONDS = 3600
+RUN_USER = 1000
+PUBLISH_CONTAINER = "publish"
+BENCHMARK_CONTAINER = "benchmark"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "hyperpod-dpd", "app.kubernetes.io/name": "hyperpod-dpd-bench"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobOptions:
+    """How the benchmark pod runs.
+
+    :param run_id: names the Job and the results folder (lower-case letters, digits, '-').
+    :param image: runs genai-bench (pip-installed when absent). :default: python 3.11 slim from ECR Public
+    :param genai_bench_version: :default: 0.0.5
+    :param aws_cli_image: copies the tokenizer and the results. :default: aws-cli 2.27.0 from ECR Public
+    :param service_account: :default: hyperpod-dpd-bench
+    :param role_arn: annotated on the ServiceAccount for IRSA. :default: - none (Pod Identity or the node role)
+    :param results: upload the result files under ``<results>/<endpoint>/<run_id>/``. :default: - only the log
+    :param node_selector: where the pod may run. :default: the stack's system nodes (hyperpod-dpd/pool=system)
+    :param cpu: :default: 2 (request; the limit is twice). :param memory_gib: :default: 4 (the limit is twice)
+    :param ttl_seconds: how long the finished Job stays. :default: 3600
+    """
+
+    run_id: str
+    image: str = DEFAULT_IMAGE
+    genai_bench_version: str = GENAI_BENCH_VERSION
+    aws_cli_image: str = DEFAULT_AWS_CLI_IMAGE
+    service_account: str = DEFAULT_SERVICE_ACCOUNT
+    role_arn: str | None = None
+    results: S3Location | None = None
+    node_selector: Mapping[str, str] = field(default_factory=lambda: dict(SYSTEM_POOL))
+    cpu: float = 2
+    memory_gib: int = 4
+    ttl_seconds: int = TTL_SECONDS
+
+
+def is_dns_label(value: str) -> bool:
+    return len(value) <= 63 and DNS_LABEL.match(value) is not None
+
+
+def job_name(target: BenchmarkTarget, options: JobOptions) -> str:
+    return f"bench-{target.name}-{options.run_id}"
+
+
+def deadline_seconds(scenario: Scenario) -> int:
+    """Setup plus every level at its time bound: past it the Job is stopped, not left loading the endpoint."""
+    return SETUP_SECONDS + len(scenario.concurrency) * (scenario.max_seconds + LEVEL_SLACK_SECONDS)
+
+
+def option_problems(target: BenchmarkTarget, options: JobOptions) -> list[Problem]:
+    problems = []
+    name = job_name(target, options)
+    if not is_dns_label(options.run_id) or not is_dns_label(name):
+        problems.append(Problem(field="run_id", value=options.run_id, message=f"makes the Job name {name!r}, which "
+                                "must be a DNS label of at most 63 characters (it becomes the pods' job-name label)",
+                                fix="use a short id of lower-case letters, digits and '-', e.g. 20261201-0300"))
+    if not is_dns_label(options.service_account):
+        problems.append(Problem(field="service_account", value=options.service_account,
+                                message="is not a DNS label", fix=f"use e.g. {DEFAULT_SERVICE_ACCOUNT}"))
+    if options.cpu <= 0 or options.memory_gib < 1:
+        problems.append(Problem(field="resources", value=(options.cpu, options.memory_gib),
+                                message="need a positive CPU and at least 1 GiB", fix="use cpu=2, memory_gib=4"))
+    return problems
+
+
+def _benchmark_script() -> str:
+    return (
+        "set -u\n"
+        "if ! command -v genai-bench >/dev/null 2>&1; then\n"
+        '  echo "installing genai-bench==$GENAI_BENCH_VERSION"\n'
+        '  if ! pip install --quiet --no-cache-dir --target /tmp/pkgs "genai-bench==$GENAI_BENCH_VERSION"; then\n'
+        "    echo 97 > /results/exit-code; exit 0\n"
+        "  fi\n"
+        '  export PYTHONPATH=/tmp/pkgs PATH="/tmp/pkgs/bin:$PATH"\n'
+        "fi\n"
+        'genai-bench "$@"\n'
+        "echo $? > /results/exit-code\n")
+
+
+def _publish_script(results: S3Location | None, endpoint: str) -> str:
+    upload = ""
+    if results is not None:
+        upload = (f'aws s3 cp "$dir/" "{results.uri}{endpoint}/$RUN_ID/" --recursive --only-show-errors '
+                  '--exclude "*" --include "*.json" --include "*.xlsx" || code=96\n')
+    return (
+        "set -u\n"
+        'dir="/results/$RUN_ID"\n'
+        'for f in "$dir"/*.json; do\n'
+        '  [ -e "$f" ] || continue\n'
+        f'  echo "{RESULTS_MARK} file=${{f##*/}}"; cat "$f"; echo; echo "{RESULTS_MARK} end"\n'
+        "done\n"
+        "code=$(cat /results/exit-code 2>/dev/null || echo 98)\n"
+        'if [ "$code" != 0 ]; then\n'
+        f'  echo "{RESULTS_MARK} log"; tail -n 40 /results/logs/genai_bench.log 2>/dev/null; '
+        f'echo "{RESULTS_MARK} end"\n'
+        "fi\n"
+        f"{upload}"
+        f'echo "{RESULTS_MARK} exit=$code"\n'
+        'exit "$code"\n')
+
+
+def genai_bench_args(target: BenchmarkTarget, scenario: Scenario, options: JobOptions) -> list[str]:
+    return ["benchmark", "--api-backend", "vllm", "--api-base", target.api_base, "--api-key", "unused",
+            "--api-model-name", target.served_model, "--model-tokenizer", "/tokenizer", "--model", target.model_label,
+            *scenario.genai_bench_args(), "--server-engine", "vLLM",
+            "--experiment-base-dir", "/results", "--experiment-folder-name", options.run_id,
+            "--log-dir", "/results/logs"]
+
+
+class BenchmarkJobChart(cdk8s.Chart):
+    """The Job and ServiceAccount that benchmark one endpoint (see the module docstring for the pod).
+
+    :param target: the endpoint. :param scenario: the traffic. :param options: the pod; see :class:`JobOptions`.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, target: BenchmarkTarget, scenario: Scenario,
+                 options: JobOptions) -> None:
+        raise_if_any(option_problems(target, options))
+        super().__init__(scope, id, disable_resource_name_hashes=True, namespace=target.namespace)
+        self.name = job_name(target, options)
+        labels = {**MANAGED_BY, "hyperpod-dpd/endpoint": target.name, "hyperpod-dpd/run": options.run_id}
+        annotations = {ROLE_ARN_ANNOTATION: options.role_arn} if options.role_arn else None
+        self.service_account = kplus.ServiceAccount(
+            self, "ServiceAccount", automount_token=False,
+            metadata=cdk8s.ApiObjectMetadata(name=options.service_account, labels=dict(MANAGED_BY),
+                                             annotations=annotations))
+        volumes = {name: kplus.Volume.from_empty_dir(self, f"{name}-volume", name)
+                   for name in ("tokenizer", "results", "tmp")}
+        self.job = kplus.Job(
+            self, "Job", metadata=cdk8s.ApiObjectMetadata(name=self.name, labels=labels),
+            pod_metadata=cdk8s.ApiObjectMetadata(labels=labels), select=False,
+            backoff_limit=0, active_deadline=cdk8s.Duration.seconds(deadline_seconds(scenario)),
+            ttl_after_finished=cdk8s.Duration.seconds(options.ttl_seconds),
+            restart_policy=kplus.RestartPolicy.NEVER, service_account=self.service_account,
+            automount_service_account_token=False,
+            security_context=kplus.PodSecurityContextProps(ensure_non_root=True, user=RUN_USER, group=RUN_USER,
+                                                           fs_group=RUN_USER))
+        region = {"AWS_REGION": kplus.EnvValue.from_value(target.tokenizer.region)} if target.tokenizer.region else {}
+        home = {"HOME": kplus.EnvValue.from_value("/tmp")}
+        includes = [arg for name in TOKENIZER_FILES for arg in ("--include", name)]
+        self.job.add_init_container(**self._container(
+            name="fetch-tokenizer", image=options.aws_cli_image, cpu=0.25, memory_gib=0.25,
+            command=["aws"], args=["s3", "cp", target.tokenizer.uri, "/tokenizer/", "--recursive",
+                                   "--only-show-errors", "--exclude", "*", *includes],
+            env={**home, **region}, mounts={"/tokenizer": volumes["tokenizer"], "/tmp": volumes["tmp"]}))
+        self.job.add_init_container(**self._container(
+            name=BENCHMARK_CONTAINER, image=options.image, cpu=options.cpu, memory_gib=options.memory_gib,
+            command=["sh", "-c", _benchmark_script(), "genai-bench"],
+            args=genai_bench_args(target, scenario, options),
+            env={**home, "GENAI_BENCH_VERSION": kplus.EnvValue.from_value(options.genai_bench_version),
+                 **{key: kplus.EnvValue.from_value(value) for key, value in (
+                     ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
+                     ("HF_HOME", "/tmp/hf"), ("MPLCONFIGDIR", "/tmp/mpl"), ("TRANSFORMERS_VERBOSITY", "error"),
+                     ("PIP_DISABLE_PIP_VERSION_CHECK", "1"))}},
+            mounts={"/tokenizer": volumes["tokenizer"], "/results": volumes["results"], "/tmp": volumes["tmp"]}))
+        self.job.add_container(**self._container(
+            name=PUBLISH_CONTAINER, image=options.aws_cli_image, cpu=0.25, memory_gib=0.25,
+            command=["sh", "-c", _publish_script(options.results, target.name)], args=[],
+            env={**home, **region, "RUN_ID": kplus.EnvValue.from_value(options.run_id)},
+            mounts={"/results": volumes["results"], "/tmp": volumes["tmp"]}))
+        if options.node_selector:
+            queries = [kplus.NodeLabelQuery.is_(key, value) for key, value in sorted(options.node_selector.items())]
+        else:
+            queries = []
+        self.job.scheduling.attract(kplus.Node.labeled(*queries, kplus.NodeLabelQuery.does_not_exist(
+            HYPERPOD_NODE_LABEL)))
+
+    @staticmethod
+    def _container(*, name: str, image: str, cpu: float, memory_gib: float, command: list[str], args: list[str],
+                   env: Mapping[str, Any], mounts: Mapping[str, Any]) -> dict[str, Any]:
+        mebibytes = int(memory_gib * 1024)
+        return dict(
+            name=name, image=image, command=command, args=args or None, env_variables=dict(env),
+            image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
+            resources=kplus.ContainerResources(
+                cpu=kplus.CpuResources(request=kplus.Cpu.millis(int(cpu * 1000)),
+                                       limit=kplus.Cpu.millis(int(cpu * 2000))),
+                memory=kplus.MemoryResources(request=cdk8s.Size.mebibytes(mebibytes),
+                                             limit=cdk8s.Size.mebibytes(2 * mebibytes))),
+            security_context=kplus.ContainerSecurityContextProps(
+                ensure_non_root=True, user=RUN_USER, group=RUN_USER, privileged=False,
+                allow_privilege_escalation=False, read_only_root_filesystem=True),
+            volume_mounts=[kplus.VolumeMount(path=path, volume=volume) for path, volume in sorted(mounts.items())])
+
+
+def render_benchmark_job(target: BenchmarkTarget, scenario: Scenario, options: JobOptions) -> list[dict[str, Any]]:
+    """The ServiceAccount and Job as Kubernetes objects (raises :class:`SpecError` for bad options)."""
+    chart = BenchmarkJobChart(cdk8s.App(), "benchmark", target=target, scenario=scenario, options=options)
+    objects: list[dict[str, Any]] = chart.to_json()
+    return objects

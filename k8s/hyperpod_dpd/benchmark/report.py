@@ -1,0 +1,48 @@
+"""One run's results as the table ``bench`` prints, and as one JSON object."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
+from hyperpod_dpd.benchmark.scenario import Scenario
+from hyperpod_dpd.benchmark.table import milliseconds, render_columns
+from hyperpod_dpd.benchmark.trust import TrustWarning
+
+HEADERS = ("CONC", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",
+           "FAILED", "ERR")
+
+
+def _three(p: Percentiles, *, seconds: bool = False) -> str:
+    if seconds:
+        return "/".join("-" if v is None else f"{v:.2f}" for v in (p.p50, p.p90, p.p99))
+    return "/".join(milliseconds(v) for v in (p.p50, p.p90, p.p99))
+
+
+def level_row(level: LevelResult) -> list[str]:
+    return [str(level.concurrency), _three(level.ttft), _three(level.tpot), _three(level.e2e, seconds=True),
+            f"{level.output_tokens_per_s:,.1f}", str(level.completed), str(level.failed), f"{level.error_rate:.1%}"]
+
+
+def render_results(title: str, results: BenchmarkResults, warnings: Sequence[TrustWarning]) -> str:
+    """The per-level table, the levels that never ran, then every trust warning."""
+    rows = [level_row(level) for level in results.levels]
+    rows += [[str(level), *(["not run"] + ["-"] * (len(HEADERS) - 2))] for level in results.missing]
+    lines = [title, render_columns(HEADERS, rows)]
+    if warnings:
+        lines += ["", "cannot be trusted as measured:", *(f"  - {w.render()}" for w in warnings)]
+    return "\n".join(lines)
+
+
+def results_object(*, endpoint: str, scenario: Scenario, results: BenchmarkResults,
+                   warnings: Sequence[TrustWarning], job: str | None = None) -> dict[str, Any]:
+    return {"endpoint": endpoint, "job": job,
+            "scenario": {"isl": scenario.isl, "osl": scenario.osl, "concurrency": list(scenario.concurrency),
+                         "requests_per_level": scenario.requests_per_level, "max_seconds": scenario.max_seconds},
+            **results.as_dict(), "trusted": not warnings, "warnings": [w.as_dict() for w in warnings]}
+
+
+def to_json(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, sort_keys=False)

@@ -1,0 +1,171 @@
+"""genai-bench 0.0.5's result files, read into one value per concurrency level.
+
+genai-bench writes one ``<scenario>_<task>_num_concurrency_<N>_time_<S>s.json`` per level (``S`` is
+the measured run time, so names are matched, never built) and, when every request of a level fails,
+``debug_for_run_<scenario>_<N>.json`` instead, after which it stops. Its ``error_rate`` is always 0
+(computed before the request count), and a debug file counts failures only in
+``error_codes_frequency``, so the counts here are rebuilt from what is reliable. Latencies are
+normalised to seconds whatever ``_time_unit`` says.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RUN_FILE = re.compile(r"^(?P<stem>.+)_(?P<task>[a-z-]+-to-[a-z-]+)_num_concurrency_(?P<level>\d+)_time_\d+s\.json$")
+DEBUG_FILE = re.compile(r"^debug_for_run_(?P<stem>.+)_(?P<level>\d+)\.json$")
+LATENCIES = ("ttft", "tpot", "e2e_latency")
+UNIT_SCALE = {"s": 1.0, "ms": 1e-3}
+
+
+class ResultsError(ValueError):
+    """A result file that is not genai-bench output; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """p50, p90 and p99 in seconds; None when no request produced the metric."""
+
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {"p50": self.p50, "p90": self.p90, "p99": self.p99}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LevelResult:
+    """What one concurrency level measured."""
+
+    concurrency: int
+    scenario: str
+    ttft: Percentiles
+    tpot: Percentiles
+    e2e: Percentiles
+    output_tokens_per_s: float
+    completed: int
+    failed: int
+    duration_s: float
+    mean_input_tokens: float | None
+    mean_output_tokens: float | None
+    error_codes: Mapping[str, int] = field(default_factory=dict)
+    first_error: str | None = None
+
+    @property
+    def requests(self) -> int:
+        return self.completed + self.failed
+
+    @property
+    def error_rate(self) -> float:
+        """Failed over sent, from the counts (genai-bench's own ``error_rate`` is always 0)."""
+        return self.failed / self.requests if self.requests else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency, "scenario": self.scenario,
+            "ttft_s": self.ttft.as_dict(), "tpot_s": self.tpot.as_dict(), "e2e_s": self.e2e.as_dict(),
+            "output_tokens_per_s": self.output_tokens_per_s, "requests": self.requests,
+            "completed": self.completed, "failed": self.failed, "error_rate": self.error_rate,
+            "error_codes": dict(sorted(self.error_codes.items())), "duration_s": self.duration_s,
+            "mean_input_tokens": self.mean_input_tokens, "mean_output_tokens": self.mean_output_tokens,
+            "first_error": self.first_error,
+        }
+
+
+def _get(data: Mapping[str, Any], path: str, where: str) -> Any:
+    value: Any = data
+    for key in path.split("."):
+        if not isinstance(value, Mapping) or key not in value:
+            raise ResultsError(f"{where}: no '{path}' (not a genai-bench 0.0.x result file?)")
+        value = value[key]
+    return value
+
+
+def _number(value: Any, scale: float = 1.0) -> float | None:
+    return None if value is None else float(value) * scale
+
+
+def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
+    """One run (or debug) file's JSON as a :class:`LevelResult`."""
+    unit = data.get("_time_unit", "s")
+    if unit not in UNIT_SCALE:
+        raise ResultsError(f"{where}: unknown _time_unit {unit!r} (expected 's' or 'ms')")
+    scale = UNIT_SCALE[unit]
+    metrics = _get(data, "aggregated_metrics", where)
+    stats = _get(metrics, "stats", where)
+    latencies = {name: Percentiles(*(_number(_get(stats, f"{name}.{p}", where), scale) for p in ("p50", "p90", "p99")))
+                 for name in LATENCIES}
+    codes = {str(code): int(count) for code, count in (metrics.get("error_codes_frequency") or {}).items()}
+    completed = int(_get(metrics, "num_completed_requests", where))
+    failed = max(int(metrics.get("num_error_requests") or 0), sum(codes.values()))
+    errors = [r.get("error_message") for r in data.get("individual_request_metrics") or []
+              if isinstance(r, Mapping) and r.get("error_code") is not None]
+    return LevelResult(
+        concurrency=int(_get(metrics, "num_concurrency", where)), scenario=str(_get(metrics, "scenario", where)),
+        ttft=latencies["ttft"], tpot=latencies["tpot"], e2e=latencies["e2e_latency"],
+        output_tokens_per_s=float(_get(metrics, "mean_output_throughput_tokens_per_s", where) or 0.0),
+        completed=completed, failed=failed, duration_s=float(metrics.get("run_duration") or 0.0),
+        mean_input_tokens=_number(_get(stats, "num_input_tokens.mean", where)),
+        mean_output_tokens=_number(_get(stats, "num_output_tokens.mean", where)),
+        error_codes=codes, first_error=str(errors[0])[:300] if errors else None)
+
+
+@dataclass(frozen=True)
+class BenchmarkResults:
+    """Every level of one benchmark run, by concurrency; ``missing`` are levels that never ran."""
+
+    levels: tuple[LevelResult, ...]
+    missing: tuple[int, ...] = ()
+
+    def level(self, concurrency: int) -> LevelResult | None:
+        return next((level for level in self.levels if level.concurrency == concurrency), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"levels": [level.as_dict() for level in self.levels], "not_run": list(self.missing)}
+
+
+METADATA_FILE = "experiment_metadata.json"
+
+
+def _planned_levels(files: Mapping[str, str]) -> list[int]:
+    """The levels genai-bench was asked for, from its metadata file when there is one."""
+    try:
+        metadata = json.loads(files.get(METADATA_FILE) or "{}")
+        return [int(level) for level in metadata.get("num_concurrency") or []]
+    except (ValueError, TypeError, AttributeError):
+        return []
+
+
+def collect(files: Mapping[str, str], *, expected: Iterable[int] = ()) -> BenchmarkResults:
+    """Result files by name (their text) as results; other names are ignored.
+
+    ``expected`` are the levels that should be there. :default: - those ``experiment_metadata.json`` lists
+    """
+    found: dict[int, LevelResult] = {}
+    for name in sorted(files):
+        if not (RUN_FILE.match(name) or DEBUG_FILE.match(name)):
+            continue
+        try:
+            data = json.loads(files[name])
+        except ValueError as err:
+            raise ResultsError(f"{name}: not JSON ({err})") from None
+        if not isinstance(data, Mapping):
+            raise ResultsError(f"{name}: not a JSON object")
+        level = parse_run(data, where=name)
+        if level.concurrency not in found or RUN_FILE.match(name):
+            found[level.concurrency] = level
+    wanted = sorted(set(expected) or set(_planned_levels(files)))
+    missing = tuple(level for level in wanted if level not in found)
+    return BenchmarkResults(levels=tuple(found[key] for key in sorted(found)), missing=missing)
+
+
+def read_directory(folder: Path, *, expected: Iterable[int] = ()) -> BenchmarkResults:
+    """The result files genai-bench wrote into ``folder`` (its ``<base>/<experiment folder>``)."""
+    files = {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.json"))}
+    return collect(files, expected=expected)

@@ -1,0 +1,71 @@
+"""What a benchmark points at: the endpoint's router Service and where its tokenizer files are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, ROUTER_PORT, router_service
+from hyperpod_dpd.spec import DpdSpec, S3Source
+
+
+@dataclass(frozen=True, kw_only=True)
+class S3Location:
+    """``s3://bucket/prefix/`` and the bucket's region."""
+
+    bucket: str
+    prefix: str
+    region: str | None = None
+
+    @property
+    def uri(self) -> str:
+        prefix = self.prefix.strip("/")
+        return f"s3://{self.bucket}/{prefix}/" if prefix else f"s3://{self.bucket}/"
+
+    @classmethod
+    def parse(cls, uri: str, *, field: str, region: str | None = None) -> S3Location:
+        """``s3://bucket[/prefix]``; anything else is a :class:`SpecError` naming ``field``."""
+        bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+        if not uri.startswith("s3://") or not bucket:
+            raise SpecError([Problem(field=field, value=uri, message="is not an S3 URI",
+                                     fix="write it as s3://BUCKET/PREFIX")])
+        return cls(bucket=bucket, prefix=prefix.strip("/"), region=region)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkTarget:
+    """One endpoint as genai-bench sees it.
+
+    :param name: the endpoint (``metadata.name``), which names the Job.
+    :param namespace: where the Job runs. :param api_base: the router, without ``/v1``.
+    :param served_model: the request's ``model`` (vLLM serves the mount path).
+    :param model_label: genai-bench's ``--model`` label. :param tokenizer: the tokenizer files' S3 prefix.
+    """
+
+    name: str
+    namespace: str
+    api_base: str
+    served_model: str
+    model_label: str
+    tokenizer: S3Location
+
+    @classmethod
+    def for_spec(cls, spec: DpdSpec, *, namespace: str | None = None, tokenizer: S3Location | None = None,
+                 region: str | None = None) -> BenchmarkTarget:
+        """The spec's router Service (plain HTTP on 443, as the operator's docs call it) and model prefix.
+
+        :param tokenizer: where the tokenizer files are. :default: - the spec's S3 model prefix (required
+            for FSx, Hugging Face and volume sources)
+        :param region: the bucket's region when the spec leaves it out. :default: - the spec's
+        """
+        source = spec.model.source
+        if tokenizer is None:
+            if not isinstance(source, S3Source):
+                raise SpecError([Problem(
+                    field="model.source", value=type(source).__name__, message="is not S3, so the benchmark cannot "
+                    "copy the tokenizer files from the model's prefix", fix="copy tokenizer.json and "
+                    "tokenizer_config.json to S3 and pass --tokenizer-s3 s3://BUCKET/PREFIX")])
+            tokenizer = S3Location(bucket=source.bucket, prefix=source.prefix, region=source.region or region)
+        api_base = f"http://{router_service(spec)}.{OPERATOR_NAMESPACE}.svc.cluster.local:{ROUTER_PORT}"
+        return cls(name=spec.name, namespace=namespace or spec.namespace, api_base=api_base,
+                   served_model=spec.model.mount_path, model_label=spec.model.name, tokenizer=tokenizer)

@@ -1,0 +1,77 @@
+"""When a measurement cannot be trusted, and why: what a healthy run through the DPD router looks like.
+
+A router that drops ``ignore_eos`` (or ``max_tokens``) makes requests stop early, so every
+per-token figure is about shorter answers than asked for; a proxy that buffers the stream makes the
+first token arrive with the last, so TTFT is really end-to-end latency and TPOT is near zero; failed
+requests leave the latencies of the survivors only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult
+from hyperpod_dpd.benchmark.scenario import Scenario
+
+BUFFERED_RATIO = 0.8  # TTFT p50 at 80% of end-to-end p50 or more: the stream arrived in one piece
+OUTPUT_TOLERANCE = 0.02  # mean output tokens within 2% of --osl
+
+
+class Trust(Enum):
+    FAILED_REQUESTS = "failed-requests"
+    LEVEL_FAILED = "level-failed"
+    LEVEL_NOT_RUN = "level-not-run"
+    OUTPUT_LENGTH = "output-length"
+    BUFFERED_STREAM = "buffered-stream"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrustWarning:
+    """One reason not to believe a level's numbers, with what to check."""
+
+    code: Trust
+    concurrency: int
+    message: str
+
+    def render(self) -> str:
+        return f"[{self.code.value}] concurrency {self.concurrency}: {self.message}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"code": self.code.value, "concurrency": self.concurrency, "message": self.message}
+
+
+def level_warnings(level: LevelResult, scenario: Scenario) -> list[TrustWarning]:
+    """Every reason to distrust one level."""
+    found: list[TrustWarning] = []
+    codes = ", ".join(f"HTTP {code} x{count}" for code, count in sorted(level.error_codes.items())) or "no codes"
+    sample = f"; first error: {level.first_error}" if level.first_error else ""
+    if level.completed == 0:
+        found.append(TrustWarning(code=Trust.LEVEL_FAILED, concurrency=level.concurrency, message=(
+            f"every request failed ({level.failed}: {codes}){sample}. Check the endpoint is ready "
+            "(`hyperpod-dpd verify --smoke`) and the Job's --api-base")))
+        return found
+    if level.failed:
+        found.append(TrustWarning(code=Trust.FAILED_REQUESTS, concurrency=level.concurrency, message=(
+            f"{level.failed} of {level.requests} requests failed ({level.error_rate:.1%}: {codes}){sample}; the "
+            "latencies describe the survivors only")))
+    out = level.mean_output_tokens
+    if out is not None and abs(out - scenario.osl) > OUTPUT_TOLERANCE * scenario.osl:
+        found.append(TrustWarning(code=Trust.OUTPUT_LENGTH, concurrency=level.concurrency, message=(
+            f"requests produced {out:.1f} output tokens on average, not --osl {scenario.osl}: the router or server "
+            "dropped ignore_eos or max_tokens, so TPOT and throughput describe shorter answers")))
+    ttft, e2e = level.ttft.p50, level.e2e.p50
+    if ttft is not None and e2e and ttft >= BUFFERED_RATIO * e2e:
+        found.append(TrustWarning(code=Trust.BUFFERED_STREAM, concurrency=level.concurrency, message=(
+            f"TTFT p50 {ttft * 1e3:.0f} ms is {ttft / e2e:.0%} of end-to-end p50 {e2e * 1e3:.0f} ms: the stream "
+            "arrived in one piece (a proxy buffered it), so TTFT is really end-to-end latency and TPOT is wrong")))
+    return found
+
+
+def trust_warnings(results: BenchmarkResults, scenario: Scenario) -> list[TrustWarning]:
+    """Warnings for every level, in concurrency order, then the levels that never ran."""
+    found = [warning for level in results.levels for warning in level_warnings(level, scenario)]
+    found += [TrustWarning(code=Trust.LEVEL_NOT_RUN, concurrency=level, message=(
+        "no result: genai-bench stops after a level where every request failed, or the run hit its deadline"))
+        for level in results.missing]
+    return found

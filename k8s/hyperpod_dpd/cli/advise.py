@@ -1,0 +1,120 @@
+"""``hyperpod-dpd advise [SPEC] --isl N --osl N (--concurrency N[,N...] | --request-rate R) [...]``.
+
+Predicts the spec's DPD layout against aggregated vLLM with NVIDIA AIConfigurator (the ``advisor``
+extra, imported only when the command runs). ``--search`` finds the layout with the fewest nodes that
+meets ``--ttft-ms``/``--tpot-ms``; ``--write-spec FILE`` writes the best one as a spec. Exit status: 0,
+1 when the DPD layout misses an SLA (or no layout meets it), 2 for bad input or a missing extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from hyperpod_dpd.advisor.search import DEFAULT_MAX_NODES, DEFAULT_TOP
+from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_spec
+from hyperpod_dpd.errors import SpecError
+
+EXIT_SLA_MISSED = 1
+
+
+def _number(kind: type[int] | type[float], text: str, what: str) -> int | float:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+def _whole(text: str) -> int:
+    return int(_number(int, text, "a whole number"))
+
+
+def _real(text: str) -> float:
+    return float(_number(float, text, "a number"))
+
+
+def _concurrencies(text: str) -> tuple[int, ...]:
+    return tuple(_whole(part.strip()) for part in text.split(","))
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "advise", help="predict DPD against aggregated vLLM for your traffic (AIConfigurator)",
+        description="Predict TTFT, TPOT and throughput of the spec's DPD layout against aggregated vLLM on "
+                    "the same model and TP, with NVIDIA AIConfigurator (pip install 'hyperpod-dpd[advisor]').")
+    add_spec_argument(parser)
+    parser.add_argument("--isl", type=_whole, required=True, metavar="N", help="input tokens per request")
+    parser.add_argument("--osl", type=_whole, required=True, metavar="N", help="output tokens per request")
+    load = parser.add_mutually_exclusive_group(required=True)
+    load.add_argument("--concurrency", type=_concurrencies, metavar="N[,N...]",
+                      help="requests in flight (closed loop), one or more load points")
+    load.add_argument("--request-rate", type=_real, metavar="R", help="arrivals per second (one load point)")
+    parser.add_argument("--ttft-ms", type=_real, metavar="MS", help="time-to-first-token target")
+    parser.add_argument("--tpot-ms", type=_real, metavar="MS", help="time-per-output-token target")
+    parser.add_argument("--baseline-nodes", type=_whole, metavar="N",
+                        help="nodes of the aggregated baseline (default: as many as the DPD layout, equal cost)")
+    parser.add_argument("--search", action="store_true",
+                        help="find the DPD layout with the fewest nodes that meets the SLAs at one load point")
+    parser.add_argument("--max-nodes", type=_whole, metavar="N",
+                        help=f"with --search: the largest layout tried (default: {DEFAULT_MAX_NODES})")
+    parser.add_argument("--top", type=_whole, metavar="N",
+                        help=f"with --search: layouts printed (default: {DEFAULT_TOP})")
+    parser.add_argument("--write-spec", metavar="FILE", help="with --search: write the best layout as a spec")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    for flag, value in (("--write-spec", args.write_spec), ("--max-nodes", args.max_nodes), ("--top", args.top)):
+        if value is not None and not args.search:
+            raise UserFacingError(f"{flag} needs --search: it applies to the layouts the search finds")
+    if args.search and args.baseline_nodes is not None:
+        raise UserFacingError("--baseline-nodes applies to the comparison, not to --search; drop one of them")
+    spec = read_spec(args.spec)
+    from hyperpod_dpd.advisor import NoLayoutMeetsSla, Traffic, advise, search  # noqa: PLC0415 - keeps --help fast
+    from hyperpod_dpd.advisor.render import render_advice, render_search  # noqa: PLC0415
+
+    traffic = Traffic(isl=args.isl, osl=args.osl, concurrency=args.concurrency or (),
+                      request_rate=args.request_rate, ttft_ms=args.ttft_ms, tpot_ms=args.tpot_ms)
+    source = args.spec or "the embedded default spec"
+    try:
+        if args.search:
+            result = search(spec, traffic, max_nodes=DEFAULT_MAX_NODES if args.max_nodes is None else args.max_nodes,
+                            top=DEFAULT_TOP if args.top is None else args.top)
+        else:
+            advice = advise(spec, traffic, baseline_nodes=args.baseline_nodes)
+    except NoLayoutMeetsSla as err:
+        print(f"hyperpod-dpd: {err}", file=sys.stderr)
+        return EXIT_SLA_MISSED
+    except SpecError as err:
+        raise UserFacingError(f"cannot advise on {source}:\n" + "\n".join(
+            f"  - {problem.render()}" for problem in err.problems)) from None
+    if not args.search:
+        if args.json:
+            print(json.dumps(advice.to_json(), indent=2))
+        else:
+            print(render_advice(advice), end="")
+        if not advice.meets_sla:
+            print("hyperpod-dpd: the DPD layout misses the SLA at some load point (see above)", file=sys.stderr)
+            return EXIT_SLA_MISSED
+        return 0
+    if args.write_spec:
+        from hyperpod_dpd.loading import spec_to_yaml  # noqa: PLC0415
+        from hyperpod_dpd.validation import check  # noqa: PLC0415
+
+        best = result.best[0].spec
+        print_warnings(check(best, source=args.write_spec).warnings)
+        try:
+            Path(args.write_spec).write_text(spec_to_yaml(best), encoding="utf-8")
+        except OSError as err:
+            raise UserFacingError(f"cannot write {args.write_spec}: {err.strerror}. Fix: choose a writable path "
+                                  "in an existing folder") from None
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(render_search(result, isl=traffic.isl, osl=traffic.osl, sla=traffic.sla), end="")
+    if args.write_spec:
+        print(f"wrote the best layout to {args.write_spec}", file=sys.stderr)
+    return 0

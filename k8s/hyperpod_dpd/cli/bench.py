@@ -1,0 +1,344 @@
+"""``hyperpod-dpd bench [SPEC]``: benchmark the deployed endpoint from inside the cluster with genai-bench.
+
+Applies a Job (and its ServiceAccount) that runs genai-bench on a system node against the endpoint's
+router Service with fixed input and output lengths at each --concurrency level, waits for it with
+progress on stderr, reads the result files from the Job's log, deletes the Job, and prints per level:
+TTFT, TPOT and end-to-end latency (p50/p90/p99), output tokens per second, requests completed and
+failed, and the error rate. Warns when a level cannot be trusted (failed requests, answers shorter
+than --osl, a buffered stream). --aggregated also benchmarks the aggregated twin (the stack hosts it
+with -c aggregated_baseline=true) and reports DPD's change; --compare adds the advisor's prediction.
+
+--render DIR only writes the manifests. --results-dir DIR reports a genai-bench results folder you
+already have (e.g. downloaded from --results-s3) instead of running anything.
+
+Exit status: 0 when every Job succeeded and every level can be trusted, 1 otherwise, 2 for usage errors.
+Kubernetes RBAC: create serviceaccounts and jobs, get/delete jobs, list pods and get pods/log in the
+Job's namespace. The pod's role (IRSA, -c benchmark=true in the stack) reads the model's tokenizer files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, read_checked_spec
+from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.ops.kube import KubeError, load_kube
+
+if TYPE_CHECKING:
+    from hyperpod_dpd.benchmark.cluster import BenchmarkKube
+    from hyperpod_dpd.benchmark.results import BenchmarkResults
+    from hyperpod_dpd.benchmark.scenario import Scenario
+    from hyperpod_dpd.benchmark.target import BenchmarkTarget
+    from hyperpod_dpd.benchmark.trust import TrustWarning
+
+DEFAULT_POLL = 15
+DPD, AGGREGATED = "dpd", "aggregated"
+TRAFFIC = re.compile(r"^D\((\d+),(\d+)\)$")
+
+
+
+def _benchmark_kube(context: str | None, kubeconfig: str | None) -> BenchmarkKube:
+    from hyperpod_dpd.benchmark.cluster import BenchmarkKube  # noqa: PLC0415
+
+    return BenchmarkKube.from_kube(load_kube(context, kubeconfig))
+
+
+# The seams the tests replace.
+benchmark_kube: Callable[[str | None, str | None], BenchmarkKube] = _benchmark_kube
+clock: Callable[[], float] = time.monotonic
+sleep: Callable[[float], None] = time.sleep
+now: Callable[[], time.struct_time] = time.gmtime
+
+
+def _predict(spec: Any, scenario: Any) -> Any:
+    from hyperpod_dpd.benchmark.prediction import predict  # noqa: PLC0415
+
+    return predict(spec, scenario, baseline_nodes=1)
+
+
+predictor: Callable[[Any, Any], Any] = _predict
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def _pairs(text: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"{item!r} is not KEY=VALUE")
+        pairs[key] = value
+    return pairs
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from hyperpod_dpd.benchmark.scenario import DEFAULT_ISL, DEFAULT_MAX_SECONDS, DEFAULT_OSL  # noqa: PLC0415
+
+    parser = subparsers.add_parser(
+        "bench", help="benchmark the deployed endpoint in-cluster with genai-bench (optionally against aggregated)",
+        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_spec_argument(parser)
+    traffic = parser.add_argument_group("traffic")
+    traffic.add_argument("--isl", type=_positive, default=DEFAULT_ISL, help=f"input tokens (default: {DEFAULT_ISL})")
+    traffic.add_argument("--osl", type=_positive, default=DEFAULT_OSL, help=f"output tokens (default: {DEFAULT_OSL})")
+    traffic.add_argument("--concurrency", default="8,16,32", metavar="N[,N...]",
+                         help="closed-loop concurrency levels, one run each (default: 8,16,32)")
+    traffic.add_argument("--requests", type=_positive, metavar="N",
+                         help="requests per level (default: 10 x the highest concurrency)")
+    traffic.add_argument("--max-seconds", type=_positive, default=DEFAULT_MAX_SECONDS, metavar="S",
+                         help=f"time bound per level, a multiple of 60 (default: {DEFAULT_MAX_SECONDS})")
+    what = parser.add_argument_group("what to run")
+    what.add_argument("--aggregated", action="store_true",
+                      help="also benchmark the aggregated twin (<name>-agg) and report DPD's change")
+    what.add_argument("--compare", action="store_true", help="print the advisor's prediction beside the measurement")
+    what.add_argument("--render", metavar="DIR", help="only write the Job and ServiceAccount manifests to DIR")
+    what.add_argument("--results-dir", metavar="DIR", help="report this genai-bench results folder; run nothing")
+    what.add_argument("--aggregated-results-dir", metavar="DIR", help="with --results-dir: the aggregated twin's")
+    what.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    job = parser.add_argument_group("the Job")
+    job.add_argument("--namespace", help="where the Job runs (default: the spec's namespace)")
+    job.add_argument("--run-id", help="names the Job and results folder (default: the UTC time, YYYYmmdd-HHMMSS)")
+    job.add_argument("--image", help="runs genai-bench; pip-installs it when absent (default: python 3.11 slim "
+                                     "from ECR Public)")
+    job.add_argument("--genai-bench-version", help="the pinned genai-bench (default: 0.0.5)")
+    job.add_argument("--aws-cli-image", help="copies the tokenizer and results (default: aws-cli 2.27.0, ECR Public)")
+    job.add_argument("--service-account", help="(default: hyperpod-dpd-bench)")
+    job.add_argument("--role-arn", help="IAM role to annotate on a new ServiceAccount (IRSA); not needed with "
+                                        "the stack, whose ServiceAccount already carries one (and is kept)")
+    job.add_argument("--tokenizer-s3", metavar="S3_URI", help="tokenizer files (default: the model's S3 prefix)")
+    job.add_argument("--results-s3", metavar="S3_URI",
+                     help="also upload the result files under S3_URI/<endpoint>/<run id>/")
+    job.add_argument("--node-selector", type=_pairs, metavar="K=V[,K=V]",
+                     help="nodes the pod may use (default: hyperpod-dpd/pool=system; '' for any non-HyperPod node)")
+    job.add_argument("--region", help="the buckets' region (default: the model source's)")
+    cluster = parser.add_argument_group("the cluster")
+    cluster.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
+    cluster.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    cluster.add_argument("--timeout", type=float, metavar="SECONDS",
+                         help="how long to wait per Job (default: its deadline plus 5 minutes)")
+    cluster.add_argument("--poll-interval", type=float, default=DEFAULT_POLL, metavar="SECONDS",
+                         help=f"seconds between polls (default: {DEFAULT_POLL})")
+    cluster.add_argument("--keep", action="store_true", help="leave the Job for inspection (its TTL removes it)")
+    parser.set_defaults(handler=run)
+
+
+@dataclass
+class Outcome:
+    label: str
+    endpoint: str
+    results: BenchmarkResults
+    warnings: list[TrustWarning]
+    job: str | None = None
+    problem: str = ""
+    source: str = ""
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = read_checked_spec(args.spec).spec
+    try:
+        return _run(args, spec)
+    except SpecError as err:
+        raise UserFacingError("invalid benchmark options:\n" + "\n".join(
+            f"  - {p.render()}" for p in err.problems)) from None
+
+
+def _run(args: argparse.Namespace, spec: Any) -> int:
+    from hyperpod_dpd.benchmark.scenario import Scenario, parse_levels  # noqa: PLC0415 - keeps --help fast
+
+    if args.aggregated_results_dir and not args.results_dir:
+        raise UserFacingError("--aggregated-results-dir needs --results-dir")
+    if args.results_dir:
+        outcomes = _from_directories(args, spec)
+        scenario = _scenario_of(outcomes[0].results)
+    else:
+        scenario = Scenario(isl=args.isl, osl=args.osl, concurrency=parse_levels(args.concurrency),
+                            requests=args.requests, max_seconds=args.max_seconds)
+        targets = _targets(args, spec)
+        options = _options(args)
+        if args.render:
+            return _render(args.render, targets, scenario, options)
+        outcomes = _on_cluster(args, targets, scenario, options)
+    comparison = None
+    if args.compare:
+        comparison = _comparison(spec, scenario, outcomes)
+    _print(args, scenario, outcomes, comparison)
+    healthy = all(not o.problem and not o.warnings and o.results.levels for o in outcomes)
+    return 0 if healthy else 1
+
+
+def _scenario_of(results: BenchmarkResults) -> Scenario:
+    from hyperpod_dpd.benchmark.scenario import Scenario  # noqa: PLC0415
+
+    if not results.levels:
+        raise UserFacingError("--results-dir holds no genai-bench result files (*_num_concurrency_*_time_*s.json)")
+    match = TRAFFIC.match(results.levels[0].scenario)
+    if match is None:
+        raise UserFacingError(f"the results use traffic scenario {results.levels[0].scenario!r}; only fixed "
+                              "lengths D(isl,osl) can be checked and compared")
+    return Scenario(isl=int(match[1]), osl=int(match[2]),
+                    concurrency=tuple(level.concurrency for level in results.levels))
+
+
+def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
+    from hyperpod_dpd.benchmark.results import ResultsError, read_directory  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.trust import trust_warnings  # noqa: PLC0415
+
+    folders = [(DPD, spec.name, args.results_dir)]
+    if args.aggregated_results_dir:
+        folders.append((AGGREGATED, f"{spec.name}-agg", args.aggregated_results_dir))
+    outcomes = []
+    for label, endpoint, folder in folders:
+        path = Path(folder)
+        if not path.is_dir():
+            raise UserFacingError(f"{folder}: not a folder; pass genai-bench's <experiment-base-dir>/<folder>")
+        try:
+            results = read_directory(path)
+        except (ResultsError, OSError) as err:
+            raise UserFacingError(str(err)) from None
+        scenario = _scenario_of(results)
+        outcomes.append(Outcome(label, endpoint, results, trust_warnings(results, scenario), source=folder))
+    return outcomes
+
+
+def _targets(args: argparse.Namespace, spec: Any) -> list[tuple[str, BenchmarkTarget]]:
+    from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location  # noqa: PLC0415
+    from hyperpod_dpd.charts.aggregated import aggregated_spec  # noqa: PLC0415
+
+    tokenizer = S3Location.parse(args.tokenizer_s3, field="--tokenizer-s3", region=args.region) \
+        if args.tokenizer_s3 else None
+    dpd = BenchmarkTarget.for_spec(spec, namespace=args.namespace, tokenizer=tokenizer, region=args.region)
+    targets = [(DPD, dpd)]
+    if args.aggregated:
+        twin = BenchmarkTarget.for_spec(aggregated_spec(spec), namespace=args.namespace, tokenizer=dpd.tokenizer)
+        targets.append((AGGREGATED, twin))
+    return targets
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from hyperpod_dpd.benchmark.job import JobOptions  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.target import S3Location  # noqa: PLC0415
+
+    given: dict[str, Any] = {
+        "image": args.image, "genai_bench_version": args.genai_bench_version, "aws_cli_image": args.aws_cli_image,
+        "service_account": args.service_account, "role_arn": args.role_arn, "node_selector": args.node_selector,
+        "results": S3Location.parse(args.results_s3, field="--results-s3", region=args.region)
+        if args.results_s3 else None}
+    run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S", now())
+    return JobOptions(run_id=run_id, **{key: value for key, value in given.items() if value is not None})
+
+
+def _render(folder: str, targets: list[tuple[str, BenchmarkTarget]], scenario: Scenario, options: Any) -> int:
+    import yaml  # noqa: PLC0415
+
+    from hyperpod_dpd.benchmark.job import job_name, render_benchmark_job  # noqa: PLC0415
+
+    out = Path(folder)
+    documents = {f"{target.namespace}-{job_name(target, options)}.k8s.yaml": render_benchmark_job(
+        target, scenario, options) for _, target in targets}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, objects in documents.items():
+            (out / name).write_text(yaml.safe_dump_all(objects, sort_keys=False, width=1000), encoding="utf-8")
+            print(out / name)
+    except OSError as err:
+        raise UserFacingError(f"cannot write to {folder}: {err.strerror or err}") from None
+    return 0
+
+
+def _on_cluster(args: argparse.Namespace, targets: list[tuple[str, BenchmarkTarget]], scenario: Scenario,
+                options: Any) -> list[Outcome]:
+    from hyperpod_dpd.benchmark.cluster import run_job  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.job import deadline_seconds, job_name, render_benchmark_job  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.results import ResultsError, collect  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.trust import trust_warnings  # noqa: PLC0415
+    from hyperpod_dpd.ops.wait import Progress, Waiter  # noqa: PLC0415
+
+    manifests = [(label, target, render_benchmark_job(target, scenario, options)) for label, target in targets]
+    try:
+        kube = benchmark_kube(args.kube_context, args.kubeconfig)
+    except KubeError as err:
+        raise UserFacingError(str(err)) from None
+    timeout = args.timeout if args.timeout is not None else deadline_seconds(scenario) + 300
+    outcomes = []
+    for label, target, objects in manifests:
+        name = job_name(target, options)
+        if not args.json:
+            print(f"benchmarking {target.namespace}/{target.name} with job {name} ({scenario.traffic}, concurrency "
+                  f"{','.join(map(str, scenario.concurrency))})", file=sys.stderr)
+        waiter = Waiter(timeout=timeout, poll_interval=args.poll_interval, clock=clock, sleep=sleep,
+                        progress=None if args.json else Progress(sys.stderr))
+        try:
+            job_run = run_job(kube, objects, waiter=waiter, keep=args.keep)
+            results = collect(job_run.log.files, expected=scenario.concurrency)
+        except KubeError as err:
+            raise UserFacingError(str(err)) from None
+        except ResultsError as err:
+            raise UserFacingError(f"job {name} printed results that cannot be read: {err}") from None
+        problem = "" if job_run.succeeded else "\n".join(filter(None, [
+            job_run.check.detail, job_run.diagnostics, job_run.log.log_tail]))
+        outcomes.append(Outcome(label, target.name, results, trust_warnings(results, scenario), job=name,
+                                problem=problem))
+    return outcomes
+
+
+def _comparison(spec: Any, scenario: Scenario, outcomes: list[Outcome]) -> dict[str, Any]:
+    from hyperpod_dpd.benchmark.prediction import compare  # noqa: PLC0415
+
+    try:
+        advice = predictor(spec, scenario)
+    except SpecError as err:
+        raise UserFacingError("--compare: the advisor cannot predict this spec and traffic:\n" + "\n".join(
+            f"  - {p.render()}" for p in err.problems)) from None
+    rows = compare(outcomes[0].results, advice, layout="disaggregated")
+    for outcome in outcomes[1:]:
+        rows += compare(outcome.results, advice, layout="aggregated")
+    return {"rows": rows, "assumptions": dict(advice.assumptions)}
+
+
+def _print(args: argparse.Namespace, scenario: Scenario, outcomes: list[Outcome],
+           comparison: dict[str, Any] | None) -> None:
+    from hyperpod_dpd.benchmark.ab import compare_ab, render_ab  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.prediction import render_comparison  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.report import render_results, results_object, to_json  # noqa: PLC0415
+
+    ab = compare_ab(outcomes[0].results, outcomes[1].results) if len(outcomes) > 1 else None
+    if args.json:
+        document: dict[str, Any] = {"runs": {o.label: {**results_object(
+            endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job),
+            "problem": o.problem or None} for o in outcomes}}
+        if ab is not None:
+            document["ab"] = [row.as_dict() for row in ab]
+        if comparison is not None:
+            document["comparison"] = {"rows": [row.as_dict() for row in comparison["rows"]],
+                                      "assumptions": comparison["assumptions"]}
+        print(to_json(document))
+        return
+    blocks = []
+    for o in outcomes:
+        where = (f"{scenario.requests_per_level} requests per level, job {o.job}" if o.job
+                 else f"read from {o.source}")
+        title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
+        block = render_results(title, o.results, o.warnings)
+        if o.problem:
+            block += f"\n\nthe job did not succeed:\n{o.problem}"
+        blocks.append(block)
+    if ab is not None:
+        blocks.append(render_ab(ab))
+    if comparison is not None:
+        blocks.append(render_comparison(comparison["rows"], comparison["assumptions"]))
+    print("\n\n".join(blocks))

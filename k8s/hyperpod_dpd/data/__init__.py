@@ -1,0 +1,1 @@
+"""Package data: vLLM's flag set (see :mod:`hyperpod_dpd.vllm_args`)."""

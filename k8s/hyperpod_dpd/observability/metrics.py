@@ -1,0 +1,94 @@
+"""The metric names the DPD alerts and dashboard read, each with who exports it and where the name was read.
+
+Versions are the ones the worker images bundle (vLLM 0.19.0, LMCache 0.4.3, NIXL 1.0.0). A name that
+changes upstream breaks a rule silently (the series is just absent), so every name lives here once,
+with its provenance, and the ``DpdMetricsAbsent`` alerts catch a scrape that returns nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Exporter(Enum):
+    """Which process exposes the series; the HyperPod pipeline adds ``resource_name`` and friends to all."""
+
+    ROUTER = "HyperPod inference router"
+    SIDECAR = "HyperPod reverse-proxy sidecar (port 9113)"
+    VLLM = "vLLM 0.19.0 engine (the model container's /metrics)"
+    LMCACHE = "LMCache 0.4.3 (served on vLLM's /metrics through the multiprocess registry)"
+
+
+class Kind(Enum):
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metric:
+    """One exported series family. ``name`` is what PromQL selects (``_total`` included for counters)."""
+
+    name: str
+    kind: Kind
+    exporter: Exporter
+    provenance: str
+    verified: bool = True
+
+    def bucket(self) -> str:
+        """The ``_bucket`` series of a histogram, which ``histogram_quantile`` reads."""
+        if self.kind is not Kind.HISTOGRAM:
+            raise ValueError(f"{self.name} is a {self.kind.value}, not a histogram")
+        return f"{self.name}_bucket"
+
+
+_AWS_DASHBOARD = ("AWS's HyperPod Inference dashboard v1.3.0 (aws/sagemaker-hyperpod-cluster-setup, "
+                  "observability-assets-creation/dashboards/templates/inference.json); no doc or source defines it")
+_VLLM = "vllm 0.19.0 wheel, vllm/v1/metrics/loggers.py"
+_LMCACHE = "lmcache 0.4.3 wheel, lmcache/observability.py"
+_SIDECAR = "SageMaker docs, HyperPod inference observability: invocation metrics"
+
+DPD_DISAGGREGATED = Metric(name="dpd_routing_disaggregated_total", kind=Kind.COUNTER, exporter=Exporter.ROUTER,
+                           provenance=_AWS_DASHBOARD, verified=False)
+DPD_LOCAL = Metric(name="dpd_routing_local_total", kind=Kind.COUNTER, exporter=Exporter.ROUTER,
+                   provenance=_AWS_DASHBOARD, verified=False)
+DPD_FALLBACK = Metric(name="dpd_routing_fallback_total", kind=Kind.COUNTER, exporter=Exporter.ROUTER,
+                      provenance=_AWS_DASHBOARD, verified=False)
+DPD_INFLIGHT_PREFILL = Metric(name="dpd_routing_inflight_prefill", kind=Kind.GAUGE, exporter=Exporter.ROUTER,
+                              provenance=_AWS_DASHBOARD, verified=False)
+DPD_E2E_TTFT = Metric(name="dpd_e2e_ttft_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.ROUTER,
+                      provenance=_AWS_DASHBOARD, verified=False)
+
+MODEL_INVOCATIONS = Metric(name="model_invocations_total", kind=Kind.COUNTER, exporter=Exporter.SIDECAR,
+                           provenance=_SIDECAR)
+MODEL_ERRORS = Metric(name="model_errors_total", kind=Kind.COUNTER, exporter=Exporter.SIDECAR, provenance=_SIDECAR)
+
+REQUESTS_RUNNING = Metric(name="vllm:num_requests_running", kind=Kind.GAUGE, exporter=Exporter.VLLM,
+                          provenance=_VLLM)
+REQUESTS_WAITING = Metric(name="vllm:num_requests_waiting", kind=Kind.GAUGE, exporter=Exporter.VLLM,
+                          provenance=_VLLM)
+KV_CACHE_USAGE = Metric(name="vllm:kv_cache_usage_perc", kind=Kind.GAUGE, exporter=Exporter.VLLM,
+                        provenance=f"{_VLLM} (1 means 100 percent)")
+PREEMPTIONS = Metric(name="vllm:num_preemptions_total", kind=Kind.COUNTER, exporter=Exporter.VLLM, provenance=_VLLM)
+PROMPT_TOKENS_BY_SOURCE = Metric(
+    name="vllm:prompt_tokens_by_source_total", kind=Kind.COUNTER, exporter=Exporter.VLLM,
+    provenance=f"{_VLLM}; label source is local_compute, local_cache_hit or external_kv_transfer")
+TTFT = Metric(name="vllm:time_to_first_token_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
+              provenance=_VLLM)
+INTER_TOKEN_LATENCY = Metric(name="vllm:inter_token_latency_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
+                             provenance=_VLLM)
+PREFILL_TIME = Metric(name="vllm:request_prefill_time_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
+                      provenance=_VLLM)
+
+KV_STORE_PUT_TIME = Metric(
+    name="lmcache:store_put_time", kind=Kind.HISTOGRAM, exporter=Exporter.LMCACHE,
+    provenance=f"{_LMCACHE}; on the prefiller the put waits for the decoder's buffer and the NIXL write "
+               "(pd_backend.py, by code reading)")
+
+# The ``source`` label value of transferred prompt tokens (vLLM 0.19.0 PromptTokenStats).
+EXTERNAL_KV_TRANSFER = "external_kv_transfer"
+
+ALL_METRICS = (DPD_DISAGGREGATED, DPD_LOCAL, DPD_FALLBACK, DPD_INFLIGHT_PREFILL, DPD_E2E_TTFT, MODEL_INVOCATIONS,
+               MODEL_ERRORS, REQUESTS_RUNNING, REQUESTS_WAITING, KV_CACHE_USAGE, PREEMPTIONS, PROMPT_TOKENS_BY_SOURCE,
+               TTFT, INTER_TOKEN_LATENCY, PREFILL_TIME, KV_STORE_PUT_TIME)

@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""Derive the command-line flags of ``vllm serve`` from vLLM's own argument definitions.
+
+vLLM cannot be imported without torch and CUDA, so this reads the source with ``ast`` and replays
+what vLLM does at parser-construction time:
+
+- ``vllm/entrypoints/openai/cli_args.py``: ``make_arg_parser`` adds ``--headless``,
+  ``--api-server-count``/``-asc`` and ``--config``, then every field of ``FrontendArgs`` (and its base
+  ``BaseFrontendArgs``) as ``--field-name`` through ``get_kwargs`` and ``_customize_cli_kwargs``;
+- ``vllm/engine/arg_utils.py``: ``EngineArgs.add_cli_args`` and ``AsyncEngineArgs.add_cli_args`` add
+  each flag explicitly, most with ``**get_kwargs(SomeConfig)["field"]``;
+- ``get_kwargs`` gives a ``bool`` field ``argparse.BooleanOptionalAction`` (so ``--no-<name>`` exists
+  too), a list/tuple/set field ``nargs``, everything else one value; a dataclass-typed field takes one
+  JSON value;
+- ``vllm/entrypoints/cli/serve.py`` adds ``--grpc``; argparse adds ``-h``/``--help``.
+
+Each flag gets its arity: ``none`` (a switch), ``optional``, ``one`` or ``many`` values.
+
+``scripts/vllm_flags_check_installed.py`` compares the result with the parser an installed vLLM builds
+itself; for 0.19.0 the two agree exactly (295 long flags with their arity, 22 short aliases).
+
+Usage::
+
+    scripts/vllm_flags.py                      # fetch the sdist from PyPI, write the package data file
+    scripts/vllm_flags.py --artifact vllm-0.19.0.tar.gz --out -   # a local sdist or wheel, to stdout
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import urllib.request
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VERSION = "0.19.0"
+SDIST = f"vllm-{VERSION}.tar.gz"
+# Recorded in the provenance; the address itself is the one pip uses on this machine (simple_index_url).
+INDEX = "the PyPI simple index (PEP 691), project vllm"
+OUT = Path(__file__).resolve().parents[1] / "k8s" / "hyperpod_dpd" / "data" / f"vllm-{VERSION}-flags.json"
+
+ARG_UTILS = "vllm/engine/arg_utils.py"
+CLI_ARGS = "vllm/entrypoints/openai/cli_args.py"
+SERVE = "vllm/entrypoints/cli/serve.py"
+# Modules whose classes and type aliases the annotations of the flag-bearing fields refer to.
+TYPE_MODULES = ("vllm/config/", "vllm/entrypoints/chat_utils.py", "vllm/entrypoints/openai/models/protocol.py")
+
+NONE, OPTIONAL, ONE, MANY = "none", "optional", "one", "many"
+
+
+class DerivationError(RuntimeError):
+    """The source no longer has the shape this script replays; read it again before trusting a list."""
+
+
+# --- reading the artifact -------------------------------------------------------------------------
+
+def read_sources(artifact: Path) -> dict[str, str]:
+    """``vllm/...`` path -> text of every Python file in an sdist (``.tar.gz``) or a wheel."""
+    sources: dict[str, str] = {}
+    if artifact.name.endswith(".whl"):
+        with zipfile.ZipFile(artifact) as wheel:
+            for name in wheel.namelist():
+                if name.startswith("vllm/") and name.endswith(".py"):
+                    sources[name] = wheel.read(name).decode("utf-8")
+        return sources
+    with tarfile.open(artifact, "r:gz") as sdist:
+        for member in sdist.getmembers():
+            _, _, name = member.name.partition("/")
+            if member.isfile() and name.startswith("vllm/") and name.endswith(".py"):
+                handle = sdist.extractfile(member)
+                assert handle is not None
+                sources[name] = handle.read().decode("utf-8")
+    return sources
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def simple_index_url(project: str = "vllm") -> str:
+    """The project's page on the index pip is configured with here (``PIP_INDEX_URL``, ``pip config``),
+    else on pip's own default index. Installing vLLM to read its flags would need torch and CUDA, and
+    ``pip download`` of the sdist would build its metadata, which needs them too."""
+    configured = os.environ.get("PIP_INDEX_URL")
+    if not configured:
+        result = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                                capture_output=True, text=True, check=False)
+        configured = result.stdout.strip() if result.returncode == 0 else ""
+    if not configured:
+        from pip._internal.models.index import PyPI  # noqa: PLC0415 - only when pip has no index configured
+
+        configured = PyPI.simple_url
+    return f"{configured.rstrip('/')}/{project}/"
+
+
+def fetch_sdist(folder: Path, *, timeout: float = 60.0) -> tuple[Path, str]:
+    """Download the sdist through the simple index (PEP 691) into ``folder``; check the index's sha256."""
+    request = urllib.request.Request(simple_index_url(), headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        files = json.load(response)["files"]
+    (entry,) = [f for f in files if f["filename"] == SDIST]
+    expected = entry["hashes"]["sha256"]
+    target = folder / SDIST
+    if not target.exists() or sha256(target) != expected:
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(".part")
+        with urllib.request.urlopen(entry["url"], timeout=timeout) as response, partial.open("wb") as out:
+            while block := response.read(1 << 20):
+                out.write(block)
+        partial.replace(target)
+    actual = sha256(target)
+    if actual != expected:
+        raise DerivationError(f"{target} has sha256 {actual}, PyPI lists {expected}")
+    return target, expected
+
+
+# --- type annotations -----------------------------------------------------------------------------
+
+@dataclass
+class TypeIndex:
+    """Classes and module-level type aliases by name, across the modules annotations refer to."""
+
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    aliases: dict[str, ast.expr] = field(default_factory=dict)
+
+    def add(self, tree: ast.Module) -> None:
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                self.classes.setdefault(node.name, node)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                self.aliases.setdefault(node.targets[0].id, node.value)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+                if "TypeAlias" in ast.unparse(node.annotation):
+                    self.aliases.setdefault(node.target.id, node.value)
+            elif type(node).__name__ == "TypeAlias":  # ``type X = ...`` (Python 3.12+ syntax)
+                self.aliases.setdefault(node.name.id, node.value)  # type: ignore[attr-defined]
+
+    def is_dataclass(self, name: str) -> bool:
+        node = self.classes.get(name)
+        if node is None:
+            return False
+        decorators = {ast.unparse(d).split("(")[0].split(".")[-1] for d in node.decorator_list}
+        return bool(decorators & {"config", "dataclass"})
+
+    def fields(self, name: str) -> dict[str, ast.expr]:
+        """The dataclass fields of ``name`` and its indexed bases, base fields first."""
+        node = self.classes.get(name)
+        if node is None:
+            raise DerivationError(f"class {name} not found")
+        found: dict[str, ast.expr] = {}
+        for base in node.bases:
+            base_name = ast.unparse(base).split(".")[-1]
+            if base_name in self.classes:
+                found.update(self.fields(base_name))
+        for item in node.body:
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                if "ClassVar" in ast.unparse(item.annotation) or "InitVar" in ast.unparse(item.annotation):
+                    continue
+                found[item.target.id] = item.annotation
+        return found
+
+    def members(self, annotation: ast.expr, seen: frozenset[str] = frozenset()) -> Iterator[str]:
+        """The leaves of a type hint as ``get_type_hints`` splits it: unions and ``Annotated`` unwrapped,
+        aliases resolved; each leaf as its name or its generic origin (``list``, ``Literal``...)."""
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            yield from self.members(ast.parse(annotation.value, mode="eval").body, seen)
+        elif isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            yield from self.members(annotation.left, seen)
+            yield from self.members(annotation.right, seen)
+        elif isinstance(annotation, ast.Subscript):
+            origin = ast.unparse(annotation.value).split(".")[-1]
+            inner = annotation.slice
+            elements = list(inner.elts) if isinstance(inner, ast.Tuple) else [inner]
+            if origin == "Annotated":
+                yield from self.members(elements[0], seen)
+            elif origin in ("Union", "Optional"):
+                for element in elements:
+                    yield from self.members(element, seen)
+                if origin == "Optional":
+                    yield "None"
+            else:
+                yield origin
+        else:
+            name = ast.unparse(annotation).split(".")[-1]
+            if name in self.aliases and name not in seen:
+                yield from self.members(self.aliases[name], seen | {name})
+            else:
+                yield name
+
+    def arity(self, annotation: ast.expr) -> str:
+        """What ``get_kwargs`` makes of a field: the same order of checks as vLLM's ``_compute_kwargs``."""
+        members = set(self.members(annotation))
+        if any(self.is_dataclass(m) for m in members):
+            return ONE
+        if "bool" in members:
+            return NONE
+        if "Literal" in members:
+            return ONE
+        if members & {"tuple", "list", "set", "Tuple", "List", "Set"}:
+            return MANY
+        return ONE
+
+
+# --- replaying the parser construction ------------------------------------------------------------
+
+@dataclass
+class Parser:
+    flags: dict[str, str] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    def add(self, option_strings: Iterable[str], arity: str, *, boolean_optional: bool) -> None:
+        options = list(option_strings)
+        longs = [o for o in options if o.startswith("--")]
+        if not longs:
+            raise DerivationError(f"no long option among {options}")
+        for option in options:
+            if option.startswith("--"):
+                self.flags[option] = arity
+                if boolean_optional:
+                    self.flags["--no-" + option[2:]] = NONE
+            else:
+                self.aliases[option] = longs[0]
+
+
+def _string(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _function(tree: ast.Module, class_name: str, method: str) -> ast.FunctionDef:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == method:
+                    return item
+    raise DerivationError(f"{class_name}.{method} not found")
+
+
+def _top_function(tree: ast.Module, name: str) -> ast.FunctionDef:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    raise DerivationError(f"function {name} not found")
+
+
+def _add_argument_calls(function: ast.FunctionDef) -> Iterator[ast.Call]:
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            yield node
+
+
+def _kwargs_sources(function: ast.FunctionDef) -> dict[str, str]:
+    """``model_kwargs = get_kwargs(ModelConfig)`` -> ``{"model_kwargs": "ModelConfig"}``."""
+    sources: dict[str, str] = {}
+    for node in ast.walk(function):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "get_kwargs"):
+            sources[node.targets[0].id] = ast.unparse(node.value.args[0])
+    return sources
+
+
+def _call_arity(call: ast.Call, field_arity: str | None) -> tuple[str, bool]:
+    """Arity and whether the action is ``BooleanOptionalAction``, from the call's own keywords
+    (which override the ``**kwargs`` of ``get_kwargs``, as keyword order does in the call)."""
+    arity = field_arity if field_arity is not None else ONE
+    boolean_optional = field_arity == NONE
+    for keyword in call.keywords:
+        explicit: list[tuple[str, ast.expr]] = []
+        if keyword.arg is not None:
+            explicit.append((keyword.arg, keyword.value))
+        elif isinstance(keyword.value, ast.Dict):
+            explicit += [(k.value, v) for k, v in zip(keyword.value.keys, keyword.value.values, strict=True)
+                         if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        for name, value in explicit:
+            if name == "action":
+                text = ast.unparse(value)
+                boolean_optional = text.endswith("BooleanOptionalAction")
+                if boolean_optional or _string(value) in ("store_true", "store_false", "store_const"):
+                    arity = NONE
+            elif name == "nargs":
+                nargs = ast.literal_eval(value)
+                arity = OPTIONAL if nargs == "?" else MANY if nargs in ("+", "*") or isinstance(nargs, int) else ONE
+    return arity, boolean_optional
+
+
+def _field_reference(call: ast.Call) -> tuple[str, str] | None:
+    """``**model_kwargs["dtype"]`` (possibly inside ``**{**...}``) -> ``("model_kwargs", "dtype")``."""
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            continue
+        candidates = [keyword.value]
+        if isinstance(keyword.value, ast.Dict):
+            candidates = [v for k, v in zip(keyword.value.keys, keyword.value.values, strict=True) if k is None]
+        for node in candidates:
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+                key = _string(node.slice)
+                if key is not None:
+                    return node.value.id, key
+    return None
+
+
+def replay_explicit(function: ast.FunctionDef, types: TypeIndex, parser: Parser) -> None:
+    """Every ``add_argument`` call of a function such as ``EngineArgs.add_cli_args``."""
+    sources = _kwargs_sources(function)
+    for call in _add_argument_calls(function):
+        options = [s for s in map(_string, call.args) if s is not None]
+        if not options or not all(o.startswith("-") for o in options):
+            continue  # a positional such as model_tag
+        reference = _field_reference(call)
+        field_arity = None
+        if reference is not None:
+            variable, name = reference
+            if variable not in sources:
+                raise DerivationError(f"{variable} is not a get_kwargs(...) result in {function.name}")
+            fields = types.fields(sources[variable])
+            if name not in fields:
+                raise DerivationError(f"{sources[variable]} has no field {name}")
+            field_arity = types.arity(fields[name])
+        arity, boolean_optional = _call_arity(call, field_arity)
+        parser.add(options, arity, boolean_optional=boolean_optional)
+
+
+def replay_frontend(tree: ast.Module, types: TypeIndex, parser: Parser) -> None:
+    """``FrontendArgs.add_cli_args``: every field becomes ``--field-name`` after the customisations."""
+    arities = {name: types.arity(annotation) for name, annotation in types.fields("FrontendArgs").items()}
+    extra_flags: dict[str, list[str]] = {}
+    for class_name in ("BaseFrontendArgs", "FrontendArgs"):
+        for node in ast.walk(_function(tree, class_name, "_customize_cli_kwargs")):
+            target = None
+            if isinstance(node, ast.Delete):
+                target, value = node.targets[0], None
+            elif isinstance(node, ast.Assign):
+                target, value = node.targets[0], node.value
+            if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Subscript)):
+                continue
+            key, name = _string(target.slice), _string(target.value.slice)
+            if name is None or key is None:
+                continue
+            if name not in arities:
+                raise DerivationError(f"_customize_cli_kwargs names unknown field {name}")
+            if key == "nargs":
+                arities[name] = ONE if value is None else _call_arity(
+                    ast.Call(func=ast.Name("x"), args=[], keywords=[ast.keyword("nargs", value)]), None)[0]
+            elif key == "action" and value is not None and _string(value) in ("store_true", "store_false"):
+                arities[name] = NONE
+            elif key == "flags" and isinstance(value, ast.List):
+                extra_flags[name] = [s for s in map(_string, value.elts) if s is not None]
+    for name, arity in arities.items():
+        parser.add([*extra_flags.get(name, []), "--" + name.replace("_", "-")], arity,
+                   boolean_optional=arity == NONE)
+
+
+def derive(sources: dict[str, str]) -> Parser:
+    """The flags of ``vllm serve`` for the given ``vllm/...`` sources."""
+    for required in (ARG_UTILS, CLI_ARGS, SERVE):
+        if required not in sources:
+            raise DerivationError(f"{required} is missing from the artifact")
+    types = TypeIndex()
+    for path, text in sorted(sources.items()):
+        if path.startswith(TYPE_MODULES) or path in (ARG_UTILS, CLI_ARGS):
+            types.add(ast.parse(text, filename=path))
+    cli_args = ast.parse(sources[CLI_ARGS])
+    arg_utils = ast.parse(sources[ARG_UTILS])
+    parser = Parser()
+    parser.add(["-h", "--help"], NONE, boolean_optional=False)
+    replay_explicit(_top_function(cli_args, "make_arg_parser"), types, parser)
+    replay_frontend(cli_args, types, parser)
+    replay_explicit(_function(arg_utils, "EngineArgs", "add_cli_args"), types, parser)
+    replay_explicit(_function(arg_utils, "AsyncEngineArgs", "add_cli_args"), types, parser)
+    replay_explicit(_function(ast.parse(sources[SERVE]), "ServeSubcommand", "subparser_init"), types, parser)
+    return parser
+
+
+def document(parser: Parser, *, artifact: str, artifact_sha256: str) -> dict[str, object]:
+    return {
+        "vllm_version": VERSION,
+        "command": "vllm serve",
+        "provenance": {
+            "artifact": artifact,
+            "artifact_sha256": artifact_sha256,
+            "index": INDEX,
+            "source_files": sorted([ARG_UTILS, CLI_ARGS, SERVE, "vllm/config/*.py"]),
+            "generator": "scripts/vllm_flags.py",
+            "note": "argparse's allow_abbrev stays True in FlexibleArgumentParser (vllm/utils/argparse_utils.py), "
+                    "so a unique prefix of a long flag is accepted; platform plugins may add flags not listed",
+        },
+        "flags": dict(sorted(parser.flags.items())),
+        "aliases": dict(sorted(parser.aliases.items())),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--artifact", type=Path, help=f"a local {SDIST} or wheel (default: download the sdist)")
+    cli.add_argument("--cache", type=Path, default=Path("build"), help="download folder (default: build/)")
+    cli.add_argument("--out", default=str(OUT), help="output file, '-' for stdout (default: the package data)")
+    args = cli.parse_args(argv)
+    if args.artifact is None:
+        artifact, digest = fetch_sdist(args.cache)
+    else:
+        artifact, digest = args.artifact, sha256(args.artifact)
+    text = json.dumps(document(derive(read_sources(artifact)), artifact=artifact.name, artifact_sha256=digest),
+                      indent=1) + "\n"
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""``advise(spec, traffic)`` from Python: typed, frozen, deterministic results."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import replace
+
+import pytest
+
+from hyperpod_dpd.advisor import Advice, AdvicePoint, Estimate, Layout, Traffic, advise, verdict
+from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.spec import RoutingSpec
+
+SIDE_KEYS = {"ttft_s", "tpot_s", "e2e_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
+             "output_tokens_per_s_per_user", "gpus"}
+
+
+def test_results_are_typed_and_frozen(blog_advice: Advice) -> None:
+    assert isinstance(blog_advice.points[0], AdvicePoint)
+    assert isinstance(blog_advice.points[0].aggregated, Estimate)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        blog_advice.points[0].aggregated.ttft_s = 0.0  # type: ignore[misc]
+    assert [p.concurrency for p in blog_advice.points] == [8, 16, 32]
+
+
+def test_figures_are_consistent(blog_advice: Advice) -> None:
+    for point in blog_advice.points:
+        for side in (point.aggregated, point.disaggregated):
+            assert side.output_tokens_per_s == pytest.approx(side.requests_per_s * 256)
+            assert side.output_tokens_per_s_per_gpu == pytest.approx(side.output_tokens_per_s / side.gpus)
+            assert side.output_tokens_per_s_per_user == pytest.approx(1 / side.tpot_s)
+            # Little's law for a closed loop: requests in flight = throughput x end-to-end latency.
+            assert side.requests_per_s * side.e2e_s == pytest.approx(point.concurrency)
+            assert side.e2e_s >= side.ttft_s + 255 * side.tpot_s - 1e-9
+
+
+def test_default_baseline_is_equal_cost(equal_cost_advice: Advice) -> None:
+    assert equal_cost_advice.baseline_nodes == 2
+    assert all(p.aggregated.gpus == p.disaggregated.gpus == 16 for p in equal_cost_advice.points)
+
+
+def test_kv_transfer_time_is_in_dpd_ttft(blog_advice: Advice) -> None:
+    assert "3.4 ms" in blog_advice.assumptions["transport"]
+
+
+def test_assumptions_name_what_the_estimate_rests_on(blog_advice: Advice) -> None:
+    assumptions = blog_advice.assumptions
+    assert assumptions["aiconfigurator"] == "0.12.0"
+    assert assumptions["system"] == "h100_sxm"
+    assert assumptions["backend"].startswith("vllm ")
+    assert assumptions["database_mode"].startswith("SILICON")
+    assert "EFA" in assumptions["transport"]
+    assert "confirm it on the cluster" in assumptions["estimate"]
+
+
+def test_json_shape(blog_advice: Advice) -> None:
+    data = blog_advice.to_json()
+    assert set(data) >= {"points", "assumptions"}
+    point = data["points"][0]  # type: ignore[index]
+    assert point["concurrency"] == 8
+    for side in ("aggregated", "disaggregated"):
+        assert set(point[side]) >= SIDE_KEYS
+
+
+def test_same_input_same_output() -> None:
+    traffic = Traffic(isl=4096, osl=256, concurrency=(16,))
+    assert advise(default_spec(), traffic).to_json() == advise(default_spec(), traffic).to_json()
+
+
+def test_request_rate_finds_requests_in_flight() -> None:
+    advice = advise(default_spec(), Traffic(isl=4096, osl=256, request_rate=2.0))
+    (point,) = advice.points
+    assert point.request_rate == 2.0
+    for side in (point.aggregated, point.disaggregated):
+        assert side.sustains_load
+        assert side.requests_per_s == 2.0
+        assert side.output_tokens_per_s == pytest.approx(2.0 * 256)
+        assert side.requests_per_s * side.e2e_s <= side.concurrency  # the rate is reached at this many in flight
+    assert "throughput" not in point.verdict and "at 2 requests/s on the same 16 GPUs" in point.verdict
+    assert point.concurrency == point.disaggregated.concurrency
+    # The fewest requests in flight that reach the rate: one fewer does not.
+    (fewer,) = advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(point.concurrency - 1,))).points
+    assert fewer.disaggregated.requests_per_s < 2.0
+
+
+def test_rate_beyond_capacity_is_reported_not_hidden() -> None:
+    advice = advise(default_spec(), Traffic(isl=4096, osl=256, request_rate=500.0, ttft_ms=2000))
+    (point,) = advice.points
+    assert not point.disaggregated.sustains_load
+    assert "cannot sustain 500 requests/s" in point.verdict
+    assert point.misses["disaggregated"] == ("ttft",)
+    assert not advice.meets_sla
+
+
+def test_sla_misses_are_listed_per_side(blog_advice: Advice) -> None:
+    advice = advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(32,), ttft_ms=1000, tpot_ms=20))
+    (point,) = advice.points
+    assert point.misses == {"aggregated": ("tpot",), "disaggregated": ("ttft",)}
+    assert not advice.meets_sla
+
+
+def test_prompts_below_the_threshold_skip_the_prefiller() -> None:
+    advice = advise(default_spec(), Traffic(isl=2048, osl=256, concurrency=(16,)))
+    (point,) = advice.points
+    assert "decoder only" in point.disaggregated.description
+    assert point.disaggregated.gpus == 16
+    assert any("[below-threshold]" in w for w in advice.warnings)
+    lowered = replace(default_spec(), routing=RoutingSpec(threshold=1024))
+    (routed,) = advise(lowered, Traffic(isl=2048, osl=256, concurrency=(16,))).points
+    assert "prefill" in routed.disaggregated.description
+
+
+def test_verdict_wording() -> None:
+    def side(tpot: float, tokens: float, gpus: int) -> Estimate:
+        return Estimate(layout=Layout.AGGREGATED, description="x", concurrency=8, ttft_s=0.3, tpot_s=tpot, e2e_s=1.0,
+                        queue_s=0.0, requests_per_s=1.0, output_tokens_per_s=tokens,
+                        output_tokens_per_s_per_gpu=tokens / gpus, output_tokens_per_s_per_user=1 / tpot, gpus=gpus,
+                        nodes=gpus // 8, tensor_parallel_size=8)
+
+    text = verdict(side(0.020, 1000, 16), side(0.0128, 880, 16), load="concurrency 32")
+    assert text == ("DPD cuts TPOT by 36% but gives 12% less throughput at concurrency 32 on the same 16 GPUs; "
+                    "TTFT rises 0%")
+    text = verdict(side(0.010, 500, 8), side(0.012, 400, 16), load="concurrency 8")
+    assert text.startswith("DPD raises TPOT by 20% and gives 20% less throughput at concurrency 8 on 16 GPUs "
+                           "against 8")
+
+
+@pytest.mark.parametrize(("traffic", "field"), [
+    (Traffic(isl=0, osl=256, concurrency=(8,)), "traffic.isl"),
+    (Traffic(isl=16000, osl=1000, concurrency=(8,)), "traffic.isl"),
+    (Traffic(isl=4096, osl=256), "traffic.concurrency"),
+    (Traffic(isl=4096, osl=256, concurrency=(8,), request_rate=1.0), "traffic.concurrency"),
+    (Traffic(isl=4096, osl=256, concurrency=(0,)), "traffic.concurrency"),
+    (Traffic(isl=4096, osl=256, concurrency=(8, 8)), "traffic.concurrency"),
+    (Traffic(isl=4096, osl=256, request_rate=float("nan")), "traffic.request_rate"),
+    (Traffic(isl=4096, osl=256, concurrency=(8,), tpot_ms=-1), "traffic.tpot_ms"),
+])
+def test_bad_traffic_names_the_field(traffic: Traffic, field: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        advise(default_spec(), traffic)
+    assert field in [problem.field for problem in caught.value.problems]
+    assert "Fix:" in str(caught.value)
+
+
+def test_missing_extra_raises_advisor_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from hyperpod_dpd.advisor import AdvisorUnavailable
+    from hyperpod_dpd.cli._common import UserFacingError
+
+    monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.perf_database", None)
+    with pytest.raises(AdvisorUnavailable, match=r"pip install 'hyperpod-dpd\[advisor\]'") as caught:
+        advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,)))
+    assert isinstance(caught.value, UserFacingError)
+
+
+def test_bad_baseline_nodes() -> None:
+    with pytest.raises(SpecError, match="baseline_nodes"):
+        advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,)), baseline_nodes=0)

@@ -1,0 +1,126 @@
+"""Recorded Kubernetes answers for the benchmark Job: the client's own model objects, as a cluster returns them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from hyperpod_dpd.benchmark.cluster import BenchmarkKube
+
+_DESERIALIZER = ApiClient()
+
+
+def k8s_model(kind: str, data: Any) -> Any:
+    return _DESERIALIZER.deserialize(json.dumps(data), kind, "application/json")
+
+
+def api_error(status: int, message: str = "") -> ApiException:
+    err = ApiException(status=status, reason={404: "Not Found", 409: "Conflict", 403: "Forbidden"}.get(status, "E"))
+    err.body = json.dumps({"kind": "Status", "message": message, "code": status})
+    return err
+
+
+def job(name: str, *, condition: str | None = None, reason: str = "", message: str = "") -> dict[str, Any]:
+    status: dict[str, Any] = {"active": 0 if condition else 1}
+    if condition:
+        status["conditions"] = [{"type": condition, "status": "True", "reason": reason, "message": message}]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"template": {"spec": {"containers": [{"name": "publish", "image": "x"}]}}}, "status": status}
+
+
+def container(name: str, state: str, exit_code: int = 0, reason: str = "") -> dict[str, Any]:
+    states: dict[str, Any] = {
+        "running": {"running": {"startedAt": "2026-12-01T03:00:00Z"}},
+        "waiting": {"waiting": {"reason": reason or "PodInitializing"}},
+        "terminated": {"terminated": {"exitCode": exit_code, "reason": reason or "Completed"}},
+    }
+    return {"name": name, "image": "x", "imageID": "", "ready": False, "restartCount": 0, "state": states[state]}
+
+
+def pod(name: str, *, init: list[dict[str, Any]], main: list[dict[str, Any]], phase: str = "Pending") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "publish", "image": "x"}]},
+            "status": {"phase": phase, "initContainerStatuses": init, "containerStatuses": main}}
+
+
+@dataclass
+class FakeBatch:
+    """Answers read_namespaced_job from ``states`` in turn (the last one repeats)."""
+
+    states: list[dict[str, Any] | Exception]
+    create_error: Exception | None = None
+    created: list[tuple[str, Any]] = field(default_factory=list)
+    deleted: list[tuple[str, str, str]] = field(default_factory=list)
+    reads: int = 0
+
+    def create_namespaced_job(self, namespace: str, body: Any) -> Any:
+        if self.create_error is not None:
+            raise self.create_error
+        self.created.append((namespace, body))
+        return k8s_model("V1Job", body)
+
+    def read_namespaced_job(self, name: str, namespace: str) -> Any:
+        answer = self.states[min(self.reads, len(self.states) - 1)]
+        self.reads += 1
+        if isinstance(answer, Exception):
+            raise answer
+        return k8s_model("V1Job", answer)
+
+    def delete_namespaced_job(self, name: str, namespace: str, *, propagation_policy: str) -> Any:
+        self.deleted.append((namespace, name, propagation_policy))
+        return None
+
+
+@dataclass
+class FakeCore:
+    """Pods answered in turn like the Job; logs by container; ServiceAccount creation recorded."""
+
+    pods: list[list[dict[str, Any]]]
+    logs: Mapping[str, str] = field(default_factory=dict)
+    account_error: Exception | None = None
+    accounts: list[tuple[str, Any]] = field(default_factory=list)
+    log_reads: list[str] = field(default_factory=list)
+    listed: int = 0
+
+    def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any:
+        items = self.pods[min(self.listed, len(self.pods) - 1)]
+        self.listed += 1
+        return k8s_model("V1PodList", {"items": items})
+
+    def read_namespaced_service(self, name: str, namespace: str) -> Any:
+        raise api_error(404)
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, *, container: str, since_seconds: int | None = None,
+                                limit_bytes: int | None = None) -> Any:
+        self.log_reads.append(container)
+        return self.logs[container]
+
+    def create_namespaced_service_account(self, namespace: str, body: Any) -> Any:
+        if self.account_error is not None:
+            raise self.account_error
+        self.accounts.append((namespace, body))
+        return k8s_model("V1ServiceAccount", body)
+
+
+def benchmark_kube(batch: FakeBatch, core: FakeCore) -> BenchmarkKube:
+    return BenchmarkKube(custom=None, apps=None, core=core, batch=batch, accounts=core)  # type: ignore[arg-type]
+
+
+class FakeClock:
+    """``clock()`` and ``sleep()`` that only move time forward when slept."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds

@@ -1,0 +1,135 @@
+"""The benchmark Job and ServiceAccount: strict Kubernetes schemas, the pod's shape, snapshots, bad options."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+from syrupy.assertion import SnapshotAssertion
+
+from hyperpod_dpd import FsxSource, SpecError
+from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
+from hyperpod_dpd.benchmark.job import (
+    DEFAULT_IMAGE,
+    HYPERPOD_NODE_LABEL,
+    JobOptions,
+    deadline_seconds,
+    render_benchmark_job,
+)
+from hyperpod_dpd.spec import DpdSpec
+
+RUN = "20261201-0300"
+KubeErrors = Callable[[str, Any], list[str]]
+
+
+def objects(spec: DpdSpec, scenario: Scenario | None = None, **options: Any) -> dict[str, dict[str, Any]]:
+    rendered = render_benchmark_job(BenchmarkTarget.for_spec(spec), scenario or Scenario(),
+                                    JobOptions(run_id=RUN, **options))
+    return {o["kind"]: o for o in rendered}
+
+
+def test_job_and_service_account_are_valid_kubernetes(spec: DpdSpec, kubernetes_errors: KubeErrors) -> None:
+    rendered = objects(spec, role_arn="arn:aws:iam::111122223333:role/bench",
+                       results=S3Location(bucket="results", prefix="bench"))
+    assert set(rendered) == {"Job", "ServiceAccount"}
+    assert kubernetes_errors("io.k8s.api.batch.v1.Job", rendered["Job"]) == []
+    assert kubernetes_errors("io.k8s.api.core.v1.ServiceAccount", rendered["ServiceAccount"]) == []
+
+
+def test_the_pod_is_bounded_non_root_and_kept_off_gpu_nodes(spec: DpdSpec) -> None:
+    job = objects(spec)["Job"]
+    body, pod = job["spec"], job["spec"]["template"]["spec"]
+    assert body["backoffLimit"] == 0 and body["ttlSecondsAfterFinished"] == 3600
+    assert body["activeDeadlineSeconds"] == deadline_seconds(Scenario()) == 900 + 3 * (1800 + 60)
+    assert pod["restartPolicy"] == "Never" and pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["serviceAccountName"] == "hyperpod-dpd-bench"
+    containers = [*pod["initContainers"], *pod["containers"]]
+    assert [c["name"] for c in containers] == ["fetch-tokenizer", "benchmark", "publish"]
+    for container in containers:
+        assert container["securityContext"]["runAsNonRoot"] is True
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
+        assert "nvidia.com/gpu" not in container["resources"]["limits"]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": HYPERPOD_NODE_LABEL, "operator": "DoesNotExist"} in term["matchExpressions"]
+    assert {"key": "hyperpod-dpd/pool", "operator": "In", "values": ["system"]} in term["matchExpressions"]
+
+
+def test_genai_bench_runs_the_blog_scenario_against_the_router(spec: DpdSpec) -> None:
+    pod = objects(spec)["Job"]["spec"]["template"]["spec"]
+    fetch, bench = pod["initContainers"]
+    assert fetch["args"][:4] == ["s3", "cp", "s3://dpd-models-example/Llama-3.3-70B-Instruct/", "/tokenizer/"]
+    assert {"name": "AWS_REGION", "value": "us-west-2"} in fetch["env"]
+    args = bench["args"]
+
+    def flag(name: str) -> list[str]:
+        return [args[i + 1] for i, arg in enumerate(args) if arg == name]
+
+    assert flag("--api-base") == ["http://dpd-test-default-routing-service.hyperpod-inference-system.svc"
+                                  ".cluster.local:443"]
+    assert flag("--api-backend") == ["vllm"]  # sends ignore_eos
+    assert flag("--traffic-scenario") == ["D(4096,256)"] and flag("--num-concurrency") == ["8", "16", "32"]
+    assert flag("--max-requests-per-run") == ["320"] and flag("--max-time-per-run") == ["30"]
+    assert flag("--api-model-name") == ["/opt/ml/model"] and flag("--model-tokenizer") == ["/tokenizer"]
+    assert bench["image"] == DEFAULT_IMAGE
+    assert {"name": "GENAI_BENCH_VERSION", "value": "0.0.5"} in bench["env"]
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} in bench["env"]
+
+
+def test_overrides_reach_the_manifest(spec: DpdSpec) -> None:
+    rendered = objects(spec, Scenario(isl=2000, osl=128, concurrency=(1, 4), requests=40, max_seconds=300),
+                       image="ghcr.io/moirai-internal/genai-bench:0.0.5", role_arn="arn:aws:iam::1:role/r",
+                       results=S3Location(bucket="results", prefix="runs"), node_selector={})
+    account, pod = rendered["ServiceAccount"], rendered["Job"]["spec"]["template"]["spec"]
+    assert account["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"}
+    assert pod["initContainers"][1]["image"] == "ghcr.io/moirai-internal/genai-bench:0.0.5"
+    assert "D(2000,128)" in pod["initContainers"][1]["args"]
+    assert 's3://results/runs/dpd-test/$RUN_ID/' in pod["containers"][0]["command"][2]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": HYPERPOD_NODE_LABEL, "operator": "DoesNotExist"}]
+    assert rendered["Job"]["spec"]["activeDeadlineSeconds"] == 900 + 2 * 360
+
+
+def test_rendering_is_deterministic_and_snapshotted(spec: DpdSpec, snapshot: SnapshotAssertion) -> None:
+    first = yaml.safe_dump_all(list(objects(spec).values()), sort_keys=False)
+    assert first == yaml.safe_dump_all(list(objects(spec).values()), sort_keys=False)
+    assert first == snapshot
+
+
+@pytest.mark.parametrize(("options", "field"), [
+    ({"run_id": "Run_1"}, "run_id"),
+    ({"run_id": "x" * 60}, "run_id"),
+    ({"service_account": "Bench"}, "service_account"),
+    ({"cpu": 0}, "resources"),
+])
+def test_bad_options_name_the_field(spec: DpdSpec, options: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        render_benchmark_job(BenchmarkTarget.for_spec(spec), Scenario(), JobOptions(**{"run_id": RUN, **options}))
+    assert [p.field for p in caught.value.problems] == [field]
+    assert "Fix:" in str(caught.value)
+
+
+@pytest.mark.parametrize(("scenario", "field"), [
+    ({"isl": 0}, "isl"), ({"osl": 1}, "osl"), ({"concurrency": ()}, "concurrency"),
+    ({"concurrency": (8, 8)}, "concurrency"), ({"concurrency": (0,)}, "concurrency"),
+    ({"requests": 4}, "requests"), ({"max_seconds": 90}, "max_seconds"),
+])
+def test_bad_scenarios_name_the_field(scenario: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        Scenario(**scenario)
+    assert field in {p.field for p in caught.value.problems}
+
+
+def test_a_model_not_in_s3_needs_a_tokenizer_location(spec: DpdSpec) -> None:
+    fsx = dataclasses.replace(spec, model=dataclasses.replace(spec.model, source=FsxSource(
+        file_system_id="fs-0123456789abcdef0", path="/models/llama")))
+    with pytest.raises(SpecError, match="--tokenizer-s3"):
+        BenchmarkTarget.for_spec(fsx)
+    target = BenchmarkTarget.for_spec(fsx, tokenizer=S3Location.parse("s3://tok/llama", field="--tokenizer-s3"))
+    assert target.tokenizer.uri == "s3://tok/llama/"
+    with pytest.raises(SpecError, match="--tokenizer-s3"):
+        S3Location.parse("tok/llama", field="--tokenizer-s3")

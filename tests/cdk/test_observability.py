@@ -1,0 +1,280 @@
+"""The stack's observability: the add-on and its role, rule groups on the workspace, the topic, the log alarms."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import aws_cdk as cdk
+import cdk_nag
+import pytest
+import yaml
+from cdk_support import REGION, Synthesized, logical_id, policy_statements, synthesize, trust_policy
+from cdk_template_queries import by_addon, by_type, depends_on, rendered
+from cfnlint.api import lint
+
+from hyperpod_dpd import SpecError
+from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.observability import rules_yaml
+from hyperpod_dpd.observability.log_patterns import LOG_PATTERNS
+from hyperpod_dpd_cdk import HyperPodDpdStack, ObservabilityOptions
+from hyperpod_dpd_cdk.observability import COLLECTOR_SERVICE_ACCOUNT, OBSERVABILITY_ADDON, option_problems
+
+EXISTING_WORKSPACE = "arn:aws:aps:us-west-2:111122223333:workspace/ws-0a1b2c3d-4e5f-6789-abcd-ef0123456789"
+GRAFANA_WORKSPACE = "g-0123456789"
+
+
+@pytest.fixture(scope="module")
+def options_app(cdk_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """Your AMP workspace, your log group and an AMG workspace to import the dashboards into."""
+    app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("observability-options")))
+    stack = HyperPodDpdStack(app, "WithOptions", env=cdk.Environment(region=REGION), endpoints=[default_spec()],
+                             observability=ObservabilityOptions(
+                                 amp_workspace_arn=EXISTING_WORKSPACE, log_group_name="/my/inference/logs",
+                                 grafana_workspace_id=GRAFANA_WORKSPACE, efa_metrics=True))
+    return synthesize(app, stack)
+
+
+def _ids(s: Synthesized) -> dict[str, str]:
+    """Logical ids of the observability resources (other constructs add keys and topics of their own)."""
+    observability = s.stack.observability
+    assert observability is not None
+    ids = {"topic": logical_id(observability.topic), "key": logical_id(observability.key)}
+    if observability.workspace is not None:
+        ids["workspace"] = logical_id(observability.workspace)
+    return ids
+
+
+def _addon(s: Synthesized) -> dict[str, Any]:
+    resource: dict[str, Any] = s.template["Resources"][by_addon(s.template, OBSERVABILITY_ADDON)]
+    return resource
+
+
+def _configuration(s: Synthesized) -> dict[str, Any]:
+    value: dict[str, Any] = rendered(_addon(s)["Properties"]["ConfigurationValues"], placeholder="TOKEN")
+    return value
+
+
+def test_addon_writes_to_the_stacks_workspace_through_pod_identity(default_app: Synthesized) -> None:
+    props = _addon(default_app)["Properties"]
+    observability = default_app.stack.observability
+    assert observability is not None
+    assert props["ResolveConflicts"] == "OVERWRITE"
+    assert props["PodIdentityAssociations"] == [{"RoleArn": {"Fn::GetAtt": [logical_id(observability.addon_role),
+                                                                             "Arn"]},
+                                                 "ServiceAccount": COLLECTOR_SERVICE_ACCOUNT}]
+    workspace_id = _ids(default_app)["workspace"]
+    parts = props["ConfigurationValues"]["Fn::Join"][1]
+    assert {"Fn::GetAtt": [workspace_id, "Arn"]} in parts and {"Fn::GetAtt": [workspace_id, "WorkspaceId"]} in parts
+    config = _configuration(default_app)
+    assert config["ampWorkspace"]["prometheusEndpoint"].startswith(f"https://aps-workspaces.{REGION}.")
+    assert config["metricsProvider"]["inferenceMetrics"]["level"] == "BASIC"
+    assert config["metricsProvider"]["networkMetrics"]["level"] == "DISABLED"
+    assert config["metricsProvider"]["logging"] == {"enabled": True}
+
+
+def test_addon_comes_after_the_hyperpod_cluster_and_the_pod_identity_agent(default_app: Synthesized) -> None:
+    template = default_app.template
+    addon = by_addon(template, OBSERVABILITY_ADDON)
+    hyperpod_id, _ = default_app.one("AWS::SageMaker::Cluster")
+    assert depends_on(template, addon, hyperpod_id)
+    assert depends_on(template, addon, by_addon(template, "eks-pod-identity-agent"))
+
+
+def test_addon_role_trusts_only_pod_identity_for_this_cluster(default_app: Synthesized) -> None:
+    observability = default_app.stack.observability
+    assert observability is not None
+    (statement,) = trust_policy(default_app, observability.addon_role)["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    eks_id = logical_id(default_app.stack.eks.cluster)
+    assert statement["Condition"]["ArnEquals"] == {"aws:SourceArn": {"Fn::GetAtt": [eks_id, "Arn"]}}
+    assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+
+
+def test_addon_role_is_least_privilege(default_app: Synthesized) -> None:
+    observability = default_app.stack.observability
+    assert observability is not None
+    statements = policy_statements(default_app, observability.addon_role)
+    workspace_id = _ids(default_app)["workspace"]
+    remote_write = [s for s in statements if s["Action"] == "aps:RemoteWrite"]
+    assert remote_write == [{"Action": "aps:RemoteWrite", "Effect": "Allow",
+                             "Resource": {"Fn::GetAtt": [workspace_id, "Arn"]}}]
+    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert all(a.startswith(("aps:RemoteWrite", "logs:")) for a in actions)
+    (logs,) = [s for s in statements if "logs:PutLogEvents" in s["Action"]]
+    text = json.dumps(logs["Resource"])
+    cluster_name = default_app.stack.hyperpod.cluster_name
+    assert f"log-group:/aws/sagemaker/Clusters/{cluster_name}/*" in text
+    (describe,) = [s for s in statements if s["Resource"] == "*"]
+    assert describe["Action"] == "logs:DescribeLogGroups"
+
+
+def test_one_rule_group_per_endpoint_with_the_rendered_rules(multi_app: Synthesized) -> None:
+    groups = by_type(multi_app.template, "AWS::APS::RuleGroupsNamespace")
+    workspace_id = _ids(multi_app)["workspace"]
+    by_name = {g["Properties"]["Name"]: g["Properties"] for g in groups.values()}
+    specs = {f"dpd-{s.namespace}-{s.name}": s for s in multi_app.stack.endpoint_specs}
+    assert set(by_name) == set(specs)
+    for name, props in by_name.items():
+        assert props["Workspace"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+        assert props["Data"] == rules_yaml(specs[name])
+
+
+def test_alertmanager_routes_every_alert_to_the_topic(default_app: Synthesized) -> None:
+    ids = _ids(default_app)
+    workspace, topic_id = default_app.template["Resources"][ids["workspace"]], ids["topic"]
+    separator, parts = workspace["Properties"]["AlertManagerDefinition"]["Fn::Join"]
+    assert {"Ref": topic_id} in parts
+    text = separator.join(p if isinstance(p, str) else "arn:aws:sns:us-west-2:111122223333:topic" for p in parts)
+    config = yaml.safe_load(yaml.safe_load(text)["alertmanager_config"])
+    assert config["route"]["receiver"] == "sns"
+    (receiver,) = config["receivers"]
+    (sns,) = receiver["sns_configs"]
+    assert sns["topic_arn"] == "arn:aws:sns:us-west-2:111122223333:topic"
+    assert sns["sigv4"] == {"region": REGION}
+    assert workspace["DeletionPolicy"] == "Retain"
+
+
+def test_topic_is_encrypted_tls_only_and_publishable_only_by_amp_and_alarms(default_app: Synthesized) -> None:
+    ids = _ids(default_app)
+    resources = default_app.template["Resources"]
+    topic, key = resources[ids["topic"]], resources[ids["key"]]
+    assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [ids["key"], "Arn"]}
+    assert key["Properties"]["EnableKeyRotation"] is True
+    (policy,) = [p for p in by_type(default_app.template, "AWS::SNS::TopicPolicy").values()
+                 if p["Properties"]["Topics"] == [{"Ref": ids["topic"]}]]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    (deny,) = [s for s in statements if s["Effect"] == "Deny"]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    allows = [s for s in statements if s["Effect"] == "Allow"]
+    assert sorted(s["Principal"]["Service"] for s in allows) == ["aps.amazonaws.com", "cloudwatch.amazonaws.com"]
+    for statement in allows:
+        assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+        assert "aws:SourceArn" in statement["Condition"]["ArnLike"]
+    key_principals = {json.dumps(s["Principal"]) for s in key["Properties"]["KeyPolicy"]["Statement"]}
+    assert any("aps.amazonaws.com" in p for p in key_principals)
+    assert any("cloudwatch.amazonaws.com" in p for p in key_principals)
+
+
+def test_log_filters_count_the_log_only_failures_on_the_hyperpod_log_group(default_app: Synthesized) -> None:
+    filters = by_type(default_app.template, "AWS::Logs::MetricFilter")
+    hyperpod_id, _ = default_app.one("AWS::SageMaker::Cluster")
+    patterns = sorted(f["Properties"]["FilterPattern"] for f in filters.values())
+    assert patterns == sorted(p.filter_pattern for p in LOG_PATTERNS)
+    for metric_filter in filters.values():
+        _, parts = metric_filter["Properties"]["LogGroupName"]["Fn::Join"]
+        assert parts[0] == f"/aws/sagemaker/Clusters/{default_app.stack.hyperpod.cluster_name}/"
+        assert parts[1] == {"Fn::Select": [1, {"Fn::Split": ["/", {"Fn::GetAtt": [hyperpod_id, "ClusterArn"]}]}]}
+
+
+def test_each_log_pattern_has_an_alarm_to_the_topic(default_app: Synthesized) -> None:
+    topic_id = _ids(default_app)["topic"]
+    alarms = {a["Properties"]["MetricName"]: a["Properties"]
+              for a in by_type(default_app.template, "AWS::CloudWatch::Alarm").values()}
+    for pattern in LOG_PATTERNS:
+        alarm = alarms[pattern.metric_name]
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+        assert alarm["Namespace"] == f"HyperPodDPD/{default_app.stack.hyperpod.cluster_name}"
+        assert (alarm["Threshold"], alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (
+            pattern.threshold, pattern.datapoints, pattern.periods)
+        assert alarm["TreatMissingData"] == "notBreaching"
+        assert "Fix: " in alarm["AlarmDescription"]
+
+
+def test_outputs_tell_how_to_subscribe(default_app: Synthesized) -> None:
+    outputs = default_app.template["Outputs"]
+    (command,) = [o for k, o in outputs.items() if k.startswith("ObservabilitySubscribeCommand")]
+    topic_id = _ids(default_app)["topic"]
+    _, parts = command["Value"]["Fn::Join"]
+    assert parts[0].startswith("aws sns subscribe --region us-west-2 --topic-arn ")
+    assert {"Ref": topic_id} in parts
+
+
+def test_existing_workspace_gets_the_rules_and_keeps_its_alertmanager(options_app: Synthesized) -> None:
+    assert by_type(options_app.template, "AWS::APS::Workspace") == {}
+    (group,) = by_type(options_app.template, "AWS::APS::RuleGroupsNamespace").values()
+    assert group["Properties"]["Workspace"] == EXISTING_WORKSPACE
+    config = _configuration(options_app)
+    assert config["ampWorkspace"]["arn"] == EXISTING_WORKSPACE
+    assert config["ampWorkspace"]["prometheusEndpoint"].endswith("/workspaces/ws-0a1b2c3d-4e5f-6789-abcd-ef0123456789")
+    assert config["metricsProvider"]["networkMetrics"]["level"] == "ADVANCED"
+
+
+def test_a_given_log_group_is_used_after_the_cluster_exists(options_app: Synthesized) -> None:
+    hyperpod_id, _ = options_app.one("AWS::SageMaker::Cluster")
+    for name, metric_filter in by_type(options_app.template, "AWS::Logs::MetricFilter").items():
+        assert metric_filter["Properties"]["LogGroupName"] == "/my/inference/logs"
+        assert depends_on(options_app.template, name, hyperpod_id)
+
+
+def test_grafana_import_carries_every_dashboard(options_app: Synthesized) -> None:
+    (resource,) = by_type(options_app.template, "Custom::GrafanaDashboards").values()
+    assert resource["Properties"]["WorkspaceId"] == GRAFANA_WORKSPACE
+    (dashboard,) = json.loads(resource["Properties"]["Dashboards"])
+    assert dashboard["uid"] == "hyperpod-dpd-default-dpd-test"
+    observability = options_app.stack.observability
+    assert observability is not None and observability.grafana is not None
+    function = options_app.template["Resources"][logical_id(observability.grafana.function)]
+    assert function["Properties"]["Handler"] == "index.on_event"
+    grafana = [s for p in by_type(options_app.template, "AWS::IAM::Policy").values()
+               for s in p["Properties"]["PolicyDocument"]["Statement"]
+               if any(str(a).startswith("grafana:") for a in ([s["Action"]] if isinstance(s["Action"], str)
+                                                              else s["Action"]))]
+    (statement,) = grafana
+    assert f"/workspaces/{GRAFANA_WORKSPACE}" in json.dumps(statement["Resource"])
+
+
+def test_options_stack_passes_cfn_lint_and_cdk_nag(options_app: Synthesized) -> None:
+    # The same accepted-warning filter test_checks.py applies to the other apps.
+    spec = importlib.util.spec_from_file_location("cdk_checks_filter", Path(__file__).with_name("test_checks.py"))
+    assert spec is not None and spec.loader is not None
+    checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks)
+    is_cdk_lambda_role_dependency = checks.is_cdk_lambda_role_dependency
+
+    template = options_app.template
+    remaining = [m for m in lint(json.dumps(template), regions=[REGION])
+                 if not is_cdk_lambda_role_dependency(template, m)]
+    assert [f"{m.rule.id} {m.message}" for m in remaining] == []
+    report = cdk_nag.AwsSolutionsChecks().validate_scope(options_app.app)
+    assert {v.rule_name: [r.construct_path for r in v.violating_resources] for v in report.violations} == {}
+
+
+def test_observability_can_be_left_out(app_module: ModuleType, cdk_context: dict[str, Any],
+                                       tmp_path: Path) -> None:
+    app, stack = app_module.build({**cdk_context, "observability": "false"}, outdir=str(tmp_path))
+    assert stack.observability is None
+    template = synthesize(app, stack).template
+    for type_ in ("AWS::APS::Workspace", "AWS::APS::RuleGroupsNamespace", "AWS::SNS::Topic",
+                  "AWS::Logs::MetricFilter"):
+        assert by_type(template, type_) == {}
+    assert not [k for k, v in by_type(template, "AWS::EKS::Addon").items()
+                if v["Properties"]["AddonName"] == OBSERVABILITY_ADDON]
+
+
+def test_a_bad_switch_is_refused_before_anything_is_built(app_module: ModuleType,
+                                                          cdk_context: dict[str, Any]) -> None:
+    with pytest.raises(SpecError, match=r"observability: is not true or false \(got 'maybe'\)"):
+        app_module.build({**cdk_context, "observability": "maybe"})
+
+
+@pytest.mark.parametrize(("options", "field"), [
+    (ObservabilityOptions(amp_workspace_arn="ws-123"), "observability.amp_workspace_arn"),
+    (ObservabilityOptions(log_group_name="bad name!"), "observability.log_group_name"),
+    (ObservabilityOptions(grafana_workspace_id="my-grafana"), "observability.grafana_workspace_id"),
+])
+def test_bad_options_name_the_field(options: ObservabilityOptions, field: str) -> None:
+    (problem,) = option_problems(options)
+    assert problem.field == field
+    assert problem.fix
+
+
+def test_app_writes_rules_and_dashboards_beside_the_manifests(app_module: ModuleType, default_app: Synthesized,
+                                                             tmp_path: Path) -> None:
+    written = app_module.write_observability_files(default_app.stack, tmp_path)
+    assert [p.name for p in written] == ["default-dpd-test.rules.yaml", "default-dpd-test.dashboard.json"]
+    assert all(p.parent == tmp_path / "observability" for p in written)

@@ -1,0 +1,79 @@
+"""The dashboard round-trips through the library's types, draws the spec's thresholds, and is stable."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from hyperpod_dpd import DpdSpec
+
+pytest.importorskip("grafana_foundation_sdk", reason="pip install 'hyperpod-dpd[observability]'")
+
+from grafana_foundation_sdk.models.dashboard import Dashboard
+
+from hyperpod_dpd.observability.dashboard import MAX_UID, dashboard_json, dashboard_uid
+
+
+def _panels(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["title"]: p for p in document["panels"]}
+
+
+def test_dashboard_json_loads_back_into_the_library_model(slo_spec: DpdSpec) -> None:
+    document = json.loads(dashboard_json(slo_spec))
+    model = Dashboard.from_json(document)
+    assert model.title == f"DPD {slo_spec.namespace}/{slo_spec.name}"
+    assert json.loads(json.dumps(model.to_json(), default=lambda o: o.to_json())) == document
+
+
+def test_layout_rows_follow_the_request_path(spec: DpdSpec) -> None:
+    document = json.loads(dashboard_json(spec))
+    rows = [p["title"] for p in document["panels"] if p["type"] == "row"]
+    assert rows == ["Router", "Prefill", "Decode", "Errors"]
+    panels = _panels(document)
+    for title in ("Routing decisions per second", "In-flight prefill requests", "End-to-end TTFT p90",
+                  "Prefill queue", "KV store (put) time p90", "Inter-token latency (TPOT) p90", "KV cache usage",
+                  "Preemptions per second", "Prompt tokens per second by source", "Error ratio by role"):
+        assert title in panels
+    ids = [p["id"] for p in document["panels"]]
+    assert len(ids) == len(set(ids))
+    assert all(p["gridPos"]["w"] * 1 <= 24 for p in document["panels"])
+
+
+def test_panels_draw_the_alert_thresholds(spec: DpdSpec, slo_spec: DpdSpec) -> None:
+    panels = _panels(json.loads(dashboard_json(slo_spec)))
+    steps = panels["KV cache usage"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert steps[-1] == {"color": "red", "value": 0.8}
+    ttft = panels["End-to-end TTFT p90"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert ttft[-1]["value"] == 2
+    no_slo = _panels(json.loads(dashboard_json(spec)))
+    assert "thresholds" not in no_slo["End-to-end TTFT p90"].get("fieldConfig", {}).get("defaults", {})
+
+
+def test_every_query_uses_the_datasource_variable(spec: DpdSpec) -> None:
+    document = json.loads(dashboard_json(spec))
+    assert document["templating"]["list"][0]["name"] == "datasource"
+    targets = [t for p in document["panels"] for t in p.get("targets", [])]
+    assert targets and all(t["datasource"]["uid"] == "${datasource}" for t in targets)
+
+
+def test_uid_is_stable_and_within_grafanas_limit(spec: DpdSpec) -> None:
+    assert dashboard_uid(spec) == f"hyperpod-dpd-{spec.namespace}-{spec.name}"
+    long = dataclasses.replace(spec, name="a" * 50)
+    other = dataclasses.replace(spec, name="a" * 49 + "b")
+    assert len(dashboard_uid(long)) == MAX_UID
+    assert dashboard_uid(long) != dashboard_uid(other)
+
+
+def test_dashboard_snapshot(slo_spec: DpdSpec, snapshot: Any) -> None:
+    text = dashboard_json(slo_spec)
+    assert text == dashboard_json(slo_spec)
+    assert text == snapshot
+
+
+def test_rules_snapshot(slo_spec: DpdSpec, snapshot: Any) -> None:
+    from hyperpod_dpd.observability import rules_yaml
+
+    assert rules_yaml(slo_spec) == snapshot

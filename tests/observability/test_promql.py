@@ -1,0 +1,111 @@
+"""Every PromQL expression the rules and the dashboard carry parses, and the rules follow the spec."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from hyperpod_dpd import AlertThresholds, DpdSpec, MetricsSpec
+from hyperpod_dpd.observability import alert_rules, rules_document, rules_yaml
+from hyperpod_dpd.observability.dashboard import panel_queries
+
+promql_parser = pytest.importorskip("promql_parser", reason="pip install 'hyperpod-dpd[observability]'")
+
+BASE_ALERTS = ["DpdKvTransferSlow", "DpdKvNotTransferred", "DpdRouterFallback", "DpdErrorRatioHigh",
+               "DpdErrorRatioCritical", "DpdPrefillQueueDeep", "DpdDecodeKvCacheFull", "DpdDecodePreempting",
+               "DpdPrefillMetricsAbsent", "DpdDecodeMetricsAbsent"]
+
+
+def test_every_alert_expression_parses(slo_spec: DpdSpec) -> None:
+    rules = alert_rules(slo_spec)
+    assert len(rules) == 12
+    for rule in rules:
+        promql_parser.parse(rule.expr)  # raises ValueError on a syntax error
+
+
+def test_every_dashboard_query_parses(slo_spec: DpdSpec) -> None:
+    queries = [expr for panels in panel_queries(slo_spec).values() for panel in panels.values()
+               for expr in panel.values()]
+    assert len(queries) >= 16
+    for expr in queries:
+        promql_parser.parse(expr)
+
+
+def test_the_parser_rejects_broken_promql() -> None:
+    with pytest.raises(ValueError, match="parenthesis"):
+        promql_parser.parse("sum(rate(vllm:num_requests_running[5m])")
+
+
+def test_latency_rules_exist_only_with_an_slo(spec: DpdSpec, slo_spec: DpdSpec) -> None:
+    assert [r.name for r in alert_rules(spec)] == BASE_ALERTS
+    names = [r.name for r in alert_rules(slo_spec)]
+    assert names[:8] == BASE_ALERTS[:8] and "DpdTtftSloBreach" in names and "DpdTpotSloBreach" in names
+    ttft = next(r for r in alert_rules(slo_spec) if r.name == "DpdTtftSloBreach")
+    assert ttft.expr.endswith("> 2") and "dpd_e2e_ttft_seconds_bucket" in ttft.expr
+    tpot = next(r for r in alert_rules(slo_spec) if r.name == "DpdTpotSloBreach")
+    assert tpot.expr.endswith("> 0.05") and 'resource_name="decode-' in tpot.expr
+
+
+def test_threshold_overrides_reach_the_expressions(spec: DpdSpec, slo_spec: DpdSpec) -> None:
+    by_name = {r.name: r.expr for r in alert_rules(slo_spec)}
+    assert by_name["DpdPrefillQueueDeep"].count("> 5") == 2
+    assert by_name["DpdDecodeKvCacheFull"].endswith("> 0.8")
+    defaults = {r.name: r.expr for r in alert_rules(spec)}
+    assert defaults["DpdDecodeKvCacheFull"].endswith("> 0.9")
+    floored = dataclasses.replace(spec, alerts=AlertThresholds(min_requests_per_second=2))
+    assert "> 2" in next(r.expr for r in alert_rules(floored) if r.name == "DpdErrorRatioHigh")
+
+
+def test_rules_select_only_this_endpoint(spec: DpdSpec) -> None:
+    for rule in alert_rules(spec):
+        assert spec.name in rule.expr, rule.name
+    pods = next(r.expr for r in alert_rules(spec) if r.name == "DpdDecodeKvCacheFull")
+    assert f'resource_name="decode-{spec.name}", namespace="{spec.namespace}"' in pods
+
+
+def test_every_rule_says_what_broke_and_what_to_do(slo_spec: DpdSpec) -> None:
+    group = rules_document(slo_spec)["groups"][0]
+    assert group["name"] == f"dpd-{slo_spec.namespace}-{slo_spec.name}"
+    for rule in group["rules"]:
+        assert rule["labels"]["severity"] in {"warning", "critical"}
+        assert rule["labels"]["dpd_endpoint"] == slo_spec.name
+        assert rule["annotations"]["summary"].startswith(f"{slo_spec.namespace}/{slo_spec.name}: ")
+        assert len(rule["annotations"]["fix"]) > 40
+
+
+def test_no_rules_when_metrics_are_off(spec: DpdSpec) -> None:
+    off = dataclasses.replace(spec, metrics=MetricsSpec(enabled=False))
+    assert alert_rules(off) == ()
+    assert yaml.safe_load(rules_yaml(off))["groups"][0]["rules"] == []
+
+
+def test_rules_yaml_is_deterministic_and_loads_back(slo_spec: DpdSpec) -> None:
+    text = rules_yaml(slo_spec)
+    assert text == rules_yaml(slo_spec)
+    assert yaml.safe_load(text) == rules_document(slo_spec)
+
+
+def test_every_metric_read_has_its_provenance_recorded(slo_spec: DpdSpec) -> None:
+    """A name typed into a rule or panel without an entry in metrics.py would be an unsourced guess."""
+    import re
+
+    from hyperpod_dpd.observability.metrics import ALL_METRICS, Kind
+
+    known = {m.name for m in ALL_METRICS} | {f"{m.name}_bucket" for m in ALL_METRICS if m.kind is Kind.HISTOGRAM}
+    expressions = [r.expr for r in alert_rules(slo_spec)] + [
+        expr for panels in panel_queries(slo_spec).values() for panel in panels.values() for expr in panel.values()]
+    used = {name for expr in expressions for name in re.findall(r"([a-z_:][a-z0-9_:]*)\{", expr)}
+    assert used and used <= known, used - known
+    assert all(m.provenance for m in ALL_METRICS)
+    assert {m.name for m in ALL_METRICS if not m.verified} == {
+        "dpd_routing_disaggregated_total", "dpd_routing_local_total", "dpd_routing_fallback_total",
+        "dpd_routing_inflight_prefill", "dpd_e2e_ttft_seconds"}
+
+
+def test_a_gauge_has_no_bucket_series() -> None:
+    from hyperpod_dpd.observability.metrics import KV_CACHE_USAGE
+
+    with pytest.raises(ValueError, match="gauge, not a histogram"):
+        KV_CACHE_USAGE.bucket()

@@ -1,0 +1,68 @@
+"""The optional ``slo`` and ``alerts`` spec fields: loading, round trip and the rules that check them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hyperpod_dpd import (
+    AlertThresholds,
+    DpdSpec,
+    MetricsSpec,
+    SloSpec,
+    SpecError,
+    check,
+    spec_from_mapping,
+    spec_to_mapping,
+)
+
+
+def test_defaults_leave_the_spec_file_unchanged(spec: DpdSpec) -> None:
+    data = spec_to_mapping(spec)
+    assert "slo" not in data and "alerts" not in data
+
+
+def test_fields_round_trip(slo_spec: DpdSpec) -> None:
+    data = spec_to_mapping(slo_spec)
+    assert data["slo"] == {"ttft_ms": 2000, "tpot_ms": 50}
+    assert data["alerts"]["prefill_queue"] == 5
+    assert spec_from_mapping(data) == slo_spec
+
+
+def test_a_wrong_type_names_the_field(spec: DpdSpec) -> None:
+    data = {**spec_to_mapping(spec), "slo": {"ttft_ms": "fast"}}
+    with pytest.raises(SpecError, match=r"slo.ttft_ms: must be an integer, not a string"):
+        spec_from_mapping(data)
+
+
+@pytest.mark.parametrize(("alerts", "field", "message"), [
+    (AlertThresholds(kv_store_p90_seconds=0), "alerts.kv_store_p90_seconds", "must be greater than 0"),
+    (AlertThresholds(error_ratio=0), "alerts.error_ratio", "must be in (0, 1]"),
+    (AlertThresholds(error_ratio=0.3, error_ratio_critical=0.2), "alerts.error_ratio_critical",
+     "is below alerts.error_ratio"),
+    (AlertThresholds(prefill_queue=0), "alerts.prefill_queue", "must be at least 1"),
+    (AlertThresholds(decode_kv_cache_usage=90), "alerts.decode_kv_cache_usage", "must be in (0, 1]"),
+    (AlertThresholds(min_requests_per_second=-1), "alerts.min_requests_per_second", "must not be negative"),
+])
+def test_bad_thresholds_are_refused(spec: DpdSpec, alerts: AlertThresholds, field: str, message: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        check(dataclasses.replace(spec, alerts=alerts))
+    assert [p.field for p in raised.value.problems] == [field]
+    assert message in raised.value.problems[0].message
+
+
+def test_slo_targets_below_histogram_resolution_are_refused(spec: DpdSpec) -> None:
+    with pytest.raises(SpecError) as raised:
+        check(dataclasses.replace(spec, slo=SloSpec(ttft_ms=5, tpot_ms=0)))
+    assert [p.field for p in raised.value.problems] == ["slo.ttft_ms", "slo.tpot_ms"]
+
+
+def test_good_values_pass(slo_spec: DpdSpec) -> None:
+    assert check(slo_spec).spec == slo_spec
+
+
+def test_slo_with_metrics_off_warns(spec: DpdSpec) -> None:
+    off = dataclasses.replace(spec, metrics=MetricsSpec(enabled=False), slo=SloSpec(ttft_ms=2000))
+    codes = [w.code for w in check(off).warnings]
+    assert "ALERTS_WITHOUT_METRICS" in codes

@@ -1,0 +1,128 @@
+"""vLLM 0.19.0's flag set as package data, and reading args the way vLLM's argparse does."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import urllib.error
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from hyperpod_dpd.validation.rules import KV_LAYOUT_FLAGS, OWNED_FLAGS, PARALLEL_FLAGS
+from hyperpod_dpd.vllm_args import Arity, Match, canonical, canonical_args, parse_flags, vllm_flags
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "k8s" / "hyperpod_dpd" / "data" / "vllm-0.19.0-flags.json"
+SDIST_SHA256 = "81e59cf87175e7a62eb8d9acf5989484bbd17089d5eface353f89067bda282d9"
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("vllm_flags_script", REPO / "scripts" / "vllm_flags.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["vllm_flags_script"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def vllm_sdist(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """vLLM 0.19.0's sdist from PyPI (31 MB), kept in pytest's cache folder between runs (when it has one)."""
+    cache = getattr(request.config, "cache", None)
+    folder = Path(cache.mkdir("vllm-0.19.0-sdist")) if cache is not None else tmp_path_factory.mktemp("vllm")
+    try:
+        artifact, digest = _generator().fetch_sdist(folder, timeout=60)
+    except (TimeoutError, urllib.error.URLError, ConnectionError) as err:
+        pytest.skip(f"PyPI is unreachable, so the flag list cannot be re-derived here ({err})")
+    assert digest == SDIST_SHA256
+    return Path(artifact)
+
+
+def test_the_shipped_flags_are_what_the_generator_derives_from_vllm_0_19_0(vllm_sdist: Path) -> None:
+    generator = _generator()
+    derived = generator.document(generator.derive(generator.read_sources(vllm_sdist)),
+                                 artifact=vllm_sdist.name, artifact_sha256=SDIST_SHA256)
+    assert json.dumps(derived, indent=1) + "\n" == SHIPPED.read_text(encoding="utf-8")
+
+
+def test_provenance_names_the_artifact_and_the_sources_read() -> None:
+    flags = vllm_flags()
+    assert flags.version == "0.19.0"
+    assert flags.provenance["artifact"] == "vllm-0.19.0.tar.gz"
+    assert flags.provenance["artifact_sha256"] == SDIST_SHA256
+    assert "vllm/engine/arg_utils.py" in flags.provenance["source_files"]
+    assert "vllm/entrypoints/openai/cli_args.py" in flags.provenance["source_files"]
+
+
+def test_every_flag_the_library_emits_or_names_is_a_real_flag() -> None:
+    known = vllm_flags().flags
+    emitted = {"--model", "--host", "--port", "--tensor-parallel-size", "--max-model-len",
+               "--gpu-memory-utilization", "--max-num-seqs"}
+    named = set(OWNED_FLAGS) | set(PARALLEL_FLAGS) | set(KV_LAYOUT_FLAGS)
+    assert sorted((emitted | named) - set(known)) == []
+
+
+def test_arity_follows_vllm_get_kwargs() -> None:
+    flags = vllm_flags().flags
+    assert flags["--enforce-eager"] is Arity.NONE and flags["--no-enforce-eager"] is Arity.NONE  # bool field
+    assert flags["--disable-log-stats"] is Arity.NONE and "--no-disable-log-stats" not in flags  # store_true
+    assert flags["--api-key"] is Arity.MANY  # list field
+    assert flags["--middleware"] is Arity.ONE  # nargs removed, action="append"
+    assert flags["--hf-token"] is Arity.OPTIONAL  # nargs="?"
+    assert vllm_flags().aliases["-tp"] == "--tensor-parallel-size"
+    assert vllm_flags().aliases["-pcp"] == "--prefill-context-parallel-size"
+
+
+def _argparse_of_the_flag_set() -> argparse.ArgumentParser:
+    """A plain argparse parser over the shipped flags, with allow_abbrev as vLLM leaves it."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=True)
+    for flag in vllm_flags().flags:
+        parser.add_argument(flag, dest=flag, action="store_true")
+    return parser
+
+
+def test_prefixes_resolve_exactly_as_argparse_resolves_them() -> None:
+    parser = _argparse_of_the_flag_set()
+    flags = vllm_flags()
+    prefixes = sorted({flag[:n] for flag in flags.flags for n in range(3, len(flag) + 1)})
+    mismatches = []
+    for prefix in prefixes:
+        match, candidates = flags.resolve(prefix)
+        try:
+            parsed, _ = parser.parse_known_args([prefix])
+        except SystemExit:
+            argparse_says = "ambiguous"
+        else:
+            chosen = [dest for dest, value in vars(parsed).items() if value]
+            argparse_says = chosen[0] if chosen else "unknown"
+        ours = candidates[0] if match in (Match.EXACT, Match.ABBREVIATION) else match.value
+        if ours != argparse_says:
+            mismatches.append((prefix, ours, argparse_says))
+    assert len(prefixes) > 3000
+    assert mismatches == []
+
+
+@pytest.mark.parametrize(("written", "expected"), [
+    ("--gpu-memory-util", "--gpu-memory-utilization"),
+    ("--max_num_seq", "--max-num-seqs"),
+    ("--kv-transfer", "--kv-transfer-config"),
+    ("--pipeline-parallel", "--pipeline-parallel-size"),
+    ("-tp", "--tensor-parallel-size"),
+    ("--compilation-config.mode", "--compilation-config"),
+    ("--no-such-flag", "--no-such-flag"),
+])
+def test_canonical_names(written: str, expected: str) -> None:
+    assert canonical(written) == expected
+
+
+def test_values_are_read_by_arity() -> None:
+    flags, stray = parse_flags(["--api-key", "a", "b", "--enforce-eager", "oops", "--port", "-1", "-O3"])
+    assert [(f.name, f.value) for f in flags] == [("--api-key", "a b"), ("--enforce-eager", None),
+                                                  ("--port", "-1"), ("--optimization-level", "3")]
+    assert stray == ["oops"]
+    assert canonical_args(["-O", "2", "--max_model=8192", "stray"]) == ["--optimization-level", "2",
+                                                                       "--max-model-len=8192", "stray"]
