@@ -6,7 +6,9 @@ skip with a message when the reference notes are not beside the checkout.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,18 @@ from hyperpod_dpd import crd
 from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION as CLUSTER_KUBERNETES_VERSION
+
+
+def _register_support() -> None:
+    """Make ``tests/support.py`` importable as ``support`` from every test folder."""
+    spec = importlib.util.spec_from_file_location("support", Path(__file__).with_name("support.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["support"] = module
+    spec.loader.exec_module(module)
+
+
+_register_support()
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"

@@ -7,24 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import write_spec
 from syrupy.assertion import SnapshotAssertion
 
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.defaults import default_spec_text
 from hyperpod_dpd.loading import load_spec
 from hyperpod_dpd.validation import check
 
 BLOG = ["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8,16,32"]
-
-
-def write_spec(tmp_path: Path, *replacements: tuple[str, str]) -> str:
-    text = default_spec_text()
-    for old, new in replacements:
-        assert old in text
-        text = text.replace(old, new)
-    path = tmp_path / "spec.yaml"
-    path.write_text(text)
-    return str(path)
 
 
 def test_blog_comparison_table(capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion) -> None:

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support import load_module
 
 HERE = Path(__file__).resolve().parent
 LEVELS = (2, 4)
@@ -27,19 +28,8 @@ ISL, OSL = 64, 16
 REQUESTS = 8
 
 
-def _load(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fake_openai = _load("fake_openai")
-kube_fakes = _load("kube_fakes")
+fake_openai = load_module("fake_openai", HERE / "fake_openai.py")
+kube_fakes = load_module("kube_fakes", HERE / "kube_fakes.py")
 Behaviour = fake_openai.Behaviour
 
 

@@ -111,16 +111,3 @@ def benchmark_kube(batch: FakeBatch, core: FakeCore) -> BenchmarkKube:
     return BenchmarkKube(custom=None, apps=None, core=core, batch=batch, accounts=core)  # type: ignore[arg-type]
 
 
-class FakeClock:
-    """``clock()`` and ``sleep()`` that only move time forward when slept."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support import FakeClock
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
@@ -135,7 +136,7 @@ def test_a_run_on_the_cluster(capsys: pytest.CaptureFixture[str], fakes: ModuleT
     core = fakes.FakeCore(pods=[[fakes.pod(f"{name}-x", init=[fakes.container("benchmark", "running")], main=[])],
                                 [fakes.pod(f"{name}-x", init=[], main=[fakes.container("publish", "terminated")])]],
                           logs={"publish": log})
-    clock = fakes.FakeClock()
+    clock = FakeClock()
     monkeypatch.setattr(bench, "benchmark_kube", lambda context, config: fakes.benchmark_kube(batch, core))
     monkeypatch.setattr(bench, "clock", clock)
     monkeypatch.setattr(bench, "sleep", clock.sleep)

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support import FakeClock
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.cluster import job_check, parse_job_log, run_job
@@ -97,7 +98,7 @@ def test_run_waits_collects_and_deletes(spec: DpdSpec, fakes: ModuleType, health
     finished = fakes.pod(f"{NAME}-x", phase="Succeeded", init=[], main=[fakes.container("publish", "terminated")])
     batch = fakes.FakeBatch(states=[fakes.job(NAME), fakes.job(NAME), fakes.job(NAME, condition="Complete")])
     core = fakes.FakeCore(pods=[[fetching], [running], [finished]], logs={"publish": text})
-    clock = fakes.FakeClock()
+    clock = FakeClock()
     outcome = run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, clock))
     assert outcome.succeeded and outcome.check.status is Status.PASS
     assert clock.slept == [15, 15]
@@ -123,7 +124,7 @@ def test_a_failed_tokenizer_copy_reports_its_log(spec: DpdSpec, fakes: ModuleTyp
                                               message="Job has reached the specified backoff limit")])
     core = fakes.FakeCore(pods=[[failed_pod]], logs={
         "fetch-tokenizer": "fatal error: An error occurred (AccessDenied) when calling the ListObjectsV2 operation"})
-    outcome = run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, fakes.FakeClock()))
+    outcome = run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, FakeClock()))
     assert not outcome.succeeded and outcome.check.status is Status.FAIL
     assert "BackoffLimitExceeded" in outcome.check.detail
     assert "fetch-tokenizer exited 1" in outcome.diagnostics and "AccessDenied" in outcome.diagnostics
@@ -133,7 +134,7 @@ def test_a_failed_tokenizer_copy_reports_its_log(spec: DpdSpec, fakes: ModuleTyp
 def test_a_timeout_deletes_the_job_so_the_load_stops(spec: DpdSpec, fakes: ModuleType) -> None:
     running = fakes.pod(f"{NAME}-x", init=[fakes.container("benchmark", "running")], main=[])
     batch = fakes.FakeBatch(states=[fakes.job(NAME)])
-    clock = fakes.FakeClock()
+    clock = FakeClock()
     outcome = run_job(fakes.benchmark_kube(batch, fakes.FakeCore(pods=[[running]])), manifests(spec),
                       waiter=_waiter(fakes, clock, timeout=60))
     assert outcome.check.status is Status.FAIL and "still not ready after 60s" in outcome.check.detail
@@ -145,7 +146,7 @@ def test_keep_leaves_the_job(spec: DpdSpec, fakes: ModuleType) -> None:
     batch = fakes.FakeBatch(states=[fakes.job(NAME, condition="Complete")])
     core = fakes.FakeCore(pods=[[fakes.pod(f"{NAME}-x", init=[], main=[fakes.container("publish", "terminated")])]],
                           logs={"publish": "### hyperpod-dpd-bench exit=0\n"})
-    run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, fakes.FakeClock()), keep=True)
+    run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, FakeClock()), keep=True)
     assert batch.deleted == []
 
 
@@ -153,7 +154,7 @@ def test_an_existing_service_account_is_kept_and_an_existing_job_refused(spec: D
     core = fakes.FakeCore(pods=[[]], account_error=fakes.api_error(409, "exists"))
     batch = fakes.FakeBatch(states=[fakes.job(NAME)], create_error=fakes.api_error(409, "exists"))
     with pytest.raises(KubeError, match="another --run-id"):
-        run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, fakes.FakeClock()))
+        run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, FakeClock()))
     assert batch.deleted == []  # nothing of ours to delete
 
 
@@ -161,4 +162,4 @@ def test_forbidden_is_one_line_naming_rbac(spec: DpdSpec, fakes: ModuleType) -> 
     core = fakes.FakeCore(pods=[[]], account_error=fakes.api_error(403, 'serviceaccounts is forbidden'))
     with pytest.raises(KubeError, match=r"forbidden .*RBAC"):
         run_job(fakes.benchmark_kube(fakes.FakeBatch(states=[]), core), manifests(spec),
-                waiter=_waiter(fakes, fakes.FakeClock()))
+                waiter=_waiter(fakes, FakeClock()))

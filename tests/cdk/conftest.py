@@ -6,10 +6,8 @@ fixtures instead of building their own; bad-input tests fail before anything hea
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -21,6 +19,7 @@ _node.ensure_node()  # before aws_cdk: jsii must start the packaged Node.js
 
 import aws_cdk as cdk  # noqa: E402
 import pytest  # noqa: E402
+from support import load_module  # noqa: E402
 
 from hyperpod_dpd.defaults import default_spec  # noqa: E402
 from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpdStack  # noqa: E402
@@ -28,33 +27,21 @@ from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpdStack  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-def _register(name: str) -> ModuleType:
-    """Load a helper module of this folder under its own name (no sys.path change needed)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_register("cdk_template_queries")
-support = _register("cdk_support")
-Synthesized = support.Synthesized
-REGION: str = support.REGION
+load_module("cdk_template_queries", HERE / "cdk_template_queries.py")
+cdk_support = load_module("cdk_support", HERE / "cdk_support.py")
+Synthesized = cdk_support.Synthesized
+REGION: str = cdk_support.REGION
 
 
 @pytest.fixture(scope="session")
 def app_module() -> ModuleType:
-    return support.load_app_module()  # type: ignore[no-any-return]
+    return cdk_support.load_app_module()  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="session")
 def cdk_context() -> dict[str, Any]:
     """The feature flags of cdk.json, so tests synthesize what ``cdk deploy`` deploys."""
-    context: dict[str, Any] = json.loads((support.REPO / "cdk.json").read_text())["context"]
+    context: dict[str, Any] = json.loads((cdk_support.REPO / "cdk.json").read_text())["context"]
     return context
 
 
@@ -72,7 +59,7 @@ def default_app(app_module: ModuleType, cdk_context: dict[str, Any],
                 tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The app exactly as ``cdk synth`` builds it: embedded spec, cdk.json context, no options."""
     app, stack = app_module.build(cdk_context, outdir=str(tmp_path_factory.mktemp("default")))
-    return support.synthesize(app, stack)
+    return cdk_support.synthesize(app, stack)
 
 
 @pytest.fixture(scope="session")
@@ -91,11 +78,11 @@ def multi_app(cdk_context: dict[str, Any], prepared_chart: Path,
     """Two endpoints in an existing VPC, with an existing bucket, a prepared chart and an admin."""
     app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("multi")))
     stack = HyperPodDpdStack(
-        app, "Multi", env=cdk.Environment(region=REGION), endpoints=[default_spec(), support.second_spec()],
-        vpc=support.EXISTING_VPC, hyperpod_subnet_ids=support.HYPERPOD_SUBNETS, availability_zone_id="usw2-az2",
+        app, "Multi", env=cdk.Environment(region=REGION), endpoints=[default_spec(), cdk_support.second_spec()],
+        vpc=cdk_support.EXISTING_VPC, hyperpod_subnet_ids=cdk_support.HYPERPOD_SUBNETS, availability_zone_id="usw2-az2",
         model_bucket_name="my-weights", dependency_chart_dir=prepared_chart,
         admin_role_arns=["arn:aws:iam::111122223333:role/PlatformAdmin"])
-    return support.synthesize(app, stack)
+    return cdk_support.synthesize(app, stack)
 
 
 @pytest.fixture(scope="session")
@@ -104,11 +91,11 @@ def existing_cluster_app(cdk_context: dict[str, Any], tmp_path_factory: pytest.T
     app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("existing")))
     stack = HyperPodDpdStack(
         app, "OnExistingCluster", env=cdk.Environment(region=REGION), endpoints=[default_spec()],
-        vpc=support.EXISTING_VPC, hyperpod_subnet_ids=support.HYPERPOD_SUBNETS,
+        vpc=cdk_support.EXISTING_VPC, hyperpod_subnet_ids=cdk_support.HYPERPOD_SUBNETS,
         existing_cluster=ExistingEksCluster(
             cluster_name="platform", oidc_issuer_url="https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B7",
-            oidc_provider_arn=support.EXISTING_OIDC_PROVIDER, cluster_security_group_id="sg-0eee0000000000005"))
-    return support.synthesize(app, stack)
+            oidc_provider_arn=cdk_support.EXISTING_OIDC_PROVIDER, cluster_security_group_id="sg-0eee0000000000005"))
+    return cdk_support.synthesize(app, stack)
 
 
 @pytest.fixture(scope="session")

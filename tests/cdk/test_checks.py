@@ -8,31 +8,10 @@ from pathlib import Path
 
 import cdk_nag
 import pytest
-from cdk_support import Synthesized
+from cdk_support import Synthesized, is_cdk_lambda_role_dependency
 from cfnlint.api import lint
 
 APPS = ["default", "multi", "existing-cluster"]
-
-
-def is_cdk_lambda_role_dependency(template: dict, match: object) -> bool:
-    """W3005 that aws-cdk-lib itself emits and we verified is harmless.
-
-    aws-cdk-lib's ``Function`` (and ``CustomResourceProvider``) adds ``DependsOn: [<its role>, <its
-    role's DefaultPolicy>]`` so the policy exists before the first invocation; the role half
-    duplicates the ``Fn::GetAtt`` in ``Properties.Role``. ``aws_eks_v2.Cluster`` likewise lists the
-    subnets it also references. CloudFormation treats the duplicate as a no-op; the constructs are
-    aws-cdk-lib's, so the warning is accepted for exactly these two shapes and nothing else.
-    """
-    if match.rule.id != "W3005":  # type: ignore[attr-defined]
-        return False
-    path = list(match.path)  # type: ignore[attr-defined]
-    resource = template["Resources"].get(str(path[1])) if len(path) > 1 else None
-    if resource is None:
-        return False
-    message = match.message  # type: ignore[attr-defined]
-    if resource["Type"] == "AWS::Lambda::Function" and "/Properties/Role'" in message:
-        return True
-    return resource["Type"] == "AWS::EKS::Cluster" and "/Properties/ResourcesVpcConfig/SubnetIds/" in message
 
 
 @pytest.mark.parametrize("name", APPS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -12,7 +11,15 @@ import aws_cdk as cdk
 import cdk_nag
 import pytest
 import yaml
-from cdk_support import REGION, Synthesized, logical_id, policy_statements, synthesize, trust_policy
+from cdk_support import (
+    REGION,
+    Synthesized,
+    is_cdk_lambda_role_dependency,
+    logical_id,
+    policy_statements,
+    synthesize,
+    trust_policy,
+)
 from cdk_template_queries import by_addon, by_type, depends_on, rendered
 from cfnlint.api import lint
 
@@ -230,12 +237,6 @@ def test_grafana_import_carries_every_dashboard(options_app: Synthesized) -> Non
 
 def test_options_stack_passes_cfn_lint_and_cdk_nag(options_app: Synthesized) -> None:
     # The same accepted-warning filter test_checks.py applies to the other apps.
-    spec = importlib.util.spec_from_file_location("cdk_checks_filter", Path(__file__).with_name("test_checks.py"))
-    assert spec is not None and spec.loader is not None
-    checks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(checks)
-    is_cdk_lambda_role_dependency = checks.is_cdk_lambda_role_dependency
-
     template = options_app.template
     remaining = [m for m in lint(json.dumps(template), regions=[REGION])
                  if not is_cdk_lambda_role_dependency(template, m)]

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 import tomllib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from support import load_module
 
 from hyperpod_dpd import SpecError, crd
 from hyperpod_dpd.charts import render_inference_endpoint_config
@@ -22,12 +21,7 @@ SHIPPED = REPO / "k8s" / "hyperpod_dpd" / "crd" / crd.DATA_FILE
 
 
 def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_module(name, REPO / "scripts" / f"{name}.py")
 
 
 def _without_descriptions(schema: Any, *, in_properties: bool = False) -> Any:

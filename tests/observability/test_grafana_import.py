@@ -5,7 +5,6 @@ No AWS credentials and no network: every AWS call is stubbed, every HTTP request
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import urllib.error
@@ -18,6 +17,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
+from support import load_module
 
 HANDLER = Path(__file__).resolve().parents[2] / "constructs" / "hyperpod_dpd_cdk" / "assets" / "grafana_import"
 WORKSPACE = "g-0123456789"
@@ -26,11 +26,7 @@ ENDPOINT = f"{WORKSPACE}.grafana-workspace.us-west-2.amazonaws.com"
 
 @pytest.fixture(scope="module")
 def handler() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("grafana_import_handler", HANDLER / "index.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("grafana_import_handler", HANDLER / "index.py")
 
 
 class _Response(io.BytesIO):

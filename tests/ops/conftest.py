@@ -19,6 +19,7 @@ from botocore.stub import Stubber
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from moto import mock_aws
+from support import FakeClock
 
 from hyperpod_dpd.ops.aws import AwsClients
 from hyperpod_dpd.ops.kube import KubeApi
@@ -352,21 +353,6 @@ def make_kube() -> Callable[..., tuple[KubeApi, FakeCore]]:
                        transport=transport), core
 
     return make
-
-
-class FakeClock:
-    """``clock()`` and ``sleep()`` that only move time forward when slept."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 @pytest.fixture

@@ -6,23 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from support import write_spec
 
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.defaults import default_spec_text
 
 REQUIRED = {"kv_bytes_per_token": int, "kv_bytes_per_token_per_rank": int, "kv_bytes_per_request_per_rank": int,
             "pd_buffer_transfers": int, "transfer_seconds_at_line_rate": float, "weights_bytes_per_gpu": int,
             "warnings": list}
-
-
-def write_spec(tmp_path: Path, *replacements: tuple[str, str]) -> str:
-    text = default_spec_text()
-    for old, new in replacements:
-        assert old in text
-        text = text.replace(old, new)
-    path = tmp_path / "spec.yaml"
-    path.write_text(text)
-    return str(path)
 
 
 def test_json_is_one_object_with_the_required_keys(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 import urllib.error
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support import load_module
 
 from hyperpod_dpd.validation.rules import KV_LAYOUT_FLAGS, OWNED_FLAGS, PARALLEL_FLAGS
 from hyperpod_dpd.vllm_args import Arity, Match, canonical, canonical_args, parse_flags, vllm_flags
@@ -21,12 +20,7 @@ SDIST_SHA256 = "81e59cf87175e7a62eb8d9acf5989484bbd17089d5eface353f89067bda282d9
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vllm_flags_script", REPO / "scripts" / "vllm_flags.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["vllm_flags_script"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_module("vllm_flags_script", REPO / "scripts" / "vllm_flags.py")
 
 
 @pytest.fixture(scope="session")
