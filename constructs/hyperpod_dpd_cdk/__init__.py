@@ -8,13 +8,13 @@ from hyperpod_dpd import _node
 
 _node.ensure_node()
 
+from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL  # noqa: E402
 from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess  # noqa: E402
 from hyperpod_dpd_cdk.dpd_endpoint import DpdEndpoint, placed_spec  # noqa: E402
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup  # noqa: E402
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster  # noqa: E402
 from hyperpod_dpd_cdk.grafana_dashboards import GrafanaDashboards  # noqa: E402
 from hyperpod_dpd_cdk.hyperpod_cluster import (  # noqa: E402
-    INSTANCE_GROUP_LABEL,
     HyperPodCluster,
     InstanceGroup,
     instance_groups_for,

@@ -20,8 +20,9 @@ from constructs import Construct, IConstruct
 from hyperpod_dpd import DpdSpec, Problem, SpecError
 from hyperpod_dpd.benchmark.job import DEFAULT_SERVICE_ACCOUNT, MANAGED_BY, ROLE_ARN_ANNOTATION, TOKENIZER_FILES
 from hyperpod_dpd.charts.aggregated import render_aggregated_endpoint_config
+from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
 from hyperpod_dpd_cdk.dpd_endpoint import placed_spec
-from hyperpod_dpd_cdk.hyperpod_cluster import INSTANCE_GROUP_LABEL, InstanceGroup, group_name
+from hyperpod_dpd_cdk.hyperpod_cluster import InstanceGroup, group_name
 from hyperpod_dpd_cdk.inference_operator import IrsaTrust
 from hyperpod_dpd_cdk.lifecycle import prefix_findings
 from hyperpod_dpd_cdk.nag import acknowledge

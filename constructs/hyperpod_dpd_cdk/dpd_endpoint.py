@@ -14,7 +14,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_dpd import DpdSpec, S3Source, check
 from hyperpod_dpd.charts import InferenceEndpointConfigChart
-from hyperpod_dpd_cdk.hyperpod_cluster import INSTANCE_GROUP_LABEL
+from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
 
 BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 

@@ -14,6 +14,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
+from hyperpod_dpd.operator_names import SYSTEM_POOL
 from hyperpod_dpd_cdk.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions
 
@@ -130,7 +131,7 @@ class HyperPodEksCluster(Construct):
                 "SystemNodes", instance_types=[ec2.InstanceType(system_instance_type)],
                 ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD, min_size=system_nodes,
                 desired_size=system_nodes, max_size=system_nodes + 2, subnets=subnets,
-                labels={"hyperpod-dpd/pool": "system"})
+                labels=dict(SYSTEM_POOL))
             self.system_nodes = nodegroup
             self.addons = [self._addon(name, version) for name, version in (
                 ("vpc-cni", versions.vpc_cni), ("kube-proxy", versions.kube_proxy),

@@ -14,7 +14,6 @@ from hyperpod_dpd import DpdSpec, InstanceType, Problem, SpecError
 from hyperpod_dpd.validation.rules import is_sagemaker_name
 from hyperpod_dpd_cdk.lifecycle import LifecycleScripts
 
-INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 # /opt/sagemaker holds containerd's images (the vLLM image is tens of GB) and the kubelet; the
 # reference p5 configuration uses 500 GB.
 DEFAULT_EBS_GB = 500

@@ -17,6 +17,11 @@ ROLE_LABEL = f"{IEC_GROUP}/dpd-role"
 OPERATOR_NAMESPACE = "hyperpod-inference-system"
 ROUTER_CONTAINER = "router-container"
 ROUTER_PORT = 443
+# Node labels: HyperPod puts its instance group's name on every HyperPod (GPU) node; the stack's
+# system node group carries SYSTEM_POOL, so CPU-only pods (the benchmark) can be kept off GPU nodes.
+INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+SYSTEM_POOL_LABEL = "hyperpod-dpd/pool"
+SYSTEM_POOL = {SYSTEM_POOL_LABEL: "system"}
 
 
 def role_deployment(spec: DpdSpec, role: str) -> str:

@@ -14,11 +14,11 @@ from hyperpod_dpd import FsxSource, SpecError
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.job import (
     DEFAULT_IMAGE,
-    HYPERPOD_NODE_LABEL,
     JobOptions,
     deadline_seconds,
     render_benchmark_job,
 )
+from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.spec import DpdSpec
 
 RUN = "20261201-0300"
@@ -55,7 +55,7 @@ def test_the_pod_is_bounded_non_root_and_kept_off_gpu_nodes(spec: DpdSpec) -> No
         assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
         assert "nvidia.com/gpu" not in container["resources"]["limits"]
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert {"key": HYPERPOD_NODE_LABEL, "operator": "DoesNotExist"} in term["matchExpressions"]
+    assert {"key": INSTANCE_GROUP_LABEL, "operator": "DoesNotExist"} in term["matchExpressions"]
     assert {"key": "hyperpod-dpd/pool", "operator": "In", "values": ["system"]} in term["matchExpressions"]
 
 
@@ -90,7 +90,7 @@ def test_overrides_reach_the_manifest(spec: DpdSpec) -> None:
     assert "D(2000,128)" in pod["initContainers"][1]["args"]
     assert 's3://results/runs/dpd-test/$RUN_ID/' in pod["containers"][0]["command"][2]
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert term["matchExpressions"] == [{"key": HYPERPOD_NODE_LABEL, "operator": "DoesNotExist"}]
+    assert term["matchExpressions"] == [{"key": INSTANCE_GROUP_LABEL, "operator": "DoesNotExist"}]
     assert rendered["Job"]["spec"]["activeDeadlineSeconds"] == 900 + 2 * 360
 
 

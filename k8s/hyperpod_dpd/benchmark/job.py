@@ -28,14 +28,13 @@ from hyperpod_dpd.benchmark._plus import kplus
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.errors import Problem, raise_if_any
+from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL, SYSTEM_POOL
 from hyperpod_dpd.validation.rules import DNS_LABEL
 
 GENAI_BENCH_VERSION = "0.0.5"
 DEFAULT_IMAGE = "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
 DEFAULT_AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
 DEFAULT_SERVICE_ACCOUNT = "hyperpod-dpd-bench"
-SYSTEM_POOL = {"hyperpod-dpd/pool": "system"}  # the label of the stack's system node group
-HYPERPOD_NODE_LABEL = "sagemaker.amazonaws.com/instance-group-name"  # on every HyperPod (GPU) node
 ROLE_ARN_ANNOTATION = "eks.amazonaws.com/role-arn"
 RESULTS_MARK = "### hyperpod-dpd-bench"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json",
@@ -207,7 +206,7 @@ class BenchmarkJobChart(cdk8s.Chart):
         else:
             queries = []
         self.job.scheduling.attract(kplus.Node.labeled(*queries, kplus.NodeLabelQuery.does_not_exist(
-            HYPERPOD_NODE_LABEL)))
+            INSTANCE_GROUP_LABEL)))
 
     @staticmethod
     def _container(*, name: str, image: str, cpu: float, memory_gib: float, command: list[str], args: list[str],
