@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from hyperpod_dpd.advisor.comparison import ESTIMATE_NOTE, Advice
 from hyperpod_dpd.advisor.estimates import Estimate
 from hyperpod_dpd.advisor.search import SearchResult
 from hyperpod_dpd.advisor.traffic import Sla
+from hyperpod_dpd.columns import render_columns
 
 _HEADERS = ("layout", "GPUs", "TTFT ms", "queue ms", "TPOT ms", "E2E s", "out tok/s", "per GPU", "per user")
 
@@ -17,17 +18,6 @@ def _cells(label: str, e: Estimate) -> list[str]:
     return [label + suffix, str(e.gpus), f"{e.ttft_s * 1000:,.0f}", f"{e.queue_s * 1000:,.0f}",
             f"{e.tpot_s * 1000:.1f}", f"{e.e2e_s:.2f}", f"{e.output_tokens_per_s:,.0f}",
             f"{e.output_tokens_per_s_per_gpu:.1f}", f"{e.output_tokens_per_s_per_user:.1f}"]
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(len(headers))]
-
-    def line(cells: Sequence[str]) -> str:
-        first = f"{cells[0]:<{widths[0]}}"
-        rest = "".join(f"  {cell:>{width}}" for cell, width in zip(cells[1:], widths[1:], strict=True))
-        return ("  " + first + rest).rstrip()
-
-    return [line(headers), "  " + "-" * (sum(widths) + 2 * (len(widths) - 1)), *(line(row) for row in rows)]
 
 
 def sla_text(sla: Sla) -> str:
@@ -54,7 +44,8 @@ def render_advice(advice: Advice) -> str:
                 f"{point.disaggregated.concurrency} DPD requests in flight)" if point.request_rate is not None
                 else f"concurrency {point.concurrency}")
         lines += ["", load]
-        lines += _table(_HEADERS, [_cells("aggregated", point.aggregated), _cells("DPD", point.disaggregated)])
+        lines += render_columns(_HEADERS, [_cells("aggregated", point.aggregated), _cells("DPD", point.disaggregated)],
+                                indent="  ", rule=True)
         lines.append(f"  -> {point.verdict}")
         for layout, missed in point.misses.items():
             lines.append(f"  !! {layout} misses the {' and '.join(m.upper() for m in missed)} target")
@@ -77,7 +68,8 @@ def render_search(result: SearchResult, *, isl: int, osl: int, sla: Sla) -> str:
                      f"{e.ttft_s * 1000:,.0f}", f"{e.tpot_s * 1000:.1f}", f"{e.e2e_s:.2f}",
                      f"{e.output_tokens_per_s:,.0f}", f"{e.output_tokens_per_s_per_gpu:.1f}"])
     lines = [f"DPD layouts meeting {sla_text(sla)} at {result.load}, {isl} input / {osl} output tokens "
-             f"(fewest nodes first; {result.evaluated} layouts estimated)", *_table(headers, rows)]
+             f"(fewest nodes first; {result.evaluated} layouts estimated)",
+             *render_columns(headers, rows, indent="  ", rule=True)]
     for rank, c in enumerate(result.best, start=1):
         lines += [f"  #{rank} warning: {text}" for text in c.warnings]
     if result.rejected:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.table import milliseconds, percent, render_columns
+from hyperpod_dpd.benchmark.table import milliseconds, percent
+from hyperpod_dpd.columns import render_columns
 
 
 def change(new: float | None, old: float | None) -> float | None:
@@ -71,4 +72,4 @@ def render_ab(rows: Sequence[AbRow]) -> str:
         return "DPD against aggregated: no concurrency level completed on both endpoints"
     title = ("DPD against the aggregated twin (change = (DPD - aggregated) / aggregated; lower TPOT, TTFT and E2E "
              "and higher throughput favour DPD)")
-    return "\n".join([title, render_columns(headers, table)])
+    return "\n".join([title, *render_columns(headers, table)])

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 from hyperpod_dpd.benchmark.ab import change
 from hyperpod_dpd.benchmark.results import BenchmarkResults
 from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.benchmark.table import percent, render_columns
+from hyperpod_dpd.benchmark.table import percent
+from hyperpod_dpd.columns import render_columns
 from hyperpod_dpd.spec import DpdSpec
 
 ADVISOR_EXTRA = "advisor"
@@ -123,7 +124,7 @@ def render_comparison(rows: Sequence[ComparisonRow], assumptions: Mapping[str, A
     table = [[f"{row.concurrency} {row.layout}", row.metric, _value(row.measured, row.unit),
               _value(row.predicted, row.unit), percent(row.difference_percent)] for row in rows]
     lines = ["measured against predicted (difference = (measured - predicted) / predicted)",
-             render_columns(("CONC LAYOUT", "METRIC", "MEASURED", "PREDICTED", "DIFF"), table)]
+             *render_columns(("CONC LAYOUT", "METRIC", "MEASURED", "PREDICTED", "DIFF"), table)]
     if assumptions:
         lines += ["", "the prediction assumes:", *(f"  {key}: {value}" for key, value in sorted(assumptions.items()))]
     return "\n".join(lines)

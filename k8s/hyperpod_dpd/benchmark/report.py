@@ -8,8 +8,9 @@ from typing import Any
 
 from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
 from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.benchmark.table import milliseconds, render_columns
+from hyperpod_dpd.benchmark.table import milliseconds
 from hyperpod_dpd.benchmark.trust import TrustWarning
+from hyperpod_dpd.columns import render_columns
 
 HEADERS = ("CONC", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",
            "FAILED", "ERR")
@@ -30,7 +31,7 @@ def render_results(title: str, results: BenchmarkResults, warnings: Sequence[Tru
     """The per-level table, the levels that never ran, then every trust warning."""
     rows = [level_row(level) for level in results.levels]
     rows += [[str(level), *(["not run"] + ["-"] * (len(HEADERS) - 2))] for level in results.missing]
-    lines = [title, render_columns(HEADERS, rows)]
+    lines = [title, *render_columns(HEADERS, rows)]
     if warnings:
         lines += ["", "cannot be trusted as measured:", *(f"  - {w.render()}" for w in warnings)]
     return "\n".join(lines)

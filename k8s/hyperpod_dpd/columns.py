@@ -1,0 +1,19 @@
+"""Aligned plain-text columns for the terminal: the first left-aligned, the rest right-aligned (numbers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def render_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], *, indent: str = "",
+                   rule: bool = False) -> list[str]:
+    """The header line, a dashed rule under it when ``rule``, then one line per row, each after ``indent``."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
+
+    def line(cells: Sequence[str]) -> str:
+        first, *rest = cells
+        return (indent + "  ".join([f"{first:<{widths[0]}}", *(f"{cell:>{w}}" for cell, w in zip(
+            rest, widths[1:], strict=True))])).rstrip()
+
+    dashes = [indent + "-" * (sum(widths) + 2 * (len(widths) - 1))] if rule else []
+    return [line(headers), *dashes, *(line(row) for row in rows)]
