@@ -62,7 +62,6 @@ class HyperPodDependencies(Construct):
                  chart_dir: str | Path | None = None) -> None:
         super().__init__(scope, id)
         self.charts: list[eks.HelmChart] = []
-        self.deep_health_checks = chart_dir is not None
         if chart_dir is not None:
             folder = Path(chart_dir)
             check_chart_dir(folder)
