@@ -22,6 +22,11 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     grafana_workspace_id=g-... import the DPD dashboards into this Amazon Managed Grafana workspace
     benchmark=false            leave out the IAM role and ServiceAccount of `hyperpod-dpd bench` (default: on)
     aggregated_baseline=true   host each endpoint's aggregated twin on one more node (default: off)
+    allow_internet_facing_load_balancers=true   lift the deny on internet-facing load balancers (default: denied)
+    eks_endpoint_access=private|public|CIDR[,CIDR]  the EKS API endpoint: private only, public from anywhere,
+                               or public from these CIDRs (default: public, every call IAM-authenticated)
+    eks_creator_admin=false    no cluster-admin entry for the cluster's creator (default: true; decide before
+                               the first deploy, a change replaces the cluster)
 
 Nothing is looked up in an AWS account: the stack synthesizes offline, without credentials.
 """
@@ -52,6 +57,7 @@ from hyperpod_dpd.deployment_defaults import (  # noqa: E402
     DEFAULT_STACK_NAME,
 )
 from hyperpod_dpd_cdk import (  # noqa: E402
+    ClusterEndpointAccess,
     ExistingEksCluster,
     ExistingVpc,
     HyperPodDpdStack,
@@ -176,7 +182,11 @@ def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None
         training_plan_arn=ctx("training_plan_arn") or None, hyperpod_cluster_name=ctx("hyperpod_cluster_name") or None,
         description="SageMaker HyperPod (EKS) with Disaggregated Prefill and Decode endpoints (hyperpod-dpd)",
         observability=_observability(app), benchmark=_flag(app, "benchmark", default=True),
-        aggregated_baseline=_flag(app, "aggregated_baseline", default=False))
+        aggregated_baseline=_flag(app, "aggregated_baseline", default=False),
+        allow_internet_facing_load_balancers=_flag(app, "allow_internet_facing_load_balancers", default=False),
+        eks_endpoint_access=(ClusterEndpointAccess.parse(str(ctx("eks_endpoint_access")))
+                             if ctx("eks_endpoint_access") else None),
+        cluster_creator_admin=_flag(app, "eks_creator_admin", default=True))
     return app, stack
 
 

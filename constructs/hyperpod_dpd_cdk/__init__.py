@@ -13,6 +13,7 @@ from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess  #
 from hyperpod_dpd_cdk.dpd_endpoint import DpdEndpoint, placed_spec  # noqa: E402
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup  # noqa: E402
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster  # noqa: E402
+from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess  # noqa: E402
 from hyperpod_dpd_cdk.grafana_dashboards import GrafanaDashboards  # noqa: E402
 from hyperpod_dpd_cdk.hyperpod_cluster import (  # noqa: E402
     HyperPodCluster,
@@ -34,6 +35,7 @@ __all__ = [
     "AddonVersions",
     "AggregatedTwin",
     "BenchmarkAccess",
+    "ClusterEndpointAccess",
     "DpdEndpoint",
     "DpdObservability",
     "EfaSecurityGroup",

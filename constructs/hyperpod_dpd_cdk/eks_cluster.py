@@ -15,6 +15,7 @@ from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
 from hyperpod_dpd.operator_names import SYSTEM_POOL
+from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess
 from hyperpod_dpd_cdk.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions
 
@@ -60,6 +61,14 @@ class HyperPodEksCluster(Construct):
     :param system_instance_type: :default: m5.xlarge (amd64, which the operator requires)
     :param system_nodes: :default: 2
     :param addon_versions: :default: - EKS defaults for the Kubernetes version
+    :param endpoint_access: who reaches the API server endpoint (new cluster only).
+        :default: - public from anywhere and private; every call needs IAM and an access entry
+    :param cluster_creator_admin: give the principal that creates the cluster (under CDK, the
+        bootstrap's CloudFormation execution role) a cluster-admin access entry, as EKS does unless told
+        otherwise. The kubectl provider and ``admin_role_arns`` have their own entries. Decide before the
+        first deploy: changing it later replaces the cluster. :default: True
+    :param network_policy: turn on the VPC CNI's NetworkPolicy enforcement (off by default: not yet
+        verified on HyperPod nodes). :default: False
 
     A new cluster encrypts Kubernetes secrets with a customer-managed KMS key (rotated yearly, retained
     on ``cdk destroy`` like any key that may still decrypt backups). An existing cluster's kubectl
@@ -71,9 +80,11 @@ class HyperPodEksCluster(Construct):
                  security_group: ec2.ISecurityGroup, admin_role_arns: Sequence[str] = (),
                  existing: ExistingEksCluster | None = None,
                  system_instance_type: str = DEFAULT_SYSTEM_INSTANCE_TYPE, system_nodes: int = DEFAULT_SYSTEM_NODES,
-                 addon_versions: AddonVersions | None = None) -> None:
+                 addon_versions: AddonVersions | None = None, endpoint_access: ClusterEndpointAccess | None = None,
+                 cluster_creator_admin: bool = True, network_policy: bool = False) -> None:
         super().__init__(scope, id)
         versions = addon_versions or AddonVersions()
+        access = endpoint_access or ClusterEndpointAccess()
         self.kubectl_layer = KubectlV34Layer(self, "KubectlLayer")
         kubectl = eks.KubectlProviderOptions(kubectl_layer=self.kubectl_layer)
         self.cluster: eks.ICluster
@@ -117,7 +128,9 @@ class HyperPodEksCluster(Construct):
                 self, "Resource", version=eks.KubernetesVersion.of(KUBERNETES_VERSION), vpc=vpc, vpc_subnets=[subnets],
                 secrets_encryption_key=self.secrets_key,
                 security_group=security_group, default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
-                default_capacity=0, kubectl_provider_options=kubectl,
+                default_capacity=0, kubectl_provider_options=kubectl, endpoint_access=access.to_eks(),
+                # Only False is written: the property's absence means True, and a change replaces the cluster.
+                bootstrap_cluster_creator_admin_permissions=None if cluster_creator_admin else False,
                 cluster_logging=[eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT,
                                  eks.ClusterLoggingTypes.AUTHENTICATOR, eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
                                  eks.ClusterLoggingTypes.SCHEDULER])
@@ -133,9 +146,12 @@ class HyperPodEksCluster(Construct):
                 desired_size=system_nodes, max_size=system_nodes + 2, subnets=subnets,
                 labels=dict(SYSTEM_POOL))
             self.system_nodes = nodegroup
-            self.addons = [self._addon(name, version) for name, version in (
-                ("vpc-cni", versions.vpc_cni), ("kube-proxy", versions.kube_proxy),
-                ("coredns", versions.coredns), ("eks-pod-identity-agent", versions.pod_identity_agent))]
+            # VPC CNI enforces NetworkPolicies only when told to (its network-policy FAQ: opt-in).
+            cni_config = {"enableNetworkPolicy": "true"} if network_policy else None
+            self.addons = [self._addon(name, version, config) for name, version, config in (
+                ("vpc-cni", versions.vpc_cni, cni_config), ("kube-proxy", versions.kube_proxy, None),
+                ("coredns", versions.coredns, None),
+                ("eks-pod-identity-agent", versions.pod_identity_agent, None))]
             # CoreDNS reports DEGRADED until a node runs it; create it once the system nodes exist.
             self.addons[2].node.add_dependency(nodegroup)
             self._connect(cluster.cluster_security_group_id, security_group)
@@ -158,10 +174,11 @@ class HyperPodEksCluster(Construct):
                                     source_security_group_id=cluster_security_group_id, ip_protocol="-1",
                                     description="System nodes and control plane to HyperPod nodes")
 
-    def _addon(self, name: str, version: str | None) -> eks.CfnAddon:
+    def _addon(self, name: str, version: str | None, configuration: dict[str, str] | None = None) -> eks.CfnAddon:
         # CfnAddon rather than eks.Addon: only the L1 can OVERWRITE the self-managed copies EKS installs.
         return eks.CfnAddon(self, f"Addon-{name}", addon_name=name, cluster_name=self.cluster_name,
-                            addon_version=version, resolve_conflicts="OVERWRITE")
+                            addon_version=version, resolve_conflicts="OVERWRITE",
+                            configuration_values=json.dumps(configuration) if configuration else None)
 
     def _acknowledge_cluster(self, cluster: eks.Cluster, system_nodes: eks.Nodegroup) -> None:
         acknowledge(cluster, "EKS1",

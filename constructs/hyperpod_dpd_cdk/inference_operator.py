@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import Aws, CfnJson, Fn, Stack, Token
+from aws_cdk import Annotations, Aws, CfnJson, Fn, Stack, Token
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -15,6 +15,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE
 from hyperpod_dpd_cdk.alb_policy import controller_statements, wildcard_findings
+from hyperpod_dpd_cdk.exposure import INTERNET_FACING_WARNING, deny_internet_facing
 from hyperpod_dpd_cdk.lifecycle import prefix_findings, read_prefix
 from hyperpod_dpd_cdk.model_bucket import secure_bucket
 from hyperpod_dpd_cdk.nag import acknowledge, arn_of, managed_policy
@@ -92,12 +93,15 @@ class InferenceOperator(Construct):
     :param model_bucket: the weights. :param model_prefixes: what the S3 CSI driver may read.
     :param log_bucket: access logs of the TLS bucket.
     :param addon_versions: :default: - the operator at v1.4.0-eksbuild.1, the others at EKS defaults
+    :param allow_internet_facing_load_balancers: lift the explicit deny on internet-facing load balancers
+        from the ALB controller's role (a synth warning says what that exposes). :default: False
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster_name: str, oidc_issuer_url: str,
                  hyperpod_cluster_arn: str, model_bucket: s3.IBucket, model_prefixes: Sequence[str],
                  log_bucket: s3.IBucket, oidc_provider_arn: str | None = None,
-                 addon_versions: AddonVersions | None = None) -> None:
+                 addon_versions: AddonVersions | None = None,
+                 allow_internet_facing_load_balancers: bool = False) -> None:
         super().__init__(scope, id)
         versions = addon_versions or AddonVersions()
         self._cluster_name = cluster_name
@@ -109,6 +113,10 @@ class InferenceOperator(Construct):
                                  description="HyperPod inference: AWS Load Balancer Controller")
         for statement in controller_statements():
             self.alb_role.add_to_policy(statement)
+        if allow_internet_facing_load_balancers:
+            Annotations.of(self.alb_role).add_warning_v2("hyperpod-dpd:InternetFacingAllowed", INTERNET_FACING_WARNING)
+        else:
+            self.alb_role.add_to_policy(deny_internet_facing())
         self.keda_role = iam.Role(self, "KedaRole", assumed_by=self.trust.principal("Keda", KEDA_SA),
                                   description="HyperPod inference: KEDA reads the metrics it scales on")
         self.keda_role.add_to_policy(iam.PolicyStatement(

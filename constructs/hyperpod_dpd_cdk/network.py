@@ -18,6 +18,9 @@ DEFAULT_VPC_CIDR = "10.192.0.0/16"
 # ENIs and VPC CNI hands pods IPs from the node's subnet, so small subnets run out first.
 DEFAULT_HYPERPOD_CIDR = "10.1.0.0/16"
 FLOW_LOG_RETENTION = logs.RetentionDays.ONE_YEAR
+# The subnet tag the AWS Load Balancer Controller picks internal load balancers' subnets by.
+INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+PUBLIC_ELB_TAG = "kubernetes.io/role/elb"  # internet-facing ones; never set here
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,8 +74,9 @@ def network_problems(availability_zone_id: str, region: str, *, vpc: ec2.IVpc | 
 class HyperPodNetwork(Construct):
     """A new VPC, or an existing one, with the single-AZ HyperPod subnet.
 
-    New VPC: two AZs of public and private (NAT) subnets for the EKS control plane, the system
-    node group and load balancers; one NAT gateway; an S3 gateway endpoint; VPC flow logs; and a
+    New VPC: two AZs of public and private (NAT) subnets: the private ones (tagged
+    ``kubernetes.io/role/internal-elb``) for the EKS control plane, the system node group and the
+    operator's internal ALB, the public ones for the NAT gateway only; one NAT gateway; an S3 gateway endpoint; VPC flow logs; and a
     secondary CIDR holding the HyperPod subnet, created by AZ ID and routed to the NAT gateway.
 
     :param availability_zone_id: the AZ ID (``usw2-az2``) where your accelerated capacity is;
@@ -84,7 +88,9 @@ class HyperPodNetwork(Construct):
         Each must already route to a NAT gateway (image pulls) and to S3 (a gateway endpoint): an
         existing VPC's routes are left alone.
     :param eks_subnets: with ``vpc``: the EKS control-plane and system-node subnets (two AZs or
-        more). :default: - the VPC's private subnets with egress
+        more). The operator's internal ALB goes to the VPC's subnets tagged
+        ``kubernetes.io/role/internal-elb`` (else, controller v2.12.1+, its private subnets).
+        :default: - the VPC's private subnets with egress
     :param vpc_cidr: new VPC only. :default: 10.192.0.0/16
     :param hyperpod_cidr: new VPC only, the secondary CIDR and HyperPod subnet. :default: 10.1.0.0/16
     """
@@ -128,11 +134,16 @@ class HyperPodNetwork(Construct):
             ])
         log_group = logs.LogGroup(self, "FlowLogs", retention=FLOW_LOG_RETENTION)
         vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(log_group))
-        # Load balancers the inference operator creates find their subnets by these tags.
-        for subnet in vpc.public_subnets:
-            Tags.of(subnet).add("kubernetes.io/role/elb", "1")
+        # The operator's ALB is internal (the controller's default scheme): the controller places it in
+        # the subnets tagged internal-elb, the two private ones, which give it the two AZs an ALB needs.
+        # The public subnets get no kubernetes.io/role/elb tag (aws_eks_v2.Cluster adds one to every public
+        # subnet; the removal outranks it): only an internet-facing load balancer would use it, and the
+        # controller's role is denied those (see exposure.py). AWS's reference HyperPod VPC tags its
+        # private subnets only, the same way.
         for subnet in vpc.private_subnets:
-            Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
+            Tags.of(subnet).add(INTERNAL_ELB_TAG, "1")
+        for subnet in vpc.public_subnets:
+            Tags.of(subnet).remove(PUBLIC_ELB_TAG)
         return vpc
 
     def _hyperpod_subnet(self, cidr: str) -> ec2.ISubnet:

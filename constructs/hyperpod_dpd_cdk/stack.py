@@ -21,6 +21,7 @@ from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess, a
 from hyperpod_dpd_cdk.dpd_endpoint import BUILTIN_NAMESPACES, DpdEndpoint
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster
+from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess
 from hyperpod_dpd_cdk.hyperpod_cluster import (
     DEFAULT_EBS_GB,
     HyperPodCluster,
@@ -89,8 +90,8 @@ def option_problems(*, cluster_name: str, ebs_volume_gb: int, groups: int, train
                           fix="use arn:aws:iam::<account>:role/<name>")
 
 
-def existing_cluster_problems(existing: ExistingEksCluster | None, *,
-                              vpc: ec2.IVpc | ExistingVpc | None) -> Iterator[Problem]:
+def existing_cluster_problems(existing: ExistingEksCluster | None, *, vpc: ec2.IVpc | ExistingVpc | None,
+                              endpoint_access: ClusterEndpointAccess | None = None) -> Iterator[Problem]:
     """An existing cluster needs its VPC, and its IAM OIDC provider (IAM allows one per issuer URL)."""
     if existing is None:
         return
@@ -98,6 +99,10 @@ def existing_cluster_problems(existing: ExistingEksCluster | None, *,
         yield Problem(field="existing_cluster", value=existing.cluster_name,
                       message="needs the cluster's VPC: HyperPod nodes must join the cluster's network",
                       fix="pass vpc= (or -c vpc_id=... -c eks_subnets=... -c hyperpod_subnets=...)")
+    if endpoint_access is not None and not endpoint_access.is_default:
+        yield Problem(field="eks_endpoint_access", value=endpoint_access.describe(),
+                      message="applies to a new cluster only; an existing cluster keeps its own endpoint settings",
+                      fix="change it with `aws eks update-cluster-config --resources-vpc-config ...`, or leave it out")
     if existing.oidc_provider_arn is None:
         yield Problem(field="existing_cluster.oidc_provider_arn", value=None,
                       message="is required: the operator's roles trust the cluster's IAM OIDC provider, and IAM "
@@ -133,6 +138,12 @@ class HyperPodDpdStack(Stack):
         (``BenchmarkAccess``). :default: True
     :param aggregated_baseline: host each endpoint's aggregated twin (``<name>-agg``) on one more one-node
         instance group, the baseline of ``hyperpod-dpd bench --aggregated`` (``AggregatedTwin``). :default: False
+    :param allow_internet_facing_load_balancers: lift the ALB controller role's explicit deny on
+        internet-facing load balancers (a synth warning follows). :default: False
+    :param eks_endpoint_access: who reaches the EKS API endpoint (new cluster). :default: - public from
+        anywhere and private (IAM and access entries authenticate every call)
+    :param cluster_creator_admin: the cluster creator's bootstrap admin entry (new cluster; changing it
+        later replaces the cluster). :default: True
     :param stack_props: passed to ``Stack`` (``env``, ``synthesizer``, ``description``, ...).
     """
 
@@ -145,7 +156,9 @@ class HyperPodDpdStack(Stack):
                  ebs_volume_gb: int = DEFAULT_EBS_GB, lifecycle_scripts_dir: str | Path | None = None,
                  addon_versions: AddonVersions | None = None,
                  observability: ObservabilityOptions | bool = True, benchmark: bool = True,
-                 aggregated_baseline: bool = False, **stack_props: Any) -> None:
+                 aggregated_baseline: bool = False, allow_internet_facing_load_balancers: bool = False,
+                 eks_endpoint_access: ClusterEndpointAccess | None = None, cluster_creator_admin: bool = True,
+                 **stack_props: Any) -> None:
         super().__init__(scope, id, **stack_props)
         specs = tuple(endpoints)
         cluster_name = hyperpod_cluster_name or default_cluster_name(self.stack_name)
@@ -155,7 +168,8 @@ class HyperPodDpdStack(Stack):
         problems = [*endpoint_problems(specs, region=self.region, training_plan_arn=training_plan_arn),
                     *option_problems(cluster_name=cluster_name, ebs_volume_gb=ebs_volume_gb, groups=len(groups),
                                      training_plan_arn=training_plan_arn, admin_role_arns=admin_role_arns),
-                    *existing_cluster_problems(existing_cluster, vpc=vpc),
+                    *existing_cluster_problems(existing_cluster, vpc=vpc, endpoint_access=eks_endpoint_access),
+                    *(eks_endpoint_access.problems("eks_endpoint_access") if eks_endpoint_access else ()),
                     *network_problems(availability_zone_id, self.region, vpc=vpc,
                                       hyperpod_subnet_ids=hyperpod_subnet_ids)]
         if problems:
@@ -173,7 +187,8 @@ class HyperPodDpdStack(Stack):
         self.security_group = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=self.network.vpc).security_group
         self.eks = HyperPodEksCluster(self, "Eks", vpc=self.network.vpc, subnets=self.network.eks_subnets,
                                       security_group=self.security_group, admin_role_arns=admin_role_arns,
-                                      existing=existing_cluster, addon_versions=addon_versions)
+                                      existing=existing_cluster, addon_versions=addon_versions,
+                                      endpoint_access=eks_endpoint_access, cluster_creator_admin=cluster_creator_admin)
         cluster = self.eks.cluster
 
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", log_bucket=logs.bucket,
@@ -198,7 +213,8 @@ class HyperPodDpdStack(Stack):
         self.operator = InferenceOperator(
             self, "InferenceOperator", cluster_name=self.eks.cluster_name, oidc_issuer_url=self.eks.oidc_issuer_url,
             oidc_provider_arn=self.eks.oidc_provider_arn, hyperpod_cluster_arn=self.hyperpod.cluster_arn,
-            model_bucket=bucket, model_prefixes=prefixes, log_bucket=logs.bucket, addon_versions=addon_versions)
+            model_bucket=bucket, model_prefixes=prefixes, log_bucket=logs.bucket, addon_versions=addon_versions,
+            allow_internet_facing_load_balancers=allow_internet_facing_load_balancers)
         self.operator.after(self.hyperpod)
 
         namespaces: dict[str, eks.KubernetesManifest] = {}

@@ -21,7 +21,7 @@ from support import load_module
 from hyperpod_dpd import DpdSpec
 from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.spec import AutoscalingSpec, CloudWatchTrigger
-from hyperpod_dpd_cdk import ExistingVpc, HyperPodDpdStack
+from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingVpc, HyperPodDpdStack
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "us-west-2"
@@ -31,6 +31,7 @@ EXISTING_VPC = ExistingVpc(
     private_subnet_route_table_ids=("rtb-0aaa0000000000001", "rtb-0bbb0000000000002"))
 EXISTING_OIDC_PROVIDER = ("arn:aws:iam::111122223333:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/"
                           "EXAMPLED539D4633E53DE1B7")
+ADMIN_NETWORK_ACCESS = ClusterEndpointAccess.public_from("203.0.113.0/24")
 HYPERPOD_SUBNETS = {"usw2-az2": "subnet-0ccc0000000000003", "usw2-az1": "subnet-0ddd0000000000004"}
 
 

@@ -75,13 +75,15 @@ def prepared_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def multi_app(cdk_context: dict[str, Any], prepared_chart: Path,
               tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Two endpoints in an existing VPC, with an existing bucket, a prepared chart and an admin."""
+    """Two endpoints in an existing VPC, with an existing bucket, a prepared chart and an admin; the EKS
+    API endpoint public from one CIDR only, no bootstrap admin for the cluster's creator."""
     app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("multi")))
     stack = HyperPodDpdStack(
         app, "Multi", env=cdk.Environment(region=REGION), endpoints=[default_spec(), cdk_support.second_spec()],
         vpc=cdk_support.EXISTING_VPC, hyperpod_subnet_ids=cdk_support.HYPERPOD_SUBNETS, availability_zone_id="usw2-az2",
         model_bucket_name="my-weights", dependency_chart_dir=prepared_chart,
-        admin_role_arns=["arn:aws:iam::111122223333:role/PlatformAdmin"])
+        admin_role_arns=["arn:aws:iam::111122223333:role/PlatformAdmin"],
+        eks_endpoint_access=cdk_support.ADMIN_NETWORK_ACCESS, cluster_creator_admin=False)
     return cdk_support.synthesize(app, stack)
 
 
