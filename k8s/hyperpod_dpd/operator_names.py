@@ -37,3 +37,9 @@ def router_deployment(spec: DpdSpec) -> str:
 def router_service(spec: DpdSpec) -> str:
     """``<name>-<namespace>-routing-service`` (port 443), in ``hyperpod-inference-system``."""
     return f"{spec.name}-{spec.namespace}-routing-service"
+
+
+def load_balancer_ingress(spec: DpdSpec) -> str:
+    """``alb-<name>-<namespace>``, in ``hyperpod-inference-system``: the Ingress behind the operator's ALB
+    when intelligent routing is on, as it always is for DPD (custom-certificates page of the HyperPod docs)."""
+    return f"alb-{spec.name}-{spec.namespace}"

@@ -16,6 +16,7 @@ from cdk_support import Synthesized, logical_id, policy_statements
 from cdk_template_queries import by_addon, by_type, depends_on, direct_dependencies
 
 from hyperpod_dpd_cdk.alb_policy import controller_statements, known_versions, policy_document
+from hyperpod_dpd_cdk.exposure import DENY_SID
 from hyperpod_dpd_cdk.inference_operator import EXECUTION_ROLE_PREFIX, execution_role_name
 from hyperpod_dpd_cdk.versions import ALB_CONTROLLER_VERSION, INFERENCE_ADDON_VERSION, KUBERNETES_VERSION
 
@@ -114,7 +115,10 @@ def grants(statements: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 def test_controller_role_holds_upstreams_policy_for_its_version(default_app: Synthesized) -> None:
     statements = policy_statements(default_app, default_app.stack.operator.alb_role)
     upstream = policy_document()["Statement"]
-    assert grants(statements) == grants(upstream)
+    # Upstream's statements unchanged, plus only the stack's deny on internet-facing load balancers.
+    ours = [st for st in statements if st.get("Sid") == DENY_SID]
+    assert len(ours) == 1 and ours[0]["Effect"] == "Deny"
+    assert grants([st for st in statements if st.get("Sid") != DENY_SID]) == grants(upstream)
     assert len(controller_statements()) == len(upstream)
     # v2.13 tags the listeners and rules it creates (feature gate ListenerRulesTagging, on by default).
     tagging = [st for st in statements if actions_of(st) == ["elasticloadbalancing:AddTags"]

@@ -73,12 +73,33 @@ class Stubs:
 
     quotas: Any = field(default_factory=lambda: client("service-quotas"))
     sagemaker: Any = field(default_factory=lambda: client("sagemaker"))
+    elbv2: Any = field(default_factory=lambda: client("elbv2"))
 
     def __post_init__(self) -> None:
         self.quotas_stub = Stubber(self.quotas)
         self.sagemaker_stub = Stubber(self.sagemaker)
-        self.quotas_stub.activate()
-        self.sagemaker_stub.activate()
+        self.elbv2_stub = Stubber(self.elbv2)
+        for stub in (self.quotas_stub, self.sagemaker_stub, self.elbv2_stub):
+            stub.activate()
+
+    def load_balancer(self, dns_name: str = "", *, scheme: str = "internal", security_groups: tuple[str, ...] = (),
+                      listeners: tuple[tuple[str, int], ...] = (("HTTPS", 443),)) -> None:
+        """``DescribeLoadBalancers`` and ``DescribeListeners`` for the ALB the controller made for the Ingress."""
+        arn = f"arn:aws:elasticloadbalancing:{REGION}:123456789012:loadbalancer/app/k8s-hyperpod-albdpdte/0123456789abcdef"
+        self.elbv2_stub.add_response("describe_load_balancers", {"LoadBalancers": [
+            {"LoadBalancerArn": arn.replace("albdpdte", "other"), "DNSName": "internal-other.elb.amazonaws.com",
+             "LoadBalancerName": "other", "Scheme": "internal", "Type": "application"},
+            {"LoadBalancerArn": arn, "DNSName": dns_name or ALB_HOSTNAME, "LoadBalancerName": "k8s-hyperpod-albdpdte",
+             "Scheme": scheme, "Type": "application", "SecurityGroups": list(security_groups)}]}, {})
+        self.elbv2_stub.add_response("describe_listeners", {"Listeners": [
+            {"ListenerArn": f"{arn}/l{i}", "Protocol": protocol, "Port": port}
+            for i, (protocol, port) in enumerate(listeners)]}, {"LoadBalancerArn": arn})
+
+    def endpoint(self, name: str = "dpd-test", status: str = "InService") -> None:
+        self.sagemaker_stub.add_response("describe_endpoint", {
+            "EndpointName": name, "EndpointArn": f"arn:aws:sagemaker:{REGION}:123456789012:endpoint/{name}",
+            "EndpointConfigName": name, "EndpointStatus": status, "CreationTime": "2026-11-01T00:00:00Z",
+            "LastModifiedTime": "2026-11-01T00:00:00Z"}, {"EndpointName": name})
 
     def quota(self, value: float, name: str = QUOTA_NAME, code: str = "L-6A2BEAB4") -> None:
         self.quotas_stub.add_response("list_service_quotas", {"Quotas": [
@@ -122,13 +143,14 @@ def node(group_name: str, instance_type: str, index: int, status: str = "Running
 def stubs() -> Iterator[Stubs]:
     made = Stubs()
     yield made
-    made.quotas_stub.deactivate()
-    made.sagemaker_stub.deactivate()
+    for stub in (made.quotas_stub, made.sagemaker_stub, made.elbv2_stub):
+        stub.deactivate()
 
 
 def clients_with(stubs: Stubs, **overrides: Any) -> AwsClients:
     """moto-backed clients (inside the ``aws`` fixture) with the stubbed ones swapped in."""
-    fixed: dict[str, Any] = {"service-quotas": stubs.quotas, "sagemaker": stubs.sagemaker, **overrides}
+    fixed: dict[str, Any] = {"service-quotas": stubs.quotas, "sagemaker": stubs.sagemaker, "elbv2": stubs.elbv2,
+                             **overrides}
 
     def factory(service: str, region_name: str | None = None) -> Any:
         return fixed[service] if service in fixed else client(service, region_name)
@@ -222,6 +244,44 @@ class FakeCore(_Recorded):
         return "\n".join(lines) + "\n"
 
 
+class FakeNetworking(_Recorded):
+    def read_namespaced_ingress(self, name: str, namespace: str) -> Any:
+        return k8s_model("V1Ingress", self.answer(("ingresses", namespace, name)))
+
+    def list_namespaced_network_policy(self, namespace: str) -> Any:
+        return k8s_model("V1NetworkPolicyList", self.answer(("networkpolicies", namespace)))
+
+
+# An internal ALB's DNS name as ELB gives it (internal- prefix; the k8s-<namespace>-<ingress> name the
+# controller derives, as in the aws-samples/llm_model_hub operator notes).
+ALB_HOSTNAME = "internal-k8s-hyperpod-albdpdte-0123456789-1234567890.us-west-2.elb.amazonaws.com"
+PUBLIC_ALB_HOSTNAME = "k8s-hyperpod-albdpdte-0123456789-1234567890.us-west-2.elb.amazonaws.com"
+
+
+def ingress(*, scheme: str | None = None, hostname: str | None = ALB_HOSTNAME,
+            annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """The operator's Ingress ``alb-dpd-test-default`` as the controller leaves it (status.loadBalancer)."""
+    found = {"alb.ingress.kubernetes.io/listen-ports": '[{"HTTPS":443}]',
+             "alb.ingress.kubernetes.io/certificate-arn":
+                 "arn:aws:acm:us-west-2:123456789012:certificate/0f1e2d3c-4b5a-6978-8091-a2b3c4d5e6f7",
+             "alb.ingress.kubernetes.io/target-type": "ip", **(annotations or {})}
+    if scheme is not None:
+        found["alb.ingress.kubernetes.io/scheme"] = scheme
+    status = {"loadBalancer": {"ingress": [{"hostname": hostname}] if hostname else []}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": "alb-dpd-test-default", "namespace": "hyperpod-inference-system",
+                         "annotations": found},
+            "spec": {"ingressClassName": "alb", "rules": [{"http": {"paths": [{
+                "path": "/v1/chat/completions", "pathType": "Prefix", "backend": {"service": {
+                    "name": "dpd-test-default-routing-service", "port": {"number": 443}}}}]}}]},
+            "status": status}
+
+
+def network_policies(*names: str, namespace: str = "default") -> dict[str, Any]:
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicyList", "metadata": {}, "items": [
+        {"metadata": {"name": name, "namespace": namespace}, "spec": {"podSelector": {}}} for name in names]}
+
+
 def deployment(name: str, namespace: str, ready: int, replicas: int = 1) -> dict[str, Any]:
     status: dict[str, Any] = {"replicas": replicas, "observedGeneration": 1}
     if ready:
@@ -302,6 +362,9 @@ def healthy_cluster(**overrides: Answer) -> dict[tuple[str, ...], Answer]:
         ("pods", "hyperpod-inference-system", ""): pod_list(
             pod("dpd-test-default-router-6f8d-klmno", "hyperpod-inference-system", None, 2, total=2),
             pod("hyperpod-inference-controller-manager-1", "hyperpod-inference-system", None, 1, total=1)),
+        ("ingresses", "hyperpod-inference-system", "alb-dpd-test-default"): ingress(),
+        ("networkpolicies", "default"): network_policies(),
+        ("networkpolicies", "hyperpod-inference-system"): network_policies(namespace="hyperpod-inference-system"),
     }
     answers.update(overrides)
     return answers
@@ -350,7 +413,7 @@ def make_kube() -> Callable[..., tuple[KubeApi, FakeCore]]:
         recorded = answers if answers is not None else healthy_cluster()
         core = FakeCore(recorded, logs={**WORKER_LOGS, **(logs or {})})
         return KubeApi(custom=FakeCustomObjects(recorded), apps=FakeApps(recorded), core=core,
-                       transport=transport), core
+                       transport=transport, networking=FakeNetworking(recorded)), core
 
     return make
 

@@ -139,6 +139,13 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     stubs.clusters({"ClusterName": "dpd"})
     _cluster_ok(stubs, fakes)
+    ec2 = fakes.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.192.0.0/16")["Vpc"]["VpcId"]
+    group = ec2.create_security_group(GroupName="k8s-hyperpod-albdpdte", Description="alb", VpcId=vpc)["GroupId"]
+    ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=[
+        {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}])
+    stubs.load_balancer(security_groups=(group,))
+    stubs.endpoint("dpd-test")
     log: list[str] = []
     transport = fakes.FakeTransport(respond=lambda body: fakes.sse("Blue"), log=log)
     seams(transport=transport, logs={"dpd-test-default-router-6f8d-klmno": log})
@@ -150,8 +157,10 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
         "sending the long prompt (~6149 tokens) through dpd-test-default-routing-service..."]
     rows = [line.split("  ")[0] for line in out.splitlines()[2:] if not line.startswith(" ")]
     assert rows == ["hyperpod cluster", "endpoint config", "prefill", "decode", "router", "kv roles",
+                    "load balancer", "alb", "sagemaker", "network policy",
                     "smoke: short prompt", "smoke: long prompt"]
     assert "FAIL" not in out and "ERROR" not in out
+    assert f"{group} tcp/443 from 0.0.0.0/0 (VPC-wide" in out
     assert "path prefill -> decode" in out and "path decode only" in out
 
 
@@ -239,3 +248,15 @@ def test_verify_without_aws_credentials_still_checks_kubernetes(seams: Any, monk
     out = capsys.readouterr().out
     assert "hyperpod cluster  ERROR   no AWS region: pass --region" in out
     assert "router            PASS    deployment" in out
+
+
+def test_verify_fails_on_an_internet_facing_ingress(seams: Any, stubs: Any, fakes: Any,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _cluster_ok(stubs, fakes)
+    seams(fakes.healthy_cluster() | {("ingresses", "hyperpod-inference-system", "alb-dpd-test-default"):
+                                     fakes.ingress(scheme="internet-facing", hostname=fakes.PUBLIC_ALB_HOSTNAME)})
+    stubs.load_balancer(fakes.PUBLIC_ALB_HOSTNAME, scheme="internet-facing")
+    stubs.endpoint("dpd-test")
+    assert main(["verify", "--cluster-name", "dpd", "--json"]) == 1
+    rows = {row["check"]: row["status"] for row in json.loads(capsys.readouterr().out)["checks"]}
+    assert (rows["load balancer"], rows["alb"], rows["router"]) == ("FAIL", "FAIL", "PASS")

@@ -8,13 +8,18 @@ until everything is ready or --timeout passes, with progress on stderr. With --s
 short and a long prompt through the router (via the API server's service proxy) and reports the
 status, time to first token and the path the router took (from its 'Conditional routing' log line).
 
+Who can call the model: the operator's Ingress must ask for, and get, an internal load balancer (FAIL
+if internet-facing), with its listeners, security groups and source ranges; with AWS credentials the
+ALB's scheme and security-group sources and the SageMaker endpoint's status (when endpoint_name is
+set); and the NetworkPolicies where the router and the model pods run.
+
 The HyperPod cluster is --cluster-name, else the only HyperPod cluster in the region, else
 HyperPodDpd-hp (the CDK app's default).
 Exit status: 0 when every check passed or was skipped, 1 when any failed, errored or timed out,
 2 for usage errors.
 
-Kubernetes RBAC: get inferenceendpointconfigs, deployments, services; list pods; get pods/log in
-hyperpod-inference-system; create services/proxy there for --smoke.
+Kubernetes RBAC: get inferenceendpointconfigs, deployments, services, ingresses; list pods,
+networkpolicies; get pods/log in hyperpod-inference-system; create services/proxy there for --smoke.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from typing import TYPE_CHECKING
 
 from hyperpod_dpd.cli._common import add_aws_arguments, add_spec_argument, bucket_region, read_spec
 from hyperpod_dpd.deployment_defaults import DEFAULT_HYPERPOD_CLUSTER
-from hyperpod_dpd.ops.aws import AwsUnavailable, session_clients
+from hyperpod_dpd.ops.aws import AwsClients, AwsUnavailable, session_clients
 from hyperpod_dpd.ops.checks import Check, Status, errored, exit_status, skipped
+from hyperpod_dpd.ops.exposure import exposure_checks
 from hyperpod_dpd.ops.kube import KubeApi, KubeError, load_kube
 from hyperpod_dpd.ops.smoke import LONG, SHORT, run_smoke
 from hyperpod_dpd.ops.table import render_json, render_table
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     region = args.region or fallback or "?"
     sagemaker: Callable[[], SageMakerClient] | None = None
+    clients: AwsClients | None = None
     try:
         clients = aws_clients(args.region, args.profile, fallback_region=fallback)
         region, sagemaker = clients.region, clients.sagemaker
@@ -111,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
               f"Next: {hint_for(timed_out[0], spec) or 'see the table'}", file=sys.stderr)
 
     checks.append(_kv_roles(kube, spec, checks))
+    checks += exposure_checks(spec, kube=kube, aws=clients)
     if args.smoke:
         checks += _smoke(kube, spec, checks, args.timeout, quiet=args.json)
     if args.json:

@@ -25,6 +25,7 @@ from botocore.exceptions import (
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_elbv2 import ElasticLoadBalancingv2Client
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_service_quotas import ServiceQuotasClient
@@ -121,6 +122,10 @@ class AwsClients:
 
     def ec2(self) -> EC2Client:
         client: EC2Client = self._client("ec2")
+        return client
+
+    def elbv2(self) -> ElasticLoadBalancingv2Client:
+        client: ElasticLoadBalancingv2Client = self._client("elbv2")
         return client
 
     def service_quotas(self) -> ServiceQuotasClient:

@@ -40,6 +40,12 @@ class CoreApi(Protocol):
                                 since_seconds: int | None = None, limit_bytes: int | None = None) -> Any: ...
 
 
+class NetworkingApi(Protocol):
+    def read_namespaced_ingress(self, name: str, namespace: str) -> Any: ...
+
+    def list_namespaced_network_policy(self, namespace: str) -> Any: ...
+
+
 class StreamedResponse(Protocol):
     """An HTTP response whose body arrives in pieces, so time to first token can be measured."""
 
@@ -110,6 +116,7 @@ class KubeApi:
     apps: AppsApi
     core: CoreApi
     transport: RouterTransport | None = None
+    networking: NetworkingApi | None = None
 
     def _call(self, what: str, call: Any, *args: Any, missing_ok: bool = True, **kwargs: Any) -> Any:
         try:
@@ -134,6 +141,21 @@ class KubeApi:
         found: JsonDict | None = self._call(
             f"get service {namespace}/{name}", self.core.read_namespaced_service, name, namespace)
         return found
+
+    def ingress(self, namespace: str, name: str) -> JsonDict | None:
+        if self.networking is None:
+            raise KubeError(f"get ingress {namespace}/{name}: no networking.k8s.io client")
+        found: JsonDict | None = self._call(
+            f"get ingress {namespace}/{name}", self.networking.read_namespaced_ingress, name, namespace)
+        return found
+
+    def network_policies(self, namespace: str) -> list[JsonDict]:
+        if self.networking is None:
+            raise KubeError(f"list networkpolicies -n {namespace}: no networking.k8s.io client")
+        found = self._call(f"list networkpolicies -n {namespace}", self.networking.list_namespaced_network_policy,
+                           namespace, missing_ok=False)
+        items: list[JsonDict] = (found or {}).get("items") or []
+        return items
 
     def pods(self, namespace: str, label_selector: str) -> list[JsonDict]:
         found = self._call(f"list pods -n {namespace} -l {label_selector}", self.core.list_namespaced_pod,
@@ -218,4 +240,5 @@ def load_kube(context: str | None = None, kubeconfig: str | None = None) -> Kube
         raise KubeError(f"cannot load the kubeconfig ({where}): {err}; run `aws eks update-kubeconfig "
                         "--name <eks-cluster>` or pass --kubeconfig/--kube-context") from None
     return KubeApi(custom=client.CustomObjectsApi(api_client), apps=client.AppsV1Api(api_client),
-                   core=client.CoreV1Api(api_client), transport=ServiceProxyTransport(api_client))
+                   core=client.CoreV1Api(api_client), transport=ServiceProxyTransport(api_client),
+                   networking=client.NetworkingV1Api(api_client))
