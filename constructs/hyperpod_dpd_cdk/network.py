@@ -77,7 +77,8 @@ class HyperPodNetwork(Construct):
     New VPC: two AZs of public and private (NAT) subnets: the private ones (tagged
     ``kubernetes.io/role/internal-elb``) for the EKS control plane, the system node group and the
     operator's internal ALB, the public ones for the NAT gateway only; one NAT gateway; an S3
-    gateway endpoint; VPC flow logs; and a secondary CIDR holding the HyperPod subnet, created by AZ ID and routed to the NAT gateway.
+    gateway endpoint; VPC flow logs; and a secondary CIDR holding the HyperPod subnet, created by
+    AZ ID and routed to the NAT gateway.
 
     :param availability_zone_id: the AZ ID (``usw2-az2``) where your accelerated capacity is;
         every HyperPod node goes there, because EFA only connects prefill and decode in one AZ and

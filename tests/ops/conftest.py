@@ -85,7 +85,8 @@ class Stubs:
     def load_balancer(self, dns_name: str = "", *, scheme: str = "internal", security_groups: tuple[str, ...] = (),
                       listeners: tuple[tuple[str, int], ...] = (("HTTPS", 443),)) -> None:
         """``DescribeLoadBalancers`` and ``DescribeListeners`` for the ALB the controller made for the Ingress."""
-        arn = f"arn:aws:elasticloadbalancing:{REGION}:123456789012:loadbalancer/app/k8s-hyperpod-albdpdte/0123456789abcdef"
+        arn = (f"arn:aws:elasticloadbalancing:{REGION}:123456789012:loadbalancer/app/k8s-hyperpod-albdpdte/"
+               "0123456789abcdef")
         self.elbv2_stub.add_response("describe_load_balancers", {"LoadBalancers": [
             {"LoadBalancerArn": arn.replace("albdpdte", "other"), "DNSName": "internal-other.elb.amazonaws.com",
              "LoadBalancerName": "other", "Scheme": "internal", "Type": "application"},
