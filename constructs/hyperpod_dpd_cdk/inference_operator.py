@@ -35,6 +35,7 @@ STS_AUDIENCE = "sts.amazonaws.com"
 EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
 MAX_ROLE_NAME = 64
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
+DATA_CAPTURE_PREFIX = "data-capture/"
 
 
 def execution_role_name(stack_name: str, region: str) -> str:
@@ -168,6 +169,23 @@ class InferenceOperator(Construct):
         for addon in self.prerequisites:
             for dependency in dependencies:
                 addon.node.add_dependency(dependency)
+
+    def allow_data_capture(self) -> None:
+        """Let the operator's ALB access logs (``dataCapture`` without ``s3Uri``) land in the TLS bucket.
+
+        The operator's default capture location is ``data-capture/`` there, and the managed policy grants
+        it only in buckets named ``hyperpod-tls*`` (data-capture page, "Updating permissions"); ELB writes
+        the logs itself as ``logdelivery.elasticloadbalancing.amazonaws.com``.
+        """
+        objects = self.tls_bucket.arn_for_objects(f"{DATA_CAPTURE_PREFIX}*")
+        self.execution_role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[objects]))
+        self.tls_bucket.add_to_resource_policy(iam.PolicyStatement(
+            actions=["s3:PutObject"], resources=[objects],
+            principals=[iam.ServicePrincipal("logdelivery.elasticloadbalancing.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}))
+        acknowledge(self.execution_role, "IAM5", "The operator writes access-log captures with generated names "
+                    "under the TLS bucket's data-capture/ prefix only.",
+                    [f"Resource::{arn_of(self.tls_bucket)}/{DATA_CAPTURE_PREFIX}*"])
 
     def _execution_role(self) -> iam.Role:
         stack = Stack.of(self)

@@ -216,6 +216,8 @@ class HyperPodDpdStack(Stack):
             model_bucket=bucket, model_prefixes=prefixes, log_bucket=logs.bucket, addon_versions=addon_versions,
             allow_internet_facing_load_balancers=allow_internet_facing_load_balancers)
         self.operator.after(self.hyperpod)
+        if any(s.data_capture is not None and s.data_capture.s3_uri is None for s in specs):
+            self.operator.allow_data_capture()
 
         namespaces: dict[str, eks.KubernetesManifest] = {}
         for namespace in sorted({s.namespace for s in specs} - BUILTIN_NAMESPACES):

@@ -3,6 +3,7 @@ EKS API endpoint, read from the synthesized templates."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import aws_cdk as cdk
@@ -32,7 +33,8 @@ def test_alb_controller_may_not_create_internet_facing_load_balancers(all_apps: 
                    for s in statements), name
 
 
-def _operator_alone(**props: Any) -> tuple[InferenceOperator, dict[str, Any], cdk.App]:
+def _operator_alone(then: Callable[[InferenceOperator], None] = lambda _: None,
+                    **props: Any) -> tuple[InferenceOperator, dict[str, Any], cdk.App]:
     app = cdk.App()
     stack = cdk.Stack(app, "Operator", env=cdk.Environment(region="us-west-2"))
     bucket = s3.Bucket.from_bucket_name(stack, "Weights", "my-weights")
@@ -41,6 +43,7 @@ def _operator_alone(**props: Any) -> tuple[InferenceOperator, dict[str, Any], cd
         oidc_issuer_url="https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B7",
         hyperpod_cluster_arn="arn:aws:sagemaker:us-west-2:111122223333:cluster/abc", model_bucket=bucket,
         model_prefixes=["m"], log_bucket=s3.Bucket.from_bucket_name(stack, "Logs", "my-logs"), **props)
+    then(operator)
     template = app.synth().get_stack_artifact(stack.artifact_id)
     return operator, {"template": template.template, "messages": template.messages}, app
 
@@ -137,3 +140,13 @@ def test_endpoint_access_does_not_apply_to_an_existing_cluster() -> None:
     (problem,) = error.value.problems
     assert (problem.field, problem.value) == ("eks_endpoint_access", "private only")
     assert "update-cluster-config" in problem.fix
+
+
+def test_data_capture_to_the_default_location_is_granted() -> None:
+    _, synthesized, _ = _operator_alone(then=InferenceOperator.allow_data_capture)
+    template = synthesized["template"]
+    found = [s for r in template["Resources"].values() if r["Type"] in ("AWS::IAM::Policy", "AWS::S3::BucketPolicy")
+             for s in r["Properties"]["PolicyDocument"]["Statement"]
+             if s.get("Action") == "s3:PutObject" and "data-capture/*" in str(s["Resource"])]
+    principals = sorted(str(s.get("Principal", {}).get("Service", "role")) for s in found)
+    assert principals == ["logdelivery.elasticloadbalancing.amazonaws.com", "role"]

@@ -14,6 +14,7 @@ from hyperpod_dpd import (
     AutoscalingSpec,
     ByteSize,
     CloudWatchTrigger,
+    DataCaptureSpec,
     DpdSpec,
     FsxSource,
     HuggingFaceSource,
@@ -129,7 +130,8 @@ def _full_spec() -> DpdSpec:
         metrics=MetricsSpec(scrape_interval_seconds=30, model_metrics_port=8000, model_metrics_path="/metrics"),
         tls=TlsSpec(certificate_output_s3_uri="s3://certs/full",
                     acm_certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/abcd-1234",
-                    domain_name="llm.example.com"),
+                    domain_name="llm.example.com", hosted_zone_id="Z0123456789ABCDEFGHIJ"),
+        data_capture=DataCaptureSpec(s3_uri="s3://audit-logs/dpd"),
         topology=TopologySpec(availability_zone="us-east-1a", placement_group="dpd-pg"),
         tags={"team": "ml-platform"},
     )
@@ -183,6 +185,8 @@ def test_full_spec_translation() -> None:
     assert body["intelligentRoutingSpec"] == {"enabled": True, "routingStrategy": "roundrobin"}
     assert body["kvCacheSpec"] == {"enableL1Cache": False}
     assert body["tags"] == [{"name": "team", "value": "ml-platform"}]
+    assert body["dnsConfig"] == {"hostedZoneId": "Z0123456789ABCDEFGHIJ"}
+    assert body["dataCapture"] == {"s3Uri": "s3://audit-logs/dpd", "loadBalancer": {"enabled": True}}
     assert body["worker"]["args"][-1] == "--enable-chunked-prefill"
     env = {e["name"]: e["value"] for e in body["worker"]["environmentVariables"]}
     assert env["PD_BUFFER_SIZE"] == str(16 * 2**30)

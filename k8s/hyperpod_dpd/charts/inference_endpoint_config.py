@@ -24,6 +24,7 @@ from hyperpod_dpd.operator_names import IEC_API_VERSION, IEC_KIND  # noqa: E402
 from hyperpod_dpd.spec import (  # noqa: E402
     AutoscalingSpec,
     CloudWatchTrigger,
+    DataCaptureSpec,
     DpdSpec,
     FsxSource,
     HuggingFaceSource,
@@ -74,6 +75,10 @@ def render_inference_endpoint_config(spec: DpdSpec | CheckedSpec, *, region: str
                                            "persistentVolumeClaim": {"claimName": s.model.source.claim_name}}]}
     if s.tls is not None:
         body["tlsConfig"] = _tls(s)
+        if s.tls.hosted_zone_id is not None:
+            body["dnsConfig"] = {"hostedZoneId": s.tls.hosted_zone_id}
+    if s.data_capture is not None:
+        body["dataCapture"] = _data_capture(s.data_capture)
     if s.tags:
         body["tags"] = [{"name": k, "value": v} for k, v in s.tags.items()]
     manifest = {
@@ -286,6 +291,14 @@ def _tls(s: DpdSpec) -> dict[str, Any]:
         body["tlsCertificateOutputS3Uri"] = s.tls.certificate_output_s3_uri
     if s.tls.acm_certificate_arn is not None and s.tls.domain_name is not None:
         body["customCertificateConfig"] = {"acmArn": s.tls.acm_certificate_arn, "domainName": s.tls.domain_name}
+    return body
+
+
+def _data_capture(capture: DataCaptureSpec) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if capture.s3_uri is not None:
+        body["s3Uri"] = capture.s3_uri
+    body["loadBalancer"] = {"enabled": capture.load_balancer}
     return body
 
 

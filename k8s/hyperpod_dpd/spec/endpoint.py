@@ -39,11 +39,32 @@ class MetricsSpec(Frozen):
 
 @dataclass(frozen=True, kw_only=True)
 class TlsSpec(Frozen):
-    """TLS for the endpoint: where the operator writes its certificate, or your own ACM certificate."""
+    """TLS for the endpoint: where the operator writes its certificate, or your own ACM certificate.
+
+    :param hosted_zone_id: a Route 53 hosted zone (``Z...``) where the operator writes ``domain_name``'s
+        record for the ALB (the CRD's ``dnsConfig``); needs the ACM certificate. :default: - no record
+    """
 
     certificate_output_s3_uri: str | None = None
     acm_certificate_arn: str | None = None
     domain_name: str | None = None
+    hosted_zone_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataCaptureSpec(Frozen):
+    """The CRD's ``dataCapture``, its load balancer tier: the ALB's access logs (client address, time,
+    path, status of every request), an audit trail of who called the model directly.
+
+    The request/response payload tiers (``sagemakerEndpoint``, ``modelPod``) hold prompts and answers and
+    are not exposed here.
+
+    :param s3_uri: where the operator writes captures. :default: - the operator's default, the TLS bucket
+        (the stack grants the log delivery and the operator's role ``data-capture/*`` there)
+    """
+
+    s3_uri: str | None = None
+    load_balancer: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +87,8 @@ class DpdSpec(Frozen):
 
     :param name: ``metadata.name``; the operator derives pod, router and service names from it.
     :param namespace: :default: "default"
-    :param endpoint_name: the SageMaker endpoint to register. :default: - none (ALB invocation only)
+    :param endpoint_name: the SageMaker endpoint to register, the only front door that authenticates
+        its callers (IAM SigV4). :default: - none (the VPC-internal ALB and the router only; a warning)
     :param instance_type: :default: InstanceType.P5_48XLARGE
     :param image: a worker image with vLLM, LMCache, NIXL and the EFA libfabric provider.
         :default: the SageMaker DLC image
@@ -81,6 +103,8 @@ class DpdSpec(Frozen):
     :param invocation_path: path after ``http://host:port/`` (a leading ``/`` is dropped); one of the
         text-generation routes vLLM 0.19.0 serves. :default: "v1/chat/completions"
     :param health_check_path: :default: "/health"
+    :param tls: :default: - the operator's self-signed certificate on the ALB (a warning)
+    :param data_capture: the ALB's access logs. :default: - none
     :param slo: latency targets that add TTFT/TPOT alerts. :default: - none
     :param alerts: alert threshold overrides. :default: - the documented defaults (``AlertThresholds()``)
     """
@@ -105,6 +129,7 @@ class DpdSpec(Frozen):
     health_check_path: str = "/health"
     metrics: MetricsSpec = field(default_factory=MetricsSpec)
     tls: TlsSpec | None = None
+    data_capture: DataCaptureSpec | None = None
     topology: TopologySpec = field(default_factory=TopologySpec)
     worker_resources: Resources | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
