@@ -25,6 +25,7 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     allow_internet_facing_load_balancers=true   lift the deny on internet-facing load balancers (default: denied)
     eks_endpoint_access=private|public|CIDR[,CIDR]  the EKS API endpoint: private only, public from anywhere,
                                or public from these CIDRs (default: public, every call IAM-authenticated)
+    network_policies=true      NetworkPolicies around the model pods, enforced by the VPC CNI (default: off)
     eks_creator_admin=false    no cluster-admin entry for the cluster's creator (default: true; decide before
                                the first deploy, a change replaces the cluster)
 
@@ -186,7 +187,8 @@ def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None
         allow_internet_facing_load_balancers=_flag(app, "allow_internet_facing_load_balancers", default=False),
         eks_endpoint_access=(ClusterEndpointAccess.parse(str(ctx("eks_endpoint_access")))
                              if ctx("eks_endpoint_access") else None),
-        cluster_creator_admin=_flag(app, "eks_creator_admin", default=True))
+        cluster_creator_admin=_flag(app, "eks_creator_admin", default=True),
+        network_policies=_flag(app, "network_policies", default=False))
     return app, stack
 
 

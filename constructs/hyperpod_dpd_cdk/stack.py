@@ -33,6 +33,7 @@ from hyperpod_dpd_cdk.inference_operator import InferenceOperator
 from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
 from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_problems
+from hyperpod_dpd_cdk.network_policies import EndpointNetworkPolicies
 from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions
 from hyperpod_dpd_cdk.placement import instance_type_problems
 from hyperpod_dpd_cdk.versions import AddonVersions
@@ -144,6 +145,9 @@ class HyperPodDpdStack(Stack):
         anywhere and private (IAM and access entries authenticate every call)
     :param cluster_creator_admin: the cluster creator's bootstrap admin entry (new cluster; changing it
         later replaces the cluster). :default: True
+    :param network_policies: NetworkPolicies that let only their peers, the operator's namespace and the
+        metrics collectors reach each endpoint's model pods, and the VPC CNI's enforcement of them (new
+        cluster). Off by default: not yet verified on HyperPod nodes. :default: False
     :param stack_props: passed to ``Stack`` (``env``, ``synthesizer``, ``description``, ...).
     """
 
@@ -158,7 +162,7 @@ class HyperPodDpdStack(Stack):
                  observability: ObservabilityOptions | bool = True, benchmark: bool = True,
                  aggregated_baseline: bool = False, allow_internet_facing_load_balancers: bool = False,
                  eks_endpoint_access: ClusterEndpointAccess | None = None, cluster_creator_admin: bool = True,
-                 **stack_props: Any) -> None:
+                 network_policies: bool = False, **stack_props: Any) -> None:
         super().__init__(scope, id, **stack_props)
         specs = tuple(endpoints)
         cluster_name = hyperpod_cluster_name or default_cluster_name(self.stack_name)
@@ -188,7 +192,8 @@ class HyperPodDpdStack(Stack):
         self.eks = HyperPodEksCluster(self, "Eks", vpc=self.network.vpc, subnets=self.network.eks_subnets,
                                       security_group=self.security_group, admin_role_arns=admin_role_arns,
                                       existing=existing_cluster, addon_versions=addon_versions,
-                                      endpoint_access=eks_endpoint_access, cluster_creator_admin=cluster_creator_admin)
+                                      endpoint_access=eks_endpoint_access, cluster_creator_admin=cluster_creator_admin,
+                                      network_policy=network_policies)
         cluster = self.eks.cluster
 
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", log_bucket=logs.bucket,
@@ -231,6 +236,11 @@ class HyperPodDpdStack(Stack):
                 self, f"Endpoint-{spec.name}", cluster=cluster, spec=spec,
                 group_names={role: group_name(spec, role) for role, _ in spec.roles()},
                 model_bucket=bucket, after=after, create_namespace=False))
+
+        self.network_policies = [EndpointNetworkPolicies(
+            self, f"NetworkPolicies-{spec.name}", cluster=cluster, spec=spec, enforced=self.eks.created,
+            after=(endpoint.manifest,)) for spec, endpoint in zip(specs, self.endpoints, strict=True)
+            if network_policies]
 
         self.observability: DpdObservability | None = None
         if observability is not False:

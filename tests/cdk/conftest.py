@@ -76,27 +76,28 @@ def prepared_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def multi_app(cdk_context: dict[str, Any], prepared_chart: Path,
               tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Two endpoints in an existing VPC, with an existing bucket, a prepared chart and an admin; the EKS
-    API endpoint public from one CIDR only, no bootstrap admin for the cluster's creator."""
+    API endpoint public from one CIDR only, no bootstrap admin for the cluster's creator, NetworkPolicies."""
     app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("multi")))
     stack = HyperPodDpdStack(
         app, "Multi", env=cdk.Environment(region=REGION), endpoints=[default_spec(), cdk_support.second_spec()],
         vpc=cdk_support.EXISTING_VPC, hyperpod_subnet_ids=cdk_support.HYPERPOD_SUBNETS, availability_zone_id="usw2-az2",
         model_bucket_name="my-weights", dependency_chart_dir=prepared_chart,
         admin_role_arns=["arn:aws:iam::111122223333:role/PlatformAdmin"],
-        eks_endpoint_access=cdk_support.ADMIN_NETWORK_ACCESS, cluster_creator_admin=False)
+        eks_endpoint_access=cdk_support.ADMIN_NETWORK_ACCESS, cluster_creator_admin=False, network_policies=True)
     return cdk_support.synthesize(app, stack)
 
 
 @pytest.fixture(scope="session")
 def existing_cluster_app(cdk_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The default endpoint on an existing EKS cluster in an existing VPC."""
+    """The default endpoint on an existing EKS cluster in an existing VPC, with NetworkPolicies (not enforced)."""
     app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("existing")))
     stack = HyperPodDpdStack(
         app, "OnExistingCluster", env=cdk.Environment(region=REGION), endpoints=[default_spec()],
         vpc=cdk_support.EXISTING_VPC, hyperpod_subnet_ids=cdk_support.HYPERPOD_SUBNETS,
         existing_cluster=ExistingEksCluster(
             cluster_name="platform", oidc_issuer_url="https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B7",
-            oidc_provider_arn=cdk_support.EXISTING_OIDC_PROVIDER, cluster_security_group_id="sg-0eee0000000000005"))
+            oidc_provider_arn=cdk_support.EXISTING_OIDC_PROVIDER, cluster_security_group_id="sg-0eee0000000000005"),
+        network_policies=True)
     return cdk_support.synthesize(app, stack)
 
 

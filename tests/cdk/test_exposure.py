@@ -3,6 +3,7 @@ EKS API endpoint, read from the synthesized templates."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -150,3 +151,41 @@ def test_data_capture_to_the_default_location_is_granted() -> None:
              if s.get("Action") == "s3:PutObject" and "data-capture/*" in str(s["Resource"])]
     principals = sorted(str(s.get("Principal", {}).get("Service", "role")) for s in found)
     assert principals == ["logdelivery.elasticloadbalancing.amazonaws.com", "role"]
+
+
+# --- NetworkPolicies (opt-in) ----------------------------------------------------------------------------
+
+
+def _network_policies(synthesized: Synthesized) -> list[dict[str, Any]]:
+    found = []
+    for resource in synthesized.resources("Custom::AWSCDK-EKS-KubernetesResource").values():
+        manifest = resource["Properties"]["Manifest"]
+        if isinstance(manifest, str) and '"NetworkPolicy"' in manifest:
+            found += [doc for doc in json.loads(manifest) if doc["kind"] == "NetworkPolicy"]
+    return found
+
+
+def _cni_configuration(synthesized: Synthesized) -> Any:
+    (cni,) = [r for r in synthesized.resources("AWS::EKS::Addon").values()
+              if r["Properties"]["AddonName"] == "vpc-cni"]
+    return cni["Properties"].get("ConfigurationValues")
+
+
+def test_network_policies_are_off_by_default(default_app: Synthesized) -> None:
+    assert _network_policies(default_app) == []
+    assert _cni_configuration(default_app) is None
+
+
+def test_network_policies_opted_in_are_applied_and_enforced(multi_app: Synthesized) -> None:
+    policies = _network_policies(multi_app)
+    assert sorted((p["metadata"]["namespace"], p["metadata"]["name"]) for p in policies) == [
+        ("default", "dpd-test-model-pods"), ("inference", "qwen-dpd-model-pods")]
+    assert json.loads(_cni_configuration(multi_app)) == {"enableNetworkPolicy": "true"}
+
+
+def test_network_policies_on_an_existing_cluster_warn_they_are_not_enforced(
+        existing_cluster_app: Synthesized) -> None:
+    assert len(_network_policies(existing_cluster_app)) == 1
+    messages = existing_cluster_app.app.synth().get_stack_artifact(existing_cluster_app.stack.artifact_id).messages
+    warnings = [str(m.entry.data) for m in messages if "NetworkPolicyNotEnforced" in str(m.entry.data)]
+    assert warnings and "enableNetworkPolicy=true" in warnings[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from hyperpod_dpd.ops.exposure import (
     check_sagemaker_endpoint,
 )
 from hyperpod_dpd.ops.kube import KubeApi
+from hyperpod_dpd.ops.table import render_table
 from hyperpod_dpd.spec import DpdSpec
 
 MakeKube = Callable[..., tuple[KubeApi, Any]]
@@ -169,3 +171,30 @@ def test_network_policies_none_or_listed(make_kube: MakeKube, spec: DpdSpec, fak
         ("networkpolicies", "default"): fakes.network_policies("dpd-test-model-pods")})
     check = check_network_policies(kube, spec)
     assert check.detail == "default: dpd-test-model-pods; hyperpod-inference-system: none"
+
+
+# --- the output docs/security.md quotes -----------------------------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+
+
+def _quoted_blocks() -> list[str]:
+    """The ``text`` blocks of docs/security.md that follow a ``<!-- verify-exposure -->`` marker."""
+    parts = DOC.read_text(encoding="utf-8").split("<!-- verify-exposure -->")[1:]
+    return [part.split("```text\n", 1)[1].split("```", 1)[0].rstrip("\n") for part in parts]
+
+
+def test_the_security_page_quotes_the_rows_verify_prints(make_kube: MakeKube, spec: DpdSpec, stubs: Any, ec2: Any,
+                                                         fakes: Any) -> None:
+    client, stub = ec2
+    kube, _ = make_kube()
+    stubs.load_balancer(security_groups=(ALB_SG,))
+    _security_group(stub, "0.0.0.0/0")
+    stubs.endpoint("dpd-test")
+    ingress = check_ingress(kube, spec)
+    healthy = render_table([ingress.check, check_load_balancer(stubs.elbv2, client, ingress.hostname),
+                            check_sagemaker_endpoint(stubs.sagemaker, spec), check_network_policies(kube, spec)])
+    kube, _ = make_kube(fakes.healthy_cluster() | {INGRESS_KEY: fakes.ingress(
+        scheme="internet-facing", hostname=fakes.PUBLIC_ALB_HOSTNAME)})
+    public = render_table([check_ingress(kube, spec).check])
+    assert _quoted_blocks() == [healthy, public]

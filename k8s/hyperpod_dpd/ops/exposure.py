@@ -44,9 +44,9 @@ INTERNAL = "internal"
 INTERNET_FACING = "internet-facing"
 INTERNAL_DNS_PREFIX = "internal-"
 ANYWHERE = frozenset({"0.0.0.0/0", "::/0"})
-OPEN_TO_INTERNET = ("the model is reachable from the internet without authentication: delete the Ingress's "
-                    "load balancer, keep the stack's deny on internet-facing load balancers "
-                    "(allow_internet_facing_load_balancers=false) and call the SageMaker endpoint instead")
+OPEN_TO_INTERNET = ("the model is reachable from the internet without authentication: find what set the scheme "
+                    "(the operator asks for internal), keep the stack's deny on internet-facing load balancers "
+                    "(leave allow_internet_facing_load_balancers unset) and give callers the SageMaker endpoint")
 
 
 @dataclass(frozen=True)
@@ -91,18 +91,19 @@ def check_ingress(kube: KubeApi, spec: DpdSpec) -> IngressFinding:
     annotations = _annotations(ingress)
     scheme = annotations.get(SCHEME)
     hostnames = _hostnames(ingress)
+    public = [h for h in hostnames if not h.lower().startswith(INTERNAL_DNS_PREFIX)]
+    reach = ("the internet" if scheme == INTERNET_FACING or public else "any host routed into the VPC")
     lines = [
         f"scheme {scheme or INTERNAL + ' (not annotated: the controller default)'}",
         f"listeners {_listeners(annotations)}",
         "security groups " + annotations.get(ANNOTATION_PREFIX + "security-groups",
                                              "created by the controller (no annotation)"),
         "source ranges " + annotations.get(ANNOTATION_PREFIX + "inbound-cidrs",
-                                           "0.0.0.0/0 (the controller default): any host routed into the VPC, "
-                                           "no client authentication"),
+                                           f"0.0.0.0/0 (the controller default): {reach}, no client "
+                                           "authentication"),
         *(f"  {key}: {value}" for key, value in sorted(annotations.items())),
     ]
     head = f"Ingress {OPERATOR_NAMESPACE}/{name}"
-    public = [h for h in hostnames if not h.lower().startswith(INTERNAL_DNS_PREFIX)]
     if scheme == INTERNET_FACING or public:
         why = f"scheme {scheme}" if scheme == INTERNET_FACING else f"hostname {public[0]} is not internal-"
         return IngressFinding(failed(INGRESS, "\n".join([f"{head}: INTERNET-FACING ({why}): {OPEN_TO_INTERNET}",
