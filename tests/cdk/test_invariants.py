@@ -246,7 +246,8 @@ def test_namespaced_endpoint_waits_for_its_namespace(multi_app: Synthesized) -> 
                   if '"kind":"Namespace"' in json.dumps(v["Properties"]["Manifest"]).replace('\\"', '"')}
     assert len(namespaces) == 1
     (qwen,) = [k for k, v in multi_app.resources("Custom::AWSCDK-EKS-KubernetesResource").items()
-               if "qwen-dpd" in json.dumps(v["Properties"]["Manifest"])]
+               if "qwen-dpd" in json.dumps(v["Properties"]["Manifest"])
+               and "InferenceEndpointConfig" in json.dumps(v["Properties"]["Manifest"])]
     assert namespaces <= direct_dependencies(t, qwen)
 
 
