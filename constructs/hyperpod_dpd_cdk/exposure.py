@@ -92,7 +92,7 @@ class ClusterEndpointAccess:
                 network = ipaddress.ip_network(cidr, strict=True)
             except ValueError:
                 yield Problem(field=field, value=cidr, message="is not an IPv4 CIDR block",
-                              fix="write e.g. 203.0.113.0/24 (host bits zero)")
+                              fix="write e.g. 203.0.113.0/24 (host bits zero), or private, or public")
                 continue
             if network.version != 4:
                 yield Problem(field=field, value=cidr, message="is IPv6; the EKS public endpoint allow-list takes "
