@@ -19,11 +19,12 @@ EXIT_USAGE = 2
 SUBCOMMANDS = ("example", "schema", "validate", "plan", "advise", "synth", "observe", "preflight", "verify", "bench")
 REQUIRED = frozenset({"example", "schema", "validate", "synth"})
 EXIT_CODES = """exit status (every command):
-  0  done; every check passed
-  1  a check ran and failed: a preflight/verify check that failed or could not run,
-     a missed SLA (advise), an unhealthy benchmark (bench)
-  2  the command could not run as asked: a bad spec or option, a missing file,
-     no AWS credentials or kubeconfig, a missing optional extra"""
+  0  done; every check passed (warnings do not fail)
+  1  something was checked and is not right: a preflight or verify check failed or could not
+     run (verify reports a missing kubeconfig or AWS credentials this way), an SLA was missed
+     (advise), a benchmark cannot be trusted (bench)
+  2  the command could not run as asked: a bad spec, option or file; no AWS credentials
+     (preflight) or kubeconfig (bench); an optional extra that is not installed"""
 
 
 def _subcommand_modules() -> list[object]:
