@@ -118,3 +118,9 @@ def test_each_synth_writes_fresh_manifest_and_observability_folders(default_app:
     assert sorted(p.name for p in (tmp_path / "manifests").iterdir()) == sorted(p.name for p in manifests)
     assert sorted(p.name for p in (tmp_path / "observability").iterdir()) == sorted(p.name for p in observability)
     assert not (tmp_path / "manifests" / "default-old-endpoint.yaml").exists()
+
+
+def test_the_docs_state_the_minimum_cli_version_the_library_needs() -> None:
+    minimum = minimum_cli_version()
+    assert f"CDK CLI **{minimum} or newer**" in (REPO / "README.md").read_text()
+    assert f"CDK CLI **{minimum} or newer**" in (REPO / "docs" / "setup.md").read_text()
