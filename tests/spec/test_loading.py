@@ -125,28 +125,24 @@ def test_sizes_without_a_unit_or_whole_bytes_are_refused(text: str) -> None:
         ByteSize.parse(text)
 
 
-def test_malformed_yaml_names_file_line_column_and_the_offending_line(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("name: x\nrouting:\n  threshold: [4096\n  strategy: prefixaware\n")
+@pytest.mark.parametrize("case", [
+    ("bad.yaml", "name: x\nrouting:\n  threshold: [4096\n  strategy: prefixaware\n", "4:11", "  strategy: prefixaware",
+     "malformed YAML: expected ',' or ']', but got ':' (while parsing a flow sequence at line 3)"),
+    ("bad.json", '{\n  "name": "x",\n  "port": 80,\n}\n', "4:1", "}",
+     "malformed JSON: Expecting property name enclosed in double quotes"),
+])
+def test_a_syntax_error_names_file_line_column_and_the_offending_line(tmp_path: Path,
+                                                                      case: tuple[str, str, str, str, str]) -> None:
+    name, text, position, line, message = case
+    bad = tmp_path / name
+    bad.write_text(text)
     with pytest.raises(SpecError) as caught:
         load_spec(bad)
     (problem,) = caught.value.problems
-    assert problem.field == f"{bad}:4:11"  # FILE:LINE:COLUMN, where editors jump to
-    assert problem.value == "  strategy: prefixaware"
-    assert problem.message == ("malformed YAML: expected ',' or ']', but got ':' "
-                               "(while parsing a flow sequence at line 3)")
+    assert problem.field == f"{bad}:{position}"  # FILE:LINE:COLUMN, where editors jump to
+    assert problem.value == line
+    assert problem.message == message
     assert "<unicode string>" not in str(caught.value) and "^" not in str(caught.value)
-
-
-def test_malformed_json_names_file_line_column(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.json"
-    bad.write_text('{\n  "name": "x",\n  "port": 80,\n}\n')
-    with pytest.raises(SpecError) as caught:
-        load_spec(bad)
-    (problem,) = caught.value.problems
-    assert problem.field == f"{bad}:4:1"
-    assert problem.value == "}"
-    assert problem.message.startswith("malformed JSON: Expecting property name")
 
 
 def test_json_files_and_malformed_json(tmp_path: Path) -> None:
