@@ -87,12 +87,21 @@ def test_dash_writes_manifests_to_standard_output(tmp_path: Path, monkeypatch: p
     assert list(tmp_path.iterdir()) == []  # no folder named '-'
 
 
+def test_bench_writes_its_job_to_standard_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "-o", "-", "--run-id", "r1"]) == 0
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in documents] == ["ServiceAccount", "Job"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_observe_refuses_standard_output_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["observe", "-o", "-"]) == 2
     assert "Fix: pass a folder" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("command", "old"), [("synth", "--out"), ("observe", "--out")])
+@pytest.mark.parametrize(("command", "old"), [("synth", "--out"), ("observe", "--out"), ("bench", "--render")])
 def test_one_output_flag_old_names_still_work_and_warn_once(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                             command: str, old: str) -> None:
     assert main([command, old, str(tmp_path / "a"), old, str(tmp_path / "b")]) == 0
