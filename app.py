@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,6 +65,7 @@ from hyperpod_dpd_cdk import (  # noqa: E402
     HyperPodDpdStack,
     ObservabilityOptions,
 )
+from hyperpod_dpd_cdk.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MANIFESTS_DIR = "manifests"
@@ -121,13 +123,20 @@ def _observability(app: cdk.App) -> ObservabilityOptions | bool:
                                 grafana_workspace_id=ctx("grafana_workspace_id") or None)
 
 
+def fresh_folder(folder: Path) -> Path:
+    """An empty ``folder``: files of endpoints no longer in the stack must not linger beside the current ones."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
 def write_observability_files(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
     """Each endpoint's alert rules and Grafana dashboard, for your own Prometheus and Grafana."""
     from hyperpod_dpd.observability import write_observability  # noqa: PLC0415 - only when synthesizing
     from hyperpod_dpd.observability.dashboard import MissingExtra  # noqa: PLC0415
 
     try:
-        return write_observability(stack.endpoint_specs, outdir / OBSERVABILITY_DIR)
+        return write_observability(stack.endpoint_specs, fresh_folder(outdir / OBSERVABILITY_DIR))
     except MissingExtra as error:
         print(f"note: no dashboards written: {error}", file=sys.stderr)
         return []
@@ -194,8 +203,7 @@ def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None
 
 def write_manifests(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
     """Each endpoint's Kubernetes objects as YAML; CloudFormation references stay as ``{Ref: ...}``."""
-    folder = outdir / MANIFESTS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = fresh_folder(outdir / MANIFESTS_DIR)
     written = []
     for endpoint in stack.endpoints:
         path = folder / f"{endpoint.spec.namespace}-{endpoint.spec.name}.yaml"
@@ -224,7 +232,11 @@ def _direct_context(argv: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    under_cli = "CDK_CONTEXT_JSON" in os.environ or "CDK_CLI_VERSION" in os.environ
+    under_cli = "CDK_CONTEXT_JSON" in os.environ or CLI_VERSION_ENV in os.environ
+    too_old = cli_too_old(os.environ, minimum_cli_version())
+    if too_old:
+        print(f"error: {too_old}", file=sys.stderr)
+        return 2
     try:
         if under_cli:
             app, stack = build()

@@ -63,7 +63,7 @@ class ObservabilityOptions:
     :param efa_metrics: the add-on's EFA (network) metrics, ``ADVANCED`` level; off in AWS's defaults.
         :default: False
     :param log_group_name: where the inference pods' output lands. :default: - the HyperPod cluster's
-        log group, ``/aws/sagemaker/Clusters/<name>/<id>`` (unverified; see the README)
+        log group, ``/aws/sagemaker/Clusters/<name>/<id>`` (unverified; see docs/commands.md, `observe`)
     :param grafana_workspace_id: an Amazon Managed Grafana workspace to import the DPD dashboards into
         (AMG needs IAM Identity Center, which a stack cannot set up). :default: - none; the dashboards
         are only written beside the manifests

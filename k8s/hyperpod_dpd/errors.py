@@ -24,6 +24,12 @@ class Problem:
         shown = _show(self.value)
         return f"{self.field}: {self.message} (got {shown}). Fix: {self.fix}"
 
+    def to_json(self) -> dict[str, Any]:
+        """``{"field", "value", "message", "fix"}``; a value that is not plain JSON is shown as text."""
+        plain = isinstance(self.value, str | int | float | bool) or self.value is None
+        return {"field": self.field, "value": self.value if plain else _show(self.value), "message": self.message,
+                "fix": self.fix}
+
 
 @dataclass(frozen=True, kw_only=True)
 class Warning:
@@ -35,6 +41,9 @@ class Warning:
 
     def render(self) -> str:
         return f"[{self.code}] {self.field}: {self.message}"
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code, "field": self.field, "message": self.message}
 
 
 class SpecError(ValueError):

@@ -8,7 +8,9 @@ naming the kind: ``source: {s3: {bucket: ..., prefix: ...}}``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -21,9 +23,12 @@ import yaml
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.instances import InstanceType, supported_names
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec_fields import record_kinds
 from hyperpod_dpd.units import ByteSize
 
 _MISSING = object()
+# The file name that means standard input, as in ``kubectl apply -f -``.
+STDIN = "-"
 
 
 class _Collector:
@@ -55,9 +60,11 @@ def spec_from_mapping(data: Any, *, source: str | None = None) -> DpdSpec:
 
 
 def read_spec_data(path: str | Path) -> Any:
-    """The parsed content of a spec file (``.yaml``, ``.yml`` or ``.json``), not yet a spec."""
-    file = Path(path)
+    """The parsed content of a spec file (``.yaml``, ``.yml`` or ``.json``; ``-`` is standard input), not yet a spec."""
     name = str(path)
+    if name == STDIN:
+        return parse_text(sys.stdin.read(), source="<stdin>")
+    file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as err:
@@ -68,13 +75,29 @@ def read_spec_data(path: str | Path) -> Any:
 
 
 def parse_text(text: str, *, source: str = "<text>", json_only: bool = False) -> Any:
+    """YAML (or, with ``json_only``, strict JSON); a syntax error names the file, line and column."""
     try:
         return json.loads(text) if json_only else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        detail = " ".join(str(err).split())
-        kind = "JSON" if json_only else "YAML"
-        raise SpecError([Problem(field="<file>", value=source, message=f"malformed {kind}: {detail}",
-                                 fix="correct the syntax at the position shown")], source=source) from err
+    except json.JSONDecodeError as err:
+        raise _syntax_error("JSON", source, text, line=err.lineno, column=err.colno, problem=err.msg) from err
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        problem = err.problem or err.context or "cannot be parsed"
+        if err.context and err.problem and err.context_mark is not None and mark is not err.context_mark:
+            problem = f"{problem} ({err.context} at line {err.context_mark.line + 1})"
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        raise _syntax_error("YAML", source, text, line=line, column=column, problem=problem) from err
+    except yaml.YAMLError as err:  # pragma: no cover - PyYAML raises marked errors for syntax
+        raise _syntax_error("YAML", source, text, line=1, column=1, problem=str(err)) from err
+
+
+def _syntax_error(kind: str, source: str, text: str, *, line: int, column: int, problem: str) -> SpecError:
+    """``FILE:LINE:COLUMN: malformed YAML: <problem> (got '<the line>')``, the position editors jump to."""
+    lines = text.splitlines()
+    offending = lines[line - 1].rstrip() if 0 < line <= len(lines) else ""
+    problem_found = Problem(field=f"{source}:{line}:{column}", value=offending, message=f"malformed {kind}: {problem}",
+                            fix=f"correct the syntax at line {line}, column {column}")
+    return SpecError([problem_found], source=source)
 
 
 def load_spec(path: str | Path) -> DpdSpec:
@@ -109,14 +132,6 @@ def _kind_of(value: Any) -> str:
             float: "a number", type(None): "empty"}.get(type(value), type(value).__name__)
 
 
-def _record_kinds(options: tuple[Any, ...]) -> dict[str, type] | None:
-    records: list[Any] = [o for o in options if isinstance(o, type) and dataclasses.is_dataclass(o)
-                           and hasattr(o, "KIND")]
-    if len(records) > 1 and len(records) == len(options):
-        return {o.KIND: o for o in records}
-    return None
-
-
 def _convert(hint: Any, value: Any, path: str, out: _Collector) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
@@ -126,7 +141,7 @@ def _convert(hint: Any, value: Any, path: str, out: _Collector) -> Any:
             if len(options) < len(args):
                 return None
             return out.add(path, value, "is empty", "give a value")
-        kinds = _record_kinds(options)
+        kinds = record_kinds(options)
         if kinds is not None:
             return _convert_tagged(kinds, value, path, out)
         if len(options) == 1:
@@ -230,9 +245,10 @@ def _convert_record(cls: type, value: Any, path: str, out: _Collector) -> Any:
     prefix = f"{path}." if path else ""
     for key, item in value.items():
         if key not in known:
-            close = [k for k in known if k.replace("_", "") == str(key).replace("_", "").lower()]
-            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(known)}"
-            out.add(f"{prefix}{key}", key, "is not a known key", f"remove it ({hint})")
+            close = nearest_key(str(key), list(known))
+            fix = (f"rename it to '{close}' (removing it would drop the setting)" if close
+                   else f"remove it or correct its spelling (known keys: {', '.join(known)})")
+            out.add(f"{prefix}{key}", key, "is not a known key", fix)
             continue
         converted = _convert(hints[key], item, f"{prefix}{key}", out)
         if converted is not _MISSING:
@@ -248,6 +264,16 @@ def _convert_record(cls: type, value: Any, path: str, out: _Collector) -> Any:
     if failed:
         return _MISSING
     return cls(**kwargs)
+
+
+def nearest_key(key: str, known: list[str]) -> str | None:
+    """The known key a mistyped one most likely means: same letters without ``_``/case, else the closest."""
+    squashed = key.replace("_", "").lower()
+    for name in known:
+        if name.replace("_", "") == squashed:
+            return name
+    close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def _describe(hint: Any) -> str:
@@ -276,6 +302,11 @@ def _dump(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_dump_tagged(v) for v in value]
     return value
+
+
+def to_plain(value: Any) -> Any:
+    """One spec value in its file form: sizes and instance types as strings, a record kind as a one-key mapping."""
+    return _dump_tagged(value)
 
 
 def _dump_tagged(value: Any) -> Any:

@@ -16,7 +16,11 @@ _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), ""
             "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
             "P": Decimal(10**15), "E": Decimal(10**18)}
 
-_SIZE_PATTERN = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGTPE]i?B?|B)?\s*$")
+_NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
+_UNIT = r"([KMGTPE]i?B?|B)"
+SIZE_PATTERN = re.compile(rf"^\s*{_NUMBER}\s*{_UNIT}?\s*$")
+# The same with the unit required, as the spec file needs it (a JSON Schema ``pattern``).
+SIZE_WITH_UNIT = rf"^\s*{_NUMBER}\s*{_UNIT}\s*$"
 
 
 @dataclass(frozen=True, order=True)
@@ -36,7 +40,7 @@ class ByteSize:
     @classmethod
     def parse(cls, text: str) -> ByteSize:
         """Parse ``8Gi``, ``8GiB``, ``512Mi``, ``16GB`` or ``1024B``; a bare number is refused."""
-        match = _SIZE_PATTERN.match(text)
+        match = SIZE_PATTERN.match(text)
         if not match or match.group(2) is None:
             raise ValueError(f"{text!r} is not a size; write it with a unit, e.g. '8Gi' or '512Mi'")
         number, unit = Decimal(match.group(1)), match.group(2).removesuffix("B")

@@ -1,4 +1,4 @@
-"""The constructs compose inside a stack of your own, as the README shows."""
+"""The constructs compose inside a stack of your own, as docs/stack.md shows."""
 
 from __future__ import annotations
 

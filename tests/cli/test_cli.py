@@ -14,7 +14,7 @@ from hyperpod_dpd.defaults import default_spec_text
 
 
 def test_synth_writes_the_default_manifests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["synth", "--out", str(tmp_path / "out")]) == 0
+    assert main(["synth", "--output-dir", str(tmp_path / "out")]) == 0
     written = tmp_path / "out" / "default-dpd-test.k8s.yaml"
     assert capsys.readouterr().out.strip() == str(written)
     (document,) = yaml.safe_load_all(written.read_text())
@@ -24,7 +24,7 @@ def test_synth_writes_the_default_manifests(tmp_path: Path, capsys: pytest.Captu
 def test_synth_of_a_spec_file_with_region_option(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(default_spec_text().replace("      region: us-west-2\n", ""))
-    assert main(["synth", str(spec), "--out", str(tmp_path), "--region", "eu-north-1"]) == 0
+    assert main(["synth", str(spec), "--output-dir", str(tmp_path), "--region", "eu-north-1"]) == 0
     (document,) = yaml.safe_load_all((tmp_path / "default-dpd-test.k8s.yaml").read_text())
     assert document["spec"]["modelSourceConfig"]["s3Storage"]["region"] == "eu-north-1"
 
@@ -33,7 +33,7 @@ def test_synth_refuses_an_invalid_spec_and_writes_nothing(tmp_path: Path, capsys
     spec = tmp_path / "spec.yaml"
     spec.write_text(default_spec_text().replace("replicas: 1", "replicas: 0", 1))
     out = tmp_path / "out"
-    assert main(["synth", str(spec), "--out", str(out)]) == 2
+    assert main(["synth", str(spec), "--output-dir", str(out)]) == 2
     err = capsys.readouterr().err
     assert "prefill.replicas: must be at least 1" in err
     assert "Traceback" not in err
@@ -89,7 +89,7 @@ def test_validate_checks_the_rendered_manifest_against_the_crd(capsys: pytest.Ca
 def test_synth_checks_every_manifest_against_the_crd_and_writes_nothing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert main(["synth", "--out", str(out)]) == 2
+    assert main(["synth", "--output-dir", str(out)]) == 2
     err = capsys.readouterr().err
     assert "manifest spec.modelName: breaks the operator's CRD (v3.3)" in err and "Traceback" not in err
     assert not out.exists()
@@ -140,7 +140,7 @@ def test_console_script_runs_without_node_or_jsii_noise(tmp_path: Path) -> None:
                             capture_output=True, text=True, check=False)
     assert failed.returncode == 2
     assert failed.stderr.startswith("hyperpod-dpd: invalid DPD spec")
-    ok = subprocess.run([sys.executable, "-m", "hyperpod_dpd.cli", "synth", "--out", str(tmp_path)],
+    ok = subprocess.run([sys.executable, "-m", "hyperpod_dpd.cli", "synth", "--output-dir", str(tmp_path)],
                         capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stderr
     assert ok.stderr == ""

@@ -80,9 +80,20 @@ env: {PYTHONHASHSEED: 0}
         assert any(m.startswith(fragment) for m in messages), (fragment, messages)
 
 
-def test_close_key_names_get_a_suggestion() -> None:
-    messages = _messages(MINIMAL + "tensorparallel_size: 4\n")
-    assert any("did you mean 'tensor_parallel_size'?" in m for m in messages)
+@pytest.mark.parametrize(("typo", "meant"), [
+    ("tensorparallel_size: 4", "tensor_parallel_size"),
+    ("tensor_paralel_size: 4", "tensor_parallel_size"),  # a dropped letter: removing it would silently give TP 8
+    ("prefill: {replica: 2}", "replicas"),
+    ("kv_cache: {pd_bufer_size: 16Gi}", "pd_buffer_size"),
+])
+def test_a_mistyped_key_is_told_its_nearest_known_key(typo: str, meant: str) -> None:
+    messages = _messages(MINIMAL + typo + "\n")
+    assert any(f"Fix: rename it to '{meant}' (removing it would drop the setting)" in m for m in messages), messages
+
+
+def test_an_unknown_key_far_from_every_known_one_lists_them() -> None:
+    (message,) = _messages(MINIMAL + "colour: blue\n")
+    assert "Fix: remove it or correct its spelling (known keys: name, model, namespace" in message
 
 
 def test_model_source_needs_exactly_one_kind() -> None:
@@ -114,9 +125,24 @@ def test_sizes_without_a_unit_or_whole_bytes_are_refused(text: str) -> None:
         ByteSize.parse(text)
 
 
-def test_malformed_yaml_names_the_position() -> None:
-    (message,) = _messages("name: [unclosed\n")
-    assert message.startswith("<file>: malformed YAML") and "line" in message
+@pytest.mark.parametrize("case", [
+    ("bad.yaml", "name: x\nrouting:\n  threshold: [4096\n  strategy: prefixaware\n", "4:11", "  strategy: prefixaware",
+     "malformed YAML: expected ',' or ']', but got ':' (while parsing a flow sequence at line 3)"),
+    ("bad.json", '{\n  "name": "x",\n  "port": 80,\n}\n', "4:1", "}",
+     "malformed JSON: Expecting property name enclosed in double quotes"),
+])
+def test_a_syntax_error_names_file_line_column_and_the_offending_line(tmp_path: Path,
+                                                                      case: tuple[str, str, str, str, str]) -> None:
+    name, text, position, line, message = case
+    bad = tmp_path / name
+    bad.write_text(text)
+    with pytest.raises(SpecError) as caught:
+        load_spec(bad)
+    (problem,) = caught.value.problems
+    assert problem.field == f"{bad}:{position}"  # FILE:LINE:COLUMN, where editors jump to
+    assert problem.value == line
+    assert problem.message == message
+    assert "<unicode string>" not in str(caught.value) and "^" not in str(caught.value)
 
 
 def test_json_files_and_malformed_json(tmp_path: Path) -> None:

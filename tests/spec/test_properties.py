@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +30,8 @@ from hyperpod_dpd import (
     spec_to_mapping,
 )
 from hyperpod_dpd.charts import render_inference_endpoint_config
+from hyperpod_dpd.loading import parse_spec
+from hyperpod_dpd.spec_schema import spec_json_schema
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -157,3 +160,20 @@ def test_arbitrary_input_gives_a_spec_or_the_library_error(data: Any) -> None:
     except SpecError as err:
         assert err.problems
         assert str(err).startswith("invalid DPD spec")
+
+
+SCHEMA = jsonschema.Draft7Validator(spec_json_schema())
+
+
+@SETTINGS
+@given(spec=valid_specs())
+def test_the_editor_schema_accepts_any_valid_spec(spec: DpdSpec) -> None:
+    assert [e.message for e in SCHEMA.iter_errors(spec_to_mapping(spec))] == []
+
+
+@SETTINGS
+@given(data=perturbed_mappings())
+def test_the_editor_schema_accepts_whatever_the_loader_reads(data: Any) -> None:
+    _, problems = parse_spec(data)
+    if not problems:
+        assert [e.message for e in SCHEMA.iter_errors(data)] == []

@@ -9,33 +9,56 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
-from hyperpod_dpd.cli import _common, example, synth, validate
+from hyperpod_dpd.cli import _common
 
 EXIT_USAGE = 2
-SUBCOMMANDS = [synth, validate, example]
+# The subcommands in the order they are used: write a spec, check and size it, render, deploy checks.
+# Those with heavier imports (boto3, the Kubernetes client, the advisor) register only when importable.
+SUBCOMMANDS = ("example", "schema", "validate", "plan", "advise", "synth", "observe", "preflight", "verify", "bench")
+REQUIRED = frozenset({"example", "schema", "validate", "synth"})
+EXIT_CODES = """exit status (every command):
+  0  done; every check passed (warnings do not fail)
+  1  something was checked and is not right: a preflight or verify check failed or could not
+     run (verify reports a missing kubeconfig or AWS credentials this way), an SLA was missed
+     (advise), a benchmark cannot be trusted (bench)
+  2  the command could not run as asked: a bad spec, option or file; no AWS credentials
+     (preflight) or kubeconfig (bench); an optional extra that is not installed"""
 
 
-def _optional_subcommands() -> list[object]:
-    """Subcommands with heavier imports (boto3, the Kubernetes client) register only when importable."""
+def _subcommand_modules() -> list[object]:
     found: list[object] = []
-    for name in ("plan", "preflight", "verify", "advise", "bench", "observe"):
+    for name in SUBCOMMANDS:
         try:
             module = __import__(f"hyperpod_dpd.cli.{name}", fromlist=["register"])
         except ModuleNotFoundError as err:
-            if err.name != f"hyperpod_dpd.cli.{name}":
+            if name in REQUIRED or err.name != f"hyperpod_dpd.cli.{name}":
                 raise
             continue
         found.append(module)
     return found
 
 
+def version() -> str:
+    try:
+        return metadata.version("hyperpod-dpd")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hyperpod-dpd",
-        description="Typed Disaggregated Prefill and Decode endpoints for SageMaker HyperPod.")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in [*SUBCOMMANDS, *_optional_subcommands()]:
+        description="Typed Disaggregated Prefill and Decode endpoints for SageMaker HyperPod: write a spec, "
+                    "check and size it, render its manifests, check the account before a deploy and the "
+                    "endpoint after.",
+        epilog="start with:\n  hyperpod-dpd example > my-spec.yaml\n  hyperpod-dpd validate my-spec.yaml\n\n"
+               f"{EXIT_CODES}\n\n`hyperpod-dpd COMMAND --help` describes each command; docs/commands.md has them all.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"hyperpod-dpd {version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _subcommand_modules():
         module.register(subparsers)  # type: ignore[attr-defined]
     return parser
 
@@ -43,10 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # a bare `hyperpod-dpd` shows the help, as kubectl and helm do
+        parser.print_help()
+        return 0
+    _common.reset_run()
     try:
         code: int = args.handler(args)
     except _common.UserFacingError as err:
         print(f"hyperpod-dpd: {err}", file=sys.stderr)
         return EXIT_USAGE
     return code
-

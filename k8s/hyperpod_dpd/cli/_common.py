@@ -1,46 +1,130 @@
-"""What the subcommands share: loading the spec argument and turning errors into messages."""
+"""What the subcommands share: reading the spec argument, the output folder, warnings, errors as messages."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from hyperpod_dpd.errors import SpecError, Warning
-from hyperpod_dpd.loading import load_spec, read_spec_data
+from hyperpod_dpd.loading import STDIN, load_spec, read_spec_data
 from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.validation import CheckedSpec, check, check_data
+
+DEFAULT_SOURCE = "the embedded default spec"
+# "Write files here", the same flag on every command that writes files (``-``: standard output).
+OUTPUT_DIR = "--output-dir"
+
+_shown: set[str] = set()
 
 
 class UserFacingError(Exception):
     """An error whose message is the whole story: printed as-is, exit status 2."""
 
 
+def reset_run() -> None:
+    """Start a new run: warnings already shown may be shown again (one ``main()`` call is one run)."""
+    _shown.clear()
+
+
+def source_name(path: str | None) -> str:
+    """How a spec argument is named in messages."""
+    if path is None:
+        return DEFAULT_SOURCE
+    return "<stdin>" if path == STDIN else path
+
+
 def read_spec(path: str | None) -> DpdSpec:
-    """The spec at ``path``, or the embedded default; a bad file is a :class:`UserFacingError`."""
+    """The spec at ``path`` (``-``: standard input), or the embedded default.
+
+    A bad file is a :class:`UserFacingError`.
+    """
     from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
 
     try:
         return default_spec() if path is None else load_spec(path)
     except SpecError as err:
-        raise UserFacingError(str(err)) from None
+        raise UserFacingError(str(_named(err, path))) from None
 
 
-def read_checked_spec(path: str | None) -> CheckedSpec:
-    """Read and check in one pass, so wrong types and broken rules are reported together."""
+def check_spec_file(path: str | None) -> CheckedSpec:
+    """Read and check in one pass, so wrong types and broken rules are reported together (raises :class:`SpecError`)."""
     from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
 
     try:
         if path is None:
-            return check(default_spec(), source="the embedded default spec")
-        return check_data(read_spec_data(path), source=path)
+            return check(default_spec(), source=DEFAULT_SOURCE)
+        return check_data(read_spec_data(path), source=source_name(path))
+    except SpecError as err:
+        raise _named(err, path) from None
+
+
+def read_checked_spec(path: str | None) -> CheckedSpec:
+    """:func:`check_spec_file`, a bad spec being a :class:`UserFacingError`."""
+    try:
+        return check_spec_file(path)
     except SpecError as err:
         raise UserFacingError(str(err)) from None
 
 
+def _named(err: SpecError, path: str | None) -> SpecError:
+    return err if path != STDIN else SpecError(err.problems, source=source_name(path))
+
+
 def print_warnings(warnings: Iterable[Warning]) -> None:
+    """Each warning once per run, however many steps of the command find it."""
     for warning in warnings:
-        print(f"warning: {warning.render()}", file=sys.stderr)
+        warn(warning.render())
+
+
+def warn(text: str) -> None:
+    """``warning: text`` on standard error, unless this run printed it already."""
+    if text in _shown:
+        return
+    _shown.add(text)
+    print(f"warning: {text}", file=sys.stderr)
+
+
+def add_output_dir_argument(parser: Any, *, default: str | None, what: str, deprecated: Sequence[str] = (),
+                            dest: str = "output_dir", stdout: bool = True) -> None:
+    """``--output-dir DIR`` (``-o``), with the command's former flag names kept as deprecated aliases."""
+    shown = f" (default: {default})" if default else ""
+    dash = "; - prints them to standard output" if stdout else ""
+    parser.add_argument("-o", OUTPUT_DIR, dest=dest, default=default, metavar="DIR",
+                        help=f"write {what} to DIR{shown}{dash}")
+    for flag in deprecated:
+        parser.add_argument(flag, dest=dest, metavar="DIR", action=_Deprecated, help=argparse.SUPPRESS)
+
+
+class _Deprecated(argparse.Action):
+    """A former flag name: still works, and says once which name replaces it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        warn(f"{option_string} is deprecated; use {OUTPUT_DIR} (it does the same)")
+        setattr(namespace, self.dest, values)
+
+
+def emit_documents(documents: Mapping[str, str], output_dir: str) -> list[str]:
+    """Write YAML files into ``output_dir``, or with ``-`` print them as one multi-document stream.
+
+    Returns the paths written (none for standard output), to be listed for the user.
+    """
+    if output_dir == STDIN:
+        sys.stdout.write("---\n".join(text if text.endswith("\n") else text + "\n" for text in documents.values()))
+        return []
+    out = Path(output_dir)
+    written = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in documents.items():
+            (out / name).write_text(text, encoding="utf-8")
+            written.append(str(out / name))
+    except OSError as err:
+        raise UserFacingError(f"cannot write to {output_dir}: {err.strerror or err}") from None
+    return written
 
 
 def add_aws_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,4 +142,10 @@ def bucket_region(spec: DpdSpec) -> str | None:
 
 def add_spec_argument(parser: object) -> None:
     parser.add_argument("spec", nargs="?", metavar="SPEC",  # type: ignore[attr-defined]
-                        help="a spec file (YAML or JSON); default: the embedded Llama 3.3 70B example")
+                        help="a spec file (YAML or JSON; - reads standard input); "
+                             "default: the embedded Llama 3.3 70B example")
+
+
+def add_json_argument(parser: Any, *, shape: str) -> None:
+    """``--json``: one JSON object on standard output instead of text; ``shape`` documents its keys."""
+    parser.add_argument("--json", action="store_true", help=f"print one JSON object instead of text: {shape}")

@@ -8,7 +8,7 @@ failed, and the error rate. Warns when a level cannot be trusted (failed request
 than --osl, a buffered stream). --aggregated also benchmarks the aggregated twin (the stack hosts it
 with -c aggregated_baseline=true) and reports DPD's change; --compare adds the advisor's prediction.
 
---render DIR only writes the manifests. --results-dir DIR reports a genai-bench results folder you
+--output-dir DIR only writes the manifests (- prints them). --results-dir DIR reports a genai-bench results folder you
 already have (e.g. downloaded from --results-s3) instead of running anything.
 
 Exit status: 0 when every Job succeeded and every level can be trusted, 1 otherwise, 2 for usage errors.
@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, read_checked_spec
+from hyperpod_dpd.cli._common import (
+    UserFacingError,
+    add_output_dir_argument,
+    add_spec_argument,
+    emit_documents,
+    read_checked_spec,
+)
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.ops.kube import KubeError, load_kube
 
@@ -106,7 +112,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     what.add_argument("--aggregated", action="store_true",
                       help="also benchmark the aggregated twin (<name>-agg) and report DPD's change")
     what.add_argument("--compare", action="store_true", help="print the advisor's prediction beside the measurement")
-    what.add_argument("--render", metavar="DIR", help="only write the Job and ServiceAccount manifests to DIR")
+    add_output_dir_argument(what, default=None, dest="render", deprecated=("--render",),
+                            what="only the Job and ServiceAccount manifests, running nothing,")
     what.add_argument("--results-dir", metavar="DIR", help="report this genai-bench results folder; run nothing")
     what.add_argument("--aggregated-results-dir", metavar="DIR", help="with --results-dir: the aggregated twin's")
     what.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -247,16 +254,10 @@ def _render(folder: str, targets: list[tuple[str, BenchmarkTarget]], scenario: S
 
     from hyperpod_dpd.benchmark.job import job_name, render_benchmark_job  # noqa: PLC0415
 
-    out = Path(folder)
-    documents = {f"{target.namespace}-{job_name(target, options)}.k8s.yaml": render_benchmark_job(
-        target, scenario, options) for _, target in targets}
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, objects in documents.items():
-            (out / name).write_text(yaml.safe_dump_all(objects, sort_keys=False, width=1000), encoding="utf-8")
-            print(out / name)
-    except OSError as err:
-        raise UserFacingError(f"cannot write to {folder}: {err.strerror or err}") from None
+    documents = {f"{target.namespace}-{job_name(target, options)}.k8s.yaml": yaml.safe_dump_all(
+        render_benchmark_job(target, scenario, options), sort_keys=False, width=1000) for _, target in targets}
+    for path in emit_documents(documents, folder):
+        print(path)
     return 0
 
 

@@ -1,36 +1,45 @@
-"""``hyperpod-dpd synth [SPEC] --out DIR``: write the endpoint's manifests."""
+"""``hyperpod-dpd synth [SPEC] [--output-dir DIR]``: write the endpoint's manifests (``-``: standard output)."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_checked_spec
+from hyperpod_dpd.cli._common import (
+    UserFacingError,
+    add_output_dir_argument,
+    add_spec_argument,
+    emit_documents,
+    print_warnings,
+    read_checked_spec,
+)
 from hyperpod_dpd.errors import SpecError
 
 DEFAULT_OUT = "dist/manifests"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("synth", help="write the InferenceEndpointConfig manifest of a spec")
+    parser = subparsers.add_parser(
+        "synth", help="write the InferenceEndpointConfig manifest of a spec",
+        description="Render a spec's InferenceEndpointConfig (pdSpec) without CDK, for kubectl or GitOps. "
+                    "`cdk synth` writes the same manifests to cdk.out/manifests/.",
+        epilog="examples:\n  hyperpod-dpd synth my-spec.yaml\n"
+               "  hyperpod-dpd synth my-spec.yaml -o - | kubectl apply --dry-run=client -f -",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
-    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
-                        help=f"output folder (default: {DEFAULT_OUT})")
+    add_output_dir_argument(parser, default=DEFAULT_OUT, what="the manifests", deprecated=("--out",))
     parser.add_argument("--region", help="the model bucket's region, when the spec leaves it out")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     checked = read_checked_spec(args.spec)
-    from hyperpod_dpd.charts.render import synth_to_directory  # noqa: PLC0415 - loads jsii only when needed
+    from hyperpod_dpd.charts.render import synth_documents  # noqa: PLC0415 - loads jsii only when needed
 
     try:
-        written, warnings = synth_to_directory([checked], Path(args.out), region=args.region)
+        documents, warnings = synth_documents([checked], region=args.region)
     except SpecError as err:
         raise UserFacingError(str(err)) from None
-    except OSError as err:
-        raise UserFacingError(f"cannot write to {args.out}: {err.strerror or err}") from None
     print_warnings(warnings)
-    for path in written:
+    for path in emit_documents(documents, args.output_dir):
         print(path)
     return 0

@@ -1,28 +1,66 @@
-"""``hyperpod-dpd validate SPEC``: check a spec, and the manifest it renders against the operator's CRD."""
+"""``hyperpod-dpd validate [SPEC] [--json]``: check a spec, and the manifest it renders against the operator's CRD.
+
+With ``--json`` the result is one object on standard output, valid or not::
+
+    {"spec": "my.yaml", "valid": false, "problems": [{"field", "value", "message", "fix"}, ...],
+     "warnings": [{"code", "field", "message"}, ...]}
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_checked_spec
-from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.cli._common import (
+    UserFacingError,
+    add_json_argument,
+    add_spec_argument,
+    check_spec_file,
+    print_warnings,
+    source_name,
+)
+from hyperpod_dpd.errors import Problem, SpecError, Warning
+
+EXIT_INVALID = 2
+JSON_SHAPE = ('{"spec", "valid", "problems": [{"field", "value", "message", "fix"}], '
+              '"warnings": [{"code", "field", "message"}]}')
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("validate", help="check a spec and print every problem")
+    parser = subparsers.add_parser(
+        "validate", help="check a spec and print every problem",
+        description="Check a spec: keys and types, every rule (tensor parallelism, KV buffer, vLLM flags, "
+                    "routing, alerts...) and the manifest it renders against the operator's CRD. Every "
+                    "problem is printed at once, with the field, the value and the fix.",
+        epilog="exit status: 0 valid (warnings do not fail), 2 invalid or unreadable.\n\nexamples:\n"
+               "  hyperpod-dpd validate my-spec.yaml\n  cat my-spec.yaml | hyperpod-dpd validate -\n"
+               "  hyperpod-dpd validate my-spec.yaml --json | jq .warnings",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
+    add_json_argument(parser, shape=JSON_SHAPE)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    checked = read_checked_spec(args.spec)
-    from hyperpod_dpd.charts.render import check_against_crd  # noqa: PLC0415 - loads jsii only when needed
-
+    source = source_name(args.spec)
     try:
+        checked = check_spec_file(args.spec)
+        from hyperpod_dpd.charts.render import check_against_crd  # noqa: PLC0415 - loads jsii only when needed
+
         check_against_crd(checked)
     except SpecError as err:
-        source = args.spec or "the embedded default spec"
+        if args.json:
+            _print_json(source, err.problems, ())
+            return EXIT_INVALID
         raise UserFacingError(str(SpecError(err.problems, source=source))) from None
+    if args.json:
+        _print_json(source, (), checked.warnings)
+        return 0
     print_warnings(checked.warnings)
-    print(f"{args.spec or 'the embedded default spec'}: valid ({len(checked.warnings)} warnings)")
+    print(f"{source}: valid ({len(checked.warnings)} warnings)")
     return 0
+
+
+def _print_json(source: str, problems: tuple[Problem, ...], warnings: tuple[Warning, ...]) -> None:
+    print(json.dumps({"spec": source, "valid": not problems, "problems": [p.to_json() for p in problems],
+                      "warnings": [w.to_json() for w in warnings]}, indent=2))

@@ -1,6 +1,6 @@
 """Service-level objectives and alert thresholds for one endpoint's DPD alerts.
 
-Both are optional: with neither, the alerts use the defaults below, each derived in the README's
+Both are optional: with neither, the alerts use the defaults below, each derived in docs/commands.md's
 observability section, and no latency rule is rendered (a latency alert needs a target the user owns).
 """
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from hyperpod_dpd.spec._frozen import Frozen
 from hyperpod_dpd.spec.autoscaling import AutoscalingSpec
+from hyperpod_dpd.spec_fields import REFUSED
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,4 +49,5 @@ class RoleSpec(Frozen):
     args: tuple[str, ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     autoscaling: AutoscalingSpec | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, metadata={
+        REFUSED: "the operator has no per-role environment variables; use the endpoint's env"})

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Regenerate the parts of docs/ that quote the code: the spec's field reference, the command list, the exit codes.
+
+Each generated part sits between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``;
+the rest of the page is prose. ``python scripts/docs.py`` rewrites them; ``--check`` exits 1 when a page
+is stale (the docs tests run the same comparison), so a new spec field or command reaches the docs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import typing
+from collections.abc import Callable, Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hyperpod_dpd.cli import EXIT_CODES, build_parser
+from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.loading import to_plain
+from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec_fields import is_record, record_kinds, spec_fields, union_options, without_none
+from hyperpod_dpd.units import ByteSize
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def spec_fields_table() -> str:
+    """Every field of the spec file as a table: dotted path, type, default, meaning."""
+    rows = ["| Field | Type | Default | Meaning |", "| --- | --- | --- | --- |"]
+    seen: dict[type, str] = {}
+
+    def visit(cls: type, prefix: str) -> None:
+        seen[cls] = prefix.rstrip(".")
+        for item in spec_fields(cls):
+            if item.refused:
+                continue
+            path = f"{prefix}{item.name}"
+            inner, _ = without_none(item.hint)
+            rows.append(f"| `{path}` | {_type_text(inner, seen)} | {_default_text(item)} | {_cell(item.description)} |")
+            for target, sub in _children(inner, path):
+                if target not in seen:
+                    visit(target, sub)
+
+    visit(DpdSpec, "")
+    return "\n".join(rows)
+
+
+def _children(hint: Any, path: str) -> list[tuple[type, str]]:
+    options = union_options(hint)
+    kinds = record_kinds(options) if options else None
+    if kinds:
+        return [(cls, f"{path}.{kind}.") for kind, cls in kinds.items()]
+    if options:
+        return [(o, f"{path}.") for o in options if is_record(o)]
+    if typing.get_origin(hint) is tuple:
+        return [(cls, f"{path}[].{kind}.") for kind, cls in (_item_kinds(hint) or {}).items()]
+    return [(hint, f"{path}.")] if is_record(hint) else []
+
+
+def _item_kinds(hint: Any) -> dict[str, type] | None:
+    options = union_options(typing.get_args(hint)[0])
+    return record_kinds(options) if options else None
+
+
+def _type_text(hint: Any, seen: Mapping[type, str]) -> str:
+    options = union_options(hint)
+    kinds = record_kinds(options) if options else None
+    if kinds:
+        return "one of: " + ", ".join(f"`{kind}:`" for kind in kinds)
+    if options:
+        return " or ".join(_type_text(o, seen) for o in options)
+    if typing.get_origin(hint) is tuple:
+        item_kinds = _item_kinds(hint)
+        if item_kinds:
+            return "list of one of: " + ", ".join(f"`{kind}:`" for kind in item_kinds)
+        return f"list of {_type_text(typing.get_args(hint)[0], seen)}"
+    if typing.get_origin(hint) in (Mapping, dict):
+        return "mapping of string to string"
+    if is_record(hint):
+        return f"mapping (fields of `{seen[hint]}`)" if hint in seen else "mapping"
+    if hint is ByteSize:
+        return "size (`8Gi`, `512Mi`)"
+    if hint is InstanceType:
+        return "instance type"
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return "one of " + ", ".join(f"`{m.value}`" for m in hint)
+    return {bool: "true/false", int: "integer", float: "number", str: "string"}[hint]
+
+
+def _default_text(item: Any) -> str:
+    if item.required:
+        return "required"
+    if item.default is None:
+        return _cell(item.default_text.removeprefix("- ")) or "unset"
+    if is_record(type(item.default)):
+        return "see its fields"
+    text = yaml.safe_dump(to_plain(item.default), default_flow_style=True, width=float("inf"))
+    return f"`{text.removesuffix(chr(10) + '...' + chr(10)).strip()}`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def command_table() -> str:
+    """Every subcommand with its one-line help, in the order the parser lists them."""
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    rows = ["| Command | What it does |", "| --- | --- |"]
+    for choice in subparsers._choices_actions:
+        rows.append(f"| `hyperpod-dpd {choice.dest}` | {_cell(choice.help or '')} |")
+    return "\n".join(rows)
+
+
+def exit_codes_block() -> str:
+    return f"```text\n{EXIT_CODES}\n```"
+
+
+GENERATED: dict[str, dict[str, Callable[[], str]]] = {
+    "docs/spec.md": {"spec-fields": spec_fields_table},
+    "docs/commands.md": {"commands": command_table, "exit-codes": exit_codes_block},
+}
+
+
+def render(page: str, text: str) -> str:
+    """``text`` with every generated part of ``page`` replaced by its current content."""
+    for name, make in GENERATED[page].items():
+        pattern = re.compile(rf"(<!-- BEGIN generated: {name} -->\n).*?(<!-- END generated: {name} -->)", re.DOTALL)
+        if not pattern.search(text):
+            raise SystemExit(f"{page}: no generated part named {name}")
+        content = make() + "\n"
+        text = pattern.sub(lambda m, content=content: m.group(1) + content + m.group(2), text)
+    return text
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for page in GENERATED:
+        path = REPO / page
+        current = path.read_text(encoding="utf-8")
+        updated = render(page, current)
+        if updated != current:
+            stale.append(page)
+            if "--check" not in argv:
+                path.write_text(updated, encoding="utf-8")
+    if stale and "--check" in argv:
+        print(f"stale: {', '.join(stale)}; run python scripts/docs.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

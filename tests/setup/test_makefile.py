@@ -1,0 +1,80 @@
+"""The Makefile's install step: a too-old Python stops before anything is made, a venv another Python made is
+rebuilt, and each long step says what it installs. Runs make on a copy with stand-in interpreters (no pip)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+STAMP = ".venv/.installed-synth"
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def _script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def _fake_python(path: Path, version: tuple[int, int]) -> Path:
+    """Reports ``version``; ``-m venv DIR`` makes a venv whose python is another such stand-in; ``-m pip`` does
+    nothing; ``-c`` runs on the real interpreter, with ``sys.version_info`` faked for the version checks."""
+    major, minor = version
+    return _script(path, f"""\
+case "$1" in
+  --version) echo "Python {major}.{minor}.0" ;;
+  -m) if [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi ;;
+  -c) case "$2" in
+        *version_info*) exec {sys.executable} -c "import sys; sys.version_info = ({major}, {minor}, 0); $2" ;;
+        *) exec {sys.executable} -c "$2" ;;
+      esac ;;
+esac
+""")
+
+
+def _make(tmp_path: Path, python: Path) -> subprocess.CompletedProcess[str]:
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    return subprocess.run(["make", "--no-print-directory", STAMP, f"PYTHON={python}"], cwd=tmp_path,
+                          env={**os.environ, "MAKEFLAGS": ""}, capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+def test_a_too_old_python_stops_before_anything_is_created(tmp_path: Path) -> None:
+    old = _fake_python(tmp_path / "bin" / "python3", (3, 10))
+    result = _make(tmp_path, old)
+    assert result.returncode != 0
+    assert "error: hyperpod-dpd needs Python 3.11 or newer; " in result.stdout
+    assert "is Python 3.10.0" in result.stdout and "PYTHON=python3.12" in result.stdout
+    assert not (tmp_path / ".venv").exists()
+
+
+def test_a_venv_built_by_another_python_is_rebuilt(tmp_path: Path) -> None:
+    _fake_python(tmp_path / ".venv" / "bin" / "python", (3, 10))  # left by a first try with Python 3.10
+    good = _fake_python(tmp_path / "bin" / "python3.12", (3, 12))
+    result = _make(tmp_path, good)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "note: .venv was built by another Python (Python 3.10.0); rebuilding it with Python 3.12.0" in result.stdout
+    assert "Python 3.12.0" in subprocess.run([tmp_path / ".venv" / "bin" / "python", "--version"],
+                                             capture_output=True, text=True, check=True).stdout
+    assert (tmp_path / STAMP).exists()
+
+
+def test_each_install_step_says_what_and_how_long(tmp_path: Path) -> None:
+    good = _fake_python(tmp_path / "bin" / "python3.12", (3, 12))
+    result = _make(tmp_path, good)
+    assert result.returncode == 0, result.stdout + result.stderr
+    announced = [line for line in result.stdout.splitlines() if line.startswith(">>> ")]
+    assert announced[0].startswith(">>> creating .venv with Python 3.12.0")
+    assert announced[1].startswith(">>> installing hyperpod-dpd with [observability]")
+    assert "minutes" in result.stdout
+    assert "--quiet -e" not in result.stdout  # the long install is not silenced
