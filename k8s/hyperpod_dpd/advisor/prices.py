@@ -50,4 +50,4 @@ def node_price(instance_type: InstanceType, *, override: float | None = None) ->
     if figure is None:
         return None
     return Price(usd_per_node_hour=float(figure),
-                 source=f"on-demand, {table['region']}, {table['source']}, retrieved {table['retrieved']}")
+                 source=f"{table['source']}, compiled {table['retrieved']}")
