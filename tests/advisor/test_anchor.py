@@ -97,7 +97,8 @@ def test_the_audits_simulation_as_a_second_reference(blog_advice: Advice) -> Non
     assert dpd32.decoding == pytest.approx(17.1, abs=1.0)
     assert dpd32.tpot_s == pytest.approx(0.0124, rel=0.05)
     assert dpd32.output_tokens_per_s == pytest.approx(1383, rel=0.05)
-    assert points[16].disaggregated.queue_s < 0.3 < 2.0 < dpd32.queue_s
+    assert points[16].disaggregated.queue_s < 0.3
+    assert dpd32.queue_s > 2.0
     assert points[8].disaggregated.ttft_s == pytest.approx(0.222, rel=0.25)
 
 

@@ -150,6 +150,11 @@ def _errors(levels: Sequence[Measured], predicted: Sequence[tuple[float, float, 
             "throughput": mean_error(2, [m.output_tokens_per_s for m in levels])}
 
 
+def _tpot_ratio(levels: Sequence[Measured], predicted: Sequence[tuple[float, float, float]]) -> float:
+    """Measured over predicted TPOT, the geometric mean over the levels."""
+    return math.exp(statistics.fmean(math.log(m.tpot_s / p[1]) for m, p in zip(levels, predicted, strict=True)))
+
+
 def calibrate(spec: DpdSpec, traffic: Traffic, bench: Bench, *, source: str) -> Fit:
     """Phase factors fitted to ``bench``'s DPD levels, or :class:`SpecError` naming why the data cannot be used."""
     problems = _refusals(spec, traffic, bench)
@@ -159,8 +164,7 @@ def calibrate(spec: DpdSpec, traffic: Traffic, bench: Bench, *, source: str) -> 
     bench = replace(bench, levels=levels)
     start = PhaseFactors()
     before = _predict(spec, bench, start)
-    decode = start.decode * math.exp(statistics.fmean(math.log(m.tpot_s / p[1]) for m, p in zip(levels, before,
-                                                                                                  strict=True)))
+    decode = start.decode * _tpot_ratio(levels, before)
     overhead = max(0.0, statistics.fmean(
         m.concurrency / (m.output_tokens_per_s / bench.osl) - m.ttft_s - (bench.osl - 1) * m.tpot_s for m in levels))
 
@@ -169,6 +173,9 @@ def calibrate(spec: DpdSpec, traffic: Traffic, bench: Bench, *, source: str) -> 
         return sum(math.log(p[0] / m.ttft_s) ** 2 for m, p in zip(levels, _predict(spec, bench, trial), strict=True))
 
     prefill = min(_PREFILL_GRID, key=ttft_loss)
+    # A slower prefill leaves fewer requests decoding at once, so the decode step is refined once more.
+    decode *= _tpot_ratio(levels, _predict(spec, bench, PhaseFactors(prefill=prefill, decode=decode,
+                                                                      overhead_s=overhead)))
     low, high = FACTOR_RANGE
     for name, value in (("decode step", decode), ("prefill", prefill)):
         if not low <= value <= high:
