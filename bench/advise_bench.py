@@ -3,8 +3,9 @@
 
 Times, in one run and in fresh processes (so AIConfigurator's import and database load are counted
 every time, as on the command line): ``plan``; ``advise`` for three load points; ``advise --search``
-for one load point (operator-runnable layouts, and every layout); ``advise --request-rate``. Prints wall-clock medians and the ratio of each to ``plan``. Not part of the
-test suite; needs the ``advisor`` extra.
+for one load point (operator-runnable layouts, and every layout); ``advise --request-rate``.
+Prints wall-clock medians and the ratio of each to ``plan``. Not part of the test suite; needs the
+``advisor`` extra.
 
     .venv/bin/python bench/advise_bench.py [--repeat N]
 """

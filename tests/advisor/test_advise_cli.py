@@ -204,3 +204,22 @@ def test_write_spec_refuses_a_layout_the_operator_does_not_run(capsys: pytest.Ca
                                                                tmp_path: Path) -> None:
     assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8", "--any-layout"]) == 2
     assert "--any-layout needs --search" in capsys.readouterr().err
+
+
+def test_search_json_without_a_layout_still_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """F12: --search --json answered nothing on stdout when no layout met the SLA."""
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "32", "--tpot-ms", "3", "--search",
+                 "--json", "--max-nodes", "3"]) == 1
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["best"] == [] and data["closest"]["runnable_by_operator"]
+    assert "no DPD layout of up to 3 nodes" in data["message"] and "Relax the SLA" in captured.err
+
+
+def test_a_prefill_bound_winner_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
+    """With only a TPOT target the search can pick a layout whose prompts queue for seconds (audit, section 4)."""
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "64", "--tpot-ms", "15", "--search",
+                 "--json", "--top", "1"]) == 0
+    (best,) = json.loads(capsys.readouterr().out)["best"]
+    assert best["estimate"]["queue_s"] > 1.0
+    assert any(w.startswith("[prefill-bound]") for w in best["warnings"])

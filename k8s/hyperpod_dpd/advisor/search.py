@@ -180,7 +180,7 @@ def search(spec: DpdSpec, traffic: Traffic, *, max_nodes: int = DEFAULT_MAX_NODE
     if not meeting:
         closest = min(found, key=lambda c: _shortfall(c.estimate, sla), default=None)
         raise NoLayoutMeetsSla(_no_layout_message(traffic, load, max_nodes, closest), closest=closest)
-    best = tuple(meeting[:top])
+    best = tuple(_with_bottleneck(c) for c in meeting[:top])
     return SearchResult(load=load, best=best, evaluated=evaluated, rejected=dict(sorted(rejected.items())),
                         assumptions=assumptions(estimator, best[0].spec, transfer_s=_transfer(best[0].spec, traffic)))
 
@@ -231,6 +231,17 @@ def _candidate(spec: DpdSpec, estimator: Estimator, traffic: Traffic, *, tp: int
         nodes=dpd_node_count(candidate))
     return Candidate(spec=candidate, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes, estimate=estimate,
                      misses=misses(estimate, traffic.sla), warnings=tuple(w.render() for w in checked.warnings))
+
+
+def _with_bottleneck(candidate: Candidate) -> Candidate:
+    """Say so when requests wait longer for a prefiller than the decode takes: more prefill nodes help most."""
+    e = candidate.estimate
+    decode_s = e.e2e_s - e.ttft_s
+    if e.sustains_load and e.queue_s > decode_s:
+        note = (f"[prefill-bound] requests wait {e.queue_s * 1000:,.0f} ms for a prefiller, longer than their "
+                f"{decode_s:.1f} s of decoding: a TTFT target (--ttft-ms) or another prefill node would show it")
+        return replace(candidate, warnings=(*candidate.warnings, note))
+    return candidate
 
 
 def _rank(candidate: Candidate) -> tuple[bool, int, int, float]:

@@ -104,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
             advice = advise(spec, traffic, baseline_nodes=args.baseline_nodes, factors=factors,
                             price_per_node_hour=args.price_per_node_hour)
     except NoLayoutMeetsSla as err:
+        if args.json:  # a JSON reader gets an answer on stdout too, not an empty document
+            closest = err.closest.to_json() if err.closest is not None else None
+            print(json.dumps({"best": [], "closest": closest, "message": str(err)}, indent=2))
         print(f"hyperpod-dpd: {err}", file=sys.stderr)
         return EXIT_SLA_MISSED
     except SpecError as err:
