@@ -64,3 +64,12 @@ def test_decoder_occupancy_is_what_decodes_not_what_is_in_flight() -> None:
 def test_results_are_deterministic() -> None:
     first = closed_loop(one_server(decode_s=0.01), osl=41, concurrency=7)
     assert first == closed_loop(one_server(decode_s=0.01), osl=41, concurrency=7)
+
+
+def test_time_waiting_for_a_slot_is_counted_once() -> None:
+    """Aggregated engines with one slot each: queue + service + decode is the whole end-to-end time."""
+    stations = Stations(prefill_lanes=1, decoders=1, slots=1, prefill_s=lambda _load: SERVICE_S,
+                        tpot_s=lambda _batch: 0.01, colocated=True)
+    outcome = closed_loop(stations, osl=11, concurrency=4, jitter=0.0)
+    assert outcome.queue_s + SERVICE_S + 10 * 0.01 == pytest.approx(outcome.e2e_s, rel=1e-6)
+    assert outcome.queue_s == pytest.approx(3 * (SERVICE_S + 10 * 0.01), rel=0.01)

@@ -135,6 +135,7 @@ class _Run:
 
     def _served(self, request: _Request) -> None:
         request.wait += self.now - request.waiting_since
+        request.waiting_since = self.now  # a wait is counted once, even when service starts in two steps
 
     def arrive(self, request: _Request) -> None:
         self.in_flight += 1
