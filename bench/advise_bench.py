@@ -3,8 +3,9 @@
 
 Times, in one run and in fresh processes (so AIConfigurator's import and database load are counted
 every time, as on the command line): ``plan``; ``advise`` for three load points; ``advise --search``
-for one load point. Prints wall-clock medians and the ratio of each to ``plan``. Not part of the
-test suite; needs the ``advisor`` extra.
+for one load point (operator-runnable layouts, and every layout); ``advise --request-rate``.
+Prints wall-clock medians and the ratio of each to ``plan``. Not part of the test suite; needs the
+``advisor`` extra.
 
     .venv/bin/python bench/advise_bench.py [--repeat N]
 """
@@ -23,6 +24,10 @@ CASES: dict[str, list[str]] = {
                                "--baseline-nodes", "1"],
     "advise --search (1 load point)": ["advise", "--isl", "8192", "--osl", "512", "--concurrency", "64",
                                        "--ttft-ms", "2000", "--tpot-ms", "30", "--search"],
+    "advise --search --any-layout": ["advise", "--isl", "4096", "--osl", "256", "--concurrency", "32",
+                                     "--ttft-ms", "1000", "--tpot-ms", "20", "--search", "--any-layout"],
+    "advise --request-rate (open loop)": ["advise", "--isl", "4096", "--osl", "256", "--request-rate", "4.5",
+                                          "--baseline-nodes", "1"],
 }
 
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from hyperpod_dpd.advisor import Advice, Traffic, advise
+from hyperpod_dpd.benchmark.report import results_object
+from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
+from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.defaults import default_spec
 
 # The AWS blog's benchmark: genai-bench, 4,096 input and 256 output tokens, concurrency 8, 16 and 32.
@@ -21,3 +27,28 @@ def blog_advice() -> Advice:
 def equal_cost_advice() -> Advice:
     """The default spec against as many aggregated nodes as it uses (two)."""
     return advise(default_spec(), BLOG_TRAFFIC)
+
+
+def bench_document(advice: Advice, *, endpoint: str = "dpd-test", failed: int = 0) -> dict[str, Any]:
+    """The DPD side of ``advice`` as ``hyperpod-dpd bench --json`` prints a run of ``endpoint``.
+
+    Built with the benchmark's own writer (``results_object``), p50 = the predicted mean, so a
+    calibration on it must find the factors the advice was made with.
+    """
+    levels = tuple(
+        LevelResult(concurrency=p.concurrency, scenario=f"D({advice.isl},{advice.osl})",
+                    ttft=Percentiles(p.disaggregated.ttft_s, p.disaggregated.ttft_p90_s, None),
+                    tpot=Percentiles(p.disaggregated.tpot_s, None, None),
+                    e2e=Percentiles(p.disaggregated.e2e_s, None, None),
+                    output_tokens_per_s=p.disaggregated.output_tokens_per_s, completed=10 * p.concurrency,
+                    failed=failed, duration_s=600.0, mean_input_tokens=advice.isl, mean_output_tokens=advice.osl)
+        for p in advice.points)
+    scenario = Scenario(isl=advice.isl, osl=advice.osl, concurrency=tuple(p.concurrency for p in advice.points))
+    run = results_object(endpoint=endpoint, scenario=scenario, results=BenchmarkResults(levels=levels), warnings=[],
+                         job="hyperpod-dpd-bench-20261201-000000")
+    return {"runs": {"dpd": {**run, "problem": None}}}
+
+
+@pytest.fixture(scope="session")
+def bench_of() -> Callable[..., dict[str, Any]]:
+    return bench_document

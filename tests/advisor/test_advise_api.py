@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import replace
 
 import pytest
@@ -31,7 +32,7 @@ def test_figures_are_consistent(blog_advice: Advice) -> None:
             assert side.output_tokens_per_s_per_gpu == pytest.approx(side.output_tokens_per_s / side.gpus)
             assert side.output_tokens_per_s_per_user == pytest.approx(1 / side.tpot_s)
             # Little's law for a closed loop: requests in flight = throughput x end-to-end latency.
-            assert side.requests_per_s * side.e2e_s == pytest.approx(point.concurrency)
+            assert side.requests_per_s * side.e2e_s == pytest.approx(point.concurrency, rel=0.02)
             assert side.e2e_s >= side.ttft_s + 255 * side.tpot_s - 1e-9
 
 
@@ -68,27 +69,27 @@ def test_same_input_same_output() -> None:
     assert advise(default_spec(), traffic).to_json() == advise(default_spec(), traffic).to_json()
 
 
-def test_request_rate_finds_requests_in_flight() -> None:
-    advice = advise(default_spec(), Traffic(isl=4096, osl=256, request_rate=2.0))
-    (point,) = advice.points
-    assert point.request_rate == 2.0
-    for side in (point.aggregated, point.disaggregated):
-        assert side.sustains_load
-        assert side.requests_per_s == 2.0
-        assert side.output_tokens_per_s == pytest.approx(2.0 * 256)
-        assert side.requests_per_s * side.e2e_s <= side.concurrency  # the rate is reached at this many in flight
-    assert "throughput" not in point.verdict and "at 2 requests/s on the same 16 GPUs" in point.verdict
-    assert point.concurrency == point.disaggregated.concurrency
-    # The fewest requests in flight that reach the rate: one fewer does not.
-    (fewer,) = advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(point.concurrency - 1,))).points
-    assert fewer.disaggregated.requests_per_s < 2.0
+def test_request_rate_queues_before_capacity_and_saturates_beyond() -> None:
+    """F6: an open loop queues below capacity, more as the load nears it, and is "saturated" beyond."""
+    spec = default_spec()
+    (low,) = advise(spec, Traffic(isl=4096, osl=256, request_rate=2.0)).points
+    capacity = low.disaggregated.capacity_requests_per_s
+    (near,) = advise(spec, Traffic(isl=4096, osl=256, request_rate=round(0.93 * capacity, 2))).points
+    for point in (low, near):
+        assert point.disaggregated.sustains_load
+        assert point.disaggregated.output_tokens_per_s == pytest.approx(point.request_rate * 256)
+    assert 0 < low.disaggregated.queue_s < near.disaggregated.queue_s
+    assert near.disaggregated.queue_s > 0.3  # the audit's M/D/1 figure at 93 % of the raw capacity
+    assert "throughput" not in low.verdict and "at 2 requests/s on the same 2 node(s)" in low.verdict
 
 
 def test_rate_beyond_capacity_is_reported_not_hidden() -> None:
     advice = advise(default_spec(), Traffic(isl=4096, osl=256, request_rate=500.0, ttft_ms=2000))
     (point,) = advice.points
     assert not point.disaggregated.sustains_load
-    assert "cannot sustain 500 requests/s" in point.verdict
+    assert math.isnan(point.disaggregated.ttft_s)
+    assert point.disaggregated.to_json()["ttft_s"] is None
+    assert "disaggregated is saturated at 500 requests/s (capacity " in point.verdict
     assert point.misses["disaggregated"] == ("ttft",)
     assert not advice.meets_sla
 
@@ -113,17 +114,18 @@ def test_prompts_below_the_threshold_skip_the_prefiller() -> None:
 
 def test_verdict_wording() -> None:
     def side(tpot: float, tokens: float, gpus: int) -> Estimate:
-        return Estimate(layout=Layout.AGGREGATED, description="x", concurrency=8, ttft_s=0.3, tpot_s=tpot, e2e_s=1.0,
-                        queue_s=0.0, requests_per_s=1.0, output_tokens_per_s=tokens,
+        return Estimate(layout=Layout.AGGREGATED, description="x", concurrency=8, ttft_s=0.3, ttft_p90_s=0.4,
+                        tpot_s=tpot, e2e_s=1.0, queue_s=0.0, requests_per_s=1.0, output_tokens_per_s=tokens,
                         output_tokens_per_s_per_gpu=tokens / gpus, output_tokens_per_s_per_user=1 / tpot, gpus=gpus,
-                        nodes=gpus // 8, tensor_parallel_size=8)
+                        gpus_used=gpus, nodes=gpus // 8, tensor_parallel_size=8, decoding=8.0,
+                        capacity_requests_per_s=2.0)
 
     text = verdict(side(0.020, 1000, 16), side(0.0128, 880, 16), load="concurrency 32")
-    assert text == ("DPD cuts TPOT by 36% but gives 12% less throughput at concurrency 32 on the same 16 GPUs; "
+    assert text == ("DPD cuts TPOT by 36% but gives 12% less throughput at concurrency 32 on the same 2 node(s); "
                     "TTFT rises 0%")
     text = verdict(side(0.010, 500, 8), side(0.012, 400, 16), load="concurrency 8")
-    assert text.startswith("DPD raises TPOT by 20% and gives 20% less throughput at concurrency 8 on 16 GPUs "
-                           "against 8")
+    assert text.startswith("DPD raises TPOT by 20% and gives 20% less throughput at concurrency 8 on 2 nodes "
+                           "against 1")
 
 
 @pytest.mark.parametrize(("traffic", "field"), [

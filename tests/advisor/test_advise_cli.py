@@ -21,7 +21,8 @@ def test_blog_comparison_table(capsys: pytest.CaptureFixture[str], snapshot: Sna
     assert main([*BLOG, "--baseline-nodes", "1"]) == 0
     out = capsys.readouterr().out
     assert out == snapshot
-    assert "concurrency 32" in out and "on 16 GPUs against 8" in out
+    assert "concurrency 32" in out and "on 2 nodes against 1" in out and "$/M tok" in out
+    assert "the DPD images run vLLM 0.19.0" in out and "measured on vllm 0.24.0" in out
     assert "aiconfigurator: 0.12.0" in out and "confirm it on the cluster" in out
 
 
@@ -151,3 +152,74 @@ def test_malformed_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixtu
         main(["advise", *argv])
     assert caught.value.code == 2
     assert "usage: hyperpod-dpd advise" in capsys.readouterr().err
+
+
+def test_json_has_nodes_and_dollars_for_both_layouts(capsys: pytest.CaptureFixture[str]) -> None:
+    """F4: whole nodes and money at every point; the default baseline is equal in nodes."""
+    assert main([*BLOG, "--json", "--price-per-node-hour", "100"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for point in data["points"]:
+        for side in ("aggregated", "disaggregated"):
+            figures = point[side]
+            assert figures["nodes"] == 2 and figures["usd_per_hour"] == 200.0
+            expected = 200.0 / (figures["output_tokens_per_s"] * 3600) * 1e6
+            assert figures["usd_per_million_output_tokens"] == pytest.approx(expected, rel=1e-3)
+            assert figures["ttft_p90_s"] >= figures["ttft_s"]
+    assert data["assumptions"]["cost"] == "$100.00 per node-hour (--price-per-node-hour)"
+
+
+def test_partial_node_layout_is_costed_on_whole_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """F4: a TP4 layout of one pod per role occupies two nodes (role_nodes), and is paid as two."""
+    spec = write_spec(tmp_path, ("tensor_parallel_size: 8", "tensor_parallel_size: 4"))
+    assert main(["advise", str(spec), "--isl", "4096", "--osl", "256", "--concurrency", "8", "--json"]) == 0
+    (point,) = json.loads(capsys.readouterr().out)["points"]
+    assert point["disaggregated"]["nodes"] == 2 and point["disaggregated"]["gpus_used"] == 8
+    assert point["disaggregated"]["gpus"] == 16
+    assert point["aggregated"]["nodes"] == 2
+
+
+def test_fp8_engine_flags_change_the_estimate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """F5: FP8 weights and KV cache reach AIConfigurator; the output differs from BF16 and says so."""
+    assert main([*BLOG, "--json"]) == 0
+    bf16 = json.loads(capsys.readouterr().out)
+    spec = write_spec(tmp_path, ("max_model_len: 16384", "max_model_len: 16384\nargs: [--quantization, fp8, "
+                                 "--kv-cache-dtype, fp8, --max-num-batched-tokens, '2048']"))
+    assert main(["advise", str(spec), "--isl", "4096", "--osl", "256", "--concurrency", "8,16,32", "--json"]) == 0
+    fp8 = json.loads(capsys.readouterr().out)
+    assert fp8["assumptions"]["engine"] == "weights fp8, KV cache fp8, max_num_batched_tokens 2,048"
+    faster = [f["disaggregated"]["tpot_s"] < b["disaggregated"]["tpot_s"]
+              for f, b in zip(fp8["points"], bf16["points"], strict=True)]
+    assert all(faster)
+
+
+def test_flags_the_advisor_cannot_model_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec(tmp_path, ("max_model_len: 16384", "max_model_len: 16384\nargs: [--speculative-config, "
+                                 "'{\"method\": \"ngram\"}']"))
+    assert main(["advise", str(spec), "--isl", "4096", "--osl", "256", "--concurrency", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "--speculative-config" in err and "cannot show" in err and "Traceback" not in err
+
+
+def test_write_spec_refuses_a_layout_the_operator_does_not_run(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8", "--any-layout"]) == 2
+    assert "--any-layout needs --search" in capsys.readouterr().err
+
+
+def test_search_json_without_a_layout_still_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """F12: --search --json answered nothing on stdout when no layout met the SLA."""
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "32", "--tpot-ms", "3", "--search",
+                 "--json", "--max-nodes", "3"]) == 1
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["best"] == [] and data["closest"]["runnable_by_operator"]
+    assert "no DPD layout of up to 3 nodes" in data["message"] and "Relax the SLA" in captured.err
+
+
+def test_a_prefill_bound_winner_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
+    """With only a TPOT target the search can pick a layout whose prompts queue for seconds (audit, section 4)."""
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "64", "--tpot-ms", "15", "--search",
+                 "--json", "--top", "1"]) == 0
+    (best,) = json.loads(capsys.readouterr().out)["best"]
+    assert best["estimate"]["queue_s"] > 1.0
+    assert any(w.startswith("[prefill-bound]") for w in best["warnings"])

@@ -6,14 +6,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from hyperpod_dpd.advisor import estimates
-from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout
+from hyperpod_dpd.advisor.engine import engine_settings
+from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout, Load
+from hyperpod_dpd.advisor.prices import node_price
+from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
-from hyperpod_dpd.advisor.traffic import MAX_CONCURRENCY, Sla, Traffic
+from hyperpod_dpd.advisor.traffic import Sla, Traffic
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.validation import check
+from hyperpod_dpd.vllm_args import VLLM_VERSION
 
 ESTIMATE_NOTE = ("an estimate from kernel measurements, not a benchmark: confirm it on the cluster "
                  "(hyperpod-dpd bench) before sizing a purchase on it")
@@ -88,8 +92,8 @@ def verdict(aggregated: Estimate, disaggregated: Estimate, *, load: str, fixed_r
     """
     if not aggregated.sustains_load or not disaggregated.sustains_load:
         short = [e for e in (disaggregated, aggregated) if not e.sustains_load]
-        return "; ".join(f"{e.layout} cannot sustain {load} (at most {e.requests_per_s:.2f} requests/s)"
-                         for e in short)
+        return "; ".join(f"{e.layout} is saturated at {load} (capacity {e.capacity_requests_per_s:.2f} "
+                         "requests/s)" for e in short)
     tpot = _change(disaggregated.tpot_s, aggregated.tpot_s)
     throughput = _change(disaggregated.output_tokens_per_s, aggregated.output_tokens_per_s)
     ttft = _change(disaggregated.ttft_s, aggregated.ttft_s)
@@ -97,21 +101,23 @@ def verdict(aggregated: Estimate, disaggregated: Estimate, *, load: str, fixed_r
     gain_text = (f"gives {throughput:.0%} more throughput" if throughput >= 0
                  else f"gives {-throughput:.0%} less throughput")
     joint = "and" if (tpot < 0) == (throughput >= 0) else "but"
-    gpus = (f"on the same {aggregated.gpus} GPUs" if aggregated.gpus == disaggregated.gpus
-            else f"on {disaggregated.gpus} GPUs against {aggregated.gpus}")
+    gpus = (f"on the same {aggregated.nodes} node(s)" if aggregated.nodes == disaggregated.nodes
+            else f"on {disaggregated.nodes} nodes against {aggregated.nodes}")
     ttft_text = f"TTFT {'rises' if ttft >= 0 else 'falls'} {abs(ttft):.0%}"
     if fixed_rate:
         return f"DPD {tpot_text} at {load} {gpus}; {ttft_text}"
     return f"DPD {tpot_text} {joint} {gain_text} at {load} {gpus}; {ttft_text}"
 
 
-def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None) -> Advice:
+def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None,
+           factors: PhaseFactors | None = None, price_per_node_hour: float | None = None) -> Advice:
     """Predict the spec's DPD layout against aggregated vLLM for ``traffic``.
 
-    The baseline is the same model and TP without ``pdSpec``, on ``baseline_nodes`` nodes (default: as
-    many as the DPD layout, the comparison at equal cost), the load spread evenly over its replicas.
-    Raises :class:`SpecError` for a bad spec, traffic or unsupported model/instance type, and
-    :class:`AdvisorUnavailable` when the ``advisor`` extra is missing.
+    The baseline is the same model, TP and engine flags without ``pdSpec``, on ``baseline_nodes``
+    nodes (default: as many nodes as the stack creates for the DPD layout, the comparison at equal
+    cost), every GPU running a replica. ``factors`` are calibrated phase corrections (default:
+    AIConfigurator's own). Raises :class:`SpecError` for a bad spec, traffic or unsupported model,
+    instance type or engine flag, and :class:`AdvisorUnavailable` when the ``advisor`` extra is missing.
     """
     traffic.validate(spec)
     checked = check(spec)
@@ -119,15 +125,18 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
     if architecture is None:  # check() resolves one whenever the spec names a known model
         raise SpecError([Problem(field="model.architecture", value=spec.model.name, message="is unknown",
                                  fix="set model.architecture to a preset")])
+    engine = engine_settings(spec)
+    price = node_price(spec.instance_type, override=price_per_node_hour)
     facts = spec.instance_type.facts
-    dpd_nodes = spec.role_nodes(spec.prefill, at_scale_limit=False) + spec.role_nodes(spec.decode, at_scale_limit=False)
+    dpd_nodes = dpd_node_count(spec)
     nodes = dpd_nodes if baseline_nodes is None else baseline_nodes
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise SpecError([Problem(field="baseline_nodes", value=baseline_nodes, message="must be a whole number of "
                                  "nodes, at least 1", fix=f"give e.g. {dpd_nodes}, the DPD layout's node count")],
                         source="the traffic")
     target = target_for(spec.instance_type, architecture)
-    estimator = Estimator(target, architecture, isl=traffic.isl, osl=traffic.osl, gpus_per_node=facts.gpus)
+    estimator = Estimator(target, architecture, isl=traffic.isl, osl=traffic.osl, gpus_per_node=facts.gpus,
+                          engine=engine, factors=factors, price=price)
     tp = spec.tensor_parallel_size
     sized = plan(spec, prompt_tokens=traffic.isl)
     transfer_s = sized.request.transfer_seconds_at_line_rate
@@ -135,30 +144,30 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
     room = kv_room(sized.decode.kv_cache_tokens, per_request)
     decode_seqs = min(room, spec.decode.max_num_seqs or DEFAULT_MAX_NUM_SEQS["decode"])
     below_threshold = traffic.isl < spec.routing.threshold
-    dpd_gpus = (spec.prefill.replicas + spec.decode.replicas) * tp
 
     # The baseline runs the shared gpu_memory_utilization: the planner's prefill figures without a role override.
     shared = plan(replace(spec, prefill=replace(spec.prefill, gpu_memory_utilization=None)), prompt_tokens=traffic.isl)
     baseline_batch = kv_room(shared.prefill.kv_cache_tokens, per_request)
 
-    def baseline_at(concurrency: int) -> Estimate:
-        return estimator.aggregated(tp=tp, replicas=nodes * facts.gpus // tp, concurrency=concurrency,
-                                    max_batch=baseline_batch)
+    def baseline_at(load: Load) -> Estimate:
+        return estimator.aggregated(tp=tp, replicas=nodes * facts.gpus // tp, load=load, max_batch=baseline_batch,
+                                    nodes=nodes)
 
-    def dpd_at(concurrency: int) -> Estimate:
+    def dpd_at(load: Load) -> Estimate:
         if below_threshold:
             return estimator.aggregated(
-                tp=tp, replicas=spec.decode.replicas, concurrency=concurrency, max_batch=decode_seqs, gpus=dpd_gpus,
+                tp=tp, replicas=spec.decode.replicas, load=load, max_batch=decode_seqs, nodes=dpd_nodes,
                 layout=Layout.DISAGGREGATED,
                 description=f"decoder only ({spec.decode.replicas} x TP{tp}): prompts below the routing threshold "
                             "skip the prefiller")
         return estimator.disaggregated(tp=tp, prefill_replicas=spec.prefill.replicas,
-                                       decode_replicas=spec.decode.replicas, concurrency=concurrency,
-                                       decode_max_num_seqs=decode_seqs, transfer_s=transfer_s)
+                                       decode_replicas=spec.decode.replicas, load=load,
+                                       decode_max_num_seqs=decode_seqs, transfer_s=transfer_s, nodes=dpd_nodes)
 
-    points = [_point(baseline_at, dpd_at, traffic, concurrency=c) for c in traffic.concurrency]
+    loads = [Load(concurrency=c) for c in traffic.concurrency]
     if traffic.request_rate is not None:
-        points.append(_point(baseline_at, dpd_at, traffic, concurrency=None))
+        loads.append(Load(rate=traffic.request_rate))
+    points = [_point(baseline_at, dpd_at, traffic, load) for load in loads]
     warnings = [w.render() for w in checked.warnings]
     if below_threshold:
         warnings.append(f"[below-threshold] traffic.isl: {traffic.isl}-token prompts are below routing.threshold "
@@ -169,41 +178,46 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
                   assumptions=assumptions(estimator, spec, transfer_s=transfer_s))
 
 
+def dpd_node_count(spec: DpdSpec) -> int:
+    """The nodes the stack creates for the spec's roles (the project's one node count, idle GPUs included)."""
+    return sum(spec.role_nodes(role) for _, role in spec.roles())
+
+
 def kv_room(kv_cache_tokens: int, tokens_per_request: int) -> int:
     """Requests one engine's KV cache holds (the planner's per-GPU token figure), at least 1."""
     return max(1, kv_cache_tokens // tokens_per_request)
 
 
-def _point(baseline_at: Callable[[int], Estimate], dpd_at: Callable[[int], Estimate], traffic: Traffic, *,
-           concurrency: int | None) -> AdvicePoint:
-    sla = traffic.sla
-    if concurrency is None:
-        rate = traffic.request_rate or 0.0
-        agg = estimates.at_rate(baseline_at, rate, max_concurrency=MAX_CONCURRENCY)
-        dpd = estimates.at_rate(dpd_at, rate, max_concurrency=MAX_CONCURRENCY)
-        load = f"{rate:g} requests/s"
-    else:
-        agg, dpd = baseline_at(concurrency), dpd_at(concurrency)
-        load = f"concurrency {concurrency}"
-    missed = {side.layout.value: found for side in (agg, dpd) if (found := misses(side, sla))}
-    at_rate = concurrency is None
-    return AdvicePoint(concurrency=dpd.concurrency, request_rate=traffic.request_rate if at_rate else None,
-                       aggregated=agg, disaggregated=dpd, misses=missed,
-                       verdict=verdict(agg, dpd, load=load, fixed_rate=at_rate))
+def _point(baseline_at: Callable[[Load], Estimate], dpd_at: Callable[[Load], Estimate], traffic: Traffic,
+           load: Load) -> AdvicePoint:
+    agg, dpd = baseline_at(load), dpd_at(load)
+    missed = {side.layout.value: found for side in (agg, dpd) if (found := misses(side, traffic.sla))}
+    at_rate = load.rate is not None
+    return AdvicePoint(concurrency=dpd.concurrency, request_rate=load.rate, aggregated=agg, disaggregated=dpd,
+                       misses=missed, verdict=verdict(agg, dpd, load=load.describe(), fixed_rate=at_rate))
 
 
 def assumptions(estimator: Estimator, spec: DpdSpec, *, transfer_s: float) -> dict[str, str]:
     """What every figure rests on; printed with each result."""
     found = dict(estimates.versions(estimator.target))
+    found["engine_version"] = (f"the kernel data were measured on {estimator.target.backend} "
+                               f"{estimates.kernel_version(estimator.target)}; the DPD images run vLLM "
+                               f"{VLLM_VERSION}, whose kernels and scheduler may differ (calibrate with bench)")
+    found["engine"] = estimator.engine.describe()
     found["transport"] = (f"EFA at the node's line rate ({spec.instance_type.facts.network_gbps:,} Gbps): the "
                           f"planner's KV transfer time ({transfer_s * 1000:.1f} ms for the prompt) is added to DPD's "
                           "TTFT; AIConfigurator's disaggregated estimate has no network term")
-    found["load"] = ("closed loop: with more requests in flight than a layout sustains, the surplus waits before "
-                     "its first token (end-to-end = in flight / throughput); a request rate is met at the fewest "
-                     "requests in flight that reach it")
+    found["load"] = ("an event simulation of the same queueing model for both layouts on AIConfigurator's per-step "
+                     "kernel timings: prompts wait for a prefill lane (FCFS), decode steps slow as the batch grows; "
+                     "a concurrency is a closed loop of clients, a request rate Poisson arrivals, saturated at or "
+                     "above the layout's capacity")
+    found["factors"] = (f"prefill x{estimator.factors.prefill:.3g}, decode step x{estimator.factors.decode:.3g}, "
+                        f"+{estimator.factors.overhead_s * 1000:.0f} ms per request: {estimator.factors.source}")
+    found["cost"] = (estimator.price.describe() if estimator.price is not None else
+                     f"no price for {spec.instance_type.facts.name} in the table: give --price-per-node-hour")
     found["layouts"] = ("DPD: one prefill at a time per prefiller, each decoder up to its max_num_seqs; baseline: "
-                        "the same model, TP and gpu_memory_utilization without pdSpec, the load spread evenly over "
-                        "its replicas; every engine's batch is capped by the KV cache the planner sizes")
+                        "the same model, TP, engine flags and gpu_memory_utilization without pdSpec, a replica on "
+                        "every GPU of its nodes; every engine's batch is capped by the KV cache the planner sizes; "
+                        "nodes are the nodes the stack creates, idle GPUs included")
     found["estimate"] = ESTIMATE_NOTE
     return found
-

@@ -1,27 +1,32 @@
 """The adapter to AIConfigurator: one aggregated or disaggregated layout at one load, as an :class:`Estimate`.
 
 AIConfigurator (``aiconfigurator`` / ``aiconfigurator-core``, the ``advisor`` extra) is imported
-lazily, so the rest of the package works without it. Its estimate gives per-request TTFT and TPOT and
-the throughput the layout sustains; a closed-loop client with ``C`` requests in flight cannot get
-more than that throughput, so when ``C`` exceeds it the surplus waits before its first token
-(Little's law: end-to-end latency = ``C`` / requests per second). That wait is ``queue_s``.
+lazily, so the rest of the package works without it. It supplies per-step kernel timings only
+(:mod:`hyperpod_dpd.advisor.steps`); the queueing of both layouts is the advisor's own
+(:mod:`hyperpod_dpd.advisor.queueing`).
 """
 
 from __future__ import annotations
 
+import copy
 import csv
 import functools
 import importlib
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hyperpod_dpd.advisor import queueing
+from hyperpod_dpd.advisor.engine import EngineSettings
+from hyperpod_dpd.advisor.prices import Price
+from hyperpod_dpd.advisor.queueing import Stations
+from hyperpod_dpd.advisor.steps import PhaseFactors, StepTimes, aggregated_stations, dpd_stations
 from hyperpod_dpd.advisor.systems import Target
 from hyperpod_dpd.architecture import ModelArchitecture
 from hyperpod_dpd.cli._common import UserFacingError
@@ -53,16 +58,20 @@ class OutOfMemory(SpecError):
 
 @dataclass(frozen=True, kw_only=True)
 class Estimate:
-    """One layout at one load, as a client with ``concurrency`` requests in flight would see it.
+    """One layout at one load, as the clients would see it.
 
-    Times are seconds; throughputs are output tokens (or requests) per second. ``queue_s`` is the part
-    of ``ttft_s`` spent waiting because the load exceeds what the layout sustains.
+    Times are seconds; throughputs are output tokens (or requests) per second. ``queue_s`` is the mean
+    time a request waits for a prefill lane or a decoder slot; ``decoding`` the mean number of requests
+    the decoders run at once. ``gpus`` and the per-GPU figure count every GPU of ``nodes`` (the nodes
+    the stack creates, idle GPUs included); ``gpus_used`` those the engines occupy. A load the layout
+    cannot sustain (``sustains_load`` false) has no latency figures (``nan``, ``null`` in JSON).
     """
 
     layout: Layout
     description: str
     concurrency: int
     ttft_s: float
+    ttft_p90_s: float
     tpot_s: float
     e2e_s: float
     queue_s: float
@@ -71,31 +80,37 @@ class Estimate:
     output_tokens_per_s_per_gpu: float
     output_tokens_per_s_per_user: float
     gpus: int
+    gpus_used: int
     nodes: int
     tensor_parallel_size: int
+    decoding: float
+    capacity_requests_per_s: float
+    usd_per_hour: float | None = None
+    usd_per_million_output_tokens: float | None = None
     sustains_load: bool = True
 
     def to_json(self) -> dict[str, object]:
         return {
             "layout": self.layout.value, "description": self.description, "concurrency": self.concurrency,
-            "ttft_s": round(self.ttft_s, 4), "tpot_s": round(self.tpot_s, 5), "e2e_s": round(self.e2e_s, 4),
-            "queue_s": round(self.queue_s, 4), "requests_per_s": round(self.requests_per_s, 4),
-            "output_tokens_per_s": round(self.output_tokens_per_s, 2),
-            "output_tokens_per_s_per_gpu": round(self.output_tokens_per_s_per_gpu, 3),
-            "output_tokens_per_s_per_user": round(self.output_tokens_per_s_per_user, 3),
-            "gpus": self.gpus, "nodes": self.nodes, "tensor_parallel_size": self.tensor_parallel_size,
+            "ttft_s": _round(self.ttft_s, 4), "ttft_p90_s": _round(self.ttft_p90_s, 4),
+            "tpot_s": _round(self.tpot_s, 5), "e2e_s": _round(self.e2e_s, 4), "queue_s": _round(self.queue_s, 4),
+            "requests_per_s": _round(self.requests_per_s, 4),
+            "output_tokens_per_s": _round(self.output_tokens_per_s, 2),
+            "output_tokens_per_s_per_gpu": _round(self.output_tokens_per_s_per_gpu, 3),
+            "output_tokens_per_s_per_user": _round(self.output_tokens_per_s_per_user, 3),
+            "decoder_mean_batch": _round(self.decoding, 2),
+            "capacity_requests_per_s": _round(self.capacity_requests_per_s, 4),
+            "gpus": self.gpus, "gpus_used": self.gpus_used, "nodes": self.nodes,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "usd_per_hour": _round(self.usd_per_hour, 2),
+            "usd_per_million_output_tokens": _round(self.usd_per_million_output_tokens, 3),
             "sustains_load": self.sustains_load,
         }
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Raw:
-    """AIConfigurator's figures for one engine layout: per-request latencies and sustained rate."""
-
-    ttft_s: float
-    tpot_s: float
-    latency_s: float
-    requests_per_s: float
+def _round(value: float | None, digits: int) -> float | None:
+    """JSON has no NaN: a figure a saturated layout does not have is ``null``."""
+    return None if value is None or math.isnan(value) else round(value, digits)
 
 
 def _modules() -> tuple[Any, Any]:
@@ -125,11 +140,17 @@ def _database_version(system: str, backend: str) -> str:
     return version
 
 
+def kernel_version(target: Target) -> str:
+    """The engine version AIConfigurator's kernel data for ``target`` were measured on."""
+    return _database_version(target.system, target.backend)
+
+
 def _core_dir() -> Path:
     _modules()
     return Path(importlib.import_module("aiconfigurator_core").__file__ or "").parent
 
 
+@functools.cache
 def _check_support(target: Target, architecture: ModelArchitecture) -> None:
     """Refuse a model whose bundled config differs from ours or that AIConfigurator's own matrix fails."""
     config_file = _core_dir() / "model_configs" / (target.model_path.replace("/", "--") + "_config.json")
@@ -170,130 +191,107 @@ def versions(target: Target) -> Mapping[str, str]:
     }
 
 
-@functools.cache
-def _raw_aggregated(target: Target, *, isl: int, osl: int, tp: int, batch: int) -> _Raw:
-    return _estimate(target, tp=tp, batch=batch, mode="agg", isl=isl, osl=osl, batch_size=batch, tp_size=tp)
-
-
-@functools.cache
-def _raw_disaggregated(target: Target, *, isl: int, osl: int, tp: int, prefill_workers: int,
-                       decode_workers: int, decode_batch: int) -> _Raw:
-    return _estimate(target, tp=tp, batch=decode_batch, mode="disagg", isl=isl, osl=osl, tp_size=tp,
-                     prefill_batch_size=1, prefill_num_workers=prefill_workers, decode_batch_size=decode_batch,
-                     decode_num_workers=decode_workers)
-
-
-def _estimate(target: Target, *, tp: int, batch: int, **options: Any) -> _Raw:
+def _aic_call(target: Target, tp: int, **options: Any) -> Any:
+    """One static AIConfigurator estimate; a layout that does not fit is :class:`OutOfMemory`."""
     api, _ = _modules()
     try:
-        result = api.cli_estimate(target.model_path, target.system, backend_name=target.backend,
-                                  backend_version=_database_version(target.system, target.backend),
-                                  database_mode=DATABASE_MODE, **options)
+        return api.cli_estimate(target.model_path, target.system, backend_name=target.backend,
+                                backend_version=_database_version(target.system, target.backend),
+                                database_mode=DATABASE_MODE, **options)
     except RuntimeError as err:
         if not str(err).startswith("OOM"):
             raise
         raise OutOfMemory([Problem(
             field="tensor_parallel_size", value=tp,
-            message=f"leaves no GPU memory for the weights and {batch} sequences per engine by AIConfigurator's "
-                    "estimate", fix="raise tensor_parallel_size or lower max_num_seqs")]) from None
-    return _to_raw(result.raw)
+            message=f"leaves no GPU memory for the weights and batch {options.get('batch_size')} by "
+                    "AIConfigurator's estimate", fix="raise tensor_parallel_size or lower max_num_seqs")]) from None
+    except (KeyError, ValueError, AssertionError) as err:
+        raise SpecError([Problem(
+            field="args", value=f"quantization {options.get('gemm_quant_mode') or 'bf16'}, KV cache "
+                                f"{options.get('kvcache_quant_mode') or 'bf16'}",
+            message=f"has no {target.backend} kernel data for {target.model_path} on {target.system} "
+                    f"at TP {tp} ({type(err).__name__})",
+            fix="use the BF16 model or an instance type AIConfigurator measured with this quantization")]) from None
 
 
-def _to_raw(row: Mapping[str, Any]) -> _Raw:
-    return _Raw(ttft_s=float(row["ttft"]) / 1000, tpot_s=float(row["tpot"]) / 1000,
-                latency_s=float(row["request_latency"]) / 1000, requests_per_s=float(row["seq/s"]))
+@functools.cache
+def _step_times(target: Target, tp: int, engine: EngineSettings, isl: int, osl: int) -> StepTimes:
+    """One set of step times per layout and request shape, shared by every estimator of the process."""
+    return StepTimes(target, tp=tp, engine=engine, isl=isl, osl=osl, run=functools.partial(_aic_call, target, tp))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Load:
+    """One load point: ``concurrency`` clients in a closed loop, or ``rate`` Poisson arrivals per second."""
+
+    concurrency: int | None = None
+    rate: float | None = None
+
+    def describe(self) -> str:
+        return f"concurrency {self.concurrency}" if self.concurrency is not None else f"{self.rate:g} requests/s"
 
 
 class Estimator:
-    """Estimates for one model on one system at one request shape; results are cached per layout."""
+    """Estimates for one model on one system at one request shape; step times are cached per TP."""
 
     def __init__(self, target: Target, architecture: ModelArchitecture, *, isl: int, osl: int,
-                 gpus_per_node: int) -> None:
+                 gpus_per_node: int, engine: EngineSettings | None = None, factors: PhaseFactors | None = None,
+                 price: Price | None = None) -> None:
         _modules()
         _check_support(target, architecture)
         self.target = target
         self.isl = isl
         self.osl = osl
         self.gpus_per_node = gpus_per_node
+        self.engine = engine or EngineSettings()
+        self.factors = factors or PhaseFactors()
+        self.price = price
 
-    def aggregated(self, *, tp: int, replicas: int, concurrency: int, max_batch: int, gpus: int | None = None,
+    def steps(self, tp: int) -> StepTimes:
+        return _step_times(self.target, tp, self.engine, self.isl, self.osl)
+
+    def with_factors(self, factors: PhaseFactors) -> Estimator:
+        """The same estimator (and step-time cache) with other phase factors."""
+        other = copy.copy(self)
+        other.factors = factors
+        return other
+
+    def aggregated(self, *, tp: int, replicas: int, load: Load, max_batch: int, nodes: int,
                    layout: Layout = Layout.AGGREGATED, description: str | None = None) -> Estimate:
-        """``replicas`` vLLM engines of ``tp`` GPUs sharing ``concurrency`` evenly (some get one more).
+        """``replicas`` vLLM engines of ``tp`` GPUs, each running at most ``max_batch`` requests at once."""
+        stations = aggregated_stations(self.steps(tp), self.factors, replicas=replicas, slots=max_batch,
+                                       isl=self.isl, osl=self.osl)
+        return self._estimate(stations, load, layout=layout, nodes=nodes, tp=tp,
+                              description=description or f"{replicas} x TP{tp} vLLM replica(s)")
 
-        Each engine runs at most ``max_batch`` requests at once; the rest wait for a slot.
-        """
-        base, extra = divmod(concurrency, replicas)
-        groups = [(min(batch, max_batch), count) for batch, count in ((base + 1, extra), (base, replicas - extra))
-                  if batch > 0 and count > 0]
-        raws = [(_raw_aggregated(self.target, isl=self.isl, osl=self.osl, tp=tp, batch=batch), batch, count)
-                for batch, count in groups]
-        users = sum(batch * count for _, batch, count in raws)
+    def disaggregated(self, *, tp: int, prefill_replicas: int, decode_replicas: int, load: Load,
+                      decode_max_num_seqs: int, transfer_s: float, nodes: int) -> Estimate:
+        """The DPD layout: prefillers one prompt at a time, each decoder up to its ``max_num_seqs``."""
+        stations = dpd_stations(self.steps(tp), self.factors, prefill_replicas=prefill_replicas,
+                                decode_replicas=decode_replicas, decode_slots=decode_max_num_seqs,
+                                transfer_s=transfer_s, isl=self.isl)
+        return self._estimate(stations, load, layout=Layout.DISAGGREGATED, nodes=nodes, tp=tp,
+                              description=f"{prefill_replicas} prefill + {decode_replicas} decode x TP{tp}")
 
-        def mean(pick: Callable[[_Raw], float]) -> float:
-            return sum(pick(raw) * batch * count for raw, batch, count in raws) / users
-
-        total_gpus = gpus if gpus is not None else replicas * tp
-        raw = _Raw(ttft_s=mean(lambda r: r.ttft_s), tpot_s=mean(lambda r: r.tpot_s),
-                   latency_s=mean(lambda r: r.latency_s),
-                   requests_per_s=sum(r.requests_per_s * count for r, _, count in raws))
-        return self._closed_loop(raw, layout=layout, concurrency=concurrency, gpus=total_gpus, tp=tp,
-                                 description=description or f"{replicas} x TP{tp} vLLM replica(s)")
-
-    def disaggregated(self, *, tp: int, prefill_replicas: int, decode_replicas: int, concurrency: int,
-                      decode_max_num_seqs: int, transfer_s: float) -> Estimate:
-        """The DPD layout: each decoder takes its share of ``concurrency`` up to its ``max_num_seqs``."""
-        batch = min(decode_max_num_seqs, math.ceil(concurrency / decode_replicas))
-        raw = _raw_disaggregated(self.target, isl=self.isl, osl=self.osl, tp=tp, prefill_workers=prefill_replicas,
-                                 decode_workers=decode_replicas, decode_batch=batch)
-        moved = _Raw(ttft_s=raw.ttft_s + transfer_s, tpot_s=raw.tpot_s, latency_s=raw.latency_s + transfer_s,
-                     requests_per_s=raw.requests_per_s)
-        return self._closed_loop(moved, layout=Layout.DISAGGREGATED, concurrency=concurrency,
-                                 gpus=(prefill_replicas + decode_replicas) * tp, tp=tp,
-                                 description=f"{prefill_replicas} prefill + {decode_replicas} decode x TP{tp}")
-
-    def _closed_loop(self, raw: _Raw, *, layout: Layout, concurrency: int, gpus: int, tp: int,
-                     description: str) -> Estimate:
-        e2e = max(raw.latency_s, concurrency / raw.requests_per_s)
-        queue = e2e - raw.latency_s
-        rate = concurrency / e2e
-        tokens = rate * self.osl
-        return Estimate(
-            layout=layout, description=description, concurrency=concurrency, ttft_s=raw.ttft_s + queue,
-            tpot_s=raw.tpot_s, e2e_s=e2e, queue_s=queue, requests_per_s=rate, output_tokens_per_s=tokens,
-            output_tokens_per_s_per_gpu=tokens / gpus, output_tokens_per_s_per_user=1 / raw.tpot_s, gpus=gpus,
-            nodes=math.ceil(gpus / self.gpus_per_node), tensor_parallel_size=tp)
-
-
-def at_rate(estimate_at: Callable[[int], Estimate], rate: float, *, max_concurrency: int) -> Estimate:
-    """The estimate at the fewest requests in flight whose throughput reaches ``rate`` requests per second.
-
-    Throughput grows with the requests in flight until the layout saturates; if it never reaches
-    ``rate``, the estimate at the largest load tried is returned with ``sustains_load=False``. A layout
-    that sustains the rate serves exactly that rate, so its throughput figures are the rate's.
-    """
-    low, high = 0, 1
-    last: Estimate | None = None
-    while True:
-        try:
-            current = estimate_at(high)
-        except OutOfMemory:
-            if last is None:
-                raise
-            return replace(last, sustains_load=False)
-        if current.requests_per_s >= rate:
-            break
-        if high >= max_concurrency:
-            return replace(current, sustains_load=False)
-        last = current
-        low, high = high, min(max_concurrency, high * 2)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if estimate_at(middle).requests_per_s >= rate:
-            high = middle
+    def _estimate(self, stations: Stations, load: Load, *, layout: Layout, nodes: int, tp: int,
+                  description: str) -> Estimate:
+        if load.concurrency is not None:
+            outcome = queueing.closed_loop(stations, osl=self.osl, concurrency=load.concurrency)
+            in_flight = load.concurrency
         else:
-            low = middle
-    found = estimate_at(high)
-    scale = rate / found.requests_per_s
-    return replace(found, requests_per_s=rate, output_tokens_per_s=found.output_tokens_per_s * scale,
-                   output_tokens_per_s_per_gpu=found.output_tokens_per_s_per_gpu * scale)
-
+            outcome = queueing.open_loop(stations, osl=self.osl, rate=load.rate or 0.0)
+            in_flight = 0 if outcome.saturated else round(outcome.in_flight)
+        tokens = outcome.requests_per_s * self.osl
+        gpus = nodes * self.gpus_per_node
+        usd = None if self.price is None else nodes * self.price.usd_per_node_hour
+        per_million = None if usd is None or tokens <= 0 else usd / (tokens * 3600) * 1e6
+        return Estimate(
+            layout=layout, description=description, concurrency=in_flight, ttft_s=outcome.ttft_s,
+            ttft_p90_s=outcome.ttft_p90_s, tpot_s=outcome.tpot_s, e2e_s=outcome.e2e_s, queue_s=outcome.queue_s,
+            requests_per_s=outcome.requests_per_s, output_tokens_per_s=tokens,
+            output_tokens_per_s_per_gpu=tokens / gpus,
+            output_tokens_per_s_per_user=1 / outcome.tpot_s if outcome.tpot_s > 0 else math.nan,
+            gpus=gpus, gpus_used=(stations.prefill_lanes + (0 if stations.colocated else stations.decoders)) * tp,
+            nodes=nodes, tensor_parallel_size=tp, decoding=outcome.decoding,
+            capacity_requests_per_s=outcome.capacity_per_s, usd_per_hour=usd,
+            usd_per_million_output_tokens=per_million, sustains_load=not outcome.saturated)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from hyperpod_dpd.advisor.comparison import ESTIMATE_NOTE, Advice
@@ -10,14 +11,23 @@ from hyperpod_dpd.advisor.search import SearchResult
 from hyperpod_dpd.advisor.traffic import Sla
 from hyperpod_dpd.columns import render_columns
 
-_HEADERS = ("layout", "GPUs", "TTFT ms", "queue ms", "TPOT ms", "E2E s", "out tok/s", "per GPU", "per user")
+_HEADERS = ("layout", "nodes", "TTFT ms", "p90 ms", "queue ms", "TPOT ms", "E2E s", "out tok/s", "per GPU",
+            "$/hour", "$/M tok")
+SATURATED = "saturated"
+
+
+def _ms(value: float, digits: int = 0) -> str:
+    return SATURATED if math.isnan(value) else f"{value * 1000:,.{digits}f}"
+
+
+def _usd(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def _cells(label: str, e: Estimate) -> list[str]:
-    suffix = "" if e.sustains_load else " (saturated)"
-    return [label + suffix, str(e.gpus), f"{e.ttft_s * 1000:,.0f}", f"{e.queue_s * 1000:,.0f}",
-            f"{e.tpot_s * 1000:.1f}", f"{e.e2e_s:.2f}", f"{e.output_tokens_per_s:,.0f}",
-            f"{e.output_tokens_per_s_per_gpu:.1f}", f"{e.output_tokens_per_s_per_user:.1f}"]
+    return [label, str(e.nodes), _ms(e.ttft_s), _ms(e.ttft_p90_s), _ms(e.queue_s), _ms(e.tpot_s, 1),
+            SATURATED if math.isnan(e.e2e_s) else f"{e.e2e_s:.2f}", f"{e.output_tokens_per_s:,.0f}",
+            f"{e.output_tokens_per_s_per_gpu:.1f}", _usd(e.usd_per_hour, 2), _usd(e.usd_per_million_output_tokens, 2)]
 
 
 def sla_text(sla: Sla) -> str:
@@ -40,9 +50,9 @@ def render_advice(advice: Advice) -> str:
     if advice.sla.any:
         lines.append(f"SLA: {sla_text(advice.sla)}")
     for point in advice.points:
-        load = (f"{point.request_rate:g} requests/s ({point.aggregated.concurrency} aggregated and "
-                f"{point.disaggregated.concurrency} DPD requests in flight)" if point.request_rate is not None
-                else f"concurrency {point.concurrency}")
+        load = (f"{point.request_rate:g} requests/s (Poisson arrivals; capacity: aggregated "
+                f"{point.aggregated.capacity_requests_per_s:.2f}, DPD {point.disaggregated.capacity_requests_per_s:.2f}"
+                " requests/s)" if point.request_rate is not None else f"concurrency {point.concurrency}")
         lines += ["", load]
         lines += render_columns(_HEADERS, [_cells("aggregated", point.aggregated), _cells("DPD", point.disaggregated)],
                                 indent="  ", rule=True)
@@ -57,16 +67,16 @@ def render_advice(advice: Advice) -> str:
 
 def render_search(result: SearchResult, *, isl: int, osl: int, sla: Sla) -> str:
     """The best layouts, fewest nodes first, with their check() warnings and why others were refused."""
-    headers = ("#", "nodes", "prefill", "decode", "max_num_seqs P/D", "PD buffer", "TTFT ms", "TPOT ms", "E2E s",
-               "out tok/s", "per GPU")
+    headers = ("#", "nodes", "prefill", "decode", "max_num_seqs P/D", "PD buffer", "TTFT ms", "p90 ms", "TPOT ms",
+               "out tok/s", "$/hour", "$/M tok")
     rows = []
     for rank, c in enumerate(result.best, start=1):
         spec, e = c.spec, c.estimate
         tp = spec.tensor_parallel_size
         rows.append([str(rank), str(c.nodes), f"{spec.prefill.replicas} x TP{tp}", f"{spec.decode.replicas} x TP{tp}",
                      f"{spec.prefill.max_num_seqs}/{spec.decode.max_num_seqs}", str(spec.kv_cache.pd_buffer_size),
-                     f"{e.ttft_s * 1000:,.0f}", f"{e.tpot_s * 1000:.1f}", f"{e.e2e_s:.2f}",
-                     f"{e.output_tokens_per_s:,.0f}", f"{e.output_tokens_per_s_per_gpu:.1f}"])
+                     _ms(e.ttft_s), _ms(e.ttft_p90_s), _ms(e.tpot_s, 1), f"{e.output_tokens_per_s:,.0f}",
+                     _usd(e.usd_per_hour, 2), _usd(e.usd_per_million_output_tokens, 2)])
     lines = [f"DPD layouts meeting {sla_text(sla)} at {result.load}, {isl} input / {osl} output tokens "
              f"(fewest nodes first; {result.evaluated} layouts estimated)",
              *render_columns(headers, rows, indent="  ", rule=True)]

@@ -13,9 +13,11 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from hyperpod_dpd.advisor import estimates
-from hyperpod_dpd.advisor.comparison import assumptions, kv_room, misses
-from hyperpod_dpd.advisor.estimates import Estimate, Estimator
+from hyperpod_dpd.advisor.comparison import assumptions, dpd_node_count, kv_room, misses
+from hyperpod_dpd.advisor.engine import engine_settings
+from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Load
+from hyperpod_dpd.advisor.prices import node_price
+from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import MAX_CONCURRENCY, Sla, Traffic
 from hyperpod_dpd.errors import Problem, SpecError
@@ -42,7 +44,12 @@ class Candidate:
 
     @property
     def nodes(self) -> int:
-        return self.prefill_nodes + self.decode_nodes
+        """The nodes the stack creates for this layout (the project's one node count)."""
+        return self.estimate.nodes
+
+    @property
+    def runnable(self) -> bool:
+        return runnable(self.spec)
 
     def to_json(self) -> dict[str, object]:
         spec = self.spec
@@ -51,7 +58,8 @@ class Candidate:
                 "decode_replicas": spec.decode.replicas, "prefill_max_num_seqs": spec.prefill.max_num_seqs,
                 "decode_max_num_seqs": spec.decode.max_num_seqs,
                 "pd_buffer_size": str(spec.kv_cache.pd_buffer_size), "estimate": self.estimate.to_json(),
-                "misses_sla": list(self.misses), "warnings": list(self.warnings)}
+                "runnable_by_operator": self.runnable, "misses_sla": list(self.misses),
+                "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,12 +128,21 @@ def layout(spec: DpdSpec, *, tensor_parallel_size: int, prefill_nodes: int, deco
                                                                                  isl=isl)))
 
 
-def search(spec: DpdSpec, traffic: Traffic, *, max_nodes: int = DEFAULT_MAX_NODES,
-           top: int = DEFAULT_TOP) -> SearchResult:
+def runnable(spec: DpdSpec) -> bool:
+    """A layout the operator runs: one decoder pod (one decode deployment) and roles of whole nodes."""
+    gpus = spec.instance_type.facts.gpus
+    return spec.decode.replicas == 1 and all(role.replicas * spec.role_gpus(role) % gpus == 0
+                                             for _, role in spec.roles())
+
+
+def search(spec: DpdSpec, traffic: Traffic, *, max_nodes: int = DEFAULT_MAX_NODES, top: int = DEFAULT_TOP,
+           any_layout: bool = False, factors: PhaseFactors | None = None,
+           price_per_node_hour: float | None = None) -> SearchResult:
     """The ``top`` layouts with the fewest nodes (at most ``max_nodes``) meeting ``traffic``'s SLAs.
 
-    ``traffic`` must have exactly one load point and at least one SLA. Raises :class:`NoLayoutMeetsSla`
-    when nothing within ``max_nodes`` meets them, :class:`SpecError` for bad input.
+    Only layouts the operator runs (:func:`runnable`) are tried unless ``any_layout``. ``traffic``
+    must have exactly one load point and at least one SLA. Raises :class:`NoLayoutMeetsSla` when
+    nothing within ``max_nodes`` meets them, :class:`SpecError` for bad input.
     """
     traffic.validate(spec)
     problems = _search_problems(traffic, max_nodes=max_nodes, top=top)
@@ -134,7 +151,8 @@ def search(spec: DpdSpec, traffic: Traffic, *, max_nodes: int = DEFAULT_MAX_NODE
     architecture = resolve_architecture(check(spec).spec)
     facts = spec.instance_type.facts
     estimator = Estimator(target_for(spec.instance_type, architecture), architecture, isl=traffic.isl,
-                          osl=traffic.osl, gpus_per_node=facts.gpus)
+                          osl=traffic.osl, gpus_per_node=facts.gpus, engine=engine_settings(spec), factors=factors,
+                          price=node_price(spec.instance_type, override=price_per_node_hour))
     sla = traffic.sla
     concurrency = traffic.concurrency[0] if traffic.concurrency else None
     load = f"concurrency {concurrency}" if concurrency is not None else f"{traffic.request_rate:g} requests/s"
@@ -145,8 +163,11 @@ def search(spec: DpdSpec, traffic: Traffic, *, max_nodes: int = DEFAULT_MAX_NODE
     for nodes in range(2, max_nodes + 1):
         if first_meeting is not None and nodes > first_meeting + 1:
             break
-        for tp in [t for t in range(1, facts.gpus + 1) if facts.gpus % t == 0]:
+        sizes = [t for t in range(1, facts.gpus + 1) if facts.gpus % t == 0] if any_layout else [facts.gpus]
+        for tp in sizes:
             for prefill_nodes in range(1, nodes):
+                if not any_layout and nodes - prefill_nodes != 1:
+                    continue  # one decoder of TP = GPUs per node fills exactly one node
                 candidate = _evaluate(spec, estimator, traffic, tp=tp, prefill_nodes=prefill_nodes,
                                       decode_nodes=nodes - prefill_nodes, concurrency=concurrency, rejected=rejected)
                 if candidate is None:
@@ -159,7 +180,7 @@ def search(spec: DpdSpec, traffic: Traffic, *, max_nodes: int = DEFAULT_MAX_NODE
     if not meeting:
         closest = min(found, key=lambda c: _shortfall(c.estimate, sla), default=None)
         raise NoLayoutMeetsSla(_no_layout_message(traffic, load, max_nodes, closest), closest=closest)
-    best = tuple(meeting[:top])
+    best = tuple(_with_bottleneck(c) for c in meeting[:top])
     return SearchResult(load=load, best=best, evaluated=evaluated, rejected=dict(sorted(rejected.items())),
                         assumptions=assumptions(estimator, best[0].spec, transfer_s=_transfer(best[0].spec, traffic)))
 
@@ -198,35 +219,34 @@ def _evaluate(spec: DpdSpec, estimator: Estimator, traffic: Traffic, *, tp: int,
 
 def _candidate(spec: DpdSpec, estimator: Estimator, traffic: Traffic, *, tp: int, prefill_nodes: int,
                decode_nodes: int, concurrency: int | None) -> Candidate:
-    def estimate_for(candidate: DpdSpec, in_flight: int) -> Estimate:
-        return estimator.disaggregated(tp=tp, prefill_replicas=candidate.prefill.replicas,
-                                       decode_replicas=candidate.decode.replicas, concurrency=in_flight,
-                                       decode_max_num_seqs=candidate.decode.max_num_seqs or in_flight,
-                                       transfer_s=_transfer(candidate, traffic))
-
-    def shaped(load: int) -> DpdSpec:
-        return layout(spec, tensor_parallel_size=tp, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes,
-                      concurrency=load, isl=traffic.isl, osl=traffic.osl)
-
-    rate = traffic.request_rate or 0.0
-    load = concurrency
-    if load is None:  # a request rate: the requests in flight it means for this layout at full decoder batch
-        draft = shaped(MAX_CONCURRENCY)
-        check(draft)
-        load = estimates.at_rate(lambda c: estimate_for(draft, c), rate, max_concurrency=MAX_CONCURRENCY).concurrency
-    candidate = shaped(load)
+    load = Load(concurrency=concurrency, rate=traffic.request_rate if concurrency is None else None)
+    # A request rate is sized at the decoder batch the layout can hold at all.
+    in_flight = concurrency if concurrency is not None else MAX_CONCURRENCY
+    candidate = layout(spec, tensor_parallel_size=tp, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes,
+                       concurrency=in_flight, isl=traffic.isl, osl=traffic.osl)
     checked = check(candidate)
-    if concurrency is None:
-        estimate = estimates.at_rate(lambda c: estimate_for(candidate, c), rate, max_concurrency=MAX_CONCURRENCY)
-    else:
-        estimate = estimate_for(candidate, load)
+    estimate = estimator.disaggregated(
+        tp=tp, prefill_replicas=candidate.prefill.replicas, decode_replicas=candidate.decode.replicas, load=load,
+        decode_max_num_seqs=candidate.decode.max_num_seqs or in_flight, transfer_s=_transfer(candidate, traffic),
+        nodes=dpd_node_count(candidate))
     return Candidate(spec=candidate, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes, estimate=estimate,
                      misses=misses(estimate, traffic.sla), warnings=tuple(w.render() for w in checked.warnings))
 
 
-def _rank(candidate: Candidate) -> tuple[int, bool, int, float]:
-    """Fewest nodes, then one decoder (what the operator runs today), fewest check() warnings, most output per GPU."""
-    return (candidate.nodes, candidate.spec.decode.replicas > 1, len(candidate.warnings),
+def _with_bottleneck(candidate: Candidate) -> Candidate:
+    """Say so when requests wait longer for a prefiller than the decode takes: more prefill nodes help most."""
+    e = candidate.estimate
+    decode_s = e.e2e_s - e.ttft_s
+    if e.sustains_load and e.queue_s > decode_s:
+        note = (f"[prefill-bound] requests wait {e.queue_s * 1000:,.0f} ms for a prefiller, longer than their "
+                f"{decode_s:.1f} s of decoding: a TTFT target (--ttft-ms) or another prefill node would show it")
+        return replace(candidate, warnings=(*candidate.warnings, note))
+    return candidate
+
+
+def _rank(candidate: Candidate) -> tuple[bool, int, int, float]:
+    """A layout the operator runs first, then fewest nodes, fewest check() warnings, most output per GPU."""
+    return (not runnable(candidate.spec), candidate.nodes, len(candidate.warnings),
             -candidate.estimate.output_tokens_per_s_per_gpu)
 
 

@@ -62,12 +62,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--top", type=_whole, metavar="N",
                         help=f"with --search: layouts printed (default: {DEFAULT_TOP})")
     parser.add_argument("--write-spec", metavar="FILE", help="with --search: write the best layout as a spec")
+    parser.add_argument("--any-layout", action="store_true",
+                        help="with --search: also try layouts the operator does not run today (several decoders, "
+                             "roles of part of a node); they are shown, never written")
+    parser.add_argument("--price-per-node-hour", type=_real, metavar="USD",
+                        help="your on-demand rate per node-hour (default: the shipped us-east-1 price table)")
+    parser.add_argument("--calibrate", metavar="BENCH_JSON",
+                        help="fit the model's prefill, decode and overhead factors to a 'hyperpod-dpd bench "
+                             "--json' result of this spec, report its error, and use them")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    for flag, value in (("--write-spec", args.write_spec), ("--max-nodes", args.max_nodes), ("--top", args.top)):
+    for flag, value in (("--write-spec", args.write_spec), ("--max-nodes", args.max_nodes), ("--top", args.top),
+                        ("--any-layout", args.any_layout or None)):
         if value is not None and not args.search:
             raise UserFacingError(f"{flag} needs --search: it applies to the layouts the search finds")
     if args.search and args.baseline_nodes is not None:
@@ -80,12 +89,24 @@ def run(args: argparse.Namespace) -> int:
                       request_rate=args.request_rate, ttft_ms=args.ttft_ms, tpot_ms=args.tpot_ms)
     source = args.spec or "the embedded default spec"
     try:
+        factors = None
+        if args.calibrate:
+            from hyperpod_dpd.advisor.calibration import calibrate, read_bench  # noqa: PLC0415
+
+            fit = calibrate(spec, traffic, read_bench(Path(args.calibrate)), source=args.calibrate)
+            print(fit.render(), file=sys.stderr)
+            factors = fit.factors
         if args.search:
             result = search(spec, traffic, max_nodes=DEFAULT_MAX_NODES if args.max_nodes is None else args.max_nodes,
-                            top=DEFAULT_TOP if args.top is None else args.top)
+                            top=DEFAULT_TOP if args.top is None else args.top, any_layout=args.any_layout,
+                            factors=factors, price_per_node_hour=args.price_per_node_hour)
         else:
-            advice = advise(spec, traffic, baseline_nodes=args.baseline_nodes)
+            advice = advise(spec, traffic, baseline_nodes=args.baseline_nodes, factors=factors,
+                            price_per_node_hour=args.price_per_node_hour)
     except NoLayoutMeetsSla as err:
+        if args.json:  # a JSON reader gets an answer on stdout too, not an empty document
+            closest = err.closest.to_json() if err.closest is not None else None
+            print(json.dumps({"best": [], "closest": closest, "message": str(err)}, indent=2))
         print(f"hyperpod-dpd: {err}", file=sys.stderr)
         return EXIT_SLA_MISSED
     except SpecError as err:
@@ -104,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
         from hyperpod_dpd.loading import spec_to_yaml  # noqa: PLC0415
         from hyperpod_dpd.validation import check  # noqa: PLC0415
 
+        if not result.best[0].runnable:
+            raise UserFacingError(f"--write-spec: the best layout ({result.best[0].estimate.description}) is not one "
+                                  "the operator runs (one decoder, whole-node roles); nothing written. Fix: drop "
+                                  "--any-layout, or allow more nodes (--max-nodes)")
         best = result.best[0].spec
         print_warnings(check(best, source=args.write_spec).warnings)
         try:

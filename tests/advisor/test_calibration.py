@@ -1,0 +1,98 @@
+"""``advise --calibrate``: per-phase factors fitted to a bench result, the model's error before and after."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperpod_dpd.advisor import Advice, Traffic, advise
+from hyperpod_dpd.advisor.calibration import calibrate, parse_bench
+from hyperpod_dpd.advisor.steps import PhaseFactors
+from hyperpod_dpd.cli import main
+from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.errors import SpecError
+
+Bench = Callable[..., dict[str, Any]]
+TRAFFIC = Traffic(isl=4096, osl=256, concurrency=(8, 16, 32))
+TRUE = PhaseFactors(prefill=1.4, decode=1.2, overhead_s=0.0)
+
+
+@pytest.fixture(scope="module")
+def measured() -> Advice:
+    """What an endpoint 40 % slower to prefill and 20 % slower per step than the kernels would measure."""
+    return advise(default_spec(), TRAFFIC, baseline_nodes=1, factors=TRUE)
+
+
+def test_calibration_recovers_the_factors_and_reports_the_uncalibrated_error(measured: Advice, bench_of: Bench) -> None:
+    fit = calibrate(default_spec(), TRAFFIC, parse_bench(bench_of(measured), where="bench.json"),
+                    source="bench.json")
+    assert fit.factors.decode == pytest.approx(TRUE.decode, rel=0.02)
+    assert fit.factors.prefill == pytest.approx(TRUE.prefill, rel=0.06)
+    assert fit.factors.overhead_s == pytest.approx(0.0, abs=0.01)
+    assert fit.error_before["TPOT"] > 0.08 and fit.error_before["TTFT"] > 0.15
+    assert all(error < 0.05 for error in fit.error_after.values())
+    assert "uncalibrated model off by TTFT" in fit.render()
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"endpoint": "other-endpoint"}, "calibrate.endpoint"),
+    ({"model": "Qwen2.5-72B-Instruct"}, "calibrate.model"),
+    ({"instance_type": "ml.p5en.48xlarge"}, "calibrate.instance_type"),
+])
+def test_data_from_another_endpoint_model_or_instance_is_refused(measured: Advice, bench_of: Bench,
+                                                                 change: dict[str, str], field: str) -> None:
+    document = bench_of(measured)
+    document["runs"]["dpd"].update(change)
+    with pytest.raises(SpecError) as caught:
+        calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
+    assert field in [p.field for p in caught.value.problems]
+
+
+def test_another_request_shape_is_refused(measured: Advice, bench_of: Bench) -> None:
+    bench = parse_bench(bench_of(measured), where="b.json")
+    with pytest.raises(SpecError) as caught:
+        calibrate(default_spec(), Traffic(isl=2048, osl=256, concurrency=(8,)), bench, source="b.json")
+    assert "calibrate.scenario" in [p.field for p in caught.value.problems]
+
+
+def test_out_of_range_data_is_refused(measured: Advice, bench_of: Bench) -> None:
+    """A benchmark ten times faster per token than the kernels is not this model on this hardware."""
+    document = bench_of(measured)
+    for level in document["runs"]["dpd"]["levels"]:
+        level["tpot_s"]["p50"] /= 10
+    with pytest.raises(SpecError) as caught:
+        calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
+    assert "outside 0.25-4" in caught.value.problems[0].message
+
+
+def test_failed_levels_are_not_used(measured: Advice, bench_of: Bench) -> None:
+    with pytest.raises(SpecError) as caught:
+        calibrate(default_spec(), TRAFFIC, parse_bench(bench_of(measured, failed=3), where="b.json"),
+                  source="b.json")
+    assert "calibrate.levels" in [p.field for p in caught.value.problems]
+
+
+def test_cli_round_trip(tmp_path: Path, measured: Advice, bench_of: Bench, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(bench_of(measured)))
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8,16,32", "--baseline-nodes", "1",
+                 "--calibrate", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["assumptions"]["factors"].endswith(f"calibrated on {path}")
+    assert re.search(r"calibrated on concurrency 8, 16, 32: prefill x1\.(3|4)\d*, decode step x1\.(19|2)", captured.err)
+    for point, truth in zip(data["points"], measured.points, strict=True):
+        assert point["disaggregated"]["tpot_s"] == pytest.approx(truth.disaggregated.tpot_s, rel=0.03)
+
+
+def test_cli_refuses_a_file_that_is_not_bench_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bench.json"
+    path.write_text('{"levels": []}')
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8", "--calibrate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "has no runs.dpd" in err and "Traceback" not in err

@@ -1,0 +1,68 @@
+"""The spec's engine flags as AIConfigurator inputs (or refused), and the node price table."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from importlib import resources
+
+import pytest
+
+from hyperpod_dpd.advisor.engine import DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineSettings, engine_settings
+from hyperpod_dpd.advisor.prices import PRICE_FILE, node_price
+from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.instances import InstanceType
+
+
+def test_default_spec_is_bf16_with_vllms_default_budget() -> None:
+    assert engine_settings(default_spec()) == EngineSettings(max_num_batched_tokens=DEFAULT_MAX_NUM_BATCHED_TOKENS)
+
+
+def test_fp8_and_budget_map_to_aiconfigurator_inputs() -> None:
+    spec = replace(default_spec(), args=("--quantization", "fp8", "--kv-cache-dtype=fp8_e4m3",
+                                         "--max-num-batched-tokens", "2048"))
+    assert engine_settings(spec) == EngineSettings(gemm_quant_mode="fp8", kvcache_quant_mode="fp8",
+                                                   max_num_batched_tokens=2048)
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (("--quantization", "awq"), "--quantization awq"),
+    (("--kv-cache-dtype", "fp8_e5m2"), "--kv-cache-dtype fp8_e5m2"),
+    (("--pipeline-parallel-size", "2"), "--pipeline-parallel-size 2"),
+    (("--dtype", "float32"), "--dtype float32"),
+    (("--max-num-batched-tokens", "lots"), "--max-num-batched-tokens lots"),
+])
+def test_flags_it_cannot_model_are_refused_by_name(args: tuple[str, ...], named: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        engine_settings(replace(default_spec(), args=args))
+    assert [p.value for p in caught.value.problems] == [named]
+
+
+def test_roles_with_different_quantization_are_refused() -> None:
+    spec = default_spec()
+    spec = replace(spec, decode=replace(spec.decode, args=("--quantization", "fp8")))
+    with pytest.raises(SpecError) as caught:
+        engine_settings(spec)
+    assert caught.value.problems[0].field == "decode.args"
+
+
+def test_harmless_flags_pass() -> None:
+    spec = replace(default_spec(), args=("--pipeline-parallel-size", "1", "--enable-prefix-caching"))
+    assert engine_settings(spec) == EngineSettings()
+
+
+def test_price_table_names_its_source_and_date_and_covers_every_instance_type() -> None:
+    table = json.loads(resources.files("hyperpod_dpd.data").joinpath(PRICE_FILE).read_text(encoding="utf-8"))
+    assert table["source"] and table["retrieved"] and table["currency"] == "USD"
+    assert set(table["usd_per_node_hour"]) == {member.facts.name for member in InstanceType}
+    price = node_price(InstanceType.P5_48XLARGE)
+    assert price is not None and price.usd_per_node_hour == table["usd_per_node_hour"]["ml.p5.48xlarge"]
+
+
+@pytest.mark.parametrize("bad", [0.0, -3.0, float("nan"), float("inf")])
+def test_price_override_must_be_a_positive_number(bad: float) -> None:
+    with pytest.raises(SpecError) as caught:
+        node_price(InstanceType.P5_48XLARGE, override=bad)
+    assert caught.value.problems[0].field == "price_per_node_hour"
+    assert node_price(InstanceType.P5_48XLARGE, override=12.5) is not None
