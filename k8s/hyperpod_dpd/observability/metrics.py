@@ -18,6 +18,8 @@ class Exporter(Enum):
     SIDECAR = "HyperPod reverse-proxy sidecar (port 9113)"
     VLLM = "vLLM 0.19.0 engine (the model container's /metrics)"
     LMCACHE = "LMCache 0.4.3 (served on vLLM's /metrics through the multiprocess registry)"
+    KUBE_STATE_METRICS = "kube-state-metrics (run by the HyperPod observability add-on)"
+    DCGM = "NVIDIA DCGM exporter (run by the HyperPod observability add-on)"
 
 
 class Kind(Enum):
@@ -35,6 +37,8 @@ class Metric:
     exporter: Exporter
     provenance: str
     verified: bool = True
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
 
     def bucket(self) -> str:
         """The ``_bucket`` series of a histogram, which ``histogram_quantile`` reads."""
@@ -76,19 +80,52 @@ PROMPT_TOKENS_BY_SOURCE = Metric(
     provenance=f"{_VLLM}; label source is local_compute, local_cache_hit or external_kv_transfer")
 TTFT = Metric(name="vllm:time_to_first_token_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
               provenance=_VLLM)
+# The finite bucket bounds of vLLM 0.19.0's inter-token latency histogram: a quantile below the
+# first bound cannot be told apart from it, so a TPOT SLO under 10 ms would always read as breached.
 INTER_TOKEN_LATENCY = Metric(name="vllm:inter_token_latency_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
-                             provenance=_VLLM)
+                             provenance=_VLLM,
+                             buckets=(0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+                                      7.5, 10.0, 20.0, 40.0, 80.0))
 PREFILL_TIME = Metric(name="vllm:request_prefill_time_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
                       provenance=_VLLM)
 
 KV_STORE_PUT_TIME = Metric(
     name="lmcache:store_put_time", kind=Kind.HISTOGRAM, exporter=Exporter.LMCACHE,
     provenance=f"{_LMCACHE}; on the prefiller the put waits for the decoder's buffer and the NIXL write "
-               "(pd_backend.py, by code reading)")
+               "(pd_backend.py, by code reading). Reaches vLLM's /metrics only when PROMETHEUS_MULTIPROC_DIR is "
+               "set for both processes, which vLLM 0.19.0 does only with --api-server-count > 1 "
+               "(vllm/entrypoints/cli/serve.py); whether the worker image sets it is not documented",
+    verified=False)
+
+_KSM = "kube-state-metrics v2 metric docs (deployment-metrics.md, pod-metrics.md)"
+DEPLOYMENT_AVAILABLE = Metric(name="kube_deployment_status_replicas_available", kind=Kind.GAUGE,
+                              exporter=Exporter.KUBE_STATE_METRICS, provenance=_KSM,
+                              labels=("namespace", "deployment"))
+DEPLOYMENT_WANTED = Metric(name="kube_deployment_spec_replicas", kind=Kind.GAUGE,
+                           exporter=Exporter.KUBE_STATE_METRICS, provenance=_KSM, labels=("namespace", "deployment"))
+CONTAINER_RESTARTS = Metric(name="kube_pod_container_status_restarts_total", kind=Kind.COUNTER,
+                            exporter=Exporter.KUBE_STATE_METRICS, provenance=_KSM,
+                            labels=("namespace", "pod", "container"))
+# The value is the code of the last Xid the GPU raised (0 when none). The pod and namespace labels come
+# from dcgm-exporter's Kubernetes pod mapping; that the add-on enables it is not documented.
+GPU_XID = Metric(name="DCGM_FI_DEV_XID_ERRORS", kind=Kind.GAUGE, exporter=Exporter.DCGM,
+                 provenance="NVIDIA dcgm-exporter default counters (dcp-metrics-included.csv); AWS's HyperPod "
+                            "alert rules (GPUXidError) read it", verified=False,
+                 labels=("gpu", "Hostname", "namespace", "pod"))
 
 # The ``source`` label value of transferred prompt tokens (vLLM 0.19.0 PromptTokenStats).
 EXTERNAL_KV_TRANSFER = "external_kv_transfer"
+LOCAL_COMPUTE = "local_compute"
+LOCAL_CACHE_HIT = "local_cache_hit"
 
 ALL_METRICS = (DPD_DISAGGREGATED, DPD_LOCAL, DPD_FALLBACK, DPD_INFLIGHT_PREFILL, DPD_E2E_TTFT, MODEL_INVOCATIONS,
                MODEL_ERRORS, REQUESTS_RUNNING, REQUESTS_WAITING, KV_CACHE_USAGE, PREEMPTIONS, PROMPT_TOKENS_BY_SOURCE,
-               TTFT, INTER_TOKEN_LATENCY, PREFILL_TIME, KV_STORE_PUT_TIME)
+               TTFT, INTER_TOKEN_LATENCY, PREFILL_TIME, KV_STORE_PUT_TIME, DEPLOYMENT_AVAILABLE, DEPLOYMENT_WANTED,
+               CONTAINER_RESTARTS, GPU_XID)
+
+
+def series_names(metric: Metric) -> tuple[str, ...]:
+    """The series names a query may select for ``metric`` (a histogram's ``_bucket``, ``_sum`` and ``_count``)."""
+    if metric.kind is Kind.HISTOGRAM:
+        return tuple(f"{metric.name}{suffix}" for suffix in ("_bucket", "_sum", "_count"))
+    return (metric.name,)
