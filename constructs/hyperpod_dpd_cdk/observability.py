@@ -173,6 +173,7 @@ def alertmanager_definition(topic_arn: str, region: str) -> str:
         "{{ .CommonLabels.dpd_endpoint }}'",
         "          attributes:",
         "            severity: '{{ .CommonLabels.severity }}'",
+        *(f"  {line}" for line in inhibit.splitlines()),
         "",
     ])
 

@@ -200,9 +200,19 @@ class FakeApps(_Recorded):
 
 
 class FakeCore(_Recorded):
-    def __init__(self, answers: dict[tuple[str, ...], Answer], logs: dict[Any, Any] | None = None) -> None:
+    def __init__(self, answers: dict[tuple[str, ...], Answer], logs: dict[Any, Any] | None = None,
+                 metrics: dict[str, list[str]] | None = None) -> None:
         super().__init__(answers)
         self.logs = logs or {}
+        self.metrics = metrics or {}
+
+    def connect_get_namespaced_pod_proxy_with_path(self, name: str, namespace: str, path: str) -> Any:
+        """``/metrics`` texts keyed by ``pod:port``, one per call (the last repeats); others are a 404."""
+        self.calls.append(("proxy", namespace, name, path))
+        texts = self.metrics.get(name)
+        if not texts:
+            raise api_error(404, f"pods {name} not found")
+        return texts.pop(0) if len(texts) > 1 else texts[0]
 
     def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any:
         return k8s_model("V1PodList", self.answer(("pods", namespace, label_selector)))
@@ -335,6 +345,28 @@ class FakeTransport:
         return self.respond(body)
 
 
+DECODE_METRICS = "decode-dpd-test-5c4b-fghij:8000"
+
+
+def vllm_metrics(external: float, *, local_compute: float = 14.0) -> str:
+    """vLLM 0.19.0's exposition of the prompt-token counter (format as ``prometheus_client`` writes it)."""
+    labels = 'engine="0",model_name="/opt/ml/model"'
+    return "\n".join([
+        "# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.",
+        "# TYPE vllm:prompt_tokens_by_source_total counter",
+        f'vllm:prompt_tokens_by_source_total{{{labels},source="local_compute"}} {local_compute}',
+        f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 0.0',
+        f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {external}',
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+        "# TYPE vllm:num_requests_running gauge",
+        f"vllm:num_requests_running{{{labels}}} 0.0", ""])
+
+
+def transferring_decoder() -> dict[str, list[str]]:
+    """The decoder's counter before and after the long prompt: its KV arrived from the prefiller."""
+    return {DECODE_METRICS: [vllm_metrics(0.0), vllm_metrics(6120.0)]}
+
+
 def sse(*tokens: str) -> FakeResponse:
     events = [b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": t}}]}).encode() + b"\n\n"
               for t in tokens]
@@ -346,9 +378,11 @@ def sse(*tokens: str) -> FakeResponse:
 def make_kube() -> Callable[..., tuple[KubeApi, FakeCore]]:
     def make(answers: dict[tuple[str, ...], Answer] | None = None, *,
              transport: FakeTransport | None = None,
-             logs: dict[Any, Any] | None = None) -> tuple[KubeApi, FakeCore]:
+             logs: dict[Any, Any] | None = None,
+             metrics: dict[str, list[str]] | None = None) -> tuple[KubeApi, FakeCore]:
         recorded = answers if answers is not None else healthy_cluster()
-        core = FakeCore(recorded, logs={**WORKER_LOGS, **(logs or {})})
+        core = FakeCore(recorded, logs={**WORKER_LOGS, **(logs or {})},
+                        metrics=metrics if metrics is not None else transferring_decoder())
         return KubeApi(custom=FakeCustomObjects(recorded), apps=FakeApps(recorded), core=core,
                        transport=transport), core
 

@@ -4,6 +4,10 @@ Requests go through the API server's service proxy to ``<name>-<namespace>-routi
 :class:`~hyperpod_dpd.ops.kube.ServiceProxyTransport`), streamed, so the time to the first token is
 measured from a laptop (it includes the API server hop). The path comes from the router's own log
 line ``Conditional routing: estimated_tokens=..., threshold=..., disaggregate=True|False``.
+
+The long prompt is the disaggregation gate: it passes only when the router logged
+``disaggregate=True`` for it *and* the decoders' ``external_kv_transfer`` prompt-token counter rose
+(:mod:`hyperpod_dpd.ops.dpd_counters`). It starts with a fresh nonce, so no prefix cache can serve it.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +29,7 @@ from hyperpod_dpd.operator_names import (
     router_service,
 )
 from hyperpod_dpd.ops.checks import Check, failed, passed, skipped
+from hyperpod_dpd.ops.dpd_counters import EndpointNames, external_kv_tokens
 from hyperpod_dpd.ops.kube import KubeApi, KubeError
 from hyperpod_dpd.spec import DpdSpec
 
@@ -38,6 +44,10 @@ ROUTING_LINE = re.compile(
 
 SHORT = "smoke: short prompt"
 LONG = "smoke: long prompt"
+NOT_TRANSFERRED_CAUSES = (
+    "kv_cache.hash_seed (PYTHONHASHSEED) or the image differs between prefill and decode, so the keys never "
+    "match; the LMCache pd_role lines are not 'sender' on prefill and 'receiver' on decode; or a prefill pod "
+    "restarted and the decoders still hold its old NIXL agent (kubectl rollout restart deployment/decode-<name>)")
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,11 @@ def prompts(spec: DpdSpec) -> tuple[Prompt, Prompt | str]:
         return short, (f"routing.threshold {threshold} leaves no room for a longer prompt within "
                        f"max_model_len {spec.max_model_len}")
     return short, Prompt(LONG, FOX * repeats, expect_disaggregate=True, estimated_tokens=repeats * TOKENS_PER_FOX)
+
+
+def unique(prompt: Prompt, nonce: str) -> Prompt:
+    """``prompt`` behind a nonce, so neither role's prefix cache (nor LMCache's) already holds it."""
+    return Prompt(prompt.name, f"[{nonce}] {prompt.text}", prompt.expect_disaggregate, prompt.estimated_tokens)
 
 
 def request_body(spec: DpdSpec, text: str) -> dict[str, Any]:
@@ -168,10 +183,12 @@ def routing_decision(kube: KubeApi, spec: DpdSpec, since_seconds: int,
 
 def run_smoke(kube: KubeApi, spec: DpdSpec, *, timeout: float = 300.0,
               clock: Callable[[], float] = time.monotonic,
-              announce: Callable[[str], None] | None = None) -> list[Check]:
+              announce: Callable[[str], None] | None = None, nonce: str | None = None) -> list[Check]:
     """The short prompt, then the long one; ``announce`` is told before each request is sent."""
     rows: list[Check] = []
     for prompt in prompts(spec):
+        if not isinstance(prompt, str) and prompt.expect_disaggregate:
+            prompt = unique(prompt, nonce or secrets.token_hex(4))
         if isinstance(prompt, str):
             rows.append(skipped(LONG, prompt))
             continue
@@ -184,8 +201,19 @@ def run_smoke(kube: KubeApi, spec: DpdSpec, *, timeout: float = 300.0,
 
 def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
               clock: Callable[[], float] = time.monotonic) -> Check:
-    """Send one prompt; PASS when it answered and the router took the expected path."""
+    """Send one prompt; PASS when it answered and the router took the expected path.
+
+    A prompt meant to disaggregate also needs the decoders' external KV tokens to rise, and an unknown
+    path is a failure for it: nothing proves it was disaggregated.
+    """
     size = f"~{prompt.estimated_tokens} tokens"
+    names = EndpointNames.of(spec)
+    before: float | None = None
+    if prompt.expect_disaggregate:
+        try:
+            before, _ = external_kv_tokens(kube, names)
+        except (KubeError, ValueError) as err:
+            return failed(prompt.name, f"{size}: cannot read the decoders' KV transfer counter: {err}")
     try:
         timing = send(kube, spec, prompt, timeout=timeout, clock=clock)
     except KubeError as err:
@@ -205,6 +233,9 @@ def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
     expected = "prefill -> decode" if prompt.expect_disaggregate else "decode only"
     head = f"{size}: HTTP {timing.status}, {latency}"
     if isinstance(decision, str):
+        if prompt.expect_disaggregate:
+            return failed(prompt.name, f"{head}\npath unknown ({decision}); expected {expected}, which only the "
+                                       "router's log can confirm")
         return passed(prompt.name, f"{head}\npath unknown ({decision}); expected {expected}")
     path = "prefill -> decode" if decision.disaggregate else "decode only"
     routing = (f"path {path} (router: estimated_tokens={decision.estimated_tokens}, "
@@ -213,4 +244,15 @@ def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
         fix = ("the router's tokenizer may count fewer tokens: lower routing.threshold"
                if prompt.expect_disaggregate else "routing.threshold may be too low")
         return failed(prompt.name, f"{head}\n{routing}; expected {expected}: {fix}")
-    return passed(prompt.name, f"{head}\n{routing}")
+    if before is None:
+        return passed(prompt.name, f"{head}\n{routing}")
+    try:
+        after, pods = external_kv_tokens(kube, names)
+    except (KubeError, ValueError) as err:
+        return failed(prompt.name, f"{head}\n{routing}; cannot read the decoders' KV transfer counter: {err}")
+    moved = after - before
+    if moved <= 0:
+        causes = NOT_TRANSFERRED_CAUSES.replace("<name>", spec.name)
+        return failed(prompt.name, f"{head}\n{routing}; but the decoders received no KV cache "
+                                   f"(external_kv_transfer prompt tokens unchanged on {pods} pod(s)): {causes}")
+    return passed(prompt.name, f"{head}\n{routing}; decoders received {moved:g} prompt tokens of KV cache")
