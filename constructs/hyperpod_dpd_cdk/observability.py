@@ -251,7 +251,8 @@ class DpdObservability(Construct):
             self.log_group_name = options.log_group_name
         elif options.container_logs:
             self.container_logs = self._container_logs_addon(cluster_name, cluster_arn)
-            # Fluent Bit creates the group on its first line; the filters need it at deploy time.
+            # Fluent Bit creates the group on its first line; the filters need it at deploy time (their
+            # reference to it orders them after it).
             self.log_group = logs.LogGroup(self, "ContainerLogs", log_group_name=container_log_group(cluster_name),
                                            retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY)
             self.log_group_name = self.log_group.log_group_name
@@ -354,7 +355,6 @@ class DpdObservability(Construct):
             self, "Filter-LogLines", log_group_name=self.log_group_name, filter_name="dpd-LogLines",
             filter_pattern="", metric_transformations=[logs.CfnMetricFilter.MetricTransformationProperty(
                 metric_namespace=self.metric_namespace, metric_name="LogLines", metric_value="1", unit="Count")])
-        self._follow_group(metric_filter)
         self.metric_filters.append(metric_filter)
         metric = cloudwatch.Metric(namespace=self.metric_namespace, metric_name="LogLines", statistic="Sum",
                                    period=SILENT_LOG_PERIOD)
@@ -369,10 +369,6 @@ class DpdObservability(Construct):
         alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
         self.log_alarms.append(alarm)
 
-    def _follow_group(self, metric_filter: logs.CfnMetricFilter) -> None:
-        if self.log_group is not None:
-            metric_filter.node.add_dependency(self.log_group)
-
     def _log_alarm(self, pattern: LogPattern) -> None:
         metric_filter = logs.CfnMetricFilter(
             self, f"Filter-{pattern.name}", log_group_name=self.log_group_name,
@@ -380,7 +376,6 @@ class DpdObservability(Construct):
             metric_transformations=[logs.CfnMetricFilter.MetricTransformationProperty(
                 metric_namespace=self.metric_namespace, metric_name=pattern.metric_name, metric_value="1",
                 default_value=0, unit="Count")])
-        self._follow_group(metric_filter)
         self.metric_filters.append(metric_filter)
         metric = cloudwatch.Metric(namespace=self.metric_namespace, metric_name=pattern.metric_name,
                                    statistic="Sum", period=Duration.minutes(1))

@@ -96,7 +96,7 @@ def test_rules_yaml_is_deterministic_and_loads_back(slo_spec: DpdSpec) -> None:
 def _selected(node: object) -> Iterator[str]:
     """The metric names every vector selector in a parsed PromQL expression reads."""
     if type(node).__name__ == "VectorSelector":
-        yield str(getattr(node, "name"))
+        yield str(node.name)
         return
     for attribute in ("lhs", "rhs", "expr", "args", "vector_selector", "param"):
         child = getattr(node, attribute, None)

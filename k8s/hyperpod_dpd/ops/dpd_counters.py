@@ -91,8 +91,9 @@ def external_kv_tokens(kube: KubeApi, names: EndpointNames) -> tuple[float, int]
         text = kube.pod_get(names.namespace, pod, names.metrics_port, names.metrics_path)
         value = sample_value(text, m.PROMPT_TOKENS_BY_SOURCE.name, {"source": m.EXTERNAL_KV_TRANSFER})
         if value is None:
-            raise ValueError(f"{pod} exports no {m.PROMPT_TOKENS_BY_SOURCE.name}{{source=\"{m.EXTERNAL_KV_TRANSFER}\"}} "
-                             f"on :{names.metrics_port}{names.metrics_path} (is --disable-log-stats set?)")
+            series = f'{m.PROMPT_TOKENS_BY_SOURCE.name}{{source="{m.EXTERNAL_KV_TRANSFER}"}}'
+            raise ValueError(f"{pod} exports no {series} on :{names.metrics_port}{names.metrics_path} "
+                             "(is --disable-log-stats set?)")
         total += value
     return total, len(pods)
 

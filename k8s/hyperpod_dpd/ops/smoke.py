@@ -186,9 +186,9 @@ def run_smoke(kube: KubeApi, spec: DpdSpec, *, timeout: float = 300.0,
               announce: Callable[[str], None] | None = None, nonce: str | None = None) -> list[Check]:
     """The short prompt, then the long one; ``announce`` is told before each request is sent."""
     rows: list[Check] = []
-    for prompt in prompts(spec):
-        if not isinstance(prompt, str) and prompt.expect_disaggregate:
-            prompt = unique(prompt, nonce or secrets.token_hex(4))
+    for planned in prompts(spec):
+        prompt = (unique(planned, nonce or secrets.token_hex(4))
+                  if not isinstance(planned, str) and planned.expect_disaggregate else planned)
         if isinstance(prompt, str):
             rows.append(skipped(LONG, prompt))
             continue

@@ -63,7 +63,12 @@ def check_data(data: object, *, architecture: ModelArchitecture | None = None,
                source: str | None = None) -> CheckedSpec:
     """Parse and check plain data (a loaded YAML or JSON file), reporting type and rule problems together."""
     from hyperpod_dpd.loading import parse_spec  # noqa: PLC0415 - import cycle
-    from hyperpod_dpd.validation import observability_rules, rules, sizing  # noqa: F401, PLC0415 - registers the rules
+    from hyperpod_dpd.validation import (  # noqa: F401, PLC0415 - registers the rules
+        dpd_breakers,
+        observability_rules,
+        rules,
+        sizing,
+    )
 
     typed, problems = parse_spec(data)
     if typed is None:
