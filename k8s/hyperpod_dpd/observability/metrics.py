@@ -1,14 +1,40 @@
-"""The metric names the DPD alerts and dashboard read, each with who exports it and where the name was read.
+"""The metrics contract: every series the DPD alerts and dashboard read, who exports it, where the name was read.
 
 Versions are the ones the worker images bundle (vLLM 0.19.0, LMCache 0.4.3, NIXL 1.0.0). A name that
 changes upstream breaks a rule silently (the series is just absent), so every name lives here once,
-with its provenance, and the ``DpdMetricsAbsent`` alerts catch a scrape that returns nothing.
+with its provenance, and the ``Dpd*MetricsAbsent`` alerts catch a scrape that returns nothing.
+vLLM's and LMCache's families are checked against ``data/metrics-contract.json``, which
+``scripts/metrics_contract.py`` derives from their sdists on PyPI (bucket bounds come from there);
+the router's, the sidecar's, kube-state-metrics' and DCGM's are documented here, and a family only
+AWS's dashboard names is ``verified=False``, which every rule reading it says in an annotation.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
+from importlib import resources
+from typing import Any
+
+CONTRACT_FILE = "metrics-contract.json"
+
+
+@cache
+def derived_families() -> dict[str, Any]:
+    """vLLM's and LMCache's metric families as ``scripts/metrics_contract.py`` derived them."""
+    text = resources.files("hyperpod_dpd.data").joinpath(CONTRACT_FILE).read_text(encoding="utf-8")
+    families: dict[str, Any] = json.loads(text)["families"]
+    return families
+
+
+def derived_buckets(family: str) -> tuple[float, ...]:
+    """The finite bucket bounds of a histogram vLLM defines with literal buckets."""
+    buckets = derived_families()[family]["buckets"]
+    if not isinstance(buckets, list):
+        raise ValueError(f"{family}'s buckets are computed at run time, not in the contract")
+    return tuple(float(b) for b in buckets)
 
 
 class Exporter(Enum):
@@ -83,9 +109,7 @@ TTFT = Metric(name="vllm:time_to_first_token_seconds", kind=Kind.HISTOGRAM, expo
 # The finite bucket bounds of vLLM 0.19.0's inter-token latency histogram: a quantile below the
 # first bound cannot be told apart from it, so a TPOT SLO under 10 ms would always read as breached.
 INTER_TOKEN_LATENCY = Metric(name="vllm:inter_token_latency_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
-                             provenance=_VLLM,
-                             buckets=(0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
-                                      7.5, 10.0, 20.0, 40.0, 80.0))
+                             provenance=_VLLM, buckets=derived_buckets("vllm:inter_token_latency_seconds"))
 PREFILL_TIME = Metric(name="vllm:request_prefill_time_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
                       provenance=_VLLM)
 
