@@ -150,7 +150,7 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
         "sending the long prompt (~6149 tokens) through dpd-test-default-routing-service..."]
     rows = [line.split("  ")[0] for line in out.splitlines()[2:] if not line.startswith(" ")]
     assert rows == ["hyperpod cluster", "endpoint config", "prefill", "decode", "router", "kv roles",
-                    "smoke: short prompt", "smoke: long prompt"]
+                    "smoke: short prompt", "smoke: long prompt", "smoke: alert inputs"]
     assert "FAIL" not in out and "ERROR" not in out
     assert "path prefill -> decode" in out and "path decode only" in out
 

@@ -37,6 +37,7 @@ class EndpointNames:
     """Where one endpoint's pods and router live (the operator's names; see :mod:`hyperpod_dpd.operator_names`)."""
 
     namespace: str
+    prefill_deployment: str
     decode_deployment: str
     router_deployment: str
     metrics_port: int
@@ -46,7 +47,8 @@ class EndpointNames:
     def of(cls, spec: DpdSpec) -> EndpointNames:
         """The names the operator gives ``spec``'s objects, and where its vLLM serves ``/metrics``."""
         port = spec.metrics.model_metrics_port if spec.metrics.model_metrics_port is not None else spec.port
-        return cls(namespace=spec.namespace, decode_deployment=role_deployment(spec, "decode"),
+        return cls(namespace=spec.namespace, prefill_deployment=role_deployment(spec, "prefill"),
+                   decode_deployment=role_deployment(spec, "decode"),
                    router_deployment=router_deployment(spec), metrics_port=port,
                    metrics_path=spec.metrics.model_metrics_path or DEFAULT_METRICS_PATH)
 
@@ -77,25 +79,31 @@ def sample_value(exposition: str, metric: str, labels: dict[str, str]) -> float 
     return total
 
 
+def role_metrics(kube: KubeApi, names: EndpointNames, role: str) -> dict[str, str]:
+    """Each ``role`` pod's ``/metrics`` text, read through the API server's pod proxy."""
+    deployment = names.prefill_deployment if role == "prefill" else names.decode_deployment
+    prefix = f"{deployment}-"
+    pods = [str(p["metadata"]["name"]) for p in kube.pods(names.namespace, f"{ROLE_LABEL}={role}")
+            if str((p.get("metadata") or {}).get("name", "")).startswith(prefix)]
+    return {pod: kube.pod_get(names.namespace, pod, names.metrics_port, names.metrics_path) for pod in pods}
+
+
 def external_kv_tokens(kube: KubeApi, names: EndpointNames) -> tuple[float, int]:
     """``external_kv_transfer`` prompt tokens summed over the decode pods, and how many pods answered.
 
     Raises :class:`~hyperpod_dpd.ops.kube.KubeError` when a pod's metrics cannot be read, and
     ``ValueError`` when a pod's vLLM does not export the series (metrics off or another vLLM).
     """
-    prefix = f"{names.decode_deployment}-"
-    pods = [str(p["metadata"]["name"]) for p in kube.pods(names.namespace, f"{ROLE_LABEL}=decode")
-            if str((p.get("metadata") or {}).get("name", "")).startswith(prefix)]
+    texts = role_metrics(kube, names, "decode")
     total = 0.0
-    for pod in pods:
-        text = kube.pod_get(names.namespace, pod, names.metrics_port, names.metrics_path)
+    for pod, text in texts.items():
         value = sample_value(text, m.PROMPT_TOKENS_BY_SOURCE.name, {"source": m.EXTERNAL_KV_TRANSFER})
         if value is None:
             series = f'{m.PROMPT_TOKENS_BY_SOURCE.name}{{source="{m.EXTERNAL_KV_TRANSFER}"}}'
             raise ValueError(f"{pod} exports no {series} on :{names.metrics_port}{names.metrics_path} "
                              "(is --disable-log-stats set?)")
         total += value
-    return total, len(pods)
+    return total, len(texts)
 
 
 def disaggregated_requests(kube: KubeApi, names: EndpointNames, since_seconds: int) -> int:

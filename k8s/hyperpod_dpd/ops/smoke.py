@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.operator_names import (
     OPERATOR_NAMESPACE,
     ROUTER_CONTAINER,
@@ -29,7 +30,7 @@ from hyperpod_dpd.operator_names import (
     router_service,
 )
 from hyperpod_dpd.ops.checks import Check, failed, passed, skipped
-from hyperpod_dpd.ops.dpd_counters import EndpointNames, external_kv_tokens
+from hyperpod_dpd.ops.dpd_counters import EndpointNames, external_kv_tokens, role_metrics
 from hyperpod_dpd.ops.kube import KubeApi, KubeError
 from hyperpod_dpd.spec import DpdSpec
 
@@ -44,6 +45,12 @@ ROUTING_LINE = re.compile(
 
 SHORT = "smoke: short prompt"
 LONG = "smoke: long prompt"
+INPUTS = "smoke: alert inputs"
+# What each role's /metrics must carry for the alerts to see it (after the long prompt, LMCache's
+# store histogram has samples if the image exports it at all).
+ROLE_INPUTS = {"prefill": (m.REQUESTS_RUNNING, m.REQUESTS_WAITING, m.KV_STORE_PUT_TIME),
+               "decode": (m.REQUESTS_RUNNING, m.KV_CACHE_USAGE, m.PROMPT_TOKENS_BY_SOURCE, m.PREEMPTIONS,
+                          m.INTER_TOKEN_LATENCY)}
 NOT_TRANSFERRED_CAUSES = (
     "kv_cache.hash_seed (PYTHONHASHSEED) or the image differs between prefill and decode, so the keys never "
     "match; the LMCache pd_role lines are not 'sender' on prefill and 'receiver' on decode; or a prefill pod "
@@ -196,7 +203,45 @@ def run_smoke(kube: KubeApi, spec: DpdSpec, *, timeout: float = 300.0,
             announce(f"sending the {prompt.name.removeprefix('smoke: ')} (~{prompt.estimated_tokens} tokens) "
                      f"through {router_service(spec)}...")
         rows.append(smoke_one(kube, spec, prompt, timeout=timeout, clock=clock))
+    if spec.metrics.enabled:
+        rows.append(alert_inputs(kube, spec))
     return rows
+
+
+def _exported(text: str, metric: m.Metric) -> bool:
+    name = metric.bucket() if metric.kind is m.Kind.HISTOGRAM else metric.name
+    return re.search(rf"^{re.escape(name)}[{{ ]", text, re.MULTILINE) is not None
+
+
+def alert_inputs(kube: KubeApi, spec: DpdSpec) -> Check:
+    """Does each role's ``/metrics`` carry the series its alerts read? A missing vLLM series fails.
+
+    LMCache's store histogram reaches vLLM's ``/metrics`` only through a shared multiprocess
+    directory the images are not documented to set; its absence is reported, not failed, since
+    DpdKvStoreMetricsAbsent and the KvTransferBelow1GBps log alarm cover it.
+    """
+    names = EndpointNames.of(spec)
+    missing: list[str] = []
+    notes: list[str] = []
+    for role, inputs in ROLE_INPUTS.items():
+        try:
+            texts = role_metrics(kube, names, role)
+        except KubeError as err:
+            return failed(INPUTS, f"cannot read the {role} pods' metrics: {err}")
+        if not texts:
+            return failed(INPUTS, f"no {role} pod to read metrics from")
+        for metric in inputs:
+            absent = sorted(pod for pod, text in texts.items() if not _exported(text, metric))
+            if not absent:
+                continue
+            where = f"{metric.name} on {', '.join(absent)}"
+            (notes if metric.exporter is m.Exporter.LMCACHE else missing).append(where)
+    note = ("; not exported (DpdKvTransferSlow cannot fire; DpdKvStoreMetricsAbsent and the KvTransferBelow1GBps "
+            f"log alarm stand in): {'; '.join(notes)}") if notes else ""
+    if missing:
+        return failed(INPUTS, f"the alerts cannot see: {'; '.join(missing)} (check --disable-log-stats and "
+                              f"metrics.model_metrics_port/path){note}")
+    return passed(INPUTS, f"every vLLM series the alerts read is on prefill and decode /metrics{note}")
 
 
 def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
