@@ -7,6 +7,9 @@ with ('pd_role': 'sender' on the prefiller, 'receiver' on the decoder). With --w
 until everything is ready or --timeout passes, with progress on stderr. With --smoke it then sends a
 short and a long prompt through the router (via the API server's service proxy) and reports the
 status, time to first token and the path the router took (from its 'Conditional routing' log line).
+The long prompt fails unless it was disaggregated and the decoders' external_kv_transfer prompt-token
+counter rose (read from their /metrics through the pod proxy); 'smoke: alert inputs' then checks
+that every vLLM series the alerts read is served.
 
 The HyperPod cluster is --cluster-name, else the only HyperPod cluster in the region, else
 HyperPodDpd-hp (the CDK app's default).
@@ -14,7 +17,8 @@ Exit status: 0 when every check passed or was skipped, 1 when any failed, errore
 2 for usage errors.
 
 Kubernetes RBAC: get inferenceendpointconfigs, deployments, services; list pods; get pods/log in
-hyperpod-inference-system; create services/proxy there for --smoke.
+hyperpod-inference-system; create services/proxy there and get pods/proxy in the endpoint's namespace
+for --smoke.
 """
 
 from __future__ import annotations
