@@ -322,6 +322,8 @@ DPD_BREAKERS = [
      "draft model's layers to LMCache's KV shape on one role only"),
     ("port", 9113, "port", "reverse-proxy sidecar serves its metrics"),
     ("metrics.model_metrics_port", 9113, "metrics.model_metrics_port", "sidecar's metrics port"),
+    ("env", {"PROMETHEUS_MULTIPROC_DIR": "/var/run/prom"}, "env.PROMETHEUS_MULTIPROC_DIR",
+     "a directory that does not exist stops vLLM at start"),
     ("prefill.autoscaling", _trigger('vllm:num_requests_waiting{resource_name="prefill-dpd-test"}'),
      "prefill.autoscaling.triggers[0].query", "KEDA's Prometheus scaler needs a query that returns exactly one"),
     ("prefill.autoscaling", _trigger('sum by (pod) (vllm:num_requests_waiting{resource_name="prefill-dpd-test"})'),

@@ -19,6 +19,12 @@ from importlib import resources
 from typing import Any
 
 CONTRACT_FILE = "metrics-contract.json"
+# vLLM 0.19.0 serves prometheus_client's multiprocess registry only when this is set
+# (vllm/v1/metrics/prometheus.py); LMCache 0.4.3's logger, in the worker processes, writes there
+# (lmcache/observability.py). The directory must exist before vLLM starts: /tmp does in every image,
+# and a restarted container starts with a fresh one, as vLLM asks.
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+METRICS_DIR = "/tmp"
 
 
 @cache
@@ -116,9 +122,9 @@ PREFILL_TIME = Metric(name="vllm:request_prefill_time_seconds", kind=Kind.HISTOG
 KV_STORE_PUT_TIME = Metric(
     name="lmcache:store_put_time", kind=Kind.HISTOGRAM, exporter=Exporter.LMCACHE,
     provenance=f"{_LMCACHE}; on the prefiller the put waits for the decoder's buffer and the NIXL write "
-               "(pd_backend.py, by code reading). Reaches vLLM's /metrics only when PROMETHEUS_MULTIPROC_DIR is "
-               "set for both processes, which vLLM 0.19.0 does only with --api-server-count > 1 "
-               "(vllm/entrypoints/cli/serve.py); whether the worker image sets it is not documented",
+               "(pd_backend.py, by code reading). Reaches vLLM's /metrics only through PROMETHEUS_MULTIPROC_DIR, "
+               "which the chart renders (METRICS_DIR_ENV); that it arrives is read from the code, not seen on "
+               "a cluster: verify --smoke checks it",
     verified=False)
 
 _KSM = "kube-state-metrics v2 metric docs (deployment-metrics.md, pod-metrics.md)"

@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_dpd.errors import Problem, Warning
+from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV
 from hyperpod_dpd.spec import PrometheusTrigger
 from hyperpod_dpd.validation.check import Finding, RuleContext, register_rule
 from hyperpod_dpd.vllm_args import flag_values
@@ -100,7 +101,13 @@ def engine_flags(ctx: RuleContext) -> Iterator[Finding]:
 def environment(ctx: RuleContext) -> Iterator[Finding]:
     """Environment variables that hide the log lines the alarms read or rewire LMCache's PD transfer."""
     for key, value in ctx.spec.env.items():
-        if key == "LMCACHE_LOG_LEVEL" and value.upper() in LOG_LEVELS[2:]:
+        if key == METRICS_DIR_ENV and ctx.spec.metrics.enabled:
+            yield Problem(field=f"env.{key}", value=value,
+                          message=f"is set by the library to {METRICS_DIR} (a directory that exists before vLLM "
+                                  "starts) so that LMCache's metrics reach vLLM's /metrics; a directory that does "
+                                  "not exist stops vLLM at start",
+                          fix="remove it from env")
+        elif key == "LMCACHE_LOG_LEVEL" and value.upper() in LOG_LEVELS[2:]:
             yield Warning(code="LogLinesHidden", field=f"env.{key}",
                           message=f"{value} hides LMCache's INFO lines ('Retrieved ... out of', 'Stored ... "
                                   "throughput') that the KvNotRetrieved and KvTransferBelow1GBps alarms read; "
