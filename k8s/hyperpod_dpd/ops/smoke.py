@@ -216,8 +216,8 @@ def _exported(text: str, metric: m.Metric) -> bool:
 def alert_inputs(kube: KubeApi, spec: DpdSpec) -> Check:
     """Does each role's ``/metrics`` carry the series its alerts read? A missing vLLM series fails.
 
-    LMCache's store histogram reaches vLLM's ``/metrics`` only through a shared multiprocess
-    directory the images are not documented to set; its absence is reported, not failed, since
+    LMCache's store histogram reaches vLLM's ``/metrics`` only through the multiprocess directory
+    the chart renders, which no cluster has confirmed yet; its absence is reported, not failed, since
     DpdKvStoreMetricsAbsent and the KvTransferBelow1GBps log alarm cover it.
     """
     names = EndpointNames.of(spec)
