@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vllm_flags import fetch_sdist, read_sources, sha256  # the sibling script's download helpers
+from vllm_flags import emit, fetch_sdist, read_sources, sha256  # the sibling script's download helpers
 
 VLLM_VERSION = "0.19.0"
 LMCACHE_VERSION = "0.4.3"
@@ -178,12 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             path, digest = given, sha256(given)
         sources[package] = read_sources(path, package)
         artifacts[package] = (path.name, digest)
-    text = json.dumps(document(derive(sources), artifacts), indent=1) + "\n"
-    if args.out == "-":
-        sys.stdout.write(text)
-    else:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(args.out)
+    emit(json.dumps(document(derive(sources), artifacts), indent=1) + "\n", args.out)
     return 0
 
 

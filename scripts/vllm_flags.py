@@ -412,14 +412,18 @@ def main(argv: list[str] | None = None) -> int:
         artifact, digest = fetch_sdist(args.cache)
     else:
         artifact, digest = args.artifact, sha256(args.artifact)
-    text = json.dumps(document(derive(read_sources(artifact)), artifact=artifact.name, artifact_sha256=digest),
-                      indent=1) + "\n"
-    if args.out == "-":
+    emit(json.dumps(document(derive(read_sources(artifact)), artifact=artifact.name, artifact_sha256=digest),
+                     indent=1) + "\n", args.out)
+    return 0
+
+
+def emit(text: str, out: str) -> None:
+    """Write ``text`` to the file ``out`` (and name it), or to stdout for ``-``."""
+    if out == "-":
         sys.stdout.write(text)
     else:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(args.out)
-    return 0
+        Path(out).write_text(text, encoding="utf-8")
+        print(out)
 
 
 if __name__ == "__main__":
