@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -34,6 +36,7 @@ from hyperpod_dpd_cdk.observability import (
     CONTAINER_LOGS_ADDON,
     CONTAINER_LOGS_SERVICE_ACCOUNT,
     OBSERVABILITY_ADDON,
+    alertmanager_definition,
     option_problems,
 )
 
@@ -310,3 +313,24 @@ def test_app_writes_rules_and_dashboards_beside_the_manifests(app_module: Module
     written = app_module.write_observability_files(default_app.stack, tmp_path)
     assert [p.name for p in written] == ["default-dpd-test.rules.yaml", "default-dpd-test.dashboard.json"]
     assert all(p.parent == tmp_path / "observability" for p in written)
+
+
+AMTOOL = shutil.which("amtool")
+
+
+@pytest.mark.skipif(AMTOOL is None, reason="amtool is missing: apt-get install prometheus-alertmanager")
+def test_alertmanager_definition_passes_amtool(tmp_path: Path) -> None:
+    """Alertmanager's own checker accepts the route, the SNS receiver and the inhibit rules, and rejects
+    a broken inhibit matcher (so the check can fail)."""
+    assert AMTOOL is not None
+    definition = yaml.safe_load(alertmanager_definition("arn:aws:sns:us-west-2:111122223333:dpd", REGION))
+    good = tmp_path / "good.yml"
+    good.write_text(definition["alertmanager_config"])
+    result = subprocess.run([AMTOOL, "check-config", str(good)], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 inhibit rules" in result.stdout and "1 receivers" in result.stdout
+    bad = tmp_path / "bad.yml"
+    bad.write_text(definition["alertmanager_config"].replace('alertname="DpdNoReadyPod"', 'alertname=="x'))
+    assert subprocess.run([AMTOOL, "check-config", str(bad)], capture_output=True, text=True, timeout=60,
+                          check=False).returncode != 0

@@ -171,6 +171,7 @@ def test_verify_times_out_naming_what_is_not_ready(seams: Any, stubs: Any, fakes
     assert final.endswith("`kubectl logs <pod> -c decode-dpd-test | grep -i 'engine\\|loading'`")
     assert "decode-dpd-test-1: Running, 2/3 ready (vLLM still loading the model" in captured.out
     assert "smoke: short prompt  SKIP    the endpoint is not ready (decode), so no prompt was sent" in captured.out
+    assert "smoke: alert inputs  SKIP    the endpoint is not ready (decode)" in captured.out
     assert "kv roles             SKIP    the prefill and decode pods are not ready" in captured.out
 
 

@@ -34,7 +34,7 @@ from hyperpod_dpd.deployment_defaults import DEFAULT_HYPERPOD_CLUSTER
 from hyperpod_dpd.ops.aws import AwsUnavailable, session_clients
 from hyperpod_dpd.ops.checks import Check, Status, errored, exit_status, skipped
 from hyperpod_dpd.ops.kube import KubeApi, KubeError, load_kube
-from hyperpod_dpd.ops.smoke import LONG, SHORT, run_smoke
+from hyperpod_dpd.ops.smoke import INPUTS, LONG, SHORT, run_smoke
 from hyperpod_dpd.ops.table import render_json, render_table
 from hyperpod_dpd.ops.verify import (
     CLUSTER,
@@ -139,6 +139,6 @@ def _smoke(kube: KubeApi | None, spec: DpdSpec, checks: list[Check], timeout: fl
     if kube is None or not needed <= ready:
         missing = ", ".join(sorted(needed - ready)) or "kubernetes"
         reason = f"the endpoint is not ready ({missing}), so no prompt was sent"
-        return [skipped(SHORT, reason), skipped(LONG, reason)]
+        return [skipped(SHORT, reason), skipped(LONG, reason), skipped(INPUTS, reason)]
     announce = None if quiet else (lambda line: print(line, file=sys.stderr))
     return run_smoke(kube, spec, timeout=min(timeout, 300.0), clock=clock, announce=announce)

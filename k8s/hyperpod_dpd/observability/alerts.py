@@ -141,9 +141,10 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             meaning=("LMCache's metrics live in vLLM's worker processes and reach /metrics only through "
                      "prometheus_client's multiprocess directory; without them DpdKvTransferSlow is blind."),
             fix=("Check `kubectl exec deploy/" + prefill_name + f" -n {spec.namespace} -- curl -s "
-                 f"localhost:{spec.port}/metrics | grep lmcache:`. If empty, the image does not share "
-                 "PROMETHEUS_MULTIPROC_DIR between vLLM's API server and its workers; watch the prefiller's "
-                 "'Stored ... throughput' log lines (the KvTransferBelow1GBps alarm) instead."),
+                 f"localhost:{spec.port}/metrics | grep lmcache:` (or `hyperpod-dpd verify --smoke`). If empty, "
+                 "the worker does not see the PROMETHEUS_MULTIPROC_DIR the chart sets (check the pod's "
+                 "environment); meanwhile the KvTransferBelow1GBps log alarm watches the 'Stored ... "
+                 "throughput' lines."),
             inputs=(m.MODEL_INVOCATIONS, m.KV_STORE_PUT_TIME)),
         AlertRule(
             name="DpdKvNotTransferred",
@@ -318,15 +319,10 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
 
 def inhibit_rules() -> list[dict[str, Any]]:
     """Alertmanager inhibitions: an alert whose input is missing silences the ones that would misread it."""
-    same = ["dpd_namespace", "dpd_endpoint"]
-    return [
-        {"source_matchers": ['alertname="DpdDecodeMetricsAbsent"'],
-         "target_matchers": ['alertname=~"DpdKvNotTransferred|DpdDecodeKvCacheFull|DpdDecodePreempting"'],
-         "equal": same},
-        {"source_matchers": ['alertname="DpdNoReadyPod"'],
-         "target_matchers": ['alertname=~"DpdPrefillMetricsAbsent|DpdDecodeMetricsAbsent|DpdKvStoreMetricsAbsent"'],
-         "equal": same},
-    ]
+    pairs = (("DpdDecodeMetricsAbsent", "DpdKvNotTransferred|DpdDecodeKvCacheFull|DpdDecodePreempting"),
+             ("DpdNoReadyPod", "DpdPrefillMetricsAbsent|DpdDecodeMetricsAbsent|DpdKvStoreMetricsAbsent"))
+    return [{"source_matchers": [f'alertname="{source}"'], "target_matchers": [f'alertname=~"{targets}"'],
+             "equal": ["dpd_namespace", "dpd_endpoint"]} for source, targets in pairs]
 
 
 def rule_group_name(spec: DpdSpec) -> str:
