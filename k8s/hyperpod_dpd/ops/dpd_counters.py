@@ -106,16 +106,22 @@ def external_kv_tokens(kube: KubeApi, names: EndpointNames) -> tuple[float, int]
     return total, len(texts)
 
 
+def router_pods(kube: KubeApi, router: str) -> list[str]:
+    """The pods of the router Deployment ``router`` in the operator's namespace."""
+    names = (str((pod.get("metadata") or {}).get("name", "")) for pod in kube.pods(OPERATOR_NAMESPACE, ""))
+    return [name for name in names if name.startswith(f"{router}-")]
+
+
+def router_logs(kube: KubeApi, router: str, since_seconds: int) -> dict[str, str]:
+    """Each router pod's ``router-container`` log of the last ``since_seconds``."""
+    return {pod: kube.pod_log(OPERATOR_NAMESPACE, pod, ROUTER_CONTAINER, since_seconds)
+            for pod in router_pods(kube, router)}
+
+
 def disaggregated_requests(kube: KubeApi, names: EndpointNames, since_seconds: int) -> int:
     """The router pods' ``disaggregate=True`` lines in the last ``since_seconds``."""
-    prefix = f"{names.router_deployment}-"
-    count = 0
-    for pod in kube.pods(OPERATOR_NAMESPACE, ""):
-        name = str((pod.get("metadata") or {}).get("name", ""))
-        if name.startswith(prefix):
-            count += len(DISAGGREGATED_LINE.findall(kube.pod_log(OPERATOR_NAMESPACE, name, ROUTER_CONTAINER,
-                                                                 since_seconds)))
-    return count
+    logs = router_logs(kube, names.router_deployment, since_seconds)
+    return sum(len(DISAGGREGATED_LINE.findall(log)) for log in logs.values())
 
 
 def read_counters(kube: KubeApi, names: EndpointNames, *, since_seconds: int) -> DpdCounters:

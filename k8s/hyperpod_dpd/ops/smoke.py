@@ -24,13 +24,12 @@ from typing import Any
 from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.operator_names import (
     OPERATOR_NAMESPACE,
-    ROUTER_CONTAINER,
     ROUTER_PORT,
     router_deployment,
     router_service,
 )
 from hyperpod_dpd.ops.checks import Check, failed, passed, skipped
-from hyperpod_dpd.ops.dpd_counters import EndpointNames, external_kv_tokens, role_metrics
+from hyperpod_dpd.ops.dpd_counters import EndpointNames, external_kv_tokens, role_metrics, router_logs
 from hyperpod_dpd.ops.kube import KubeApi, KubeError
 from hyperpod_dpd.spec import DpdSpec
 
@@ -168,16 +167,11 @@ def routing_decision(kube: KubeApi, spec: DpdSpec, since_seconds: int,
     ``estimated_tokens`` is closest to ``expected_tokens`` (the latest on a tie), so a second router
     replica or a little other traffic does not confuse a short prompt with a long one.
     """
-    prefix = f"{router_deployment(spec)}-"
-    pods = [p for p in kube.pods(OPERATOR_NAMESPACE, "")
-            if str((p.get("metadata") or {}).get("name", "")).startswith(prefix)]
-    if not pods:
-        return f"no router pod {prefix}* in {OPERATOR_NAMESPACE}"
-    found: list[RoutingDecision] = []
-    for pod in pods:
-        log = kube.pod_log(OPERATOR_NAMESPACE, pod["metadata"]["name"], ROUTER_CONTAINER, since_seconds)
-        found += [RoutingDecision(int(m["tokens"]), int(m["threshold"]), m["disaggregate"] == "True")
-                  for m in ROUTING_LINE.finditer(log)]
+    logs = router_logs(kube, router_deployment(spec), since_seconds)
+    if not logs:
+        return f"no router pod {router_deployment(spec)}-* in {OPERATOR_NAMESPACE}"
+    found = [RoutingDecision(int(m["tokens"]), int(m["threshold"]), m["disaggregate"] == "True")
+             for log in logs.values() for m in ROUTING_LINE.finditer(log)]
     if not found:
         return "no 'Conditional routing' line in the router log"
 
