@@ -18,7 +18,8 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     vpc_id=ID + eks_subnets=AZ=SUBNET,... + hyperpod_subnets=AZID=SUBNET,...   use an existing VPC
     observability=false        leave out the observability add-on, DPD alerts and log alarms (default: on)
     amp_workspace_arn=ARN      an existing AMP workspace for metrics and alert rules (default: a new one)
-    observability_log_group=NAME   log group holding the inference pods' output (default: the HyperPod cluster's)
+    observability_log_group=NAME   log group holding the inference pods' output, shipped by you (default: the
+                               stack installs Container Insights' log shipping and watches its application group)
     grafana_workspace_id=g-... import the DPD dashboards into this Amazon Managed Grafana workspace
     benchmark=false            leave out the IAM role and ServiceAccount of `hyperpod-dpd bench` (default: on)
     aggregated_baseline=true   host each endpoint's aggregated twin on one more node (default: off)

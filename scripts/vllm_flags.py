@@ -62,19 +62,19 @@ class DerivationError(RuntimeError):
 
 # --- reading the artifact -------------------------------------------------------------------------
 
-def read_sources(artifact: Path) -> dict[str, str]:
-    """``vllm/...`` path -> text of every Python file in an sdist (``.tar.gz``) or a wheel."""
+def read_sources(artifact: Path, package: str = "vllm") -> dict[str, str]:
+    """``<package>/...`` path -> text of every Python file in an sdist (``.tar.gz``) or a wheel."""
     sources: dict[str, str] = {}
     if artifact.name.endswith(".whl"):
         with zipfile.ZipFile(artifact) as wheel:
             for name in wheel.namelist():
-                if name.startswith("vllm/") and name.endswith(".py"):
+                if name.startswith(f"{package}/") and name.endswith(".py"):
                     sources[name] = wheel.read(name).decode("utf-8")
         return sources
     with tarfile.open(artifact, "r:gz") as sdist:
         for member in sdist.getmembers():
             _, _, name = member.name.partition("/")
-            if member.isfile() and name.startswith("vllm/") and name.endswith(".py"):
+            if member.isfile() and name.startswith(f"{package}/") and name.endswith(".py"):
                 handle = sdist.extractfile(member)
                 assert handle is not None
                 sources[name] = handle.read().decode("utf-8")
@@ -105,14 +105,16 @@ def simple_index_url(project: str = "vllm") -> str:
     return f"{configured.rstrip('/')}/{project}/"
 
 
-def fetch_sdist(folder: Path, *, timeout: float = 60.0) -> tuple[Path, str]:
-    """Download the sdist through the simple index (PEP 691) into ``folder``; check the index's sha256."""
-    request = urllib.request.Request(simple_index_url(), headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+def fetch_sdist(folder: Path, *, timeout: float = 60.0, project: str = "vllm",
+                filename: str = SDIST) -> tuple[Path, str]:
+    """Download ``filename`` through the simple index (PEP 691) into ``folder``; check the index's sha256."""
+    request = urllib.request.Request(simple_index_url(project),
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     with urllib.request.urlopen(request, timeout=timeout) as response:
         files = json.load(response)["files"]
-    (entry,) = [f for f in files if f["filename"] == SDIST]
+    (entry,) = [f for f in files if f["filename"] == filename]
     expected = entry["hashes"]["sha256"]
-    target = folder / SDIST
+    target = folder / filename
     if not target.exists() or sha256(target) != expected:
         folder.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(".part")
@@ -410,14 +412,18 @@ def main(argv: list[str] | None = None) -> int:
         artifact, digest = fetch_sdist(args.cache)
     else:
         artifact, digest = args.artifact, sha256(args.artifact)
-    text = json.dumps(document(derive(read_sources(artifact)), artifact=artifact.name, artifact_sha256=digest),
-                      indent=1) + "\n"
-    if args.out == "-":
+    emit(json.dumps(document(derive(read_sources(artifact)), artifact=artifact.name, artifact_sha256=digest),
+                     indent=1) + "\n", args.out)
+    return 0
+
+
+def emit(text: str, out: str) -> None:
+    """Write ``text`` to the file ``out`` (and name it), or to stdout for ``-``."""
+    if out == "-":
         sys.stdout.write(text)
     else:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(args.out)
-    return 0
+        Path(out).write_text(text, encoding="utf-8")
+        print(out)
 
 
 if __name__ == "__main__":

@@ -157,9 +157,10 @@ def read_prefix(grantee: iam.IGrantable, bucket: s3.IBucket, prefixes: Sequence[
     clean = sorted({p.strip("/") for p in prefixes})
     if not clean:
         return
+    # An empty prefix is the bucket's root: its objects and its whole listing.
     grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
-        actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}/*") for p in clean]))
-    conditions = None if list_whole_bucket else {
+        actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}/*" if p else "*") for p in clean]))
+    conditions = None if list_whole_bucket or "" in clean else {
         "StringLike": {"s3:prefix": [x for p in clean for x in (p, f"{p}/*")]}}
     grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
         actions=["s3:ListBucket"], resources=[bucket.bucket_arn], conditions=conditions))

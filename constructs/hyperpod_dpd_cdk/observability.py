@@ -11,8 +11,12 @@ What ``cdk deploy`` yields, with no manual step other than subscribing to the to
   the stack owns (KMS-encrypted, TLS-only, publishable only by this workspace and this account's
   CloudWatch alarms). A workspace you pass keeps its own Alertmanager routing: AMP holds one
   definition per workspace, and replacing it would drop yours;
-* CloudWatch Logs metric filters and alarms for the failures only logs show, on the HyperPod
-  cluster's log group, alarming to the same topic;
+* CloudWatch Logs metric filters and alarms for the failures only logs show, alarming to the same
+  topic, on the log group where the pods' output is documented to land: the
+  ``amazon-cloudwatch-observability`` add-on's Fluent Bit ships every container's stdout to
+  ``/aws/containerinsights/<eks cluster>/application`` (CloudWatch Container Insights docs). No AWS
+  page says the HyperPod add-on's logging carries pod stdout. A ``LogsNotArriving`` alarm breaches
+  when the group receives nothing, and the failure alarms read missing data as missing, never as OK;
 * when you name an Amazon Managed Grafana workspace, the per-endpoint DPD dashboards in it.
 """
 
@@ -23,6 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import yaml
 from aws_cdk import Arn, ArnFormat, Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Token
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -36,7 +41,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_dpd import DpdSpec, Problem
 from hyperpod_dpd.errors import raise_if_any
-from hyperpod_dpd.observability.alerts import alert_rules, rule_group_name, rules_yaml
+from hyperpod_dpd.observability.alerts import alert_rules, inhibit_rules, rule_group_name, rules_yaml
 from hyperpod_dpd.observability.log_patterns import LOG_PATTERNS, METRIC_NAMESPACE, LogPattern
 from hyperpod_dpd_cdk.grafana_dashboards import GrafanaDashboards, workspace_problems
 from hyperpod_dpd_cdk.nag import acknowledge, pseudo
@@ -48,6 +53,20 @@ COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 # The add-on ships logs under this prefix (the log actions AWS's template grants it are scoped there),
 # and HyperPod writes each cluster's logs to <prefix><cluster name>/<cluster id>.
 CLUSTER_LOG_PREFIX = "/aws/sagemaker/Clusters/"
+# Container Insights: the add-on, its agent's service account (in namespace amazon-cloudwatch), the
+# managed policy AWS's setup guide attaches, and the group its Fluent Bit writes container logs to.
+CONTAINER_LOGS_ADDON = "amazon-cloudwatch-observability"
+CONTAINER_LOGS_SERVICE_ACCOUNT = "cloudwatch-agent"
+CONTAINER_LOGS_POLICY = "CloudWatchAgentServerPolicy"
+LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+# An hour without one log line in the group means the alarms are blind, not that all is well.
+SILENT_LOG_PERIODS = 4
+SILENT_LOG_PERIOD = Duration.minutes(15)
+
+
+def container_log_group(eks_cluster_name: str) -> str:
+    """Where Container Insights' Fluent Bit puts every container's stdout and stderr."""
+    return f"/aws/containerinsights/{eks_cluster_name}/application"
 SCRAPE_INTERVAL_SECONDS = 30
 AMP_WORKSPACE_ARN = re.compile(r"^arn:aws[a-z-]*:aps:[a-z0-9-]+:[0-9]{12}:workspace/ws-[a-zA-Z0-9-]+$")
 MAX_RULE_NAMESPACE = 64  # AWS::APS::RuleGroupsNamespace Name
@@ -62,8 +81,12 @@ class ObservabilityOptions:
     :param addon_version: :default: - the version EKS installs by default for the cluster
     :param efa_metrics: the add-on's EFA (network) metrics, ``ADVANCED`` level; off in AWS's defaults.
         :default: False
-    :param log_group_name: where the inference pods' output lands. :default: - the HyperPod cluster's
-        log group, ``/aws/sagemaker/Clusters/<name>/<id>`` (unverified; see docs/commands.md, `observe`)
+    :param container_logs: install the ``amazon-cloudwatch-observability`` add-on so that the pods'
+        output reaches ``/aws/containerinsights/<eks cluster>/application`` (which the stack creates) and the
+        log alarms watch it. :default: True
+    :param log_group_name: where the inference pods' output lands, when you ship it yourself.
+        :default: - the Container Insights application group with ``container_logs``, else the HyperPod
+        cluster's log group ``/aws/sagemaker/Clusters/<name>/<id>`` (no AWS page says pod output lands there)
     :param grafana_workspace_id: an Amazon Managed Grafana workspace to import the DPD dashboards into
         (AMG needs IAM Identity Center, which a stack cannot set up). :default: - none; the dashboards
         are only written beside the manifests
@@ -72,6 +95,7 @@ class ObservabilityOptions:
     amp_workspace_arn: str | None = None
     addon_version: str | None = None
     efa_metrics: bool = False
+    container_logs: bool = True
     log_group_name: str | None = None
     grafana_workspace_id: str | None = None
 
@@ -126,7 +150,11 @@ def addon_configuration(*, prometheus_endpoint: str, workspace_arn: str, efa_met
 
 
 def alertmanager_definition(topic_arn: str, region: str) -> str:
-    """AMP's Alertmanager definition: every alert to the topic, grouped per endpoint and alert."""
+    """AMP's Alertmanager definition: every alert to the topic, grouped per endpoint and alert.
+
+    Inhibitions keep an alert whose input is missing from paging as the failure it would misread.
+    """
+    inhibit = yaml.safe_dump({"inhibit_rules": inhibit_rules()}, sort_keys=False, width=10_000)
     return "\n".join([
         "alertmanager_config: |",
         "  route:",
@@ -145,6 +173,7 @@ def alertmanager_definition(topic_arn: str, region: str) -> str:
         "{{ .CommonLabels.dpd_endpoint }}'",
         "          attributes:",
         "            severity: '{{ .CommonLabels.severity }}'",
+        *(f"  {line}" for line in inhibit.splitlines()),
         "",
     ])
 
@@ -214,15 +243,29 @@ class DpdObservability(Construct):
                 workspace=self.workspace_arn, data=rules_yaml(spec))
 
         hyperpod_id = Fn.select(1, Fn.split("/", hyperpod_cluster_arn))
-        self.log_group_name = options.log_group_name or f"{CLUSTER_LOG_PREFIX}{hyperpod_cluster_name}/{hyperpod_id}"
-        # The default name references the cluster already; a given name needs the explicit order.
+        self.container_logs: eks_l1.CfnAddon | None = None
+        self.log_group: logs.LogGroup | None = None
+        # The default HyperPod name references the cluster already; other names need the explicit order.
         self._filters_follow = options.log_group_name is not None
+        if options.log_group_name is not None:
+            self.log_group_name = options.log_group_name
+        elif options.container_logs:
+            self.container_logs = self._container_logs_addon(cluster_name, cluster_arn)
+            # Fluent Bit creates the group on its first line; the filters need it at deploy time (their
+            # reference to it orders them after it).
+            self.log_group = logs.LogGroup(self, "ContainerLogs", log_group_name=container_log_group(cluster_name),
+                                           retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY)
+            self.log_group_name = self.log_group.log_group_name
+            self._filters_follow = True
+        else:
+            self.log_group_name = f"{CLUSTER_LOG_PREFIX}{hyperpod_cluster_name}/{hyperpod_id}"
         # One namespace per HyperPod cluster, so two stacks in an account do not add up each other's lines.
         self.metric_namespace = f"{METRIC_NAMESPACE}/{hyperpod_cluster_name}"
         self.metric_filters: list[logs.CfnMetricFilter] = []
         self.log_alarms: list[cloudwatch.Alarm] = []
         for pattern in LOG_PATTERNS:
             self._log_alarm(pattern)
+        self._silence_alarm()
 
         self.grafana: GrafanaDashboards | None = None
         if options.grafana_workspace_id is not None:
@@ -242,6 +285,8 @@ class DpdObservability(Construct):
         """Create the add-on and the metric filters only after ``dependencies`` (the HyperPod cluster)."""
         for dependency in dependencies:
             self.addon.node.add_dependency(dependency)
+            if self.container_logs is not None:
+                self.container_logs.node.add_dependency(dependency)
             for metric_filter in self.metric_filters if self._filters_follow else ():
                 metric_filter.node.add_dependency(dependency)
 
@@ -285,6 +330,45 @@ class DpdObservability(Construct):
         role.add_to_policy(iam.PolicyStatement(actions=["logs:DescribeLogGroups"], resources=["*"]))
         return role
 
+    def _container_logs_addon(self, cluster_name: str, cluster_arn: str) -> eks_l1.CfnAddon:
+        """Container Insights with its agent's documented policy, through pod identity; container logs on."""
+        principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags().with_conditions({
+            "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+            "ArnEquals": {"aws:SourceArn": cluster_arn}})
+        role = iam.Role(self, "ContainerLogsRole", assumed_by=principal,
+                        description="CloudWatch observability add-on: ships the pods' output to CloudWatch Logs",
+                        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(CONTAINER_LOGS_POLICY)])
+        acknowledge(role, "IAM4", "AWS's Container Insights setup for EKS attaches exactly this managed policy to "
+                    "the agent's role; the add-on is AWS's and its needs follow its versions.",
+                    [f"Policy::arn:<AWS::Partition>:iam::aws:policy/{CONTAINER_LOGS_POLICY}"])
+        addon = eks_l1.CfnAddon(
+            self, "ContainerLogsAddon", addon_name=CONTAINER_LOGS_ADDON, cluster_name=cluster_name,
+            resolve_conflicts="OVERWRITE",
+            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
+                role_arn=role.role_arn, service_account=CONTAINER_LOGS_SERVICE_ACCOUNT)],
+            configuration_values=Stack.of(self).to_json_string({"containerLogs": {"enabled": True}}))
+        return addon
+
+    def _silence_alarm(self) -> None:
+        """Breaches when the group receives no line at all: the log alarms would be blind."""
+        metric_filter = logs.CfnMetricFilter(
+            self, "Filter-LogLines", log_group_name=self.log_group_name, filter_name="dpd-LogLines",
+            filter_pattern="", metric_transformations=[logs.CfnMetricFilter.MetricTransformationProperty(
+                metric_namespace=self.metric_namespace, metric_name="LogLines", metric_value="1", unit="Count")])
+        self.metric_filters.append(metric_filter)
+        metric = cloudwatch.Metric(namespace=self.metric_namespace, metric_name="LogLines", statistic="Sum",
+                                   period=SILENT_LOG_PERIOD)
+        alarm = cloudwatch.Alarm(
+            self, "Alarm-LogsNotArriving", metric=metric, threshold=1, evaluation_periods=SILENT_LOG_PERIODS,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            alarm_description=(f"[warning] no log line reached {self.log_group_name} for an hour: the DPD log "
+                               "alarms cannot see their failures. Fix: check the log shipper (kubectl get pods -n "
+                               "amazon-cloudwatch) or set observability.log_group_name to where the pods' output "
+                               "lands."))
+        alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        self.log_alarms.append(alarm)
+
     def _log_alarm(self, pattern: LogPattern) -> None:
         metric_filter = logs.CfnMetricFilter(
             self, f"Filter-{pattern.name}", log_group_name=self.log_group_name,
@@ -299,7 +383,8 @@ class DpdObservability(Construct):
             self, f"Alarm-{pattern.name}", metric=metric, threshold=pattern.threshold,
             evaluation_periods=pattern.periods, datapoints_to_alarm=pattern.datapoints,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            # No data means no line reached the group at all (LogsNotArriving says so), never "healthy".
+            treat_missing_data=cloudwatch.TreatMissingData.MISSING,
             alarm_description=f"[{pattern.severity.value}] {pattern.failure}. Fix: {pattern.fix}")
         alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
         self.log_alarms.append(alarm)

@@ -158,3 +158,21 @@ def test_al2_without_the_template_fails_loudly(tmp_path: Path) -> None:
     result = run(node, tmp_path)
     assert result.returncode == 1
     assert "containerd-config.toml not found" in result.stdout
+
+
+def test_weights_at_the_bucket_root_are_readable_without_a_double_slash() -> None:
+    """An empty S3 prefix (weights at the root) grants the bucket's objects and its whole listing."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_iam as iam
+    from aws_cdk import aws_s3 as s3
+
+    from hyperpod_dpd_cdk.lifecycle import read_prefix
+
+    stack = cdk.Stack(cdk.App(), "Root")
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "dpd-models-example")
+    role = iam.Role(stack, "Reader", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+    read_prefix(role, bucket, [""])
+    statements = stack.resolve(role.node.find_child("DefaultPolicy").document.to_json())["Statement"]
+    get, listing = statements
+    assert get["Resource"]["Fn::Join"][1][-1] == ":s3:::dpd-models-example/*"
+    assert listing["Action"] == "s3:ListBucket" and "Condition" not in listing

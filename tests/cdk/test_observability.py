@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,9 +28,17 @@ from cfnlint.api import lint
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.observability import rules_yaml
+from hyperpod_dpd.observability.alerts import inhibit_rules
 from hyperpod_dpd.observability.log_patterns import LOG_PATTERNS
 from hyperpod_dpd_cdk import HyperPodDpdStack, ObservabilityOptions
-from hyperpod_dpd_cdk.observability import COLLECTOR_SERVICE_ACCOUNT, OBSERVABILITY_ADDON, option_problems
+from hyperpod_dpd_cdk.observability import (
+    COLLECTOR_SERVICE_ACCOUNT,
+    CONTAINER_LOGS_ADDON,
+    CONTAINER_LOGS_SERVICE_ACCOUNT,
+    OBSERVABILITY_ADDON,
+    alertmanager_definition,
+    option_problems,
+)
 
 EXISTING_WORKSPACE = "arn:aws:aps:us-west-2:111122223333:workspace/ws-0a1b2c3d-4e5f-6789-abcd-ef0123456789"
 GRAFANA_WORKSPACE = "g-0123456789"
@@ -143,6 +153,7 @@ def test_alertmanager_routes_every_alert_to_the_topic(default_app: Synthesized) 
     (sns,) = receiver["sns_configs"]
     assert sns["topic_arn"] == "arn:aws:sns:us-west-2:111122223333:topic"
     assert sns["sigv4"] == {"region": REGION}
+    assert config["inhibit_rules"] == inhibit_rules()
     assert workspace["DeletionPolicy"] == "Retain"
 
 
@@ -167,15 +178,34 @@ def test_topic_is_encrypted_tls_only_and_publishable_only_by_amp_and_alarms(defa
     assert any("cloudwatch.amazonaws.com" in p for p in key_principals)
 
 
-def test_log_filters_count_the_log_only_failures_on_the_hyperpod_log_group(default_app: Synthesized) -> None:
-    filters = by_type(default_app.template, "AWS::Logs::MetricFilter")
-    hyperpod_id, _ = default_app.one("AWS::SageMaker::Cluster")
+def test_log_filters_watch_the_group_container_insights_ships_pod_output_to(default_app: Synthesized) -> None:
+    """Audit O2: the filters watch the documented group for container stdout, which the stack creates."""
+    template = default_app.template
+    observability = default_app.stack.observability
+    assert observability is not None and observability.log_group is not None
+    group_id = logical_id(observability.log_group)
+    group = template["Resources"][group_id]
+    name = group["Properties"]["LogGroupName"]
+    text = name if isinstance(name, str) else "".join(p if isinstance(p, str) else "EKS" for p in name["Fn::Join"][1])
+    assert text.startswith("/aws/containerinsights/") and text.endswith("/application")
+    filters = by_type(template, "AWS::Logs::MetricFilter")
     patterns = sorted(f["Properties"]["FilterPattern"] for f in filters.values())
-    assert patterns == sorted(p.filter_pattern for p in LOG_PATTERNS)
+    assert patterns == sorted(["", *(p.filter_pattern for p in LOG_PATTERNS)])
     for metric_filter in filters.values():
-        _, parts = metric_filter["Properties"]["LogGroupName"]["Fn::Join"]
-        assert parts[0] == f"/aws/sagemaker/Clusters/{default_app.stack.hyperpod.cluster_name}/"
-        assert parts[1] == {"Fn::Select": [1, {"Fn::Split": ["/", {"Fn::GetAtt": [hyperpod_id, "ClusterArn"]}]}]}
+        assert metric_filter["Properties"]["LogGroupName"] == {"Ref": group_id}
+
+
+def test_container_logs_addon_ships_through_pod_identity(default_app: Synthesized) -> None:
+    template = default_app.template
+    addon_id = by_addon(template, CONTAINER_LOGS_ADDON)
+    props = template["Resources"][addon_id]["Properties"]
+    (association,) = props["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == CONTAINER_LOGS_SERVICE_ACCOUNT
+    assert rendered(props["ConfigurationValues"], placeholder="TOKEN") == {"containerLogs": {"enabled": True}}
+    role = template["Resources"][association["RoleArn"]["Fn::GetAtt"][0]]
+    assert "CloudWatchAgentServerPolicy" in json.dumps(role["Properties"]["ManagedPolicyArns"])
+    hyperpod_id, _ = default_app.one("AWS::SageMaker::Cluster")
+    assert depends_on(template, addon_id, hyperpod_id)
 
 
 def test_each_log_pattern_has_an_alarm_to_the_topic(default_app: Synthesized) -> None:
@@ -188,8 +218,12 @@ def test_each_log_pattern_has_an_alarm_to_the_topic(default_app: Synthesized) ->
         assert alarm["Namespace"] == f"HyperPodDPD/{default_app.stack.hyperpod.cluster_name}"
         assert (alarm["Threshold"], alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (
             pattern.threshold, pattern.datapoints, pattern.periods)
-        assert alarm["TreatMissingData"] == "notBreaching"
+        assert alarm["TreatMissingData"] == "missing", "no data is not health"
         assert "Fix: " in alarm["AlarmDescription"]
+    silent = alarms["LogLines"]
+    assert (silent["ComparisonOperator"], silent["Threshold"], silent["TreatMissingData"]) == (
+        "LessThanThreshold", 1, "breaching")
+    assert silent["AlarmActions"] == [{"Ref": topic_id}]
 
 
 def test_outputs_tell_how_to_subscribe(default_app: Synthesized) -> None:
@@ -279,3 +313,24 @@ def test_app_writes_rules_and_dashboards_beside_the_manifests(app_module: Module
     written = app_module.write_observability_files(default_app.stack, tmp_path)
     assert [p.name for p in written] == ["default-dpd-test.rules.yaml", "default-dpd-test.dashboard.json"]
     assert all(p.parent == tmp_path / "observability" for p in written)
+
+
+AMTOOL = shutil.which("amtool")
+
+
+@pytest.mark.skipif(AMTOOL is None, reason="amtool is missing: apt-get install prometheus-alertmanager")
+def test_alertmanager_definition_passes_amtool(tmp_path: Path) -> None:
+    """Alertmanager's own checker accepts the route, the SNS receiver and the inhibit rules, and rejects
+    a broken inhibit matcher (so the check can fail)."""
+    assert AMTOOL is not None
+    definition = yaml.safe_load(alertmanager_definition("arn:aws:sns:us-west-2:111122223333:dpd", REGION))
+    good = tmp_path / "good.yml"
+    good.write_text(definition["alertmanager_config"])
+    result = subprocess.run([AMTOOL, "check-config", str(good)], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 inhibit rules" in result.stdout and "1 receivers" in result.stdout
+    bad = tmp_path / "bad.yml"
+    bad.write_text(definition["alertmanager_config"].replace('alertname="DpdNoReadyPod"', 'alertname=="x'))
+    assert subprocess.run([AMTOOL, "check-config", str(bad)], capture_output=True, text=True, timeout=60,
+                          check=False).returncode != 0

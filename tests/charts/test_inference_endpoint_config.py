@@ -255,7 +255,11 @@ def test_shared_environment_is_what_both_roles_need(spec: DpdSpec) -> None:
         {"name": "PD_BUFFER_SIZE", "value": "8589934592"},
         {"name": "LMCACHE_SAVE_DECODE_CACHE", "value": "True"},
         {"name": "PYTHONHASHSEED", "value": "0"},
+        {"name": "PROMETHEUS_MULTIPROC_DIR", "value": "/tmp"},
     ]
+    quiet = dataclasses.replace(spec, metrics=MetricsSpec(enabled=False))
+    names = [e["name"] for e in render_inference_endpoint_config(quiet)["spec"]["worker"]["environmentVariables"]]
+    assert "PROMETHEUS_MULTIPROC_DIR" not in names, "audit O1: only an observed endpoint needs LMCache's registry"
 
 
 def test_s3_region_comes_from_the_caller_when_the_spec_has_none(spec: DpdSpec) -> None:

@@ -52,3 +52,10 @@ def test_filter_patterns_use_quoted_terms_only() -> None:
 
 def test_names_are_unique() -> None:
     assert len({p.metric_name for p in LOG_PATTERNS}) == len(LOG_PATTERNS)
+
+
+def test_kv_not_retrieved_does_not_claim_the_hash_mismatch_it_cannot_see() -> None:
+    """Audit O3: a lookup miss (hash seed, pd_role) never calls retrieve(), so no 'Retrieved' line is logged;
+    the alarm points at the metric alert that does see it."""
+    assert "hash_seed" not in KV_NOT_RETRIEVED.fix and "DpdKvNotTransferred" in KV_NOT_RETRIEVED.fix
+    assert "lookup hit" in KV_NOT_RETRIEVED.source

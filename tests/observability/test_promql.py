@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import pytest
 import yaml
@@ -10,17 +11,19 @@ import yaml
 from hyperpod_dpd import AlertThresholds, DpdSpec, MetricsSpec
 from hyperpod_dpd.observability import alert_rules, rules_document, rules_yaml
 from hyperpod_dpd.observability.dashboard import panel_queries
+from hyperpod_dpd.observability.metrics import ALL_METRICS, series_names
 
 promql_parser = pytest.importorskip("promql_parser", reason="pip install 'hyperpod-dpd[observability]'")
 
-BASE_ALERTS = ["DpdKvTransferSlow", "DpdKvNotTransferred", "DpdRouterFallback", "DpdErrorRatioHigh",
-               "DpdErrorRatioCritical", "DpdPrefillQueueDeep", "DpdDecodeKvCacheFull", "DpdDecodePreempting",
-               "DpdPrefillMetricsAbsent", "DpdDecodeMetricsAbsent"]
+BASE_ALERTS = ["DpdKvTransferSlow", "DpdKvStoreMetricsAbsent", "DpdKvNotTransferred", "DpdRouterFallback",
+               "DpdErrorRatioHigh", "DpdErrorRatioCritical", "DpdPrefillQueueDeep", "DpdPrefillSaturated",
+               "DpdDecodeKvCacheFull", "DpdDecodePreempting", "DpdPrefillMetricsAbsent", "DpdDecodeMetricsAbsent",
+               "DpdNoReadyPod", "DpdPrefillRestarted", "DpdGpuXidError"]
 
 
 def test_every_alert_expression_parses(slo_spec: DpdSpec) -> None:
     rules = alert_rules(slo_spec)
-    assert len(rules) == 12
+    assert len(rules) == len(BASE_ALERTS) + 2
     for rule in rules:
         promql_parser.parse(rule.expr)  # raises ValueError on a syntax error
 
@@ -41,7 +44,7 @@ def test_the_parser_rejects_broken_promql() -> None:
 def test_latency_rules_exist_only_with_an_slo(spec: DpdSpec, slo_spec: DpdSpec) -> None:
     assert [r.name for r in alert_rules(spec)] == BASE_ALERTS
     names = [r.name for r in alert_rules(slo_spec)]
-    assert names[:8] == BASE_ALERTS[:8] and "DpdTtftSloBreach" in names and "DpdTpotSloBreach" in names
+    assert names[:10] == BASE_ALERTS[:10] and "DpdTtftSloBreach" in names and "DpdTpotSloBreach" in names
     ttft = next(r for r in alert_rules(slo_spec) if r.name == "DpdTtftSloBreach")
     assert ttft.expr.endswith("> 2") and "dpd_e2e_ttft_seconds_bucket" in ttft.expr
     tpot = next(r for r in alert_rules(slo_spec) if r.name == "DpdTpotSloBreach")
@@ -50,7 +53,10 @@ def test_latency_rules_exist_only_with_an_slo(spec: DpdSpec, slo_spec: DpdSpec) 
 
 def test_threshold_overrides_reach_the_expressions(spec: DpdSpec, slo_spec: DpdSpec) -> None:
     by_name = {r.name: r.expr for r in alert_rules(slo_spec)}
-    assert by_name["DpdPrefillQueueDeep"].count("> 5") == 2
+    assert by_name["DpdPrefillQueueDeep"].endswith("> 5")
+    assert by_name["DpdPrefillSaturated"].endswith("* 16)"), "in flight is compared with pods x max_num_seqs"
+    bigger = dataclasses.replace(spec, prefill=dataclasses.replace(spec.prefill, max_num_seqs=64))
+    assert next(r.expr for r in alert_rules(bigger) if r.name == "DpdPrefillSaturated").endswith("* 64)")
     assert by_name["DpdDecodeKvCacheFull"].endswith("> 0.8")
     defaults = {r.name: r.expr for r in alert_rules(spec)}
     assert defaults["DpdDecodeKvCacheFull"].endswith("> 0.9")
@@ -87,21 +93,43 @@ def test_rules_yaml_is_deterministic_and_loads_back(slo_spec: DpdSpec) -> None:
     assert yaml.safe_load(text) == rules_document(slo_spec)
 
 
-def test_every_metric_read_has_its_provenance_recorded(slo_spec: DpdSpec) -> None:
-    """A name typed into a rule or panel without an entry in metrics.py would be an unsourced guess."""
-    import re
+def _selected(node: object) -> Iterator[str]:
+    """The metric names every vector selector in a parsed PromQL expression reads."""
+    if type(node).__name__ == "VectorSelector":
+        yield str(node.name)
+        return
+    for attribute in ("lhs", "rhs", "expr", "args", "vector_selector", "param"):
+        child = getattr(node, attribute, None)
+        for item in child if isinstance(child, list) else [child] if child is not None else []:
+            yield from _selected(item)
 
-    from hyperpod_dpd.observability.metrics import ALL_METRICS, Kind
 
-    known = {m.name for m in ALL_METRICS} | {f"{m.name}_bucket" for m in ALL_METRICS if m.kind is Kind.HISTOGRAM}
+def test_the_walker_finds_every_selector() -> None:
+    expr = 'sum(rate(a{x="1"}[5m])) > on() count(B_C) or absent_over_time(c[1m]) unless max by (x) (d)'
+    assert sorted(_selected(promql_parser.parse(expr))) == ["B_C", "a", "c", "d"]
+
+
+def test_every_series_read_is_in_the_metrics_contract(slo_spec: DpdSpec) -> None:
+    """A name typed into a rule or panel without an entry in the contract would be an unsourced guess."""
+    known = {name for metric in ALL_METRICS for name in series_names(metric)}
     expressions = [r.expr for r in alert_rules(slo_spec)] + [
         expr for panels in panel_queries(slo_spec).values() for panel in panels.values() for expr in panel.values()]
-    used = {name for expr in expressions for name in re.findall(r"([a-z_:][a-z0-9_:]*)\{", expr)}
+    used = {name for expr in expressions for name in _selected(promql_parser.parse(expr))}
     assert used and used <= known, used - known
     assert all(m.provenance for m in ALL_METRICS)
     assert {m.name for m in ALL_METRICS if not m.verified} == {
         "dpd_routing_disaggregated_total", "dpd_routing_local_total", "dpd_routing_fallback_total",
-        "dpd_routing_inflight_prefill", "dpd_e2e_ttft_seconds"}
+        "dpd_routing_inflight_prefill", "dpd_e2e_ttft_seconds", "lmcache:store_put_time", "DCGM_FI_DEV_XID_ERRORS"}
+
+
+def test_each_rule_declares_what_it_reads_and_names_its_assumptions(slo_spec: DpdSpec) -> None:
+    by_family = {name: metric for metric in ALL_METRICS for name in series_names(metric)}
+    for rule in alert_rules(slo_spec):
+        read = {by_family[name] for name in _selected(promql_parser.parse(rule.expr))}
+        assert read == set(rule.inputs), rule.name
+        annotation = rule.to_prometheus(slo_spec)["annotations"].get("unverified_inputs", "")
+        for metric in rule.inputs:
+            assert (metric.name in annotation) is (not metric.verified), (rule.name, metric.name)
 
 
 def test_a_gauge_has_no_bucket_series() -> None:

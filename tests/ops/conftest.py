@@ -223,9 +223,19 @@ class FakeApps(_Recorded):
 
 
 class FakeCore(_Recorded):
-    def __init__(self, answers: dict[tuple[str, ...], Answer], logs: dict[Any, Any] | None = None) -> None:
+    def __init__(self, answers: dict[tuple[str, ...], Answer], logs: dict[Any, Any] | None = None,
+                 metrics: dict[str, list[str]] | None = None) -> None:
         super().__init__(answers)
         self.logs = logs or {}
+        self.metrics = metrics or {}
+
+    def connect_get_namespaced_pod_proxy_with_path(self, name: str, namespace: str, path: str) -> Any:
+        """``/metrics`` texts keyed by ``pod:port``, one per call (the last repeats); others are a 404."""
+        self.calls.append(("proxy", namespace, name, path))
+        texts = self.metrics.get(name)
+        if not texts:
+            raise api_error(404, f"pods {name} not found")
+        return texts.pop(0) if len(texts) > 1 else texts[0]
 
     def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any:
         return k8s_model("V1PodList", self.answer(("pods", namespace, label_selector)))
@@ -399,6 +409,56 @@ class FakeTransport:
         return self.respond(body)
 
 
+DECODE_METRICS = "decode-dpd-test-5c4b-fghij:8000"
+PREFILL_METRICS = "prefill-dpd-test-7d9f-abcde:8000"
+_VLLM_LABELS = 'engine="0",model_name="/opt/ml/model"'
+
+
+def vllm_metrics(external: float, *, local_compute: float = 14.0) -> str:
+    """vLLM 0.19.0's exposition of the series the alerts read (format as ``prometheus_client`` writes it;
+    names, kinds and labels as ``vllm/v1/metrics/loggers.py`` defines them)."""
+    labels = _VLLM_LABELS
+    return "\n".join([
+        "# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.",
+        "# TYPE vllm:prompt_tokens_by_source_total counter",
+        f'vllm:prompt_tokens_by_source_total{{{labels},source="local_compute"}} {local_compute}',
+        f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 0.0',
+        f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {external}',
+        *_common_vllm(labels),
+        "# TYPE vllm:kv_cache_usage_perc gauge",
+        f"vllm:kv_cache_usage_perc{{{labels}}} 0.12",
+        "# TYPE vllm:num_preemptions_total counter",
+        f"vllm:num_preemptions_total{{{labels}}} 0.0",
+        "# TYPE vllm:inter_token_latency_seconds histogram",
+        f'vllm:inter_token_latency_seconds_bucket{{{labels},le="0.01"}} 0.0',
+        f'vllm:inter_token_latency_seconds_bucket{{{labels},le="+Inf"}} 15.0',
+        f"vllm:inter_token_latency_seconds_count{{{labels}}} 15.0", ""])
+
+
+def _common_vllm(labels: str) -> list[str]:
+    return ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
+            "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{labels}}} 0.0",
+            "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{labels}}} 0.0"]
+
+
+def prefill_metrics(*, lmcache: bool = True) -> str:
+    """The prefiller's /metrics; LMCache's store histogram only when its multiprocess registry is shared
+    (labels as ``lmcache/observability.py`` 0.4.3 gives them)."""
+    lines = _common_vllm(_VLLM_LABELS)
+    if lmcache:
+        labels = 'model_name="/opt/ml/model",role="worker",served_model_name="/opt/ml/model",worker_id="0"'
+        lines += ["# TYPE lmcache:store_put_time histogram",
+                  f'lmcache:store_put_time_bucket{{{labels},le="0.01"}} 24.0',
+                  f'lmcache:store_put_time_bucket{{{labels},le="+Inf"}} 24.0',
+                  f"lmcache:store_put_time_count{{{labels}}} 24.0"]
+    return "\n".join([*lines, ""])
+
+
+def transferring_decoder() -> dict[str, list[str]]:
+    """The decoder's counter before and after the long prompt (its KV arrived), and the prefiller's metrics."""
+    return {DECODE_METRICS: [vllm_metrics(0.0), vllm_metrics(6120.0)], PREFILL_METRICS: [prefill_metrics()]}
+
+
 def sse(*tokens: str) -> FakeResponse:
     events = [b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": t}}]}).encode() + b"\n\n"
               for t in tokens]
@@ -410,9 +470,11 @@ def sse(*tokens: str) -> FakeResponse:
 def make_kube() -> Callable[..., tuple[KubeApi, FakeCore]]:
     def make(answers: dict[tuple[str, ...], Answer] | None = None, *,
              transport: FakeTransport | None = None,
-             logs: dict[Any, Any] | None = None) -> tuple[KubeApi, FakeCore]:
+             logs: dict[Any, Any] | None = None,
+             metrics: dict[str, list[str]] | None = None) -> tuple[KubeApi, FakeCore]:
         recorded = answers if answers is not None else healthy_cluster()
-        core = FakeCore(recorded, logs={**WORKER_LOGS, **(logs or {})})
+        core = FakeCore(recorded, logs={**WORKER_LOGS, **(logs or {})},
+                        metrics=metrics if metrics is not None else transferring_decoder())
         return KubeApi(custom=FakeCustomObjects(recorded), apps=FakeApps(recorded), core=core,
                        transport=transport, networking=FakeNetworking(recorded)), core
 

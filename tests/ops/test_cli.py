@@ -158,7 +158,7 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
     rows = [line.split("  ")[0] for line in out.splitlines()[2:] if not line.startswith(" ")]
     assert rows == ["hyperpod cluster", "endpoint config", "prefill", "decode", "router", "kv roles",
                     "load balancer", "alb", "sagemaker", "network policy",
-                    "smoke: short prompt", "smoke: long prompt"]
+                    "smoke: short prompt", "smoke: long prompt", "smoke: alert inputs"]
     assert "FAIL" not in out and "ERROR" not in out
     assert f"{group} tcp/443 from 0.0.0.0/0 (VPC-wide" in out
     assert "path prefill -> decode" in out and "path decode only" in out
@@ -180,6 +180,7 @@ def test_verify_times_out_naming_what_is_not_ready(seams: Any, stubs: Any, fakes
     assert final.endswith("`kubectl logs <pod> -c decode-dpd-test | grep -i 'engine\\|loading'`")
     assert "decode-dpd-test-1: Running, 2/3 ready (vLLM still loading the model" in captured.out
     assert "smoke: short prompt  SKIP    the endpoint is not ready (decode), so no prompt was sent" in captured.out
+    assert "smoke: alert inputs  SKIP    the endpoint is not ready (decode)" in captured.out
     assert "kv roles             SKIP    the prefill and decode pods are not ready" in captured.out
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.ops.checks import Status
 from hyperpod_dpd.ops.kube import KubeApi
-from hyperpod_dpd.ops.smoke import FOX, LONG, SHORT, prompts, request_body, run_smoke
+from hyperpod_dpd.ops.smoke import FOX, INPUTS, LONG, SHORT, prompts, request_body, run_smoke
 from hyperpod_dpd.spec import DpdSpec, RoutingSpec
 
 MakeKube = Callable[..., tuple[KubeApi, Any]]
@@ -98,14 +98,15 @@ def test_short_goes_to_the_decoder_and_long_is_disaggregated(make_kube: MakeKube
                                                              ticking: Ticking) -> None:
     transport = _router(fakes, ticking)
     kube, core = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
-    short, long = run_smoke(kube, spec, clock=ticking)
+    short, long, _ = run_smoke(kube, spec, clock=ticking)
     assert (short.name, short.status) == (SHORT, Status.PASS)
     assert short.detail.splitlines()[0] == "~14 tokens: HTTP 200, time to first token 2.00s, total 4.00s"
     assert short.detail.splitlines()[1].startswith("path decode only (router: estimated_tokens=")
     assert short.detail.endswith("threshold=4096, disaggregate=False)")
     assert (long.name, long.status) == (LONG, Status.PASS)
     assert long.detail.splitlines()[1].startswith("path prefill -> decode (router: estimated_tokens=")
-    assert long.detail.endswith("disaggregate=True)")
+    assert long.detail.endswith("disaggregate=True); decoders received 6120 prompt tokens of KV cache")
+    assert ("proxy", "default", "decode-dpd-test-5c4b-fghij:8000", "metrics") in core.calls
     namespace, service, port, path, body = transport.requests[1]
     assert (namespace, service, port, path) == ("hyperpod-inference-system", "dpd-test-default-routing-service",
                                                 443, "v1/chat/completions")
@@ -117,7 +118,7 @@ def test_http_error_fails_with_the_status_and_message(make_kube: MakeKube, spec:
                                                       ticking: Ticking) -> None:
     transport = _router(fakes, ticking, status=503, body=json.dumps({"message": "no healthy upstream"}).encode())
     kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
-    short, long = run_smoke(kube, spec, clock=ticking)
+    short, long, _ = run_smoke(kube, spec, clock=ticking)
     assert (short.status, short.detail) == (
         Status.FAIL, "~14 tokens: HTTP 503 (the model may still be loading: wait for DeploymentComplete): "
                      "no healthy upstream")
@@ -128,7 +129,7 @@ def test_long_prompt_not_disaggregated_fails_with_the_fix(make_kube: MakeKube, s
                                                           ticking: Ticking) -> None:
     transport = _router(fakes, ticking, threshold=100_000)  # the router counts far fewer tokens than we do
     kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
-    short, long = run_smoke(kube, spec, clock=ticking)
+    short, long, _ = run_smoke(kube, spec, clock=ticking)
     assert short.status is Status.PASS
     assert long.status is Status.FAIL
     assert long.detail.endswith("expected prefill -> decode: the router's tokenizer may count fewer tokens: "
@@ -140,7 +141,7 @@ def test_unstreamed_answer_reports_total_latency_only(make_kube: MakeKube, spec:
     answer = json.dumps({"choices": [{"message": {"content": "Blue"}}]}).encode()
     transport = _router(fakes, ticking, body=answer)
     kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
-    short, _ = run_smoke(kube, spec, clock=ticking)
+    short, _, _ = run_smoke(kube, spec, clock=ticking)
     assert short.detail.splitlines()[0] == ("~14 tokens: HTTP 200, total 1.00s (no streamed token seen: time to "
                                             "first token unknown)")
 
@@ -149,7 +150,7 @@ def test_unreadable_router_log_leaves_the_path_unknown(make_kube: MakeKube, spec
                                                        ticking: Ticking) -> None:
     transport = _router(fakes, ticking)
     kube, _ = make_kube(transport=transport, logs={})
-    short, _ = run_smoke(kube, spec, clock=ticking)
+    short, _, _ = run_smoke(kube, spec, clock=ticking)
     assert short.status is Status.PASS
     assert short.detail.splitlines()[1].startswith(
         "path unknown (router log unreadable: logs hyperpod-inference-system/dpd-test-default-router-6f8d-klmno "
@@ -164,7 +165,7 @@ def test_proxy_failure_is_a_failed_prompt(make_kube: MakeKube, spec: DpdSpec, fa
         raise KubeError("POST dpd-test-default-routing-service:443/v1/chat/completions: forbidden (403)")
 
     kube, _ = make_kube(transport=fakes.FakeTransport(respond=refuse, log=[]))
-    short, _ = run_smoke(kube, spec)
+    short, _, _ = run_smoke(kube, spec)
     assert (short.status, short.detail) == (
         Status.FAIL, "~14 tokens: POST dpd-test-default-routing-service:443/v1/chat/completions: forbidden (403)")
 
@@ -200,3 +201,84 @@ def test_the_routing_line_is_matched_by_size_across_router_replicas(make_kube: M
     kube, _ = make_kube(answers, logs={"dpd-test-default-router-a": ["[INFO] started"],
                                        "dpd-test-default-router-b": []})
     assert routing_decision(kube, spec, 60, expected_tokens=14) == "no 'Conditional routing' line in the router log"
+
+
+def test_disaggregated_without_kv_transfer_fails_with_the_causes(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                                 ticking: Ticking) -> None:
+    """The router disaggregated, but the decoder's external_kv_transfer counter did not move: a FAIL."""
+    transport = _router(fakes, ticking)
+    stuck = {fakes.DECODE_METRICS: [fakes.vllm_metrics(5000.0, local_compute=14), fakes.vllm_metrics(
+        5000.0, local_compute=6300)], fakes.PREFILL_METRICS: [fakes.prefill_metrics()]}
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log}, metrics=stuck)
+    short, long, _ = run_smoke(kube, spec, clock=ticking)
+    assert short.status is Status.PASS
+    assert long.status is Status.FAIL
+    assert "disaggregate=True); but the decoders received no KV cache (external_kv_transfer prompt tokens " \
+           "unchanged on 1 pod(s)): kv_cache.hash_seed" in long.detail
+    assert "kubectl rollout restart deployment/decode-dpd-test" in long.detail
+
+
+def test_long_prompt_with_unknown_path_fails(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                             ticking: Ticking) -> None:
+    """Nothing proves the long prompt was disaggregated when the router's log is unreadable."""
+    kube, _ = make_kube(transport=_router(fakes, ticking), logs={})
+    _, long, _ = run_smoke(kube, spec, clock=ticking)
+    assert long.status is Status.FAIL
+    assert long.detail.endswith("expected prefill -> decode, which only the router's log can confirm")
+
+
+def test_a_decoder_without_the_counter_fails_before_sending(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                           ticking: Ticking) -> None:
+    transport = _router(fakes, ticking)
+    no_stats = {fakes.DECODE_METRICS: ["# vLLM started with --disable-log-stats\n"],
+                fakes.PREFILL_METRICS: [fakes.prefill_metrics()]}
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log}, metrics=no_stats)
+    _, long, inputs = run_smoke(kube, spec, clock=ticking)
+    assert long.status is Status.FAIL
+    assert "exports no vllm:prompt_tokens_by_source_total" in long.detail and "--disable-log-stats" in long.detail
+    assert inputs.status is Status.FAIL and inputs.detail.startswith(
+        "the alerts cannot see: vllm:num_requests_running on decode-dpd-test-5c4b-fghij; ")
+    assert len(transport.requests) == 1, "the long prompt is not sent when its result cannot be judged"
+
+
+def test_the_long_prompt_carries_a_fresh_nonce(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                               ticking: Ticking) -> None:
+    transport = _router(fakes, ticking)
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
+    run_smoke(kube, spec, clock=ticking, nonce="c0ffee42")
+    assert transport.requests[1][4]["messages"][0]["content"].startswith("[c0ffee42] " + FOX)
+
+
+def test_counters_read_through_the_api_server(make_kube: MakeKube, spec: DpdSpec, fakes: Any) -> None:
+    from hyperpod_dpd.ops.dpd_counters import EndpointNames, read_counters, sample_value
+
+    line = "[INFO] Conditional routing: estimated_tokens={}, threshold=4096, disaggregate={}"
+    kube, _ = make_kube(logs={ROUTER_POD: [line.format(6750, True), line.format(12, False), line.format(9000, True)]},
+                        metrics={fakes.DECODE_METRICS: [fakes.vllm_metrics(100.0)]})
+    counters = read_counters(kube, EndpointNames.of(spec), since_seconds=60)
+    assert (counters.disaggregated_requests, counters.external_kv_tokens, counters.decode_pods) == (2, 100.0, 1)
+    later = dataclasses.replace(counters, disaggregated_requests=3, external_kv_tokens=6850.0)
+    assert later.since(counters).disaggregated_requests == 1 and later.since(counters).external_kv_tokens == 6750
+    assert sample_value(fakes.vllm_metrics(1.0), "vllm:prompt_tokens_by_source_total", {"source": "nope"}) is None
+
+
+def test_alert_inputs_pass_when_every_series_is_served(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                       ticking: Ticking) -> None:
+    transport = _router(fakes, ticking)
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
+    *_, inputs = run_smoke(kube, spec, clock=ticking)
+    assert (inputs.name, inputs.status) == (INPUTS, Status.PASS)
+    assert inputs.detail == "every vLLM series the alerts read is on prefill and decode /metrics"
+
+
+def test_lmcache_metrics_not_exported_is_reported_not_failed(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                             ticking: Ticking) -> None:
+    """Audit O1: whether the image shares LMCache's registry is unverified; verify says what is blind."""
+    transport = _router(fakes, ticking)
+    metrics = {**fakes.transferring_decoder(), fakes.PREFILL_METRICS: [fakes.prefill_metrics(lmcache=False)]}
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log}, metrics=metrics)
+    *_, inputs = run_smoke(kube, spec, clock=ticking)
+    assert inputs.status is Status.PASS
+    assert inputs.detail.endswith("not exported (DpdKvTransferSlow cannot fire; DpdKvStoreMetricsAbsent and the "
+                                  "KvTransferBelow1GBps log alarm stand in): lmcache:store_put_time on "
+                                  "prefill-dpd-test-7d9f-abcde")

@@ -243,7 +243,10 @@ RELAXED = [
     ("decode.autoscaling", {"min_replicas": 1, "max_replicas": 1, "triggers": [{"cloudwatch": {
         "name": "q", "namespace": "AWS/SageMaker", "metric_name": "m", "target_value": 1}}]}, []),
     ("prefill.autoscaling", {"min_replicas": 0, "triggers": [{"cloudwatch": {
-        "name": "q", "namespace": "AWS/SageMaker", "metric_name": "m", "target_value": 1}}]}, []),
+        "name": "q", "namespace": "AWS/SageMaker", "metric_name": "m", "target_value": 1}}]},
+     [("PrefillScalesToZero", "prefill.autoscaling.min_replicas")]),
+    # Weights at the bucket's root: modelLocation is a plain string.
+    ("model.source", {"s3": {"bucket": "dpd-models-example", "prefix": ""}}, []),
 ]
 
 
@@ -283,3 +286,71 @@ def test_a_leading_slash_in_the_invocation_path_is_dropped(spec: DpdSpec) -> Non
     changed = dataclasses.replace(spec, invocation_path="/v1/completions")
     assert changed.invocation_path == "v1/completions"
     assert spec_from_mapping(_set(_mapping(), "invocation_path", "//invocations")).invocation_path == "invocations"
+
+
+def test_the_same_kv_layout_flag_in_both_roles_agrees() -> None:
+    """Each role may carry the KV-layout flag itself as long as both say the same."""
+    data = _set(_set(_mapping(), "prefill.args", ["--kv-cache-dtype", "fp8"]), "decode.args",
+                ["--kv-cache-dtype", "fp8"])
+    assert _warnings(data) == []
+    split = _set(data, "decode.args", ["--kv-cache-dtype", "fp8_e5m2"])
+    assert sum("for one role only" in p for p in _problems(split)) == 2
+
+
+def test_completions_is_the_route_aws_prescribes_for_kvaware() -> None:
+    data = _set(_set(_mapping(), "routing.strategy", "kvaware"), "invocation_path", "completions")
+    assert _warnings(data) == [("KvAwareUnverified", "routing.strategy")]
+    prefixaware = _set(data, "routing.strategy", "prefixaware")
+    assert any("is not a text-generation route" in p for p in _problems(prefixaware))
+
+
+def _trigger(query: str) -> dict[str, Any]:
+    return {"min_replicas": 1, "max_replicas": 2, "triggers": [{"prometheus": {
+        "name": "waiting", "target_value": 4, "query": query,
+        "server_address": "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0a1b"}}]}
+
+
+# Settings that validated before and silently break DPD or its signals: (path, value, field, message).
+DPD_BREAKERS = [
+    ("args", ["--kv-offloading-size", "64"], "args", "replaces the LMCache/NIXL connector"),
+    ("prefill.args", ["--kv-offloading-backend", "native"], "prefill.args", "replaces the LMCache/NIXL connector"),
+    ("args", ["--num-gpu-blocks-override", "90000"], "args", "gpu_memory_utilization (what the planner sized"),
+    ("decode.args", ["--kv-cache-memory-bytes", "60000000000"], "decode.args", "no longer decides GPU memory"),
+    ("args", ["--cpu-offload-gb", "20"], "args", "moves weights to CPU memory"),
+    ("args", ["--disable-log-stats"], "args", "every vllm:* series the DPD alerts"),
+    ("prefill.args", ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}'], "prefill.args",
+     "draft model's layers to LMCache's KV shape on one role only"),
+    ("port", 9113, "port", "reverse-proxy sidecar serves its metrics"),
+    ("metrics.model_metrics_port", 9113, "metrics.model_metrics_port", "sidecar's metrics port"),
+    ("env", {"PROMETHEUS_MULTIPROC_DIR": "/var/run/prom"}, "env.PROMETHEUS_MULTIPROC_DIR",
+     "a directory that does not exist stops vLLM at start"),
+    ("prefill.autoscaling", _trigger('vllm:num_requests_waiting{resource_name="prefill-dpd-test"}'),
+     "prefill.autoscaling.triggers[0].query", "KEDA's Prometheus scaler needs a query that returns exactly one"),
+    ("prefill.autoscaling", _trigger('sum by (pod) (vllm:num_requests_waiting{resource_name="prefill-dpd-test"})'),
+     "prefill.autoscaling.triggers[0].query", "returns exactly one value"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field", "fragment"), DPD_BREAKERS,
+                         ids=[f"{r[0]}={r[1]!r}"[:50] for r in DPD_BREAKERS])
+def test_settings_that_silently_break_dpd_are_refused(path: str, value: Any, field: str, fragment: str) -> None:
+    problems = _problems(_set(_mapping(), path, value))
+    assert any(p.startswith(field) and fragment in p for p in problems), problems
+
+
+def test_an_unobserved_endpoint_may_turn_statistics_off() -> None:
+    data = _set(_set(_mapping(), "args", ["--disable-log-stats"]), "metrics.enabled", False)
+    assert ("ALERTS_WITHOUT_METRICS", "metrics.enabled") not in _warnings(data)
+
+
+def test_a_single_valued_keda_query_passes() -> None:
+    query = 'sum(vllm:num_requests_waiting{resource_name="prefill-dpd-test", namespace="default"})'
+    assert _warnings(_set(_mapping(), "prefill.autoscaling", _trigger(query))) == []
+
+
+@pytest.mark.parametrize(("env", "code"), [({"LMCACHE_LOG_LEVEL": "WARNING"}, "LogLinesHidden"),
+                                           ({"LMCACHE_PD_ROLE": "sender"}, "LmcachePdOverride"),
+                                           ({"LMCACHE_ENABLE_PD": "False"}, "LmcachePdOverride")])
+def test_environment_that_hides_signals_or_rewires_lmcache_warns(env: dict[str, str], code: str) -> None:
+    assert _warnings(_set(_mapping(), "env", env)) == [(code, f"env.{next(iter(env))}")]
+    assert _warnings(_set(_mapping(), "env", {"LMCACHE_LOG_LEVEL": "INFO"})) == []

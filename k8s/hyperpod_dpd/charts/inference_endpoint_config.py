@@ -20,6 +20,7 @@ from constructs import Construct  # noqa: E402
 
 from hyperpod_dpd.crd import check_manifest  # noqa: E402
 from hyperpod_dpd.errors import Problem, SpecError  # noqa: E402
+from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV  # noqa: E402
 from hyperpod_dpd.operator_names import IEC_API_VERSION, IEC_KIND  # noqa: E402
 from hyperpod_dpd.spec import (  # noqa: E402
     AutoscalingSpec,
@@ -254,12 +255,18 @@ def _prometheus(t: PrometheusTrigger) -> dict[str, Any]:
 
 
 def environment(s: DpdSpec) -> list[dict[str, str]]:
-    """``worker.environmentVariables``: identical on prefill and decode, as LMCache requires."""
+    """``worker.environmentVariables``: identical on prefill and decode, as LMCache requires.
+
+    With metrics on, ``PROMETHEUS_MULTIPROC_DIR`` makes vLLM's API server serve the multiprocess
+    registry, where LMCache's worker-side metrics (the KV store timings) land.
+    """
     owned = {
         "PD_BUFFER_SIZE": str(s.kv_cache.pd_buffer_size.bytes),
         "LMCACHE_SAVE_DECODE_CACHE": str(s.kv_cache.save_decode_cache),
         "PYTHONHASHSEED": s.kv_cache.hash_seed,
     }
+    if s.metrics.enabled:
+        owned[METRICS_DIR_ENV] = METRICS_DIR
     merged: Mapping[str, str] = {**s.env, **owned}
     return [{"name": k, "value": v} for k, v in merged.items()]
 

@@ -7,6 +7,9 @@ with ('pd_role': 'sender' on the prefiller, 'receiver' on the decoder). With --w
 until everything is ready or --timeout passes, with progress on stderr. With --smoke it then sends a
 short and a long prompt through the router (via the API server's service proxy) and reports the
 status, time to first token and the path the router took (from its 'Conditional routing' log line).
+The long prompt fails unless it was disaggregated and the decoders' external_kv_transfer prompt-token
+counter rose (read from their /metrics through the pod proxy); 'smoke: alert inputs' then checks
+that every vLLM series the alerts read is served.
 
 Who can call the model: the operator's Ingress must ask for, and get, an internal load balancer (FAIL
 if internet-facing), with its listeners, security groups and source ranges; with AWS credentials the
@@ -19,7 +22,8 @@ Exit status: 0 when every check passed or was skipped, 1 when any failed, errore
 2 for usage errors.
 
 Kubernetes RBAC: get inferenceendpointconfigs, deployments, services, ingresses; list pods,
-networkpolicies; get pods/log in hyperpod-inference-system; create services/proxy there for --smoke.
+networkpolicies; get pods/log in hyperpod-inference-system; create services/proxy there and get
+pods/proxy in the endpoint's namespace for --smoke.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from hyperpod_dpd.ops.aws import AwsClients, AwsUnavailable, session_clients
 from hyperpod_dpd.ops.checks import Check, Status, errored, exit_status, skipped
 from hyperpod_dpd.ops.exposure import exposure_checks
 from hyperpod_dpd.ops.kube import KubeApi, KubeError, load_kube
-from hyperpod_dpd.ops.smoke import LONG, SHORT, run_smoke
+from hyperpod_dpd.ops.smoke import INPUTS, LONG, SHORT, run_smoke
 from hyperpod_dpd.ops.table import render_json, render_table
 from hyperpod_dpd.ops.verify import (
     CLUSTER,
@@ -143,6 +147,6 @@ def _smoke(kube: KubeApi | None, spec: DpdSpec, checks: list[Check], timeout: fl
     if kube is None or not needed <= ready:
         missing = ", ".join(sorted(needed - ready)) or "kubernetes"
         reason = f"the endpoint is not ready ({missing}), so no prompt was sent"
-        return [skipped(SHORT, reason), skipped(LONG, reason)]
+        return [skipped(SHORT, reason), skipped(LONG, reason), skipped(INPUTS, reason)]
     announce = None if quiet else (lambda line: print(line, file=sys.stderr))
     return run_smoke(kube, spec, timeout=min(timeout, 300.0), clock=clock, announce=announce)

@@ -1,7 +1,8 @@
 """The DPD failures that only logs show, as CloudWatch Logs filter patterns.
 
 LMCache 0.4.3 counts none of these in a metric: the decoder retries a full PD buffer every 10 ms
-with only a warning, a decoder that finds no transferred KV logs "Retrieved 0 out of N", and the
+with only a warning, a decoder whose lookup hit but whose load failed logs "Retrieved 0 out of N"
+(a lookup miss, e.g. a hash-seed mismatch, never calls retrieve(): DpdKvNotTransferred covers it), and the
 prefiller's per-request "Stored ... throughput" line is the only place a transfer below 1 GB/s (NIXL
 not on EFA) shows. Patterns use quoted terms (all must appear) and ``-"..."`` exclusions, so they
 need no regular expression (CloudWatch allows few per log group).
@@ -63,10 +64,12 @@ PD_BUFFER_FULL = LogPattern(
 KV_NOT_RETRIEVED = LogPattern(
     name="KvNotRetrieved", metric_name="KvNotRetrieved",
     terms=("Retrieved 0 out of",), excluded=("out of 0 required",), severity=Severity.CRITICAL,
-    failure="the decoder found no transferred KV cache and recomputed the prompt",
-    fix="Keep kv_cache.hash_seed (PYTHONHASHSEED) identical on both roles, use one image for both, and check "
-        "the pd_role lines in the pod logs.",
-    source="LMCache 0.4.3 v1/cache_engine.py retrieve log line; AWS DPD troubleshooting: 'Retrieved 0 out of N'")
+    failure="the decoder's lookup found the transferred KV cache but could not load it, and recomputed the prompt",
+    fix="Read the decoder's log around the line (LMCache names the failed chunk), check the decoder's PD buffer "
+        "(PdBufferFull) and EFA; a hash-seed or role mismatch never reaches retrieve() and shows as "
+        "DpdKvNotTransferred instead.",
+    source="LMCache 0.4.3 v1/cache_engine.py retrieve log line, printed only after a lookup hit "
+           "(integration/vllm/vllm_v1_adapter.py); AWS DPD troubleshooting: 'Retrieved 0 out of N'")
 KV_TRANSFER_BELOW_1_GBPS = LogPattern(
     name="KvTransferBelow1GBps", metric_name="KvTransferBelow1GBps",
     terms=("Stored", "out of total", "throughput: 0."), excluded=("Stored 0 out of",), severity=Severity.WARNING,

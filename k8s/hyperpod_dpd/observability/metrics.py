@@ -1,14 +1,46 @@
-"""The metric names the DPD alerts and dashboard read, each with who exports it and where the name was read.
+"""The metrics contract: every series the DPD alerts and dashboard read, who exports it, where the name was read.
 
 Versions are the ones the worker images bundle (vLLM 0.19.0, LMCache 0.4.3, NIXL 1.0.0). A name that
 changes upstream breaks a rule silently (the series is just absent), so every name lives here once,
-with its provenance, and the ``DpdMetricsAbsent`` alerts catch a scrape that returns nothing.
+with its provenance, and the ``Dpd*MetricsAbsent`` alerts catch a scrape that returns nothing.
+vLLM's and LMCache's families are checked against ``data/metrics-contract.json``, which
+``scripts/metrics_contract.py`` derives from their sdists on PyPI (bucket bounds come from there);
+the router's, the sidecar's, kube-state-metrics' and DCGM's are documented here, and a family only
+AWS's dashboard names is ``verified=False``, which every rule reading it says in an annotation.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
+from importlib import resources
+from typing import Any
+
+CONTRACT_FILE = "metrics-contract.json"
+# vLLM 0.19.0 serves prometheus_client's multiprocess registry only when this is set
+# (vllm/v1/metrics/prometheus.py); LMCache 0.4.3's logger, in the worker processes, writes there
+# (lmcache/observability.py). The directory must exist before vLLM starts: /tmp does in every image,
+# and a restarted container starts with a fresh one, as vLLM asks.
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+METRICS_DIR = "/tmp"
+
+
+@cache
+def derived_families() -> dict[str, Any]:
+    """vLLM's and LMCache's metric families as ``scripts/metrics_contract.py`` derived them."""
+    text = resources.files("hyperpod_dpd.data").joinpath(CONTRACT_FILE).read_text(encoding="utf-8")
+    families: dict[str, Any] = json.loads(text)["families"]
+    return families
+
+
+def derived_buckets(family: str) -> tuple[float, ...]:
+    """The finite bucket bounds of a histogram vLLM defines with literal buckets."""
+    buckets = derived_families()[family]["buckets"]
+    if not isinstance(buckets, list):
+        raise ValueError(f"{family}'s buckets are computed at run time, not in the contract")
+    return tuple(float(b) for b in buckets)
 
 
 class Exporter(Enum):
@@ -18,6 +50,8 @@ class Exporter(Enum):
     SIDECAR = "HyperPod reverse-proxy sidecar (port 9113)"
     VLLM = "vLLM 0.19.0 engine (the model container's /metrics)"
     LMCACHE = "LMCache 0.4.3 (served on vLLM's /metrics through the multiprocess registry)"
+    KUBE_STATE_METRICS = "kube-state-metrics (run by the HyperPod observability add-on)"
+    DCGM = "NVIDIA DCGM exporter (run by the HyperPod observability add-on)"
 
 
 class Kind(Enum):
@@ -35,6 +69,8 @@ class Metric:
     exporter: Exporter
     provenance: str
     verified: bool = True
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
 
     def bucket(self) -> str:
         """The ``_bucket`` series of a histogram, which ``histogram_quantile`` reads."""
@@ -76,19 +112,50 @@ PROMPT_TOKENS_BY_SOURCE = Metric(
     provenance=f"{_VLLM}; label source is local_compute, local_cache_hit or external_kv_transfer")
 TTFT = Metric(name="vllm:time_to_first_token_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
               provenance=_VLLM)
+# The finite bucket bounds of vLLM 0.19.0's inter-token latency histogram: a quantile below the
+# first bound cannot be told apart from it, so a TPOT SLO under 10 ms would always read as breached.
 INTER_TOKEN_LATENCY = Metric(name="vllm:inter_token_latency_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
-                             provenance=_VLLM)
+                             provenance=_VLLM, buckets=derived_buckets("vllm:inter_token_latency_seconds"))
 PREFILL_TIME = Metric(name="vllm:request_prefill_time_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
                       provenance=_VLLM)
 
 KV_STORE_PUT_TIME = Metric(
     name="lmcache:store_put_time", kind=Kind.HISTOGRAM, exporter=Exporter.LMCACHE,
     provenance=f"{_LMCACHE}; on the prefiller the put waits for the decoder's buffer and the NIXL write "
-               "(pd_backend.py, by code reading)")
+               "(pd_backend.py, by code reading). Reaches vLLM's /metrics only through PROMETHEUS_MULTIPROC_DIR, "
+               "which the chart renders (METRICS_DIR_ENV); that it arrives is read from the code, not seen on "
+               "a cluster: verify --smoke checks it",
+    verified=False)
+
+_KSM = "kube-state-metrics v2 metric docs (deployment-metrics.md, pod-metrics.md)"
+DEPLOYMENT_AVAILABLE = Metric(name="kube_deployment_status_replicas_available", kind=Kind.GAUGE,
+                              exporter=Exporter.KUBE_STATE_METRICS, provenance=_KSM,
+                              labels=("namespace", "deployment"))
+DEPLOYMENT_WANTED = Metric(name="kube_deployment_spec_replicas", kind=Kind.GAUGE,
+                           exporter=Exporter.KUBE_STATE_METRICS, provenance=_KSM, labels=("namespace", "deployment"))
+CONTAINER_RESTARTS = Metric(name="kube_pod_container_status_restarts_total", kind=Kind.COUNTER,
+                            exporter=Exporter.KUBE_STATE_METRICS, provenance=_KSM,
+                            labels=("namespace", "pod", "container"))
+# The value is the code of the last Xid the GPU raised (0 when none). The pod and namespace labels come
+# from dcgm-exporter's Kubernetes pod mapping; that the add-on enables it is not documented.
+GPU_XID = Metric(name="DCGM_FI_DEV_XID_ERRORS", kind=Kind.GAUGE, exporter=Exporter.DCGM,
+                 provenance="NVIDIA dcgm-exporter default counters (dcp-metrics-included.csv); AWS's HyperPod "
+                            "alert rules (GPUXidError) read it", verified=False,
+                 labels=("gpu", "Hostname", "namespace", "pod"))
 
 # The ``source`` label value of transferred prompt tokens (vLLM 0.19.0 PromptTokenStats).
 EXTERNAL_KV_TRANSFER = "external_kv_transfer"
+LOCAL_COMPUTE = "local_compute"
+LOCAL_CACHE_HIT = "local_cache_hit"
 
 ALL_METRICS = (DPD_DISAGGREGATED, DPD_LOCAL, DPD_FALLBACK, DPD_INFLIGHT_PREFILL, DPD_E2E_TTFT, MODEL_INVOCATIONS,
                MODEL_ERRORS, REQUESTS_RUNNING, REQUESTS_WAITING, KV_CACHE_USAGE, PREEMPTIONS, PROMPT_TOKENS_BY_SOURCE,
-               TTFT, INTER_TOKEN_LATENCY, PREFILL_TIME, KV_STORE_PUT_TIME)
+               TTFT, INTER_TOKEN_LATENCY, PREFILL_TIME, KV_STORE_PUT_TIME, DEPLOYMENT_AVAILABLE, DEPLOYMENT_WANTED,
+               CONTAINER_RESTARTS, GPU_XID)
+
+
+def series_names(metric: Metric) -> tuple[str, ...]:
+    """The series names a query may select for ``metric`` (a histogram's ``_bucket``, ``_sum`` and ``_count``)."""
+    if metric.kind is Kind.HISTOGRAM:
+        return tuple(f"{metric.name}{suffix}" for suffix in ("_bucket", "_sum", "_count"))
+    return (metric.name,)

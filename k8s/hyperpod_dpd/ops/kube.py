@@ -39,6 +39,8 @@ class CoreApi(Protocol):
     def read_namespaced_pod_log(self, name: str, namespace: str, *, container: str,
                                 since_seconds: int | None = None, limit_bytes: int | None = None) -> Any: ...
 
+    def connect_get_namespaced_pod_proxy_with_path(self, name: str, namespace: str, path: str) -> Any: ...
+
 
 class NetworkingApi(Protocol):
     def read_namespaced_ingress(self, name: str, namespace: str) -> Any: ...
@@ -173,6 +175,13 @@ class KubeApi:
             options["limit_bytes"] = limit_bytes
         text = self._call(f"logs {namespace}/{pod} -c {container}", self.core.read_namespaced_pod_log,
                           pod, namespace, container=container, missing_ok=False, **options)
+        return str(text or "")
+
+    def pod_get(self, namespace: str, pod: str, port: int, path: str) -> str:
+        """GET ``path`` on the pod's ``port`` through the API server's pod proxy (RBAC: get pods/proxy)."""
+        text = self._call(f"GET {namespace}/{pod}:{port}/{path.lstrip('/')}",
+                          self.core.connect_get_namespaced_pod_proxy_with_path, f"{pod}:{port}", namespace,
+                          path.lstrip("/"), missing_ok=False)
         return str(text or "")
 
 

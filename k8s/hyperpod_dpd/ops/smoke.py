@@ -4,6 +4,10 @@ Requests go through the API server's service proxy to ``<name>-<namespace>-routi
 :class:`~hyperpod_dpd.ops.kube.ServiceProxyTransport`), streamed, so the time to the first token is
 measured from a laptop (it includes the API server hop). The path comes from the router's own log
 line ``Conditional routing: estimated_tokens=..., threshold=..., disaggregate=True|False``.
+
+The long prompt is the disaggregation gate: it passes only when the router logged
+``disaggregate=True`` for it *and* the decoders' ``external_kv_transfer`` prompt-token counter rose
+(:mod:`hyperpod_dpd.ops.dpd_counters`). It starts with a fresh nonce, so no prefix cache can serve it.
 """
 
 from __future__ import annotations
@@ -11,19 +15,21 @@ from __future__ import annotations
 import json
 import math
 import re
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.operator_names import (
     OPERATOR_NAMESPACE,
-    ROUTER_CONTAINER,
     ROUTER_PORT,
     router_deployment,
     router_service,
 )
 from hyperpod_dpd.ops.checks import Check, failed, passed, skipped
+from hyperpod_dpd.ops.dpd_counters import EndpointNames, external_kv_tokens, role_metrics, router_logs
 from hyperpod_dpd.ops.kube import KubeApi, KubeError
 from hyperpod_dpd.spec import DpdSpec
 
@@ -38,6 +44,16 @@ ROUTING_LINE = re.compile(
 
 SHORT = "smoke: short prompt"
 LONG = "smoke: long prompt"
+INPUTS = "smoke: alert inputs"
+# What each role's /metrics must carry for the alerts to see it (after the long prompt, LMCache's
+# store histogram has samples if the image exports it at all).
+ROLE_INPUTS = {"prefill": (m.REQUESTS_RUNNING, m.REQUESTS_WAITING, m.KV_STORE_PUT_TIME),
+               "decode": (m.REQUESTS_RUNNING, m.KV_CACHE_USAGE, m.PROMPT_TOKENS_BY_SOURCE, m.PREEMPTIONS,
+                          m.INTER_TOKEN_LATENCY)}
+NOT_TRANSFERRED_CAUSES = (
+    "kv_cache.hash_seed (PYTHONHASHSEED) or the image differs between prefill and decode, so the keys never "
+    "match; the LMCache pd_role lines are not 'sender' on prefill and 'receiver' on decode; or a prefill pod "
+    "restarted and the decoders still hold its old NIXL agent (kubectl rollout restart deployment/decode-<name>)")
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,11 @@ def prompts(spec: DpdSpec) -> tuple[Prompt, Prompt | str]:
         return short, (f"routing.threshold {threshold} leaves no room for a longer prompt within "
                        f"max_model_len {spec.max_model_len}")
     return short, Prompt(LONG, FOX * repeats, expect_disaggregate=True, estimated_tokens=repeats * TOKENS_PER_FOX)
+
+
+def unique(prompt: Prompt, nonce: str) -> Prompt:
+    """``prompt`` behind a nonce, so neither role's prefix cache (nor LMCache's) already holds it."""
+    return Prompt(prompt.name, f"[{nonce}] {prompt.text}", prompt.expect_disaggregate, prompt.estimated_tokens)
 
 
 def request_body(spec: DpdSpec, text: str) -> dict[str, Any]:
@@ -146,16 +167,11 @@ def routing_decision(kube: KubeApi, spec: DpdSpec, since_seconds: int,
     ``estimated_tokens`` is closest to ``expected_tokens`` (the latest on a tie), so a second router
     replica or a little other traffic does not confuse a short prompt with a long one.
     """
-    prefix = f"{router_deployment(spec)}-"
-    pods = [p for p in kube.pods(OPERATOR_NAMESPACE, "")
-            if str((p.get("metadata") or {}).get("name", "")).startswith(prefix)]
-    if not pods:
-        return f"no router pod {prefix}* in {OPERATOR_NAMESPACE}"
-    found: list[RoutingDecision] = []
-    for pod in pods:
-        log = kube.pod_log(OPERATOR_NAMESPACE, pod["metadata"]["name"], ROUTER_CONTAINER, since_seconds)
-        found += [RoutingDecision(int(m["tokens"]), int(m["threshold"]), m["disaggregate"] == "True")
-                  for m in ROUTING_LINE.finditer(log)]
+    logs = router_logs(kube, router_deployment(spec), since_seconds)
+    if not logs:
+        return f"no router pod {router_deployment(spec)}-* in {OPERATOR_NAMESPACE}"
+    found = [RoutingDecision(int(m["tokens"]), int(m["threshold"]), m["disaggregate"] == "True")
+             for log in logs.values() for m in ROUTING_LINE.finditer(log)]
     if not found:
         return "no 'Conditional routing' line in the router log"
 
@@ -168,10 +184,12 @@ def routing_decision(kube: KubeApi, spec: DpdSpec, since_seconds: int,
 
 def run_smoke(kube: KubeApi, spec: DpdSpec, *, timeout: float = 300.0,
               clock: Callable[[], float] = time.monotonic,
-              announce: Callable[[str], None] | None = None) -> list[Check]:
+              announce: Callable[[str], None] | None = None, nonce: str | None = None) -> list[Check]:
     """The short prompt, then the long one; ``announce`` is told before each request is sent."""
     rows: list[Check] = []
-    for prompt in prompts(spec):
+    for planned in prompts(spec):
+        prompt = (unique(planned, nonce or secrets.token_hex(4))
+                  if not isinstance(planned, str) and planned.expect_disaggregate else planned)
         if isinstance(prompt, str):
             rows.append(skipped(LONG, prompt))
             continue
@@ -179,13 +197,62 @@ def run_smoke(kube: KubeApi, spec: DpdSpec, *, timeout: float = 300.0,
             announce(f"sending the {prompt.name.removeprefix('smoke: ')} (~{prompt.estimated_tokens} tokens) "
                      f"through {router_service(spec)}...")
         rows.append(smoke_one(kube, spec, prompt, timeout=timeout, clock=clock))
+    if spec.metrics.enabled:
+        rows.append(alert_inputs(kube, spec))
     return rows
+
+
+def _exported(text: str, metric: m.Metric) -> bool:
+    name = metric.bucket() if metric.kind is m.Kind.HISTOGRAM else metric.name
+    return re.search(rf"^{re.escape(name)}[{{ ]", text, re.MULTILINE) is not None
+
+
+def alert_inputs(kube: KubeApi, spec: DpdSpec) -> Check:
+    """Does each role's ``/metrics`` carry the series its alerts read? A missing vLLM series fails.
+
+    LMCache's store histogram reaches vLLM's ``/metrics`` only through the multiprocess directory
+    the chart renders, which no cluster has confirmed yet; its absence is reported, not failed, since
+    DpdKvStoreMetricsAbsent and the KvTransferBelow1GBps log alarm cover it.
+    """
+    names = EndpointNames.of(spec)
+    missing: list[str] = []
+    notes: list[str] = []
+    for role, inputs in ROLE_INPUTS.items():
+        try:
+            texts = role_metrics(kube, names, role)
+        except KubeError as err:
+            return failed(INPUTS, f"cannot read the {role} pods' metrics: {err}")
+        if not texts:
+            return failed(INPUTS, f"no {role} pod to read metrics from")
+        for metric in inputs:
+            absent = sorted(pod for pod, text in texts.items() if not _exported(text, metric))
+            if not absent:
+                continue
+            where = f"{metric.name} on {', '.join(absent)}"
+            (notes if metric.exporter is m.Exporter.LMCACHE else missing).append(where)
+    note = ("; not exported (DpdKvTransferSlow cannot fire; DpdKvStoreMetricsAbsent and the KvTransferBelow1GBps "
+            f"log alarm stand in): {'; '.join(notes)}") if notes else ""
+    if missing:
+        return failed(INPUTS, f"the alerts cannot see: {'; '.join(missing)} (check --disable-log-stats and "
+                              f"metrics.model_metrics_port/path){note}")
+    return passed(INPUTS, f"every vLLM series the alerts read is on prefill and decode /metrics{note}")
 
 
 def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
               clock: Callable[[], float] = time.monotonic) -> Check:
-    """Send one prompt; PASS when it answered and the router took the expected path."""
+    """Send one prompt; PASS when it answered and the router took the expected path.
+
+    A prompt meant to disaggregate also needs the decoders' external KV tokens to rise, and an unknown
+    path is a failure for it: nothing proves it was disaggregated.
+    """
     size = f"~{prompt.estimated_tokens} tokens"
+    names = EndpointNames.of(spec)
+    before: float | None = None
+    if prompt.expect_disaggregate:
+        try:
+            before, _ = external_kv_tokens(kube, names)
+        except (KubeError, ValueError) as err:
+            return failed(prompt.name, f"{size}: cannot read the decoders' KV transfer counter: {err}")
     try:
         timing = send(kube, spec, prompt, timeout=timeout, clock=clock)
     except KubeError as err:
@@ -205,6 +272,9 @@ def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
     expected = "prefill -> decode" if prompt.expect_disaggregate else "decode only"
     head = f"{size}: HTTP {timing.status}, {latency}"
     if isinstance(decision, str):
+        if prompt.expect_disaggregate:
+            return failed(prompt.name, f"{head}\npath unknown ({decision}); expected {expected}, which only the "
+                                       "router's log can confirm")
         return passed(prompt.name, f"{head}\npath unknown ({decision}); expected {expected}")
     path = "prefill -> decode" if decision.disaggregate else "decode only"
     routing = (f"path {path} (router: estimated_tokens={decision.estimated_tokens}, "
@@ -213,4 +283,15 @@ def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
         fix = ("the router's tokenizer may count fewer tokens: lower routing.threshold"
                if prompt.expect_disaggregate else "routing.threshold may be too low")
         return failed(prompt.name, f"{head}\n{routing}; expected {expected}: {fix}")
-    return passed(prompt.name, f"{head}\n{routing}")
+    if before is None:
+        return passed(prompt.name, f"{head}\n{routing}")
+    try:
+        after, pods = external_kv_tokens(kube, names)
+    except (KubeError, ValueError) as err:
+        return failed(prompt.name, f"{head}\n{routing}; cannot read the decoders' KV transfer counter: {err}")
+    moved = after - before
+    if moved <= 0:
+        causes = NOT_TRANSFERRED_CAUSES.replace("<name>", spec.name)
+        return failed(prompt.name, f"{head}\n{routing}; but the decoders received no KV cache "
+                                   f"(external_kv_transfer prompt tokens unchanged on {pods} pod(s)): {causes}")
+    return passed(prompt.name, f"{head}\n{routing}; decoders received {moved:g} prompt tokens of KV cache")

@@ -46,7 +46,8 @@ class AlertThresholds(Frozen):
         :default: 0.25
     :param error_ratio: failed over all POST invocations per role, warning. :default: 0.05
     :param error_ratio_critical: the same, critical. :default: 0.2
-    :param prefill_queue: requests waiting on the prefiller, or in flight at the router. :default: 10
+    :param prefill_queue: requests waiting on a prefiller (router in-flight is compared with the prefill
+        pods x max_num_seqs instead). :default: 10
     :param decode_kv_cache_usage: the decoder's vLLM KV cache usage, 0-1. :default: 0.9
     :param min_requests_per_second: traffic floor below which ratio rules stay silent. :default: 0.1
     """

@@ -64,6 +64,7 @@ def check_data(data: object, *, architecture: ModelArchitecture | None = None,
     """Parse and check plain data (a loaded YAML or JSON file), reporting type and rule problems together."""
     from hyperpod_dpd.loading import parse_spec  # noqa: PLC0415 - import cycle
     from hyperpod_dpd.validation import (  # noqa: F401, PLC0415 - registers the rules
+        dpd_breakers,
         observability_rules,
         rules,
         security,

@@ -5,13 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hyperpod_dpd.errors import Problem, Warning
+from hyperpod_dpd.observability.alerts import RATE_WINDOW_SECONDS
+from hyperpod_dpd.observability.metrics import INTER_TOKEN_LATENCY
 from hyperpod_dpd.spec.observability import AlertThresholds
 from hyperpod_dpd.validation.check import Finding, RuleContext, register_rule
 
-# A TTFT target below 10 ms or a TPOT target below 1 ms is below what vLLM's own histograms resolve
-# (their lowest buckets are 1 ms and 10 ms), so the alert would fire on every request.
+# The TPOT alert reads vLLM's inter-token latency histogram, whose lowest bucket is 10 ms: every token
+# faster than that lands in it and histogram_quantile interpolates to just under 10 ms, so a smaller
+# target reads as breached whenever tokens flow. The TTFT alert reads the router's histogram, whose
+# buckets no source documents; 10 ms is below any prefill of a prompt long enough to disaggregate.
+MIN_TPOT_MS = round(INTER_TOKEN_LATENCY.buckets[0] * 1000)
 MIN_TTFT_MS = 10
-MIN_TPOT_MS = 1
+# rate() over the 5-minute window needs at least two samples, and one missed scrape must not empty it:
+# four samples per window, i.e. at most 75 s between scrapes.
+SAMPLES_PER_WINDOW = 4
+MAX_SCRAPE_INTERVAL_SECONDS = RATE_WINDOW_SECONDS // SAMPLES_PER_WINDOW
 
 
 def _positive(field: str, value: float, fix: str) -> Iterator[Problem]:
@@ -37,8 +45,27 @@ def slo_targets(ctx: RuleContext) -> Iterator[Finding]:
         yield Problem(field="slo.ttft_ms", value=slo.ttft_ms, message=f"is below {MIN_TTFT_MS} ms, the resolution of "
                       "the TTFT histograms", fix="give the p90 target in milliseconds, e.g. 2000")
     if slo.tpot_ms is not None and slo.tpot_ms < MIN_TPOT_MS:
-        yield Problem(field="slo.tpot_ms", value=slo.tpot_ms, message=f"is below {MIN_TPOT_MS} ms",
-                      fix="give the p90 target in milliseconds, e.g. 50")
+        yield Problem(field="slo.tpot_ms", value=slo.tpot_ms,
+                      message=f"is below {MIN_TPOT_MS} ms, the lowest bucket of vLLM's inter-token latency "
+                              "histogram, so the TPOT alert would fire whenever tokens flow",
+                      fix=f"give a p90 target of at least {MIN_TPOT_MS} ms, e.g. 50")
+    elif slo.tpot_ms is not None and slo.tpot_ms / 1000 not in INTER_TOKEN_LATENCY.buckets:
+        bounds = ", ".join(f"{b * 1000:g}" for b in INTER_TOKEN_LATENCY.buckets if b <= 1)
+        yield Warning(code="SLO_BETWEEN_BUCKETS", field="slo.tpot_ms",
+                      message=f"{slo.tpot_ms} is not a bucket bound of vLLM's inter-token latency histogram "
+                              f"({bounds} ms): the p90 is interpolated between bounds, so the alert may fire "
+                              "early or late; choose a bound for an exact threshold")
+
+
+@register_rule
+def scrape_interval(ctx: RuleContext) -> Iterator[Finding]:
+    interval = ctx.spec.metrics.scrape_interval_seconds
+    if ctx.spec.metrics.enabled and interval is not None and interval > MAX_SCRAPE_INTERVAL_SECONDS:
+        yield Problem(field="metrics.scrape_interval_seconds", value=interval,
+                      message=f"leaves fewer than {SAMPLES_PER_WINDOW} samples in the alerts' "
+                              f"{RATE_WINDOW_SECONDS // 60}-minute rate() window: one missed scrape empties it "
+                              "and every rate-based alert goes silent while the endpoint looks healthy",
+                      fix=f"use at most {MAX_SCRAPE_INTERVAL_SECONDS} (or leave it unset for the operator's 15)")
 
 
 @register_rule

@@ -99,6 +99,8 @@ METRICS_DEFAULT_PORT = 8080
 # vllm/entrypoints/sagemaker/api_router.py, vllm/entrypoints/anthropic/api_router.py).
 VLLM_GENERATION_ROUTES = ("v1/chat/completions", "v1/completions", "v1/responses", "v1/messages", "invocations")
 MAX_HASH_SEED = 4294967295  # Python's PYTHONHASHSEED range
+# The invocation path AWS prescribes for kvaware routing (the router, not vLLM, answers it).
+KV_AWARE_ROUTE = "completions"
 
 
 def is_token(value: str) -> bool:
@@ -156,9 +158,11 @@ def model_source(ctx: RuleContext) -> Iterator[Finding]:
         if not is_token(source.bucket) and (not S3_BUCKET.match(source.bucket) or ".." in source.bucket):
             yield problem("model.source.s3.bucket", source.bucket, "is not a valid S3 bucket name",
                           "give the bare bucket name (3-63 lower-case letters, digits, '.' and '-'), without s3://")
-        if not source.prefix or source.prefix.startswith(("/", "s3://")):
+        # An empty prefix is weights at the bucket's root (modelLocation is a plain string in the CRD).
+        if source.prefix.startswith(("/", "s3://")):
             yield problem("model.source.s3.prefix", source.prefix, "must be the key prefix of the weights inside the "
-                          "bucket, without a leading '/' or s3://", "write e.g. 'Llama-3.3-70B-Instruct'")
+                          "bucket, without a leading '/' or s3://; leave it empty for weights at the bucket's root",
+                          "write e.g. 'Llama-3.3-70B-Instruct'")
         if source.region is not None and not is_token(source.region) and not REGION.match(source.region):
             yield problem("model.source.s3.region", source.region, "is not an AWS region name",
                           "write e.g. 'us-west-2'")
@@ -314,8 +318,10 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
                               "NIXL and the EFA libfabric provider, or KV transfers fail")
     yield from _args("args", spec.args, shared=None)
     shared = flag_values(spec.args)
+    per_role = {role_name: flag_values(role.args) for role_name, role in spec.roles()}
     for role_name, role in spec.roles():
-        yield from _args(f"{role_name}.args", role.args, shared=shared)
+        other = per_role["decode" if role_name == "prefill" else "prefill"]
+        yield from _args(f"{role_name}.args", role.args, shared=shared, other=other)
     for key in spec.env:
         if key in OWNED_ENV:
             yield problem(f"env.{key}", spec.env[key], f"is set by {OWNED_ENV[key]}",
@@ -325,8 +331,12 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
                           "use letters, digits and '_', not starting with a digit")
 
 
-def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | None) -> Iterator[Finding]:
-    """Extra vLLM flags, read as vLLM 0.19.0 reads them; ``shared`` is None for the shared args."""
+def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | None,
+          other: dict[str, str | None] | None = None) -> Iterator[Finding]:
+    """Extra vLLM flags, read as vLLM 0.19.0 reads them; ``shared`` is None for the shared args.
+
+    ``other`` holds the other role's flags: a KV-layout flag both roles set to the same value agrees.
+    """
     flags, stray = parse_flags(args)
     for token in stray:
         yield problem(field, token, "is a value with no flag before it", "pair it with its --flag or remove it")
@@ -358,7 +368,8 @@ def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | No
                           "requests, and the PD buffer and LMCache's keys are sized for tensor parallelism alone",
                           "remove it; scale with tensor_parallel_size (up to one node's GPUs) or more prefill replicas")
         elif (shared is not None and flag.name in KV_LAYOUT_FLAGS
-              and (flag.name not in shared or shared[flag.name] != flag.value)):
+              and (flag.name not in shared or shared[flag.name] != flag.value)
+              and (other is None or flag.name not in other or other[flag.name] != flag.value)):
             yield problem(field, written, f"sets {KV_LAYOUT_FLAGS[flag.name]} for one role only; prefill and decode "
                           "must agree on it, or the decoder never finds the KV the prefiller sent ('Retrieved 0 out "
                           "of N')", "move it to the shared args, which both roles get")
@@ -391,6 +402,8 @@ def routing(ctx: RuleContext) -> Iterator[Finding]:
     if not path or any(c.isspace() for c in path):
         yield problem("invocation_path", spec.invocation_path, "must be the path after http://host:port/",
                       "write e.g. 'v1/chat/completions'")
+    elif path == KV_AWARE_ROUTE and spec.routing.strategy is RoutingStrategy.KV_AWARE:
+        pass  # AWS prescribes invocationEndpoint /completions for kvaware (KV caching and routing page)
     elif path not in VLLM_GENERATION_ROUTES:
         message = (f"is not a text-generation route vLLM {VLLM_VERSION} serves ({', '.join(VLLM_GENERATION_ROUTES)})"
                    "; every request would get 404")

@@ -1,0 +1,131 @@
+"""Did the endpoint really disaggregate? The router's decisions and the decoder's transferred KV tokens.
+
+Two counts, read from a laptop through the API server (no port-forward, no Prometheus):
+
+* the router's ``Conditional routing: ... disaggregate=True`` log lines (AWS's DPD page documents
+  the line; the router's own metrics port is not documented);
+* ``vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}`` summed over the decode pods,
+  from vLLM's ``/metrics`` through the pod proxy. vLLM 0.19.0 counts there every prompt token the
+  decoder took from the KV connector instead of computing it (``vllm/v1/metrics/loggers.py``).
+
+Read them before and after a request (:func:`read_counters`, :meth:`DpdCounters.since`): a
+disaggregated request that moved no KV tokens is the silent failure DPD is known for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hyperpod_dpd.observability import metrics as m
+from hyperpod_dpd.operator_names import (
+    OPERATOR_NAMESPACE,
+    ROLE_LABEL,
+    ROUTER_CONTAINER,
+    role_deployment,
+    router_deployment,
+)
+from hyperpod_dpd.ops.kube import KubeApi
+from hyperpod_dpd.spec import DpdSpec
+
+DISAGGREGATED_LINE = re.compile(r"Conditional routing: estimated_tokens=\d+, threshold=\d+, disaggregate=True")
+DEFAULT_METRICS_PATH = "/metrics"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndpointNames:
+    """Where one endpoint's pods and router live (the operator's names; see :mod:`hyperpod_dpd.operator_names`)."""
+
+    namespace: str
+    prefill_deployment: str
+    decode_deployment: str
+    router_deployment: str
+    metrics_port: int
+    metrics_path: str = DEFAULT_METRICS_PATH
+
+    @classmethod
+    def of(cls, spec: DpdSpec) -> EndpointNames:
+        """The names the operator gives ``spec``'s objects, and where its vLLM serves ``/metrics``."""
+        port = spec.metrics.model_metrics_port if spec.metrics.model_metrics_port is not None else spec.port
+        return cls(namespace=spec.namespace, prefill_deployment=role_deployment(spec, "prefill"),
+                   decode_deployment=role_deployment(spec, "decode"),
+                   router_deployment=router_deployment(spec), metrics_port=port,
+                   metrics_path=spec.metrics.model_metrics_path or DEFAULT_METRICS_PATH)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DpdCounters:
+    """The router's disaggregated decisions in the log window, and the decoders' external KV tokens so far."""
+
+    disaggregated_requests: int
+    external_kv_tokens: float
+    decode_pods: int
+
+    def since(self, before: DpdCounters) -> DpdCounters:
+        """The change from ``before`` (a decoder restart resets its counter: a drop counts as zero)."""
+        return DpdCounters(disaggregated_requests=max(0, self.disaggregated_requests - before.disaggregated_requests),
+                           external_kv_tokens=max(0.0, self.external_kv_tokens - before.external_kv_tokens),
+                           decode_pods=self.decode_pods)
+
+
+def sample_value(exposition: str, metric: str, labels: dict[str, str]) -> float | None:
+    """The sum of ``metric``'s samples carrying ``labels`` in a Prometheus text exposition, or None."""
+    total: float | None = None
+    pattern = re.compile(rf"^{re.escape(metric)}\{{(?P<labels>[^}}]*)\}}\s+(?P<value>\S+)", re.MULTILINE)
+    for found in pattern.finditer(exposition):
+        pairs = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', found["labels"]))
+        if all(pairs.get(k) == v for k, v in labels.items()):
+            total = (total or 0.0) + float(found["value"])
+    return total
+
+
+def role_metrics(kube: KubeApi, names: EndpointNames, role: str) -> dict[str, str]:
+    """Each ``role`` pod's ``/metrics`` text, read through the API server's pod proxy."""
+    deployment = names.prefill_deployment if role == "prefill" else names.decode_deployment
+    prefix = f"{deployment}-"
+    pods = [str(p["metadata"]["name"]) for p in kube.pods(names.namespace, f"{ROLE_LABEL}={role}")
+            if str((p.get("metadata") or {}).get("name", "")).startswith(prefix)]
+    return {pod: kube.pod_get(names.namespace, pod, names.metrics_port, names.metrics_path) for pod in pods}
+
+
+def external_kv_tokens(kube: KubeApi, names: EndpointNames) -> tuple[float, int]:
+    """``external_kv_transfer`` prompt tokens summed over the decode pods, and how many pods answered.
+
+    Raises :class:`~hyperpod_dpd.ops.kube.KubeError` when a pod's metrics cannot be read, and
+    ``ValueError`` when a pod's vLLM does not export the series (metrics off or another vLLM).
+    """
+    texts = role_metrics(kube, names, "decode")
+    total = 0.0
+    for pod, text in texts.items():
+        value = sample_value(text, m.PROMPT_TOKENS_BY_SOURCE.name, {"source": m.EXTERNAL_KV_TRANSFER})
+        if value is None:
+            series = f'{m.PROMPT_TOKENS_BY_SOURCE.name}{{source="{m.EXTERNAL_KV_TRANSFER}"}}'
+            raise ValueError(f"{pod} exports no {series} on :{names.metrics_port}{names.metrics_path} "
+                             "(is --disable-log-stats set?)")
+        total += value
+    return total, len(texts)
+
+
+def router_pods(kube: KubeApi, router: str) -> list[str]:
+    """The pods of the router Deployment ``router`` in the operator's namespace."""
+    names = (str((pod.get("metadata") or {}).get("name", "")) for pod in kube.pods(OPERATOR_NAMESPACE, ""))
+    return [name for name in names if name.startswith(f"{router}-")]
+
+
+def router_logs(kube: KubeApi, router: str, since_seconds: int) -> dict[str, str]:
+    """Each router pod's ``router-container`` log of the last ``since_seconds``."""
+    return {pod: kube.pod_log(OPERATOR_NAMESPACE, pod, ROUTER_CONTAINER, since_seconds)
+            for pod in router_pods(kube, router)}
+
+
+def disaggregated_requests(kube: KubeApi, names: EndpointNames, since_seconds: int) -> int:
+    """The router pods' ``disaggregate=True`` lines in the last ``since_seconds``."""
+    logs = router_logs(kube, names.router_deployment, since_seconds)
+    return sum(len(DISAGGREGATED_LINE.findall(log)) for log in logs.values())
+
+
+def read_counters(kube: KubeApi, names: EndpointNames, *, since_seconds: int) -> DpdCounters:
+    """Both counts now; raises ``KubeError``/``ValueError`` as :func:`external_kv_tokens` does."""
+    tokens, pods = external_kv_tokens(kube, names)
+    return DpdCounters(disaggregated_requests=disaggregated_requests(kube, names, since_seconds),
+                       external_kv_tokens=tokens, decode_pods=pods)
