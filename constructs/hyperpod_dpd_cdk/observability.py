@@ -53,6 +53,11 @@ AMP_WORKSPACE_ARN = re.compile(r"^arn:aws[a-z-]*:aps:[a-z0-9-]+:[0-9]{12}:worksp
 MAX_RULE_NAMESPACE = 64  # AWS::APS::RuleGroupsNamespace Name
 
 
+def hyperpod_log_group_name(hyperpod_cluster_name: str, hyperpod_cluster_arn: str) -> str:
+    """``/aws/sagemaker/Clusters/<name>/<id>``, the id being the last part of the cluster's ARN."""
+    return f"{CLUSTER_LOG_PREFIX}{hyperpod_cluster_name}/{Fn.select(1, Fn.split('/', hyperpod_cluster_arn))}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class ObservabilityOptions:
     """How the stack observes its endpoints.
@@ -213,8 +218,8 @@ class DpdObservability(Construct):
                 self, f"Rules-{spec.namespace}-{spec.name}", name=rule_namespace_name(spec),
                 workspace=self.workspace_arn, data=rules_yaml(spec))
 
-        hyperpod_id = Fn.select(1, Fn.split("/", hyperpod_cluster_arn))
-        self.log_group_name = options.log_group_name or f"{CLUSTER_LOG_PREFIX}{hyperpod_cluster_name}/{hyperpod_id}"
+        self.log_group_name = options.log_group_name or hyperpod_log_group_name(hyperpod_cluster_name,
+                                                                                hyperpod_cluster_arn)
         # The default name references the cluster already; a given name needs the explicit order.
         self._filters_follow = options.log_group_name is not None
         # One namespace per HyperPod cluster, so two stacks in an account do not add up each other's lines.

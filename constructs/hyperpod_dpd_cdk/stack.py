@@ -34,6 +34,13 @@ from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_problems
 from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions
 from hyperpod_dpd_cdk.placement import instance_type_problems
+from hyperpod_dpd_cdk.teardown import (
+    CausedLogGroups,
+    GuardDutyCleanup,
+    TeardownBarrier,
+    TeardownHandler,
+    TeardownTiming,
+)
 from hyperpod_dpd_cdk.versions import AddonVersions
 
 MAX_EBS_GB = 16384  # AWS::SageMaker::Cluster ClusterEbsVolumeConfig.VolumeSizeInGB
@@ -133,6 +140,8 @@ class HyperPodDpdStack(Stack):
         (``BenchmarkAccess``). :default: True
     :param aggregated_baseline: host each endpoint's aggregated twin (``<name>-agg``) on one more one-node
         instance group, the baseline of ``hyperpod-dpd bench --aggregated`` (``AggregatedTwin``). :default: False
+    :param teardown: how long ``cdk destroy`` waits for what the operator created outside CloudFormation
+        (``TeardownBarrier``). :default: - ``TeardownTiming()``: 10 minutes' grace, failure at 50
     :param stack_props: passed to ``Stack`` (``env``, ``synthesizer``, ``description``, ...).
     """
 
@@ -145,7 +154,8 @@ class HyperPodDpdStack(Stack):
                  ebs_volume_gb: int = DEFAULT_EBS_GB, lifecycle_scripts_dir: str | Path | None = None,
                  addon_versions: AddonVersions | None = None,
                  observability: ObservabilityOptions | bool = True, benchmark: bool = True,
-                 aggregated_baseline: bool = False, **stack_props: Any) -> None:
+                 aggregated_baseline: bool = False, teardown: TeardownTiming | None = None,
+                 **stack_props: Any) -> None:
         super().__init__(scope, id, **stack_props)
         specs = tuple(endpoints)
         cluster_name = hyperpod_cluster_name or default_cluster_name(self.stack_name)
@@ -201,6 +211,24 @@ class HyperPodDpdStack(Stack):
             model_bucket=bucket, model_prefixes=prefixes, log_bucket=logs.bucket, addon_versions=addon_versions)
         self.operator.after(self.hyperpod)
 
+        # cdk destroy: endpoint manifests -> barrier -> operator add-on -> HyperPod -> EKS -> GuardDuty -> VPC.
+        self.teardown_handler = TeardownHandler(self, "Teardown")
+        self.teardown = TeardownBarrier(
+            self, "TeardownBarrier", handler=self.teardown_handler, cluster_name=self.eks.cluster_name,
+            endpoint_names=[s.endpoint_name for s in specs if s.endpoint_name], timing=teardown)
+        self.teardown.node.add_dependency(self.operator.addon)
+        self.log_groups = CausedLogGroups(
+            self, "CausedLogGroups", handler=self.teardown_handler, hyperpod_cluster_name=cluster_name,
+            hyperpod_cluster_arn=self.hyperpod.cluster_arn,
+            eks_cluster_name=self.eks.cluster_name if self.eks.created else None)
+        self.hyperpod.node.add_dependency(self.log_groups.sweep)
+        self.guardduty_cleanup: GuardDutyCleanup | None = None
+        if vpc is None:  # only the stack's own VPC; GuardDuty's endpoint in yours is yours
+            self.guardduty_cleanup = GuardDutyCleanup(self, "GuardDutyCleanup", handler=self.teardown_handler,
+                                                      vpc_id=self.network.vpc.vpc_id)
+            self.guardduty_cleanup.node.add_dependency(self.network)
+            self.eks.node.add_dependency(self.guardduty_cleanup)
+
         namespaces: dict[str, eks.KubernetesManifest] = {}
         for namespace in sorted({s.namespace for s in specs} - BUILTIN_NAMESPACES):
             namespaces[namespace] = eks.KubernetesManifest(
@@ -208,7 +236,8 @@ class HyperPodDpdStack(Stack):
                 manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
         self.endpoints: list[DpdEndpoint] = []
         for spec in specs:
-            after = (self.operator.addon, *([namespaces[spec.namespace]] if spec.namespace in namespaces else []))
+            after = (self.operator.addon, self.teardown,
+                     *([namespaces[spec.namespace]] if spec.namespace in namespaces else []))
             self.endpoints.append(DpdEndpoint(
                 self, f"Endpoint-{spec.name}", cluster=cluster, spec=spec,
                 group_names={role: group_name(spec, role) for role, _ in spec.roles()},
@@ -238,7 +267,8 @@ class HyperPodDpdStack(Stack):
                                   f"{access.results_prefix}")
         self.aggregated_twins = [AggregatedTwin(
             self, f"Aggregated-{spec.name}", cluster=cluster, spec=spec, model_bucket=bucket,
-            after=(self.operator.addon, *([namespaces[spec.namespace]] if spec.namespace in namespaces else [])))
+            after=(self.operator.addon, self.teardown,
+                   *([namespaces[spec.namespace]] if spec.namespace in namespaces else [])))
             for spec in (specs if aggregated_baseline else ())]
 
         CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
