@@ -8,12 +8,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, check
+from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, SpecError, check
 from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.deployment_defaults import hyperpod_cluster_name as default_cluster_name
 from hyperpod_dpd.validation.rules import is_sagemaker_name
@@ -42,6 +42,7 @@ from hyperpod_dpd_cdk.teardown import (
     TeardownTiming,
 )
 from hyperpod_dpd_cdk.versions import AddonVersions
+from hyperpod_dpd_cdk.weights_staging import DEFAULT_WAIT, WeightsStaging, staging_problems, weights_prefix
 
 MAX_EBS_GB = 16384  # AWS::SageMaker::Cluster ClusterEbsVolumeConfig.VolumeSizeInGB
 MAX_INSTANCE_GROUPS = 100  # AWS::SageMaker::Cluster InstanceGroups maxItems
@@ -142,6 +143,8 @@ class HyperPodDpdStack(Stack):
         instance group, the baseline of ``hyperpod-dpd bench --aggregated`` (``AggregatedTwin``). :default: False
     :param teardown: how long ``cdk destroy`` waits for what the operator created outside CloudFormation
         (``TeardownBarrier``). :default: - ``TeardownTiming()``: 10 minutes' grace, failure at 50
+    :param weights_staging_timeout: how long ``cdk deploy`` waits for a ``huggingface`` source to be staged
+        into the model bucket (``WeightsStaging``; 15 minutes to 12 hours). :default: 4 hours
     :param stack_props: passed to ``Stack`` (``env``, ``synthesizer``, ``description``, ...).
     """
 
@@ -155,6 +158,7 @@ class HyperPodDpdStack(Stack):
                  addon_versions: AddonVersions | None = None,
                  observability: ObservabilityOptions | bool = True, benchmark: bool = True,
                  aggregated_baseline: bool = False, teardown: TeardownTiming | None = None,
+                 weights_staging_timeout: Duration = DEFAULT_WAIT,
                  **stack_props: Any) -> None:
         super().__init__(scope, id, **stack_props)
         specs = tuple(endpoints)
@@ -166,6 +170,8 @@ class HyperPodDpdStack(Stack):
                     *option_problems(cluster_name=cluster_name, ebs_volume_gb=ebs_volume_gb, groups=len(groups),
                                      training_plan_arn=training_plan_arn, admin_role_arns=admin_role_arns),
                     *existing_cluster_problems(existing_cluster, vpc=vpc),
+                    *(p for i, spec in enumerate(specs)
+                      for p in staging_problems(spec, field=f"endpoints[{i}]", wait=weights_staging_timeout)),
                     *network_problems(availability_zone_id, self.region, vpc=vpc,
                                       hyperpod_subnet_ids=hyperpod_subnet_ids)]
         if problems:
@@ -176,7 +182,7 @@ class HyperPodDpdStack(Stack):
         self.model_bucket = ModelBucket(self, "ModelBucket", log_bucket=logs.bucket,
                                         existing_bucket_name=model_bucket_name)
         bucket = self.model_bucket.bucket
-        prefixes = sorted({s.model.source.prefix for s in specs if isinstance(s.model.source, S3Source)})
+        prefixes = sorted({p for s in specs if (p := weights_prefix(s)) is not None})
 
         self.network = HyperPodNetwork(self, "Network", availability_zone_id=availability_zone_id, vpc=vpc,
                                        hyperpod_subnet_ids=hyperpod_subnet_ids, eks_subnets=eks_subnets)
@@ -234,9 +240,18 @@ class HyperPodDpdStack(Stack):
             namespaces[namespace] = eks.KubernetesManifest(
                 self, f"Namespace-{namespace}", cluster=cluster, overwrite=True,
                 manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
+        # A huggingface source: stage the pinned revision into the bucket; the endpoint waits for it.
+        self.weights_staging: dict[str, WeightsStaging] = {}
+        for spec in specs:
+            if isinstance(spec.model.source, HuggingFaceSource):
+                self.weights_staging[spec.name] = WeightsStaging(
+                    self, f"Weights-{spec.name}", cluster=cluster, trust=self.operator.trust, spec=spec,
+                    model_bucket=bucket, namespace=spec.namespace, wait=weights_staging_timeout,
+                    after=[namespaces[spec.namespace]] if spec.namespace in namespaces else [])
+        staged = {name: (staging.wait,) for name, staging in self.weights_staging.items()}
         self.endpoints: list[DpdEndpoint] = []
         for spec in specs:
-            after = (self.operator.addon, self.teardown,
+            after = (self.operator.addon, self.teardown, *staged.get(spec.name, ()),
                      *([namespaces[spec.namespace]] if spec.namespace in namespaces else []))
             self.endpoints.append(DpdEndpoint(
                 self, f"Endpoint-{spec.name}", cluster=cluster, spec=spec,
@@ -258,8 +273,8 @@ class HyperPodDpdStack(Stack):
             access = BenchmarkAccess(
                 self, f"BenchmarkAccess-{namespace}", trust=self.operator.trust, namespace=namespace,
                 model_bucket=bucket, cluster=cluster, after=[namespaces[namespace]] if namespace in namespaces else [],
-                model_prefixes=sorted({s.model.source.prefix for s in specs
-                                       if s.namespace == namespace and isinstance(s.model.source, S3Source)}))
+                model_prefixes=sorted({p for s in specs
+                                       if s.namespace == namespace and (p := weights_prefix(s)) is not None}))
             self.benchmark_access.append(access)
             CfnOutput(self, f"BenchmarkRoleArn-{namespace}", value=access.role.role_arn,
                       description=f"The role of ServiceAccount {namespace}/{access.service_account_name} that "
@@ -267,7 +282,7 @@ class HyperPodDpdStack(Stack):
                                   f"{access.results_prefix}")
         self.aggregated_twins = [AggregatedTwin(
             self, f"Aggregated-{spec.name}", cluster=cluster, spec=spec, model_bucket=bucket,
-            after=(self.operator.addon, self.teardown,
+            after=(self.operator.addon, self.teardown, *staged.get(spec.name, ()),
                    *([namespaces[spec.namespace]] if spec.namespace in namespaces else [])))
             for spec in (specs if aggregated_baseline else ())]
 
