@@ -42,7 +42,14 @@ from hyperpod_dpd_cdk.teardown import (
     TeardownTiming,
 )
 from hyperpod_dpd_cdk.versions import AddonVersions
-from hyperpod_dpd_cdk.weights_staging import DEFAULT_WAIT, WeightsStaging, staging_problems, weights_prefix
+from hyperpod_dpd_cdk.weights_staging import (
+    DEFAULT_WAIT,
+    HuggingFaceTokenSecret,
+    WeightsStaging,
+    staged_prefix,
+    staging_problems,
+    weights_prefix,
+)
 
 MAX_EBS_GB = 16384  # AWS::SageMaker::Cluster ClusterEbsVolumeConfig.VolumeSizeInGB
 MAX_INSTANCE_GROUPS = 100  # AWS::SageMaker::Cluster InstanceGroups maxItems
@@ -232,7 +239,11 @@ class HyperPodDpdStack(Stack):
         if vpc is None:  # only the stack's own VPC; GuardDuty's endpoint in yours is yours
             self.guardduty_cleanup = GuardDutyCleanup(self, "GuardDutyCleanup", handler=self.teardown_handler,
                                                       vpc_id=self.network.vpc.vpc_id)
-            self.guardduty_cleanup.node.add_dependency(self.network)
+            # Before the subnets, where the endpoint's network interfaces sit (the VPC is referenced already).
+            vpc_ = self.network.vpc
+            for subnet in (*vpc_.public_subnets, *vpc_.private_subnets, *vpc_.isolated_subnets,
+                           self.network.hyperpod_subnet_resource):
+                self.guardduty_cleanup.node.add_dependency(subnet)
             self.eks.node.add_dependency(self.guardduty_cleanup)
 
         namespaces: dict[str, eks.KubernetesManifest] = {}
@@ -241,13 +252,26 @@ class HyperPodDpdStack(Stack):
                 self, f"Namespace-{namespace}", cluster=cluster, overwrite=True,
                 manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
         # A huggingface source: stage the pinned revision into the bucket; the endpoint waits for it.
+        # One Job per staged revision; every endpoint serving it waits for it.
         self.weights_staging: dict[str, WeightsStaging] = {}
+        self.token_secret: HuggingFaceTokenSecret | None = None
+        by_prefix: dict[str, WeightsStaging] = {}
         for spec in specs:
-            if isinstance(spec.model.source, HuggingFaceSource):
-                self.weights_staging[spec.name] = WeightsStaging(
+            source = spec.model.source
+            if not isinstance(source, HuggingFaceSource):
+                continue
+            prefix = staged_prefix(source)
+            if prefix not in by_prefix:
+                token = source.token_secret_arn
+                if token is None:
+                    self.token_secret = self.token_secret or HuggingFaceTokenSecret(self, "HuggingFaceToken")
+                    token = self.token_secret.secret_arn
+                by_prefix[prefix] = WeightsStaging(
                     self, f"Weights-{spec.name}", cluster=cluster, trust=self.operator.trust, spec=spec,
-                    model_bucket=bucket, namespace=spec.namespace, wait=weights_staging_timeout,
+                    model_bucket=bucket, namespace=spec.namespace, token_secret_arn=token,
+                    wait=weights_staging_timeout,
                     after=[namespaces[spec.namespace]] if spec.namespace in namespaces else [])
+            self.weights_staging[spec.name] = by_prefix[prefix]
         staged = {name: (staging.wait,) for name, staging in self.weights_staging.items()}
         self.endpoints: list[DpdEndpoint] = []
         for spec in specs:

@@ -132,51 +132,58 @@ class WeightsStagingChart(cdk8s.Chart):
             INSTANCE_GROUP_LABEL)))
 
 
+class HuggingFaceTokenSecret(Construct):
+    """An empty secret ``<stack>/huggingface-token`` for specs that name none, and the command to fill it.
+
+    Its value is ``{"token": ""}`` plus a generated placeholder key: CloudFormation never holds the token,
+    the user puts it in with ``put-secret-value`` (before or during the deploy; the Job waits for it).
+    """
+
+    def __init__(self, scope: Construct, id: str) -> None:
+        super().__init__(scope, id)
+        stack = Stack.of(self)
+        self.secret = secretsmanager.Secret(
+            self, "Resource", secret_name=f"{stack.stack_name}/huggingface-token",
+            description="Hugging Face read token for the weights staging Job; put it here, the stack never sees it",
+            removal_policy=RemovalPolicy.DESTROY, generate_secret_string=secretsmanager.SecretStringGenerator(
+                secret_string_template='{"token": ""}', generate_string_key="placeholder", password_length=8,
+                exclude_punctuation=True))
+        self.secret_arn = self.secret.secret_arn
+        acknowledge(self.secret, "SMG4", "A Hugging Face token is issued and revoked on the Hub; Secrets Manager "
+                    "cannot rotate it.")
+        CfnOutput(self, "FillCommand", description="Store a Hugging Face read token for the weights staging Job",
+                  value=f"aws secretsmanager put-secret-value --region {stack.region} --secret-id "
+                        f"{self.secret_arn} --secret-string '{{\"token\":\"hf_...\"}}'")
+
+
 class WeightsStaging(Construct):
     """Copies one endpoint's pinned Hugging Face revision into ``model_bucket`` before the endpoint exists.
 
     The staging role (IRSA, trusted by one ServiceAccount) may read the token secret and write only under
-    the staged prefix. Without ``token_secret_arn`` in the spec, the stack creates an empty secret
-    ``<stack>/huggingface-token``; for a gated model the Job waits for it to be filled (the command is in
-    the stack outputs and in the Job's log) until the wait's limit.
+    the staged prefix. For a gated model whose secret is still empty the Job waits for it to be filled
+    (the command is in the stack outputs and in the Job's log) until the wait's limit.
 
     :param cluster: where the Job runs. :param trust: the cluster's IRSA trust (``InferenceOperator.trust``).
     :param spec: an endpoint with a ``huggingface`` source and a pinned revision.
     :param model_bucket: the stack's weights bucket. :param namespace: where the Job runs.
+    :param token_secret_arn: the Secrets Manager secret with the Hub token (the spec's, or
+        :class:`HuggingFaceTokenSecret`).
     :param wait: how long ``cdk deploy`` waits for staging. :default: 4 hours (at most 12)
     :param exclude: repository paths not copied. :default: ``original/*``
     :param after: what the Job manifest follows (its namespace). :default: - none
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, trust: IrsaTrust, spec: DpdSpec,
-                 model_bucket: s3.IBucket, namespace: str, wait: Duration = DEFAULT_WAIT,
+                 model_bucket: s3.IBucket, namespace: str, token_secret_arn: str, wait: Duration = DEFAULT_WAIT,
                  exclude: Sequence[str] = DEFAULT_EXCLUDE, after: Sequence[IConstruct] = ()) -> None:
         super().__init__(scope, id)
         source = spec.model.source
         assert isinstance(source, HuggingFaceSource) and source.revision is not None
-        stack = Stack.of(self)
         self.prefix = staged_prefix(source)
         digest = staging_digest(source, self.prefix)
         self.job_name = f"stage-weights-{spec.name}-{digest}"[:63].rstrip("-")
 
-        if source.token_secret_arn is not None:
-            self.secret_arn = source.token_secret_arn
-            self.created_secret: secretsmanager.Secret | None = None
-        else:
-            self.created_secret = secretsmanager.Secret(
-                self, "Token", secret_name=f"{stack.stack_name}/huggingface-token",
-                description=f"Hugging Face read token for staging {source.model_id}; fill it, the stack never "
-                            "sees it", removal_policy=RemovalPolicy.DESTROY,
-                generate_secret_string=secretsmanager.SecretStringGenerator(
-                    secret_string_template='{"token": ""}', generate_string_key="placeholder",
-                    password_length=8, exclude_punctuation=True))
-            self.secret_arn = self.created_secret.secret_arn
-            acknowledge(self.created_secret, "SMG4", "A Hugging Face token is issued and revoked on the Hub; "
-                        "Secrets Manager cannot rotate it.")
-            CfnOutput(self, "FillTokenCommand", description="Store a Hugging Face read token for the staging Job",
-                      value=f"aws secretsmanager put-secret-value --region {stack.region} --secret-id "
-                            f"{self.secret_arn} --secret-string '{{\"token\":\"hf_...\"}}'")
-
+        self.secret_arn = token_secret_arn
         subject = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
         self.role = iam.Role(self, "Role", assumed_by=trust.principal(f"Weights{digest}", subject),
                              description=f"hyperpod-dpd: stage {source.model_id} into {self.prefix}/")

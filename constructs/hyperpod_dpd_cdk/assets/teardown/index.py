@@ -84,7 +84,8 @@ Clients = Callable[[str], Any]
 
 
 def _clients(service: str) -> Any:
-    return boto3.client(service)
+    client: Any = getattr(boto3, "client")  # noqa: B009 - one untyped entry for every service name
+    return client(service)
 
 
 def on_event(event: dict[str, Any], context: object = None, *, clock: Callable[[], float] = time.time,
@@ -131,7 +132,7 @@ def is_complete(event: dict[str, Any], context: object = None, *, clock: Callabl
             return {"IsComplete": True}
         log(f"deleting log groups: {leftovers.summary()}")
         for name in leftovers.log_groups:
-            _ignore_gone_or_busy(lambda n=name: logs.delete_log_group(logGroupName=n), name)
+            _try_delete(name, logs.delete_log_group, logGroupName=name)
     else:
         leftovers = guardduty_leftovers(clients("ec2"), props["VpcId"])
         if not leftovers:
@@ -213,10 +214,10 @@ def operator_leftovers(clients: Clients, cluster: str, endpoint_names: list[str]
         models=[n for n in models if _sagemaker_exists(sagemaker.describe_model, ModelName=n)])
 
 
-def _ignore_gone_or_busy(action: Callable[[], object], what: str) -> None:
+def _try_delete(what: str, action: Callable[..., object], **kwargs: object) -> None:
     """A delete that fails because the resource is gone or still in use is retried on the next poll."""
     try:
-        action()
+        action(**kwargs)
     except ClientError as error:
         log(f"could not delete {what} yet: {error.response['Error']['Code']}: {error.response['Error']['Message']}")
 
@@ -231,23 +232,23 @@ def delete_operator_leftovers(clients: Clients, leftovers: Leftovers) -> None:
     the SageMaker endpoint, its config and model, each only when the operator's tag says it made them."""
     elbv2, ec2, sagemaker = clients("elbv2"), clients("ec2"), clients("sagemaker")
     for arn in leftovers.load_balancers:
-        _ignore_gone_or_busy(lambda a=arn: elbv2.delete_load_balancer(LoadBalancerArn=a), arn)
+        _try_delete(arn, elbv2.delete_load_balancer, LoadBalancerArn=arn)
     for arn in leftovers.target_groups:
-        _ignore_gone_or_busy(lambda a=arn: elbv2.delete_target_group(TargetGroupArn=a), arn)
+        _try_delete(arn, elbv2.delete_target_group, TargetGroupArn=arn)
     for group in leftovers.security_groups:
-        _ignore_gone_or_busy(lambda g=group: ec2.delete_security_group(GroupId=g), group)
+        _try_delete(group, ec2.delete_security_group, GroupId=group)
     for name in leftovers.endpoints:
         arn = sagemaker.describe_endpoint(EndpointName=name)["EndpointArn"]
         if _operator_created(sagemaker, arn):
-            _ignore_gone_or_busy(lambda n=name: sagemaker.delete_endpoint(EndpointName=n), name)
+            _try_delete(name, sagemaker.delete_endpoint, EndpointName=name)
     for name in leftovers.endpoint_configs:
         arn = sagemaker.describe_endpoint_config(EndpointConfigName=name)["EndpointConfigArn"]
         if _operator_created(sagemaker, arn):
-            _ignore_gone_or_busy(lambda n=name: sagemaker.delete_endpoint_config(EndpointConfigName=n), name)
+            _try_delete(name, sagemaker.delete_endpoint_config, EndpointConfigName=name)
     for name in leftovers.models:
         arn = sagemaker.describe_model(ModelName=name)["ModelArn"]
         if _operator_created(sagemaker, arn):
-            _ignore_gone_or_busy(lambda n=name: sagemaker.delete_model(ModelName=n), name)
+            _try_delete(name, sagemaker.delete_model, ModelName=name)
 
 
 def guardduty_leftovers(ec2: Any, vpc_id: str) -> Leftovers:
@@ -263,12 +264,12 @@ def guardduty_leftovers(ec2: Any, vpc_id: str) -> Leftovers:
 def delete_guardduty_leftovers(ec2: Any, leftovers: Leftovers) -> None:
     """Endpoints first; a group only once no network interface uses it any more."""
     if leftovers.vpc_endpoints:
-        _ignore_gone_or_busy(lambda: ec2.delete_vpc_endpoints(VpcEndpointIds=leftovers.vpc_endpoints),
-                             ", ".join(leftovers.vpc_endpoints))
+        _try_delete(", ".join(leftovers.vpc_endpoints), ec2.delete_vpc_endpoints,
+                    VpcEndpointIds=leftovers.vpc_endpoints)
     for group in leftovers.security_groups:
         interfaces = ec2.describe_network_interfaces(
             Filters=[{"Name": "group-id", "Values": [group]}])["NetworkInterfaces"]
         if interfaces:
             log(f"{group} is still used by {', '.join(i['NetworkInterfaceId'] for i in interfaces)}")
             continue
-        _ignore_gone_or_busy(lambda g=group: ec2.delete_security_group(GroupId=g), group)
+        _try_delete(group, ec2.delete_security_group, GroupId=group)
