@@ -22,6 +22,12 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     grafana_workspace_id=g-... import the DPD dashboards into this Amazon Managed Grafana workspace
     benchmark=false            leave out the IAM role and ServiceAccount of `hyperpod-dpd bench` (default: on)
     aggregated_baseline=true   host each endpoint's aggregated twin on one more node (default: off)
+    kubernetes_version=1.34    a new EKS cluster's Kubernetes version (1.33 or 1.34; default: 1.34)
+    eks_support_type=EXTENDED  a new cluster's upgrade policy: EXTENDED or STANDARD (default: EXTENDED)
+    inference_addon_version=V  the inference operator add-on version (default: the one whose CRD ships)
+    preinstalled_addons=A,B    on an existing cluster, add-ons it runs already; the stack creates none of
+                               them (names as 'aws eks list-addons' prints them)
+    weights_staging_hours=N    how long a deploy waits for Hugging Face weights to be staged (default: 4)
 
 Nothing is looked up in an AWS account: the stack synthesizes offline, without credentials.
 """
@@ -57,6 +63,8 @@ from hyperpod_dpd_cdk import (  # noqa: E402
     HyperPodDpdStack,
     ObservabilityOptions,
 )
+from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType  # noqa: E402
+from hyperpod_dpd_cdk.weights_staging import DEFAULT_WAIT  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MANIFESTS_DIR = "manifests"
@@ -137,6 +145,26 @@ def _flag(app: cdk.App, key: str, *, default: bool) -> bool:
     return text == "true"
 
 
+def _support_type(app: cdk.App) -> SupportType:
+    value = str(app.node.try_get_context("eks_support_type") or SupportType.EXTENDED.value)
+    try:
+        return SupportType(value.upper())
+    except ValueError:
+        raise SpecError([Problem(field="eks_support_type", value=value, message="is not EXTENDED or STANDARD",
+                                 fix="-c eks_support_type=STANDARD, or omit it for EXTENDED")]) from None
+
+
+def _staging_wait(app: cdk.App) -> cdk.Duration:
+    value = app.node.try_get_context("weights_staging_hours")
+    if value is None or value == "":
+        return DEFAULT_WAIT
+    try:
+        return cdk.Duration.minutes(round(float(value) * 60))
+    except ValueError:
+        raise SpecError([Problem(field="weights_staging_hours", value=value, message="is not a number of hours",
+                                 fix="-c weights_staging_hours=6")]) from None
+
+
 def _region(app: cdk.App, specs: Sequence[DpdSpec]) -> str:
     region = app.node.try_get_context("region")
     if region:
@@ -176,7 +204,11 @@ def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None
         training_plan_arn=ctx("training_plan_arn") or None, hyperpod_cluster_name=ctx("hyperpod_cluster_name") or None,
         description="SageMaker HyperPod (EKS) with Disaggregated Prefill and Decode endpoints (hyperpod-dpd)",
         observability=_observability(app), benchmark=_flag(app, "benchmark", default=True),
-        aggregated_baseline=_flag(app, "aggregated_baseline", default=False))
+        aggregated_baseline=_flag(app, "aggregated_baseline", default=False),
+        kubernetes_version=str(ctx("kubernetes_version") or KUBERNETES_VERSION), support_type=_support_type(app),
+        preinstalled_addons=_list(ctx("preinstalled_addons")), weights_staging_timeout=_staging_wait(app),
+        addon_versions=AddonVersions(**({"inference": str(ctx("inference_addon_version"))}
+                                        if ctx("inference_addon_version") else {})))
     return app, stack
 
 

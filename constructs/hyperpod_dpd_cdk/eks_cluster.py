@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from aws_cdk import CfnCondition, RemovalPolicy, Stack
+from aws_cdk import CfnCondition, CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
@@ -16,13 +16,14 @@ from constructs import Construct
 
 from hyperpod_dpd.operator_names import SYSTEM_POOL
 from hyperpod_dpd_cdk.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
-from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions
+from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType
 
 # The operator, its ALB controller and KEDA, cert-manager and CoreDNS run here, never on GPU nodes.
 # Two nodes for availability; m5.xlarge because the operator image is amd64 only (operator v3.2).
 DEFAULT_SYSTEM_INSTANCE_TYPE = "m5.xlarge"
 DEFAULT_SYSTEM_NODES = 2
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+POD_IDENTITY_AGENT = "eks-pod-identity-agent"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +61,10 @@ class HyperPodEksCluster(Construct):
     :param system_instance_type: :default: m5.xlarge (amd64, which the operator requires)
     :param system_nodes: :default: 2
     :param addon_versions: :default: - EKS defaults for the Kubernetes version
+    :param kubernetes_version: a new cluster's version. :default: 1.34
+    :param support_type: a new cluster's ``UpgradePolicy``. :default: ``SupportType.EXTENDED``
+    :param preinstalled: add-ons an existing cluster runs already (``eks-pod-identity-agent`` is created
+        otherwise: the observability add-on needs it). :default: - none
 
     A new cluster encrypts Kubernetes secrets with a customer-managed KMS key (rotated yearly, retained
     on ``cdk destroy`` like any key that may still decrypt backups). An existing cluster's kubectl
@@ -71,7 +76,8 @@ class HyperPodEksCluster(Construct):
                  security_group: ec2.ISecurityGroup, admin_role_arns: Sequence[str] = (),
                  existing: ExistingEksCluster | None = None,
                  system_instance_type: str = DEFAULT_SYSTEM_INSTANCE_TYPE, system_nodes: int = DEFAULT_SYSTEM_NODES,
-                 addon_versions: AddonVersions | None = None) -> None:
+                 addon_versions: AddonVersions | None = None, kubernetes_version: str = KUBERNETES_VERSION,
+                 support_type: SupportType = SupportType.EXTENDED, preinstalled: Sequence[str] = ()) -> None:
         super().__init__(scope, id)
         versions = addon_versions or AddonVersions()
         self.kubectl_layer = KubectlV34Layer(self, "KubectlLayer")
@@ -107,6 +113,8 @@ class HyperPodEksCluster(Construct):
             self.oidc_issuer_url = existing.oidc_issuer_url
             self.oidc_provider_arn = existing.oidc_provider_arn
             self.created = False
+            if POD_IDENTITY_AGENT not in preinstalled:
+                self.addons = [self._addon(POD_IDENTITY_AGENT, versions.pod_identity_agent)]
             if existing.cluster_security_group_id is not None:
                 self._connect(existing.cluster_security_group_id, security_group)
         else:
@@ -114,7 +122,7 @@ class HyperPodEksCluster(Construct):
                 self, "SecretsKey", enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
                 description="Envelope encryption of the EKS cluster's Kubernetes secrets")
             cluster = eks.Cluster(
-                self, "Resource", version=eks.KubernetesVersion.of(KUBERNETES_VERSION), vpc=vpc, vpc_subnets=[subnets],
+                self, "Resource", version=eks.KubernetesVersion.of(kubernetes_version), vpc=vpc, vpc_subnets=[subnets],
                 secrets_encryption_key=self.secrets_key,
                 security_group=security_group, default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
                 default_capacity=0, kubectl_provider_options=kubectl,
@@ -122,6 +130,10 @@ class HyperPodEksCluster(Construct):
                                  eks.ClusterLoggingTypes.AUTHENTICATOR, eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
                                  eks.ClusterLoggingTypes.SCHEDULER])
             self.cluster = cast(eks.ICluster, cluster)  # jsii: Cluster implements ICluster
+            # Explicit, so the bill after standard support ends is a choice (aws-eks-v2 has no prop for it).
+            resource = cluster.node.default_child
+            assert isinstance(resource, CfnResource)
+            resource.add_property_override("UpgradePolicy", {"SupportType": support_type.value})
             self.cluster_name = cluster.cluster_name
             self.cluster_arn = cluster.cluster_arn
             self.oidc_issuer_url = cluster.cluster_open_id_connect_issuer_url
@@ -135,7 +147,7 @@ class HyperPodEksCluster(Construct):
             self.system_nodes = nodegroup
             self.addons = [self._addon(name, version) for name, version in (
                 ("vpc-cni", versions.vpc_cni), ("kube-proxy", versions.kube_proxy),
-                ("coredns", versions.coredns), ("eks-pod-identity-agent", versions.pod_identity_agent))]
+                ("coredns", versions.coredns), (POD_IDENTITY_AGENT, versions.pod_identity_agent))]
             # CoreDNS reports DEGRADED until a node runs it; create it once the system nodes exist.
             self.addons[2].node.add_dependency(nodegroup)
             self._connect(cluster.cluster_security_group_id, security_group)

@@ -72,6 +72,9 @@ class ObservabilityOptions:
     :param grafana_workspace_id: an Amazon Managed Grafana workspace to import the DPD dashboards into
         (AMG needs IAM Identity Center, which a stack cannot set up). :default: - none; the dashboards
         are only written beside the manifests
+    :param install_addon: create the observability add-on; ``False`` when the cluster runs it already
+        (``CreateAddon`` fails on an existing add-on). The collector role is still created, for you to
+        associate with the running add-on. :default: True
     """
 
     amp_workspace_arn: str | None = None
@@ -79,6 +82,7 @@ class ObservabilityOptions:
     efa_metrics: bool = False
     log_group_name: str | None = None
     grafana_workspace_id: str | None = None
+    install_addon: bool = True
 
 
 def option_problems(options: ObservabilityOptions) -> list[Problem]:
@@ -199,16 +203,18 @@ class DpdObservability(Construct):
         self._allow_publishers()
 
         self.addon_role = self._addon_role(cluster_arn, hyperpod_cluster_name)
-        self.addon = eks_l1.CfnAddon(
-            self, "Addon", addon_name=OBSERVABILITY_ADDON, cluster_name=cluster_name,
-            addon_version=options.addon_version, resolve_conflicts="OVERWRITE",
-            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
-                role_arn=self.addon_role.role_arn, service_account=COLLECTOR_SERVICE_ACCOUNT)],
-            configuration_values=stack.to_json_string(addon_configuration(
-                prometheus_endpoint=self.prometheus_endpoint, workspace_arn=self.workspace_arn,
-                efa_metrics=options.efa_metrics)))
-        # The role is referenced already; its inline policy must exist before the collector writes.
-        self.addon.node.add_dependency(self.addon_role.node.find_child("DefaultPolicy"))
+        self.addon: eks_l1.CfnAddon | None = None
+        if options.install_addon:
+            self.addon = eks_l1.CfnAddon(
+                self, "Addon", addon_name=OBSERVABILITY_ADDON, cluster_name=cluster_name,
+                addon_version=options.addon_version, resolve_conflicts="OVERWRITE",
+                pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
+                    role_arn=self.addon_role.role_arn, service_account=COLLECTOR_SERVICE_ACCOUNT)],
+                configuration_values=stack.to_json_string(addon_configuration(
+                    prometheus_endpoint=self.prometheus_endpoint, workspace_arn=self.workspace_arn,
+                    efa_metrics=options.efa_metrics)))
+            # The role is referenced already; its inline policy must exist before the collector writes.
+            self.addon.node.add_dependency(self.addon_role.node.find_child("DefaultPolicy"))
 
         self.rule_groups: dict[str, aps.CfnRuleGroupsNamespace] = {}
         for spec in endpoints:
@@ -246,7 +252,8 @@ class DpdObservability(Construct):
     def after(self, *dependencies: IConstruct) -> None:
         """Create the add-on and the metric filters only after ``dependencies`` (the HyperPod cluster)."""
         for dependency in dependencies:
-            self.addon.node.add_dependency(dependency)
+            if self.addon is not None:
+                self.addon.node.add_dependency(dependency)
             for metric_filter in self.metric_filters if self._filters_follow else ():
                 metric_filter.node.add_dependency(dependency)
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import Annotations, CfnOutput, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
@@ -32,7 +33,7 @@ from hyperpod_dpd_cdk.inference_operator import InferenceOperator
 from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
 from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_problems
-from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions
+from hyperpod_dpd_cdk.observability import OBSERVABILITY_ADDON, DpdObservability, ObservabilityOptions
 from hyperpod_dpd_cdk.placement import instance_type_problems
 from hyperpod_dpd_cdk.teardown import (
     CausedLogGroups,
@@ -41,13 +42,21 @@ from hyperpod_dpd_cdk.teardown import (
     TeardownHandler,
     TeardownTiming,
 )
-from hyperpod_dpd_cdk.versions import AddonVersions
+from hyperpod_dpd_cdk.versions import (
+    INFERENCE_ADDON_VERSION,
+    KUBERNETES_VERSION,
+    PREREQUISITE_ADDONS,
+    SUPPORTED_KUBERNETES_VERSIONS,
+    AddonVersions,
+    SupportType,
+)
 from hyperpod_dpd_cdk.weights_staging import (
     DEFAULT_WAIT,
     HuggingFaceTokenSecret,
     WeightsStaging,
     staged_prefix,
     staging_problems,
+    staging_wait_problems,
     weights_prefix,
 )
 
@@ -104,6 +113,24 @@ def option_problems(*, cluster_name: str, ebs_volume_gb: int, groups: int, train
                           fix="use arn:aws:iam::<account>:role/<name>")
 
 
+def cluster_option_problems(*, kubernetes_version: str, preinstalled_addons: Sequence[str],
+                            existing: bool) -> Iterator[Problem]:
+    """The Kubernetes version a new cluster gets, and the add-ons declared already running."""
+    if kubernetes_version not in SUPPORTED_KUBERNETES_VERSIONS:
+        yield Problem(field="kubernetes_version", value=kubernetes_version,
+                      message=f"is not one of {', '.join(SUPPORTED_KUBERNETES_VERSIONS)}: HyperPod lists Kubernetes "
+                              "up to 1.34, and the stack's kubectl layer (v34) drives one minor version either way",
+                      fix=f"use {KUBERNETES_VERSION}")
+    for i, name in enumerate(preinstalled_addons):
+        if name not in PREREQUISITE_ADDONS:
+            yield Problem(field=f"preinstalled_addons[{i}]", value=name, message="is not an add-on the stack installs",
+                          fix=f"name any of {', '.join(PREREQUISITE_ADDONS)} (as 'aws eks list-addons' shows them)")
+    if preinstalled_addons and not existing:
+        yield Problem(field="preinstalled_addons", value=list(preinstalled_addons),
+                      message="apply only to an existing cluster; a new cluster has none",
+                      fix="drop them, or pass the existing cluster (-c eks_cluster=...)")
+
+
 def existing_cluster_problems(existing: ExistingEksCluster | None, *,
                               vpc: ec2.IVpc | ExistingVpc | None) -> Iterator[Problem]:
     """An existing cluster needs its VPC, and its IAM OIDC provider (IAM allows one per issuer URL)."""
@@ -152,6 +179,11 @@ class HyperPodDpdStack(Stack):
         (``TeardownBarrier``). :default: - ``TeardownTiming()``: 10 minutes' grace, failure at 50
     :param weights_staging_timeout: how long ``cdk deploy`` waits for a ``huggingface`` source to be staged
         into the model bucket (``WeightsStaging``; 15 minutes to 12 hours). :default: 4 hours
+    :param kubernetes_version: a new EKS cluster's version (1.33 or 1.34). :default: 1.34
+    :param support_type: a new EKS cluster's ``UpgradePolicy`` (see ``SupportType`` for the cost).
+        :default: ``SupportType.EXTENDED``
+    :param preinstalled_addons: on an existing cluster, add-ons it runs already (names from ``aws eks
+        list-addons``, any of ``PREREQUISITE_ADDONS``); the stack creates none of them. :default: - none
     :param stack_props: passed to ``Stack`` (``env``, ``synthesizer``, ``description``, ...).
     """
 
@@ -165,7 +197,8 @@ class HyperPodDpdStack(Stack):
                  addon_versions: AddonVersions | None = None,
                  observability: ObservabilityOptions | bool = True, benchmark: bool = True,
                  aggregated_baseline: bool = False, teardown: TeardownTiming | None = None,
-                 weights_staging_timeout: Duration = DEFAULT_WAIT,
+                 weights_staging_timeout: Duration = DEFAULT_WAIT, kubernetes_version: str = KUBERNETES_VERSION,
+                 support_type: SupportType = SupportType.EXTENDED, preinstalled_addons: Sequence[str] = (),
                  **stack_props: Any) -> None:
         super().__init__(scope, id, **stack_props)
         specs = tuple(endpoints)
@@ -177,8 +210,11 @@ class HyperPodDpdStack(Stack):
                     *option_problems(cluster_name=cluster_name, ebs_volume_gb=ebs_volume_gb, groups=len(groups),
                                      training_plan_arn=training_plan_arn, admin_role_arns=admin_role_arns),
                     *existing_cluster_problems(existing_cluster, vpc=vpc),
-                    *(p for i, spec in enumerate(specs)
-                      for p in staging_problems(spec, field=f"endpoints[{i}]", wait=weights_staging_timeout)),
+                    *cluster_option_problems(kubernetes_version=kubernetes_version,
+                                             preinstalled_addons=preinstalled_addons,
+                                             existing=existing_cluster is not None),
+                    *(p for i, spec in enumerate(specs) for p in staging_problems(spec, field=f"endpoints[{i}]")),
+                    *staging_wait_problems(weights_staging_timeout),
                     *network_problems(availability_zone_id, self.region, vpc=vpc,
                                       hyperpod_subnet_ids=hyperpod_subnet_ids)]
         if problems:
@@ -196,7 +232,9 @@ class HyperPodDpdStack(Stack):
         self.security_group = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=self.network.vpc).security_group
         self.eks = HyperPodEksCluster(self, "Eks", vpc=self.network.vpc, subnets=self.network.eks_subnets,
                                       security_group=self.security_group, admin_role_arns=admin_role_arns,
-                                      existing=existing_cluster, addon_versions=addon_versions)
+                                      existing=existing_cluster, addon_versions=addon_versions,
+                                      kubernetes_version=kubernetes_version, support_type=support_type,
+                                      preinstalled=preinstalled_addons)
         cluster = self.eks.cluster
 
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", log_bucket=logs.bucket,
@@ -221,8 +259,16 @@ class HyperPodDpdStack(Stack):
         self.operator = InferenceOperator(
             self, "InferenceOperator", cluster_name=self.eks.cluster_name, oidc_issuer_url=self.eks.oidc_issuer_url,
             oidc_provider_arn=self.eks.oidc_provider_arn, hyperpod_cluster_arn=self.hyperpod.cluster_arn,
-            model_bucket=bucket, model_prefixes=prefixes, log_bucket=logs.bucket, addon_versions=addon_versions)
+            model_bucket=bucket, model_prefixes=prefixes, log_bucket=logs.bucket, addon_versions=addon_versions,
+            preinstalled=preinstalled_addons)
         self.operator.after(self.hyperpod)
+        inference_version = (addon_versions or AddonVersions()).inference
+        if inference_version != INFERENCE_ADDON_VERSION:
+            Annotations.of(self.operator).add_warning_v2(
+                "hyperpod-dpd:InferenceAddonVersion",
+                f"the inference add-on is {inference_version}, but the manifests are checked against the CRD of "
+                f"{INFERENCE_ADDON_VERSION} that this package ships: fields added or removed since are not known "
+                "to the checks")
 
         # cdk destroy: endpoint manifests -> barrier -> operator add-on -> HyperPod -> EKS -> GuardDuty -> VPC.
         self.teardown_handler = TeardownHandler(self, "Teardown")
@@ -285,6 +331,8 @@ class HyperPodDpdStack(Stack):
         self.observability: DpdObservability | None = None
         if observability is not False:
             options = observability if isinstance(observability, ObservabilityOptions) else ObservabilityOptions()
+            if OBSERVABILITY_ADDON in preinstalled_addons:
+                options = dataclasses.replace(options, install_addon=False)
             self.observability = DpdObservability(
                 self, "Observability", cluster_name=self.eks.cluster_name, cluster_arn=self.eks.cluster_arn,
                 hyperpod_cluster_name=cluster_name, hyperpod_cluster_arn=self.hyperpod.cluster_arn,

@@ -6,6 +6,7 @@ Bump a version here and nowhere else; the snapshot tests then show exactly what 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 # Kubernetes of the EKS control plane. HyperPod lists 1.28-1.34 ("Getting started with Amazon EKS
 # support in SageMaker HyperPod"); AWS's cluster-setup templates default to 1.34. 1.33 left EKS
@@ -13,6 +14,25 @@ from dataclasses import dataclass
 # standard support until 2026-12-02, and 1.35 is not yet listed for HyperPod. The kubectl Lambda layer
 # must match within one minor version: ``aws-cdk.lambda-layer-kubectl-v34`` (KubectlV34Layer).
 KUBERNETES_VERSION = "1.34"
+# What ``kubernetes_version`` accepts: versions HyperPod lists that the v34 kubectl layer drives (kubectl
+# supports one minor version of skew either way). 1.35 is not listed for HyperPod yet.
+SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34")
+
+
+class SupportType(Enum):
+    """The EKS cluster's ``UpgradePolicy.SupportType``. ``EXTENDED`` keeps the version after its standard
+    support ends, billed at the extended-support rate ($0.60 instead of $0.10 per cluster-hour, about
+    $365 a month more); ``STANDARD`` lets EKS upgrade the control plane then, under running HyperPod
+    nodes whose AMI HyperPod may not offer for the new version yet."""
+
+    STANDARD = "STANDARD"
+    EXTENDED = "EXTENDED"
+
+
+# The add-ons the stack installs on an existing cluster unless they are declared pre-installed
+# (``CreateAddon`` fails on one that exists): the operator's prerequisites, observability, Pod Identity.
+PREREQUISITE_ADDONS = ("cert-manager", "aws-mountpoint-s3-csi-driver", "aws-fsx-csi-driver", "metrics-server",
+                       "eks-pod-identity-agent", "amazon-sagemaker-hyperpod-observability")
 
 # amazon-sagemaker-hyperpod-inference v1.4.0-eksbuild.1 ships Inference Operator v3.3 (2026-08-04): DPD
 # (``pdSpec``, since v3.2) plus the fixes for intelligent-routing endpoint registration, ``enableL1Cache:

@@ -66,8 +66,8 @@ def weights_prefix(spec: DpdSpec) -> str | None:
     return None
 
 
-def staging_problems(spec: DpdSpec, *, field: str, wait: Duration) -> list[Problem]:
-    """What a stack cannot stage: an unpinned revision, a token that is not a secret's ARN, a bad wait."""
+def staging_problems(spec: DpdSpec, *, field: str) -> list[Problem]:
+    """What a stack cannot stage: an unpinned revision, a token that is not a secret's ARN."""
     source = spec.model.source
     if not isinstance(source, HuggingFaceSource):
         return []
@@ -83,11 +83,15 @@ def staging_problems(spec: DpdSpec, *, field: str, wait: Duration) -> list[Probl
                                 value=source.token_secret_arn, message="is not the full ARN of a Secrets Manager "
                                 "secret", fix="use the ARN from 'aws secretsmanager describe-secret --secret-id NAME "
                                 "--query ARN' (it ends in -XXXXXX)"))
-    if not Duration.minutes(15).to_seconds() <= wait.to_seconds() <= MAX_WAIT.to_seconds():
-        problems.append(Problem(field="weights_staging_timeout", value=wait.to_human_string(),
-                                message="must be between 15 minutes and 12 hours (a CloudFormation wait condition's "
-                                        "limit)", fix="use e.g. 4 hours"))
     return problems
+
+
+def staging_wait_problems(wait: Duration) -> list[Problem]:
+    if Duration.minutes(15).to_seconds() <= wait.to_seconds() <= MAX_WAIT.to_seconds():
+        return []
+    return [Problem(field="weights_staging_timeout", value=wait.to_human_string(),
+                    message="must be between 15 minutes and 12 hours (a CloudFormation wait condition's limit)",
+                    fix="use e.g. 4 hours (-c weights_staging_hours=4)")]
 
 
 def staging_digest(source: HuggingFaceSource, prefix: str) -> str:
