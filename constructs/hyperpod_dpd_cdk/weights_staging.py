@@ -137,18 +137,21 @@ class WeightsStagingChart(cdk8s.Chart):
 
 
 class HuggingFaceTokenSecret(Construct):
-    """An empty secret ``<stack>/huggingface-token`` for specs that name none, and the command to fill it.
+    """An empty secret for specs that name none, and the command to fill it.
 
     Its value is ``{"token": ""}`` plus a generated placeholder key: CloudFormation never holds the token,
-    the user puts it in with ``put-secret-value`` (before or during the deploy; the Job waits for it).
+    the user puts it in with ``put-secret-value`` (before or during the deploy; the Job waits for it). No
+    fixed name (a deleted secret's name stays reserved during the recovery window, and a redeploy would
+    fail on it); the description starts with the stack name, for ``list-secrets --filters``.
     """
 
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
         self.secret = secretsmanager.Secret(
-            self, "Resource", secret_name=f"{stack.stack_name}/huggingface-token",
-            description="Hugging Face read token for the weights staging Job; put it here, the stack never sees it",
+            self, "Resource",
+            description=f"{stack.stack_name}: Hugging Face read token for the weights staging Job; put it here, "
+                        "the stack never sees it",
             removal_policy=RemovalPolicy.DESTROY, generate_secret_string=secretsmanager.SecretStringGenerator(
                 secret_string_template='{"token": ""}', generate_string_key="placeholder", password_length=8,
                 exclude_punctuation=True))
