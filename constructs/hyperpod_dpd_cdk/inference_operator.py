@@ -13,6 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
+from hyperpod_dpd.deployment_defaults import INFERENCE_ADDON
 from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE
 from hyperpod_dpd_cdk.alb_policy import controller_statements, wildcard_findings
 from hyperpod_dpd_cdk.lifecycle import prefix_findings, read_prefix
@@ -20,7 +21,6 @@ from hyperpod_dpd_cdk.model_bucket import secure_bucket
 from hyperpod_dpd_cdk.nag import acknowledge, arn_of, managed_policy
 from hyperpod_dpd_cdk.versions import AddonVersions
 
-INFERENCE_ADDON = "amazon-sagemaker-hyperpod-inference"
 # The service accounts the add-on runs as (add-on install; the Helm install used other names, and a
 # role trusting those fails AssumeRoleWithWebIdentity with 403).
 CONTROLLER_SA = f"system:serviceaccount:{OPERATOR_NAMESPACE}:hyperpod-inference-controller-manager"
