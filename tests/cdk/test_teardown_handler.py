@@ -66,12 +66,17 @@ def test_nothing_left_completes_at_once(aws: Any) -> None:
     assert handler.is_complete(start(aws, clock, delete_event()), clock=clock, clients=aws) == {"IsComplete": True}
 
 
-def test_leftovers_the_controller_removes_in_time_are_waited_for_not_deleted(aws: Any) -> None:
-    made = operator_resources(aws)
-    aws("eks").create_cluster(name=CLUSTER, roleArn="arn:aws:iam::123456789012:role/eks",
-                              resourcesVpcConfig={"subnetIds": []})
+def with_live_cluster(clients: Any) -> tuple[dict[str, str], FakeClock, dict[str, Any]]:
+    """The operator's leftovers while its cluster (and so its controller) still exists, delete started."""
+    made = operator_resources(clients)
+    clients("eks").create_cluster(name=CLUSTER, roleArn="arn:aws:iam::123456789012:role/eks",
+                                  resourcesVpcConfig={"subnetIds": []})
     clock = FakeClock()
-    event = start(aws, clock, delete_event())
+    return made, clock, start(clients, clock, delete_event())
+
+
+def test_leftovers_the_controller_removes_in_time_are_waited_for_not_deleted(aws: Any) -> None:
+    made, clock, event = with_live_cluster(aws)
     clock.sleep(30)
     assert handler.is_complete(event, clock=clock, clients=aws) == {"IsComplete": False}
     assert aws("elbv2").describe_load_balancers()["LoadBalancers"], "deleted before the grace period"
@@ -84,11 +89,7 @@ def test_leftovers_the_controller_removes_in_time_are_waited_for_not_deleted(aws
 
 
 def test_after_the_grace_period_the_barrier_deletes_them(aws: Any) -> None:
-    made = operator_resources(aws)
-    aws("eks").create_cluster(name=CLUSTER, roleArn="arn:aws:iam::123456789012:role/eks",
-                              resourcesVpcConfig={"subnetIds": []})
-    clock = FakeClock()
-    event = start(aws, clock, delete_event())
+    made, clock, event = with_live_cluster(aws)
     clock.sleep(601)
     assert handler.is_complete(event, clock=clock, clients=aws) == {"IsComplete": False}
     assert not aws("elbv2").describe_load_balancers()["LoadBalancers"]
