@@ -224,6 +224,10 @@ def write_manifests(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
                   "# CloudFormation values (the model bucket name) filled in at deploy time.\n")
         path.write_text(header + yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
         written.append(path)
+    for staging in {id(s): s for s in stack.weights_staging.values()}.values():  # huggingface sources
+        path = folder / f"{staging.chart.namespace}-{staging.job_name}.yaml"
+        path.write_text(yaml.safe_dump_all(stack.resolve(staging.chart.to_json()), sort_keys=False), encoding="utf-8")
+        written.append(path)
     for twin in stack.aggregated_twins:  # -c aggregated_baseline=true: the baseline of `hyperpod-dpd bench`
         metadata = twin.document["metadata"]
         path = folder / f"{metadata['namespace']}-{metadata['name']}.yaml"

@@ -129,3 +129,13 @@ def test_an_unpinned_revision_or_a_bad_arn_is_refused_naming_the_field(cdk_conte
     fields = [p.field for p in error.value.problems]
     assert "endpoints[0].model.source.huggingface.revision" in fields
     assert "endpoints[0].model.source.huggingface.token_secret_arn" in fields
+
+
+def test_the_app_writes_the_staging_job_beside_the_endpoints(app_module: Any, hf_app: Synthesized,
+                                                              tmp_path: Path) -> None:
+    written = app_module.write_manifests(hf_app.stack, tmp_path)
+    staging = [p for p in written if "stage-weights-" in p.name]
+    assert len(staging) == 2  # one per staged revision, not per endpoint
+    documents = list(yaml.safe_load_all(staging[0].read_text()))
+    assert [d["kind"] for d in documents] == ["ServiceAccount", "ConfigMap", "Job"]
+    assert cdk_support.HF_TOKEN_SENTINEL not in staging[0].read_text()
