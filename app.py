@@ -29,6 +29,12 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     network_policies=true      NetworkPolicies around the model pods, enforced by the VPC CNI (default: off)
     eks_creator_admin=false    no cluster-admin entry for the cluster's creator (default: true; decide before
                                the first deploy, a change replaces the cluster)
+    kubernetes_version=1.34    a new EKS cluster's Kubernetes version (1.33 or 1.34; default: 1.34)
+    eks_support_type=EXTENDED  a new cluster's upgrade policy: EXTENDED or STANDARD (default: EXTENDED)
+    inference_addon_version=V  the inference operator add-on version (default: the one whose CRD ships)
+    preinstalled_addons=A,B    on an existing cluster, add-ons it runs already; the stack creates none of
+                               them (names as 'aws eks list-addons' prints them)
+    weights_staging_hours=N    how long a deploy waits for Hugging Face weights to be staged (default: 4)
 
 Nothing is looked up in an AWS account: the stack synthesizes offline, without credentials.
 """
@@ -67,6 +73,8 @@ from hyperpod_dpd_cdk import (  # noqa: E402
     ObservabilityOptions,
 )
 from hyperpod_dpd_cdk.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version  # noqa: E402
+from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType  # noqa: E402
+from hyperpod_dpd_cdk.weights_staging import DEFAULT_WAIT  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MANIFESTS_DIR = "manifests"
@@ -154,6 +162,26 @@ def _flag(app: cdk.App, key: str, *, default: bool) -> bool:
     return text == "true"
 
 
+def _support_type(app: cdk.App) -> SupportType:
+    value = str(app.node.try_get_context("eks_support_type") or SupportType.EXTENDED.value)
+    try:
+        return SupportType(value.upper())
+    except ValueError:
+        raise SpecError([Problem(field="eks_support_type", value=value, message="is not EXTENDED or STANDARD",
+                                 fix="-c eks_support_type=STANDARD, or omit it for EXTENDED")]) from None
+
+
+def _staging_wait(app: cdk.App) -> cdk.Duration:
+    value = app.node.try_get_context("weights_staging_hours")
+    if value is None or value == "":
+        return DEFAULT_WAIT
+    try:
+        return cdk.Duration.minutes(round(float(value) * 60))
+    except ValueError:
+        raise SpecError([Problem(field="weights_staging_hours", value=value, message="is not a number of hours",
+                                 fix="-c weights_staging_hours=6")]) from None
+
+
 def _region(app: cdk.App, specs: Sequence[DpdSpec]) -> str:
     region = app.node.try_get_context("region")
     if region:
@@ -198,7 +226,11 @@ def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None
         eks_endpoint_access=(ClusterEndpointAccess.parse(str(ctx("eks_endpoint_access")))
                              if ctx("eks_endpoint_access") else None),
         cluster_creator_admin=_flag(app, "eks_creator_admin", default=True),
-        network_policies=_flag(app, "network_policies", default=False))
+        network_policies=_flag(app, "network_policies", default=False),
+        kubernetes_version=str(ctx("kubernetes_version") or KUBERNETES_VERSION), support_type=_support_type(app),
+        preinstalled_addons=_list(ctx("preinstalled_addons")), weights_staging_timeout=_staging_wait(app),
+        addon_versions=AddonVersions(**({"inference": str(ctx("inference_addon_version"))}
+                                        if ctx("inference_addon_version") else {})))
     return app, stack
 
 
@@ -212,6 +244,10 @@ def write_manifests(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
         header = ("# Rendered by app.py for reading; `cdk deploy` applies it. {Ref: ...}/{Fn::GetAtt: ...} are\n"
                   "# CloudFormation values (the model bucket name) filled in at deploy time.\n")
         path.write_text(header + yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+        written.append(path)
+    for staging in {id(s): s for s in stack.weights_staging.values()}.values():  # huggingface sources
+        path = folder / f"{staging.chart.namespace}-{staging.job_name}.yaml"
+        path.write_text(yaml.safe_dump_all(stack.resolve(staging.chart.to_json()), sort_keys=False), encoding="utf-8")
         written.append(path)
     for twin in stack.aggregated_twins:  # -c aggregated_baseline=true: the baseline of `hyperpod-dpd bench`
         metadata = twin.document["metadata"]

@@ -27,7 +27,15 @@ from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket  # noqa: 
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork  # noqa: E402
 from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions  # noqa: E402
 from hyperpod_dpd_cdk.stack import HyperPodDpdStack  # noqa: E402
-from hyperpod_dpd_cdk.versions import AddonVersions  # noqa: E402
+from hyperpod_dpd_cdk.teardown import (  # noqa: E402
+    CausedLogGroups,
+    GuardDutyCleanup,
+    TeardownBarrier,
+    TeardownHandler,
+    TeardownTiming,
+)
+from hyperpod_dpd_cdk.versions import AddonVersions, SupportType  # noqa: E402
+from hyperpod_dpd_cdk.weights_staging import HuggingFaceTokenSecret, WeightsStaging  # noqa: E402
 
 __all__ = [
     "INSTANCE_GROUP_LABEL",
@@ -35,6 +43,7 @@ __all__ = [
     "AddonVersions",
     "AggregatedTwin",
     "BenchmarkAccess",
+    "CausedLogGroups",
     "ClusterEndpointAccess",
     "DpdEndpoint",
     "DpdObservability",
@@ -42,6 +51,8 @@ __all__ = [
     "ExistingEksCluster",
     "ExistingVpc",
     "GrafanaDashboards",
+    "GuardDutyCleanup",
+    "HuggingFaceTokenSecret",
     "HyperPodCluster",
     "HyperPodDependencies",
     "HyperPodDpdStack",
@@ -53,6 +64,11 @@ __all__ = [
     "LifecycleScripts",
     "ModelBucket",
     "ObservabilityOptions",
+    "SupportType",
+    "TeardownBarrier",
+    "TeardownHandler",
+    "TeardownTiming",
+    "WeightsStaging",
     "instance_groups_for",
     "placed_spec",
 ]

@@ -12,9 +12,10 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
-from hyperpod_dpd import DpdSpec, S3Source, check
+from hyperpod_dpd import DpdSpec, HuggingFaceSource, S3Source, check
 from hyperpod_dpd.charts import InferenceEndpointConfigChart
 from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
+from hyperpod_dpd_cdk.weights_staging import staged_prefix
 
 BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 
@@ -31,6 +32,10 @@ def placed_spec(spec: DpdSpec, *, group_names: Mapping[str, str], model_bucket: 
     if isinstance(source, S3Source) and model_bucket is not None:
         pointed = dataclasses.replace(source, bucket=model_bucket.bucket_name, region=bucket_region)
         placed = dataclasses.replace(placed, model=dataclasses.replace(spec.model, source=pointed))
+    if isinstance(source, HuggingFaceSource) and model_bucket is not None:
+        # The stack stages the revision into its bucket (weights_staging): the endpoint reads that copy.
+        staged = S3Source(bucket=model_bucket.bucket_name, prefix=staged_prefix(source), region=bucket_region)
+        placed = dataclasses.replace(placed, model=dataclasses.replace(spec.model, source=staged))
     return placed
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from aws_cdk import CfnCondition, RemovalPolicy, Stack
+from aws_cdk import CfnCondition, CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
@@ -17,13 +17,14 @@ from constructs import Construct
 from hyperpod_dpd.operator_names import SYSTEM_POOL
 from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess
 from hyperpod_dpd_cdk.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
-from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions
+from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType
 
 # The operator, its ALB controller and KEDA, cert-manager and CoreDNS run here, never on GPU nodes.
 # Two nodes for availability; m5.xlarge because the operator image is amd64 only (operator v3.2).
 DEFAULT_SYSTEM_INSTANCE_TYPE = "m5.xlarge"
 DEFAULT_SYSTEM_NODES = 2
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+POD_IDENTITY_AGENT = "eks-pod-identity-agent"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +70,10 @@ class HyperPodEksCluster(Construct):
         first deploy: changing it later replaces the cluster. :default: True
     :param network_policy: turn on the VPC CNI's NetworkPolicy enforcement (off by default: not yet
         verified on HyperPod nodes). :default: False
+    :param kubernetes_version: a new cluster's version. :default: 1.34
+    :param support_type: a new cluster's ``UpgradePolicy``. :default: ``SupportType.EXTENDED``
+    :param preinstalled: add-ons an existing cluster runs already (``eks-pod-identity-agent`` is created
+        otherwise: the observability add-on needs it). :default: - none
 
     A new cluster encrypts Kubernetes secrets with a customer-managed KMS key (rotated yearly, retained
     on ``cdk destroy`` like any key that may still decrypt backups). An existing cluster's kubectl
@@ -81,7 +86,9 @@ class HyperPodEksCluster(Construct):
                  existing: ExistingEksCluster | None = None,
                  system_instance_type: str = DEFAULT_SYSTEM_INSTANCE_TYPE, system_nodes: int = DEFAULT_SYSTEM_NODES,
                  addon_versions: AddonVersions | None = None, endpoint_access: ClusterEndpointAccess | None = None,
-                 cluster_creator_admin: bool = True, network_policy: bool = False) -> None:
+                 cluster_creator_admin: bool = True, network_policy: bool = False,
+                 kubernetes_version: str = KUBERNETES_VERSION, support_type: SupportType = SupportType.EXTENDED,
+                 preinstalled: Sequence[str] = ()) -> None:
         super().__init__(scope, id)
         versions = addon_versions or AddonVersions()
         access = endpoint_access or ClusterEndpointAccess()
@@ -118,6 +125,8 @@ class HyperPodEksCluster(Construct):
             self.oidc_issuer_url = existing.oidc_issuer_url
             self.oidc_provider_arn = existing.oidc_provider_arn
             self.created = False
+            if POD_IDENTITY_AGENT not in preinstalled:
+                self.addons = [self._addon(POD_IDENTITY_AGENT, versions.pod_identity_agent)]
             if existing.cluster_security_group_id is not None:
                 self._connect(existing.cluster_security_group_id, security_group)
         else:
@@ -125,7 +134,7 @@ class HyperPodEksCluster(Construct):
                 self, "SecretsKey", enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
                 description="Envelope encryption of the EKS cluster's Kubernetes secrets")
             cluster = eks.Cluster(
-                self, "Resource", version=eks.KubernetesVersion.of(KUBERNETES_VERSION), vpc=vpc, vpc_subnets=[subnets],
+                self, "Resource", version=eks.KubernetesVersion.of(kubernetes_version), vpc=vpc, vpc_subnets=[subnets],
                 secrets_encryption_key=self.secrets_key,
                 security_group=security_group, default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
                 default_capacity=0, kubectl_provider_options=kubectl, endpoint_access=access.to_eks(),
@@ -135,6 +144,10 @@ class HyperPodEksCluster(Construct):
                                  eks.ClusterLoggingTypes.AUTHENTICATOR, eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
                                  eks.ClusterLoggingTypes.SCHEDULER])
             self.cluster = cast(eks.ICluster, cluster)  # jsii: Cluster implements ICluster
+            # Explicit, so the bill after standard support ends is a choice (aws-eks-v2 has no prop for it).
+            resource = cluster.node.default_child
+            assert isinstance(resource, CfnResource)
+            resource.add_property_override("UpgradePolicy", {"SupportType": support_type.value})
             self.cluster_name = cluster.cluster_name
             self.cluster_arn = cluster.cluster_arn
             self.oidc_issuer_url = cluster.cluster_open_id_connect_issuer_url
@@ -151,7 +164,7 @@ class HyperPodEksCluster(Construct):
             self.addons = [self._addon(name, version, config) for name, version, config in (
                 ("vpc-cni", versions.vpc_cni, cni_config), ("kube-proxy", versions.kube_proxy, None),
                 ("coredns", versions.coredns, None),
-                ("eks-pod-identity-agent", versions.pod_identity_agent, None))]
+                (POD_IDENTITY_AGENT, versions.pod_identity_agent, None))]
             # CoreDNS reports DEGRADED until a node runs it; create it once the system nodes exist.
             self.addons[2].node.add_dependency(nodegroup)
             self._connect(cluster.cluster_security_group_id, security_group)

@@ -11,6 +11,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, InstanceType, Problem, SpecError
+from hyperpod_dpd.instances import THREADS_PER_CORE
 from hyperpod_dpd.validation.rules import is_sagemaker_name
 from hyperpod_dpd_cdk.lifecycle import LifecycleScripts
 
@@ -36,7 +37,7 @@ class InstanceGroup:
     name: str
     instance_type: InstanceType
     count: int
-    threads_per_core: int = 1
+    threads_per_core: int = THREADS_PER_CORE
     ebs_volume_gb: int = DEFAULT_EBS_GB
     training_plan_arn: str | None = None
     deep_health_checks: bool = True

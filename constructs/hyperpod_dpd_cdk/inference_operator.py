@@ -13,6 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
+from hyperpod_dpd.deployment_defaults import INFERENCE_ADDON
 from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE
 from hyperpod_dpd_cdk.alb_policy import controller_statements, wildcard_findings
 from hyperpod_dpd_cdk.exposure import INTERNET_FACING_WARNING, deny_internet_facing
@@ -21,7 +22,6 @@ from hyperpod_dpd_cdk.model_bucket import secure_bucket
 from hyperpod_dpd_cdk.nag import acknowledge, arn_of, managed_policy
 from hyperpod_dpd_cdk.versions import AddonVersions
 
-INFERENCE_ADDON = "amazon-sagemaker-hyperpod-inference"
 # The service accounts the add-on runs as (add-on install; the Helm install used other names, and a
 # role trusting those fails AssumeRoleWithWebIdentity with 403).
 CONTROLLER_SA = f"system:serviceaccount:{OPERATOR_NAMESPACE}:hyperpod-inference-controller-manager"
@@ -96,16 +96,20 @@ class InferenceOperator(Construct):
     :param addon_versions: :default: - the operator at v1.4.0-eksbuild.1, the others at EKS defaults
     :param allow_internet_facing_load_balancers: lift the explicit deny on internet-facing load balancers
         from the ALB controller's role (a synth warning says what that exposes). :default: False
+    :param preinstalled: prerequisite add-ons the cluster runs already; they are not created (their
+        running copies need what the stack would have given them, such as read access to the model
+        prefixes for the S3 CSI driver's role). :default: - none
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster_name: str, oidc_issuer_url: str,
                  hyperpod_cluster_arn: str, model_bucket: s3.IBucket, model_prefixes: Sequence[str],
                  log_bucket: s3.IBucket, oidc_provider_arn: str | None = None,
                  addon_versions: AddonVersions | None = None,
-                 allow_internet_facing_load_balancers: bool = False) -> None:
+                 allow_internet_facing_load_balancers: bool = False, preinstalled: Sequence[str] = ()) -> None:
         super().__init__(scope, id)
         versions = addon_versions or AddonVersions()
         self._cluster_name = cluster_name
+        self._preinstalled = frozenset(preinstalled)
         self.trust = IrsaTrust(self, "Oidc", issuer_url=oidc_issuer_url, provider_arn=oidc_provider_arn)
         self.tls_bucket = secure_bucket(self, "TlsBucket", log_bucket=log_bucket, log_prefix="tls-bucket/")
 
@@ -136,14 +140,14 @@ class InferenceOperator(Construct):
         read_prefix(self.s3_csi_role, model_bucket, model_prefixes, list_whole_bucket=True)
 
         # Defaults: these run on the system node group, so they need no tolerations for GPU nodes.
-        self.cert_manager = self._addon("cert-manager", versions.cert_manager, None)
-        self.s3_csi = self._addon("aws-mountpoint-s3-csi-driver", versions.mountpoint_s3_csi, None,
-                                  role=self.s3_csi_role)
-        self.metrics_server = self._addon("metrics-server", versions.metrics_server, None)
+        self.cert_manager = self._prerequisite("cert-manager", versions.cert_manager)
+        self.s3_csi = self._prerequisite("aws-mountpoint-s3-csi-driver", versions.mountpoint_s3_csi,
+                                         role=self.s3_csi_role)
+        self.metrics_server = self._prerequisite("metrics-server", versions.metrics_server)
         # No IAM role: the stack provisions no FSx volumes, and static volumes need none.
-        self.fsx_csi = self._addon(FSX_CSI_ADDON, versions.fsx_csi, None)
-        self.prerequisites: list[eks_l1.CfnAddon] = [self.cert_manager, self.s3_csi, self.fsx_csi,
-                                                     self.metrics_server]
+        self.fsx_csi = self._prerequisite(FSX_CSI_ADDON, versions.fsx_csi)
+        self.prerequisites: list[eks_l1.CfnAddon] = [a for a in (self.cert_manager, self.s3_csi, self.fsx_csi,
+                                                                 self.metrics_server) if a is not None]
         self.addon = self._addon(INFERENCE_ADDON, versions.inference, {
             "executionRoleArn": self.execution_role.role_arn,
             "tlsCertificateS3Bucket": self.tls_bucket.bucket_name,
@@ -156,7 +160,7 @@ class InferenceOperator(Construct):
             self.addon.node.add_dependency(prerequisite)
         # A controller that starts before its role's inline policy exists logs AccessDenied until IAM catches up.
         for addon, roles in ((self.addon, (self.execution_role, self.alb_role, self.keda_role)),
-                             (self.s3_csi, (self.s3_csi_role,))):
+                             *([(self.s3_csi, (self.s3_csi_role,))] if self.s3_csi is not None else [])):
             for role in roles:
                 addon.node.add_dependency(role.node.find_child("DefaultPolicy"))
         self._acknowledge(model_bucket, model_prefixes)
@@ -205,6 +209,10 @@ class InferenceOperator(Construct):
             actions=["acm:AddTagsToCertificate"],
             resources=[f"arn:{Aws.PARTITION}:acm:{Aws.REGION}:{Aws.ACCOUNT_ID}:certificate/*"]))
         return role
+
+    def _prerequisite(self, name: str, version: str | None, *,
+                      role: iam.IRole | None = None) -> eks_l1.CfnAddon | None:
+        return None if name in self._preinstalled else self._addon(name, version, None, role=role)
 
     def _addon(self, name: str, version: str | None, configuration: Mapping[str, object] | None, *,
                role: iam.IRole | None = None) -> eks_l1.CfnAddon:

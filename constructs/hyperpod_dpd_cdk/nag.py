@@ -7,6 +7,7 @@ so an acknowledgment covers exactly the finding it explains and nothing added la
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from aws_cdk import Acknowledgment, CfnElement, Stack, Token, Validations
@@ -54,3 +55,33 @@ def pseudo(stack: Stack, attribute: str) -> str:
     """A stack's region or partition as cdk-nag prints it: the literal when known, else ``<AWS::X>``."""
     value: str = getattr(stack, attribute)
     return f"<AWS::{attribute.capitalize()}>" if Token.is_unresolved(value) else value
+
+
+def rendered(value: object) -> str:
+    """A resolved CloudFormation value as cdk-nag prints it in a finding id: ``<Logical>`` for a Ref,
+    ``<Logical.Attr>`` for a GetAtt, joins flattened, any other intrinsic as compact JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        (key, arg), = value.items()
+        if key == "Ref":
+            return f"<{arg}>"
+        if key == "Fn::GetAtt":
+            return f"<{arg[0]}.{arg[1]}>"
+        if key == "Fn::Join":
+            return str(arg[0]).join(rendered(part) for part in arg[1])
+    return json.dumps(value, separators=(",", ":"))
+
+
+def policy_wildcard_findings(policy: IConstruct) -> list[str]:
+    """The IAM5 finding ids of every resource with a ``*`` in an ``iam.Policy`` (or a role's DefaultPolicy)."""
+    assert isinstance(policy, iam.Policy)
+    document = Stack.of(policy).resolve(policy.document.to_json())
+    findings: list[str] = []
+    for statement in document["Statement"]:
+        resources = statement.get("Resource", [])
+        for resource in resources if isinstance(resources, list) else [resources]:
+            text = rendered(resource)
+            if "*" in text and f"Resource::{text}" not in findings:
+                findings.append(f"Resource::{text}")
+    return findings

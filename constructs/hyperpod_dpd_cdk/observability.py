@@ -72,6 +72,11 @@ AMP_WORKSPACE_ARN = re.compile(r"^arn:aws[a-z-]*:aps:[a-z0-9-]+:[0-9]{12}:worksp
 MAX_RULE_NAMESPACE = 64  # AWS::APS::RuleGroupsNamespace Name
 
 
+def hyperpod_log_group_name(hyperpod_cluster_name: str, hyperpod_cluster_arn: str) -> str:
+    """``/aws/sagemaker/Clusters/<name>/<id>``, the id being the last part of the cluster's ARN."""
+    return f"{CLUSTER_LOG_PREFIX}{hyperpod_cluster_name}/{Fn.select(1, Fn.split('/', hyperpod_cluster_arn))}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class ObservabilityOptions:
     """How the stack observes its endpoints.
@@ -90,6 +95,9 @@ class ObservabilityOptions:
     :param grafana_workspace_id: an Amazon Managed Grafana workspace to import the DPD dashboards into
         (AMG needs IAM Identity Center, which a stack cannot set up). :default: - none; the dashboards
         are only written beside the manifests
+    :param install_addon: create the observability add-on; ``False`` when the cluster runs it already
+        (``CreateAddon`` fails on an existing add-on). The collector role is still created, for you to
+        associate with the running add-on. :default: True
     """
 
     amp_workspace_arn: str | None = None
@@ -98,6 +106,7 @@ class ObservabilityOptions:
     container_logs: bool = True
     log_group_name: str | None = None
     grafana_workspace_id: str | None = None
+    install_addon: bool = True
 
 
 def option_problems(options: ObservabilityOptions) -> list[Problem]:
@@ -223,16 +232,18 @@ class DpdObservability(Construct):
         self._allow_publishers()
 
         self.addon_role = self._addon_role(cluster_arn, hyperpod_cluster_name)
-        self.addon = eks_l1.CfnAddon(
-            self, "Addon", addon_name=OBSERVABILITY_ADDON, cluster_name=cluster_name,
-            addon_version=options.addon_version, resolve_conflicts="OVERWRITE",
-            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
-                role_arn=self.addon_role.role_arn, service_account=COLLECTOR_SERVICE_ACCOUNT)],
-            configuration_values=stack.to_json_string(addon_configuration(
-                prometheus_endpoint=self.prometheus_endpoint, workspace_arn=self.workspace_arn,
-                efa_metrics=options.efa_metrics)))
-        # The role is referenced already; its inline policy must exist before the collector writes.
-        self.addon.node.add_dependency(self.addon_role.node.find_child("DefaultPolicy"))
+        self.addon: eks_l1.CfnAddon | None = None
+        if options.install_addon:
+            self.addon = eks_l1.CfnAddon(
+                self, "Addon", addon_name=OBSERVABILITY_ADDON, cluster_name=cluster_name,
+                addon_version=options.addon_version, resolve_conflicts="OVERWRITE",
+                pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
+                    role_arn=self.addon_role.role_arn, service_account=COLLECTOR_SERVICE_ACCOUNT)],
+                configuration_values=stack.to_json_string(addon_configuration(
+                    prometheus_endpoint=self.prometheus_endpoint, workspace_arn=self.workspace_arn,
+                    efa_metrics=options.efa_metrics)))
+            # The role is referenced already; its inline policy must exist before the collector writes.
+            self.addon.node.add_dependency(self.addon_role.node.find_child("DefaultPolicy"))
 
         self.rule_groups: dict[str, aps.CfnRuleGroupsNamespace] = {}
         for spec in endpoints:
@@ -242,7 +253,6 @@ class DpdObservability(Construct):
                 self, f"Rules-{spec.namespace}-{spec.name}", name=rule_namespace_name(spec),
                 workspace=self.workspace_arn, data=rules_yaml(spec))
 
-        hyperpod_id = Fn.select(1, Fn.split("/", hyperpod_cluster_arn))
         self.container_logs: eks_l1.CfnAddon | None = None
         self.log_group: logs.LogGroup | None = None
         # The default HyperPod name references the cluster already; other names need the explicit order.
@@ -258,7 +268,7 @@ class DpdObservability(Construct):
             self.log_group_name = self.log_group.log_group_name
             self._filters_follow = True
         else:
-            self.log_group_name = f"{CLUSTER_LOG_PREFIX}{hyperpod_cluster_name}/{hyperpod_id}"
+            self.log_group_name = hyperpod_log_group_name(hyperpod_cluster_name, hyperpod_cluster_arn)
         # One namespace per HyperPod cluster, so two stacks in an account do not add up each other's lines.
         self.metric_namespace = f"{METRIC_NAMESPACE}/{hyperpod_cluster_name}"
         self.metric_filters: list[logs.CfnMetricFilter] = []
@@ -284,7 +294,8 @@ class DpdObservability(Construct):
     def after(self, *dependencies: IConstruct) -> None:
         """Create the add-on and the metric filters only after ``dependencies`` (the HyperPod cluster)."""
         for dependency in dependencies:
-            self.addon.node.add_dependency(dependency)
+            if self.addon is not None:
+                self.addon.node.add_dependency(dependency)
             if self.container_logs is not None:
                 self.container_logs.node.add_dependency(dependency)
             for metric_filter in self.metric_filters if self._filters_follow else ():

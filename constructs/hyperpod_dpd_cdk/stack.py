@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Annotations, CfnOutput, Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, check
+from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, SpecError, check
 from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.deployment_defaults import hyperpod_cluster_name as default_cluster_name
 from hyperpod_dpd.validation.rules import is_sagemaker_name
@@ -34,9 +35,32 @@ from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
 from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_problems
 from hyperpod_dpd_cdk.network_policies import EndpointNetworkPolicies
-from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions
+from hyperpod_dpd_cdk.observability import OBSERVABILITY_ADDON, DpdObservability, ObservabilityOptions
 from hyperpod_dpd_cdk.placement import instance_type_problems
-from hyperpod_dpd_cdk.versions import AddonVersions
+from hyperpod_dpd_cdk.teardown import (
+    CausedLogGroups,
+    GuardDutyCleanup,
+    TeardownBarrier,
+    TeardownHandler,
+    TeardownTiming,
+)
+from hyperpod_dpd_cdk.versions import (
+    INFERENCE_ADDON_VERSION,
+    KUBERNETES_VERSION,
+    PREREQUISITE_ADDONS,
+    SUPPORTED_KUBERNETES_VERSIONS,
+    AddonVersions,
+    SupportType,
+)
+from hyperpod_dpd_cdk.weights_staging import (
+    DEFAULT_WAIT,
+    HuggingFaceTokenSecret,
+    WeightsStaging,
+    staged_prefix,
+    staging_problems,
+    staging_wait_problems,
+    weights_prefix,
+)
 
 MAX_EBS_GB = 16384  # AWS::SageMaker::Cluster ClusterEbsVolumeConfig.VolumeSizeInGB
 MAX_INSTANCE_GROUPS = 100  # AWS::SageMaker::Cluster InstanceGroups maxItems
@@ -89,6 +113,24 @@ def option_problems(*, cluster_name: str, ebs_volume_gb: int, groups: int, train
         if not IAM_PRINCIPAL_ARN.match(arn):
             yield Problem(field=f"admin_role_arns[{i}]", value=arn, message="is not an IAM role or user ARN",
                           fix="use arn:aws:iam::<account>:role/<name>")
+
+
+def cluster_option_problems(*, kubernetes_version: str, preinstalled_addons: Sequence[str],
+                            existing: bool) -> Iterator[Problem]:
+    """The Kubernetes version a new cluster gets, and the add-ons declared already running."""
+    if kubernetes_version not in SUPPORTED_KUBERNETES_VERSIONS:
+        yield Problem(field="kubernetes_version", value=kubernetes_version,
+                      message=f"is not one of {', '.join(SUPPORTED_KUBERNETES_VERSIONS)}: HyperPod lists Kubernetes "
+                              "up to 1.34, and the stack's kubectl layer (v34) drives one minor version either way",
+                      fix=f"use {KUBERNETES_VERSION}")
+    for i, name in enumerate(preinstalled_addons):
+        if name not in PREREQUISITE_ADDONS:
+            yield Problem(field=f"preinstalled_addons[{i}]", value=name, message="is not an add-on the stack installs",
+                          fix=f"name any of {', '.join(PREREQUISITE_ADDONS)} (as 'aws eks list-addons' shows them)")
+    if preinstalled_addons and not existing:
+        yield Problem(field="preinstalled_addons", value=list(preinstalled_addons),
+                      message="apply only to an existing cluster; a new cluster has none",
+                      fix="drop them, or pass the existing cluster (-c eks_cluster=...)")
 
 
 def existing_cluster_problems(existing: ExistingEksCluster | None, *, vpc: ec2.IVpc | ExistingVpc | None,
@@ -148,6 +190,15 @@ class HyperPodDpdStack(Stack):
     :param network_policies: NetworkPolicies that let only their peers, the operator's namespace and the
         metrics collectors reach each endpoint's model pods, and the VPC CNI's enforcement of them (new
         cluster). Off by default: not yet verified on HyperPod nodes. :default: False
+    :param teardown: how long ``cdk destroy`` waits for what the operator created outside CloudFormation
+        (``TeardownBarrier``). :default: - ``TeardownTiming()``: 10 minutes' grace, failure at 50
+    :param weights_staging_timeout: how long ``cdk deploy`` waits for a ``huggingface`` source to be staged
+        into the model bucket (``WeightsStaging``; 15 minutes to 12 hours). :default: 4 hours
+    :param kubernetes_version: a new EKS cluster's version (1.33 or 1.34). :default: 1.34
+    :param support_type: a new EKS cluster's ``UpgradePolicy`` (see ``SupportType`` for the cost).
+        :default: ``SupportType.EXTENDED``
+    :param preinstalled_addons: on an existing cluster, add-ons it runs already (names from ``aws eks
+        list-addons``, any of ``PREREQUISITE_ADDONS``); the stack creates none of them. :default: - none
     :param stack_props: passed to ``Stack`` (``env``, ``synthesizer``, ``description``, ...).
     """
 
@@ -162,7 +213,10 @@ class HyperPodDpdStack(Stack):
                  observability: ObservabilityOptions | bool = True, benchmark: bool = True,
                  aggregated_baseline: bool = False, allow_internet_facing_load_balancers: bool = False,
                  eks_endpoint_access: ClusterEndpointAccess | None = None, cluster_creator_admin: bool = True,
-                 network_policies: bool = False, **stack_props: Any) -> None:
+                 network_policies: bool = False, teardown: TeardownTiming | None = None,
+                 weights_staging_timeout: Duration = DEFAULT_WAIT, kubernetes_version: str = KUBERNETES_VERSION,
+                 support_type: SupportType = SupportType.EXTENDED, preinstalled_addons: Sequence[str] = (),
+                 **stack_props: Any) -> None:
         super().__init__(scope, id, **stack_props)
         specs = tuple(endpoints)
         cluster_name = hyperpod_cluster_name or default_cluster_name(self.stack_name)
@@ -174,6 +228,11 @@ class HyperPodDpdStack(Stack):
                                      training_plan_arn=training_plan_arn, admin_role_arns=admin_role_arns),
                     *existing_cluster_problems(existing_cluster, vpc=vpc, endpoint_access=eks_endpoint_access),
                     *(eks_endpoint_access.problems("eks_endpoint_access") if eks_endpoint_access else ()),
+                    *cluster_option_problems(kubernetes_version=kubernetes_version,
+                                             preinstalled_addons=preinstalled_addons,
+                                             existing=existing_cluster is not None),
+                    *(p for i, spec in enumerate(specs) for p in staging_problems(spec, field=f"endpoints[{i}]")),
+                    *staging_wait_problems(weights_staging_timeout),
                     *network_problems(availability_zone_id, self.region, vpc=vpc,
                                       hyperpod_subnet_ids=hyperpod_subnet_ids)]
         if problems:
@@ -184,7 +243,7 @@ class HyperPodDpdStack(Stack):
         self.model_bucket = ModelBucket(self, "ModelBucket", log_bucket=logs.bucket,
                                         existing_bucket_name=model_bucket_name)
         bucket = self.model_bucket.bucket
-        prefixes = sorted({s.model.source.prefix for s in specs if isinstance(s.model.source, S3Source)})
+        prefixes = sorted({p for s in specs if (p := weights_prefix(s)) is not None})
 
         self.network = HyperPodNetwork(self, "Network", availability_zone_id=availability_zone_id, vpc=vpc,
                                        hyperpod_subnet_ids=hyperpod_subnet_ids, eks_subnets=eks_subnets)
@@ -193,7 +252,9 @@ class HyperPodDpdStack(Stack):
                                       security_group=self.security_group, admin_role_arns=admin_role_arns,
                                       existing=existing_cluster, addon_versions=addon_versions,
                                       endpoint_access=eks_endpoint_access, cluster_creator_admin=cluster_creator_admin,
-                                      network_policy=network_policies)
+                                      network_policy=network_policies,
+                                      kubernetes_version=kubernetes_version, support_type=support_type,
+                                      preinstalled=preinstalled_addons)
         cluster = self.eks.cluster
 
         self.lifecycle = LifecycleScripts(self, "LifecycleScripts", log_bucket=logs.bucket,
@@ -219,19 +280,72 @@ class HyperPodDpdStack(Stack):
             self, "InferenceOperator", cluster_name=self.eks.cluster_name, oidc_issuer_url=self.eks.oidc_issuer_url,
             oidc_provider_arn=self.eks.oidc_provider_arn, hyperpod_cluster_arn=self.hyperpod.cluster_arn,
             model_bucket=bucket, model_prefixes=prefixes, log_bucket=logs.bucket, addon_versions=addon_versions,
-            allow_internet_facing_load_balancers=allow_internet_facing_load_balancers)
+            allow_internet_facing_load_balancers=allow_internet_facing_load_balancers,
+            preinstalled=preinstalled_addons)
         self.operator.after(self.hyperpod)
         if any(s.data_capture is not None and s.data_capture.s3_uri is None for s in specs):
             self.operator.allow_data_capture()
+        inference_version = (addon_versions or AddonVersions()).inference
+        if inference_version != INFERENCE_ADDON_VERSION:
+            Annotations.of(self.operator).add_warning_v2(
+                "hyperpod-dpd:InferenceAddonVersion",
+                f"the inference add-on is {inference_version}, but the manifests are checked against the CRD of "
+                f"{INFERENCE_ADDON_VERSION} that this package ships: fields added or removed since are not known "
+                "to the checks")
+
+        # cdk destroy: endpoint manifests -> barrier -> operator add-on -> HyperPod -> EKS -> GuardDuty -> VPC.
+        self.teardown_handler = TeardownHandler(self, "Teardown")
+        self.teardown = TeardownBarrier(
+            self, "TeardownBarrier", handler=self.teardown_handler, cluster_name=self.eks.cluster_name,
+            endpoint_names=[s.endpoint_name for s in specs if s.endpoint_name], timing=teardown)
+        self.teardown.node.add_dependency(self.operator.addon)
+        self.log_groups = CausedLogGroups(
+            self, "CausedLogGroups", handler=self.teardown_handler, hyperpod_cluster_name=cluster_name,
+            hyperpod_cluster_arn=self.hyperpod.cluster_arn,
+            eks_cluster_name=self.eks.cluster_name if self.eks.created else None)
+        self.hyperpod.node.add_dependency(self.log_groups.sweep)
+        self.guardduty_cleanup: GuardDutyCleanup | None = None
+        if vpc is None:  # only the stack's own VPC; GuardDuty's endpoint in yours is yours
+            self.guardduty_cleanup = GuardDutyCleanup(self, "GuardDutyCleanup", handler=self.teardown_handler,
+                                                      vpc_id=self.network.vpc.vpc_id)
+            # Before the subnets, where the endpoint's network interfaces sit (the VPC is referenced already).
+            vpc_ = self.network.vpc
+            for subnet in (*vpc_.public_subnets, *vpc_.private_subnets, *vpc_.isolated_subnets,
+                           self.network.hyperpod_subnet_resource):
+                self.guardduty_cleanup.node.add_dependency(subnet)
+            self.eks.node.add_dependency(self.guardduty_cleanup)
 
         namespaces: dict[str, eks.KubernetesManifest] = {}
         for namespace in sorted({s.namespace for s in specs} - BUILTIN_NAMESPACES):
             namespaces[namespace] = eks.KubernetesManifest(
                 self, f"Namespace-{namespace}", cluster=cluster, overwrite=True,
                 manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
+        # A huggingface source: stage the pinned revision into the bucket; the endpoint waits for it.
+        # One Job per staged revision; every endpoint serving it waits for it.
+        self.weights_staging: dict[str, WeightsStaging] = {}
+        self.token_secret: HuggingFaceTokenSecret | None = None
+        by_prefix: dict[str, WeightsStaging] = {}
+        for spec in specs:
+            source = spec.model.source
+            if not isinstance(source, HuggingFaceSource):
+                continue
+            prefix = staged_prefix(source)
+            if prefix not in by_prefix:
+                token = source.token_secret_arn
+                if token is None:
+                    self.token_secret = self.token_secret or HuggingFaceTokenSecret(self, "HuggingFaceToken")
+                    token = self.token_secret.secret_arn
+                by_prefix[prefix] = WeightsStaging(
+                    self, f"Weights-{spec.name}", cluster=cluster, trust=self.operator.trust, spec=spec,
+                    model_bucket=bucket, namespace=spec.namespace, token_secret_arn=token,
+                    wait=weights_staging_timeout,
+                    after=[namespaces[spec.namespace]] if spec.namespace in namespaces else [])
+            self.weights_staging[spec.name] = by_prefix[prefix]
+        staged = {name: (staging.wait,) for name, staging in self.weights_staging.items()}
         self.endpoints: list[DpdEndpoint] = []
         for spec in specs:
-            after = (self.operator.addon, *([namespaces[spec.namespace]] if spec.namespace in namespaces else []))
+            after = (self.operator.addon, self.teardown, *staged.get(spec.name, ()),
+                     *([namespaces[spec.namespace]] if spec.namespace in namespaces else []))
             self.endpoints.append(DpdEndpoint(
                 self, f"Endpoint-{spec.name}", cluster=cluster, spec=spec,
                 group_names={role: group_name(spec, role) for role, _ in spec.roles()},
@@ -245,6 +359,8 @@ class HyperPodDpdStack(Stack):
         self.observability: DpdObservability | None = None
         if observability is not False:
             options = observability if isinstance(observability, ObservabilityOptions) else ObservabilityOptions()
+            if OBSERVABILITY_ADDON in preinstalled_addons:
+                options = dataclasses.replace(options, install_addon=False)
             self.observability = DpdObservability(
                 self, "Observability", cluster_name=self.eks.cluster_name, cluster_arn=self.eks.cluster_arn,
                 hyperpod_cluster_name=cluster_name, hyperpod_cluster_arn=self.hyperpod.cluster_arn,
@@ -257,8 +373,8 @@ class HyperPodDpdStack(Stack):
             access = BenchmarkAccess(
                 self, f"BenchmarkAccess-{namespace}", trust=self.operator.trust, namespace=namespace,
                 model_bucket=bucket, cluster=cluster, after=[namespaces[namespace]] if namespace in namespaces else [],
-                model_prefixes=sorted({s.model.source.prefix for s in specs
-                                       if s.namespace == namespace and isinstance(s.model.source, S3Source)}))
+                model_prefixes=sorted({p for s in specs
+                                       if s.namespace == namespace and (p := weights_prefix(s)) is not None}))
             self.benchmark_access.append(access)
             CfnOutput(self, f"BenchmarkRoleArn-{namespace}", value=access.role.role_arn,
                       description=f"The role of ServiceAccount {namespace}/{access.service_account_name} that "
@@ -266,7 +382,8 @@ class HyperPodDpdStack(Stack):
                                   f"{access.results_prefix}")
         self.aggregated_twins = [AggregatedTwin(
             self, f"Aggregated-{spec.name}", cluster=cluster, spec=spec, model_bucket=bucket,
-            after=(self.operator.addon, *([namespaces[spec.namespace]] if spec.namespace in namespaces else [])))
+            after=(self.operator.addon, self.teardown, *staged.get(spec.name, ()),
+                   *([namespaces[spec.namespace]] if spec.namespace in namespaces else [])))
             for spec in (specs if aggregated_baseline else ())]
 
         CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)

@@ -6,19 +6,40 @@ Bump a version here and nowhere else; the snapshot tests then show exactly what 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+
+from hyperpod_dpd import deployment_defaults as _defaults
 
 # Kubernetes of the EKS control plane. HyperPod lists 1.28-1.34 ("Getting started with Amazon EKS
 # support in SageMaker HyperPod"); AWS's cluster-setup templates default to 1.34. 1.33 left EKS
 # standard support on 2026-07-29 (a new cluster would be billed for extended support); 1.34 is in
 # standard support until 2026-12-02, and 1.35 is not yet listed for HyperPod. The kubectl Lambda layer
 # must match within one minor version: ``aws-cdk.lambda-layer-kubectl-v34`` (KubectlV34Layer).
-KUBERNETES_VERSION = "1.34"
+KUBERNETES_VERSION = _defaults.KUBERNETES_VERSION
+# What ``kubernetes_version`` accepts: versions HyperPod lists that the v34 kubectl layer drives (kubectl
+# supports one minor version of skew either way). 1.35 is not listed for HyperPod yet.
+SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34")
+
+
+class SupportType(Enum):
+    """The EKS cluster's ``UpgradePolicy.SupportType``. ``EXTENDED`` keeps the version after its standard
+    support ends, billed at the extended-support rate ($0.60 instead of $0.10 per cluster-hour, about
+    $365 a month more); ``STANDARD`` lets EKS upgrade the control plane then, under running HyperPod
+    nodes whose AMI HyperPod may not offer for the new version yet."""
+
+    STANDARD = "STANDARD"
+    EXTENDED = "EXTENDED"
+
+
+# The add-ons the stack installs on an existing cluster unless they are declared pre-installed
+# (``CreateAddon`` fails on one that exists): the operator's prerequisites, observability, Pod Identity.
+PREREQUISITE_ADDONS = _defaults.PREREQUISITE_ADDONS
 
 # amazon-sagemaker-hyperpod-inference v1.4.0-eksbuild.1 ships Inference Operator v3.3 (2026-08-04): DPD
 # (``pdSpec``, since v3.2) plus the fixes for intelligent-routing endpoint registration, ``enableL1Cache:
 # false`` being ignored and the missing routing Service (release notes). The manifests are validated
 # against this version's CRD (hyperpod_dpd.crd).
-INFERENCE_ADDON_VERSION = "v1.4.0-eksbuild.1"
+INFERENCE_ADDON_VERSION = _defaults.INFERENCE_ADDON_VERSION
 
 # The operator's chart bundles the AWS Load Balancer Controller chart 1.13.2, i.e. controller v2.13.2
 # (aws/sagemaker-hyperpod-cli inference-operator/Chart.yaml, unchanged from operator v3.2 to v3.6). Its

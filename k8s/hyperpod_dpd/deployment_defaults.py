@@ -19,3 +19,13 @@ def hyperpod_cluster_name(stack_name: str) -> str:
 
 
 DEFAULT_HYPERPOD_CLUSTER = hyperpod_cluster_name(DEFAULT_STACK_NAME)
+
+
+# What the stack deploys on EKS, for the commands that check it before a deploy (the CDK side keeps
+# the reasons in hyperpod_dpd_cdk.versions, which imports these).
+KUBERNETES_VERSION = "1.34"
+INFERENCE_ADDON = "amazon-sagemaker-hyperpod-inference"
+INFERENCE_ADDON_VERSION = "v1.4.0-eksbuild.1"
+# Installed by the stack unless declared pre-installed on an existing cluster (-c preinstalled_addons=).
+PREREQUISITE_ADDONS = ("cert-manager", "aws-mountpoint-s3-csi-driver", "aws-fsx-csi-driver", "metrics-server",
+                       "eks-pod-identity-agent", "amazon-sagemaker-hyperpod-observability")

@@ -13,6 +13,14 @@ from enum import Enum
 
 from hyperpod_dpd.units import ByteSize
 
+# HyperPod GPU instance groups run one thread per core (``ThreadsPerCore: 1``, as AWS's HyperPod templates
+# set): a 192-vCPU p5.48xlarge node then shows 96 CPUs to Kubernetes.
+THREADS_PER_CORE = 1
+# Kept free on every GPU node: EKS's kube-reserved CPU (under 0.4 CPU for 96 cores by the EKS AMI formula)
+# plus the DaemonSets' requests (VPC CNI, kube-proxy, device plugins, the S3 and FSx CSI node pods, the
+# Pod Identity agent, the observability collectors); eight leaves room for ones added later.
+NODE_CPU_HEADROOM = 8
+
 
 @dataclass(frozen=True, kw_only=True)
 class InstanceFacts:
@@ -29,6 +37,11 @@ class InstanceFacts:
     # Regions where HyperPod offers the type (cfn-lint 1.58's pricing-derived list); None = not listed
     # there although the API accepts it (p5e is reached through training plans).
     regions: frozenset[str] | None
+
+    def allocatable_cpus(self, threads_per_core: int = THREADS_PER_CORE) -> int:
+        """CPUs a pod can request on one node: the vCPUs the node shows with ``threads_per_core`` (1 halves
+        them: SMT off), minus :data:`NODE_CPU_HEADROOM` for the kubelet's reservation and the DaemonSets."""
+        return self.vcpus // 2 * threads_per_core - NODE_CPU_HEADROOM
 
     @property
     def gpu_memory(self) -> ByteSize:

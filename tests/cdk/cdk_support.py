@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 from constructs import IConstruct
 from support import load_module
 
-from hyperpod_dpd import DpdSpec
+from hyperpod_dpd import DpdSpec, HuggingFaceSource
 from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.spec import AutoscalingSpec, CloudWatchTrigger
 from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingVpc, HyperPodDpdStack
@@ -82,6 +82,17 @@ def synthesize(app: cdk.App, stack: HyperPodDpdStack) -> Synthesized:
                        assertions=assertions.Template.from_json(template))
 
 
+HF_REVISION = "6f6073b423013f6a7d4d9f39144961bfbfbc386b"
+HF_SECRET_ARN = "arn:aws:secretsmanager:us-west-2:111122223333:secret:hf-read-token-AbCdEf"
+HF_TOKEN_SENTINEL = "hf_THIS_TOKEN_MUST_NEVER_APPEAR"
+
+
+def hf_source(spec: DpdSpec, model_id: str, **source: Any) -> DpdSpec:
+    """``spec`` serving ``model_id`` from the Hugging Face Hub (the stack stages it)."""
+    return dataclasses.replace(spec, model=dataclasses.replace(spec.model, source=HuggingFaceSource(
+        model_id=model_id, **source)))
+
+
 def second_spec() -> DpdSpec:
     """A second endpoint: own namespace, an autoscaled prefill role, weights under another prefix."""
     base = default_spec()
@@ -98,7 +109,8 @@ def second_spec() -> DpdSpec:
 def is_cdk_lambda_role_dependency(template: dict, match: object) -> bool:
     """W3005 that aws-cdk-lib itself emits and we verified is harmless.
 
-    aws-cdk-lib's ``Function`` (and ``CustomResourceProvider``) adds ``DependsOn: [<its role>, <its
+    aws-cdk-lib's ``Function`` (and ``CustomResourceProvider``, and the provider framework's waiter state
+    machine) adds ``DependsOn: [<its role>, <its
     role's DefaultPolicy>]`` so the policy exists before the first invocation; the role half
     duplicates the ``Fn::GetAtt`` in ``Properties.Role``. ``aws_eks_v2.Cluster`` likewise lists the
     subnets it also references. CloudFormation treats the duplicate as a no-op; the constructs are
@@ -113,4 +125,6 @@ def is_cdk_lambda_role_dependency(template: dict, match: object) -> bool:
     message = match.message  # type: ignore[attr-defined]
     if resource["Type"] == "AWS::Lambda::Function" and "/Properties/Role'" in message:
         return True
+    if resource["Type"] == "AWS::StepFunctions::StateMachine" and "/Properties/RoleArn'" in message:
+        return True  # the provider framework's waiter state machine, built the same way
     return resource["Type"] == "AWS::EKS::Cluster" and "/Properties/ResourcesVpcConfig/SubnetIds/" in message

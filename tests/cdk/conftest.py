@@ -6,6 +6,7 @@ fixtures instead of building their own; bad-input tests fail before anything hea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -102,5 +103,29 @@ def existing_cluster_app(cdk_context: dict[str, Any], tmp_path_factory: pytest.T
 
 
 @pytest.fixture(scope="session")
-def all_apps(default_app: Any, multi_app: Any, existing_cluster_app: Any) -> dict[str, Any]:
-    return {"default": default_app, "multi": multi_app, "existing-cluster": existing_cluster_app}
+def hf_app(cdk_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Three Hugging Face endpoints the stack stages: the user's token secret, a stack-created one, and a
+    second endpoint on the first one's revision. ``HF_TOKEN`` is set while synthesizing: a token in the
+    deployer's shell must not reach the template."""
+    saved = os.environ.get("HF_TOKEN")
+    os.environ["HF_TOKEN"] = cdk_support.HF_TOKEN_SENTINEL
+    try:
+        app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("hf")))
+        hf, revision, arn = cdk_support.hf_source, cdk_support.HF_REVISION, cdk_support.HF_SECRET_ARN
+        llama = "meta-llama/Llama-3.3-70B-Instruct"
+        stack = HyperPodDpdStack(app, "HfStaged", env=cdk.Environment(region=REGION), endpoints=[
+            hf(default_spec(), llama, revision=revision, token_secret_arn=arn),
+            hf(cdk_support.second_spec(), "meta-llama/Llama-3.1-70B-Instruct", revision=revision),
+            hf(dataclasses.replace(default_spec(), name="dpd-again", endpoint_name="dpd-again"), llama,
+               revision=revision, token_secret_arn=arn)], benchmark=False, observability=False)
+        yield cdk_support.synthesize(app, stack)
+    finally:
+        os.environ.pop("HF_TOKEN")
+        if saved is not None:
+            os.environ["HF_TOKEN"] = saved
+
+
+@pytest.fixture(scope="session")
+def all_apps(default_app: Any, multi_app: Any, existing_cluster_app: Any, hf_app: Any) -> dict[str, Any]:
+    return {"default": default_app, "multi": multi_app, "existing-cluster": existing_cluster_app,
+            "hf-staged": hf_app}

@@ -16,6 +16,8 @@ from cdk_template_queries import cfn_json_value, rendered
 from hyperpod_dpd import S3Source, SpecError
 from hyperpod_dpd.benchmark.job import TOKENIZER_FILES
 from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.units import parse_quantity
 from hyperpod_dpd_cdk import HyperPodDpdStack
 
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
@@ -145,3 +147,27 @@ def test_the_app_writes_the_twin_manifest(app_module: ModuleType, twin_app: Synt
     assert [p.name for p in written] == ["default-dpd-test.yaml", "default-dpd-test-agg.yaml"]
     (twin,) = list(yaml.safe_load_all(written[1].read_text()))
     assert twin["kind"] == "InferenceEndpointConfig" and "pdSpec" not in twin["spec"]
+
+
+def test_every_worker_fits_the_node_its_instance_group_builds(twin_app: Synthesized) -> None:
+    """Audit N1: with ThreadsPerCore 1 a p5.48xlarge shows 96 CPUs; the twin asked for all 96 and never
+    scheduled. Every manifest's CPU request must fit the group's CPUs (vCPUs / 2 x threads per core)
+    less the kubelet's reservation (EKS AMI formula: 6% of one core, 1% of the next, 0.5% of two, 0.25%
+    of the rest) and a share for the DaemonSets."""
+    cluster = twin_app.one("AWS::SageMaker::Cluster")[1]
+    groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
+    documents = [rendered(twin_app.template["Resources"][logical_id(t.manifest.node.default_child)]["Properties"]
+                          ["Manifest"], placeholder="bucket")[0] for t in twin_app.stack.aggregated_twins]
+    documents += [twin_app.stack.resolve(o) for e in twin_app.stack.endpoints for o in e.manifests()
+                  if o["kind"] == "InferenceEndpointConfig"]
+    assert len(documents) == 2
+    for document in documents:
+        terms = document["spec"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"] if "nodeAffinity" in document["spec"] else []
+        names = [v for t in terms for e in t["matchExpressions"] for v in e["values"]] or ["dpd-test-prefill"]
+        group = groups[names[0]]
+        cores = InstanceType.from_name(group["InstanceType"]).facts.vcpus // 2 * group["ThreadsPerCore"]
+        kube_reserved = 0.06 + 0.01 + 2 * 0.005 + (cores - 4) * 0.0025
+        daemonsets = 2.0  # generous: aws-node, kube-proxy, device plugins, CSI node pods, agents
+        request = parse_quantity(document["spec"]["worker"]["resources"]["requests"]["cpu"])
+        assert request <= cores - kube_reserved - daemonsets, (document["metadata"]["name"], request, cores)

@@ -11,7 +11,7 @@ import pytest
 from cdk_support import Synthesized, is_cdk_lambda_role_dependency
 from cfnlint.api import lint
 
-APPS = ["default", "multi", "existing-cluster"]
+APPS = ["default", "multi", "existing-cluster", "hf-staged"]
 
 
 @pytest.mark.parametrize("name", APPS)

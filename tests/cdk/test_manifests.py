@@ -33,7 +33,7 @@ def _objects(app: Any) -> list[dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize("name", ["default", "multi", "existing-cluster"])
+@pytest.mark.parametrize("name", ["default", "multi", "existing-cluster", "hf-staged"])
 def test_applied_manifests_validate(name: str, all_apps: dict[str, Any],
                                     crd_errors: Callable[[dict[str, Any]], list[str]]) -> None:
     objects = _objects(all_apps[name])

@@ -240,7 +240,8 @@ def test_invocation_path_and_hash_seed_render_normalised(spec: DpdSpec) -> None:
 def test_worker_resources_are_emitted_even_though_dpd_pods_ignore_them(spec: DpdSpec) -> None:
     big = dataclasses.replace(spec, instance_type=InstanceType.P6_B300_48XLARGE)
     resources = render_inference_endpoint_config(big)["spec"]["worker"]["resources"]
-    assert resources["requests"] == {"cpu": "96", "memory": "2048Gi", "nvidia.com/gpu": "8"}
+    # 96 cores (one thread per core) minus the headroom
+    assert resources["requests"] == {"cpu": "88", "memory": "2048Gi", "nvidia.com/gpu": "8"}
     custom = dataclasses.replace(spec, worker_resources=Resources(gpus=8, cpu="64", memory="512Gi"))
     assert render_inference_endpoint_config(custom)["spec"]["worker"]["resources"]["limits"]["cpu"] == "64"
 

@@ -64,7 +64,7 @@ def valid_specs(draw: st.DrawFn) -> DpdSpec:
         return RoleSpec(
             replicas=1 if decode else draw(st.integers(1, 4)),
             resources=Resources(gpus=tp, efa=draw(st.one_of(st.none(), st.integers(0, instance.facts.efa_devices))),
-                                cpu=draw(st.one_of(st.none(), st.sampled_from(["8", "48", "96", "1500m"]))),
+                                cpu=draw(st.one_of(st.none(), st.sampled_from(["8", "48", "88", "1500m"]))),
                                 memory=draw(st.one_of(st.none(), st.sampled_from(["64Gi", "512Gi", "1Ti"])))),
             gpu_memory_utilization=draw(st.one_of(st.none(), st.floats(0.5, 0.95))),
             max_num_seqs=draw(st.one_of(st.none(), st.integers(1, 256))),

@@ -71,6 +71,9 @@ RULES = [
     ("prefill.resources", {"cpu": "lots"}, "prefill.resources.cpu", "is not a Kubernetes quantity"),
     ("decode.resources", {"memory": "3Ti"}, "decode.resources.memory", "fit one ml.p5.48xlarge"),
     ("worker_resources", {"cpu": "500"}, "worker_resources.cpu", "fit one ml.p5.48xlarge"),
+    # ThreadsPerCore 1: a p5 node shows 96 CPUs, minus the kubelet's and the DaemonSets' share (audit N1)
+    ("worker_resources", {"cpu": "96"}, "worker_resources.cpu", "(88 CPUs a node with one thread per core"),
+    ("prefill.resources", {"cpu": "90"}, "prefill.resources.cpu", "(88 CPUs a node with one thread per core"),
     ("prefill.replicas", 0, "prefill.replicas", "must be at least 1"),
     ("decode.max_num_seqs", 0, "decode.max_num_seqs", "must be at least 1"),
     ("decode.node_selector", {"node.kubernetes.io/instance-type": "ml.p5en.48xlarge"},

@@ -272,11 +272,14 @@ def environment(s: DpdSpec) -> list[dict[str, str]]:
 
 
 def worker_resources(s: DpdSpec) -> Resources:
-    """The spec's ``worker_resources``, or the TP size in GPUs and half the node, as the published example."""
+    """The spec's ``worker_resources``, or the TP size in GPUs, every CPU a node with one thread per core can
+    give a pod (the published example asks for half the vCPUs, which is all of them without SMT and never
+    schedules), and half the memory."""
     if s.worker_resources is not None:
         return s.worker_resources
     facts = s.instance_type.facts
-    return Resources(gpus=s.tensor_parallel_size, cpu=str(facts.vcpus // 2), memory=f"{facts.memory_gib // 2}Gi")
+    return Resources(gpus=s.tensor_parallel_size, cpu=str(facts.allocatable_cpus()),
+                     memory=f"{facts.memory_gib // 2}Gi")
 
 
 def _worker(s: DpdSpec) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 
 from hyperpod_dpd.cli._common import UserFacingError, add_aws_arguments, add_spec_argument, bucket_region, read_spec
-from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
+from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID, KUBERNETES_VERSION
 from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsUnavailable, describe_error, session_clients
 from hyperpod_dpd.ops.checks import exit_status
 from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER, PreflightOptions, instances_needed, run_preflight
@@ -42,6 +42,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--existing-cluster", metavar="NAME", default=CDK_DEFAULT_CLUSTER,
                         help="the HyperPod cluster this deploy creates or updates: its instances are not "
                              f"counted as in use (default: {CDK_DEFAULT_CLUSTER}, the CDK app's default)")
+    parser.add_argument("--check-addons", action="store_true",
+                        help="also ask EKS whether every add-on the stack installs is offered for the Kubernetes "
+                             "version here, and (with --eks-cluster) which of them the cluster runs already")
+    parser.add_argument("--kubernetes-version", default=KUBERNETES_VERSION,
+                        help=f"with --check-addons (default: {KUBERNETES_VERSION}, the CDK app's default)")
+    parser.add_argument("--eks-cluster", metavar="NAME", help="with --check-addons: the existing EKS cluster")
+    parser.add_argument("--preinstalled-addons", metavar="A,B", default="",
+                        help="with --check-addons: the add-ons declared with -c preinstalled_addons=")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(handler=run)
 
@@ -65,7 +73,11 @@ def run(args: argparse.Namespace) -> int:
         account = f"unknown ({describe_error(err)})"
     options = PreflightOptions(availability_zone_id=args.availability_zone_id,
                                cluster_instances=args.cluster_instances,
-                               existing_cluster=args.existing_cluster, source=args.spec)
+                               existing_cluster=args.existing_cluster, source=args.spec,
+                               check_addons=args.check_addons, kubernetes_version=args.kubernetes_version,
+                               eks_cluster=args.eks_cluster,
+                               preinstalled_addons=tuple(a.strip() for a in args.preinstalled_addons.split(",")
+                                                         if a.strip()))
     checks = run_preflight(spec, clients, options)
     needed = args.cluster_instances or instances_needed(spec)
     if args.json:

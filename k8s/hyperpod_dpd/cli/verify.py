@@ -84,6 +84,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help=f"how long to wait (default: {DEFAULT_TIMEOUT})")
     parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL, metavar="SECONDS",
                         help=f"seconds between polls (default: {DEFAULT_POLL})")
+    parser.add_argument("--crd-diff", action="store_true",
+                        help="also compare the cluster's InferenceEndpointConfig CRD with the one the checks know, "
+                             "and list the fields added or removed")
     parser.add_argument("--smoke", action="store_true",
                         help="send a short and a long prompt through the router and report each one's path")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -112,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
 
     waiter = Waiter(timeout=args.timeout, poll_interval=args.poll_interval, clock=clock, sleep=sleep,
                     progress=Progress(sys.stderr) if not args.json else None)
-    targets = VerifyTargets(spec=spec, region=region, cluster_name=args.cluster_name)
+    targets = VerifyTargets(spec=spec, region=region, cluster_name=args.cluster_name, crd_diff=args.crd_diff)
     polled, timed_out = waiter.run(probes(targets, sagemaker=sagemaker, kube=kube), wait=args.wait,
                                    hints=lambda check: hint_for(check, spec))
     checks = [*leading, *polled]

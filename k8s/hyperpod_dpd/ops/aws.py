@@ -140,6 +140,9 @@ class AwsClients:
         client: S3Client = self._client("s3", region)
         return client
 
+    def eks(self) -> Any:
+        return self._client("eks")
+
     def account(self) -> str:
         """The account of the current credentials; :class:`AwsUnavailable` when there are none usable."""
         try:

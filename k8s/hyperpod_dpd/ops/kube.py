@@ -26,6 +26,8 @@ class CustomObjects(Protocol):
     def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
                                      name: str) -> Any: ...
 
+    def get_cluster_custom_object(self, group: str, version: str, plural: str, name: str) -> Any: ...
+
 
 class AppsApi(Protocol):
     def read_namespaced_deployment(self, name: str, namespace: str) -> Any: ...
@@ -132,6 +134,13 @@ class KubeApi:
         found: JsonDict | None = self._call(
             f"get inferenceendpointconfig {namespace}/{name}", self.custom.get_namespaced_custom_object,
             IEC_GROUP, IEC_VERSION, namespace, IEC_PLURAL, name)
+        return found
+
+    def crd(self, name: str) -> JsonDict | None:
+        """A CustomResourceDefinition (cluster-scoped ``apiextensions.k8s.io/v1``), or None when absent."""
+        found: JsonDict | None = self._call(
+            f"get customresourcedefinition {name}", self.custom.get_cluster_custom_object,
+            "apiextensions.k8s.io", "v1", "customresourcedefinitions", name)
         return found
 
     def deployment(self, namespace: str, name: str) -> JsonDict | None:

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID, DEFAULT_HYPERPOD_CLUSTER
+from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID, DEFAULT_HYPERPOD_CLUSTER, KUBERNETES_VERSION
 from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.ops.addons import check_addon_versions, check_existing_addons
 from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsClients, describe_error, error_code
 from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
 from hyperpod_dpd.spec import DpdSpec, S3Source
@@ -370,6 +371,11 @@ class PreflightOptions:
     cluster_instances: int | None = None
     existing_cluster: str | None = CDK_DEFAULT_CLUSTER
     source: str | None = None
+    # EKS add-on checks (hyperpod_dpd.ops.addons), on request: versions offered, existing add-ons.
+    check_addons: bool = False
+    kubernetes_version: str = KUBERNETES_VERSION
+    eks_cluster: str | None = None
+    preinstalled_addons: tuple[str, ...] = ()
 
 
 def run_preflight(spec: DpdSpec, clients: AwsClients, options: PreflightOptions,
@@ -389,4 +395,7 @@ def run_preflight(spec: DpdSpec, clients: AwsClients, options: PreflightOptions,
         check_availability_zone(clients.ec2(), clients.region, zone_id,
                                 instance_type=spec.instance_type.api_name, origin=origin),
         check_model_source(clients, spec),
+        *([check_addon_versions(clients.eks(), kubernetes_version=options.kubernetes_version),
+           check_existing_addons(clients.eks(), options.eks_cluster, preinstalled=options.preinstalled_addons)]
+          if options.check_addons else []),
     ]

@@ -20,6 +20,7 @@ from hyperpod_dpd.operator_names import (
 )
 from hyperpod_dpd.ops.aws import AWS_ERRORS, describe_error, error_code
 from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
+from hyperpod_dpd.ops.crd_diff import check_live_crd
 from hyperpod_dpd.ops.kube import JsonDict, KubeApi, KubeError
 from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER
 from hyperpod_dpd.spec import DpdSpec
@@ -318,6 +319,7 @@ class VerifyTargets:
     spec: DpdSpec
     region: str
     cluster_name: str | None = None
+    crd_diff: bool = False  # also compare the live CRD with the shipped one (hyperpod_dpd.ops.crd_diff)
 
 
 def probes(targets: VerifyTargets, *, sagemaker: Callable[[], SageMakerClient] | None,
@@ -332,6 +334,8 @@ def probes(targets: VerifyTargets, *, sagemaker: Callable[[], SageMakerClient] |
                   lambda: check_role(kube, spec, "prefill"),
                   lambda: check_role(kube, spec, "decode"),
                   lambda: check_router(kube, spec)]
+        if targets.crd_diff:
+            found.append(lambda: check_live_crd(kube))
     return found
 
 

@@ -38,16 +38,24 @@ class FsxSource(Frozen):
 
 @dataclass(frozen=True, kw_only=True)
 class HuggingFaceSource(Frozen):
-    """Weights downloaded from the Hugging Face Hub by the operator's init container.
+    """Weights from the Hugging Face Hub.
 
-    :param revision: a 40-character commit SHA to pin. :default: - the repository's main branch
-    :param token_secret: ``name/key`` of a Kubernetes Secret holding ``HF_TOKEN`` for gated models.
+    Deployed by the CDK stack, the revision is staged once into the stack's model bucket and the endpoint
+    reads S3 (``hyperpod_dpd_cdk.weights_staging``); rendered on its own, the manifest uses the operator's
+    ``huggingface`` source, which downloads in every pod's init container.
+
+    :param revision: a 40-character commit SHA to pin (required by the stack). :default: - the main branch
+    :param token_secret: ``name/key`` of a Kubernetes Secret holding ``HF_TOKEN`` for gated models (the
+        operator's own download only). :default: - none
+    :param token_secret_arn: a Secrets Manager secret holding the token (the string, or ``{"token": ...}``),
+        which only the stack's staging Job may read. :default: - the stack creates an empty one to fill
     """
 
     KIND: ClassVar[str] = "huggingface"
     model_id: str
     revision: str | None = None
     token_secret: str | None = None
+    token_secret_arn: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -206,7 +206,8 @@ def _resources(field: str, res: Resources, ctx: RuleContext) -> Iterator[Finding
     if res.efa is not None and not 0 <= res.efa <= facts.efa_devices:
         yield problem(f"{field}.efa", res.efa, f"exceeds the {facts.efa_devices} EFA devices of one {facts.name}",
                       f"request at most {facts.efa_devices}")
-    limits = (("cpu", res.cpu, facts.vcpus, "vCPUs"), ("memory", res.memory, facts.memory_gib * 2**30, "bytes"))
+    limits = (("cpu", res.cpu, facts.allocatable_cpus(), "CPUs a node with one thread per core leaves pods"),
+              ("memory", res.memory, facts.memory_gib * 2**30, "bytes"))
     for name, text, capacity, unit in limits:
         if text is None:
             continue

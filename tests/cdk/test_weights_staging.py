@@ -1,0 +1,141 @@
+"""A ``huggingface`` source synthesizes to stage -> wait -> apply an S3-sourced endpoint, with the token
+referenced only by its Secrets Manager ARN."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import cdk_support
+import pytest
+import yaml
+from cdk_support import Synthesized, logical_id, policy_statements
+from cdk_template_queries import by_type, depends_on
+
+from hyperpod_dpd import HuggingFaceSource, SpecError
+from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd_cdk import HyperPodDpdStack
+from hyperpod_dpd_cdk.weights_staging import MAX_WAIT, SERVICE_ACCOUNT, staged_prefix, staging_digest
+
+REVISION = cdk_support.HF_REVISION
+SECRET_ARN = cdk_support.HF_SECRET_ARN
+TOKEN_SENTINEL = cdk_support.HF_TOKEN_SENTINEL
+
+
+def hf(spec: Any, model_id: str = "meta-llama/Llama-3.3-70B-Instruct", **source: Any) -> Any:
+    return cdk_support.hf_source(spec, model_id, **source)
+
+
+def test_stage_then_wait_then_apply(hf_app: Synthesized) -> None:
+    t = hf_app.template
+    for endpoint in hf_app.stack.endpoints:
+        staging = hf_app.stack.weights_staging[endpoint.spec.name]
+        job, wait = logical_id(staging.manifest), logical_id(staging.wait)
+        assert depends_on(t, wait, job), "the wait's timer must start only once the Job is applied"
+        assert depends_on(t, logical_id(endpoint.manifest), wait), "the endpoint must wait for the weights"
+        assert int(t["Resources"][wait]["Properties"]["Timeout"]) <= MAX_WAIT.to_seconds()
+        assert t["Resources"][wait]["Properties"]["Handle"] == {"Ref": logical_id(staging.handle)}
+
+
+def test_the_endpoint_reads_the_staged_copy_from_s3(hf_app: Synthesized) -> None:
+    for spec, endpoint in zip(hf_app.stack.endpoint_specs, hf_app.stack.endpoints, strict=True):
+        iec = next(o for o in endpoint.manifests() if o["kind"] == "InferenceEndpointConfig")
+        source = hf_app.stack.resolve(iec["spec"]["modelSourceConfig"])
+        assert source["modelSourceType"] == "s3"
+        assert source["modelLocation"] == f"huggingface/{spec.model.source.model_id}/{REVISION}"
+        assert source["s3Storage"]["bucketName"] == {"Ref": logical_id(hf_app.stack.model_bucket.bucket)}
+
+
+def test_one_job_per_revision_however_many_endpoints_serve_it(hf_app: Synthesized) -> None:
+    staging = hf_app.stack.weights_staging
+    assert staging["dpd-test"] is staging["dpd-again"]
+    assert staging["qwen-dpd"] is not staging["dpd-test"]
+    assert len(by_type(hf_app.template, "AWS::CloudFormation::WaitCondition")) == 2
+
+
+def test_the_token_is_referenced_only_by_arn(hf_app: Synthesized) -> None:
+    text = json.dumps(hf_app.template)
+    assert TOKEN_SENTINEL not in text
+    assert '"kind":"Secret"' not in text.replace(" ", "").replace('\\"', '"')
+    staging = hf_app.stack.weights_staging["dpd-test"]
+    env = {e["name"]: e for c in staging.chart.to_json()[-1]["spec"]["template"]["spec"]["containers"]
+           for e in c["env"]}
+    assert env["TOKEN_SECRET_ARN"]["value"] == SECRET_ARN
+    assert not any("TOKEN" in name and name != "TOKEN_SECRET_ARN" for name in env)
+    assert all("valueFrom" not in e for e in env.values()), "no Kubernetes Secret is read"
+
+
+def test_only_the_staging_role_reads_the_secret_and_writes_only_its_prefix(hf_app: Synthesized) -> None:
+    staging = hf_app.stack.weights_staging["dpd-test"]
+    readers = [p for p in by_type(hf_app.template, "AWS::IAM::Policy").values()
+               if SECRET_ARN in json.dumps(p["Properties"]["PolicyDocument"])]
+    assert len(readers) == 1
+    statements = policy_statements(hf_app, staging.role)
+    writes = [s for s in statements if "s3:PutObject" in s["Action"]]
+    assert len(writes) == 1
+    resource = json.dumps(writes[0]["Resource"])
+    assert f"/{staged_prefix(staging_source(hf_app))}/*" in resource
+    trust = hf_app.template["Resources"][logical_id(staging.role)]["Properties"]["AssumeRolePolicyDocument"]
+    assert f"serviceaccount:default:{SERVICE_ACCOUNT}" in json.dumps(hf_app.stack.resolve(trust)) or \
+        f"serviceaccount:default:{SERVICE_ACCOUNT}" in json.dumps(hf_app.template)
+
+
+def staging_source(s: Synthesized) -> HuggingFaceSource:
+    source = s.stack.endpoint_specs[0].model.source
+    assert isinstance(source, HuggingFaceSource)
+    return source
+
+
+def test_without_an_arn_the_stack_creates_an_empty_secret_and_prints_the_fill_command(hf_app: Synthesized) -> None:
+    secrets = by_type(hf_app.template, "AWS::SecretsManager::Secret")
+    assert len(secrets) == 1
+    (secret,) = secrets.values()
+    assert "SecretString" not in secret["Properties"]
+    assert json.loads(secret["Properties"]["GenerateSecretString"]["SecretStringTemplate"]) == {"token": ""}
+    outputs = [o for o in hf_app.template["Outputs"].values() if "put-secret-value" in json.dumps(o["Value"])]
+    assert len(outputs) == 1
+
+
+def test_job_name_and_wait_ids_follow_the_revision(hf_app: Synthesized) -> None:
+    source = staging_source(hf_app)
+    other = dataclasses.replace(source, revision="0" * 40)
+    assert staging_digest(source, staged_prefix(source)) == staging_digest(source, staged_prefix(source))
+    assert staging_digest(source, staged_prefix(source)) != staging_digest(other, staged_prefix(other))
+    staging = hf_app.stack.weights_staging["dpd-test"]
+    assert staging_digest(source, staged_prefix(source)) in staging.job_name
+    assert staging_digest(source, staged_prefix(source)) in logical_id(staging.wait)
+
+
+def test_the_job_manifest_is_what_the_cluster_accepts(hf_app: Synthesized, tmp_path: Path) -> None:
+    staging = hf_app.stack.weights_staging["dpd-test"]
+    objects = hf_app.stack.resolve(staging.chart.to_json())
+    kinds = [o["kind"] for o in objects]
+    assert sorted(kinds) == ["ConfigMap", "Job", "ServiceAccount"]
+    job = next(o for o in objects if o["kind"] == "Job")
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == SERVICE_ACCOUNT
+    yaml.safe_dump_all(objects)  # plain data, no CDK objects left
+
+
+def test_an_unpinned_revision_or_a_bad_arn_is_refused_naming_the_field(cdk_context: dict[str, Any]) -> None:
+    app = cdk.App(context=cdk_context)
+    with pytest.raises(SpecError) as error:
+        HyperPodDpdStack(app, "Bad", env=cdk.Environment(region=cdk_support.REGION),
+                         endpoints=[hf(default_spec(), token_secret_arn="hf-read-token")])
+    fields = [p.field for p in error.value.problems]
+    assert "endpoints[0].model.source.huggingface.revision" in fields
+    assert "endpoints[0].model.source.huggingface.token_secret_arn" in fields
+
+
+def test_the_app_writes_the_staging_job_beside_the_endpoints(app_module: Any, hf_app: Synthesized,
+                                                              tmp_path: Path) -> None:
+    written = app_module.write_manifests(hf_app.stack, tmp_path)
+    staging = [p for p in written if "stage-weights-" in p.name]
+    assert len(staging) == 2  # one per staged revision, not per endpoint
+    documents = list(yaml.safe_load_all(staging[0].read_text()))
+    assert [d["kind"] for d in documents] == ["ServiceAccount", "ConfigMap", "Job"]
+    assert cdk_support.HF_TOKEN_SENTINEL not in staging[0].read_text()

@@ -1,0 +1,224 @@
+"""The staging script (assets/weights_staging/stage_weights.py) run for real against a fake Hugging Face
+Hub (a local HTTP server answering the two REST calls the script makes, with the headers the Hub sends
+for gated repositories and unknown revisions) and moto's S3 and Secrets Manager."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from support import FakeClock, load_module
+
+from hyperpod_dpd_cdk.weights_staging import SCRIPT
+
+script = load_module("stage_weights", SCRIPT)
+MODEL = "meta-llama/Tiny"
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+TOKEN = "hf_secret_value_never_logged"
+BUCKET = "weights"
+PREFIX = "huggingface/meta-llama/Tiny/0123456789abcdef0123456789abcdef01234567"
+FILES = {"config.json": b'{"architectures": ["LlamaForCausalLM"]}',
+         "model-00001-of-00001.safetensors": b"\x01" * 300_000,
+         "original/consolidated.00.pth": b"\x02" * 1000}
+LFS = {"model-00001-of-00001.safetensors", "original/consolidated.00.pth"}
+
+
+class FakeHub:
+    def __init__(self, *, gated: bool = False, files: dict[str, bytes] | None = None) -> None:
+        self.gated = gated
+        self.files = dict(FILES if files is None else files)
+        self.downloads: list[str] = []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if hub.gated and self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    return self.fail(401 if not self.headers.get("Authorization") else 403, "GatedRepo")
+                info = f"/api/models/{MODEL}/revision/"
+                if self.path.startswith(info):
+                    if not self.path[len(info):].startswith(REVISION):
+                        return self.fail(404, "RevisionNotFound")
+                    siblings = [{"rfilename": n, "size": len(b),
+                                 **({"lfs": {"sha256": hashlib.sha256(b).hexdigest(), "size": len(b)}}
+                                    if n in LFS else {})} for n, b in hub.files.items()]
+                    return self.send(json.dumps({"id": MODEL, "sha": REVISION, "siblings": siblings}).encode())
+                resolve = f"/{MODEL}/resolve/{REVISION}/"
+                if self.path.startswith(resolve):
+                    name = self.path[len(resolve):]
+                    hub.downloads.append(name)
+                    return self.send(hub.served(name))
+                return self.fail(404, "RepoNotFound")
+
+            def send(self, body: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def fail(self, status: int, code: str) -> None:
+                self.send_response(status)
+                self.send_header("X-Error-Code", code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def served(self, name: str) -> bytes:
+        return self.files[name]
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    for key, value in (("AWS_DEFAULT_REGION", "us-west-2"), ("AWS_ACCESS_KEY_ID", "x"), ("AWS_SECRET_ACCESS_KEY", "x")):
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-west-2")
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+        secrets = boto3.client("secretsmanager", region_name="us-west-2")
+        arn = secrets.create_secret(Name="hf", SecretString=json.dumps({"token": TOKEN}))["ARN"]
+        empty = secrets.create_secret(Name="hf-empty", SecretString=json.dumps({"token": ""}))["ARN"]
+        yield {"s3": s3, "secrets": secrets, "arn": arn, "empty": empty}
+
+
+@pytest.fixture
+def hub() -> Iterator[FakeHub]:
+    fake = FakeHub()
+    yield fake
+    fake.server.shutdown()
+
+
+def env(hub: FakeHub, **extra: str) -> dict[str, str]:
+    return {"MODEL_ID": MODEL, "REVISION": REVISION, "BUCKET": BUCKET, "PREFIX": PREFIX, "HF_ENDPOINT": hub.url,
+            "EXCLUDE": "original/*", "DEADLINE_SECONDS": "600", **extra}
+
+
+def keys(s3: Any) -> list[str]:
+    return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []))
+
+
+def test_stages_every_file_but_the_excluded_and_writes_the_marker_last(aws: dict[str, Any], hub: FakeHub) -> None:
+    script.run(env(hub), s3=aws["s3"], secrets=aws["secrets"])
+    assert keys(aws["s3"]) == [f"{PREFIX}/{script.MARKER}", f"{PREFIX}/config.json",
+                               f"{PREFIX}/model-00001-of-00001.safetensors"]
+    body = aws["s3"].get_object(Bucket=BUCKET, Key=f"{PREFIX}/model-00001-of-00001.safetensors")
+    assert body["Body"].read() == FILES["model-00001-of-00001.safetensors"]
+    assert body["Metadata"]["sha256"] == hashlib.sha256(FILES["model-00001-of-00001.safetensors"]).hexdigest()
+
+
+def test_a_rerun_after_an_interruption_skips_what_is_there(aws: dict[str, Any], hub: FakeHub) -> None:
+    script.run(env(hub), s3=aws["s3"], secrets=aws["secrets"])
+    aws["s3"].delete_object(Bucket=BUCKET, Key=f"{PREFIX}/{script.MARKER}")  # as if killed before the end
+    aws["s3"].delete_object(Bucket=BUCKET, Key=f"{PREFIX}/config.json")
+    hub.downloads.clear()
+    script.run(env(hub), s3=aws["s3"], secrets=aws["secrets"])
+    assert hub.downloads == ["config.json"]
+
+
+def test_a_staged_revision_is_not_read_again(aws: dict[str, Any], hub: FakeHub) -> None:
+    script.run(env(hub), s3=aws["s3"], secrets=aws["secrets"])
+    hub.downloads.clear()
+    script.run(env(hub), s3=aws["s3"], secrets=aws["secrets"])
+    assert hub.downloads == []
+
+
+def test_a_file_with_the_wrong_checksum_in_s3_is_copied_again(aws: dict[str, Any], hub: FakeHub) -> None:
+    name = "model-00001-of-00001.safetensors"
+    aws["s3"].put_object(Bucket=BUCKET, Key=f"{PREFIX}/{name}", Body=b"\x09" * len(FILES[name]),
+                         Metadata={"sha256": "0" * 64})
+    script.run(env(hub), s3=aws["s3"], secrets=aws["secrets"])
+    assert name in hub.downloads
+
+
+def test_a_corrupt_download_fails_and_leaves_nothing(aws: dict[str, Any], hub: FakeHub,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hub, "served", lambda name: b"\x00" * len(FILES[name]))
+    with pytest.raises(script.StagingError, match="sha256"):
+        script.run(env(hub), s3=aws["s3"], secrets=aws["secrets"])
+    assert f"{PREFIX}/model-00001-of-00001.safetensors" not in keys(aws["s3"])
+    assert f"{PREFIX}/{script.MARKER}" not in keys(aws["s3"])
+
+
+def test_a_wrong_revision_fails_clearly(aws: dict[str, Any], hub: FakeHub) -> None:
+    with pytest.raises(script.StagingError, match=f"revision {'f' * 40} does not exist"):
+        script.run(env(hub, REVISION="f" * 40), s3=aws["s3"], secrets=aws["secrets"])
+
+
+def test_a_gated_model_with_the_token_from_secrets_manager(aws: dict[str, Any]) -> None:
+    gated = FakeHub(gated=True)
+    script.run(env(gated, TOKEN_SECRET_ARN=aws["arn"]), s3=aws["s3"], secrets=aws["secrets"])
+    assert f"{PREFIX}/{script.MARKER}" in keys(aws["s3"])
+
+
+def test_a_gated_model_without_access_fails_naming_the_license_page(aws: dict[str, Any]) -> None:
+    gated = FakeHub(gated=True)
+    aws["secrets"].put_secret_value(SecretId=aws["arn"], SecretString="hf_other_account")
+    with pytest.raises(script.GatedError, match=f"accept the license at https://huggingface.co/{MODEL}"):
+        script.run(env(gated, TOKEN_SECRET_ARN=aws["arn"]), s3=aws["s3"], secrets=aws["secrets"])
+
+
+def test_an_empty_created_secret_is_waited_for_until_filled(aws: dict[str, Any]) -> None:
+    gated = FakeHub(gated=True)
+    clock = FakeClock()
+    polls = []
+
+    def sleep(seconds: float) -> None:
+        polls.append(seconds)
+        clock.sleep(seconds)
+        if len(polls) == 2:  # the user fills it while the deploy waits
+            aws["secrets"].put_secret_value(SecretId=aws["empty"], SecretString=json.dumps({"token": TOKEN}))
+
+    script.run(env(gated, TOKEN_SECRET_ARN=aws["empty"]), s3=aws["s3"], secrets=aws["secrets"], clock=clock,
+               sleep=sleep)
+    assert polls == [script.SECRET_POLL_SECONDS] * 2
+    assert f"{PREFIX}/{script.MARKER}" in keys(aws["s3"])
+
+
+def test_failure_signals_the_wait_condition_with_the_last_lines_and_no_token(
+        aws: dict[str, Any], hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    signalled: list[dict[str, Any]] = []
+    monkeypatch.setattr(script, "_boto3", lambda version: boto3)
+    monkeypatch.setattr(script, "signal", lambda url, **kw: signalled.append(kw))
+    code = script.main(env(hub, REVISION="f" * 40, TOKEN_SECRET_ARN=aws["arn"], WAIT_HANDLE_URL="https://h"))
+    assert code == 1
+    assert signalled[0]["success"] is False
+    assert "does not exist" in signalled[0]["reason"]
+    assert TOKEN not in signalled[0]["reason"]
+
+
+def test_success_signals_once(aws: dict[str, Any], hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    signalled: list[dict[str, Any]] = []
+    monkeypatch.setattr(script, "_boto3", lambda version: boto3)
+    monkeypatch.setattr(script, "signal", lambda url, **kw: signalled.append(kw))
+    assert script.main(env(hub, WAIT_HANDLE_URL="https://h")) == 0
+    assert [s["success"] for s in signalled] == [True]
+
+
+def test_the_signal_body_is_what_cloudformation_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[Any] = []
+
+    class Response:
+        def __enter__(self) -> Response:
+            return self
+
+        def __exit__(self, *args: object) -> None:
+            pass
+
+    monkeypatch.setattr(script.urllib.request, "urlopen", lambda request, timeout: sent.append(request) or Response())
+    script.signal("https://cloudformation-waitcondition/x", success=False, reason="line\n" * 2000, unique_id="m@r")
+    request = sent[0]
+    assert request.get_method() == "PUT" and request.get_header("Content-type") == ""
+    body = json.loads(request.data)
+    assert body["Status"] == "FAILURE" and body["UniqueId"] == "m@r"
+    assert len(body["Reason"]) <= script.MAX_REASON
