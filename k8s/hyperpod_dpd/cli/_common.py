@@ -7,9 +7,8 @@ import sys
 from collections.abc import Iterable
 
 from hyperpod_dpd.errors import SpecError, Warning
-from hyperpod_dpd.loading import load_spec, read_spec_data
 from hyperpod_dpd.spec import DpdSpec, S3Source
-from hyperpod_dpd.validation import CheckedSpec, check, check_data
+from hyperpod_dpd.validation import CheckedSpec, check, load_checked_spec
 
 
 class UserFacingError(Exception):
@@ -17,23 +16,22 @@ class UserFacingError(Exception):
 
 
 def read_spec(path: str | None) -> DpdSpec:
-    """The spec at ``path``, or the embedded default; a bad file is a :class:`UserFacingError`."""
-    from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
-
-    try:
-        return default_spec() if path is None else load_spec(path)
-    except SpecError as err:
-        raise UserFacingError(str(err)) from None
+    """The spec at ``path``, or the embedded default, after every check (:func:`read_checked_spec`)."""
+    return read_checked_spec(path).spec
 
 
 def read_checked_spec(path: str | None) -> CheckedSpec:
-    """Read and check in one pass, so wrong types and broken rules are reported together."""
+    """Read and check in one pass, so wrong types and broken rules are reported together.
+
+    Every command reads its spec here, and the CDK app through the same
+    :func:`load_checked_spec`, so one file gets the same problems from each of them.
+    """
     from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
 
     try:
         if path is None:
             return check(default_spec(), source="the embedded default spec")
-        return check_data(read_spec_data(path), source=path)
+        return load_checked_spec(path)
     except SpecError as err:
         raise UserFacingError(str(err)) from None
 

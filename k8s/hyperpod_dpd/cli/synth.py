@@ -27,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         written, warnings = synth_to_directory([checked], Path(args.out), region=args.region)
     except SpecError as err:
-        raise UserFacingError(str(err)) from None
+        source = args.spec or "the embedded default spec"
+        raise UserFacingError(str(SpecError(err.problems, source=source))) from None
     except OSError as err:
         raise UserFacingError(f"cannot write to {args.out}: {err.strerror or err}") from None
     print_warnings(warnings)

@@ -162,6 +162,10 @@ def model_source(ctx: RuleContext) -> Iterator[Finding]:
         if source.region is not None and not is_token(source.region) and not REGION.match(source.region):
             yield problem("model.source.s3.region", source.region, "is not an AWS region name",
                           "write e.g. 'us-west-2'")
+        if source.region is None:
+            yield Warning(code="BucketRegionUnset", field="model.source.s3.region",
+                          message="is not set: a CDK stack fills in its own region, but `hyperpod-dpd synth` needs "
+                                  "it (or --region) to render the manifest. Fix: set region, e.g. 'us-west-2'")
     elif isinstance(source, FsxSource):
         if not FSX_ID.match(source.file_system_id):
             yield problem("model.source.fsx.file_system_id", source.file_system_id, "is not an FSx file system id",
@@ -465,6 +469,28 @@ def tls(ctx: RuleContext) -> Iterator[Finding]:
                       "copy the ARN from ACM: arn:aws:acm:<region>:<account>:certificate/<id>")
     if domain is not None and (len(domain) > 253 or not DOMAIN.match(domain)):
         yield problem("tls.domain_name", domain, "is not a lower-case DNS name", "write e.g. 'llm.example.com'")
+
+
+@register_rule
+def idle_node_gpus(ctx: RuleContext) -> Iterator[Finding]:
+    """Each role gets whole nodes of its own instance group; GPUs its pods leave free are paid for and idle."""
+    spec = ctx.spec
+    usage = spec.node_usage()
+    if usage.gpus_used >= usage.gpus_provisioned or any(r.gpus_per_pod < 1 for r in usage.roles):
+        return
+    per_node = spec.instance_type.facts.gpus
+    fixes = [f"{r.role}.replicas up to {r.nodes * (per_node // r.gpus_per_pod)} (that many {r.gpus_per_pod}-GPU "
+             f"pods fit on its {r.nodes} node{'s' if r.nodes != 1 else ''})"
+             for r in usage.roles if r.gpus < r.nodes * per_node and r.gpus_per_pod <= per_node]
+    if spec.tensor_parallel_size < per_node:
+        fixes.append(f"a larger tensor_parallel_size (up to {per_node})")
+    smaller = sorted(t.api_name for t in type(spec.instance_type)
+                     if t.facts.gpus < per_node and t.facts.gpu_model == spec.instance_type.facts.gpu_model)
+    if smaller:
+        fixes.append(f"an instance type with fewer GPUs ({', '.join(smaller)})")
+    yield Warning(code="NodeGpusIdle", field="instance_type",
+                  message=f"{usage.summary()} ({usage.breakdown()}); {usage.gpus_provisioned - usage.gpus_used} "
+                          f"GPUs are paid for and idle. Fix: {'; or '.join(fixes)}")
 
 
 @register_rule
