@@ -96,16 +96,15 @@ class AggregatedTwin(Construct):
     """Applies the aggregated twin of ``spec`` (``<name>-agg``: no ``pdSpec``, one replica) on its instance group.
 
     :param cluster: the EKS cluster. :param spec: the DPD endpoint it is the twin of.
-    :param model_bucket: the stack's weights bucket. :default: - the spec's source as written
     :param after: constructs that must exist first (the operator add-on, the namespace). :default: - none
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, spec: DpdSpec,
-                 model_bucket: s3.IBucket | None = None, after: Sequence[IConstruct] = ()) -> None:
+                 after: Sequence[IConstruct] = ()) -> None:
         super().__init__(scope, id)
         region = Stack.of(self).region
         placed = placed_spec(spec, group_names={role: group_name(spec, role) for role, _ in spec.roles()},
-                             model_bucket=model_bucket, bucket_region=region)
+                             bucket_region=region)
         self.group_name = aggregated_group_name(spec)
         self.document = render_aggregated_endpoint_config(placed, region=region,
                                                           node_selector={INSTANCE_GROUP_LABEL: self.group_name})

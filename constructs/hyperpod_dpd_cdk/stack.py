@@ -30,7 +30,7 @@ from hyperpod_dpd_cdk.hyperpod_cluster import (
 from hyperpod_dpd_cdk.hyperpod_dependencies import HyperPodDependencies
 from hyperpod_dpd_cdk.inference_operator import InferenceOperator
 from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
-from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket
+from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket, model_bucket_problems, spec_bucket_name
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_problems
 from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions
 from hyperpod_dpd_cdk.placement import instance_type_problems
@@ -118,7 +118,8 @@ class HyperPodDpdStack(Stack):
     :param vpc: an existing VPC (``IVpc`` or ``ExistingVpc`` ids). :default: - a new VPC
     :param hyperpod_subnet_ids: with ``vpc``, HyperPod subnets by AZ ID. :default: - none
     :param eks_subnets: with ``vpc``, EKS subnets. :default: - its private subnets with egress
-    :param model_bucket_name: an existing weights bucket. :default: - a new retained bucket
+    :param model_bucket_name: the specs' bucket already exists; import it. :default: - create the bucket the
+        specs name (retained), or one with a generated name when no spec reads S3
     :param existing_cluster: an existing EKS cluster. :default: - a new cluster
     :param admin_role_arns: IAM roles given EKS cluster admin. :default: - none
     :param dependency_chart_dir: a prepared HyperPod dependency chart. :default: - device plugins only
@@ -157,14 +158,15 @@ class HyperPodDpdStack(Stack):
                                      training_plan_arn=training_plan_arn, admin_role_arns=admin_role_arns),
                     *existing_cluster_problems(existing_cluster, vpc=vpc),
                     *network_problems(availability_zone_id, self.region, vpc=vpc,
-                                      hyperpod_subnet_ids=hyperpod_subnet_ids)]
+                                      hyperpod_subnet_ids=hyperpod_subnet_ids),
+                    *model_bucket_problems(specs, existing_bucket_name=model_bucket_name, region=self.region)]
         if problems:
             raise SpecError(problems)
         self.endpoint_specs = specs
 
         logs = AccessLogBucket(self, "AccessLogs")
         self.model_bucket = ModelBucket(self, "ModelBucket", log_bucket=logs.bucket,
-                                        existing_bucket_name=model_bucket_name)
+                                        existing_bucket_name=model_bucket_name, bucket_name=spec_bucket_name(specs))
         bucket = self.model_bucket.bucket
         prefixes = sorted({s.model.source.prefix for s in specs if isinstance(s.model.source, S3Source)})
 
@@ -212,7 +214,7 @@ class HyperPodDpdStack(Stack):
             self.endpoints.append(DpdEndpoint(
                 self, f"Endpoint-{spec.name}", cluster=cluster, spec=spec,
                 group_names={role: group_name(spec, role) for role, _ in spec.roles()},
-                model_bucket=bucket, after=after, create_namespace=False))
+                after=after, create_namespace=False))
 
         self.observability: DpdObservability | None = None
         if observability is not False:
@@ -237,7 +239,7 @@ class HyperPodDpdStack(Stack):
                                   "hyperpod-dpd bench uses; --results-s3 s3://<model bucket>/"
                                   f"{access.results_prefix}")
         self.aggregated_twins = [AggregatedTwin(
-            self, f"Aggregated-{spec.name}", cluster=cluster, spec=spec, model_bucket=bucket,
+            self, f"Aggregated-{spec.name}", cluster=cluster, spec=spec,
             after=(self.operator.addon, *([namespaces[spec.namespace]] if spec.namespace in namespaces else [])))
             for spec in (specs if aggregated_baseline else ())]
 

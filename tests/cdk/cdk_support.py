@@ -81,6 +81,12 @@ def synthesize(app: cdk.App, stack: HyperPodDpdStack) -> Synthesized:
                        assertions=assertions.Template.from_json(template))
 
 
+def with_bucket(spec: DpdSpec, bucket: str) -> DpdSpec:
+    """``spec`` reading its weights from ``bucket`` (same prefix)."""
+    return dataclasses.replace(spec, model=dataclasses.replace(
+        spec.model, source=dataclasses.replace(spec.model.source, bucket=bucket)))
+
+
 def second_spec() -> DpdSpec:
     """A second endpoint: own namespace, an autoscaled prefill role, weights under another prefix."""
     base = default_spec()

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
 import yaml
-from cdk_support import Synthesized
+from cdk_support import Synthesized, second_spec, with_bucket
 
 from hyperpod_dpd import SpecError
+from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.loading import spec_to_yaml
+from hyperpod_dpd_cdk import HyperPodDpdStack
 
 
 def test_default_app_region_and_account(default_app: Synthesized) -> None:
@@ -24,7 +29,10 @@ def test_manifests_are_written_for_reading(default_app: Synthesized, app_module:
     assert path == tmp_path / "manifests" / "default-dpd-test.yaml"
     (manifest,) = list(yaml.safe_load_all(path.read_text()))
     assert manifest["kind"] == "InferenceEndpointConfig"
-    assert manifest["spec"]["modelSourceConfig"]["s3Storage"]["bucketName"] == {"Ref": "ModelBucket220C70D9"}
+    # The bucket the spec names, which is the bucket the stack creates (not a rewrite to a generated name).
+    assert manifest["spec"]["modelSourceConfig"]["s3Storage"]["bucketName"] == "dpd-models-example"
+    bucket = default_app.template["Resources"]["ModelBucket220C70D9"]
+    assert bucket["Properties"]["BucketName"] == "dpd-models-example"
     assert manifest["spec"]["pdSpec"]["decodingSpec"]["nodeSelector"] == {
         "sagemaker.amazonaws.com/instance-group-name": "dpd-test-decode"}
 
@@ -42,15 +50,44 @@ def test_bad_spec_file_exits_2_with_the_message(app_module: ModuleType, tmp_path
     assert "prefill.replicas" in err and "Traceback" not in err
 
 
-def test_context_options(app_module: ModuleType, cdk_context: dict[str, Any]) -> None:
+def test_context_options(app_module: ModuleType, cdk_context: dict[str, Any], tmp_path: Path) -> None:
+    spec = tmp_path / "team.yaml"
+    spec.write_text(spec_to_yaml(with_bucket(default_spec(), "team-weights")))
     context = {**cdk_context, "region": "us-east-2", "availability_zone_id": "use2-az1", "stack_name": "Dpd2",
                "admin_role_arns": "arn:aws:iam::111122223333:role/A,arn:aws:iam::111122223333:role/B",
-               "model_bucket": "team-weights"}
+               "model_bucket": "team-weights", "spec": str(spec)}
     _, stack = app_module.build(context)  # constructs only; no synth needed
     assert (stack.stack_name, stack.region) == ("Dpd2", "us-east-2")
     assert stack.network.availability_zone_id == "use2-az1"
     assert stack.model_bucket.created is False
     assert stack.endpoints[0].spec.model.source.bucket == "team-weights"
+
+
+def test_the_spec_bucket_is_never_rewritten(app_module: ModuleType, cdk_context: dict[str, Any]) -> None:
+    """-c model_bucket naming another bucket than the spec is an error, not a silent rewrite (bench-audit D1)."""
+    with pytest.raises(SpecError) as error:
+        app_module.build({**cdk_context, "model_bucket": "team-weights"})
+    (problem,) = error.value.problems
+    assert (problem.field, problem.value) == ("endpoints[0].model.source.s3.bucket", "dpd-models-example")
+    assert "-c model_bucket=dpd-models-example" in problem.fix
+
+
+def test_endpoints_of_one_stack_share_the_bucket(cdk_context: dict[str, Any]) -> None:
+    app = cdk.App(context=cdk_context)
+    with pytest.raises(SpecError) as error:
+        HyperPodDpdStack(app, "Two", env=cdk.Environment(region="us-west-2"),
+                         endpoints=[default_spec(), dataclasses.replace(second_spec(), name="other")])
+    assert [p.field for p in error.value.problems] == ["endpoints[1].model.source.s3.bucket"]
+
+
+def test_a_created_bucket_is_in_the_stack_region(cdk_context: dict[str, Any]) -> None:
+    spec = default_spec()
+    away = dataclasses.replace(spec, model=dataclasses.replace(spec.model, source=dataclasses.replace(
+        spec.model.source, region="eu-west-1")))
+    with pytest.raises(SpecError) as error:
+        HyperPodDpdStack(cdk.App(context=cdk_context), "Away", env=cdk.Environment(region="us-west-2"),
+                         endpoints=[away])
+    assert [p.field for p in error.value.problems] == ["endpoints[0].model.source.s3.region"]
 
 
 def test_existing_cluster_needs_its_issuer(app_module: ModuleType, cdk_context: dict[str, Any]) -> None:
