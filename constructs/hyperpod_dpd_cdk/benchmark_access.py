@@ -19,8 +19,8 @@ from constructs import Construct, IConstruct
 
 from hyperpod_dpd import DpdSpec, Problem, SpecError
 from hyperpod_dpd.benchmark.job import DEFAULT_SERVICE_ACCOUNT, MANAGED_BY, ROLE_ARN_ANNOTATION, TOKENIZER_FILES
-from hyperpod_dpd.charts.aggregated import render_aggregated_endpoint_config
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
+from hyperpod_dpd.charts.aggregated import aggregated_spec, render_aggregated_endpoint_config
+from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL, router_service
 from hyperpod_dpd_cdk.dpd_endpoint import placed_spec
 from hyperpod_dpd_cdk.hyperpod_cluster import InstanceGroup, group_name
 from hyperpod_dpd_cdk.inference_operator import IrsaTrust
@@ -105,6 +105,10 @@ class AggregatedTwin(Construct):
         region = Stack.of(self).region
         placed = placed_spec(spec, group_names={role: group_name(spec, role) for role, _ in spec.roles()},
                              bucket_region=region)
+        twin = aggregated_spec(placed)
+        self.spec_name = spec.name
+        self.name = twin.name
+        self.router_service = router_service(twin)
         self.group_name = aggregated_group_name(spec)
         self.document = render_aggregated_endpoint_config(placed, region=region,
                                                           node_selector={INSTANCE_GROUP_LABEL: self.group_name})

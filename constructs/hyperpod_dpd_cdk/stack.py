@@ -13,9 +13,10 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, check
+from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, check, deployed
 from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.deployment_defaults import hyperpod_cluster_name as default_cluster_name
+from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, SYSTEM_POOL, router_service
 from hyperpod_dpd.validation.rules import is_sagemaker_name
 from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess, aggregated_groups
 from hyperpod_dpd_cdk.dpd_endpoint import BUILTIN_NAMESPACES, DpdEndpoint
@@ -243,9 +244,40 @@ class HyperPodDpdStack(Stack):
             after=(self.operator.addon, *([namespaces[spec.namespace]] if spec.namespace in namespaces else [])))
             for spec in (specs if aggregated_baseline else ())]
 
-        CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
-        CfnOutput(self, "HyperPodClusterArn", value=self.hyperpod.cluster_arn)
-        CfnOutput(self, "ModelBucketName", value=bucket.bucket_name,
-                  description="Upload weights to s3://<this>/<model prefix>/ before the endpoints start")
+        self._deployed_outputs(cluster_name)
         CfnOutput(self, "KubeconfigCommand",
                   value=f"aws eks update-kubeconfig --region {self.region} --name {self.eks.cluster_name}")
+
+    def _deployed_outputs(self, cluster_name: str) -> None:
+        """What ``bench`` and ``verify`` read with --stack / --outputs-file (``hyperpod_dpd.deployed``)."""
+        CfnOutput(self, deployed.REGION, value=self.region)
+        CfnOutput(self, deployed.EKS_CLUSTER, value=self.eks.cluster_name)
+        CfnOutput(self, deployed.HYPERPOD_CLUSTER, value=cluster_name)
+        CfnOutput(self, deployed.HYPERPOD_CLUSTER_ARN, value=self.hyperpod.cluster_arn)
+        CfnOutput(self, deployed.MODEL_BUCKET, value=self.model_bucket.bucket.bucket_name,
+                  description="Upload weights to s3://<this>/<model prefix>/ before the endpoints start")
+        CfnOutput(self, deployed.SYSTEM_NODE_SELECTOR, value=",".join(
+            f"{k}={v}" for k, v in (SYSTEM_POOL if self.eks.system_nodes else {}).items()) or "none",
+                  description="Labels of the CPU nodes the benchmark Job runs on (none: any non-HyperPod node)")
+        if self.observability is not None:
+            CfnOutput(self, deployed.AMP_WORKSPACE, value=self.observability.workspace_arn)
+        access = {a.namespace: a for a in self.benchmark_access}
+        twins = {twin.spec_name: twin for twin in self.aggregated_twins}
+        for endpoint in self.endpoints:
+            spec = endpoint.spec
+            source = spec.model.source
+            bench = access.get(spec.namespace)
+            twin = twins.get(spec.name)
+            value = deployed.endpoint_output(
+                name=spec.name, namespace=spec.namespace, router_service=router_service(spec),
+                router_namespace=OPERATOR_NAMESPACE, instance_groups={
+                    role: group_name(spec, role) for role, _ in spec.roles()},
+                model={"bucket": source.bucket, "prefix": source.prefix, "region": source.region or self.region}
+                if isinstance(source, S3Source) else None,
+                benchmark={"serviceAccount": bench.service_account_name, "roleArn": bench.role.role_arn}
+                if bench is not None else None,
+                aggregated={"name": twin.name, "routerService": twin.router_service, "instanceGroup": twin.group_name}
+                if twin is not None else None)
+            CfnOutput(self, deployed.endpoint_output_key(spec.name), value=self.to_json_string(value),
+                      description=f"Endpoint {spec.namespace}/{spec.name} as deployed (read by hyperpod-dpd bench "
+                                  "and verify)")
