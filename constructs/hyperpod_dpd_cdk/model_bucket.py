@@ -9,7 +9,6 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, Problem, S3Source
-
 from hyperpod_dpd_cdk.nag import acknowledge
 
 LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"

@@ -208,23 +208,42 @@ def describe_stack(clients: AwsClients, stack: str) -> DeployedStack:
     return from_outputs(stack, outputs, source=f"stack {stack} in {clients.region}")
 
 
+STACK, OPTION, GUESSED = "from the stack", "from the command line", "guessed from the spec"
+
+
 @dataclass(frozen=True)
 class Resolved:
-    """One name a command uses, and whether the stack said it or it was guessed from the spec."""
+    """One name a command uses, and where it came from (:data:`STACK`, :data:`OPTION` or :data:`GUESSED`)."""
 
     what: str
     value: str
-    from_stack: bool
+    origin: str
+
+
+def resolved(what: str, *, option: str | None, stack: str | None, guess: str) -> Resolved:
+    """An explicit option wins, then the stack's output, then the guess from the spec."""
+    if option is not None:
+        return Resolved(what, option, OPTION)
+    if stack is not None:
+        return Resolved(what, stack, STACK)
+    return Resolved(what, guess, GUESSED)
 
 
 def render_resolved(values: list[Resolved], *, deployed: DeployedStack | None) -> str:
-    """The names, one a line; without a stack, a note that they were guessed and how to stop guessing."""
+    """The names, one a line with their origin; a note when some were guessed and how to stop guessing."""
     width = max(len(v.what) for v in values)
-    lines = [f"  {v.what.ljust(width)}  {v.value}{'' if v.from_stack else '  (guessed from the spec)'}"
-             for v in values]
-    if deployed is not None:
-        head = f"names from {deployed.source}:"
-    else:
-        head = ("names guessed from the spec (pass --stack NAME or --outputs-file FILE to use what the stack "
-                "deployed):")
-    return "\n".join([head, *lines])
+    head = f"names used (stack outputs: {deployed.source}):" if deployed is not None else "names used:"
+    lines = [head, *(f"  {v.what.ljust(width)}  {v.value}  ({v.origin})" for v in values)]
+    if any(v.origin == GUESSED for v in values):
+        lines.append("  guessed values assume the spec is what was deployed; pass --stack NAME or --outputs-file "
+                     "FILE to use the stack's outputs")
+    return "\n".join(lines)
+
+
+def guessed_note(values: list[Resolved]) -> str | None:
+    """One line naming the values guessed from the spec, or ``None`` when nothing was guessed."""
+    guessed = [f"{v.what} {v.value}" for v in values if v.origin == GUESSED]
+    if not guessed:
+        return None
+    return (f"note: guessed from the spec: {'; '.join(guessed)}. Pass --stack NAME or --outputs-file FILE "
+            "to use what the stack deployed")

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from hyperpod_dpd.errors import SpecError, Warning
 from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.validation import CheckedSpec, check, load_checked_spec
+
+if TYPE_CHECKING:
+    from hyperpod_dpd.deployed import DeployedStack
+    from hyperpod_dpd.ops.aws import AwsClients
 
 
 class UserFacingError(Exception):
@@ -57,3 +62,33 @@ def bucket_region(spec: DpdSpec) -> str | None:
 def add_spec_argument(parser: object) -> None:
     parser.add_argument("spec", nargs="?", metavar="SPEC",  # type: ignore[attr-defined]
                         help="a spec file (YAML or JSON); default: the embedded Llama 3.3 70B example")
+
+
+def add_deployed_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--stack`` and ``--outputs-file``: read what the stack deployed instead of deriving it from the spec."""
+    parser.add_argument("--stack", metavar="NAME",
+                        help="read the deployed names from this CloudFormation stack's outputs (DescribeStacks, "
+                             "in --region or the profile's region); with --outputs-file, which stack of the file")
+    parser.add_argument("--outputs-file", metavar="FILE",
+                        help="read them from the JSON `cdk deploy --outputs-file FILE` wrote (works offline)")
+
+
+def read_deployed(args: argparse.Namespace, clients: Callable[..., AwsClients]) -> DeployedStack | None:
+    """The stack named by ``--outputs-file``/``--stack``, or ``None`` when neither was given.
+
+    :param clients: ``clients(region, profile)``, the commands' AWS seam (only called for ``--stack``).
+    """
+    from hyperpod_dpd.deployed import describe_stack, read_outputs_file  # noqa: PLC0415
+    from hyperpod_dpd.ops.aws import AwsUnavailable  # noqa: PLC0415
+
+    try:
+        if args.outputs_file:
+            return read_outputs_file(args.outputs_file, stack=args.stack)
+        if args.stack:
+            return describe_stack(clients(args.region, getattr(args, "profile", None)), args.stack)
+    except SpecError as err:
+        raise UserFacingError("cannot read the deployed stack:\n" + "\n".join(
+            f"  - {p.render()}" for p in err.problems)) from None
+    except AwsUnavailable as err:
+        raise UserFacingError(f"--stack {args.stack}: {err}") from None
+    return None
