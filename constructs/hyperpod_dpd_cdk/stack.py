@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Annotations, CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
@@ -18,6 +18,7 @@ from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.deployment_defaults import hyperpod_cluster_name as default_cluster_name
 from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, SYSTEM_POOL, router_service
 from hyperpod_dpd.validation.rules import is_sagemaker_name
+from hyperpod_dpd.zones import zone_settings
 from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess, aggregated_groups
 from hyperpod_dpd_cdk.dpd_endpoint import BUILTIN_NAMESPACES, DpdEndpoint
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
@@ -34,7 +35,7 @@ from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
 from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket, model_bucket_problems, spec_bucket_name
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_problems
 from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions
-from hyperpod_dpd_cdk.placement import instance_type_problems
+from hyperpod_dpd_cdk.placement import instance_type_problems, zone_problems
 from hyperpod_dpd_cdk.versions import AddonVersions
 
 MAX_EBS_GB = 16384  # AWS::SageMaker::Cluster ClusterEbsVolumeConfig.VolumeSizeInGB
@@ -43,7 +44,8 @@ TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12
 IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::[0-9]{12}:(role|user)/.+$")
 
 
-def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_arn: str | None) -> Iterator[Problem]:
+def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_arn: str | None,
+                      availability_zone_id: str = DEFAULT_AVAILABILITY_ZONE_ID) -> Iterator[Problem]:
     """Every problem of the hosted endpoints, each field prefixed with ``endpoints[i].``."""
     if not specs:
         yield Problem(field="endpoints", value=[], message="is empty; the stack hosts at least one endpoint",
@@ -57,6 +59,8 @@ def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_ar
                 yield Problem(field=f"endpoints[{i}].{p.field}", value=p.value, message=p.message, fix=p.fix)
         yield from instance_type_problems(spec.instance_type, region, field=f"endpoints[{i}].instance_type",
                                           training_plan_arn=training_plan_arn)
+        yield from zone_problems(spec, region=region, availability_zone_id=availability_zone_id,
+                                 field=f"endpoints[{i}]")
     for attribute, why in (("name", "it names the instance groups and the operator's pods and services"),
                            ("endpoint_name", "SageMaker endpoint names are unique per account and region")):
         values = [getattr(spec, attribute) for spec in specs]
@@ -154,7 +158,8 @@ class HyperPodDpdStack(Stack):
         groups = instance_groups_for(specs, ebs_volume_gb=ebs_volume_gb, training_plan_arn=training_plan_arn,
                                      deep_health_checks=dependency_chart_dir is not None)
         groups += aggregated_groups(specs, groups) if aggregated_baseline else []
-        problems = [*endpoint_problems(specs, region=self.region, training_plan_arn=training_plan_arn),
+        problems = [*endpoint_problems(specs, region=self.region, training_plan_arn=training_plan_arn,
+                                       availability_zone_id=availability_zone_id),
                     *option_problems(cluster_name=cluster_name, ebs_volume_gb=ebs_volume_gb, groups=len(groups),
                                      training_plan_arn=training_plan_arn, admin_role_arns=admin_role_arns),
                     *existing_cluster_problems(existing_cluster, vpc=vpc),
@@ -164,6 +169,13 @@ class HyperPodDpdStack(Stack):
         if problems:
             raise SpecError(problems)
         self.endpoint_specs = specs
+        for spec in specs:  # a zone name maps to an AZ ID per account: only preflight can compare them
+            for setting in (z for z in zone_settings(spec) if not z.is_id):
+                Annotations.of(self).add_warning_v2(
+                    "hyperpod-dpd:ZoneNameUnchecked",
+                    f"endpoint {spec.name!r}: {setting.field} {setting.value!r} must be the name of "
+                    f"{availability_zone_id} in the deploying account, or the pods never schedule; check it with "
+                    f"`hyperpod-dpd preflight SPEC --availability-zone-id {availability_zone_id}`, or leave it out")
 
         logs = AccessLogBucket(self, "AccessLogs")
         self.model_bucket = ModelBucket(self, "ModelBucket", log_bucket=logs.bucket,

@@ -137,11 +137,11 @@ def run(args: argparse.Namespace) -> int:
     leading: list[Check] = []
 
     region = args.region or fallback or "?"
-    names = _names(args, spec, deployed, region)
+    used = _names(args, spec, deployed, region)
     if args.dry_run:
-        print(render_resolved(names, deployed=deployed))
+        print(render_resolved(used, deployed=deployed))
         return 0
-    note = guessed_note(names)
+    note = guessed_note(used)
     if note and not args.json:
         print(note, file=sys.stderr)
     sagemaker: Callable[[], SageMakerClient] | None = None
