@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -10,7 +14,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 import yaml
-from cdk_support import Synthesized, second_spec, with_bucket
+from cdk_support import REPO, Synthesized, second_spec, with_bucket
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.defaults import default_spec
@@ -105,3 +109,68 @@ def test_existing_vpc_from_context(app_module: ModuleType, cdk_context: dict[str
     with pytest.raises(SpecError) as error:
         app_module.build({**context, "hyperpod_subnets": "usw2-az1=subnet-0ddd0000000000004"})
     assert error.value.problems[0].field == "availability_zone_id"
+
+
+def test_context_problems_are_reported_together(app_module: ModuleType, cdk_context: dict[str, Any]) -> None:
+    """An empty spec= and a misspelt key used to deploy the default silently (first-hour audit F2)."""
+    with pytest.raises(SpecError) as error:
+        app_module.build({**cdk_context, "spec": "", "availabilty_zone_id": "usw2-az1", "benchmark": "maybe",
+                          "admin_role_arns": " "})
+    problems = {p.field: p for p in error.value.problems}
+    assert list(problems) == ["spec", "availabilty_zone_id", "benchmark", "admin_role_arns"]
+    assert problems["availabilty_zone_id"].fix == "did you mean -c availability_zone_id=...?"
+    assert "is empty" in problems["spec"].message and "is empty" in problems["admin_role_arns"].message
+    assert str(error.value).startswith("invalid CDK context")
+
+
+def test_cdk_own_context_keys_pass(app_module: ModuleType) -> None:
+    ok = {"@aws-cdk/core:newStyleStackSynthesis": True, "aws:cdk:enable-path-metadata": True,
+          "availability-zones:account=111122223333:region=us-west-2": ["us-west-2a"], "region": "us-west-2"}
+    assert app_module.context_problems(ok) == []
+
+
+def test_every_context_key_is_documented(app_module: ModuleType) -> None:
+    """The docstring (the app's usage text) names every key of the one table, so neither can drift."""
+    doc = app_module.__doc__
+    missing = [key.name for key in app_module.CONTEXT_KEYS if f"{key.name}=" not in doc]
+    assert missing == []
+
+
+def test_empty_context_exits_2_from_python_app(app_module: ModuleType, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CDK_CONTEXT_JSON", raising=False)
+    monkeypatch.setenv("CDK_OUTDIR", str(tmp_path / "out"))
+    assert app_module.main(["-c", "spec=", "-c", "availabilty_zone_id=usw2-az1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid CDK context") and "Traceback" not in err
+
+
+def test_cdk_cli_context_is_checked_too(cdk_context: dict[str, Any], tmp_path: Path) -> None:
+    """Under `cdk synth` the context arrives as CDK_CONTEXT_JSON: the app exits 2 with the message, no traceback."""
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({**cdk_context, "aws:cdk:enable-path-metadata": True,
+                                                         "spec": ""}),
+           "CDK_OUTDIR": str(tmp_path / "out"), "PYTHONPATH": os.pathsep.join(
+               [str(REPO / "k8s"), str(REPO / "constructs"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(REPO / "app.py")], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: invalid CDK context") and "Traceback" not in done.stderr
+    assert "spec: is empty" in done.stderr
+
+
+def test_topology_zone_of_another_region_is_refused(app_module: ModuleType, cdk_context: dict[str, Any],
+                                                    tmp_path: Path) -> None:
+    """First-hour audit F4: us-east-1a in a us-west-2 stack passed every check."""
+    spec = default_spec()
+    away = dataclasses.replace(spec, topology=dataclasses.replace(spec.topology, availability_zone="us-east-1a"),
+                               prefill=dataclasses.replace(spec.prefill, node_selector={
+                                   "topology.k8s.aws/zone-id": "usw2-az1"}))
+    path = tmp_path / "away.yaml"
+    path.write_text(spec_to_yaml(away))
+    with pytest.raises(SpecError) as error:
+        app_module.build({**cdk_context, "spec": str(path)})
+    assert [p.field for p in error.value.problems] == [
+        "endpoints[0].topology.availability_zone", "endpoints[0].prefill.node_selector['topology.k8s.aws/zone-id']"]
+    assert "us-west-2" in error.value.problems[0].message
+    assert "usw2-az2" in error.value.problems[1].message
