@@ -7,8 +7,9 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from hyperpod_dpd.errors import SpecError, Warning
+from hyperpod_dpd.errors import Problem, SpecError, Warning
 from hyperpod_dpd.spec import DpdSpec, S3Source
+from hyperpod_dpd.loading import load_spec
 from hyperpod_dpd.validation import CheckedSpec, check, load_checked_spec
 
 if TYPE_CHECKING:
@@ -39,6 +40,25 @@ def read_checked_spec(path: str | None) -> CheckedSpec:
         return load_checked_spec(path)
     except SpecError as err:
         raise UserFacingError(str(err)) from None
+
+
+def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, ...]]:
+    """The spec and the problems :func:`read_checked_spec` would raise, for a command that still reports on it.
+
+    ``plan`` prints the sizing that explains a refused spec before exiting 2 with the same problems;
+    a file that does not parse is still an error at once.
+    """
+    from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
+
+    try:
+        spec = default_spec() if path is None else load_spec(path)
+    except SpecError as err:
+        raise UserFacingError(str(err)) from None
+    try:
+        check(spec)
+    except SpecError as err:
+        return spec, err.problems
+    return spec, ()
 
 
 def print_warnings(warnings: Iterable[Warning]) -> None:
