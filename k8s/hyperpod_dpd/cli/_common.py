@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.errors import Problem, SpecError, Warning
-from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.loading import load_spec
+from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.validation import CheckedSpec, check, load_checked_spec
 
 if TYPE_CHECKING:
@@ -48,17 +48,17 @@ def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, .
     ``plan`` prints the sizing that explains a refused spec before exiting 2 with the same problems;
     a file that does not parse is still an error at once.
     """
-    from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
-
+    if path is None:
+        return read_checked_spec(path).spec, ()
     try:
-        spec = default_spec() if path is None else load_spec(path)
+        return load_checked_spec(path).spec, ()
     except SpecError as err:
-        raise UserFacingError(str(err)) from None
+        refused = err
     try:
-        check(spec)
-    except SpecError as err:
-        return spec, err.problems
-    return spec, ()
+        spec = load_spec(path)  # the rules refused it, but it parses: report on it, then refuse
+    except SpecError:
+        raise UserFacingError(str(refused)) from None
+    return spec, refused.problems
 
 
 def print_warnings(warnings: Iterable[Warning]) -> None:
