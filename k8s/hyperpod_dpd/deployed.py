@@ -123,9 +123,10 @@ def _endpoint(key: str, text: str, *, where: str) -> DeployedEndpoint:
         data = json.loads(text)
         if data.get("schema") != ENDPOINT_SCHEMA:
             raise ValueError(f"schema {data.get('schema')!r}")
-        model = data["model"]
-        benchmark = data["benchmark"] or {}
-        twin = data["aggregated"]
+        # CDK's toJsonString leaves out null values: the optional parts may be absent.
+        model = data.get("model")
+        benchmark = data.get("benchmark") or {}
+        twin = data.get("aggregated")
         return DeployedEndpoint(
             name=str(data["name"]), namespace=str(data["namespace"]), router_service=str(data["routerService"]),
             router_namespace=str(data["routerNamespace"]), instance_groups=dict(data["instanceGroups"]),
