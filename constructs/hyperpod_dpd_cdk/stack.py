@@ -269,7 +269,7 @@ class HyperPodDpdStack(Stack):
         CfnOutput(self, deployed.MODEL_BUCKET, value=self.model_bucket.bucket.bucket_name,
                   description="Upload weights to s3://<this>/<model prefix>/ before the endpoints start")
         CfnOutput(self, deployed.SYSTEM_NODE_SELECTOR, value=",".join(
-            f"{k}={v}" for k, v in (SYSTEM_POOL if self.eks.system_nodes else {}).items()) or "none",
+            f"{k}={v}" for k, v in (SYSTEM_POOL if self.eks.system_nodes else {}).items()) or deployed.NO_SELECTOR,
                   description="Labels of the CPU nodes the benchmark Job runs on (none: any non-HyperPod node)")
         if self.observability is not None:
             CfnOutput(self, deployed.AMP_WORKSPACE, value=self.observability.workspace_arn)

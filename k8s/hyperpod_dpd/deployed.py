@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +89,7 @@ class DeployedStack:
     model_bucket: str
     endpoints: tuple[DeployedEndpoint, ...]
     amp_workspace_arn: str | None = None
-    system_node_selector: Mapping[str, str] = field(default_factory=dict)
+    system_node_selector: Mapping[str, str] | None = None
     source: str = ""
 
     def endpoint(self, name: str) -> DeployedEndpoint:
@@ -140,28 +140,38 @@ def _endpoint(key: str, text: str, *, where: str) -> DeployedEndpoint:
                    "deploy the stack with this version of hyperpod-dpd") from None
 
 
-def _selector(text: str) -> dict[str, str]:
-    pairs = (item.partition("=") for item in text.split(",") if item.strip())
+NO_SELECTOR = "none"
+
+
+def _selector(text: str | None) -> dict[str, str] | None:
+    """``k=v,k=v``; :data:`NO_SELECTOR` is no selector, a missing output ``None`` (the command's default)."""
+    if text is None:
+        return None
+    pairs = (item.partition("=") for item in text.split(",") if item.strip() and item.strip() != NO_SELECTOR)
     return {key.strip(): value.strip() for key, _, value in pairs}
 
 
-def from_outputs(stack_name: str, outputs: Mapping[str, str], *, source: str) -> DeployedStack:
-    """A :class:`DeployedStack` from the stack's outputs (key to value); ``source`` names where they came from."""
+def from_outputs(stack_name: str, outputs: Mapping[str, str], *, source: str,
+                 option: str = "--outputs-file") -> DeployedStack:
+    """A :class:`DeployedStack` from the stack's outputs (key to value).
+
+    :param source: where they came from (a file, ``stack NAME in REGION``). :param option: the option to blame.
+    """
     missing = [key for key in REQUIRED if not outputs.get(key)]
     if missing:
-        raise _bad(source, stack_name, f"has no output {', '.join(missing)}: not a hyperpod-dpd stack, or one "
-                   "deployed by an older version", "pass the hyperpod-dpd stack (cdk deploy prints its name), "
-                   "redeployed with this version")
-    endpoints = tuple(_endpoint(key, value, where=source) for key, value in sorted(outputs.items())
+        raise _bad(option, stack_name, f"has no output {', '.join(missing)} ({source}): not a hyperpod-dpd stack, "
+                   "or one deployed by an older version", "pass the hyperpod-dpd stack (cdk deploy prints its "
+                   "name), redeployed with this version")
+    endpoints = tuple(_endpoint(key, value, where=option) for key, value in sorted(outputs.items())
                       if key.startswith(ENDPOINT_PREFIX))
     if not endpoints:
-        raise _bad(source, stack_name, "has no endpoint outputs (DpdEndpoint...)",
+        raise _bad(option, stack_name, f"has no endpoint outputs (DpdEndpoint...) ({source})",
                    "redeploy the stack with this version of hyperpod-dpd")
     return DeployedStack(
         stack_name=stack_name, region=outputs[REGION], eks_cluster_name=outputs[EKS_CLUSTER],
         hyperpod_cluster_name=outputs[HYPERPOD_CLUSTER], hyperpod_cluster_arn=outputs[HYPERPOD_CLUSTER_ARN],
         model_bucket=outputs[MODEL_BUCKET], amp_workspace_arn=outputs.get(AMP_WORKSPACE) or None,
-        system_node_selector=_selector(outputs.get(SYSTEM_NODE_SELECTOR, "")), endpoints=endpoints, source=source)
+        system_node_selector=_selector(outputs.get(SYSTEM_NODE_SELECTOR)), endpoints=endpoints, source=source)
 
 
 def read_outputs_file(path: str | Path, *, stack: str | None = None) -> DeployedStack:
@@ -206,7 +216,7 @@ def describe_stack(clients: AwsClients, stack: str) -> DeployedStack:
                    "fix the credentials or permissions, or pass --outputs-file") from None
     outputs = {o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])
                if "OutputKey" in o and "OutputValue" in o}
-    return from_outputs(stack, outputs, source=f"stack {stack} in {clients.region}")
+    return from_outputs(stack, outputs, source=f"stack {stack} in {clients.region}", option="--stack")
 
 
 STACK, OPTION, GUESSED = "from the stack", "from the command line", "guessed from the spec"

@@ -271,7 +271,7 @@ def _options(args: argparse.Namespace, deployed: DeployedStack | None = None, na
         endpoint = deployed.endpoint(name)
         args.service_account = args.service_account or endpoint.benchmark_service_account
         args.role_arn = args.role_arn or endpoint.benchmark_role_arn
-        if args.node_selector is None:
+        if args.node_selector is None and deployed.system_node_selector is not None:
             args.node_selector = dict(deployed.system_node_selector)
     given: dict[str, Any] = {
         "image": args.image, "genai_bench_version": args.genai_bench_version, "aws_cli_image": args.aws_cli_image,
