@@ -222,3 +222,13 @@ def test_a_spec_the_stack_does_not_host_is_refused(two_endpoint_journey: Journey
         assert main([command[0], str(other), *command[1:], "--outputs-file", str(two_endpoint_journey.outputs)]) == 2
         err = capsys.readouterr().err
         assert "'dpd-test'" in err and "it hosts: llama-a, llama-b" in err and "Traceback" not in err
+
+
+def test_the_deploy_page_quotes_verify_dry_run(default_journey: Journey, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/deploy.md shows `verify --dry-run` for the default spec; this keeps the quote true."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    quoted = page.split("<!-- verify-dry-run -->\n```text\n", 1)[1].split("```", 1)[0]
+    capsys.readouterr()
+    assert main(["verify", str(default_journey.specs[0]), "--outputs-file", str(default_journey.outputs),
+                 "--dry-run"]) == 0
+    assert capsys.readouterr().out.replace(str(default_journey.outputs), "outputs.json") == quoted
