@@ -103,10 +103,11 @@ def test_the_twin_gets_one_node_and_its_manifest(twin_app: Synthesized,
         k: v for k, v in prefill.items() if k not in ("InstanceGroupName", "InstanceCount")}
     (aggregated,) = twin_app.stack.aggregated_twins
     resource = twin_app.template["Resources"][logical_id(aggregated.manifest.node.default_child)]
-    (document,) = rendered(resource["Properties"]["Manifest"], placeholder="my-model-bucket")
+    (document,) = rendered(resource["Properties"]["Manifest"])
     assert crd_errors(document) == []
     assert document["metadata"]["name"] == "dpd-test-agg" and "pdSpec" not in document["spec"]
-    assert document["spec"]["modelSourceConfig"]["s3Storage"]["bucketName"] == "my-model-bucket"
+    # The twin reads the bucket the spec names, as the endpoint does (the stack creates that bucket).
+    assert document["spec"]["modelSourceConfig"]["s3Storage"]["bucketName"] == "dpd-models-example"
     terms = document["spec"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "sagemaker.amazonaws.com/instance-group-name", "operator": "In",
                                             "values": ["dpd-test-aggregated"]}]}]
