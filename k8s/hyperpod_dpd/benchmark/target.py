@@ -65,10 +65,7 @@ class BenchmarkTarget:
         source = spec.model.source
         if tokenizer is None:
             if not isinstance(source, S3Source):
-                raise SpecError([Problem(
-                    field="model.source", value=type(source).__name__, message="is not S3, so the benchmark cannot "
-                    "copy the tokenizer files from the model's prefix", fix="copy tokenizer.json and "
-                    "tokenizer_config.json to S3 and pass --tokenizer-s3 s3://BUCKET/PREFIX")])
+                raise _no_s3_prefix(spec)
             tokenizer = S3Location(bucket=source.bucket, prefix=source.prefix, region=source.region or region)
         return cls(name=spec.name, namespace=namespace or spec.namespace,
                    api_base=router_url(router_service(spec), OPERATOR_NAMESPACE),
@@ -84,10 +81,7 @@ class BenchmarkTarget:
         """
         if tokenizer is None:
             if endpoint.model is None:
-                raise SpecError([Problem(
-                    field="model.source", value=type(spec.model.source).__name__, message="is not S3, so the "
-                    "benchmark cannot copy the tokenizer files from the model's prefix", fix="copy tokenizer.json "
-                    "and tokenizer_config.json to S3 and pass --tokenizer-s3 s3://BUCKET/PREFIX")])
+                raise _no_s3_prefix(spec)
             model = endpoint.model
             tokenizer = S3Location(bucket=model.bucket, prefix=model.prefix, region=model.region)
         name, service = endpoint.name, endpoint.router_service
@@ -99,6 +93,13 @@ class BenchmarkTarget:
         return cls(name=name, namespace=namespace or endpoint.namespace,
                    api_base=router_url(service, endpoint.router_namespace),
                    served_model=spec.model.mount_path, model_label=spec.model.name, tokenizer=tokenizer)
+
+
+def _no_s3_prefix(spec: DpdSpec) -> SpecError:
+    return SpecError([Problem(
+        field="model.source", value=type(spec.model.source).__name__, message="is not S3, so the benchmark cannot "
+        "copy the tokenizer files from the model's prefix", fix="copy tokenizer.json and tokenizer_config.json to "
+        "S3 and pass --tokenizer-s3 s3://BUCKET/PREFIX")])
 
 
 def router_url(service: str, namespace: str) -> str:

@@ -61,6 +61,11 @@ def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, .
     return spec, refused.problems
 
 
+def problems_error(head: str, err: SpecError) -> UserFacingError:
+    """``head`` and one ``  - field: ...`` line per problem, as every command prints them."""
+    return UserFacingError("\n".join([head, *(f"  - {p.render()}" for p in err.problems)]))
+
+
 def print_warnings(warnings: Iterable[Warning]) -> None:
     for warning in warnings:
         print(f"warning: {warning.render()}", file=sys.stderr)
@@ -107,8 +112,7 @@ def read_deployed(args: argparse.Namespace, clients: Callable[..., AwsClients]) 
         if args.stack:
             return describe_stack(clients(args.region, getattr(args, "profile", None)), args.stack)
     except SpecError as err:
-        raise UserFacingError("cannot read the deployed stack:\n" + "\n".join(
-            f"  - {p.render()}" for p in err.problems)) from None
+        raise problems_error("cannot read the deployed stack:", err) from None
     except AwsUnavailable as err:
         raise UserFacingError(f"--stack {args.stack}: {err}") from None
     return None

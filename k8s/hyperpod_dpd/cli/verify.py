@@ -35,6 +35,7 @@ from hyperpod_dpd.cli._common import (
     add_deployed_arguments,
     add_spec_argument,
     bucket_region,
+    problems_error,
     read_deployed,
     read_spec,
 )
@@ -105,7 +106,7 @@ def _as_deployed(spec: DpdSpec, deployed: DeployedStack | None) -> DpdSpec:
     try:
         endpoint = deployed.endpoint(spec.name)
     except SpecError as err:
-        raise UserFacingError("\n".join(p.render() for p in err.problems)) from None
+        raise problems_error("the spec is not an endpoint of the deployed stack:", err) from None
     placed = dataclasses.replace(spec, namespace=endpoint.namespace)
     if endpoint.router_service != router_service(placed) or endpoint.router_namespace != OPERATOR_NAMESPACE:
         raise UserFacingError(f"the stack's router Service {endpoint.router_namespace}/{endpoint.router_service} is "
