@@ -61,6 +61,12 @@ def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_ar
                                           training_plan_arn=training_plan_arn)
         yield from zone_problems(spec, region=region, availability_zone_id=availability_zone_id,
                                  field=f"endpoints[{i}]")
+    keys = [deployed.endpoint_output_key(spec.name) for spec in specs]
+    for i, key in enumerate(keys):
+        if keys.index(key) != i and specs[keys.index(key)].name != specs[i].name:
+            yield Problem(field=f"endpoints[{i}].name", value=specs[i].name,
+                          message=f"gives the same stack output key ({key}) as endpoints[{keys.index(key)}]'s "
+                                  f"name {specs[keys.index(key)].name!r}", fix="rename one of them")
     for attribute, why in (("name", "it names the instance groups and the operator's pods and services"),
                            ("endpoint_name", "SageMaker endpoint names are unique per account and region")):
         values = [getattr(spec, attribute) for spec in specs]

@@ -174,3 +174,12 @@ def test_topology_zone_of_another_region_is_refused(app_module: ModuleType, cdk_
         "endpoints[0].topology.availability_zone", "endpoints[0].prefill.node_selector['topology.k8s.aws/zone-id']"]
     assert "us-west-2" in error.value.problems[0].message
     assert "usw2-az2" in error.value.problems[1].message
+
+
+def test_endpoint_names_that_share_an_output_key_are_refused(cdk_context: dict[str, Any]) -> None:
+    spec = default_spec()
+    with pytest.raises(SpecError) as error:
+        HyperPodDpdStack(cdk.App(context=cdk_context), "Keys", env=cdk.Environment(region="us-west-2"),
+                         endpoints=[dataclasses.replace(spec, name="a-b", endpoint_name="a-b"),
+                                    dataclasses.replace(spec, name="a--b", endpoint_name="a--b")])
+    assert [(p.field, p.value) for p in error.value.problems] == [("endpoints[1].name", "a--b")]
