@@ -161,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
     waiter = Waiter(timeout=args.timeout, poll_interval=args.poll_interval, clock=clock, sleep=sleep,
                     progress=Progress(sys.stderr) if not args.json else None)
     cluster_name = args.cluster_name or (deployed.hyperpod_cluster_name if deployed is not None else None)
-    targets = VerifyTargets(spec=spec, region=region, cluster_name=cluster_name)
+    groups = tuple(deployed.endpoint(spec.name).instance_groups.values()) if deployed is not None else ()
+    targets = VerifyTargets(spec=spec, region=region, cluster_name=cluster_name, instance_groups=groups)
     polled, timed_out = waiter.run(probes(targets, sagemaker=sagemaker, kube=kube), wait=args.wait,
                                    hints=lambda check: hint_for(check, spec))
     checks = [*leading, *polled]
