@@ -146,3 +146,9 @@ def test_the_app_writes_the_twin_manifest(app_module: ModuleType, twin_app: Synt
     assert [p.name for p in written] == ["default-dpd-test.yaml", "default-dpd-test-agg.yaml"]
     (twin,) = list(yaml.safe_load_all(written[1].read_text()))
     assert twin["kind"] == "InferenceEndpointConfig" and "pdSpec" not in twin["spec"]
+
+
+def test_the_benchmark_nodes_are_an_output(default_app: Synthesized, existing_cluster_app: Synthesized) -> None:
+    """bench audit D2: on an existing cluster no node carries the system pool label, so the stack says none."""
+    assert default_app.template["Outputs"]["SystemNodeSelector"]["Value"] == "hyperpod-dpd/pool=system"
+    assert existing_cluster_app.template["Outputs"]["SystemNodeSelector"]["Value"] == "none"
