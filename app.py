@@ -8,10 +8,11 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     region=REGION              stack region                 (default: the first spec's S3 region, else us-west-2)
     availability_zone_id=ID    AZ ID of the GPU capacity    (default: usw2-az2)
     stack_name=NAME            (default: HyperPodDpd)
-    model_bucket=NAME          an existing weights bucket   (default: a new retained bucket)
+    model_bucket=NAME          the specs' bucket exists     (default: the stack creates it, retained)
     admin_role_arns=ARN[,ARN]  EKS cluster admins           (default: none)
     dependency_chart=DIR       prepared HyperPod dependency chart (scripts/prepare_hyperpod_chart.sh)
     training_plan_arn=ARN      reserved capacity for every instance group
+    hyperpod_cluster_name=NAME (default: <stack_name>-hp)
     eks_cluster=NAME + oidc_issuer_url=URL + oidc_provider_arn=ARN
                                use an existing EKS cluster (with an existing VPC); optional
                                cluster_security_group_id=SG
@@ -36,16 +37,21 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
                                them (names as 'aws eks list-addons' prints them)
     weights_staging_hours=N    how long a deploy waits for Hugging Face weights to be staged (default: 4)
 
-Nothing is looked up in an AWS account: the stack synthesizes offline, without credentials.
+Every key is checked before anything is built: an unknown key (a typo) or an empty value is an
+error, all of them reported together, exit status 2. Nothing is looked up in an AWS account: the
+stack synthesizes offline, without credentials.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
 import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +64,14 @@ _node.ensure_node()
 import aws_cdk as cdk  # noqa: E402
 import yaml  # noqa: E402
 
-from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError, load_spec  # noqa: E402
+from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError  # noqa: E402
 from hyperpod_dpd.defaults import default_spec  # noqa: E402
 from hyperpod_dpd.deployment_defaults import (  # noqa: E402
     DEFAULT_AVAILABILITY_ZONE_ID,
     DEFAULT_REGION,
     DEFAULT_STACK_NAME,
 )
+from hyperpod_dpd.validation import load_checked_spec  # noqa: E402
 from hyperpod_dpd_cdk import (  # noqa: E402
     ClusterEndpointAccess,
     ExistingEksCluster,
@@ -79,6 +86,80 @@ from hyperpod_dpd_cdk.weights_staging import DEFAULT_WAIT  # noqa: E402
 HERE = Path(__file__).resolve().parent
 MANIFESTS_DIR = "manifests"
 OBSERVABILITY_DIR = "observability"
+
+
+@dataclass(frozen=True)
+class ContextKey:
+    """One ``-c key=value`` option of the app: its name and the form of its value."""
+
+    name: str
+    value: str
+    choices: tuple[str, ...] = ()
+
+
+# Every context key the app reads, one a line (the module docstring says what each does). A key
+# that is neither here nor CDK's own is refused with the nearest name, so a typo never falls back
+# to a default silently.
+CONTEXT_KEYS = (
+    ContextKey("spec", "PATH[,PATH...]"),
+    ContextKey("region", "REGION"),
+    ContextKey("availability_zone_id", "AZ_ID"),
+    ContextKey("stack_name", "NAME"),
+    ContextKey("model_bucket", "NAME"),
+    ContextKey("admin_role_arns", "ARN[,ARN...]"),
+    ContextKey("dependency_chart", "DIR"),
+    ContextKey("training_plan_arn", "ARN"),
+    ContextKey("hyperpod_cluster_name", "NAME"),
+    ContextKey("eks_cluster", "NAME"),
+    ContextKey("oidc_issuer_url", "URL"),
+    ContextKey("oidc_provider_arn", "ARN"),
+    ContextKey("cluster_security_group_id", "SG"),
+    ContextKey("vpc_id", "VPC_ID"),
+    ContextKey("eks_subnets", "AZ=SUBNET[,...]"),
+    ContextKey("hyperpod_subnets", "AZ_ID=SUBNET[,...]"),
+    ContextKey("observability", "true|false", ("true", "false")),
+    ContextKey("amp_workspace_arn", "ARN"),
+    ContextKey("observability_log_group", "NAME"),
+    ContextKey("grafana_workspace_id", "ID"),
+    ContextKey("benchmark", "true|false", ("true", "false")),
+    ContextKey("aggregated_baseline", "true|false", ("true", "false")),
+    ContextKey("allow_internet_facing_load_balancers", "true|false", ("true", "false")),
+    ContextKey("eks_endpoint_access", "private|public|CIDR[,CIDR...]"),
+    ContextKey("network_policies", "true|false", ("true", "false")),
+    ContextKey("eks_creator_admin", "true|false", ("true", "false")),
+    ContextKey("kubernetes_version", "1.33|1.34"),
+    ContextKey("eks_support_type", "EXTENDED|STANDARD"),
+    ContextKey("inference_addon_version", "VERSION"),
+    ContextKey("preinstalled_addons", "ADDON[,ADDON...]"),
+    ContextKey("weights_staging_hours", "HOURS"),
+)
+
+
+def is_cdk_context_key(key: str) -> bool:
+    """CDK's own keys: feature flags (``@aws-cdk/...``), ``aws:cdk:...`` settings and cached lookups (``a:b=c``)."""
+    return key.startswith("@") or ":" in key
+
+
+def context_problems(context: Mapping[str, Any]) -> list[Problem]:
+    """Every problem with the app's context at once: unknown keys (with the nearest known one) and empty values."""
+    known = {key.name: key for key in CONTEXT_KEYS}
+    problems = []
+    for key, value in context.items():
+        if is_cdk_context_key(key):
+            continue
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            problems.append(Problem(field=key, value=value, message="is not a context key of this app",
+                                    fix=f"did you mean -c {near[0]}=...?" if near else
+                                    f"use one of: {', '.join(sorted(known))}"))
+        elif value is None or (isinstance(value, str) and not value.strip()):
+            problems.append(Problem(field=key, value=value, message="is empty (an unset shell variable?); an "
+                                    "empty value would silently mean the default",
+                                    fix=f"-c {key}={known[key].value}, or leave the key out for the default"))
+        elif known[key].choices and str(value).lower() not in known[key].choices:
+            problems.append(Problem(field=key, value=value, message=f"is not {' or '.join(known[key].choices)}",
+                                    fix=f"-c {key}={known[key].value.split('|')[0]}, or leave the key out"))
+    return problems
 
 
 def cdk_json_context(path: Path = HERE / "cdk.json") -> dict[str, Any]:
@@ -118,8 +199,19 @@ def _vpc(app: cdk.App) -> tuple[ExistingVpc | None, dict[str, str] | None]:
 
 
 def _specs(app: cdk.App) -> list[DpdSpec]:
+    """The spec files, each checked as ``hyperpod-dpd validate`` checks it; every file's problems together."""
     paths = _list(app.node.try_get_context("spec"))
-    return [load_spec(path) for path in paths] if paths else [default_spec()]
+    if not paths:
+        return [default_spec()]
+    specs, problems = [], []
+    for path in paths:
+        try:
+            specs.append(load_checked_spec(path).spec)
+        except SpecError as error:
+            problems += [dataclasses.replace(p, field=f"{path}: {p.field}") for p in error.problems]
+    if problems:
+        raise SpecError(problems)
+    return specs
 
 
 def _observability(app: cdk.App) -> ObservabilityOptions | bool:
@@ -195,6 +287,9 @@ def _region(app: cdk.App, specs: Sequence[DpdSpec]) -> str:
 def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None) -> tuple[cdk.App, HyperPodDpdStack]:
     """The app and its one stack; raises :class:`SpecError` for bad input."""
     app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
+    problems = context_problems(app.node.get_all_context())
+    if problems:
+        raise SpecError(problems, source="-c key=value and cdk.json", what="CDK context")
     ctx = app.node.try_get_context
     specs = _specs(app)
     region = _region(app, specs)

@@ -19,8 +19,8 @@ from constructs import Construct, IConstruct
 
 from hyperpod_dpd import DpdSpec, Problem, SpecError
 from hyperpod_dpd.benchmark.job import DEFAULT_SERVICE_ACCOUNT, MANAGED_BY, ROLE_ARN_ANNOTATION, TOKENIZER_FILES
-from hyperpod_dpd.charts.aggregated import render_aggregated_endpoint_config
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
+from hyperpod_dpd.charts.aggregated import aggregated_spec, render_aggregated_endpoint_config
+from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL, router_service
 from hyperpod_dpd_cdk.dpd_endpoint import placed_spec
 from hyperpod_dpd_cdk.hyperpod_cluster import InstanceGroup, group_name
 from hyperpod_dpd_cdk.inference_operator import IrsaTrust
@@ -96,16 +96,20 @@ class AggregatedTwin(Construct):
     """Applies the aggregated twin of ``spec`` (``<name>-agg``: no ``pdSpec``, one replica) on its instance group.
 
     :param cluster: the EKS cluster. :param spec: the DPD endpoint it is the twin of.
-    :param model_bucket: the stack's weights bucket. :default: - the spec's source as written
+    :param staged_bucket: where the stack staged a ``huggingface`` source. :default: - none (S3 sources)
     :param after: constructs that must exist first (the operator add-on, the namespace). :default: - none
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, spec: DpdSpec,
-                 model_bucket: s3.IBucket | None = None, after: Sequence[IConstruct] = ()) -> None:
+                 staged_bucket: str | None = None, after: Sequence[IConstruct] = ()) -> None:
         super().__init__(scope, id)
         region = Stack.of(self).region
         placed = placed_spec(spec, group_names={role: group_name(spec, role) for role, _ in spec.roles()},
-                             model_bucket=model_bucket, bucket_region=region)
+                             bucket_region=region, staged_bucket=staged_bucket)
+        twin = aggregated_spec(placed)
+        self.spec_name = spec.name
+        self.name = twin.name
+        self.router_service = router_service(twin)
         self.group_name = aggregated_group_name(spec)
         self.document = render_aggregated_endpoint_config(placed, region=region,
                                                           node_selector={INSTANCE_GROUP_LABEL: self.group_name})

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from aws_cdk import FeatureFlags, RemovalPolicy
+from collections.abc import Iterator, Sequence
+
+from aws_cdk import FeatureFlags, RemovalPolicy, Token
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from hyperpod_dpd import DpdSpec, Problem, S3Source
 from hyperpod_dpd_cdk.nag import acknowledge
 
 LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
@@ -37,6 +40,44 @@ class AccessLogBucket(Construct):
                     "This is the access log bucket itself; logging it into itself would log its own log writes.")
 
 
+def spec_bucket_name(specs: Sequence[DpdSpec]) -> str | None:
+    """The bucket the S3-sourced specs name (the first one's; :func:`model_bucket_problems` checks they agree)."""
+    return next((s.model.source.bucket for s in specs if isinstance(s.model.source, S3Source)), None)
+
+
+def model_bucket_problems(specs: Sequence[DpdSpec], *, existing_bucket_name: str | None,
+                          region: str) -> Iterator[Problem]:
+    """The bucket rule: an endpoint reads the bucket its spec names, and that is the stack's one model bucket.
+
+    So every S3 spec of a stack names the same bucket; ``existing_bucket_name`` (``-c model_bucket``)
+    says that bucket already exists and must be the same name; a bucket the stack creates is in its region.
+    """
+    wanted = existing_bucket_name or spec_bucket_name(specs)
+    for i, spec in enumerate(specs):
+        source = spec.model.source
+        if not isinstance(source, S3Source) or source.bucket == wanted:
+            continue
+        if existing_bucket_name is not None:
+            yield Problem(field=f"endpoints[{i}].model.source.s3.bucket", value=source.bucket,
+                          message=f"is not the stack's model bucket {existing_bucket_name!r} (-c model_bucket); "
+                                  "an endpoint reads the bucket its spec names",
+                          fix=f"write bucket: {existing_bucket_name} in the spec, or pass "
+                              f"-c model_bucket={source.bucket}")
+        else:
+            yield Problem(field=f"endpoints[{i}].model.source.s3.bucket", value=source.bucket,
+                          message=f"differs from endpoints[0]'s bucket {wanted!r}; one stack holds one model bucket",
+                          fix=f"name {wanted!r} in every spec (each keeps its own prefix), or deploy two stacks")
+    if existing_bucket_name is None:
+        for i, spec in enumerate(specs):
+            source = spec.model.source
+            if isinstance(source, S3Source) and source.region not in (None, region) and not Token.is_unresolved(
+                    region):
+                yield Problem(field=f"endpoints[{i}].model.source.s3.region", value=source.region,
+                              message=f"is not the stack's region {region!r}, where the stack creates the bucket",
+                              fix=f"set region: {region} (or leave it out), or pass -c model_bucket="
+                                  f"{source.bucket} for an existing bucket in {source.region}")
+
+
 class ModelBucket(Construct):
     """Where the model weights live: a new hardened bucket, or an existing one imported by name.
 
@@ -45,13 +86,15 @@ class ModelBucket(Construct):
 
     :param log_bucket: where a new bucket writes its access logs.
     :param existing_bucket_name: use this bucket instead of creating one. :default: - a new bucket
+    :param bucket_name: the name of a new bucket (the one the specs name). :default: - generated
     """
 
     def __init__(self, scope: Construct, id: str, *, log_bucket: s3.IBucket,
-                 existing_bucket_name: str | None = None) -> None:
+                 existing_bucket_name: str | None = None, bucket_name: str | None = None) -> None:
         super().__init__(scope, id)
         self.created = existing_bucket_name is None
         if existing_bucket_name is None:
-            self.bucket: s3.IBucket = secure_bucket(self, "Resource", log_bucket=log_bucket, log_prefix="model-bucket/")
+            self.bucket: s3.IBucket = secure_bucket(self, "Resource", log_bucket=log_bucket, log_prefix="model-bucket/",
+                                                    bucket_name=bucket_name)
         else:
             self.bucket = s3.Bucket.from_bucket_name(self, "Resource", existing_bucket_name)

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 from aws_cdk import Token
 
-from hyperpod_dpd import InstanceType, Problem
+from hyperpod_dpd import DpdSpec, InstanceType, Problem
+from hyperpod_dpd.zones import zone_settings
 
 AZ_ID_PATTERN = re.compile(r"^(?P<code>[a-z]{3,4}[0-9])-az[0-9]+$")
 
@@ -73,3 +74,23 @@ def instance_type_problems(instance_type: InstanceType, region: str, *, field: s
     yield Problem(field=field, value=instance_type.api_name,
                   message=f"is not offered by HyperPod in {region}",
                   fix=f"deploy to one of {', '.join(sorted(regions))}, or choose an instance type offered in {region}")
+
+
+def zone_problems(spec: DpdSpec, *, region: str, availability_zone_id: str, field: str) -> Iterator[Problem]:
+    """A zone the spec pins pods to must be the HyperPod subnet's: ``availability_zone_id`` in ``region``.
+
+    A zone ID is compared exactly; a zone name only by its region (names map to IDs per account:
+    ``preflight --availability-zone-id`` compares the mapping).
+    """
+    for setting in zone_settings(spec):
+        where = f"{field}.{setting.field}"
+        if setting.is_id and setting.value != availability_zone_id:
+            yield Problem(field=where, value=setting.value, message=f"is not the HyperPod subnet's AZ ID "
+                          f"{availability_zone_id!r}; pods pinned there never schedule",
+                          fix=f"use {availability_zone_id}, or leave it out (the stack places every node there)")
+        elif (not setting.is_id and setting.region is not None and not Token.is_unresolved(region)
+              and setting.region != region):
+            yield Problem(field=where, value=setting.value, message=f"is in {setting.region}, but the stack and its "
+                          f"HyperPod nodes are in {region} ({availability_zone_id}); pods pinned there never schedule",
+                          fix=f"leave it out (the stack places every node in {availability_zone_id}), or name the "
+                              f"zone of {availability_zone_id} in {region}")

@@ -14,10 +14,12 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, SpecError, check
+from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, S3Source, SpecError, check, deployed
 from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.deployment_defaults import hyperpod_cluster_name as default_cluster_name
+from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, SYSTEM_POOL, router_service
 from hyperpod_dpd.validation.rules import is_sagemaker_name
+from hyperpod_dpd.zones import zone_settings
 from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess, aggregated_groups
 from hyperpod_dpd_cdk.dpd_endpoint import BUILTIN_NAMESPACES, DpdEndpoint
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
@@ -32,11 +34,11 @@ from hyperpod_dpd_cdk.hyperpod_cluster import (
 from hyperpod_dpd_cdk.hyperpod_dependencies import HyperPodDependencies
 from hyperpod_dpd_cdk.inference_operator import InferenceOperator
 from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
-from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket
+from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket, model_bucket_problems, spec_bucket_name
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_problems
 from hyperpod_dpd_cdk.network_policies import EndpointNetworkPolicies
 from hyperpod_dpd_cdk.observability import OBSERVABILITY_ADDON, DpdObservability, ObservabilityOptions
-from hyperpod_dpd_cdk.placement import instance_type_problems
+from hyperpod_dpd_cdk.placement import instance_type_problems, zone_problems
 from hyperpod_dpd_cdk.teardown import (
     CausedLogGroups,
     GuardDutyCleanup,
@@ -68,7 +70,8 @@ TRAINING_PLAN_ARN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12
 IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::[0-9]{12}:(role|user)/.+$")
 
 
-def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_arn: str | None) -> Iterator[Problem]:
+def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_arn: str | None,
+                      availability_zone_id: str = DEFAULT_AVAILABILITY_ZONE_ID) -> Iterator[Problem]:
     """Every problem of the hosted endpoints, each field prefixed with ``endpoints[i].``."""
     if not specs:
         yield Problem(field="endpoints", value=[], message="is empty; the stack hosts at least one endpoint",
@@ -82,6 +85,14 @@ def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_ar
                 yield Problem(field=f"endpoints[{i}].{p.field}", value=p.value, message=p.message, fix=p.fix)
         yield from instance_type_problems(spec.instance_type, region, field=f"endpoints[{i}].instance_type",
                                           training_plan_arn=training_plan_arn)
+        yield from zone_problems(spec, region=region, availability_zone_id=availability_zone_id,
+                                 field=f"endpoints[{i}]")
+    keys = [deployed.endpoint_output_key(spec.name) for spec in specs]
+    for i, key in enumerate(keys):
+        if keys.index(key) != i and specs[keys.index(key)].name != specs[i].name:
+            yield Problem(field=f"endpoints[{i}].name", value=specs[i].name,
+                          message=f"gives the same stack output key ({key}) as endpoints[{keys.index(key)}]'s "
+                                  f"name {specs[keys.index(key)].name!r}", fix="rename one of them")
     for attribute, why in (("name", "it names the instance groups and the operator's pods and services"),
                            ("endpoint_name", "SageMaker endpoint names are unique per account and region")):
         values = [getattr(spec, attribute) for spec in specs]
@@ -154,6 +165,15 @@ def existing_cluster_problems(existing: ExistingEksCluster | None, *, vpc: ec2.I
                           "if the cluster has none, create it with 'eksctl utils associate-iam-oidc-provider'")
 
 
+def model_output(source: object, *, staged_bucket: str, region: str) -> dict[str, str] | None:
+    """Where an endpoint reads its weights: the S3 source as written, or the stack's staged copy of a Hub revision."""
+    if isinstance(source, S3Source):
+        return {"bucket": source.bucket, "prefix": source.prefix, "region": source.region or region}
+    if isinstance(source, HuggingFaceSource):
+        return {"bucket": staged_bucket, "prefix": staged_prefix(source), "region": region}
+    return None
+
+
 class HyperPodDpdStack(Stack):
     """A HyperPod EKS cluster serving one or more DPD endpoints, from nothing (or from your VPC, bucket, cluster).
 
@@ -166,7 +186,8 @@ class HyperPodDpdStack(Stack):
     :param vpc: an existing VPC (``IVpc`` or ``ExistingVpc`` ids). :default: - a new VPC
     :param hyperpod_subnet_ids: with ``vpc``, HyperPod subnets by AZ ID. :default: - none
     :param eks_subnets: with ``vpc``, EKS subnets. :default: - its private subnets with egress
-    :param model_bucket_name: an existing weights bucket. :default: - a new retained bucket
+    :param model_bucket_name: the specs' bucket already exists; import it. :default: - create the bucket the
+        specs name (retained), or one with a generated name when no spec reads S3
     :param existing_cluster: an existing EKS cluster. :default: - a new cluster
     :param admin_role_arns: IAM roles given EKS cluster admin. :default: - none
     :param dependency_chart_dir: a prepared HyperPod dependency chart. :default: - device plugins only
@@ -223,7 +244,8 @@ class HyperPodDpdStack(Stack):
         groups = instance_groups_for(specs, ebs_volume_gb=ebs_volume_gb, training_plan_arn=training_plan_arn,
                                      deep_health_checks=dependency_chart_dir is not None)
         groups += aggregated_groups(specs, groups) if aggregated_baseline else []
-        problems = [*endpoint_problems(specs, region=self.region, training_plan_arn=training_plan_arn),
+        problems = [*endpoint_problems(specs, region=self.region, training_plan_arn=training_plan_arn,
+                                       availability_zone_id=availability_zone_id),
                     *option_problems(cluster_name=cluster_name, ebs_volume_gb=ebs_volume_gb, groups=len(groups),
                                      training_plan_arn=training_plan_arn, admin_role_arns=admin_role_arns),
                     *existing_cluster_problems(existing_cluster, vpc=vpc, endpoint_access=eks_endpoint_access),
@@ -234,14 +256,22 @@ class HyperPodDpdStack(Stack):
                     *(p for i, spec in enumerate(specs) for p in staging_problems(spec, field=f"endpoints[{i}]")),
                     *staging_wait_problems(weights_staging_timeout),
                     *network_problems(availability_zone_id, self.region, vpc=vpc,
-                                      hyperpod_subnet_ids=hyperpod_subnet_ids)]
+                                      hyperpod_subnet_ids=hyperpod_subnet_ids),
+                    *model_bucket_problems(specs, existing_bucket_name=model_bucket_name, region=self.region)]
         if problems:
             raise SpecError(problems)
         self.endpoint_specs = specs
+        for spec in specs:  # a zone name maps to an AZ ID per account: only preflight can compare them
+            for setting in (z for z in zone_settings(spec) if not z.is_id):
+                Annotations.of(self).add_warning_v2(
+                    "hyperpod-dpd:ZoneNameUnchecked",
+                    f"endpoint {spec.name!r}: {setting.field} {setting.value!r} must be the name of "
+                    f"{availability_zone_id} in the deploying account, or the pods never schedule; check it with "
+                    f"`hyperpod-dpd preflight SPEC --availability-zone-id {availability_zone_id}`, or leave it out")
 
         logs = AccessLogBucket(self, "AccessLogs")
         self.model_bucket = ModelBucket(self, "ModelBucket", log_bucket=logs.bucket,
-                                        existing_bucket_name=model_bucket_name)
+                                        existing_bucket_name=model_bucket_name, bucket_name=spec_bucket_name(specs))
         bucket = self.model_bucket.bucket
         prefixes = sorted({p for s in specs if (p := weights_prefix(s)) is not None})
 
@@ -349,7 +379,7 @@ class HyperPodDpdStack(Stack):
             self.endpoints.append(DpdEndpoint(
                 self, f"Endpoint-{spec.name}", cluster=cluster, spec=spec,
                 group_names={role: group_name(spec, role) for role, _ in spec.roles()},
-                model_bucket=bucket, after=after, create_namespace=False))
+                staged_bucket=bucket.bucket_name, after=after, create_namespace=False))
 
         self.network_policies = [EndpointNetworkPolicies(
             self, f"NetworkPolicies-{spec.name}", cluster=cluster, spec=spec, enforced=self.eks.created,
@@ -381,14 +411,44 @@ class HyperPodDpdStack(Stack):
                                   "hyperpod-dpd bench uses; --results-s3 s3://<model bucket>/"
                                   f"{access.results_prefix}")
         self.aggregated_twins = [AggregatedTwin(
-            self, f"Aggregated-{spec.name}", cluster=cluster, spec=spec, model_bucket=bucket,
+            self, f"Aggregated-{spec.name}", cluster=cluster, spec=spec, staged_bucket=bucket.bucket_name,
             after=(self.operator.addon, self.teardown, *staged.get(spec.name, ()),
                    *([namespaces[spec.namespace]] if spec.namespace in namespaces else [])))
             for spec in (specs if aggregated_baseline else ())]
 
-        CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
-        CfnOutput(self, "HyperPodClusterArn", value=self.hyperpod.cluster_arn)
-        CfnOutput(self, "ModelBucketName", value=bucket.bucket_name,
-                  description="Upload weights to s3://<this>/<model prefix>/ before the endpoints start")
+        self._deployed_outputs(cluster_name)
         CfnOutput(self, "KubeconfigCommand",
                   value=f"aws eks update-kubeconfig --region {self.region} --name {self.eks.cluster_name}")
+
+    def _deployed_outputs(self, cluster_name: str) -> None:
+        """What ``bench`` and ``verify`` read with --stack / --outputs-file (``hyperpod_dpd.deployed``)."""
+        CfnOutput(self, deployed.REGION, value=self.region)
+        CfnOutput(self, deployed.EKS_CLUSTER, value=self.eks.cluster_name)
+        CfnOutput(self, deployed.HYPERPOD_CLUSTER, value=cluster_name)
+        CfnOutput(self, deployed.HYPERPOD_CLUSTER_ARN, value=self.hyperpod.cluster_arn)
+        CfnOutput(self, deployed.MODEL_BUCKET, value=self.model_bucket.bucket.bucket_name,
+                  description="Upload weights to s3://<this>/<model prefix>/ before the endpoints start")
+        CfnOutput(self, deployed.SYSTEM_NODE_SELECTOR, value=",".join(
+            f"{k}={v}" for k, v in (SYSTEM_POOL if self.eks.system_nodes else {}).items()) or deployed.NO_SELECTOR,
+                  description="Labels of the CPU nodes the benchmark Job runs on (none: any non-HyperPod node)")
+        if self.observability is not None:
+            CfnOutput(self, deployed.AMP_WORKSPACE, value=self.observability.workspace_arn)
+        access = {a.namespace: a for a in self.benchmark_access}
+        twins = {twin.spec_name: twin for twin in self.aggregated_twins}
+        for endpoint in self.endpoints:
+            spec = endpoint.spec
+            source = spec.model.source
+            bench = access.get(spec.namespace)
+            twin = twins.get(spec.name)
+            value = deployed.endpoint_output(
+                name=spec.name, namespace=spec.namespace, router_service=router_service(spec),
+                router_namespace=OPERATOR_NAMESPACE, instance_groups={
+                    role: group_name(spec, role) for role, _ in spec.roles()},
+                model=model_output(source, staged_bucket=self.model_bucket.bucket.bucket_name, region=self.region),
+                benchmark={"serviceAccount": bench.service_account_name, "roleArn": bench.role.role_arn}
+                if bench is not None else None,
+                aggregated={"name": twin.name, "routerService": twin.router_service, "instanceGroup": twin.group_name}
+                if twin is not None else None)
+            CfnOutput(self, deployed.endpoint_output_key(spec.name), value=self.to_json_string(value),
+                      description=f"Endpoint {spec.namespace}/{spec.name} as deployed (read by hyperpod-dpd bench "
+                                  "and verify)")

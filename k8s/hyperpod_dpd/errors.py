@@ -49,16 +49,17 @@ class Warning:
 class SpecError(ValueError):
     """A spec that the operator, vLLM or the cluster would reject, with every problem found."""
 
-    def __init__(self, problems: Iterable[Problem], *, source: str | None = None) -> None:
+    def __init__(self, problems: Iterable[Problem], *, source: str | None = None, what: str = "DPD spec") -> None:
         self.problems: tuple[Problem, ...] = tuple(problems)
         self.source = source
+        self.what = what
         super().__init__(self._text())
 
     def _text(self) -> str:
         where = f" in {self.source}" if self.source else ""
         count = len(self.problems)
         noun = "problem" if count == 1 else "problems"
-        lines = [f"invalid DPD spec{where} ({count} {noun}):"]
+        lines = [f"invalid {self.what}{where} ({count} {noun}):"]
         lines += [f"  - {p.render()}" for p in self.problems]
         return "\n".join(lines)
 

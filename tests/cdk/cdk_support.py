@@ -93,6 +93,12 @@ def hf_source(spec: DpdSpec, model_id: str, **source: Any) -> DpdSpec:
         model_id=model_id, **source)))
 
 
+def with_bucket(spec: DpdSpec, bucket: str) -> DpdSpec:
+    """``spec`` reading its weights from ``bucket`` (same prefix)."""
+    return dataclasses.replace(spec, model=dataclasses.replace(
+        spec.model, source=dataclasses.replace(spec.model.source, bucket=bucket)))
+
+
 def second_spec() -> DpdSpec:
     """A second endpoint: own namespace, an autoscaled prefill role, weights under another prefix."""
     base = default_spec()

@@ -75,3 +75,37 @@ def by_addon(template: Template, name: str) -> str:
     matches = [k for k, v in by_type(template, "AWS::EKS::Addon").items() if v["Properties"]["AddonName"] == name]
     assert len(matches) == 1, f"add-on {name}: {matches}"
     return matches[0]
+
+
+def stand_in(template: Template, value: Any) -> Any:
+    """``value`` as CloudFormation would resolve it at deploy time, with stand-ins for what only a deploy knows.
+
+    ``Ref`` of a named bucket is its name (as CloudFormation returns it); other ``Ref``s and
+    ``Fn::GetAtt``s become readable stand-ins (an ARN for IAM roles) that name the logical id.
+    """
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, list):
+        return [stand_in(template, v) for v in value]
+    if "Ref" in value:
+        target = value["Ref"]
+        if target.startswith("AWS::"):
+            return {"AWS::Region": "us-west-2", "AWS::AccountId": "111122223333", "AWS::Partition": "aws",
+                    "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "stand-in-stack"}[target]
+        properties = template["Resources"][target].get("Properties", {})
+        return properties.get("BucketName") or f"{target}-stand-in"
+    if "Fn::GetAtt" in value:
+        target, attribute = value["Fn::GetAtt"]
+        if template["Resources"][target]["Type"] == "AWS::IAM::Role" and attribute == "Arn":
+            return f"arn:aws:iam::111122223333:role/{target}"
+        return f"arn:aws:stand-in:us-west-2:111122223333:{target}/{attribute}"
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(str(stand_in(template, p)) for p in parts)
+    raise AssertionError(f"no stand-in for {value!r}")
+
+
+def outputs_file(template: Template, stack_name: str) -> dict[str, dict[str, str]]:
+    """What ``cdk deploy --outputs-file`` would write for this template: ``{stack: {output key: value}}``."""
+    return {stack_name: {key: str(stand_in(template, output["Value"]))
+                         for key, output in template.get("Outputs", {}).items()}}

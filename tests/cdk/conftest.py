@@ -80,7 +80,8 @@ def multi_app(cdk_context: dict[str, Any], prepared_chart: Path,
     API endpoint public from one CIDR only, no bootstrap admin for the cluster's creator, NetworkPolicies."""
     app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("multi")))
     stack = HyperPodDpdStack(
-        app, "Multi", env=cdk.Environment(region=REGION), endpoints=[default_spec(), cdk_support.second_spec()],
+        app, "Multi", env=cdk.Environment(region=REGION),
+        endpoints=[cdk_support.with_bucket(default_spec(), "my-weights"), cdk_support.second_spec()],
         vpc=cdk_support.EXISTING_VPC, hyperpod_subnet_ids=cdk_support.HYPERPOD_SUBNETS, availability_zone_id="usw2-az2",
         model_bucket_name="my-weights", dependency_chart_dir=prepared_chart,
         admin_role_arns=["arn:aws:iam::111122223333:role/PlatformAdmin"],

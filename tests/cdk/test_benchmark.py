@@ -105,10 +105,11 @@ def test_the_twin_gets_one_node_and_its_manifest(twin_app: Synthesized,
         k: v for k, v in prefill.items() if k not in ("InstanceGroupName", "InstanceCount")}
     (aggregated,) = twin_app.stack.aggregated_twins
     resource = twin_app.template["Resources"][logical_id(aggregated.manifest.node.default_child)]
-    (document,) = rendered(resource["Properties"]["Manifest"], placeholder="my-model-bucket")
+    (document,) = rendered(resource["Properties"]["Manifest"])
     assert crd_errors(document) == []
     assert document["metadata"]["name"] == "dpd-test-agg" and "pdSpec" not in document["spec"]
-    assert document["spec"]["modelSourceConfig"]["s3Storage"]["bucketName"] == "my-model-bucket"
+    # The twin reads the bucket the spec names, as the endpoint does (the stack creates that bucket).
+    assert document["spec"]["modelSourceConfig"]["s3Storage"]["bucketName"] == "dpd-models-example"
     terms = document["spec"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "sagemaker.amazonaws.com/instance-group-name", "operator": "In",
                                             "values": ["dpd-test-aggregated"]}]}]
@@ -171,3 +172,9 @@ def test_every_worker_fits_the_node_its_instance_group_builds(twin_app: Synthesi
         daemonsets = 2.0  # generous: aws-node, kube-proxy, device plugins, CSI node pods, agents
         request = parse_quantity(document["spec"]["worker"]["resources"]["requests"]["cpu"])
         assert request <= cores - kube_reserved - daemonsets, (document["metadata"]["name"], request, cores)
+
+
+def test_the_benchmark_nodes_are_an_output(default_app: Synthesized, existing_cluster_app: Synthesized) -> None:
+    """bench audit D2: on an existing cluster no node carries the system pool label, so the stack says none."""
+    assert default_app.template["Outputs"]["SystemNodeSelector"]["Value"] == "hyperpod-dpd/pool=system"
+    assert existing_cluster_app.template["Outputs"]["SystemNodeSelector"]["Value"] == "none"

@@ -32,7 +32,7 @@ def test_constructs_compose_in_your_own_stack(cdk_context: dict[str, Any]) -> No
     spec = default_spec()
 
     logs = AccessLogBucket(stack, "Logs").bucket
-    weights = ModelBucket(stack, "Weights", log_bucket=logs).bucket
+    weights = ModelBucket(stack, "Weights", log_bucket=logs, bucket_name=spec.model.source.bucket).bucket
     network = HyperPodNetwork(stack, "Network", availability_zone_id="usw2-az2")
     efa = EfaSecurityGroup(stack, "Efa", vpc=network.vpc).security_group
     eks = HyperPodEksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=efa)
@@ -51,7 +51,7 @@ def test_constructs_compose_in_your_own_stack(cdk_context: dict[str, Any]) -> No
                                  hyperpod_cluster_arn=hyperpod.cluster_arn, model_bucket=weights,
                                  model_prefixes=["Llama-3.3-70B-Instruct"], log_bucket=logs)
     operator.after(hyperpod)
-    DpdEndpoint(stack, "Llama", cluster=eks.cluster, spec=spec, model_bucket=weights, after=(operator.addon,),
+    DpdEndpoint(stack, "Llama", cluster=eks.cluster, spec=spec, after=(operator.addon,),
                 group_names={r: group_name(spec, r) for r, _ in spec.roles()})
 
     template = assertions.Template.from_stack(stack)

@@ -268,7 +268,8 @@ def test_s3_region_comes_from_the_caller_when_the_spec_has_none(spec: DpdSpec) -
     spec = dataclasses.replace(spec, model=dataclasses.replace(spec.model, source=source))
     rendered = render_inference_endpoint_config(spec, region="eu-west-1")
     assert rendered["spec"]["modelSourceConfig"]["s3Storage"] == {"bucketName": "models", "region": "eu-west-1"}
-    with pytest.raises(SpecError, match=r"model\.source\.s3\.region: is required.*Fix: set region"):
+    with pytest.raises(SpecError, match=r"model\.source\.s3\.region: is required.*Fix: set model\.source\.s3"
+                                        r"\.region.*--region"):
         render_inference_endpoint_config(spec)
 
 

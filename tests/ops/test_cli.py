@@ -153,6 +153,9 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
     captured = capsys.readouterr()
     out = captured.out
     assert captured.err.splitlines() == [
+        "note: guessed from the spec: hyperpod cluster the only HyperPod cluster in the region, else HyperPodDpd-hp; "
+        "endpoint default/dpd-test; router hyperpod-inference-system/dpd-test-default-routing-service. Pass --stack "
+        "NAME or --outputs-file FILE to use what the stack deployed",
         "sending the short prompt (~14 tokens) through dpd-test-default-routing-service...",
         "sending the long prompt (~6149 tokens) through dpd-test-default-routing-service..."]
     rows = [line.split("  ")[0] for line in out.splitlines()[2:] if not line.startswith(" ")]
@@ -173,7 +176,8 @@ def test_verify_times_out_naming_what_is_not_ready(seams: Any, stubs: Any, fakes
             fakes.pod("decode-dpd-test-1", "default", "decode", 2))})
     assert main(["verify", "--cluster-name", "dpd", "--timeout", "60", "--poll-interval", "20", "--smoke"]) == 1
     captured = capsys.readouterr()
-    progress, final = captured.err.splitlines()[:-1], captured.err.splitlines()[-1]
+    note, *progress, final = captured.err.splitlines()
+    assert note.startswith("note: guessed from the spec: endpoint default/dpd-test;")
     assert len(progress) == 3 and progress[0].startswith("waiting    0s/60s: decode (deployment decode-dpd-test")
     assert final.startswith("hyperpod-dpd: timed out after 60s; still not ready: decode. Next: a pod stuck at 2/3 "
                             "Ready is vLLM still loading the model")

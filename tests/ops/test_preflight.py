@@ -23,6 +23,7 @@ from hyperpod_dpd.ops.preflight import (
     instances_needed,
 )
 from hyperpod_dpd.spec import AutoscalingSpec, DpdSpec, HuggingFaceSource, ModelSpec, Resources, S3Source
+from hyperpod_dpd.zones import ZoneSetting
 
 # --- instance counts -------------------------------------------------------------------------------
 
@@ -132,6 +133,27 @@ def test_availability_zone_found(clients: AwsClients) -> None:
     check = check_availability_zone(clients.ec2(), "us-west-2", zone_id)
     assert check.status is Status.PASS
     assert check.detail == f"{zone_id} is us-west-2b in us-west-2 (available)"
+
+
+def test_a_pinned_zone_must_be_the_hyperpod_zone() -> None:
+    """first-hour audit F4: a spec's zone name is compared with the AZ ID's name in this account."""
+    ec2 = boto3.client("ec2", region_name="us-west-2", aws_access_key_id="a", aws_secret_access_key="b")
+    zones = {"AvailabilityZones": [{"ZoneId": "usw2-az2", "ZoneName": "us-west-2b", "State": "available"},
+                                   {"ZoneId": "usw2-az1", "ZoneName": "us-west-2a", "State": "available"}]}
+    elsewhere = [ZoneSetting(field="topology.availability_zone", value="us-west-2a", is_id=False),
+                 ZoneSetting(field="decode.node_selector['topology.k8s.aws/zone-id']", value="usw2-az1", is_id=True)]
+    here = [ZoneSetting(field="topology.availability_zone", value="us-west-2b", is_id=False)]
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_availability_zones", zones, {"AllAvailabilityZones": True})
+        stub.add_response("describe_availability_zones", zones, {"AllAvailabilityZones": True})
+        refused = check_availability_zone(ec2, "us-west-2", "usw2-az2", pinned=elsewhere)
+        fine = check_availability_zone(ec2, "us-west-2", "usw2-az2", pinned=here)
+    assert refused.status is Status.FAIL
+    assert refused.detail == (
+        "usw2-az2 is us-west-2b in us-west-2, but topology.availability_zone is 'us-west-2a'; "
+        "decode.node_selector['topology.k8s.aws/zone-id'] is 'usw2-az1': those pods would never schedule on the "
+        "HyperPod nodes. Fix: use us-west-2b (or usw2-az2 for topology.k8s.aws/zone-id), or leave it out")
+    assert fine.status is Status.PASS
 
 
 def test_availability_zone_missing_lists_the_region_ids(clients: AwsClients) -> None:

@@ -39,6 +39,19 @@ def test_cluster_in_service_reports_nodes_per_instance_group(stubs: Any, spec: D
     ]
 
 
+def test_the_stacks_instance_groups_must_be_in_the_cluster(stubs: Any, spec: DpdSpec, fakes: Any) -> None:
+    """With the stack's outputs verify knows the groups it deployed; a cluster without them is the wrong one."""
+    for _ in range(2):
+        stubs.describe("dpd")
+        stubs.nodes("dpd", [fakes.node("workers", "ml.p5.48xlarge", 1), fakes.node("workers", "ml.p5.48xlarge", 2)])
+    wrong = check_cluster(stubs.sagemaker, "dpd", spec, instance_groups=("dpd-test-prefill", "workers"))
+    right = check_cluster(stubs.sagemaker, "dpd", spec, instance_groups=("workers",))
+    assert wrong.status is Status.FAIL
+    assert wrong.detail.splitlines()[0] == ("dpd: InService, but the stack's instance group(s) dpd-test-prefill are "
+                                            "not in it: check --cluster-name, or the stack's update")
+    assert right.status is Status.PASS
+
+
 def test_cluster_failed_shows_the_failure_message(stubs: Any, spec: DpdSpec, fakes: Any) -> None:
     stubs.describe("dpd", status="Failed", failure="We currently do not have sufficient capacity for the "
                                                    "requested instance type(s)",

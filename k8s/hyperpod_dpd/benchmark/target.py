@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, ROUTER_PORT, router_service
 from hyperpod_dpd.spec import DpdSpec, S3Source
+
+if TYPE_CHECKING:
+    from hyperpod_dpd.deployed import DeployedEndpoint
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,11 +65,43 @@ class BenchmarkTarget:
         source = spec.model.source
         if tokenizer is None:
             if not isinstance(source, S3Source):
-                raise SpecError([Problem(
-                    field="model.source", value=type(source).__name__, message="is not S3, so the benchmark cannot "
-                    "copy the tokenizer files from the model's prefix", fix="copy tokenizer.json and "
-                    "tokenizer_config.json to S3 and pass --tokenizer-s3 s3://BUCKET/PREFIX")])
+                raise _no_s3_prefix(spec)
             tokenizer = S3Location(bucket=source.bucket, prefix=source.prefix, region=source.region or region)
-        api_base = f"http://{router_service(spec)}.{OPERATOR_NAMESPACE}.svc.cluster.local:{ROUTER_PORT}"
-        return cls(name=spec.name, namespace=namespace or spec.namespace, api_base=api_base,
+        return cls(name=spec.name, namespace=namespace or spec.namespace,
+                   api_base=router_url(router_service(spec), OPERATOR_NAMESPACE),
                    served_model=spec.model.mount_path, model_label=spec.model.name, tokenizer=tokenizer)
+
+    @classmethod
+    def for_deployed(cls, spec: DpdSpec, endpoint: DeployedEndpoint, *, twin: bool = False,
+                     namespace: str | None = None, tokenizer: S3Location | None = None) -> BenchmarkTarget:
+        """The endpoint as the stack deployed it: its router Service, namespace and model prefix from the outputs.
+
+        :param twin: the endpoint's aggregated twin instead (a :class:`SpecError` when the stack has none).
+        :param tokenizer: where the tokenizer files are. :default: - the deployed model prefix
+        """
+        if tokenizer is None:
+            if endpoint.model is None:
+                raise _no_s3_prefix(spec)
+            model = endpoint.model
+            tokenizer = S3Location(bucket=model.bucket, prefix=model.prefix, region=model.region)
+        name, service = endpoint.name, endpoint.router_service
+        if twin:
+            if endpoint.aggregated is None:
+                raise SpecError([Problem(field="--aggregated", value=True, message=f"the stack hosts no aggregated "
+                                         f"twin of {endpoint.name!r}", fix="deploy with -c aggregated_baseline=true")])
+            name, service = endpoint.aggregated.name, endpoint.aggregated.router_service
+        return cls(name=name, namespace=namespace or endpoint.namespace,
+                   api_base=router_url(service, endpoint.router_namespace),
+                   served_model=spec.model.mount_path, model_label=spec.model.name, tokenizer=tokenizer)
+
+
+def _no_s3_prefix(spec: DpdSpec) -> SpecError:
+    return SpecError([Problem(
+        field="model.source", value=type(spec.model.source).__name__, message="is not S3, so the benchmark cannot "
+        "copy the tokenizer files from the model's prefix", fix="copy tokenizer.json and tokenizer_config.json to "
+        "S3 and pass --tokenizer-s3 s3://BUCKET/PREFIX")])
+
+
+def router_url(service: str, namespace: str) -> str:
+    """The router Service's in-cluster URL: plain HTTP on port 443, as the operator's docs call it."""
+    return f"http://{service}.{namespace}.svc.cluster.local:{ROUTER_PORT}"

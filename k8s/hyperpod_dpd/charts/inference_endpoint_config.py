@@ -109,7 +109,8 @@ def _model_source(s: DpdSpec, region: str | None) -> dict[str, Any]:
         if bucket_region is None:
             raise SpecError([Problem(field="model.source.s3.region", value=None, message="is required to render "
                                      "manifests outside a CDK stack (the CRD needs the bucket's region)",
-                                     fix="set region, e.g. 'us-west-2'")])
+                                     fix="set model.source.s3.region, e.g. 'us-west-2', or pass "
+                                         "--region")])
         return {"modelSourceType": "s3", "modelLocation": source.prefix,
                 "s3Storage": {"bucketName": source.bucket, "region": bucket_region}}
     if isinstance(source, FsxSource):

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.errors import SpecError, Warning
-from hyperpod_dpd.loading import STDIN, load_spec, read_spec_data
+from hyperpod_dpd.errors import Problem, SpecError, Warning
+from hyperpod_dpd.loading import STDIN, read_spec_data, spec_from_mapping
 from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.validation import CheckedSpec, check, check_data
+
+if TYPE_CHECKING:
+    from hyperpod_dpd.deployed import DeployedStack
+    from hyperpod_dpd.ops.aws import AwsClients
 
 DEFAULT_SOURCE = "the embedded default spec"
 # "Write files here", the same flag on every command that writes files (``-``: standard output).
@@ -37,20 +41,19 @@ def source_name(path: str | None) -> str:
 
 
 def read_spec(path: str | None) -> DpdSpec:
-    """The spec at ``path`` (``-``: standard input), or the embedded default.
+    """The spec at ``path`` (``-``: standard input), or the embedded default, after every check.
 
-    A bad file is a :class:`UserFacingError`.
+    A bad file is a :class:`UserFacingError` (:func:`read_checked_spec`).
     """
-    from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
-
-    try:
-        return default_spec() if path is None else load_spec(path)
-    except SpecError as err:
-        raise UserFacingError(str(_named(err, path))) from None
+    return read_checked_spec(path).spec
 
 
 def check_spec_file(path: str | None) -> CheckedSpec:
-    """Read and check in one pass, so wrong types and broken rules are reported together (raises :class:`SpecError`)."""
+    """Read and check in one pass, so wrong types and broken rules are reported together (raises :class:`SpecError`).
+
+    Every command reads its spec here, and the CDK app through the same
+    :func:`load_checked_spec`, so one file gets the same problems from each of them.
+    """
     from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
 
     try:
@@ -71,6 +74,34 @@ def read_checked_spec(path: str | None) -> CheckedSpec:
 
 def _named(err: SpecError, path: str | None) -> SpecError:
     return err if path != STDIN else SpecError(err.problems, source=source_name(path))
+
+
+def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, ...]]:
+    """The spec and the problems :func:`read_checked_spec` would raise, for a command that still reports on it.
+
+    ``plan`` prints the sizing that explains a refused spec before exiting 2 with the same problems;
+    a file that does not parse is still an error at once. The file is read once (standard input too).
+    """
+    if path is None:
+        return read_checked_spec(path).spec, ()
+    try:
+        data = read_spec_data(path)
+    except SpecError as err:
+        raise UserFacingError(str(_named(err, path))) from None
+    try:
+        return check_data(data, source=source_name(path)).spec, ()
+    except SpecError as err:
+        refused = err
+    try:
+        spec = spec_from_mapping(data)  # the rules refused it, but it parses: report on it, then refuse
+    except SpecError:
+        raise UserFacingError(str(refused)) from None
+    return spec, refused.problems
+
+
+def problems_error(head: str, err: SpecError) -> UserFacingError:
+    """``head`` and one ``  - field: ...`` line per problem, as every command prints them."""
+    return UserFacingError("\n".join([head, *(f"  - {p.render()}" for p in err.problems)]))
 
 
 def print_warnings(warnings: Iterable[Warning]) -> None:
@@ -149,3 +180,32 @@ def add_spec_argument(parser: object) -> None:
 def add_json_argument(parser: Any, *, shape: str) -> None:
     """``--json``: one JSON object on standard output instead of text; ``shape`` documents its keys."""
     parser.add_argument("--json", action="store_true", help=f"print one JSON object instead of text: {shape}")
+
+
+def add_deployed_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--stack`` and ``--outputs-file``: read what the stack deployed instead of deriving it from the spec."""
+    parser.add_argument("--stack", metavar="NAME",
+                        help="read the deployed names from this CloudFormation stack's outputs (DescribeStacks, "
+                             "in --region or the profile's region); with --outputs-file, which stack of the file")
+    parser.add_argument("--outputs-file", metavar="FILE",
+                        help="read them from the JSON `cdk deploy --outputs-file FILE` wrote (works offline)")
+
+
+def read_deployed(args: argparse.Namespace, clients: Callable[..., AwsClients]) -> DeployedStack | None:
+    """The stack named by ``--outputs-file``/``--stack``, or ``None`` when neither was given.
+
+    :param clients: ``clients(region, profile)``, the commands' AWS seam (only called for ``--stack``).
+    """
+    from hyperpod_dpd.deployed import describe_stack, read_outputs_file  # noqa: PLC0415
+    from hyperpod_dpd.ops.aws import AwsUnavailable  # noqa: PLC0415
+
+    try:
+        if args.outputs_file:
+            return read_outputs_file(args.outputs_file, stack=args.stack)
+        if args.stack:
+            return describe_stack(clients(args.region, getattr(args, "profile", None)), args.stack)
+    except SpecError as err:
+        raise problems_error("cannot read the deployed stack:", err) from None
+    except AwsUnavailable as err:
+        raise UserFacingError(f"--stack {args.stack}: {err}") from None
+    return None

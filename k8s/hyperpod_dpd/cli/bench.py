@@ -29,11 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.cli._common import (
     UserFacingError,
+    add_deployed_arguments,
     add_output_dir_argument,
     add_spec_argument,
     emit_documents,
     read_checked_spec,
+    read_deployed,
 )
+from hyperpod_dpd.deployed import Resolved, guessed_note, render_resolved
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.ops.kube import KubeError, load_kube
 
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
     from hyperpod_dpd.benchmark.scenario import Scenario
     from hyperpod_dpd.benchmark.target import BenchmarkTarget
     from hyperpod_dpd.benchmark.trust import TrustWarning
+    from hyperpod_dpd.deployed import DeployedStack
+    from hyperpod_dpd.ops.aws import AwsClients
 
 DEFAULT_POLL = 15
 DPD, AGGREGATED = "dpd", "aggregated"
@@ -56,7 +61,14 @@ def _benchmark_kube(context: str | None, kubeconfig: str | None) -> BenchmarkKub
     return BenchmarkKube.from_kube(load_kube(context, kubeconfig))
 
 
+def _aws_clients(region: str | None, profile: str | None) -> AwsClients:
+    from hyperpod_dpd.ops.aws import session_clients  # noqa: PLC0415
+
+    return session_clients(region, profile)
+
+
 # The seams the tests replace.
+aws_clients: Callable[[str | None, str | None], AwsClients] = _aws_clients
 benchmark_kube: Callable[[str | None, str | None], BenchmarkKube] = _benchmark_kube
 clock: Callable[[], float] = time.monotonic
 sleep: Callable[[float], None] = time.sleep
@@ -132,7 +144,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="also upload the result files under S3_URI/<endpoint>/<run id>/")
     job.add_argument("--node-selector", type=_pairs, metavar="K=V[,K=V]",
                      help="nodes the pod may use (default: hyperpod-dpd/pool=system; '' for any non-HyperPod node)")
-    job.add_argument("--region", help="the buckets' region (default: the model source's)")
+    job.add_argument("--region", help="the buckets' and the --stack's region (default: the stack's, else the model "
+                                      "source's)")
+    deployed = parser.add_argument_group("the deployed stack (the names it deployed, over the spec's)")
+    add_deployed_arguments(deployed)  # type: ignore[arg-type]
+    deployed.add_argument("--profile", help="AWS named profile for --stack (default: the default credential chain)")
     cluster = parser.add_argument_group("the cluster")
     cluster.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
     cluster.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
@@ -175,8 +191,17 @@ def _run(args: argparse.Namespace, spec: Any) -> int:
     else:
         scenario = Scenario(isl=args.isl, osl=args.osl, concurrency=parse_levels(args.concurrency),
                             requests=args.requests, max_seconds=args.max_seconds)
-        targets = _targets(args, spec)
-        options = _options(args)
+        deployed = read_deployed(args, aws_clients)
+        targets = _targets(args, spec, deployed)
+        given = {"namespace": args.namespace, "tokenizer": args.tokenizer_s3, "service account": args.service_account,
+                 "role": args.role_arn, "nodes": args.node_selector}
+        options = _options(args, deployed, spec.name)
+        names = _names(targets[0][1], options, deployed, given=given)
+        note = guessed_note(names)
+        if args.render:
+            print(render_resolved(names, deployed=deployed), file=sys.stderr)
+        elif note and not args.json:
+            print(note, file=sys.stderr)
         if args.render:
             return _render(args.render, targets, scenario, options)
         outcomes = _on_cluster(args, targets, scenario, options)
@@ -222,12 +247,17 @@ def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
     return outcomes
 
 
-def _targets(args: argparse.Namespace, spec: Any) -> list[tuple[str, BenchmarkTarget]]:
+def _targets(args: argparse.Namespace, spec: Any, deployed: DeployedStack | None) -> list[tuple[str, BenchmarkTarget]]:
     from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location  # noqa: PLC0415
     from hyperpod_dpd.charts.aggregated import aggregated_spec  # noqa: PLC0415
 
     tokenizer = S3Location.parse(args.tokenizer_s3, field="--tokenizer-s3", region=args.region) \
         if args.tokenizer_s3 else None
+    if deployed is not None:  # the stack's names over the spec's
+        endpoint = deployed.endpoint(spec.name)
+        return [(label, BenchmarkTarget.for_deployed(spec, endpoint, twin=label == AGGREGATED,
+                                                     namespace=args.namespace, tokenizer=tokenizer))
+                for label in ([DPD, AGGREGATED] if args.aggregated else [DPD])]
     dpd = BenchmarkTarget.for_spec(spec, namespace=args.namespace, tokenizer=tokenizer, region=args.region)
     targets = [(DPD, dpd)]
     if args.aggregated:
@@ -236,10 +266,16 @@ def _targets(args: argparse.Namespace, spec: Any) -> list[tuple[str, BenchmarkTa
     return targets
 
 
-def _options(args: argparse.Namespace) -> Any:
+def _options(args: argparse.Namespace, deployed: DeployedStack | None = None, name: str = "") -> Any:
     from hyperpod_dpd.benchmark.job import JobOptions  # noqa: PLC0415
     from hyperpod_dpd.benchmark.target import S3Location  # noqa: PLC0415
 
+    if deployed is not None:  # the stack's ServiceAccount, its role and its system nodes, unless given
+        endpoint = deployed.endpoint(name)
+        args.service_account = args.service_account or endpoint.benchmark_service_account
+        args.role_arn = args.role_arn or endpoint.benchmark_role_arn
+        if args.node_selector is None and deployed.system_node_selector is not None:
+            args.node_selector = dict(deployed.system_node_selector)
     given: dict[str, Any] = {
         "image": args.image, "genai_bench_version": args.genai_bench_version, "aws_cli_image": args.aws_cli_image,
         "service_account": args.service_account, "role_arn": args.role_arn, "node_selector": args.node_selector,
@@ -247,6 +283,24 @@ def _options(args: argparse.Namespace) -> Any:
         if args.results_s3 else None}
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S", now())
     return JobOptions(run_id=run_id, **{key: value for key, value in given.items() if value is not None})
+
+
+def _names(target: BenchmarkTarget, options: Any, deployed: DeployedStack | None,
+           *, given: dict[str, Any]) -> list[Resolved]:
+    """Which endpoint, bucket, ServiceAccount and nodes the Job uses, and where each name came from."""
+    from hyperpod_dpd.deployed import GUESSED, OPTION, STACK  # noqa: PLC0415
+
+    def origin(what: str) -> str:
+        return OPTION if given.get(what) is not None else STACK if deployed is not None else GUESSED
+
+    selector = ",".join(f"{k}={v}" for k, v in options.node_selector.items()) or "any non-HyperPod node"
+    return [
+        Resolved("endpoint", f"{target.namespace}/{target.name}", origin("namespace")),
+        Resolved("router", target.api_base, origin("router")),
+        Resolved("tokenizer", target.tokenizer.uri, origin("tokenizer")),
+        Resolved("service account", options.service_account, origin("service account")),
+        Resolved("role", options.role_arn or "none (a ServiceAccount without IRSA)", origin("role")),
+        Resolved("nodes", selector, origin("nodes"))]
 
 
 def _render(folder: str, targets: list[tuple[str, BenchmarkTarget]], scenario: Scenario, options: Any) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, read_spec
+from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, read_spec_with_problems
 from hyperpod_dpd.errors import SpecError
 
 
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = read_spec(args.spec)
+    spec, refused = read_spec_with_problems(args.spec)
     from hyperpod_dpd.planner import load_architecture, plan  # noqa: PLC0415 - keeps --help fast
 
     try:
@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(sized.to_json(), indent=2))
     else:
         print(sized.render_table(), end="")
-    if sized.problems:
-        raise UserFacingError(str(SpecError(sized.problems, source=args.spec or "the embedded default spec")))
+    problems = [*refused, *(p for p in sized.problems if p not in refused)]
+    if problems:
+        raise UserFacingError(str(SpecError(problems, source=args.spec or "the embedded default spec")))
     return 0

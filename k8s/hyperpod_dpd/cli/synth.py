@@ -11,6 +11,7 @@ from hyperpod_dpd.cli._common import (
     emit_documents,
     print_warnings,
     read_checked_spec,
+    source_name,
 )
 from hyperpod_dpd.errors import SpecError
 
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         documents, warnings = synth_documents([checked], region=args.region)
     except SpecError as err:
-        raise UserFacingError(str(err)) from None
+        raise UserFacingError(str(SpecError(err.problems, source=source_name(args.spec)))) from None
     print_warnings(warnings)
     for path in emit_documents(documents, args.output_dir):
         print(path)

@@ -16,8 +16,11 @@ if internet-facing), with its listeners, security groups and source ranges; with
 ALB's scheme and security-group sources and the SageMaker endpoint's status (when endpoint_name is
 set); and the NetworkPolicies where the router and the model pods run.
 
-The HyperPod cluster is --cluster-name, else the only HyperPod cluster in the region, else
-HyperPodDpd-hp (the CDK app's default).
+With --stack NAME or --outputs-file FILE the names come from what the stack deployed (its outputs):
+the region, the HyperPod cluster, the endpoint's namespace, router Service and instance groups.
+Without them the spec's names are used, and the HyperPod cluster is --cluster-name, else the only
+HyperPod cluster in the region, else HyperPodDpd-hp (the CDK app's default). --dry-run prints the
+names and where each came from, and contacts nothing.
 Exit status: 0 when every check passed or was skipped, 1 when any failed, errored or timed out,
 2 for usage errors.
 
@@ -29,13 +32,26 @@ pods/proxy in the endpoint's namespace for --smoke.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hyperpod_dpd.cli._common import add_aws_arguments, add_spec_argument, bucket_region, read_spec
+from hyperpod_dpd.cli._common import (
+    UserFacingError,
+    add_aws_arguments,
+    add_deployed_arguments,
+    add_spec_argument,
+    bucket_region,
+    problems_error,
+    read_deployed,
+    read_spec,
+)
+from hyperpod_dpd.deployed import GUESSED, OPTION, STACK, DeployedStack, Resolved, guessed_note, render_resolved
 from hyperpod_dpd.deployment_defaults import DEFAULT_HYPERPOD_CLUSTER
+from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, router_service
 from hyperpod_dpd.ops.aws import AwsClients, AwsUnavailable, session_clients
 from hyperpod_dpd.ops.checks import Check, Status, errored, exit_status, skipped
 from hyperpod_dpd.ops.exposure import exposure_checks
@@ -76,6 +92,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--cluster-name", help="the HyperPod cluster (default: the only one in the region, else "
                              f"{DEFAULT_HYPERPOD_CLUSTER}, the CDK app's default)")
     add_aws_arguments(parser)
+    add_deployed_arguments(parser)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the names verify would check and where each came from; contact nothing")
     parser.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     parser.add_argument("--wait", action=argparse.BooleanOptionalAction, default=True,
@@ -93,12 +112,52 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run)
 
 
+def _as_deployed(spec: DpdSpec, deployed: DeployedStack | None) -> DpdSpec:
+    """The spec in the namespace the stack deployed it to (the stack's router Service must then match)."""
+    if deployed is None:
+        return spec
+    try:
+        endpoint = deployed.endpoint(spec.name)
+    except SpecError as err:
+        raise problems_error("the spec is not an endpoint of the deployed stack:", err) from None
+    placed = dataclasses.replace(spec, namespace=endpoint.namespace)
+    if endpoint.router_service != router_service(placed) or endpoint.router_namespace != OPERATOR_NAMESPACE:
+        raise UserFacingError(f"the stack's router Service {endpoint.router_namespace}/{endpoint.router_service} is "
+                              f"not the one this version derives ({OPERATOR_NAMESPACE}/{router_service(placed)}): "
+                              "use the hyperpod-dpd version that deployed the stack")
+    return placed
+
+
+def _names(args: argparse.Namespace, spec: DpdSpec, deployed: DeployedStack | None, region: str) -> list[Resolved]:
+    def origin(option: object) -> str:
+        return OPTION if option is not None else STACK if deployed is not None else GUESSED
+
+    cluster = args.cluster_name or (deployed.hyperpod_cluster_name if deployed is not None else
+                                    f"the only HyperPod cluster in the region, else {DEFAULT_HYPERPOD_CLUSTER}")
+    names = [Resolved("hyperpod cluster", cluster, origin(args.cluster_name)),
+             Resolved("endpoint", f"{spec.namespace}/{spec.name}", origin(None)),
+             Resolved("router", f"{OPERATOR_NAMESPACE}/{router_service(spec)}", origin(None))]
+    if deployed is None:  # the region comes from --region or the AWS configuration, groups only from the stack
+        return names
+    groups = ", ".join(f"{role} {group}" for role, group in deployed.endpoint(spec.name).instance_groups.items())
+    return [Resolved("region", region, origin(args.region)), *names,
+            Resolved("instance groups", groups, STACK)]
+
+
 def run(args: argparse.Namespace) -> int:
-    spec = read_spec(args.spec)
-    fallback = bucket_region(spec)
+    deployed = read_deployed(args, aws_clients)
+    spec = _as_deployed(read_spec(args.spec), deployed)
+    fallback = deployed.region if deployed is not None else bucket_region(spec)
     leading: list[Check] = []
 
     region = args.region or fallback or "?"
+    used = _names(args, spec, deployed, region)
+    if args.dry_run:
+        print(render_resolved(used, deployed=deployed))
+        return 0
+    note = guessed_note(used)
+    if note and not args.json:
+        print(note, file=sys.stderr)
     sagemaker: Callable[[], SageMakerClient] | None = None
     clients: AwsClients | None = None
     try:
@@ -115,7 +174,10 @@ def run(args: argparse.Namespace) -> int:
 
     waiter = Waiter(timeout=args.timeout, poll_interval=args.poll_interval, clock=clock, sleep=sleep,
                     progress=Progress(sys.stderr) if not args.json else None)
-    targets = VerifyTargets(spec=spec, region=region, cluster_name=args.cluster_name, crd_diff=args.crd_diff)
+    cluster_name = args.cluster_name or (deployed.hyperpod_cluster_name if deployed is not None else None)
+    groups = tuple(deployed.endpoint(spec.name).instance_groups.values()) if deployed is not None else ()
+    targets = VerifyTargets(spec=spec, region=region, cluster_name=cluster_name, instance_groups=groups,
+                            crd_diff=args.crd_diff)
     polled, timed_out = waiter.run(probes(targets, sagemaker=sagemaker, kube=kube), wait=args.wait,
                                    hints=lambda check: hint_for(check, spec))
     checks = [*leading, *polled]

@@ -24,6 +24,7 @@ from botocore.exceptions import (
 )
 
 if TYPE_CHECKING:
+    from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_elbv2 import ElasticLoadBalancingv2Client
     from mypy_boto3_s3 import S3Client
@@ -130,6 +131,10 @@ class AwsClients:
 
     def service_quotas(self) -> ServiceQuotasClient:
         client: ServiceQuotasClient = self._client("service-quotas")
+        return client
+
+    def cloudformation(self) -> CloudFormationClient:
+        client: CloudFormationClient = self._client("cloudformation")
         return client
 
     def sagemaker(self) -> SageMakerClient:

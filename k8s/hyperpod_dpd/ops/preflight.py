@@ -19,6 +19,7 @@ from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsClients, describe_error, error_c
 from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
 from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.units import format_bytes
+from hyperpod_dpd.zones import ZONE_ID_LABEL, ZoneSetting, zone_settings
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -216,8 +217,12 @@ CDK_DEFAULT_AZ_ID = DEFAULT_AVAILABILITY_ZONE_ID
 
 
 def check_availability_zone(ec2: EC2Client, region: str, zone_id: str | None, *,
-                            instance_type: str | None = None, origin: str = "") -> Check:
+                            instance_type: str | None = None, origin: str = "",
+                            pinned: Sequence[ZoneSetting] = ()) -> Check:
     """The AZ ID the HyperPod subnet will use exists in the region and is available.
+
+    ``pinned``: the zones the spec pins its pods to (:func:`zone_settings`); each must be this zone,
+    by name or ID, since the account's name-to-ID mapping is only known here.
 
     With ``instance_type`` (``ml.p5.48xlarge``), also notes whether EC2 offers the matching type in
     that zone; HyperPod capacity is not the same thing, so that note never fails the check.
@@ -240,6 +245,12 @@ def check_availability_zone(ec2: EC2Client, region: str, zone_id: str | None, *,
     state = zone.get("State", "available")
     if state != "available":
         return failed(AVAILABILITY_ZONE, f"{label} but its state is {state!r}")
+    elsewhere = [f"{p.field} is {p.value!r}" for p in pinned
+                 if p.value != (zone.get("ZoneId") if p.is_id else zone.get("ZoneName"))]
+    if elsewhere:
+        return failed(AVAILABILITY_ZONE, f"{label}, but {'; '.join(elsewhere)}: those pods would never schedule "
+                                         f"on the HyperPod nodes. Fix: use {zone.get('ZoneName')} (or "
+                                         f"{zone.get('ZoneId')} for {ZONE_ID_LABEL}), or leave it out")
     opt_in = zone.get("OptInStatus", "opt-in-not-required")
     if opt_in == "not-opted-in":
         return failed(AVAILABILITY_ZONE, f"{label} but the account has not opted in to it")
@@ -393,7 +404,8 @@ def run_preflight(spec: DpdSpec, clients: AwsClients, options: PreflightOptions,
         check_quota(clients, spec, instances=options.cluster_instances,
                     existing_cluster=options.existing_cluster),
         check_availability_zone(clients.ec2(), clients.region, zone_id,
-                                instance_type=spec.instance_type.api_name, origin=origin),
+                                instance_type=spec.instance_type.api_name, origin=origin,
+                                pinned=zone_settings(spec)),
         check_model_source(clients, spec),
         *([check_addon_versions(clients.eks(), kubernetes_version=options.kubernetes_version),
            check_existing_addons(clients.eks(), options.eks_cluster, preinstalled=options.preinstalled_addons)]

@@ -84,8 +84,9 @@ def find_cluster_name(sagemaker: SageMakerClient, region: str) -> tuple[str | No
                                   "pass --cluster-name")
 
 
-def check_cluster(sagemaker: SageMakerClient, name: str, spec: DpdSpec) -> Check:
-    """The cluster is InService and has enough running nodes of the spec's instance type."""
+def check_cluster(sagemaker: SageMakerClient, name: str, spec: DpdSpec, *,
+                  instance_groups: tuple[str, ...] = ()) -> Check:
+    """The cluster is InService, holds the endpoint's ``instance_groups`` and enough running nodes of its type."""
     try:
         cluster = sagemaker.describe_cluster(ClusterName=name)
         nodes = [node for page in sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName=name)
@@ -103,6 +104,11 @@ def check_cluster(sagemaker: SageMakerClient, name: str, spec: DpdSpec) -> Check
                                           *groups]))
     if status == "Deleting":
         return failed(CLUSTER, "\n".join([f"{head}: the cluster is being deleted", *groups]))
+    present = {group.get("InstanceGroupName") for group in cluster.get("InstanceGroups", [])}
+    missing = [group for group in instance_groups if group not in present]
+    if missing:
+        return failed(CLUSTER, "\n".join([f"{head}, but the stack's instance group(s) {', '.join(missing)} are not "
+                                          "in it: check --cluster-name, or the stack's update", *groups]))
     instance_type = spec.instance_type.api_name
     running = sum(1 for node in nodes if node.get("InstanceType") == instance_type
                   and node.get("InstanceStatus", {}).get("Status") == "Running")
@@ -320,6 +326,7 @@ class VerifyTargets:
     region: str
     cluster_name: str | None = None
     crd_diff: bool = False  # also compare the live CRD with the shipped one (hyperpod_dpd.ops.crd_diff)
+    instance_groups: tuple[str, ...] = ()  # from the stack's outputs; each must be in the cluster
 
 
 def probes(targets: VerifyTargets, *, sagemaker: Callable[[], SageMakerClient] | None,
@@ -348,6 +355,6 @@ def _cluster_probe(targets: VerifyTargets, sagemaker: Callable[[], SageMakerClie
             if problem is not None or name is None:
                 return problem or skipped(CLUSTER, "no cluster name")
             chosen.append(name)
-        return check_cluster(sagemaker(), chosen[0], targets.spec)
+        return check_cluster(sagemaker(), chosen[0], targets.spec, instance_groups=targets.instance_groups)
 
     return probe

@@ -89,6 +89,7 @@ def plan(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, prompt
         network_bytes_per_second=facts.network_bytes_per_second, peak_tflops_per_gpu=peak, weights_bytes=weights,
         weights_bytes_per_gpu=weights_per_gpu, request=request(tokens),
         at_threshold=request(shortest_disaggregated), at_max_model_len=request(spec.max_model_len),
-        prefill=role_memory("prefill", spec.prefill), decode=role_memory("decode", spec.decode))
+        prefill=role_memory("prefill", spec.prefill), decode=role_memory("decode", spec.decode),
+        nodes=spec.node_usage())
     problems_found, warnings_found = findings(spec, draft)
     return replace(draft, problems=tuple(problems_found), warnings=tuple(warnings_found))

@@ -32,7 +32,7 @@ from hyperpod_dpd.architecture import (
 )
 from hyperpod_dpd.errors import Problem, SpecError, Warning
 from hyperpod_dpd.planner import assumptions
-from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec import DpdSpec, NodeUsage
 
 GIB = 2**30
 
@@ -158,6 +158,7 @@ class Plan:
     at_max_model_len: RequestSizing
     prefill: RoleMemory
     decode: RoleMemory
+    nodes: NodeUsage
     problems: tuple[Problem, ...] = field(default=())
     warnings: tuple[Warning, ...] = field(default=())
 
@@ -178,6 +179,10 @@ class Plan:
                              "head_dim": arch.head_dim, "dtype": arch.dtype, "num_parameters": arch.num_parameters,
                              "active_parameters": arch.active_parameters},
             "instance_type": self.instance_type,
+            "nodes": {"total": self.nodes.nodes, "gpus_used": self.nodes.gpus_used,
+                      "gpus_provisioned": self.nodes.gpus_provisioned,
+                      "roles": {r.role: {"pods": r.pods, "gpus_per_pod": r.gpus_per_pod, "nodes": r.nodes}
+                                for r in self.nodes.roles}},
             "tensor_parallel_size": self.tensor_parallel_size,
             "max_model_len": self.max_model_len,
             "routing_threshold": self.routing_threshold,

@@ -33,6 +33,7 @@ def render_table(p: Plan) -> str:
         f"DPD sizing plan: {p.model_name} ({arch.name}, {params}, {arch.dtype})",
         f"on {p.instance_type} ({p.gpu_model}), tensor_parallel_size {p.tensor_parallel_size}, "
         f"max_model_len {p.max_model_len}, routing threshold {p.routing_threshold}",
+        f"nodes: {p.nodes.breakdown()}; {p.nodes.summary()}",
         "",
         "KV cache",
         _row("KV bytes per token (model)", f"{p.kv_bytes_per_token:,} B"),

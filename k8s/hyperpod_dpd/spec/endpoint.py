@@ -23,6 +23,51 @@ DEFAULT_ENV = {"HF_HOME": "/tmp/hf_home"}
 
 
 @dataclass(frozen=True, kw_only=True)
+class RoleUsage:
+    """One role's pods, the GPUs each requests, and the whole nodes they occupy."""
+
+    role: str
+    pods: int
+    gpus_per_pod: int
+    nodes: int
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeUsage:
+    """The endpoint's nodes and GPUs: each role gets whole nodes of its own instance group."""
+
+    instance_type: InstanceType
+    roles: tuple[RoleUsage, ...]
+
+    @property
+    def nodes(self) -> int:
+        return sum(r.nodes for r in self.roles)
+
+    @property
+    def gpus_used(self) -> int:
+        return sum(r.gpus for r in self.roles)
+
+    @property
+    def gpus_provisioned(self) -> int:
+        return self.nodes * self.instance_type.facts.gpus
+
+    def summary(self) -> str:
+        """``uses 3 of 16 GPUs on 2 ml.p5.48xlarge nodes``."""
+        noun = "node" if self.nodes == 1 else "nodes"
+        return (f"uses {self.gpus_used} of {self.gpus_provisioned} GPUs on {self.nodes} "
+                f"{self.instance_type.api_name} {noun}")
+
+    def breakdown(self) -> str:
+        """``prefill 2 x 1 GPU on 1 node, decode 1 x 1 GPU on 1 node``."""
+        return ", ".join(f"{r.role} {r.pods} x {r.gpus_per_pod} GPU{'s' if r.gpus_per_pod != 1 else ''} on "
+                         f"{r.nodes} node{'s' if r.nodes != 1 else ''}" for r in self.roles)
+
+
+@dataclass(frozen=True, kw_only=True)
 class MetricsSpec(Frozen):
     """Observability.
 
@@ -160,6 +205,21 @@ class DpdSpec(Frozen):
         if at_scale_limit and role.autoscaling is not None:
             pods = max(pods, role.autoscaling.max_replicas)
         return math.ceil(pods * self.role_gpus(role) / self.instance_type.facts.gpus)
+
+    def node_usage(self, *, at_scale_limit: bool = True) -> NodeUsage:
+        """Pods, GPUs and whole nodes per role, and how many of the nodes' GPUs the pods use.
+
+        The one count of the endpoint's hardware: the stack's instance groups, ``preflight``, ``plan``
+        and the idle-GPU warning all read it (through :meth:`role_nodes`).
+        """
+        roles = []
+        for name, role in self.roles():
+            pods = role.replicas
+            if at_scale_limit and role.autoscaling is not None:
+                pods = max(pods, role.autoscaling.max_replicas)
+            roles.append(RoleUsage(role=name, pods=pods, gpus_per_pod=self.role_gpus(role),
+                                   nodes=self.role_nodes(role, at_scale_limit=at_scale_limit)))
+        return NodeUsage(instance_type=self.instance_type, roles=tuple(roles))
 
     def role_gpu_memory_utilization(self, role: RoleSpec) -> float:
         value = role.gpu_memory_utilization

@@ -23,6 +23,7 @@ from hyperpod_dpd.spec import (
 from hyperpod_dpd.units import parse_quantity
 from hyperpod_dpd.validation.check import Finding, RuleContext, register_rule
 from hyperpod_dpd.vllm_args import VLLM_VERSION, Arity, Flag, Match, flag_values, parse_flags, vllm_flags
+from hyperpod_dpd.zones import AZ_NAME, zone_settings
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -31,7 +32,6 @@ SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 MODEL_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$")
 S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
-AZ_NAME = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d+[a-z]$")
 HF_MODEL_ID = re.compile(r"^[a-zA-Z0-9_.-]+/[a-zA-Z0-9_.-]+$")
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 FSX_ID = re.compile(r"^fs-[0-9a-f]{8,21}$")
@@ -166,6 +166,10 @@ def model_source(ctx: RuleContext) -> Iterator[Finding]:
         if source.region is not None and not is_token(source.region) and not REGION.match(source.region):
             yield problem("model.source.s3.region", source.region, "is not an AWS region name",
                           "write e.g. 'us-west-2'")
+        if source.region is None:
+            yield Warning(code="BucketRegionUnset", field="model.source.s3.region",
+                          message="is not set: a CDK stack fills in its own region, but `hyperpod-dpd synth` needs "
+                                  "it (or --region) to render the manifest. Fix: set region, e.g. 'us-west-2'")
     elif isinstance(source, FsxSource):
         if not FSX_ID.match(source.file_system_id):
             yield problem("model.source.fsx.file_system_id", source.file_system_id, "is not an FSx file system id",
@@ -482,6 +486,28 @@ def tls(ctx: RuleContext) -> Iterator[Finding]:
 
 
 @register_rule
+def idle_node_gpus(ctx: RuleContext) -> Iterator[Finding]:
+    """Each role gets whole nodes of its own instance group; GPUs its pods leave free are paid for and idle."""
+    spec = ctx.spec
+    usage = spec.node_usage()
+    if usage.gpus_used >= usage.gpus_provisioned or any(r.gpus_per_pod < 1 for r in usage.roles):
+        return
+    per_node = spec.instance_type.facts.gpus
+    fixes = [f"{r.role}.replicas up to {r.nodes * (per_node // r.gpus_per_pod)} (that many {r.gpus_per_pod}-GPU "
+             f"pods fit on its {r.nodes} node{'s' if r.nodes != 1 else ''})"
+             for r in usage.roles if r.gpus < r.nodes * per_node and r.gpus_per_pod <= per_node]
+    if spec.tensor_parallel_size < per_node:
+        fixes.append(f"a larger tensor_parallel_size (up to {per_node})")
+    smaller = sorted(t.api_name for t in type(spec.instance_type)
+                     if t.facts.gpus < per_node and t.facts.gpu_model == spec.instance_type.facts.gpu_model)
+    if smaller:
+        fixes.append(f"an instance type with fewer GPUs ({', '.join(smaller)})")
+    yield Warning(code="NodeGpusIdle", field="instance_type",
+                  message=f"{usage.summary()} ({usage.breakdown()}); {usage.gpus_provisioned - usage.gpus_used} "
+                          f"GPUs are paid for and idle. Fix: {'; or '.join(fixes)}")
+
+
+@register_rule
 def topology(ctx: RuleContext) -> Iterator[Finding]:
     topo = ctx.spec.topology
     if not topo.same_az:
@@ -492,6 +518,15 @@ def topology(ctx: RuleContext) -> Iterator[Finding]:
     if topo.availability_zone is not None and not AZ_NAME.match(topo.availability_zone):
         yield problem("topology.availability_zone", topo.availability_zone, "is not an Availability Zone name",
                       "write e.g. 'us-west-2b'")
+    source = ctx.spec.model.source
+    own_region = source.region if isinstance(source, S3Source) and not is_token(source.region or "") else None
+    for setting in zone_settings(ctx.spec):
+        if own_region is not None and setting.region is not None and setting.region != own_region:
+            yield Warning(code="ZoneOutsideRegion", field=setting.field,
+                          message=f"{setting.value!r} is in {setting.region}, but the spec's region "
+                                  f"(model.source.s3.region) is {own_region}: pods pinned to a zone without "
+                                  "HyperPod nodes never schedule. Fix: name a zone of the cluster's region, or "
+                                  "leave it out (the stack already places every node in one zone)")
     if topo.placement_group is not None and not 1 <= len(topo.placement_group) <= 255:
         yield problem("topology.placement_group", topo.placement_group, "must be 1-255 characters",
                       "use the placement group's name")
