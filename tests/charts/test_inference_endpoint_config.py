@@ -94,11 +94,16 @@ def test_spec_matching_the_published_example_renders_it_field_by_field(
     )
     rendered = render_inference_endpoint_config(spec)
     assert crd_errors(published_example) == []
-    # Two intended differences: a SageMaker model name without dots (SageMaker refuses them when the
-    # endpoint is registered), and vLLM's metrics port instead of the CRD default 8080, where nothing listens.
+    # Intended differences: a SageMaker model name without dots (SageMaker refuses them when the endpoint
+    # is registered); vLLM's metrics port instead of the CRD default 8080, where nothing listens;
+    # PROMETHEUS_MULTIPROC_DIR, without which vLLM 0.19 never serves LMCache's metrics; and a worker CPU
+    # request that fits a node with one thread per core (96 CPUs less the kubelet's and DaemonSets' share).
     assert _field_differences(published_example, rendered) == [
         ".spec.metrics.modelMetrics: unexpected {'port': 8000}",
         ".spec.modelName: 'Llama-3-3-70B-Instruct' instead of 'Llama-3.3-70B-Instruct'",
+        ".spec.worker.environmentVariables: 5 items instead of 4",
+        ".spec.worker.resources.limits.cpu: '88' instead of '96'",
+        ".spec.worker.resources.requests.cpu: '88' instead of '96'",
     ]
 
 

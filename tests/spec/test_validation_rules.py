@@ -249,7 +249,7 @@ RELAXED = [
         "name": "q", "namespace": "AWS/SageMaker", "metric_name": "m", "target_value": 1}}]},
      [("PrefillScalesToZero", "prefill.autoscaling.min_replicas")]),
     # Weights at the bucket's root: modelLocation is a plain string.
-    ("model.source", {"s3": {"bucket": "dpd-models-example", "prefix": ""}}, []),
+    ("model.source", {"s3": {"bucket": "dpd-models-example", "prefix": "", "region": "us-west-2"}}, []),
 ]
 
 
