@@ -37,7 +37,13 @@ from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
 from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket, model_bucket_problems, spec_bucket_name
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork, network_problems
 from hyperpod_dpd_cdk.network_policies import EndpointNetworkPolicies
-from hyperpod_dpd_cdk.observability import OBSERVABILITY_ADDON, DpdObservability, ObservabilityOptions
+from hyperpod_dpd_cdk.observability import (
+    CONTAINER_LOGS_ADDON,
+    OBSERVABILITY_ADDON,
+    DpdObservability,
+    ObservabilityOptions,
+    container_log_group,
+)
 from hyperpod_dpd_cdk.placement import instance_type_problems, zone_problems
 from hyperpod_dpd_cdk.teardown import (
     CausedLogGroups,
@@ -391,6 +397,10 @@ class HyperPodDpdStack(Stack):
             options = observability if isinstance(observability, ObservabilityOptions) else ObservabilityOptions()
             if OBSERVABILITY_ADDON in preinstalled_addons:
                 options = dataclasses.replace(options, install_addon=False)
+            if CONTAINER_LOGS_ADDON in preinstalled_addons and options.log_group_name is None:
+                # Its Fluent Bit writes the Container Insights application group already: watch that one.
+                options = dataclasses.replace(options, container_logs=False,
+                                              log_group_name=container_log_group(self.eks.cluster_name))
             self.observability = DpdObservability(
                 self, "Observability", cluster_name=self.eks.cluster_name, cluster_arn=self.eks.cluster_arn,
                 hyperpod_cluster_name=cluster_name, hyperpod_cluster_arn=self.hyperpod.cluster_arn,

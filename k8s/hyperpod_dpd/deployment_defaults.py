@@ -28,4 +28,5 @@ INFERENCE_ADDON = "amazon-sagemaker-hyperpod-inference"
 INFERENCE_ADDON_VERSION = "v1.4.0-eksbuild.1"
 # Installed by the stack unless declared pre-installed on an existing cluster (-c preinstalled_addons=).
 PREREQUISITE_ADDONS = ("cert-manager", "aws-mountpoint-s3-csi-driver", "aws-fsx-csi-driver", "metrics-server",
-                       "eks-pod-identity-agent", "amazon-sagemaker-hyperpod-observability")
+                       "eks-pod-identity-agent", "amazon-sagemaker-hyperpod-observability",
+                       "amazon-cloudwatch-observability")

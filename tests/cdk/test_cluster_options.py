@@ -36,6 +36,10 @@ def test_declared_preinstalled_addons_are_not_created(cdk_context: dict[str, Any
     s = cdk_support.synthesize(app, stack)
     assert addon_names(s) == ["amazon-sagemaker-hyperpod-inference"]
     assert s.stack.observability is not None and s.stack.observability.addon is None
+    # A pre-installed CloudWatch add-on writes the Container Insights group already: the stack watches it
+    # and creates neither the add-on nor the group (CreateLogGroup would fail on the existing one).
+    assert s.stack.observability.container_logs is None and s.stack.observability.log_group is None
+    assert s.stack.observability.log_group_name == f"/aws/containerinsights/{EXISTING.cluster_name}/application"
 
 
 def test_an_existing_cluster_gets_every_prerequisite_it_does_not_declare(existing_cluster_app: Synthesized) -> None:
