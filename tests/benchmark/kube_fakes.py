@@ -33,19 +33,24 @@ def job(name: str, *, condition: str | None = None, reason: str = "", message: s
             "spec": {"template": {"spec": {"containers": [{"name": "publish", "image": "x"}]}}}, "status": status}
 
 
-def container(name: str, state: str, exit_code: int = 0, reason: str = "") -> dict[str, Any]:
+def container(name: str, state: str, exit_code: int = 0, reason: str = "", message: str = "") -> dict[str, Any]:
+    waiting = {"reason": reason or "PodInitializing", **({"message": message} if message else {})}
     states: dict[str, Any] = {
         "running": {"running": {"startedAt": "2026-12-01T03:00:00Z"}},
-        "waiting": {"waiting": {"reason": reason or "PodInitializing"}},
+        "waiting": {"waiting": waiting},
         "terminated": {"terminated": {"exitCode": exit_code, "reason": reason or "Completed"}},
     }
     return {"name": name, "image": "x", "imageID": "", "ready": False, "restartCount": 0, "state": states[state]}
 
 
-def pod(name: str, *, init: list[dict[str, Any]], main: list[dict[str, Any]], phase: str = "Pending") -> dict[str, Any]:
+def pod(name: str, *, init: list[dict[str, Any]], main: list[dict[str, Any]], phase: str = "Pending",
+        unschedulable: str = "") -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, "initContainerStatuses": init, "containerStatuses": main}
+    if unschedulable:  # as the scheduler reports it
+        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                 "message": unschedulable}]
     return {"metadata": {"name": name, "namespace": "default"},
-            "spec": {"containers": [{"name": "publish", "image": "x"}]},
-            "status": {"phase": phase, "initContainerStatuses": init, "containerStatuses": main}}
+            "spec": {"containers": [{"name": "publish", "image": "x"}]}, "status": status}
 
 
 @dataclass

@@ -110,11 +110,50 @@ def test_run_waits_collects_and_deletes(spec: DpdSpec, fakes: ModuleType, health
 def test_progress_names_the_step(spec: DpdSpec, fakes: ModuleType) -> None:
     running = fakes.pod(f"{NAME}-x", init=[fakes.container("fetch-tokenizer", "terminated"),
                                            fakes.container("benchmark", "running")], main=[])
-    pulling = fakes.pod(f"{NAME}-x", init=[fakes.container("benchmark", "waiting", reason="ImagePullBackOff")], main=[])
-    for pod, expected in ((running, "genai-bench running"), (pulling, "cannot be pulled")):
-        kube = fakes.benchmark_kube(fakes.FakeBatch(states=[fakes.job(NAME)]), fakes.FakeCore(pods=[[pod]]))
-        check = job_check(kube, "default", NAME)
-        assert not check.settled and expected in check.detail
+    kube = fakes.benchmark_kube(fakes.FakeBatch(states=[fakes.job(NAME)]), fakes.FakeCore(pods=[[running]]))
+    check = job_check(kube, "default", NAME)
+    assert not check.settled and "genai-bench running" in check.detail
+
+
+@pytest.mark.parametrize(("reason", "message", "expected"), [
+    ("ImagePullBackOff", 'Back-off pulling image "mirror.local/python:3.11"', "check --image"),
+    ("ErrImagePull", "failed to resolve reference", "cannot be pulled"),
+    ("CrashLoopBackOff", "back-off 5m0s restarting failed container", "keeps crashing"),
+])
+def test_a_pod_that_can_never_run_ends_the_run_at_once(spec: DpdSpec, fakes: ModuleType, reason: str, message: str,
+                                                       expected: str) -> None:
+    """No waiting for the deadline (1 h 53 min by default): the first poll settles it, with the pod's reason."""
+    stuck = fakes.pod(f"{NAME}-x", init=[fakes.container("benchmark", "waiting", reason=reason, message=message)],
+                      main=[])
+    batch = fakes.FakeBatch(states=[fakes.job(NAME)])
+    clock = FakeClock()
+    outcome = run_job(fakes.benchmark_kube(batch, fakes.FakeCore(pods=[[stuck]])), manifests(spec),
+                      waiter=_waiter(fakes, clock))
+    assert outcome.check.status is Status.FAIL and outcome.check.settled and clock.slept == []
+    assert reason in outcome.check.detail and message in outcome.check.detail and expected in outcome.check.detail
+    assert batch.deleted == [("default", NAME, "Background")]
+
+
+def test_an_unschedulable_pod_ends_the_run_after_a_short_bound(spec: DpdSpec, fakes: ModuleType) -> None:
+    message = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    pending = fakes.pod(f"{NAME}-x", init=[], main=[], unschedulable=message)
+    batch = fakes.FakeBatch(states=[fakes.job(NAME)])
+    clock = FakeClock()
+    outcome = run_job(fakes.benchmark_kube(batch, fakes.FakeCore(pods=[[pending]])), manifests(spec),
+                      waiter=_waiter(fakes, clock, timeout=7000))
+    assert outcome.check.status is Status.FAIL and "still not ready" not in outcome.check.detail
+    assert 300 <= sum(clock.slept) <= 315 and message in outcome.check.detail
+    assert "--node-selector" in outcome.check.detail
+
+
+def test_a_briefly_pending_pod_is_waited_for(spec: DpdSpec, fakes: ModuleType) -> None:
+    pending = fakes.pod(f"{NAME}-x", init=[], main=[], unschedulable="0/3 nodes: Insufficient cpu")
+    batch = fakes.FakeBatch(states=[fakes.job(NAME), fakes.job(NAME), fakes.job(NAME, condition="Complete")])
+    core = fakes.FakeCore(pods=[[pending], [pending], [pending], [pending],
+                                [fakes.pod(f"{NAME}-x", init=[], main=[fakes.container("publish", "terminated")])]],
+                          logs={"publish": "### hyperpod-dpd-bench exit=0\n"})
+    outcome = run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, FakeClock()))
+    assert outcome.succeeded
 
 
 def test_a_failed_tokenizer_copy_reports_its_log(spec: DpdSpec, fakes: ModuleType) -> None:

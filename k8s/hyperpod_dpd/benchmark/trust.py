@@ -24,6 +24,10 @@ class Trust(Enum):
     LEVEL_NOT_RUN = "level-not-run"
     OUTPUT_LENGTH = "output-length"
     BUFFERED_STREAM = "buffered-stream"
+    NOT_DISAGGREGATED = "not-disaggregated"
+    NO_KV_TRANSFER = "no-kv-transfer"
+    NOT_DIRECT = "not-direct"
+    ROUTING_UNKNOWN = "routing-unknown"
 
 
 @dataclass(frozen=True, kw_only=True)
