@@ -1,8 +1,10 @@
 """The benchmark Job and its ServiceAccount, as a cdk8s-plus chart.
 
 One pod, in order: ``fetch-tokenizer`` (aws-cli) copies the tokenizer files from S3, so no Hugging
-Face access is needed; ``benchmark`` runs genai-bench against the router and always exits 0, writing
-genai-bench's exit code next to the results; ``publish`` prints every result file between markers
+Face access is needed; ``benchmark`` runs genai-bench against the router once per concurrency level
+and always exits 0, writing genai-bench's exit code next to the results. Before the first level and
+after each one it prints a ``quiet=<levels done>`` marker and sends nothing for ``quiet_seconds``,
+so ``bench``, polling its log, can snapshot the router's and decoder's counters between levels; ``publish`` prints every result file between markers
 (so ``bench`` reads them from the pod's log), uploads them to S3 when asked, and exits with
 genai-bench's code, so the Job fails when genai-bench did. ``backoffLimit: 0`` (a retried benchmark
 measures a different run), a deadline sized from the scenario, a TTL, non-root with a read-only
@@ -42,6 +44,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 SETUP_SECONDS = 900  # image pulls, pip install and the tokenizer copy
 LEVEL_SLACK_SECONDS = 60  # genai-bench's stop check runs once a second, plus report writing
 TTL_SECONDS = 3600
+QUIET_SECONDS = 40  # two default polls (15 s) and some slack: bench sees every quiet window
 RUN_USER = 1000
 PUBLISH_CONTAINER = "publish"
 BENCHMARK_CONTAINER = "benchmark"
@@ -62,6 +65,7 @@ class JobOptions:
     :param node_selector: where the pod may run. :default: the stack's system nodes (hyperpod-dpd/pool=system)
     :param cpu: :default: 2 (request; the limit is twice). :param memory_gib: :default: 4 (the limit is twice)
     :param ttl_seconds: how long the finished Job stays. :default: 3600
+    :param quiet_seconds: the pause before the first level and after each, for counter snapshots. :default: 40
     """
 
     run_id: str
@@ -75,6 +79,7 @@ class JobOptions:
     cpu: float = 2
     memory_gib: int = 4
     ttl_seconds: int = TTL_SECONDS
+    quiet_seconds: int = QUIET_SECONDS
 
 
 def is_dns_label(value: str) -> bool:
@@ -85,9 +90,11 @@ def job_name(target: BenchmarkTarget, options: JobOptions) -> str:
     return f"bench-{target.name}-{options.run_id}"
 
 
-def deadline_seconds(scenario: Scenario) -> int:
-    """Setup plus every level at its time bound: past it the Job is stopped, not left loading the endpoint."""
-    return SETUP_SECONDS + len(scenario.concurrency) * (scenario.max_seconds + LEVEL_SLACK_SECONDS)
+def deadline_seconds(scenario: Scenario, quiet_seconds: int = QUIET_SECONDS) -> int:
+    """Setup, every level at its time bound and the quiet windows: past it the Job is stopped, not left
+    loading the endpoint."""
+    levels = len(scenario.concurrency)
+    return SETUP_SECONDS + levels * (scenario.max_seconds + LEVEL_SLACK_SECONDS) + (levels + 1) * quiet_seconds
 
 
 def option_problems(target: BenchmarkTarget, options: JobOptions) -> list[Problem]:
@@ -116,8 +123,17 @@ def _benchmark_script() -> str:
         "  fi\n"
         '  export PYTHONPATH=/tmp/pkgs PATH="/tmp/pkgs/bin:$PATH"\n'
         "fi\n"
-        'genai-bench "$@"\n'
-        "echo $? > /results/exit-code\n")
+        "code=0 done=0\n"
+        f'echo "{RESULTS_MARK} quiet=0"; sleep "$QUIET_SECONDS"\n'
+        "for plan in $LEVELS; do\n"
+        '  level="${plan%%:*}"\n'
+        f'  echo "{RESULTS_MARK} level=$level"\n'
+        '  genai-bench "$@" --num-concurrency "$level" --spawn-rate "${plan##*:}"\n'
+        "  code=$?; done=$((done + 1))\n"
+        f'  echo "{RESULTS_MARK} quiet=$done"; sleep "$QUIET_SECONDS"\n'
+        '  [ "$code" = 0 ] || break  # genai-bench stops after a level where every request failed\n'
+        "done\n"
+        "echo $code > /results/exit-code\n")
 
 
 def _publish_script(results: S3Location | None, endpoint: str) -> str:
@@ -172,7 +188,7 @@ class BenchmarkJobChart(cdk8s.Chart):
         self.job = kplus.Job(
             self, "Job", metadata=cdk8s.ApiObjectMetadata(name=self.name, labels=labels),
             pod_metadata=cdk8s.ApiObjectMetadata(labels=labels), select=False,
-            backoff_limit=0, active_deadline=cdk8s.Duration.seconds(deadline_seconds(scenario)),
+            backoff_limit=0, active_deadline=cdk8s.Duration.seconds(deadline_seconds(scenario, options.quiet_seconds)),
             ttl_after_finished=cdk8s.Duration.seconds(options.ttl_seconds),
             restart_policy=kplus.RestartPolicy.NEVER, service_account=self.service_account,
             automount_service_account_token=False,
@@ -191,10 +207,12 @@ class BenchmarkJobChart(cdk8s.Chart):
             command=["sh", "-c", _benchmark_script(), "genai-bench"],
             args=genai_bench_args(target, scenario, options),
             env={**home, "GENAI_BENCH_VERSION": kplus.EnvValue.from_value(options.genai_bench_version),
+                 "LEVELS": kplus.EnvValue.from_value(scenario.level_plan()),
+                 "QUIET_SECONDS": kplus.EnvValue.from_value(str(options.quiet_seconds)),
                  **{key: kplus.EnvValue.from_value(value) for key, value in (
                      ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
                      ("HF_HOME", "/tmp/hf"), ("MPLCONFIGDIR", "/tmp/mpl"), ("TRANSFORMERS_VERBOSITY", "error"),
-                     ("PIP_DISABLE_PIP_VERSION_CHECK", "1"))}},
+                     ("PIP_DISABLE_PIP_VERSION_CHECK", "1"), ("ENABLE_UI", "false"))}},
             mounts={"/tokenizer": volumes["tokenizer"], "/results": volumes["results"], "/tmp": volumes["tmp"]}))
         self.job.add_container(**self._container(
             name=PUBLISH_CONTAINER, image=options.aws_cli_image, cpu=0.25, memory_gib=0.25,
