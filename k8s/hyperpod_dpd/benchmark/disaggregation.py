@@ -18,10 +18,11 @@ no network path to the pods: ``get`` on ``pods/proxy`` in both namespaces.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hyperpod_dpd.benchmark.job import RESULTS_MARK
 from hyperpod_dpd.benchmark.route import RoutePath
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
 from hyperpod_dpd.operator_names import (
@@ -94,8 +95,8 @@ class LevelDisaggregation:
     def between(cls, before: DpdCounters, after: DpdCounters, *, concurrency: int) -> LevelDisaggregation:
         """A counter that went down (a pod restarted) counts from zero, as Prometheus' ``increase`` does."""
         def grew(name: str) -> int:
-            old, new = getattr(before, name), getattr(after, name)
-            return int(round(new - old if new >= old else new))
+            old, new = float(getattr(before, name)), float(getattr(after, name))
+            return round(new - old if new >= old else new)
 
         return cls(concurrency=concurrency, disaggregated=grew("disaggregated"), local=grew("local"),
                    fallback=grew("fallback"), external_kv_tokens=grew("external_kv_tokens"))
@@ -203,3 +204,41 @@ def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
         router_texts.append(kube.pod_metrics(sources.router_namespace, _name(pod), port))
     decoder_texts = [kube.pod_metrics(sources.decoder_namespace, _name(p), sources.decoder_port) for p in decoders]
     return DpdCounters.parse(router_texts, decoder_texts)
+
+
+QUIET_MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} (?:quiet=(?P<quiet>\d+)|level=(?P<level>\d+))\s*$", re.M)
+
+
+@dataclass
+class LevelSnapshots:
+    """Counter snapshots taken in the benchmark pod's quiet windows, keyed by the number of levels done.
+
+    Feed it the benchmark container's log at every poll (:meth:`observe`); when the last marker is
+    ``quiet=K`` and window K has no snapshot yet, one is read. A window missed (a poll slower than
+    the pause) or unreadable leaves the levels beside it unmeasured, never guessed.
+    """
+
+    read: Callable[[], DpdCounters]
+    taken: dict[int, DpdCounters] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def observe(self, benchmark_log: str) -> None:
+        marks = list(QUIET_MARK.finditer(benchmark_log))
+        if not marks or marks[-1]["quiet"] is None:
+            return
+        window = int(marks[-1]["quiet"])
+        if window in self.taken:
+            return
+        try:
+            self.taken[window] = self.read()
+        except KubeError as err:
+            self.errors.append(str(err))
+
+    def levels(self, concurrency: Sequence[int]) -> dict[int, LevelDisaggregation]:
+        """Level i (in run order) is window i-1 to window i."""
+        found = {}
+        for done, level in enumerate(concurrency, start=1):
+            before, after = self.taken.get(done - 1), self.taken.get(done)
+            if before is not None and after is not None:
+                found[level] = LevelDisaggregation.between(before, after, concurrency=level)
+        return found

@@ -4,11 +4,13 @@ One pod, in order: ``fetch-tokenizer`` (aws-cli) copies the tokenizer files from
 Face access is needed; ``benchmark`` runs genai-bench against the router once per concurrency level
 and always exits 0, writing genai-bench's exit code next to the results. Before the first level and
 after each one it prints a ``quiet=<levels done>`` marker and sends nothing for ``quiet_seconds``,
-so ``bench``, polling its log, can snapshot the router's and decoder's counters between levels; ``publish`` prints every result file between markers
-(so ``bench`` reads them from the pod's log), uploads them to S3 when asked, and exits with
-genai-bench's code, so the Job fails when genai-bench did. ``backoffLimit: 0`` (a retried benchmark
-measures a different run), a deadline sized from the scenario, a TTL, non-root with a read-only
-root filesystem, resources requested, and only the system nodes (never a HyperPod GPU node).
+so ``bench``, polling its log, can snapshot the router's and decoder's counters between levels;
+``publish`` prints every result file between markers (so ``bench`` reads them from the pod's log),
+uploads them to S3 when asked, and exits with genai-bench's code, so the Job fails when genai-bench
+did. ``backoffLimit: 0`` (a retried benchmark measures a different run), a deadline sized from the
+scenario, a TTL, non-root with a read-only root filesystem, resources requested, and never a
+HyperPod GPU node; any other node unless a selector is given (an existing cluster's nodes carry
+none of the stack's labels).
 
 The default image is ``public.ecr.aws/docker/library/python`` (Docker's official image mirrored on
 ECR Public: pullable without credentials or Docker Hub rate limits), into which the container
@@ -30,7 +32,7 @@ from hyperpod_dpd.benchmark._plus import kplus
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.errors import Problem, raise_if_any
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL, SYSTEM_POOL
+from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.validation.rules import DNS_LABEL
 
 GENAI_BENCH_VERSION = "0.0.5"
@@ -62,7 +64,7 @@ class JobOptions:
     :param service_account: :default: hyperpod-dpd-bench
     :param role_arn: annotated on the ServiceAccount for IRSA. :default: - none (Pod Identity or the node role)
     :param results: upload the result files under ``<results>/<endpoint>/<run_id>/``. :default: - only the log
-    :param node_selector: where the pod may run. :default: the stack's system nodes (hyperpod-dpd/pool=system)
+    :param node_selector: where the pod may run, besides never on a HyperPod node. :default: - any node
     :param cpu: :default: 2 (request; the limit is twice). :param memory_gib: :default: 4 (the limit is twice)
     :param ttl_seconds: how long the finished Job stays. :default: 3600
     :param quiet_seconds: the pause before the first level and after each, for counter snapshots. :default: 40
@@ -75,7 +77,7 @@ class JobOptions:
     service_account: str = DEFAULT_SERVICE_ACCOUNT
     role_arn: str | None = None
     results: S3Location | None = None
-    node_selector: Mapping[str, str] = field(default_factory=lambda: dict(SYSTEM_POOL))
+    node_selector: Mapping[str, str] = field(default_factory=dict)
     cpu: float = 2
     memory_gib: int = 4
     ttl_seconds: int = TTL_SECONDS

@@ -61,8 +61,13 @@ def prompt_length() -> PromptLength:
                         high=max(tokens["max"], characters["max"] / 4) / isl, source=str(data["source"]))
 
 
-def default_isl(threshold: int) -> int:
-    """The smallest round input length whose every estimate clears ``threshold`` by :data:`MARGIN`."""
+def default_isl(threshold: int, path: RoutePath = RoutePath.DPD) -> int:
+    """For DPD, the smallest round input length whose every estimate clears ``threshold`` by
+    :data:`MARGIN`; for the direct path, the largest round one that stays below it (or the largest
+    that does, under :data:`ROUND_TO`; 0 when none can)."""
+    if path is RoutePath.DIRECT:
+        limit = largest_direct_isl(threshold)
+        return limit // ROUND_TO * ROUND_TO or limit
     needed = threshold * (1 + MARGIN) / prompt_length().low
     return max(ROUND_TO, math.ceil(needed / ROUND_TO) * ROUND_TO)
 

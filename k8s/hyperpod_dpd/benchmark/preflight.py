@@ -1,0 +1,54 @@
+"""What ``bench`` checks before it creates any Job, so a run that cannot work fails in seconds, not minutes.
+
+The traffic against the spec (the routing threshold and ``max_model_len``: :mod:`route`), the
+``model`` the requests name against the spec's ``--served-model-name``, and that every endpoint to
+benchmark exists on the cluster (the aggregated twin only exists with ``-c aggregated_baseline=true``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+
+from hyperpod_dpd.benchmark.results import METADATA_FILE
+from hyperpod_dpd.benchmark.target import BenchmarkTarget
+from hyperpod_dpd.errors import Problem
+from hyperpod_dpd.ops.kube import KubeApi
+from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.vllm_args import flag_values
+
+SERVED_MODEL_FLAG = "--served-model-name"
+
+
+def served_model(spec: DpdSpec) -> str:
+    """The ``model`` vLLM accepts: the first ``--served-model-name`` in the decoder's args, else the mount path.
+
+    The decoder's per-role args come after the shared ones and win (the operator's merge rule).
+    """
+    value = flag_values([*spec.args, *spec.decode.args]).get(SERVED_MODEL_FLAG)
+    names = (value or "").split()
+    return names[0] if names else spec.model.mount_path
+
+
+def missing_endpoints(kube: KubeApi, targets: Sequence[tuple[str, BenchmarkTarget]]) -> list[Problem]:
+    """Every target whose InferenceEndpointConfig is not on the cluster."""
+    problems = []
+    for label, target in targets:
+        if kube.endpoint_config(target.namespace, target.name) is None:
+            fix = ("deploy the stack with -c aggregated_baseline=true, or drop --aggregated" if label == "aggregated"
+                   else "deploy the endpoint first, or pass --namespace where it runs")
+            problems.append(Problem(field=f"{label} endpoint", value=f"{target.namespace}/{target.name}",
+                                    message="has no InferenceEndpointConfig on the cluster", fix=fix))
+    return problems
+
+
+def api_base_of(files: Mapping[str, str]) -> str | None:
+    """The ``--api-base`` genai-bench recorded in ``experiment_metadata.json`` (its ``cmd``), if any."""
+    import json  # noqa: PLC0415
+
+    try:
+        command = str(json.loads(files.get(METADATA_FILE) or "{}").get("cmd") or "")
+        words = shlex.split(command)
+    except (ValueError, AttributeError):
+        return None
+    return words[words.index("--api-base") + 1] if "--api-base" in words[:-1] else None
