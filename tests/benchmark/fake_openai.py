@@ -102,6 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
             tokens = min(tokens, behaviour.eos_after)
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         self.server.route(prompt)
+        received = time.perf_counter()
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -112,6 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(behaviour.per_token_s)
             self._event({"id": f"r{number}", "object": "chat.completion.chunk", "model": body.get("model"),
                          "choices": [{"index": 0, "delta": {"content": "word "}, "finish_reason": None}]})
+            if not index:  # the router's TTFT: request in, first token out
+                self.server.first_token(time.perf_counter() - received)
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens,
                  "total_tokens": len(prompt.split()) + tokens}
         self._event({"id": f"r{number}", "object": "chat.completion.chunk", "model": body.get("model"),
@@ -146,6 +149,12 @@ class _Server(ThreadingHTTPServer):
         self._lock = threading.Lock()
 
         self.counters = {"disaggregated": 0, "local": 0, "external": 0, "computed": 0}
+        self.ttft_sum, self.ttft_count = 0.0, 0
+
+    def first_token(self, seconds: float) -> None:
+        with self._lock:
+            self.ttft_sum += seconds
+            self.ttft_count += 1
 
     def next_number(self) -> int:
         with self._lock:
@@ -167,10 +176,14 @@ class _Server(ThreadingHTTPServer):
     def metrics(self, path: str) -> str | None:
         with self._lock:
             c = dict(self.counters)
+            ttft_sum, ttft_count = self.ttft_sum, self.ttft_count
         if path == "/router/metrics":
             return "".join(f"# TYPE dpd_routing_{name}_total counter\ndpd_routing_{name}_total {value}.0\n"
                            for name, value in (("disaggregated", c["disaggregated"]), ("local", c["local"]),
-                                               ("fallback", 0)))
+                                               ("fallback", 0))) + (
+                "# TYPE dpd_e2e_ttft_seconds histogram\n"
+                f'dpd_e2e_ttft_seconds_bucket{{le="+Inf"}} {ttft_count}.0\n'
+                f"dpd_e2e_ttft_seconds_sum {ttft_sum!r}\ndpd_e2e_ttft_seconds_count {ttft_count}.0\n")
         if path == "/decoder/metrics":
             labels = 'engine="0",model_name="/opt/ml/model"'
             return ("# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.\n"

@@ -38,6 +38,7 @@ from hyperpod_dpd.spec import DpdSpec
 DISAGGREGATED = "dpd_routing_disaggregated_total"
 LOCAL = "dpd_routing_local_total"
 FALLBACK = "dpd_routing_fallback_total"
+E2E_TTFT = "dpd_e2e_ttft_seconds"  # the router's histogram: prefill, KV transfer and the first decode step
 EXTERNAL_KV = "vllm:prompt_tokens_by_source_total"
 EXTERNAL_SOURCE = "external_kv_transfer"
 MIN_FRACTION = 0.95  # a DPD level below this did not measure DPD
@@ -70,6 +71,8 @@ class DpdCounters:
     local: float
     fallback: float
     external_kv_tokens: float
+    ttft_seconds: float = 0.0
+    ttft_count: float = 0.0
 
     @classmethod
     def parse(cls, router: Iterable[str], decoder: Iterable[str]) -> DpdCounters:
@@ -78,7 +81,9 @@ class DpdCounters:
         return cls(disaggregated=sum(sample_sum(t, DISAGGREGATED) for t in routers),
                    local=sum(sample_sum(t, LOCAL) for t in routers),
                    fallback=sum(sample_sum(t, FALLBACK) for t in routers),
-                   external_kv_tokens=sum(sample_sum(t, EXTERNAL_KV, {"source": EXTERNAL_SOURCE}) for t in decoders))
+                   external_kv_tokens=sum(sample_sum(t, EXTERNAL_KV, {"source": EXTERNAL_SOURCE}) for t in decoders),
+                   ttft_seconds=sum(sample_sum(t, f"{E2E_TTFT}_sum") for t in routers),
+                   ttft_count=sum(sample_sum(t, f"{E2E_TTFT}_count") for t in routers))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,16 +95,19 @@ class LevelDisaggregation:
     local: int
     fallback: int
     external_kv_tokens: int
+    router_ttft_mean_s: float | None = None
 
     @classmethod
     def between(cls, before: DpdCounters, after: DpdCounters, *, concurrency: int) -> LevelDisaggregation:
         """A counter that went down (a pod restarted) counts from zero, as Prometheus' ``increase`` does."""
-        def grew(name: str) -> int:
+        def grew(name: str) -> float:
             old, new = float(getattr(before, name)), float(getattr(after, name))
-            return round(new - old if new >= old else new)
+            return new - old if new >= old else new
 
-        return cls(concurrency=concurrency, disaggregated=grew("disaggregated"), local=grew("local"),
-                   fallback=grew("fallback"), external_kv_tokens=grew("external_kv_tokens"))
+        count = grew("ttft_count")
+        return cls(concurrency=concurrency, disaggregated=round(grew("disaggregated")), local=round(grew("local")),
+                   fallback=round(grew("fallback")), external_kv_tokens=round(grew("external_kv_tokens")),
+                   router_ttft_mean_s=grew("ttft_seconds") / count if count else None)
 
     @property
     def routed(self) -> int:
@@ -112,7 +120,8 @@ class LevelDisaggregation:
 
     def as_dict(self) -> dict[str, Any]:
         return {"concurrency": self.concurrency, "disaggregated": self.disaggregated, "local": self.local,
-                "fallback": self.fallback, "fraction": self.fraction, "external_kv_tokens": self.external_kv_tokens}
+                "fallback": self.fallback, "fraction": self.fraction, "external_kv_tokens": self.external_kv_tokens,
+                "router_ttft_mean_s": self.router_ttft_mean_s}
 
 
 def disaggregation_warnings(path: RoutePath, levels: Sequence[int],

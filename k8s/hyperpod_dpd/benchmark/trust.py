@@ -28,6 +28,7 @@ class Trust(Enum):
     NO_KV_TRANSFER = "no-kv-transfer"
     NOT_DIRECT = "not-direct"
     ROUTING_UNKNOWN = "routing-unknown"
+    CLIENT_OVERHEAD = "client-overhead"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -191,7 +191,7 @@ def _run(args: argparse.Namespace, spec: Any) -> int:
     comparison = None
     if args.compare:
         comparison = _comparison(spec, scenario, outcomes)
-    _print(args, scenario, outcomes, comparison)
+    _print(args, scenario, outcomes, comparison, _slo(spec))
     healthy = all(not o.problem and not o.warnings and o.results.levels for o in outcomes)
     return 0 if healthy else 1
 
@@ -343,6 +343,7 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
         read_counters,
     )
     from hyperpod_dpd.benchmark.job import deadline_seconds, job_name, render_benchmark_job  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.overhead import overhead_warnings  # noqa: PLC0415
     from hyperpod_dpd.benchmark.preflight import missing_endpoints  # noqa: PLC0415
     from hyperpod_dpd.benchmark.results import ResultsError, collect  # noqa: PLC0415
     from hyperpod_dpd.benchmark.route import RoutePath  # noqa: PLC0415
@@ -384,6 +385,7 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
         if snapshots is not None:
             routing = snapshots.levels(scenario.concurrency)
             warnings += disaggregation_warnings(path, [level.concurrency for level in results.levels], routing)
+            warnings += overhead_warnings(results.levels, routing)
             if snapshots.errors and not args.json:
                 print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
         outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing))
@@ -404,8 +406,16 @@ def _comparison(spec: Any, scenario: Scenario, outcomes: list[Outcome]) -> dict[
     return {"rows": rows, "assumptions": dict(advice.assumptions)}
 
 
+def _slo(spec: Any) -> tuple[float | None, float | None] | None:
+    """The spec's TTFT and TPOT targets in seconds, for goodput; None when it sets neither."""
+    slo = spec.slo
+    if slo is None or (slo.ttft_ms is None and slo.tpot_ms is None):
+        return None
+    return (None if slo.ttft_ms is None else slo.ttft_ms / 1e3, None if slo.tpot_ms is None else slo.tpot_ms / 1e3)
+
+
 def _print(args: argparse.Namespace, scenario: Scenario, outcomes: list[Outcome],
-           comparison: dict[str, Any] | None) -> None:
+           comparison: dict[str, Any] | None, slo: tuple[float | None, float | None] | None = None) -> None:
     from hyperpod_dpd.benchmark.ab import compare_ab, render_ab  # noqa: PLC0415
     from hyperpod_dpd.benchmark.prediction import render_comparison  # noqa: PLC0415
     from hyperpod_dpd.benchmark.report import render_results, results_object, to_json  # noqa: PLC0415
@@ -414,7 +424,7 @@ def _print(args: argparse.Namespace, scenario: Scenario, outcomes: list[Outcome]
     if args.json:
         document: dict[str, Any] = {"runs": {o.label: {**results_object(
             endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
-            routing=o.routing),
+            routing=o.routing, slo=slo),
             "problem": o.problem or None} for o in outcomes}}
         if ab is not None:
             document["ab"] = [row.as_dict() for row in ab]
@@ -428,7 +438,7 @@ def _print(args: argparse.Namespace, scenario: Scenario, outcomes: list[Outcome]
         where = (f"{scenario.requests_per_level} requests per level, job {o.job}" if o.job
                  else f"read from {o.source}")
         title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
-        block = render_results(title, o.results, o.warnings, o.routing)
+        block = render_results(title, o.results, o.warnings, o.routing, slo)
         if o.problem:
             block += f"\n\nthe job did not succeed:\n{o.problem}"
         blocks.append(block)
