@@ -14,15 +14,21 @@ none of the stack's labels).
 
 The default image is ``public.ecr.aws/docker/library/python`` (Docker's official image mirrored on
 ECR Public: pullable without credentials or Docker Hub rate limits), into which the container
-pip-installs the pinned genai-bench; it needs PyPI egress. genai-bench publishes
+pip-installs genai-bench and every dependency at the exact versions and sha256 hashes of the lock
+shipped in ``hyperpod_dpd/data/genai_bench_lock.json`` (the set the test suite runs;
+``scripts/genai_bench_lock.py`` writes it), wheels only, so each run uses the same client; it needs
+PyPI egress or ``pip_index_url``, a mirror serving the same files. genai-bench publishes
 ``ghcr.io/moirai-internal/genai-bench:<version>``, whose public availability could not be verified:
 pass it as ``image`` and the container runs the genai-bench it finds instead of installing one.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Any
 
 import cdk8s
@@ -59,7 +65,8 @@ class JobOptions:
 
     :param run_id: names the Job and the results folder (lower-case letters, digits, '-').
     :param image: runs genai-bench (pip-installed when absent). :default: python 3.11 slim from ECR Public
-    :param genai_bench_version: :default: 0.0.5
+    :param genai_bench_version: another version is installed unpinned (no lock). :default: 0.0.5, from the lock
+    :param pip_index_url: the index the pod installs from. :default: - PyPI
     :param aws_cli_image: copies the tokenizer and the results. :default: aws-cli 2.27.0 from ECR Public
     :param service_account: :default: hyperpod-dpd-bench
     :param role_arn: annotated on the ServiceAccount for IRSA. :default: - none (Pod Identity or the node role)
@@ -73,6 +80,7 @@ class JobOptions:
     run_id: str
     image: str = DEFAULT_IMAGE
     genai_bench_version: str = GENAI_BENCH_VERSION
+    pip_index_url: str | None = None
     aws_cli_image: str = DEFAULT_AWS_CLI_IMAGE
     service_account: str = DEFAULT_SERVICE_ACCOUNT
     role_arn: str | None = None
@@ -115,13 +123,30 @@ def option_problems(target: BenchmarkTarget, options: JobOptions) -> list[Proble
     return problems
 
 
+@cache
+def genai_bench_lock() -> tuple[str, tuple[str, ...]]:
+    """The locked genai-bench version and one ``name==version --hash=sha256:...`` line per wheel."""
+    data = json.loads(resources.files("hyperpod_dpd.data").joinpath("genai_bench_lock.json").read_text(
+        encoding="utf-8"))
+    wheels = data["wheels"]
+    version = next(w["version"] for w in wheels if w["name"] == "genai-bench")
+    return version, tuple(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}" for w in wheels)
+
+
 def _benchmark_script() -> str:
+    install = ('pip install --quiet --no-cache-dir --target /tmp/pkgs --require-hashes --no-deps '
+               '--only-binary=:all: -r /tmp/genai-bench.lock')
     return (
         "set -u\n"
         "if ! command -v genai-bench >/dev/null 2>&1; then\n"
-        '  echo "installing genai-bench==$GENAI_BENCH_VERSION"\n'
-        '  if ! pip install --quiet --no-cache-dir --target /tmp/pkgs "genai-bench==$GENAI_BENCH_VERSION"; then\n'
-        "    echo 97 > /results/exit-code; exit 0\n"
+        '  if [ -n "$GENAI_BENCH_LOCK" ]; then\n'
+        '    echo "installing the locked genai-bench==$GENAI_BENCH_VERSION"\n'
+        '    printf "%s\\n" "$GENAI_BENCH_LOCK" > /tmp/genai-bench.lock\n'
+        f"    {install} || {{ echo 97 > /results/exit-code; exit 0; }}\n"
+        "  else\n"
+        '    echo "installing genai-bench==$GENAI_BENCH_VERSION (not locked)"\n'
+        '    pip install --quiet --no-cache-dir --target /tmp/pkgs "genai-bench==$GENAI_BENCH_VERSION" || '
+        "{ echo 97 > /results/exit-code; exit 0; }\n"
         "  fi\n"
         '  export PYTHONPATH=/tmp/pkgs PATH="/tmp/pkgs/bin:$PATH"\n'
         "fi\n"
@@ -158,6 +183,12 @@ def _publish_script(results: S3Location | None, endpoint: str) -> str:
         f"{upload}"
         f'echo "{RESULTS_MARK} exit=$code"\n'
         'exit "$code"\n')
+
+
+def _lock_text(version: str) -> str:
+    """The lock's lines when it is for ``version``; '' (an unpinned install) for any other version."""
+    locked, lines = genai_bench_lock()
+    return "\n".join(lines) if version == locked else ""
 
 
 def genai_bench_args(target: BenchmarkTarget, scenario: Scenario, options: JobOptions) -> list[str]:
@@ -210,6 +241,9 @@ class BenchmarkJobChart(cdk8s.Chart):
             args=genai_bench_args(target, scenario, options),
             env={**home, "GENAI_BENCH_VERSION": kplus.EnvValue.from_value(options.genai_bench_version),
                  "LEVELS": kplus.EnvValue.from_value(scenario.level_plan()),
+                 "GENAI_BENCH_LOCK": kplus.EnvValue.from_value(_lock_text(options.genai_bench_version)),
+                 **({"PIP_INDEX_URL": kplus.EnvValue.from_value(options.pip_index_url)} if options.pip_index_url
+                    else {}),
                  "QUIET_SECONDS": kplus.EnvValue.from_value(str(options.quiet_seconds)),
                  **{key: kplus.EnvValue.from_value(value) for key, value in (
                      ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),

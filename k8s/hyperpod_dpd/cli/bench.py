@@ -129,7 +129,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     job.add_argument("--run-id", help="names the Job and results folder (default: the UTC time, YYYYmmdd-HHMMSS)")
     job.add_argument("--image", help="runs genai-bench; pip-installs it when absent (default: python 3.11 slim "
                                      "from ECR Public)")
-    job.add_argument("--genai-bench-version", help="the pinned genai-bench (default: 0.0.5)")
+    job.add_argument("--genai-bench-version", help="the genai-bench to install (default: 0.0.5 with every dependency "
+                                                   "hash-pinned; another version installs unpinned)")
+    job.add_argument("--pip-index-url", metavar="URL", help="the package index the pod installs from, e.g. a mirror "
+                                                         "for clusters without internet egress (default: PyPI)")
     job.add_argument("--aws-cli-image", help="copies the tokenizer and results (default: aws-cli 2.27.0, ECR Public)")
     job.add_argument("--service-account", help="(default: hyperpod-dpd-bench)")
     job.add_argument("--role-arn", help="IAM role to annotate on a new ServiceAccount (IRSA); not needed with "
@@ -305,6 +308,7 @@ def _options(args: argparse.Namespace) -> Any:
 
     given: dict[str, Any] = {
         "image": args.image, "genai_bench_version": args.genai_bench_version, "aws_cli_image": args.aws_cli_image,
+        "pip_index_url": args.pip_index_url,
         "service_account": args.service_account, "role_arn": args.role_arn, "node_selector": args.node_selector,
         "results": S3Location.parse(args.results_s3, field="--results-s3", region=args.region)
         if args.results_s3 else None}
