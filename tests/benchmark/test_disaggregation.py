@@ -104,7 +104,7 @@ def test_a_silently_direct_router_makes_every_level_untrustworthy(direct_run: An
     assert "0%" in warnings[0].message and "routingThreshold" in warnings[0].message
     # and the same counters are exactly what --path direct wants
     assert disaggregation_warnings(RoutePath.DIRECT, LEVELS, levels) == []
-    assert [w.code for w in disaggregation_warnings(RoutePath.DIRECT, LEVELS, _levels_of_healthy_like())] == [
+    assert [w.code for w in disaggregation_warnings(RoutePath.DIRECT, [2], _levels_of_healthy_like())] == [
         Trust.NOT_DIRECT]
 
 

@@ -35,6 +35,7 @@ import cdk8s
 from constructs import Construct
 
 from hyperpod_dpd.benchmark._plus import kplus
+from hyperpod_dpd.benchmark.results import PLAN_FILE
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.errors import Problem, raise_if_any
@@ -151,6 +152,8 @@ def _benchmark_script() -> str:
         '  export PYTHONPATH=/tmp/pkgs PATH="/tmp/pkgs/bin:$PATH"\n'
         "fi\n"
         "code=0 done=0\n"
+        'mkdir -p "/results/$RUN_ID"\n'
+        f"printf '%s' \"$LEVELS_JSON\" > \"/results/$RUN_ID/{PLAN_FILE}\"\n"
         f'echo "{RESULTS_MARK} quiet=0"; sleep "$QUIET_SECONDS"\n'
         "for plan in $LEVELS; do\n"
         '  level="${plan%%:*}"\n'
@@ -241,6 +244,8 @@ class BenchmarkJobChart(cdk8s.Chart):
             args=genai_bench_args(target, scenario, options),
             env={**home, "GENAI_BENCH_VERSION": kplus.EnvValue.from_value(options.genai_bench_version),
                  "LEVELS": kplus.EnvValue.from_value(scenario.level_plan()),
+                 "LEVELS_JSON": kplus.EnvValue.from_value(json.dumps({"num_concurrency": list(scenario.concurrency)})),
+                 "RUN_ID": kplus.EnvValue.from_value(options.run_id),
                  "GENAI_BENCH_LOCK": kplus.EnvValue.from_value(_lock_text(options.genai_bench_version)),
                  **({"PIP_INDEX_URL": kplus.EnvValue.from_value(options.pip_index_url)} if options.pip_index_url
                     else {}),

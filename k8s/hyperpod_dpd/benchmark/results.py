@@ -146,15 +146,19 @@ class BenchmarkResults:
 
 
 METADATA_FILE = "experiment_metadata.json"
+PLAN_FILE = "hyperpod-dpd-levels.json"  # the benchmark pod's plan: genai-bench runs once per level
 
 
 def _planned_levels(files: Mapping[str, str]) -> list[int]:
-    """The levels genai-bench was asked for, from its metadata file when there is one."""
-    try:
-        metadata = json.loads(files.get(METADATA_FILE) or "{}")
-        return [int(level) for level in metadata.get("num_concurrency") or []]
-    except (ValueError, TypeError, AttributeError):
-        return []
+    """The levels asked for: the pod's plan, else genai-bench's metadata file (which names only its own run)."""
+    for name in (PLAN_FILE, METADATA_FILE):
+        try:
+            planned = [int(level) for level in json.loads(files.get(name) or "{}").get("num_concurrency") or []]
+        except (ValueError, TypeError, AttributeError):
+            continue
+        if planned:
+            return planned
+    return []
 
 
 def collect(files: Mapping[str, str], *, expected: Iterable[int] = ()) -> BenchmarkResults:
