@@ -126,10 +126,24 @@ class FakeCore:
         return k8s_model("V1ServiceAccount", body)
 
 
-def benchmark_kube(batch: FakeBatch, core: FakeCore, custom: Any = None) -> BenchmarkKube:
-    """Both endpoints present unless ``custom`` says otherwise."""
-    return BenchmarkKube(custom=custom or FakeCustom(), apps=None, core=core, batch=batch, accounts=core,  # type: ignore[arg-type]
-                         proxy=core)
+def benchmark_kube(batch: FakeBatch, core: FakeCore, custom: Any = None, access: Any = None) -> BenchmarkKube:
+    """Both endpoints present unless ``custom`` says otherwise; every permission granted unless ``access``."""
+    return BenchmarkKube(custom=custom or FakeCustom(), apps=None, core=core, batch=batch,  # type: ignore[arg-type]
+                         accounts=core, proxy=core, access=access or FakeAccess())
+
+
+@dataclass
+class FakeAccess:
+    """SelfSubjectAccessReview answers: ``denied`` holds "verb resource[/sub] namespace" strings."""
+
+    denied: tuple[str, ...] = ()
+    asked: list[str] = field(default_factory=list)
+
+    def create_self_subject_access_review(self, body: Any) -> Any:
+        a = body["spec"]["resourceAttributes"]
+        key = f"{a['verb']} {a['resource']}{'/' + a['subresource'] if a.get('subresource') else ''} {a['namespace']}"
+        self.asked.append(key)
+        return k8s_model("V1SelfSubjectAccessReview", {**body, "status": {"allowed": key not in self.denied}})
 
 
 def router_and_decoder(name: str = "dpd-test", namespace: str = "default") -> dict[str, list[dict[str, Any]]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,6 +226,18 @@ def test_a_missing_twin_is_refused_before_any_job(capsys: pytest.CaptureFixture[
     assert kube.batch.created == [] and kube.core.accounts == []
 
 
+def test_missing_rbac_is_refused_before_any_job(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                stub_spec: str) -> None:
+    kube = _cluster(fakes, healthy_run)
+    kube.access = fakes.FakeAccess(denied=("get pods/proxy hyperpod-inference-system", "create jobs default"))
+    _on_cluster(monkeypatch, kube)
+    code, _, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC)
+    assert code == 2 and "RBAC: is denied" in err
+    assert "get pods/proxy in hyperpod-inference-system" in err and "create jobs.batch in default" in err
+    assert "get pods/log in default" in kube.access.asked and kube.batch.created == []
+
+
 def test_the_served_model_name_comes_from_the_spec(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     spec = write_spec(tmp_path, ("max_model_len: 16384",
                                  "max_model_len: 16384\nargs: [--served-model-name, llama-70b]"))
@@ -310,3 +323,32 @@ def test_a_failed_job_is_exit_1_with_the_reason(capsys: pytest.CaptureFixture[st
     assert run["levels"] == [] and run["not_run"] == [8, 16, 32] and run["trusted"] is False
     assert "BackoffLimitExceeded" in run["problem"] and "AccessDenied" in run["problem"]
     assert batch.deleted == [("default", name, "Background")]
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "bench.md"
+DOC_BLOCK = "<!-- stub run: checked by tests/benchmark/test_cli.py -->"
+
+
+def test_the_documented_stub_run_is_what_bench_prints(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                      healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    """docs/bench.md quotes a run on the stub: its title, columns and row shapes are today's output (the
+    latencies differ from run to run), and its bounds are the code's."""
+    spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 32"),
+                      ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 50\n  tpot_ms: 10"))
+    _on_cluster(monkeypatch, _cluster(fakes, healthy_run))
+    code, out, err = run_cli(capsys, spec, *STUB_TRAFFIC)
+    assert code == 0, out + err
+    text = DOC.read_text(encoding="utf-8")
+    quoted = text.split(DOC_BLOCK, 1)[1].split("```text\n", 1)[1].split("```", 1)[0].rstrip().splitlines()
+    printed = out.rstrip().splitlines()
+    shape = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+    assert len(quoted) == len(printed), out
+    for doc_line, line in zip(quoted, printed, strict=True):
+        assert shape.sub("9", doc_line).split() == shape.sub("9", line).split(), out
+    from hyperpod_dpd.benchmark.disaggregation import MIN_FRACTION
+    from hyperpod_dpd.benchmark.overhead import BOUND_RATIO, BOUND_S
+    from hyperpod_dpd.benchmark.route import default_isl
+
+    assert f"{BOUND_S * 1e3:.0f} ms" in text and f"{BOUND_RATIO:.0%}" in text and f"{MIN_FRACTION:.0%}" in text
+    assert f"--isl {default_isl(4096)}" in text

@@ -40,6 +40,10 @@ class ServiceAccountApi(Protocol):
     def create_namespaced_service_account(self, namespace: str, body: Any) -> Any: ...
 
 
+class AccessReviewApi(Protocol):
+    def create_self_subject_access_review(self, body: Any) -> Any: ...
+
+
 class ProxyApi(Protocol):
     """GET through the API server's pod proxy (``pods/proxy``)."""
 
@@ -53,6 +57,7 @@ class BenchmarkKube(KubeApi):
     batch: BatchApi | None = None
     accounts: ServiceAccountApi | None = None
     proxy: ProxyApi | None = None
+    access: AccessReviewApi | None = None
 
     @classmethod
     def from_kube(cls, kube: KubeApi) -> BenchmarkKube:
@@ -62,7 +67,7 @@ class BenchmarkKube(KubeApi):
         api_client = getattr(kube.core, "api_client", None)
         return cls(custom=kube.custom, apps=kube.apps, core=kube.core, transport=kube.transport,
                    batch=client.BatchV1Api(api_client), accounts=kube.core,  # type: ignore[arg-type]
-                   proxy=kube.core)  # type: ignore[arg-type]
+                   proxy=kube.core, access=client.AuthorizationV1Api(api_client))  # type: ignore[arg-type]
 
     def _batch(self) -> BatchApi:
         if self.batch is None:
@@ -82,6 +87,22 @@ class BenchmarkKube(KubeApi):
                 return False
             raise
         return True
+
+    def allowed(self, verb: str, resource: str, namespace: str, *, group: str = "",
+                subresource: str = "") -> bool | None:
+        """Whether the current user may (a SelfSubjectAccessReview); None when the cluster cannot say."""
+        if self.access is None:
+            return None
+        attributes = {"verb": verb, "resource": resource, "namespace": namespace, "group": group,
+                      **({"subresource": subresource} if subresource else {})}
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": attributes}}
+        try:
+            review = self._call("create selfsubjectaccessreview", self.access.create_self_subject_access_review,
+                                body, missing_ok=False)
+        except KubeError:
+            return None
+        return bool(((review or {}).get("status") or {}).get("allowed"))
 
     def pod_metrics(self, namespace: str, pod: str, port: int) -> str:
         """The pod's Prometheus ``/metrics`` text, through the API server."""

@@ -2,17 +2,20 @@
 
 The traffic against the spec (the routing threshold and ``max_model_len``: :mod:`route`), the
 ``model`` the requests name against the spec's ``--served-model-name``, and that every endpoint to
-benchmark exists on the cluster (the aggregated twin only exists with ``-c aggregated_baseline=true``).
+benchmark exists on the cluster (the aggregated twin only exists with ``-c aggregated_baseline=true``),
+and that the Kubernetes user may do everything the run will do (SelfSubjectAccessReview).
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from hyperpod_dpd.benchmark.results import METADATA_FILE
 from hyperpod_dpd.benchmark.target import BenchmarkTarget
 from hyperpod_dpd.errors import Problem
+from hyperpod_dpd.operator_names import IEC_GROUP, IEC_PLURAL, OPERATOR_NAMESPACE
 from hyperpod_dpd.ops.kube import KubeApi
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.vllm_args import flag_values
@@ -52,3 +55,46 @@ def api_base_of(files: Mapping[str, str]) -> str | None:
     except (ValueError, AttributeError):
         return None
     return words[words.index("--api-base") + 1] if "--api-base" in words[:-1] else None
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One Kubernetes RBAC verb on a resource (``pods/proxy`` is resource ``pods``, subresource ``proxy``)."""
+
+    verb: str
+    resource: str
+    namespace: str
+    group: str = ""
+    subresource: str = ""
+
+    def render(self) -> str:
+        resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.verb} {resource}{'.' + self.group if self.group else ''} in {self.namespace}"
+
+
+def needed_permissions(targets: Sequence[tuple[str, BenchmarkTarget]], spec: DpdSpec) -> list[Permission]:
+    """What ``bench`` does on the cluster: the Job and its ServiceAccount, the pod's progress and log, the
+    endpoints, and the DPD counters through the pod proxy."""
+    needed = []
+    for _, target in targets:
+        ns = target.namespace
+        needed += [Permission("create", "serviceaccounts", ns), Permission("create", "jobs", ns, group="batch"),
+                   Permission("get", "jobs", ns, group="batch"), Permission("delete", "jobs", ns, group="batch"),
+                   Permission("list", "pods", ns), Permission("get", "pods", ns, subresource="log"),
+                   Permission("get", IEC_PLURAL, ns, group=IEC_GROUP)]
+    needed += [Permission("list", "pods", OPERATOR_NAMESPACE),
+               Permission("get", "pods", OPERATOR_NAMESPACE, subresource="proxy"),
+               Permission("list", "pods", spec.namespace),
+               Permission("get", "pods", spec.namespace, subresource="proxy")]
+    return list(dict.fromkeys(needed))
+
+
+def permission_problems(allowed: Callable[[Permission], bool | None],
+                        needed: Sequence[Permission]) -> list[Problem]:
+    """Every permission the cluster denies (``allowed`` answers None when it cannot tell: not a problem)."""
+    denied = [p for p in needed if allowed(p) is False]
+    if not denied:
+        return []
+    return [Problem(field="RBAC", value=", ".join(p.render() for p in denied),
+                    message="is denied to the current Kubernetes user, so the run would fail part-way",
+                    fix="grant these verbs (a Role and RoleBinding per namespace), or run as a user who has them")]

@@ -348,7 +348,11 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
     )
     from hyperpod_dpd.benchmark.job import deadline_seconds, job_name, render_benchmark_job  # noqa: PLC0415
     from hyperpod_dpd.benchmark.overhead import overhead_warnings  # noqa: PLC0415
-    from hyperpod_dpd.benchmark.preflight import missing_endpoints  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.preflight import (  # noqa: PLC0415
+        missing_endpoints,
+        needed_permissions,
+        permission_problems,
+    )
     from hyperpod_dpd.benchmark.results import ResultsError, collect  # noqa: PLC0415
     from hyperpod_dpd.benchmark.route import RoutePath  # noqa: PLC0415
     from hyperpod_dpd.benchmark.trust import trust_warnings  # noqa: PLC0415
@@ -358,6 +362,9 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
     manifests = [(label, target, render_benchmark_job(target, scenario, options)) for label, target in targets]
     try:
         kube = benchmark_kube(args.kube_context, args.kubeconfig)
+        raise_if_any(permission_problems(lambda p: kube.allowed(p.verb, p.resource, p.namespace, group=p.group,
+                                                                subresource=p.subresource),
+                                         needed_permissions(targets, spec)))
         raise_if_any(missing_endpoints(kube, targets))
     except KubeError as err:
         raise UserFacingError(str(err)) from None
