@@ -14,7 +14,7 @@ import pytest
 import yaml
 from support import FakeClock, write_spec
 
-from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
+from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
 from hyperpod_dpd.cli import bench, main
 from hyperpod_dpd.defaults import default_spec
@@ -40,11 +40,23 @@ def test_render_writes_the_manifests_only(capsys: pytest.CaptureFixture[str], tm
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == [f"default-bench-dpd-test-{RUN}.k8s.yaml", f"default-bench-dpd-test-agg-{RUN}.k8s.yaml"]
     assert out.split() == [str(tmp_path / name) for name in written]
-    expected = render_benchmark_job(BenchmarkTarget.for_spec(default_spec()), Scenario(), JobOptions(run_id=RUN))
+    # by default the results also go to the model bucket's benchmarks/ prefix, which the stack's role may write
+    upload = S3Location(bucket="dpd-models-example", prefix="benchmarks", region="us-west-2")
+    expected = render_benchmark_job(BenchmarkTarget.for_spec(default_spec()), Scenario(),
+                                    JobOptions(run_id=RUN, results=upload))
     assert list(yaml.safe_load_all((tmp_path / written[0]).read_text())) == expected
+    publish = expected[1]["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    assert 'aws s3 cp "$dir/" "s3://dpd-models-example/benchmarks/dpd-test/$RUN_ID/"' in publish
     twin_job = list(yaml.safe_load_all((tmp_path / written[1]).read_text()))[1]
     assert "http://dpd-test-agg-default-routing-service." in " ".join(
         twin_job["spec"]["template"]["spec"]["initContainers"][1]["args"])
+
+
+def test_no_upload_keeps_the_results_in_the_log(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, _ = run_cli(capsys, "--render", str(tmp_path), "--run-id", RUN, "--no-upload")
+    assert code == 0
+    (job,) = [d for d in yaml.safe_load_all(next(tmp_path.iterdir()).read_text()) if d["kind"] == "Job"]
+    assert "aws s3 cp" not in job["spec"]["template"]["spec"]["containers"][0]["command"][2]
 
 
 def test_a_results_folder_is_reported_as_a_table(capsys: pytest.CaptureFixture[str], healthy_run: Any,

@@ -23,7 +23,7 @@ FETCH_CONTAINER = "fetch-tokenizer"
 MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} "
                   r"(?:file=(?P<file>\S+)|(?P<log>log)|exit=(?P<exit>\d+)|(?P<end>end))\s*$")
 TAIL_LINES = 30
-EXIT_MEANINGS = {96: "the upload to S3 failed (check the role may write the results prefix)",
+EXIT_MEANINGS = {96: "the upload to S3 failed (check the role may write the results prefix, or pass --no-upload)",
                  97: "pip could not install genai-bench (the pod needs PyPI egress, or use a genai-bench image)",
                  98: "genai-bench never ran"}
 

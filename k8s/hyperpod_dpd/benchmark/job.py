@@ -53,6 +53,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 SETUP_SECONDS = 900  # image pulls, pip install and the tokenizer copy
 LEVEL_SLACK_SECONDS = 60  # genai-bench's stop check runs once a second, plus report writing
 TTL_SECONDS = 3600
+RESULTS_PREFIX = "benchmarks"  # where the stack's benchmark role may write in the model bucket
 QUIET_SECONDS = 40  # two default polls (15 s) and some slack: bench sees every quiet window
 RUN_USER = 1000
 PUBLISH_CONTAINER = "publish"

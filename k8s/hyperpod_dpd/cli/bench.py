@@ -139,7 +139,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                         "the stack, whose ServiceAccount already carries one (and is kept)")
     job.add_argument("--tokenizer-s3", metavar="S3_URI", help="tokenizer files (default: the model's S3 prefix)")
     job.add_argument("--results-s3", metavar="S3_URI",
-                     help="also upload the result files under S3_URI/<endpoint>/<run id>/")
+                     help="also upload the result files under S3_URI/<endpoint>/<run id>/ (default: "
+                          "s3://<the tokenizer's bucket>/benchmarks, which the stack's benchmark role may write)")
+    job.add_argument("--no-upload", action="store_true", help="keep the results in the pod's log only")
     job.add_argument("--node-selector", type=_pairs, metavar="K=V[,K=V]",
                      help="nodes the pod may use, never a HyperPod node (default: any; e.g. "
                           "hyperpod-dpd/pool=system for the stack's system nodes)")
@@ -187,7 +189,7 @@ def _run(args: argparse.Namespace, spec: Any) -> int:
     else:
         scenario = _traffic(args, spec, Scenario, parse_levels)
         targets = _targets(args, spec)
-        options = _options(args)
+        options = _options(args, targets[0][1].tokenizer)
         if args.render:
             return _render(args.render, targets, scenario, options)
         outcomes = _on_cluster(args, spec, targets, scenario, options)
@@ -302,16 +304,21 @@ def _targets(args: argparse.Namespace, spec: Any) -> list[tuple[str, BenchmarkTa
     return [(label, dataclasses.replace(target, served_model=served_model(spec))) for label, target in targets]
 
 
-def _options(args: argparse.Namespace) -> Any:
-    from hyperpod_dpd.benchmark.job import QUIET_SECONDS, JobOptions  # noqa: PLC0415
+def _options(args: argparse.Namespace, tokenizer: Any = None) -> Any:
+    from hyperpod_dpd.benchmark.job import QUIET_SECONDS, RESULTS_PREFIX, JobOptions  # noqa: PLC0415
     from hyperpod_dpd.benchmark.target import S3Location  # noqa: PLC0415
 
+    results = None
+    if args.results_s3:
+        results = S3Location.parse(args.results_s3, field="--results-s3", region=args.region)
+    elif tokenizer is not None and not args.no_upload:
+        # The stack's benchmark role may write here (the model bucket's benchmarks/ prefix).
+        results = S3Location(bucket=tokenizer.bucket, prefix=RESULTS_PREFIX, region=tokenizer.region)
     given: dict[str, Any] = {
         "image": args.image, "genai_bench_version": args.genai_bench_version, "aws_cli_image": args.aws_cli_image,
         "pip_index_url": args.pip_index_url,
         "service_account": args.service_account, "role_arn": args.role_arn, "node_selector": args.node_selector,
-        "results": S3Location.parse(args.results_s3, field="--results-s3", region=args.region)
-        if args.results_s3 else None}
+        "results": results}
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S", now())
     # The pod pauses between levels long enough for two polls, so bench snapshots the counters there.
     quiet = max(QUIET_SECONDS, math.ceil(2 * args.poll_interval) + 10)
