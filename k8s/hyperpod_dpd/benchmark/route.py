@@ -79,6 +79,17 @@ def largest_direct_isl(threshold: int) -> int:
 
 def route_problems(*, isl: int, osl: int, path: RoutePath, threshold: int, max_model_len: int) -> list[Problem]:
     """Why ``isl`` would not measure ``path`` against this threshold, or not fit the model's context."""
+    problems = path_problems(isl=isl, path=path, threshold=threshold)
+    if isl + osl > max_model_len:
+        problems.append(Problem(field="--isl", value=isl, message=(
+            f"plus --osl {osl} is {isl + osl} tokens, above the spec's max_model_len {max_model_len}: vLLM would "
+            "answer HTTP 400 to every request"),
+            fix=f"keep --isl + --osl at most {max_model_len}, or raise max_model_len in the spec"))
+    return problems
+
+
+def path_problems(*, isl: int, path: RoutePath, threshold: int) -> list[Problem]:
+    """Why the router would not send ``D(isl, ...)`` prompts down ``path`` at this threshold."""
     problems = []
     low, high = prompt_length().estimates(isl)
     if path is RoutePath.DPD and threshold > 0 and low < threshold * (1 + MARGIN):
@@ -99,9 +110,4 @@ def route_problems(*, isl: int, osl: int, path: RoutePath, threshold: int, max_m
                 f"would reach the routing threshold {threshold} (the router estimates it at {low}-{high} tokens), "
                 "so --path direct would measure some disaggregated requests"),
                 fix=f"use --isl {limit} or less with --path direct"))
-    if isl + osl > max_model_len:
-        problems.append(Problem(field="--isl", value=isl, message=(
-            f"plus --osl {osl} is {isl + osl} tokens, above the spec's max_model_len {max_model_len}: vLLM would "
-            "answer HTTP 400 to every request"),
-            fix=f"keep --isl + --osl at most {max_model_len}, or raise max_model_len in the spec"))
     return problems

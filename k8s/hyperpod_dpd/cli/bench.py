@@ -278,11 +278,10 @@ def _refuse_mismatch(outcomes: list[Outcome]) -> None:
 
 def _threshold_warnings(spec: Any, scenario: Scenario, results: BenchmarkResults) -> list[TrustWarning]:
     """A results folder's input length that the router would not (all) disaggregate."""
-    from hyperpod_dpd.benchmark.route import RoutePath, route_problems  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.route import RoutePath, path_problems  # noqa: PLC0415
     from hyperpod_dpd.benchmark.trust import Trust, TrustWarning  # noqa: PLC0415
 
-    problems = [p for p in route_problems(isl=scenario.isl, osl=scenario.osl, path=RoutePath.DPD,
-                                          threshold=spec.routing.threshold, max_model_len=10**9)]
+    problems = path_problems(isl=scenario.isl, path=RoutePath.DPD, threshold=spec.routing.threshold)
     return [TrustWarning(code=Trust.NOT_DISAGGREGATED, concurrency=level.concurrency, message=(
         f"{problems[0].message}; the folder holds no router counters to show otherwise"))
         for level in results.levels] if problems else []
