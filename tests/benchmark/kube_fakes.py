@@ -119,6 +119,12 @@ class FakeCore:
         log = self.logs[container]
         return log if isinstance(log, str) else log()
 
+    def read_namespaced_service_account(self, name: str, namespace: str) -> Any:
+        for ns, body in self.accounts:
+            if ns == namespace and body["metadata"]["name"] == name:
+                return k8s_model("V1ServiceAccount", body)
+        raise api_error(404)
+
     def create_namespaced_service_account(self, namespace: str, body: Any) -> Any:
         if self.account_error is not None:
             raise self.account_error

@@ -266,6 +266,20 @@ def test_a_results_folder_below_the_threshold_is_untrustworthy(capsys: pytest.Ca
     assert code == 1 and "[not-disaggregated] concurrency 2" in out and "routing threshold 4096" in out
 
 
+def test_a_folder_of_another_endpoint_is_refused(capsys: pytest.CaptureFixture[str], healthy_run: Any,
+                                                tmp_path: Path, stub_spec: str) -> None:
+    """genai-bench records its --api-base in experiment_metadata.json; another endpoint's router is refused."""
+    other = tmp_path / "other"
+    other.mkdir()
+    router = "http://other-ep-default-routing-service.hyperpod-inference-system.svc.cluster.local:443"
+    for name, text in healthy_run.files().items():
+        if name == "experiment_metadata.json":
+            text = re.sub(r"--api-base \S+", f"--api-base {router}", text)
+        (other / name).write_text(text)
+    code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(other))
+    assert code == 2 and router in err and "not endpoint dpd-test" in err
+
+
 def test_ab_of_different_scenarios_is_refused(capsys: pytest.CaptureFixture[str], healthy_run: Any,
                                               tmp_path: Path, stub_spec: str) -> None:
     other = tmp_path / "other"
@@ -289,6 +303,7 @@ def test_ab_of_different_scenarios_is_refused(capsys: pytest.CaptureFixture[str]
     (["--concurrency", "8,x"], "concurrency: is not a whole number (got 'x')"),
     (["--max-seconds", "90"], "max_seconds: must be a whole number of minutes"),
     (["--requests", "4"], "requests: is fewer than the highest concurrency 32"),
+    (["--requests", "10"], "Fix: use at least 32, or leave it out for 320"),
     (["--isl", "2000"], "--isl: is too close to or below the routing threshold 4096"),
     (["--isl", "4096"], "Fix: use --isl 4352 or more, or pass --path direct"),
     (["--isl", "4096", "--path", "direct"], "Fix: use --isl 3"),
@@ -301,6 +316,16 @@ def test_ab_of_different_scenarios_is_refused(capsys: pytest.CaptureFixture[str]
 def test_bad_input_is_exit_2_with_the_fix(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     code, _, err = run_cli(capsys, *argv)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--timeout", "-5"], "--timeout: must be more than 0 seconds (got -5)"),
+    (["--poll-interval", "0"], "--poll-interval: must be more than 0 seconds (got 0)"),
+])
+def test_bad_waits_are_usage_errors(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", *argv])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_an_unusable_kubeconfig_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

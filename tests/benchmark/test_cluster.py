@@ -210,6 +210,16 @@ def test_an_existing_service_account_is_kept_and_an_existing_job_refused(spec: D
     assert batch.deleted == []  # nothing of ours to delete
 
 
+def test_the_stacks_service_account_is_used_without_creating_one(spec: DpdSpec, fakes: ModuleType) -> None:
+    """A user who may create Jobs but not ServiceAccounts runs with the stack's (audit C6)."""
+    existing = {"metadata": {"name": "hyperpod-dpd-bench", "namespace": "default"}}
+    core = fakes.FakeCore(pods=[[]], accounts=[("default", existing)],
+                          account_error=fakes.api_error(403, "serviceaccounts is forbidden"))
+    batch = fakes.FakeBatch(states=[fakes.job(NAME, condition="Complete")])
+    run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, FakeClock()))
+    assert core.accounts == [("default", existing)] and [ns for ns, _ in batch.created] == ["default"]
+
+
 def test_forbidden_is_one_line_naming_rbac(spec: DpdSpec, fakes: ModuleType) -> None:
     core = fakes.FakeCore(pods=[[]], account_error=fakes.api_error(403, 'serviceaccounts is forbidden'))
     with pytest.raises(KubeError, match=r"forbidden .*RBAC"):

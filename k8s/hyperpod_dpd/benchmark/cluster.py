@@ -37,6 +37,8 @@ class BatchApi(Protocol):
 
 
 class ServiceAccountApi(Protocol):
+    def read_namespaced_service_account(self, name: str, namespace: str) -> Any: ...
+
     def create_namespaced_service_account(self, namespace: str, body: Any) -> Any: ...
 
 
@@ -74,13 +76,24 @@ class BenchmarkKube(KubeApi):
             raise KubeError("no batch/v1 client: build BenchmarkKube with batch=")
         return self.batch
 
-    def create_service_account(self, namespace: str, body: JsonDict) -> bool:
-        """Create it; False when one with that name exists (kept as it is: the stack may manage it)."""
+    def _accounts(self) -> ServiceAccountApi:
         if self.accounts is None:
             raise KubeError("no ServiceAccount client: build BenchmarkKube with accounts=")
+        return self.accounts
+
+    def service_account(self, namespace: str, name: str) -> JsonDict | None:
+        found: JsonDict | None = self._call(f"get serviceaccount {namespace}/{name}",
+                                            self._accounts().read_namespaced_service_account, name, namespace)
+        return found
+
+    def create_service_account(self, namespace: str, body: JsonDict) -> bool:
+        """Create it unless it exists; False when it does (kept as it is: the stack manages it), so a user
+        who may not create ServiceAccounts can still run with the stack's."""
         name = body["metadata"]["name"]
+        if self.service_account(namespace, name) is not None:
+            return False
         try:
-            self._call(f"create serviceaccount {namespace}/{name}", self.accounts.create_namespaced_service_account,
+            self._call(f"create serviceaccount {namespace}/{name}", self._accounts().create_namespaced_service_account,
                        namespace, body, missing_ok=False)
         except KubeError as err:
             if err.status == 409:

@@ -9,7 +9,7 @@ and that the Kubernetes user may do everything the run will do (SelfSubjectAcces
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from hyperpod_dpd.benchmark.results import METADATA_FILE
@@ -72,13 +72,17 @@ class Permission:
         return f"{self.verb} {resource}{'.' + self.group if self.group else ''} in {self.namespace}"
 
 
-def needed_permissions(targets: Sequence[tuple[str, BenchmarkTarget]], spec: DpdSpec) -> list[Permission]:
-    """What ``bench`` does on the cluster: the Job and its ServiceAccount, the pod's progress and log, the
-    endpoints, and the DPD counters through the pod proxy."""
+def needed_permissions(targets: Sequence[tuple[str, BenchmarkTarget]], spec: DpdSpec, *,
+                       missing_accounts: Collection[str] = ()) -> list[Permission]:
+    """What ``bench`` does on the cluster: the Job and its ServiceAccount (created only in the namespaces
+    of ``missing_accounts``), the pod's progress and log, the endpoints, and the DPD counters through the
+    pod proxy."""
     needed = []
     for _, target in targets:
         ns = target.namespace
-        needed += [Permission("create", "serviceaccounts", ns), Permission("create", "jobs", ns, group="batch"),
+        if ns in missing_accounts:
+            needed.append(Permission("create", "serviceaccounts", ns))
+        needed += [Permission("create", "jobs", ns, group="batch"),
                    Permission("get", "jobs", ns, group="batch"), Permission("delete", "jobs", ns, group="batch"),
                    Permission("list", "pods", ns), Permission("get", "pods", ns, subresource="log"),
                    Permission("get", IEC_PLURAL, ns, group=IEC_GROUP)]

@@ -109,7 +109,8 @@ def scenario_problems(s: Scenario) -> Iterator[Problem]:
     if s.requests is not None and s.concurrency and isinstance(s.requests, int) and s.requests < max(s.concurrency):
         yield Problem(field="requests", value=s.requests,
                       message=f"is fewer than the highest concurrency {max(s.concurrency)}: some users would send "
-                              "nothing", fix=f"use at least {REQUESTS_PER_USER * max(s.concurrency)}")
+                              "nothing", fix=f"use at least {max(s.concurrency)}, or leave it out for "
+                      f"{REQUESTS_PER_USER * max(s.concurrency)}")
     if not isinstance(s.max_seconds, int) or s.max_seconds < 60 or s.max_seconds % 60:
         yield Problem(field="max_seconds", value=s.max_seconds,
                       message="must be a whole number of minutes in seconds (genai-bench bounds runs in minutes)",

@@ -85,6 +85,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds (got {text})")
+    return value
+
+
 def _pairs(text: str) -> dict[str, str]:
     pairs: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -149,9 +159,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cluster = parser.add_argument_group("the cluster")
     cluster.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
     cluster.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    cluster.add_argument("--timeout", type=float, metavar="SECONDS",
+    cluster.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                          help="how long to wait per Job (default: its deadline plus 5 minutes)")
-    cluster.add_argument("--poll-interval", type=float, default=DEFAULT_POLL, metavar="SECONDS",
+    cluster.add_argument("--poll-interval", type=_seconds, default=DEFAULT_POLL, metavar="SECONDS",
                          help=f"seconds between polls (default: {DEFAULT_POLL})")
     cluster.add_argument("--keep", action="store_true", help="leave the Job for inspection (its TTL removes it)")
     parser.set_defaults(handler=run)
@@ -368,9 +378,11 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
     manifests = [(label, target, render_benchmark_job(target, scenario, options)) for label, target in targets]
     try:
         kube = benchmark_kube(args.kube_context, args.kubeconfig)
+        missing = {t.namespace for _, t in targets
+                   if kube.service_account(t.namespace, options.service_account) is None}
         raise_if_any(permission_problems(lambda p: kube.allowed(p.verb, p.resource, p.namespace, group=p.group,
                                                                 subresource=p.subresource),
-                                         needed_permissions(targets, spec)))
+                                         needed_permissions(targets, spec, missing_accounts=missing)))
         raise_if_any(missing_endpoints(kube, targets))
     except KubeError as err:
         raise UserFacingError(str(err)) from None
