@@ -273,9 +273,8 @@ def test_a_folder_of_another_endpoint_is_refused(capsys: pytest.CaptureFixture[s
     other.mkdir()
     router = "http://other-ep-default-routing-service.hyperpod-inference-system.svc.cluster.local:443"
     for name, text in healthy_run.files().items():
-        if name == "experiment_metadata.json":
-            text = re.sub(r"--api-base \S+", f"--api-base {router}", text)
-        (other / name).write_text(text)
+        moved = re.sub(r"--api-base \S+", f"--api-base {router}", text) if name == "experiment_metadata.json" else text
+        (other / name).write_text(moved)
     code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(other))
     assert code == 2 and router in err and "not endpoint dpd-test" in err
 
