@@ -33,14 +33,16 @@ def served_model(spec: DpdSpec) -> str:
     return names[0] if names else spec.model.mount_path
 
 
-def missing_endpoints(kube: KubeApi, targets: Sequence[tuple[str, BenchmarkTarget]]) -> list[Problem]:
-    """Every target whose InferenceEndpointConfig is not on the cluster."""
+def missing_endpoints(kube: KubeApi, targets: Sequence[tuple[str, BenchmarkTarget]], *,
+                      namespace: str) -> list[Problem]:
+    """Every target whose InferenceEndpointConfig is not in the endpoint's ``namespace`` (the Job may run
+    elsewhere, with ``--namespace``)."""
     problems = []
     for label, target in targets:
-        if kube.endpoint_config(target.namespace, target.name) is None:
+        if kube.endpoint_config(namespace, target.name) is None:
             fix = ("deploy the stack with -c aggregated_baseline=true, or drop --aggregated" if label == "aggregated"
-                   else "deploy the endpoint first, or pass --namespace where it runs")
-            problems.append(Problem(field=f"{label} endpoint", value=f"{target.namespace}/{target.name}",
+                   else "deploy the endpoint first, or pass the spec it was deployed from")
+            problems.append(Problem(field=f"{label} endpoint", value=f"{namespace}/{target.name}",
                                     message="has no InferenceEndpointConfig on the cluster", fix=fix))
     return problems
 
@@ -84,9 +86,9 @@ def needed_permissions(targets: Sequence[tuple[str, BenchmarkTarget]], spec: Dpd
             needed.append(Permission("create", "serviceaccounts", ns))
         needed += [Permission("create", "jobs", ns, group="batch"),
                    Permission("get", "jobs", ns, group="batch"), Permission("delete", "jobs", ns, group="batch"),
-                   Permission("list", "pods", ns), Permission("get", "pods", ns, subresource="log"),
-                   Permission("get", IEC_PLURAL, ns, group=IEC_GROUP)]
-    needed += [Permission("list", "pods", OPERATOR_NAMESPACE),
+                   Permission("list", "pods", ns), Permission("get", "pods", ns, subresource="log")]
+    needed += [Permission("get", IEC_PLURAL, spec.namespace, group=IEC_GROUP),
+               Permission("list", "pods", OPERATOR_NAMESPACE),
                Permission("get", "pods", OPERATOR_NAMESPACE, subresource="proxy"),
                Permission("list", "pods", spec.namespace),
                Permission("get", "pods", spec.namespace, subresource="proxy")]

@@ -383,7 +383,7 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
         raise_if_any(permission_problems(lambda p: kube.allowed(p.verb, p.resource, p.namespace, group=p.group,
                                                                 subresource=p.subresource),
                                          needed_permissions(targets, spec, missing_accounts=missing)))
-        raise_if_any(missing_endpoints(kube, targets))
+        raise_if_any(missing_endpoints(kube, targets, namespace=spec.namespace))
     except KubeError as err:
         raise UserFacingError(str(err)) from None
     timeout = args.timeout if args.timeout is not None else deadline_seconds(scenario, options.quiet_seconds) + 300
