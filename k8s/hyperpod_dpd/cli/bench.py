@@ -1,15 +1,16 @@
 """``hyperpod-dpd bench [SPEC]``: benchmark the deployed endpoint from inside the cluster with genai-bench.
 
-Applies a Job (and its ServiceAccount) that runs genai-bench on a system node against the endpoint's
+Applies a Job (and its ServiceAccount) that runs genai-bench on a non-HyperPod node against the endpoint's
 router Service with fixed input and output lengths at each --concurrency level, waits for it with
 progress on stderr, reads the result files from the Job's log, deletes the Job, and prints per level:
 TTFT, TPOT and end-to-end latency (p50/p90/p99), output tokens per second, requests completed and
 failed, the error rate, and what the router and decoder counted (DISAGG: requests the router
-disaggregated; KV IN tok: prompt tokens the decoder received from the prefiller), read through the
-API server before and after each level. The default --isl clears the spec's routing threshold under
+disaggregated; KV IN tok: prompt tokens the decoder received from the prefiller; CLIENT +ms: the
+client's mean TTFT above the router's own), read through the API server before and after each level,
+and goodput under the spec's slo. The default --isl clears the spec's routing threshold under
 the router's length rule; a shorter one is refused unless --path direct. Warns when a level cannot
-be trusted (under 95% disaggregated, no KV received, failed requests, answers shorter than --osl, a
-buffered stream). --aggregated also benchmarks the aggregated twin (the stack hosts it
+be trusted (under 95% disaggregated, no KV received, client overhead above its bound, failed
+requests, answers shorter than --osl, a buffered stream). docs/bench.md explains each. --aggregated also benchmarks the aggregated twin (the stack hosts it
 with -c aggregated_baseline=true) and reports DPD's change; --compare adds the advisor's prediction.
 
 --render DIR only writes the manifests. --results-dir DIR reports a genai-bench results folder you
