@@ -10,8 +10,9 @@ client's mean TTFT above the router's own), read through the API server before a
 and goodput under the spec's slo. The default --isl clears the spec's routing threshold under
 the router's length rule; a shorter one is refused unless --path direct. Warns when a level cannot
 be trusted (under 95% disaggregated, no KV received, client overhead above its bound, failed
-requests, answers shorter than --osl, a buffered stream). docs/bench.md explains each. --aggregated also benchmarks the aggregated twin (the stack hosts it
-with -c aggregated_baseline=true) and reports DPD's change; --compare adds the advisor's prediction.
+requests, answers shorter than --osl, a buffered stream); docs/bench.md explains each. --aggregated
+also benchmarks the aggregated twin (the stack hosts it with -c aggregated_baseline=true) and reports
+DPD's change; --compare adds the advisor's prediction.
 
 --render DIR only writes the manifests. --results-dir DIR reports a genai-bench results folder you
 already have (e.g. downloaded from --results-s3) instead of running anything.
