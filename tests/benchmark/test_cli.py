@@ -194,26 +194,29 @@ STUB_TRAFFIC = ("--run-id", RUN, "--concurrency", "2,4", "--isl", "64", "--osl",
 def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
                                                     healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
                                                     stub_spec: str) -> None:
+    """Every level 100% disaggregated with KV received. The client's overhead is measured, not controlled
+    here: on a loaded machine it may pass its bound, which is then the only warning (and exit 1)."""
     kube = _cluster(fakes, healthy_run)
     clock = _on_cluster(monkeypatch, kube)
     code, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC)
-    assert code == 0, out + err
     assert f"job bench-dpd-test-{RUN}" in err and kube.batch.deleted == [("default", f"bench-dpd-test-{RUN}",
                                                                            "Background")]
     assert clock.slept == [15] * 5
     header = next(line for line in out.splitlines() if line.startswith("CONC"))
-    assert header.split()[-7:] == ["DISAGG", "KV", "IN", "tok", "CLIENT", "+ms", "GOOD"] or \
-        header.split()[-5:] == ["DISAGG", "KV", "IN", "tok", "CLIENT"] or "DISAGG" in header
+    assert header.split()[-6:] == ["DISAGG", "KV", "IN", "tok", "CLIENT", "+ms"]
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
-    assert [row[0] for row in rows] == ["2", "4"] and "cannot be trusted" not in out
+    assert [row[0] for row in rows] == ["2", "4"]
     for row in rows:  # DISAGG is "n/n 100%", then the external KV tokens, then the client's overhead
         done, routed = row[-4].split("/")
         assert done == routed and row[-3] == "100%" and int(row[-2].replace(",", "")) > 0
-        assert 0 < int(row[-1].lstrip("+")) < 50
+        assert int(row[-1].lstrip("+")) > 0
     _on_cluster(monkeypatch, _cluster(fakes, healthy_run))
-    code, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
-    routing = json.loads(text)["runs"]["dpd"]["routing"]
-    assert [r["fraction"] for r in routing] == [1.0, 1.0] and all(r["external_kv_tokens"] > 0 for r in routing)
+    json_code, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
+    run = json.loads(text)["runs"]["dpd"]
+    assert [r["fraction"] for r in run["routing"]] == [1.0, 1.0]
+    assert all(r["external_kv_tokens"] > 0 and r["client_overhead_s"] > 0 for r in run["routing"])
+    assert {w["code"] for w in run["warnings"]} <= {"client-overhead"}
+    assert json_code == (1 if run["warnings"] else 0) and code in (0, 1)
 
 
 def test_a_silently_direct_run_is_untrustworthy_and_exit_1(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
@@ -224,8 +227,8 @@ def test_a_silently_direct_run_is_untrustworthy_and_exit_1(capsys: pytest.Captur
     assert code == 1
     run = json.loads(out)["runs"]["dpd"]
     assert [r["fraction"] for r in run["routing"]] == [0.0, 0.0]
-    assert [(w["code"], w["concurrency"]) for w in run["warnings"]] == [("not-disaggregated", 2),
-                                                                        ("not-disaggregated", 4)]
+    routing = [(w["code"], w["concurrency"]) for w in run["warnings"] if w["code"] != "client-overhead"]
+    assert routing == [("not-disaggregated", 2), ("not-disaggregated", 4)]
 
 
 def test_a_missing_twin_is_refused_before_any_job(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
@@ -374,10 +377,13 @@ def test_the_documented_stub_run_is_what_bench_prints(capsys: pytest.CaptureFixt
                       ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 50\n  tpot_ms: 10"))
     _on_cluster(monkeypatch, _cluster(fakes, healthy_run))
     code, out, err = run_cli(capsys, spec, *STUB_TRAFFIC)
-    assert code == 0, out + err
     text = DOC.read_text(encoding="utf-8")
     quoted = text.split(DOC_BLOCK, 1)[1].split("```text\n", 1)[1].split("```", 1)[0].rstrip().splitlines()
-    printed = out.rstrip().splitlines()
+    # the table; on a loaded machine the client's overhead may also pass its bound, flagged after it
+    table, _, flagged = out.rstrip().partition("\n\ncannot be trusted as measured:\n")
+    assert all("[client-overhead]" in line for line in flagged.splitlines()), out + err
+    assert code == (1 if flagged else 0), out + err
+    printed = table.splitlines()
     shape = re.compile(r"[0-9][0-9,]*(?:\.[0-9]+)?")
     assert len(quoted) == len(printed), out
     for doc_line, line in zip(quoted, printed, strict=True):
