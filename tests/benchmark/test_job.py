@@ -53,6 +53,8 @@ def test_the_pod_is_bounded_non_root_and_kept_off_gpu_nodes(spec: DpdSpec) -> No
         assert container["securityContext"]["runAsNonRoot"] is True
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
         assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
         assert "nvidia.com/gpu" not in container["resources"]["limits"]
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]

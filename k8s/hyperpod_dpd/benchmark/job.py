@@ -282,7 +282,10 @@ class BenchmarkJobChart(cdk8s.Chart):
                                              limit=cdk8s.Size.mebibytes(2 * mebibytes))),
             security_context=kplus.ContainerSecurityContextProps(
                 ensure_non_root=True, user=RUN_USER, group=RUN_USER, privileged=False,
-                allow_privilege_escalation=False, read_only_root_filesystem=True),
+                allow_privilege_escalation=False, read_only_root_filesystem=True,
+                # what Pod Security "restricted" requires, so such a namespace admits the pod
+                seccomp_profile=kplus.SeccompProfile(type=kplus.SeccompProfileType.RUNTIME_DEFAULT),
+                capabilities=kplus.ContainerSecutiryContextCapabilities(drop=[kplus.Capability.ALL])),
             volume_mounts=[kplus.VolumeMount(path=path, volume=volume) for path, volume in sorted(mounts.items())])
 
 
