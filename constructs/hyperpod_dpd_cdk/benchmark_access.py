@@ -18,7 +18,13 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
 from hyperpod_dpd import DpdSpec, Problem, SpecError
-from hyperpod_dpd.benchmark.job import DEFAULT_SERVICE_ACCOUNT, MANAGED_BY, ROLE_ARN_ANNOTATION, TOKENIZER_FILES
+from hyperpod_dpd.benchmark.job import (
+    DEFAULT_SERVICE_ACCOUNT,
+    MANAGED_BY,
+    RESULTS_PREFIX,
+    ROLE_ARN_ANNOTATION,
+    TOKENIZER_FILES,
+)
 from hyperpod_dpd.charts.aggregated import aggregated_spec, render_aggregated_endpoint_config
 from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL, router_service
 from hyperpod_dpd_cdk.dpd_endpoint import placed_spec
@@ -27,7 +33,7 @@ from hyperpod_dpd_cdk.inference_operator import IrsaTrust
 from hyperpod_dpd_cdk.lifecycle import prefix_findings
 from hyperpod_dpd_cdk.nag import acknowledge
 
-DEFAULT_RESULTS_PREFIX = "benchmarks"
+DEFAULT_RESULTS_PREFIX = RESULTS_PREFIX  # where bench uploads by default
 AGGREGATED_GROUP = "aggregated"
 
 

@@ -1,8 +1,12 @@
 """Real genai-bench runs against a local streaming server, shared by every test of this folder.
 
-Each run is bounded (8 requests per level, one minute at most) and takes a few seconds; the result
-folders are what genai-bench really wrote. The tokenizer is a word-level one built here and saved
-as ``tokenizer.json``, so nothing is downloaded.
+Each run executes the rendered Job's own ``benchmark`` container (its script, arguments and
+environment; only the paths, the router URL and the quiet pause are mapped to this machine), is
+bounded (8 requests per level, one minute at most) and takes a few seconds; the result folders are
+what genai-bench really wrote. The stub's router and decoder counters are read in every quiet
+window the script announces, as ``bench`` reads them on a cluster. The tokenizer is a word-level
+one of the Llama 3 vocabulary size (128,256), built here from genai-bench's own sonnet, so nothing
+is downloaded.
 """
 
 from __future__ import annotations
@@ -10,11 +14,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,10 +27,17 @@ from typing import Any
 import pytest
 from support import load_module
 
+from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
+from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, RESULTS_MARK, JobOptions, render_benchmark_job
+from hyperpod_dpd.defaults import default_spec
+
 HERE = Path(__file__).resolve().parent
 LEVELS = (2, 4)
 ISL, OSL = 64, 16
 REQUESTS = 8
+RUN_ID = "20261201-0300"
+VOCABULARY = 128_256  # Llama 3's
+QUIET = re.compile(rf"^{re.escape(RESULTS_MARK)} quiet=(\d+)$")
 
 
 fake_openai = load_module("fake_openai", HERE / "fake_openai.py")
@@ -39,14 +51,21 @@ def fakes() -> ModuleType:
     return kube_fakes
 
 
+def _sonnet_words() -> list[str]:
+    spec = importlib.util.find_spec("genai_bench")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("the bench extra is not installed: pip install '.[bench]'")
+    sonnet = Path(next(iter(spec.submodule_search_locations))) / "data" / "sonnet.txt"
+    return sorted(set(re.findall(r"\w+|[^\w\s]", sonnet.read_text(encoding="utf-8"))))
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A word-level tokenizer over a few hundred common words; anything else is one [UNK] token."""
+    """Every word and mark of genai-bench's sonnet, padded to the Llama 3 vocabulary size."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-    common = ("the of and to in a is that it for as with was on be by this thou thy thee my love shall not but all "
-              "which so when me doth his her time beauty eye heart sweet fair day")
-    words = ["[UNK]", *sorted(set(common.split(" ")))]
+    words = ["[UNK]", *_sonnet_words()]
+    words += [f"[unused{i}]" for i in range(VOCABULARY - len(words))]
     tokenizer = Tokenizer(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
@@ -59,47 +78,81 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @dataclass(frozen=True)
 class Run:
-    """One genai-bench run: its exit code, the folder it wrote, and how many requests the server saw."""
+    """One genai-bench run: its exit code, the folder it wrote, the requests the server saw, and the
+    stub's router and decoder metrics in each quiet window (by the number of levels done)."""
 
     returncode: int
     folder: Path
     served: int
     stderr: str
+    metrics: dict[int, tuple[str, str]] = field(default_factory=dict)
+    stdout: str = ""
 
     def files(self) -> dict[str, str]:
         return {path.name: path.read_text(encoding="utf-8") for path in sorted(self.folder.glob("*.json"))}
 
 
-def _genai_bench() -> list[str]:
+def _genai_bench_dir() -> Path:
     # find_spec, not import: importing genai-bench monkey-patches threading with gevent.
     if importlib.util.find_spec("genai_bench") is None:
         pytest.skip("the bench extra is not installed: pip install '.[bench]'")
     script = Path(sys.executable).parent / "genai-bench"
-    return [str(script)] if script.exists() else [sys.executable, "-c", "from genai_bench.cli.cli import cli; cli()"]
+    if not script.exists():
+        pytest.skip("no genai-bench command beside the interpreter")
+    return script.parent
 
 
-def run_genai_bench(behaviour: Any, tokenizer: Path, base: Path, name: str) -> Run:
-    """genai-bench 0.0.5 exactly as the Job runs it (the vllm backend, a local tokenizer, offline)."""
-    command = _genai_bench()
+def rendered_benchmark_container(scenario: Scenario) -> dict[str, Any]:
+    """The ``benchmark`` container of the Job ``bench`` renders for the default spec."""
+    objects = render_benchmark_job(BenchmarkTarget.for_spec(default_spec()), scenario, JobOptions(run_id=RUN_ID))
+    pod = next(o for o in objects if o["kind"] == "Job")["spec"]["template"]["spec"]
+    found: dict[str, Any] = next(c for c in pod["initContainers"] if c["name"] == BENCHMARK_CONTAINER)
+    return found
+
+
+def run_genai_bench(behaviour: Any, tokenizer: Path, base: Path,
+                    scenario: Scenario | None = None) -> Run:
+    """The rendered Job's benchmark container, run here against the stub."""
+    scenario = scenario or Scenario(isl=ISL, osl=OSL, concurrency=LEVELS, requests=REQUESTS, max_seconds=60)
+    container = rendered_benchmark_container(scenario)
+    results = base / "results"
+    results.mkdir()
+    local = {"/results": str(results), "/tokenizer": str(tokenizer), "/tmp": str(base / "tmp")}
+
+    pod_paths = re.compile("|".join(re.escape(path) for path in local))
+
+    def mapped(text: str) -> str:
+        return pod_paths.sub(lambda m: local[m[0]], text)
+
     with fake_openai.serving(behaviour) as server:
-        port = server.server_address[1]
-        args = ["benchmark", "--api-backend", "vllm", "--api-base", f"http://127.0.0.1:{port}", "--api-key", "unused",
-                "--api-model-name", "/opt/ml/model", "--model-tokenizer", str(tokenizer), "--model", "test-model",
-                "--task", "text-to-text", "--traffic-scenario", f"D({ISL},{OSL})",
-                *[arg for level in LEVELS for arg in ("--num-concurrency", str(level))],
-                "--max-requests-per-run", str(REQUESTS), "--max-time-per-run", "1", "--server-engine", "vLLM",
-                "--experiment-base-dir", str(base), "--experiment-folder-name", name, "--log-dir", str(base / "logs")]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-               "HF_HOME": str(base / "hf"), "MPLCONFIGDIR": str(base / "mpl"), "TRANSFORMERS_VERBOSITY": "error"}
-        done = subprocess.run([*command, *args], capture_output=True, text=True, env=env, timeout=240, check=False,
-                              cwd=base)
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        args = [mapped(a) for a in container["args"]]
+        args[args.index("--api-base") + 1] = url
+        env = {e["name"]: mapped(e["value"]) for e in container["env"]}
+        env.update({"PATH": f"{_genai_bench_dir()}:{os.environ.get('PATH', '/usr/bin:/bin')}", "QUIET_SECONDS": "1",
+                    "HOME": str(base)})
+        command = [*container["command"][:2], mapped(container["command"][2]), *container["command"][3:]]
+        metrics: dict[int, tuple[str, str]] = {}
+        lines: list[str] = []
+        with subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                              cwd=base) as process:
+            assert process.stdout is not None and process.stderr is not None
+            for line in process.stdout:
+                lines.append(line)
+                quiet = QUIET.match(line.strip())
+                if quiet:  # the script now sleeps: nothing is in flight
+                    metrics[int(quiet[1])] = (server.metrics("/router/metrics") or "",
+                                              server.metrics("/decoder/metrics") or "")
+            stderr = process.stderr.read()
+            process.wait(timeout=240)
         served = server.requests
-    return Run(done.returncode, base / name, served, done.stderr[-4000:])
+    code = int((results / "exit-code").read_text().strip())
+    return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines))
 
 
 def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any) -> Iterator[Run]:
     base = tmp_path_factory.mktemp(name)
-    yield run_genai_bench(behaviour, tokenizer_dir, base, name)
+    yield run_genai_bench(behaviour, tokenizer_dir, base)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -127,3 +180,10 @@ def short_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> 
     """The server stops after 4 tokens, as a router that drops ignore_eos would let it."""
     yield from _run(tmp_path_factory, tokenizer_dir, "short",
                     Behaviour(first_token_s=0.02, per_token_s=0.005, max_output_tokens=4))
+
+
+@pytest.fixture(scope="session")
+def direct_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """Healthy answers, but the router's threshold is above the prompts: served by the decoder alone."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "direct",
+                    Behaviour(first_token_s=0.02, per_token_s=0.005, routing_threshold=100_000))

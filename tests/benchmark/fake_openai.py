@@ -3,6 +3,15 @@
 It answers ``POST /v1/chat/completions`` with chunked server-sent events, the way vLLM does (a
 close-delimited body would make any client measure TTFT as the whole request), one token per
 event, then a usage event and ``[DONE]``. Failures are injected by request number.
+
+Like vLLM 0.19 behind the DPD router it also checks what a real server would reject or change: a
+``model`` other than the served name gets vLLM's 404, and without ``ignore_eos`` the answer stops
+early, as a model reaching its end-of-sequence token does. It counts what the router and the
+decoder would count, and serves it as Prometheus text: the router's ``dpd_routing_*_total``
+(``GET /router/metrics``; names from the HyperPod inference dashboard) decided by its length rule
+against ``routing_threshold``, and the decoder's ``vllm:prompt_tokens_by_source_total``
+(``GET /decoder/metrics``; vLLM 0.19 ``vllm/v1/metrics/loggers.py``), where a disaggregated
+request's prompt arrives as ``external_kv_transfer`` unless ``kv_transfer`` is off.
 """
 
 from __future__ import annotations
@@ -26,6 +35,11 @@ class Behaviour:
     :param fail_every: every n-th request gets ``fail_status`` (0: none). :param fail_status: HTTP status.
     :param fail_all: every request fails with ``fail_status``.
     :param max_output_tokens: stop early, as a server that ignores ``ignore_eos`` would (0: honour max_tokens).
+    :param served_model: the only ``model`` accepted (vLLM serves the mount path unless --served-model-name).
+    :param eos_after: tokens answered when the request lacks ``ignore_eos``.
+    :param routing_threshold: prompts estimated at this many tokens or more are disaggregated; the estimate
+        is the larger of the word count and characters / 4 (the router's two observed rules).
+    :param kv_transfer: a disaggregated prompt reaches the decoder as external KV tokens (off: recomputed).
     """
 
     first_token_s: float = 0.02
@@ -34,6 +48,10 @@ class Behaviour:
     fail_status: int = 500
     fail_all: bool = False
     max_output_tokens: int = 0
+    served_model: str = "/opt/ml/model"
+    eos_after: int = 3
+    routing_threshold: int = 32
+    kv_transfer: bool = True
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -46,6 +64,18 @@ class _Handler(BaseHTTPRequestHandler):
     def handle(self) -> None:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             super().handle()
+
+    def do_GET(self) -> None:
+        text = self.server.metrics(self.path.rstrip("/"))
+        if text is None:
+            self._error(404, f"no route {self.path}")
+            return
+        payload = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
     def do_POST(self) -> None:
         # The client may stop reading: genai-bench ends a run mid-request.
@@ -63,9 +93,16 @@ class _Handler(BaseHTTPRequestHandler):
         if behaviour.fail_all or (behaviour.fail_every and number % behaviour.fail_every == 0):
             self._error(behaviour.fail_status, f"injected failure of request {number}")
             return
+        if body.get("model") != behaviour.served_model:  # vLLM's answer to an unknown model
+            self._error(404, f"The model `{body.get('model')}` does not exist.")
+            return
         wanted = int(body.get("max_tokens") or 16)
         tokens = min(wanted, behaviour.max_output_tokens) if behaviour.max_output_tokens else wanted
+        if body.get("ignore_eos") is not True:
+            tokens = min(tokens, behaviour.eos_after)
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        self.server.route(prompt)
+        received = time.perf_counter()
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -76,6 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(behaviour.per_token_s)
             self._event({"id": f"r{number}", "object": "chat.completion.chunk", "model": body.get("model"),
                          "choices": [{"index": 0, "delta": {"content": "word "}, "finish_reason": None}]})
+            if not index:  # the router's TTFT: request in, first token out
+                self.server.first_token(time.perf_counter() - received)
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens,
                  "total_tokens": len(prompt.split()) + tokens}
         self._event({"id": f"r{number}", "object": "chat.completion.chunk", "model": body.get("model"),
@@ -109,10 +148,50 @@ class _Server(ThreadingHTTPServer):
         self.requests = 0
         self._lock = threading.Lock()
 
+        self.counters = {"disaggregated": 0, "local": 0, "external": 0, "computed": 0}
+        self.ttft_sum, self.ttft_count = 0.0, 0
+
+    def first_token(self, seconds: float) -> None:
+        with self._lock:
+            self.ttft_sum += seconds
+            self.ttft_count += 1
+
     def next_number(self) -> int:
         with self._lock:
             self.requests += 1
             return self.requests
+
+    def route(self, prompt: str) -> None:
+        """Count the router's decision and the decoder's prompt tokens by source for one request."""
+        words = len(prompt.split())
+        estimate = max(words, len(prompt) // 4)
+        with self._lock:
+            if estimate >= self.behaviour.routing_threshold:
+                self.counters["disaggregated"] += 1
+                self.counters["external" if self.behaviour.kv_transfer else "computed"] += words
+            else:
+                self.counters["local"] += 1
+                self.counters["computed"] += words
+
+    def metrics(self, path: str) -> str | None:
+        with self._lock:
+            c = dict(self.counters)
+            ttft_sum, ttft_count = self.ttft_sum, self.ttft_count
+        if path == "/router/metrics":
+            return "".join(f"# TYPE dpd_routing_{name}_total counter\ndpd_routing_{name}_total {value}.0\n"
+                           for name, value in (("disaggregated", c["disaggregated"]), ("local", c["local"]),
+                                               ("fallback", 0))) + (
+                "# TYPE dpd_e2e_ttft_seconds histogram\n"
+                f'dpd_e2e_ttft_seconds_bucket{{le="+Inf"}} {ttft_count}.0\n'
+                f"dpd_e2e_ttft_seconds_sum {ttft_sum!r}\ndpd_e2e_ttft_seconds_count {ttft_count}.0\n")
+        if path == "/decoder/metrics":
+            labels = 'engine="0",model_name="/opt/ml/model"'
+            return ("# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.\n"
+                    "# TYPE vllm:prompt_tokens_by_source_total counter\n"
+                    f'vllm:prompt_tokens_by_source_total{{{labels},source="local_compute"}} {c["computed"]}.0\n'
+                    f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 0.0\n'
+                    f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {c["external"]}.0\n')
+        return None
 
 
 @contextmanager

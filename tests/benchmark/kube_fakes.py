@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,19 +33,24 @@ def job(name: str, *, condition: str | None = None, reason: str = "", message: s
             "spec": {"template": {"spec": {"containers": [{"name": "publish", "image": "x"}]}}}, "status": status}
 
 
-def container(name: str, state: str, exit_code: int = 0, reason: str = "") -> dict[str, Any]:
+def container(name: str, state: str, exit_code: int = 0, reason: str = "", message: str = "") -> dict[str, Any]:
+    waiting = {"reason": reason or "PodInitializing", **({"message": message} if message else {})}
     states: dict[str, Any] = {
         "running": {"running": {"startedAt": "2026-12-01T03:00:00Z"}},
-        "waiting": {"waiting": {"reason": reason or "PodInitializing"}},
+        "waiting": {"waiting": waiting},
         "terminated": {"terminated": {"exitCode": exit_code, "reason": reason or "Completed"}},
     }
     return {"name": name, "image": "x", "imageID": "", "ready": False, "restartCount": 0, "state": states[state]}
 
 
-def pod(name: str, *, init: list[dict[str, Any]], main: list[dict[str, Any]], phase: str = "Pending") -> dict[str, Any]:
+def pod(name: str, *, init: list[dict[str, Any]], main: list[dict[str, Any]], phase: str = "Pending",
+        unschedulable: str = "") -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, "initContainerStatuses": init, "containerStatuses": main}
+    if unschedulable:  # as the scheduler reports it
+        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                 "message": unschedulable}]
     return {"metadata": {"name": name, "namespace": "default"},
-            "spec": {"containers": [{"name": "publish", "image": "x"}]},
-            "status": {"phase": phase, "initContainerStatuses": init, "containerStatuses": main}}
+            "spec": {"containers": [{"name": "publish", "image": "x"}]}, "status": status}
 
 
 @dataclass
@@ -78,19 +83,32 @@ class FakeBatch:
 
 @dataclass
 class FakeCore:
-    """Pods answered in turn like the Job; logs by container; ServiceAccount creation recorded."""
+    """Pods answered in turn like the Job; logs by container (text, or a function called at each read);
+    ServiceAccount creation recorded; other pods (``"namespace|selector"``) and their ``/metrics``
+    through the pod proxy (``metrics(namespace, "pod:port")``) for the DPD counters."""
 
     pods: list[list[dict[str, Any]]]
-    logs: Mapping[str, str] = field(default_factory=dict)
+    logs: Mapping[str, str | Callable[[], str]] = field(default_factory=dict)
     account_error: Exception | None = None
     accounts: list[tuple[str, Any]] = field(default_factory=list)
     log_reads: list[str] = field(default_factory=list)
     listed: int = 0
+    other_pods: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    metrics: Callable[[str, str], str] | None = None
+    proxied: list[tuple[str, str, str]] = field(default_factory=list)
 
     def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any:
+        if f"{namespace}|{label_selector}" in self.other_pods:
+            return k8s_model("V1PodList", {"items": self.other_pods[f"{namespace}|{label_selector}"]})
         items = self.pods[min(self.listed, len(self.pods) - 1)]
         self.listed += 1
         return k8s_model("V1PodList", {"items": items})
+
+    def connect_get_namespaced_pod_proxy_with_path(self, name: str, namespace: str, path: str) -> str:
+        self.proxied.append((namespace, name, path))
+        if self.metrics is None:
+            raise api_error(403, "pods/proxy is forbidden")
+        return self.metrics(namespace, name)
 
     def read_namespaced_service(self, name: str, namespace: str) -> Any:
         raise api_error(404)
@@ -98,7 +116,14 @@ class FakeCore:
     def read_namespaced_pod_log(self, name: str, namespace: str, *, container: str, since_seconds: int | None = None,
                                 limit_bytes: int | None = None) -> Any:
         self.log_reads.append(container)
-        return self.logs[container]
+        log = self.logs[container]
+        return log if isinstance(log, str) else log()
+
+    def read_namespaced_service_account(self, name: str, namespace: str) -> Any:
+        for ns, body in self.accounts:
+            if ns == namespace and body["metadata"]["name"] == name:
+                return k8s_model("V1ServiceAccount", body)
+        raise api_error(404)
 
     def create_namespaced_service_account(self, namespace: str, body: Any) -> Any:
         if self.account_error is not None:
@@ -107,7 +132,46 @@ class FakeCore:
         return k8s_model("V1ServiceAccount", body)
 
 
-def benchmark_kube(batch: FakeBatch, core: FakeCore) -> BenchmarkKube:
-    return BenchmarkKube(custom=None, apps=None, core=core, batch=batch, accounts=core)  # type: ignore[arg-type]
+def benchmark_kube(batch: FakeBatch, core: FakeCore, custom: Any = None, access: Any = None) -> BenchmarkKube:
+    """Both endpoints present unless ``custom`` says otherwise; every permission granted unless ``access``."""
+    return BenchmarkKube(custom=custom or FakeCustom(), apps=None, core=core, batch=batch,  # type: ignore[arg-type]
+                         accounts=core, proxy=core, access=access or FakeAccess())
+
+
+@dataclass
+class FakeAccess:
+    """SelfSubjectAccessReview answers: ``denied`` holds "verb resource[/sub] namespace" strings."""
+
+    denied: tuple[str, ...] = ()
+    asked: list[str] = field(default_factory=list)
+
+    def create_self_subject_access_review(self, body: Any) -> Any:
+        a = body["spec"]["resourceAttributes"]
+        key = f"{a['verb']} {a['resource']}{'/' + a['subresource'] if a.get('subresource') else ''} {a['namespace']}"
+        self.asked.append(key)
+        return k8s_model("V1SelfSubjectAccessReview", {**body, "status": {"allowed": key not in self.denied}})
+
+
+def router_and_decoder(name: str = "dpd-test", namespace: str = "default") -> dict[str, list[dict[str, Any]]]:
+    """One router pod (port 8080 on its router-container) and one decoder pod, named as the operator does."""
+    router = {"metadata": {"name": f"{name}-{namespace}-router-6d5f-abc", "namespace": "hyperpod-inference-system"},
+              "spec": {"containers": [{"name": "router-container", "image": "x", "ports": [{"containerPort": 8080}]}]}}
+    decoder = {"metadata": {"name": f"decode-{name}-7c9-xyz", "namespace": namespace},
+               "spec": {"containers": [{"name": "vllm", "image": "x"}]}}
+    return {"hyperpod-inference-system|": [router],
+            f"{namespace}|inference.sagemaker.aws.amazon.com/dpd-role=decode": [decoder]}
+
+
+@dataclass
+class FakeCustom:
+    """InferenceEndpointConfigs by name (absent: 404)."""
+
+    present: tuple[str, ...] = ("dpd-test", "dpd-test-agg")
+
+    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> Any:
+        if name not in self.present:
+            raise api_error(404)
+        return {"apiVersion": f"{group}/{version}", "kind": "InferenceEndpointConfig",
+                "metadata": {"name": name, "namespace": namespace}}
 
 

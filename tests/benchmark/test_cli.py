@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,9 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
-from support import FakeClock
+from support import FakeClock, write_spec
 
-from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
+from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
 from hyperpod_dpd.cli import bench, main
 from hyperpod_dpd.defaults import default_spec
@@ -27,29 +28,49 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
+@pytest.fixture
+def stub_spec(tmp_path: Path) -> str:
+    """The default spec with the stub router's threshold (32), so D(64,16) is a DPD scenario."""
+    return write_spec(tmp_path, ("threshold: 4096", "threshold: 32"))
+
+
 def test_render_writes_the_manifests_only(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = run_cli(capsys, "--render", str(tmp_path), "--run-id", RUN, "--aggregated")
     assert code == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == [f"default-bench-dpd-test-{RUN}.k8s.yaml", f"default-bench-dpd-test-agg-{RUN}.k8s.yaml"]
     assert out.split() == [str(tmp_path / name) for name in written]
-    expected = render_benchmark_job(BenchmarkTarget.for_spec(default_spec()), Scenario(), JobOptions(run_id=RUN))
+    # by default the results also go to the model bucket's benchmarks/ prefix, which the stack's role may write
+    upload = S3Location(bucket="dpd-models-example", prefix="benchmarks", region="us-west-2")
+    expected = render_benchmark_job(BenchmarkTarget.for_spec(default_spec()), Scenario(),
+                                    JobOptions(run_id=RUN, results=upload))
     assert list(yaml.safe_load_all((tmp_path / written[0]).read_text())) == expected
+    publish = expected[1]["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    assert 'aws s3 cp "$dir/" "s3://dpd-models-example/benchmarks/dpd-test/$RUN_ID/"' in publish
     twin_job = list(yaml.safe_load_all((tmp_path / written[1]).read_text()))[1]
     assert "http://dpd-test-agg-default-routing-service." in " ".join(
         twin_job["spec"]["template"]["spec"]["initContainers"][1]["args"])
 
 
-def test_a_results_folder_is_reported_as_a_table(capsys: pytest.CaptureFixture[str], healthy_run: Any) -> None:
-    code, out, _ = run_cli(capsys, "--results-dir", str(healthy_run.folder))
+def test_no_upload_keeps_the_results_in_the_log(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, _ = run_cli(capsys, "--render", str(tmp_path), "--run-id", RUN, "--no-upload")
+    assert code == 0
+    (job,) = [d for d in yaml.safe_load_all(next(tmp_path.iterdir()).read_text()) if d["kind"] == "Job"]
+    assert "aws s3 cp" not in job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+
+
+def test_a_results_folder_is_reported_as_a_table(capsys: pytest.CaptureFixture[str], healthy_run: Any,
+                                                stub_spec: str) -> None:
+    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder))
     assert code == 0
     assert "D(64,16) (64 in / 16 out)" in out and "cannot be trusted" not in out
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
     assert [row[0] for row in rows] == ["2", "4"] and all(row[-2:] == ["0", "0.0%"] for row in rows)
 
 
-def test_json_and_trust_warnings_set_the_exit_status(capsys: pytest.CaptureFixture[str], erroring_run: Any) -> None:
-    code, out, _ = run_cli(capsys, "--results-dir", str(erroring_run.folder), "--json")
+def test_json_and_trust_warnings_set_the_exit_status(capsys: pytest.CaptureFixture[str], erroring_run: Any,
+                                                     stub_spec: str) -> None:
+    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(erroring_run.folder), "--json")
     assert code == 1
     document = json.loads(out)["runs"]["dpd"]
     assert document["trusted"] is False and {w["code"] for w in document["warnings"]} == {"failed-requests"}
@@ -58,8 +79,8 @@ def test_json_and_trust_warnings_set_the_exit_status(capsys: pytest.CaptureFixtu
 
 
 def test_ab_reports_the_change_from_aggregated(capsys: pytest.CaptureFixture[str], healthy_run: Any,
-                                               short_run: Any) -> None:
-    code, out, _ = run_cli(capsys, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
+                                               short_run: Any, stub_spec: str) -> None:
+    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
                            str(short_run.folder), "--json")
     assert code == 1  # the twin's answers were shorter than --osl
     document = json.loads(out)
@@ -68,7 +89,7 @@ def test_ab_reports_the_change_from_aggregated(capsys: pytest.CaptureFixture[str
         expected = (mine["output_tokens_per_s"] - theirs["output_tokens_per_s"]) / theirs["output_tokens_per_s"] * 100
         assert row["change_percent"]["output_tokens_per_s"] == pytest.approx(expected)
         assert row["tpot_p50_s"] == {"dpd": mine["tpot_s"]["p50"], "aggregated": theirs["tpot_s"]["p50"]}
-    _, text, _ = run_cli(capsys, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
+    _, text, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
                          str(short_run.folder))
     ab = text[text.index("DPD against the aggregated twin"):].splitlines()
     assert ab[1].split()[:3] == ["CONC", "TPOT", "p50"] and [line.split()[0] for line in ab[2:4]] == ["2", "4"]
@@ -98,7 +119,7 @@ class FakeAdvice:
 
 
 def test_compare_prints_measured_beside_predicted(capsys: pytest.CaptureFixture[str], healthy_run: Any,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                  monkeypatch: pytest.MonkeyPatch, stub_spec: str) -> None:
     asked: list[Any] = []
     estimate = FakeEstimate(ttft_s=0.02, tpot_s=0.005, e2e_s=0.1, output_tokens_per_s=100.0, gpus=16)
 
@@ -108,7 +129,7 @@ def test_compare_prints_measured_beside_predicted(capsys: pytest.CaptureFixture[
                           assumptions={"system": "h100_sxm"})
 
     monkeypatch.setattr(bench, "predictor", predictor)
-    code, out, _ = run_cli(capsys, "--results-dir", str(healthy_run.folder), "--compare", "--json")
+    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare", "--json")
     assert code == 0 and asked[0].isl == 64 and asked[0].osl == 16 and asked[0].concurrency == (2, 4)
     comparison = json.loads(out)["comparison"]
     assert comparison["assumptions"] == {"system": "h100_sxm"}
@@ -116,42 +137,179 @@ def test_compare_prints_measured_beside_predicted(capsys: pytest.CaptureFixture[
     assert [r["concurrency"] for r in tpot] == [2, 4]
     for row in tpot:
         assert row["difference_percent"] == pytest.approx((row["measured"] - 0.005) / 0.005 * 100)
-    code, text, _ = run_cli(capsys, "--results-dir", str(healthy_run.folder), "--compare")
+    code, text, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare")
     assert "measured against predicted" in text and "2 disaggregated" in text and "system: h100_sxm" in text
 
 
 def test_compare_without_the_advisor_names_the_extra(capsys: pytest.CaptureFixture[str], healthy_run: Any,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch, stub_spec: str) -> None:
     monkeypatch.setitem(sys.modules, "hyperpod_dpd.advisor", None)  # as if not installed
-    code, _, err = run_cli(capsys, "--results-dir", str(healthy_run.folder), "--compare")
+    code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare")
     assert code == 2 and "pip install 'hyperpod-dpd[advisor]'" in err and "Traceback" not in err
 
 
-def test_a_run_on_the_cluster(capsys: pytest.CaptureFixture[str], fakes: ModuleType, healthy_run: Any,
-                              monkeypatch: pytest.MonkeyPatch) -> None:
+def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-test", "dpd-test-agg")) -> Any:
+    """A recorded cluster where the Job runs ``run``: its log walks through the quiet windows one poll at a
+    time, and the router's and decoder's /metrics (through the API server) answer with the stub's counters
+    of the window the log is in."""
     name = f"bench-dpd-test-{RUN}"
-    log = "".join(f"### hyperpod-dpd-bench file={n}\n{text}\n### hyperpod-dpd-bench end\n"
-                  for n, text in healthy_run.files().items()) + "### hyperpod-dpd-bench exit=0\n"
-    batch = fakes.FakeBatch(states=[fakes.job(name), fakes.job(name, condition="Complete")])
-    core = fakes.FakeCore(pods=[[fakes.pod(f"{name}-x", init=[fakes.container("benchmark", "running")], main=[])],
-                                [fakes.pod(f"{name}-x", init=[], main=[fakes.container("publish", "terminated")])]],
-                          logs={"publish": log})
+    marks = [f"quiet={k}" if i % 2 == 0 else f"level={level}" for i, (k, level) in enumerate(
+        [(0, 0), (0, 2), (1, 0), (1, 4), (2, 0)])]
+    logs = iter("".join(f"### hyperpod-dpd-bench {m}\n" for m in marks[:i + 1]) for i in range(len(marks)))
+    window = [0]
+
+    def benchmark_log() -> str:
+        text = next(logs, None)
+        if text is None:
+            return "### hyperpod-dpd-bench quiet=2\n"
+        window[0] = int(text.rsplit("quiet=", 1)[1].split()[0])
+        return text
+
+    def metrics(namespace: str, pod_port: str) -> str:
+        router, decoder = run.metrics[window[0]]
+        return str(router if namespace == "hyperpod-inference-system" else decoder)
+
+    publish = "".join(f"### hyperpod-dpd-bench file={n}\n{text}\n### hyperpod-dpd-bench end\n"
+                      for n, text in run.files().items()) + "### hyperpod-dpd-bench exit=0\n"
+    pod = fakes.pod(f"{name}-x", init=[fakes.container("benchmark", "terminated")],
+                    main=[fakes.container("publish", "terminated")])
+    batch = fakes.FakeBatch(states=[fakes.job(name)] * 5 + [fakes.job(name, condition="Complete")])
+    core = fakes.FakeCore(pods=[[pod]], logs={"benchmark": benchmark_log, "publish": publish},
+                          other_pods=fakes.router_and_decoder(), metrics=metrics)
+    return fakes.benchmark_kube(batch, core, custom=fakes.FakeCustom(present=present))
+
+
+def _on_cluster(monkeypatch: pytest.MonkeyPatch, kube: Any) -> FakeClock:
     clock = FakeClock()
-    monkeypatch.setattr(bench, "benchmark_kube", lambda context, config: fakes.benchmark_kube(batch, core))
+    monkeypatch.setattr(bench, "benchmark_kube", lambda context, config: kube)
     monkeypatch.setattr(bench, "clock", clock)
     monkeypatch.setattr(bench, "sleep", clock.sleep)
-    code, out, err = run_cli(capsys, "--run-id", RUN, "--concurrency", "2,4", "--isl", "64", "--osl", "16",
-                             "--requests", "8", "--max-seconds", "60")
-    assert code == 0, out + err
-    assert f"job {name}" in err and "genai-bench running" in err
-    assert batch.deleted == [("default", name, "Background")] and clock.slept == [15]
-    assert [line.split()[0] for line in out.splitlines() if line[:1].isdigit()] == ["2", "4"]
+    return clock
+
+
+STUB_TRAFFIC = ("--run-id", RUN, "--concurrency", "2,4", "--isl", "64", "--osl", "16", "--requests", "8",
+                "--max-seconds", "60")
+
+
+def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                    healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                    stub_spec: str) -> None:
+    """Every level 100% disaggregated with KV received. The client's overhead is measured, not controlled
+    here: on a loaded machine it may pass its bound, which is then the only warning (and exit 1)."""
+    kube = _cluster(fakes, healthy_run)
+    clock = _on_cluster(monkeypatch, kube)
+    code, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC)
+    assert f"job bench-dpd-test-{RUN}" in err and kube.batch.deleted == [("default", f"bench-dpd-test-{RUN}",
+                                                                           "Background")]
+    assert clock.slept == [15] * 5
+    header = next(line for line in out.splitlines() if line.startswith("CONC"))
+    assert header.split()[-6:] == ["DISAGG", "KV", "IN", "tok", "CLIENT", "+ms"]
+    rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
+    assert [row[0] for row in rows] == ["2", "4"]
+    for row in rows:  # DISAGG is "n/n 100%", then the external KV tokens, then the client's overhead
+        done, routed = row[-4].split("/")
+        assert done == routed and row[-3] == "100%" and int(row[-2].replace(",", "")) > 0
+        assert int(row[-1].lstrip("+")) > 0
+    _on_cluster(monkeypatch, _cluster(fakes, healthy_run))
+    json_code, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
+    run = json.loads(text)["runs"]["dpd"]
+    assert [r["fraction"] for r in run["routing"]] == [1.0, 1.0]
+    assert all(r["external_kv_tokens"] > 0 and r["client_overhead_s"] > 0 for r in run["routing"])
+    assert {w["code"] for w in run["warnings"]} <= {"client-overhead"}
+    assert json_code == (1 if run["warnings"] else 0) and code in (0, 1)
+
+
+def test_a_silently_direct_run_is_untrustworthy_and_exit_1(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                           direct_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                           stub_spec: str) -> None:
+    _on_cluster(monkeypatch, _cluster(fakes, direct_run))
+    code, out, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
+    assert code == 1
+    run = json.loads(out)["runs"]["dpd"]
+    assert [r["fraction"] for r in run["routing"]] == [0.0, 0.0]
+    routing = [(w["code"], w["concurrency"]) for w in run["warnings"] if w["code"] != "client-overhead"]
+    assert routing == [("not-disaggregated", 2), ("not-disaggregated", 4)]
+
+
+def test_a_missing_twin_is_refused_before_any_job(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                  healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                  stub_spec: str) -> None:
+    kube = _cluster(fakes, healthy_run, present=("dpd-test",))
+    _on_cluster(monkeypatch, kube)
+    code, _, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--aggregated")
+    assert code == 2 and "default/dpd-test-agg" in err and "aggregated_baseline=true" in err
+    assert kube.batch.created == [] and kube.core.accounts == []
+
+
+def test_missing_rbac_is_refused_before_any_job(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                stub_spec: str) -> None:
+    kube = _cluster(fakes, healthy_run)
+    kube.access = fakes.FakeAccess(denied=("get pods/proxy hyperpod-inference-system", "create jobs default"))
+    _on_cluster(monkeypatch, kube)
+    code, _, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC)
+    assert code == 2 and "RBAC: is denied" in err
+    assert "get pods/proxy in hyperpod-inference-system" in err and "create jobs.batch in default" in err
+    assert "get pods/log default" in kube.access.asked and kube.batch.created == []
+
+
+def test_the_served_model_name_comes_from_the_spec(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, ("max_model_len: 16384",
+                                 "max_model_len: 16384\nargs: [--served-model-name, llama-70b]"))
+    code, _, err = run_cli(capsys, spec, "--render", str(tmp_path / "out"), "--run-id", RUN)
+    assert code == 0, err
+    (job,) = [d for d in yaml.safe_load_all(next((tmp_path / "out").iterdir()).read_text()) if d["kind"] == "Job"]
+    args = job["spec"]["template"]["spec"]["initContainers"][1]["args"]
+    assert args[args.index("--api-model-name") + 1] == "llama-70b"
+
+
+def test_a_results_folder_below_the_threshold_is_untrustworthy(capsys: pytest.CaptureFixture[str],
+                                                               healthy_run: Any) -> None:
+    code, out, _ = run_cli(capsys, "--results-dir", str(healthy_run.folder))
+    assert code == 1 and "[not-disaggregated] concurrency 2" in out and "routing threshold 4096" in out
+
+
+def test_a_folder_of_another_endpoint_is_refused(capsys: pytest.CaptureFixture[str], healthy_run: Any,
+                                                tmp_path: Path, stub_spec: str) -> None:
+    """genai-bench records its --api-base in experiment_metadata.json; another endpoint's router is refused."""
+    other = tmp_path / "other"
+    other.mkdir()
+    router = "http://other-ep-default-routing-service.hyperpod-inference-system.svc.cluster.local:443"
+    for name, text in healthy_run.files().items():
+        moved = re.sub(r"--api-base \S+", f"--api-base {router}", text) if name == "experiment_metadata.json" else text
+        (other / name).write_text(moved)
+    code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(other))
+    assert code == 2 and router in err and "not endpoint dpd-test" in err
+
+
+def test_ab_of_different_scenarios_is_refused(capsys: pytest.CaptureFixture[str], healthy_run: Any,
+                                              tmp_path: Path, stub_spec: str) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    for name, text in healthy_run.files().items():
+        (other / name.replace("D64_16", "D64_32")).write_text(text.replace("D(64,16)", "D(64,32)"))
+    code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
+                           str(other))
+    assert code == 2 and "D(64,16)" in err and "D(64,32)" in err and "same input and output lengths" in err
+    fewer = tmp_path / "fewer"
+    fewer.mkdir()
+    for name, text in healthy_run.files().items():
+        if "num_concurrency_4_" not in name:
+            (fewer / name).write_text(text)
+    code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
+                           str(fewer))
+    assert code == 2 and "at concurrency 2,4" in err and "at 2:" in err
 
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--concurrency", "8,x"], "concurrency: is not a whole number (got 'x')"),
     (["--max-seconds", "90"], "max_seconds: must be a whole number of minutes"),
     (["--requests", "4"], "requests: is fewer than the highest concurrency 32"),
+    (["--requests", "10"], "Fix: use at least 32, or leave it out for 320"),
+    (["--isl", "2000"], "--isl: is too close to or below the routing threshold 4096"),
+    (["--isl", "4096"], "Fix: use --isl 4352 or more, or pass --path direct"),
+    (["--isl", "4096", "--path", "direct"], "Fix: use --isl 3"),
+    (["--isl", "16200", "--osl", "256", "--path", "direct"], "above the spec's max_model_len 16384"),
     (["--aggregated-results-dir", "x"], "--aggregated-results-dir needs --results-dir"),
     (["--results-dir", "/nonexistent-folder"], "not a folder"),
     (["--run-id", "Bad_Id", "--render", "out"], "run_id: makes the Job name"),
@@ -162,17 +320,27 @@ def test_bad_input_is_exit_2_with_the_fix(capsys: pytest.CaptureFixture[str], ar
     assert code == 2 and message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--timeout", "-5"], "--timeout: must be more than 0 seconds (got -5)"),
+    (["--poll-interval", "0"], "--poll-interval: must be more than 0 seconds (got 0)"),
+])
+def test_bad_waits_are_usage_errors(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["bench", *argv])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_an_unusable_kubeconfig_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run_cli(capsys, "--kubeconfig", str(tmp_path / "missing"), "--run-id", RUN)
     assert code == 2 and "kubeconfig" in err and "Traceback" not in err
 
 
-def test_compare_with_the_real_advisor(capsys: pytest.CaptureFixture[str], healthy_run: Any) -> None:
+def test_compare_with_the_real_advisor(capsys: pytest.CaptureFixture[str], healthy_run: Any, stub_spec: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec("aiconfigurator") is None:
         pytest.skip("the advisor extra is not installed: pip install '.[advisor]'")
-    code, out, err = run_cli(capsys, "--results-dir", str(healthy_run.folder), "--compare", "--json")
+    code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare", "--json")
     assert code == 0, err
     rows = json.loads(out)["comparison"]["rows"]
     assert {(r["concurrency"], r["metric"]) for r in rows} == {
@@ -194,3 +362,35 @@ def test_a_failed_job_is_exit_1_with_the_reason(capsys: pytest.CaptureFixture[st
     assert run["levels"] == [] and run["not_run"] == [8, 16, 32] and run["trusted"] is False
     assert "BackoffLimitExceeded" in run["problem"] and "AccessDenied" in run["problem"]
     assert batch.deleted == [("default", name, "Background")]
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "bench.md"
+DOC_BLOCK = "<!-- stub run: checked by tests/benchmark/test_cli.py -->"
+
+
+def test_the_documented_stub_run_is_what_bench_prints(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                      healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    """docs/bench.md quotes a run on the stub: its title, columns and row shapes are today's output (the
+    latencies differ from run to run), and its bounds are the code's."""
+    spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 32"),
+                      ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 50\n  tpot_ms: 10"))
+    _on_cluster(monkeypatch, _cluster(fakes, healthy_run))
+    code, out, err = run_cli(capsys, spec, *STUB_TRAFFIC)
+    text = DOC.read_text(encoding="utf-8")
+    quoted = text.split(DOC_BLOCK, 1)[1].split("```text\n", 1)[1].split("```", 1)[0].rstrip().splitlines()
+    # the table; on a loaded machine the client's overhead may also pass its bound, flagged after it
+    table, _, flagged = out.rstrip().partition("\n\ncannot be trusted as measured:\n")
+    assert all("[client-overhead]" in line for line in flagged.splitlines()), out + err
+    assert code == (1 if flagged else 0), out + err
+    printed = table.splitlines()
+    shape = re.compile(r"[0-9][0-9,]*(?:\.[0-9]+)?")
+    assert len(quoted) == len(printed), out
+    for doc_line, line in zip(quoted, printed, strict=True):
+        assert shape.sub("9", doc_line).split() == shape.sub("9", line).split(), out
+    from hyperpod_dpd.benchmark.disaggregation import MIN_FRACTION
+    from hyperpod_dpd.benchmark.overhead import BOUND_RATIO, BOUND_S
+    from hyperpod_dpd.benchmark.route import default_isl
+
+    assert f"{BOUND_S * 1e3:.0f} ms" in text and f"{BOUND_RATIO:.0%}" in text and f"{MIN_FRACTION:.0%}" in text
+    assert f"--isl {default_isl(4096)}" in text

@@ -71,19 +71,32 @@ def test_a_failed_genai_bench_run_prints_its_log_tail(spec: DpdSpec, failing_run
 
 @pytest.mark.parametrize("code", [0, 3])
 def test_the_benchmark_script_records_genai_bench_exit_code(spec: DpdSpec, tmp_path: Path, code: int) -> None:
-    """It always exits 0 (so publish runs) and leaves genai-bench's own code for publish to return."""
+    """It always exits 0 (so publish runs), runs genai-bench once per level with a quiet window before
+    the first and after each, stops after a failed level, and leaves genai-bench's code for publish."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "genai-bench").write_text(f'#!/bin/sh\necho "$@" > "{tmp_path}/args"\nexit {code}\n')
+    (bin_dir / "genai-bench").write_text(f'#!/bin/sh\necho "$@" >> "{tmp_path}/args"\nexit {code}\n')
     (bin_dir / "genai-bench").chmod(0o755)
     (tmp_path / "results").mkdir()
+    pod = next(m for m in manifests(spec) if m["kind"] == "Job")["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["initContainers"][1]["env"]}
     script = container_script(spec, "benchmark").replace("/results", str(tmp_path / "results"))
-    done = subprocess.run(["sh", "-c", script, "genai-bench", "benchmark", "--traffic-scenario", "D(4096,256)"],
+    done = subprocess.run(["sh", "-c", script, "genai-bench", "benchmark", "--traffic-scenario", "D(4352,256)"],
                           capture_output=True, text=True, check=False,
-                          env={"PATH": f"{bin_dir}:{os.environ.get('PATH', '/bin:/usr/bin')}"})
+                          env={**env, "QUIET_SECONDS": "0",
+                               "PATH": f"{bin_dir}:{os.environ.get('PATH', '/bin:/usr/bin')}"})
     assert done.returncode == 0
     assert (tmp_path / "results" / "exit-code").read_text().strip() == str(code)
-    assert (tmp_path / "args").read_text().strip() == "benchmark --traffic-scenario D(4096,256)"
+    runs = (tmp_path / "args").read_text().splitlines()
+    expected = ["benchmark --traffic-scenario D(4352,256) --num-concurrency 2 --spawn-rate 1",
+                "benchmark --traffic-scenario D(4352,256) --num-concurrency 4 --spawn-rate 1"]
+    assert runs == (expected if code == 0 else expected[:1])
+    marks = [line for line in done.stdout.splitlines() if line.startswith("### hyperpod-dpd-bench")]
+    assert marks == (["### hyperpod-dpd-bench quiet=0", "### hyperpod-dpd-bench level=2",
+                      "### hyperpod-dpd-bench quiet=1", "### hyperpod-dpd-bench level=4",
+                      "### hyperpod-dpd-bench quiet=2"] if code == 0 else
+                     ["### hyperpod-dpd-bench quiet=0", "### hyperpod-dpd-bench level=2",
+                      "### hyperpod-dpd-bench quiet=1"])
 
 
 def _waiter(fakes: ModuleType, clock: Any, timeout: float = 600) -> Waiter:
@@ -110,11 +123,50 @@ def test_run_waits_collects_and_deletes(spec: DpdSpec, fakes: ModuleType, health
 def test_progress_names_the_step(spec: DpdSpec, fakes: ModuleType) -> None:
     running = fakes.pod(f"{NAME}-x", init=[fakes.container("fetch-tokenizer", "terminated"),
                                            fakes.container("benchmark", "running")], main=[])
-    pulling = fakes.pod(f"{NAME}-x", init=[fakes.container("benchmark", "waiting", reason="ImagePullBackOff")], main=[])
-    for pod, expected in ((running, "genai-bench running"), (pulling, "cannot be pulled")):
-        kube = fakes.benchmark_kube(fakes.FakeBatch(states=[fakes.job(NAME)]), fakes.FakeCore(pods=[[pod]]))
-        check = job_check(kube, "default", NAME)
-        assert not check.settled and expected in check.detail
+    kube = fakes.benchmark_kube(fakes.FakeBatch(states=[fakes.job(NAME)]), fakes.FakeCore(pods=[[running]]))
+    check = job_check(kube, "default", NAME)
+    assert not check.settled and "genai-bench running" in check.detail
+
+
+@pytest.mark.parametrize(("reason", "message", "expected"), [
+    ("ImagePullBackOff", 'Back-off pulling image "mirror.local/python:3.11"', "check --image"),
+    ("ErrImagePull", "failed to resolve reference", "cannot be pulled"),
+    ("CrashLoopBackOff", "back-off 5m0s restarting failed container", "keeps crashing"),
+])
+def test_a_pod_that_can_never_run_ends_the_run_at_once(spec: DpdSpec, fakes: ModuleType, reason: str, message: str,
+                                                       expected: str) -> None:
+    """No waiting for the deadline (1 h 53 min by default): the first poll settles it, with the pod's reason."""
+    stuck = fakes.pod(f"{NAME}-x", init=[fakes.container("benchmark", "waiting", reason=reason, message=message)],
+                      main=[])
+    batch = fakes.FakeBatch(states=[fakes.job(NAME)])
+    clock = FakeClock()
+    outcome = run_job(fakes.benchmark_kube(batch, fakes.FakeCore(pods=[[stuck]])), manifests(spec),
+                      waiter=_waiter(fakes, clock))
+    assert outcome.check.status is Status.FAIL and outcome.check.settled and clock.slept == []
+    assert reason in outcome.check.detail and message in outcome.check.detail and expected in outcome.check.detail
+    assert batch.deleted == [("default", NAME, "Background")]
+
+
+def test_an_unschedulable_pod_ends_the_run_after_a_short_bound(spec: DpdSpec, fakes: ModuleType) -> None:
+    message = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    pending = fakes.pod(f"{NAME}-x", init=[], main=[], unschedulable=message)
+    batch = fakes.FakeBatch(states=[fakes.job(NAME)])
+    clock = FakeClock()
+    outcome = run_job(fakes.benchmark_kube(batch, fakes.FakeCore(pods=[[pending]])), manifests(spec),
+                      waiter=_waiter(fakes, clock, timeout=7000))
+    assert outcome.check.status is Status.FAIL and "still not ready" not in outcome.check.detail
+    assert 300 <= sum(clock.slept) <= 315 and message in outcome.check.detail
+    assert "--node-selector" in outcome.check.detail
+
+
+def test_a_briefly_pending_pod_is_waited_for(spec: DpdSpec, fakes: ModuleType) -> None:
+    pending = fakes.pod(f"{NAME}-x", init=[], main=[], unschedulable="0/3 nodes: Insufficient cpu")
+    batch = fakes.FakeBatch(states=[fakes.job(NAME), fakes.job(NAME), fakes.job(NAME, condition="Complete")])
+    core = fakes.FakeCore(pods=[[pending], [pending], [pending], [pending],
+                                [fakes.pod(f"{NAME}-x", init=[], main=[fakes.container("publish", "terminated")])]],
+                          logs={"publish": "### hyperpod-dpd-bench exit=0\n"})
+    outcome = run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, FakeClock()))
+    assert outcome.succeeded
 
 
 def test_a_failed_tokenizer_copy_reports_its_log(spec: DpdSpec, fakes: ModuleType) -> None:
@@ -156,6 +208,16 @@ def test_an_existing_service_account_is_kept_and_an_existing_job_refused(spec: D
     with pytest.raises(KubeError, match="another --run-id"):
         run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, FakeClock()))
     assert batch.deleted == []  # nothing of ours to delete
+
+
+def test_the_stacks_service_account_is_used_without_creating_one(spec: DpdSpec, fakes: ModuleType) -> None:
+    """A user who may create Jobs but not ServiceAccounts runs with the stack's (audit C6)."""
+    existing = {"metadata": {"name": "hyperpod-dpd-bench", "namespace": "default"}}
+    core = fakes.FakeCore(pods=[[]], accounts=[("default", existing)],
+                          account_error=fakes.api_error(403, "serviceaccounts is forbidden"))
+    batch = fakes.FakeBatch(states=[fakes.job(NAME, condition="Complete")])
+    run_job(fakes.benchmark_kube(batch, core), manifests(spec), waiter=_waiter(fakes, FakeClock()))
+    assert core.accounts == [("default", existing)] and [ns for ns, _ in batch.created] == ["default"]
 
 
 def test_forbidden_is_one_line_naming_rbac(spec: DpdSpec, fakes: ModuleType) -> None:

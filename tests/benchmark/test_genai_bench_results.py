@@ -89,8 +89,18 @@ def test_a_buffered_stream_is_flagged() -> None:
     data = _one_level()
     data["aggregated_metrics"]["stats"]["ttft"]["p50"] = 0.95
     data["aggregated_metrics"]["stats"]["e2e_latency"]["p50"] = 1.0
+    data["aggregated_metrics"]["stats"]["tpot"]["p50"] = 0.0002  # every token arrived with the first
     results = BenchmarkResults(levels=(parse_run(data),))
     assert codes(results) == {Trust.BUFFERED_STREAM}
+
+
+def test_a_long_queue_before_a_short_answer_is_not_a_buffered_stream() -> None:
+    """--osl 16 at high load: TTFT 3 s of queueing, then 15 tokens 20 ms apart (E2E 3.3 s) is real."""
+    data = _one_level()
+    data["aggregated_metrics"]["stats"]["ttft"]["p50"] = 3.0
+    data["aggregated_metrics"]["stats"]["e2e_latency"]["p50"] = 3.3
+    data["aggregated_metrics"]["stats"]["tpot"]["p50"] = 0.02
+    assert codes(BenchmarkResults(levels=(parse_run(data),))) == set()
 
 
 def test_milliseconds_are_read_as_seconds() -> None:

@@ -43,7 +43,8 @@ def test_the_pod_is_bounded_non_root_and_kept_off_gpu_nodes(spec: DpdSpec) -> No
     job = objects(spec)["Job"]
     body, pod = job["spec"], job["spec"]["template"]["spec"]
     assert body["backoffLimit"] == 0 and body["ttlSecondsAfterFinished"] == 3600
-    assert body["activeDeadlineSeconds"] == deadline_seconds(Scenario()) == 900 + 3 * (1800 + 60)
+    # setup, three levels at their bound, and a quiet window before the first level and after each
+    assert body["activeDeadlineSeconds"] == deadline_seconds(Scenario()) == 900 + 3 * (1800 + 60) + 4 * 40
     assert pod["restartPolicy"] == "Never" and pod["securityContext"]["runAsNonRoot"] is True
     assert pod["serviceAccountName"] == "hyperpod-dpd-bench"
     containers = [*pod["initContainers"], *pod["containers"]]
@@ -52,10 +53,16 @@ def test_the_pod_is_bounded_non_root_and_kept_off_gpu_nodes(spec: DpdSpec) -> No
         assert container["securityContext"]["runAsNonRoot"] is True
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
         assert container["resources"]["requests"]["cpu"] and container["resources"]["requests"]["memory"]
         assert "nvidia.com/gpu" not in container["resources"]["limits"]
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": INSTANCE_GROUP_LABEL, "operator": "DoesNotExist"} in term["matchExpressions"]
+    # any node but a HyperPod one: an existing cluster's nodes carry none of the stack's labels
+    assert term["matchExpressions"] == [{"key": INSTANCE_GROUP_LABEL, "operator": "DoesNotExist"}]
+    pinned = objects(spec, node_selector={"hyperpod-dpd/pool": "system"})["Job"]["spec"]["template"]["spec"]
+    (term,) = pinned["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": "hyperpod-dpd/pool", "operator": "In", "values": ["system"]} in term["matchExpressions"]
 
 
@@ -72,8 +79,11 @@ def test_genai_bench_runs_the_blog_scenario_against_the_router(spec: DpdSpec) ->
     assert flag("--api-base") == ["http://dpd-test-default-routing-service.hyperpod-inference-system.svc"
                                   ".cluster.local:443"]
     assert flag("--api-backend") == ["vllm"]  # sends ignore_eos
-    assert flag("--traffic-scenario") == ["D(4096,256)"] and flag("--num-concurrency") == ["8", "16", "32"]
+    # above the default routing threshold of 4096; one genai-bench run per level, users started over 5 s
+    assert flag("--traffic-scenario") == ["D(4352,256)"] and flag("--num-concurrency") == []
+    assert {"name": "LEVELS", "value": "8:2 16:4 32:7"} in bench["env"]
     assert flag("--max-requests-per-run") == ["320"] and flag("--max-time-per-run") == ["30"]
+    assert flag("--warmup-ratio") == ["0.1"] and {"name": "ENABLE_UI", "value": "false"} in bench["env"]
     assert flag("--api-model-name") == ["/opt/ml/model"] and flag("--model-tokenizer") == ["/tokenizer"]
     assert bench["image"] == DEFAULT_IMAGE
     assert {"name": "GENAI_BENCH_VERSION", "value": "0.0.5"} in bench["env"]
@@ -91,7 +101,7 @@ def test_overrides_reach_the_manifest(spec: DpdSpec) -> None:
     assert 's3://results/runs/dpd-test/$RUN_ID/' in pod["containers"][0]["command"][2]
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchExpressions"] == [{"key": INSTANCE_GROUP_LABEL, "operator": "DoesNotExist"}]
-    assert rendered["Job"]["spec"]["activeDeadlineSeconds"] == 900 + 2 * 360
+    assert rendered["Job"]["spec"]["activeDeadlineSeconds"] == 900 + 2 * 360 + 3 * 40
 
 
 def test_rendering_is_deterministic_and_snapshotted(spec: DpdSpec, snapshot: SnapshotAssertion) -> None:

@@ -8,7 +8,7 @@ Only the Job and ServiceAccount writes are added here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,7 +23,7 @@ FETCH_CONTAINER = "fetch-tokenizer"
 MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} "
                   r"(?:file=(?P<file>\S+)|(?P<log>log)|exit=(?P<exit>\d+)|(?P<end>end))\s*$")
 TAIL_LINES = 30
-EXIT_MEANINGS = {96: "the upload to S3 failed (check the role may write the results prefix)",
+EXIT_MEANINGS = {96: "the upload to S3 failed (check the role may write the results prefix, or pass --no-upload)",
                  97: "pip could not install genai-bench (the pod needs PyPI egress, or use a genai-bench image)",
                  98: "genai-bench never ran"}
 
@@ -37,7 +37,19 @@ class BatchApi(Protocol):
 
 
 class ServiceAccountApi(Protocol):
+    def read_namespaced_service_account(self, name: str, namespace: str) -> Any: ...
+
     def create_namespaced_service_account(self, namespace: str, body: Any) -> Any: ...
+
+
+class AccessReviewApi(Protocol):
+    def create_self_subject_access_review(self, body: Any) -> Any: ...
+
+
+class ProxyApi(Protocol):
+    """GET through the API server's pod proxy (``pods/proxy``)."""
+
+    def connect_get_namespaced_pod_proxy_with_path(self, name: str, namespace: str, path: str) -> Any: ...
 
 
 @dataclass
@@ -46,6 +58,8 @@ class BenchmarkKube(KubeApi):
 
     batch: BatchApi | None = None
     accounts: ServiceAccountApi | None = None
+    proxy: ProxyApi | None = None
+    access: AccessReviewApi | None = None
 
     @classmethod
     def from_kube(cls, kube: KubeApi) -> BenchmarkKube:
@@ -54,26 +68,63 @@ class BenchmarkKube(KubeApi):
 
         api_client = getattr(kube.core, "api_client", None)
         return cls(custom=kube.custom, apps=kube.apps, core=kube.core, transport=kube.transport,
-                   batch=client.BatchV1Api(api_client), accounts=kube.core)  # type: ignore[arg-type]
+                   batch=client.BatchV1Api(api_client), accounts=kube.core,  # type: ignore[arg-type]
+                   proxy=kube.core, access=client.AuthorizationV1Api(api_client))
 
     def _batch(self) -> BatchApi:
         if self.batch is None:
             raise KubeError("no batch/v1 client: build BenchmarkKube with batch=")
         return self.batch
 
-    def create_service_account(self, namespace: str, body: JsonDict) -> bool:
-        """Create it; False when one with that name exists (kept as it is: the stack may manage it)."""
+    def _accounts(self) -> ServiceAccountApi:
         if self.accounts is None:
             raise KubeError("no ServiceAccount client: build BenchmarkKube with accounts=")
+        return self.accounts
+
+    def service_account(self, namespace: str, name: str) -> JsonDict | None:
+        found: JsonDict | None = self._call(f"get serviceaccount {namespace}/{name}",
+                                            self._accounts().read_namespaced_service_account, name, namespace)
+        return found
+
+    def create_service_account(self, namespace: str, body: JsonDict) -> bool:
+        """Create it unless it exists; False when it does (kept as it is: the stack manages it), so a user
+        who may not create ServiceAccounts can still run with the stack's."""
         name = body["metadata"]["name"]
+        if self.service_account(namespace, name) is not None:
+            return False
         try:
-            self._call(f"create serviceaccount {namespace}/{name}", self.accounts.create_namespaced_service_account,
+            self._call(f"create serviceaccount {namespace}/{name}", self._accounts().create_namespaced_service_account,
                        namespace, body, missing_ok=False)
         except KubeError as err:
             if err.status == 409:
                 return False
             raise
         return True
+
+    def allowed(self, verb: str, resource: str, namespace: str, *, group: str = "",
+                subresource: str = "") -> bool | None:
+        """Whether the current user may (a SelfSubjectAccessReview); None when the cluster cannot say."""
+        if self.access is None:
+            return None
+        attributes = {"verb": verb, "resource": resource, "namespace": namespace, "group": group,
+                      **({"subresource": subresource} if subresource else {})}
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": attributes}}
+        try:
+            review = self._call("create selfsubjectaccessreview", self.access.create_self_subject_access_review,
+                                body, missing_ok=False)
+        except KubeError:
+            return None
+        return bool(((review or {}).get("status") or {}).get("allowed"))
+
+    def pod_metrics(self, namespace: str, pod: str, port: int) -> str:
+        """The pod's Prometheus ``/metrics`` text, through the API server."""
+        if self.proxy is None:
+            raise KubeError("no pod proxy client: build BenchmarkKube with proxy=")
+        text = self._call(f"get pods/proxy {namespace}/{pod}:{port}/metrics",
+                          self.proxy.connect_get_namespaced_pod_proxy_with_path, f"{pod}:{port}", namespace, "metrics",
+                          missing_ok=False)
+        return str(text or "")
 
     def create_job(self, namespace: str, body: JsonDict) -> None:
         name = body["metadata"]["name"]
@@ -142,18 +193,45 @@ def _condition(job: JsonDict, kind: str) -> JsonDict | None:
     return None
 
 
+STUCK_REASONS = {"ImagePullBackOff": "the image cannot be pulled: check --image and the node's egress",
+                 "ErrImagePull": "the image cannot be pulled: check --image and the node's egress",
+                 "InvalidImageName": "the image name is invalid: check --image",
+                 "CrashLoopBackOff": "the container keeps crashing: see its log",
+                 "CreateContainerConfigError": "the container cannot be configured"}
+UNSCHEDULABLE_SECONDS = 300.0  # Pending this long with an unschedulable reason ends the run
+
+
+def stuck_reason(pod: JsonDict) -> str | None:
+    """Why the pod can never finish on its own (an image it cannot pull, a crash loop), or None."""
+    status = pod.get("status") or {}
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in STUCK_REASONS:
+            message = f": {waiting['message']}" if waiting.get("message") else ""
+            return (f"{container.get('name')}: {waiting['reason']}{message} "
+                    f"({STUCK_REASONS[waiting['reason']]})")
+    return None
+
+
+def unschedulable_reason(pod: JsonDict) -> str | None:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return str(condition.get("message") or condition.get("reason") or "Unschedulable")
+    return None
+
+
 def pod_progress(pod: JsonDict) -> str:
     """``fetching the tokenizer``, ``genai-bench running``, ``publishing`` or why the pod is stuck."""
     status = pod.get("status") or {}
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            return f"unschedulable: {condition.get('message', condition.get('reason', ''))}"
+    unschedulable = unschedulable_reason(pod)
+    if unschedulable is not None:
+        return f"unschedulable: {unschedulable}"
+    stuck = stuck_reason(pod)
+    if stuck is not None:
+        return stuck
     steps = {FETCH_CONTAINER: "fetching the tokenizer from S3", BENCHMARK_CONTAINER: "genai-bench running"}
     for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
         state = container.get("state") or {}
-        waiting = (state.get("waiting") or {}).get("reason")
-        if waiting in {"ImagePullBackOff", "ErrImagePull", "InvalidImageName"}:
-            return f"{container.get('name')}: the image cannot be pulled ({waiting}): check --image"
         if "running" in state:
             return steps.get(str(container.get("name")), "publishing the results")
         if "terminated" in state and (state["terminated"].get("exitCode") or 0) != 0:
@@ -161,8 +239,10 @@ def pod_progress(pod: JsonDict) -> str:
     return str(status.get("phase") or "Pending")
 
 
-def job_check(kube: BenchmarkKube, namespace: str, name: str) -> Check:
-    """Settled once the Job completed or failed; until then the pod's step is the detail."""
+def job_check(kube: BenchmarkKube, namespace: str, name: str, *, pending_for: float = 0.0) -> Check:
+    """Settled once the Job completed or failed, or its pod can never run (``pending_for`` seconds
+    unschedulable past :data:`UNSCHEDULABLE_SECONDS`, an image it cannot pull, a crash loop); until
+    then the pod's step is the detail."""
     try:
         job = kube.job(namespace, name)
         pods = kube.pods(namespace, f"{JOB_NAME_LABEL}={name}")
@@ -175,6 +255,14 @@ def job_check(kube: BenchmarkKube, namespace: str, name: str) -> Check:
     failure = _condition(job, "Failed")
     if failure:
         return failed(JOB, f"job {name} failed: {failure.get('reason', '')} {failure.get('message', '')}".strip())
+    if pods:
+        stuck = stuck_reason(pods[0])
+        if stuck is not None:
+            return failed(JOB, f"{name}: {stuck}")
+        unschedulable = unschedulable_reason(pods[0])
+        if unschedulable is not None and pending_for >= UNSCHEDULABLE_SECONDS:
+            return failed(JOB, f"{name}: unschedulable for {pending_for:.0f}s: {unschedulable} (pass "
+                               "--node-selector K=V for nodes with room, or '' for any non-HyperPod node)")
     step = pod_progress(pods[0]) if pods else "waiting for the pod"
     return failed(JOB, f"{name}: {step}", settled=False)
 
@@ -217,18 +305,45 @@ def collect(kube: BenchmarkKube, namespace: str, name: str) -> tuple[JobLog, str
     return JobLog(), f"pod {pod}: {pod_progress(pods[0])}"
 
 
-def run_job(kube: BenchmarkKube, manifests: Sequence[JsonDict], *, waiter: Waiter, keep: bool = False) -> JobRun:
+def benchmark_log(kube: BenchmarkKube, namespace: str, name: str) -> str:
+    """The benchmark container's log so far ('' before it starts)."""
+    pods = kube.pods(namespace, f"{JOB_NAME_LABEL}={name}")
+    if not pods:
+        return ""
+    statuses = (pods[0].get("status") or {}).get("initContainerStatuses") or []
+    started = any(c.get("name") == BENCHMARK_CONTAINER and ("running" in (c.get("state") or {}) or "terminated" in (
+        c.get("state") or {})) for c in statuses)
+    return kube.pod_log(namespace, pods[0]["metadata"]["name"], BENCHMARK_CONTAINER) if started else ""
+
+
+def run_job(kube: BenchmarkKube, manifests: Sequence[JsonDict], *, waiter: Waiter, keep: bool = False,
+            on_poll: Callable[[str], None] | None = None) -> JobRun:
     """Apply the ServiceAccount and Job, wait for the Job, read its results, and delete it unless ``keep``.
 
-    A Job that times out is deleted too, so an abandoned benchmark stops loading the endpoint.
+    ``on_poll`` gets the benchmark container's log at every poll (to snapshot counters between
+    levels). A Job that times out or can never run is deleted too, so it stops loading the endpoint.
     """
     (job,) = [m for m in manifests if m["kind"] == "Job"]
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
     for account in (m for m in manifests if m["kind"] == "ServiceAccount"):
         kube.create_service_account(namespace, account)
     kube.create_job(namespace, job)
+    pending_since: list[float] = []
+
+    def poll() -> Check:
+        pods = kube.pods(namespace, f"{JOB_NAME_LABEL}={name}")
+        if pods and unschedulable_reason(pods[0]) is not None:
+            pending_since[:] = pending_since or [waiter.clock()]
+        else:
+            pending_since.clear()
+        check = job_check(kube, namespace, name,
+                          pending_for=waiter.clock() - pending_since[0] if pending_since else 0.0)
+        if on_poll is not None and not check.settled:
+            on_poll(benchmark_log(kube, namespace, name))
+        return check
+
     try:
-        (check,), timed_out = waiter.run([lambda: job_check(kube, namespace, name)])
+        (check,), timed_out = waiter.run([poll])
         log, diagnostics = collect(kube, namespace, name)
     finally:
         if not keep:

@@ -1,34 +1,45 @@
 """The benchmark Job and its ServiceAccount, as a cdk8s-plus chart.
 
 One pod, in order: ``fetch-tokenizer`` (aws-cli) copies the tokenizer files from S3, so no Hugging
-Face access is needed; ``benchmark`` runs genai-bench against the router and always exits 0, writing
-genai-bench's exit code next to the results; ``publish`` prints every result file between markers
-(so ``bench`` reads them from the pod's log), uploads them to S3 when asked, and exits with
-genai-bench's code, so the Job fails when genai-bench did. ``backoffLimit: 0`` (a retried benchmark
-measures a different run), a deadline sized from the scenario, a TTL, non-root with a read-only
-root filesystem, resources requested, and only the system nodes (never a HyperPod GPU node).
+Face access is needed; ``benchmark`` runs genai-bench against the router once per concurrency level
+and always exits 0, writing genai-bench's exit code next to the results. Before the first level and
+after each one it prints a ``quiet=<levels done>`` marker and sends nothing for ``quiet_seconds``,
+so ``bench``, polling its log, can snapshot the router's and decoder's counters between levels;
+``publish`` prints every result file between markers (so ``bench`` reads them from the pod's log),
+uploads them to S3 when asked, and exits with genai-bench's code, so the Job fails when genai-bench
+did. ``backoffLimit: 0`` (a retried benchmark measures a different run), a deadline sized from the
+scenario, a TTL, non-root with a read-only root filesystem, resources requested, and never a
+HyperPod GPU node; any other node unless a selector is given (an existing cluster's nodes carry
+none of the stack's labels).
 
 The default image is ``public.ecr.aws/docker/library/python`` (Docker's official image mirrored on
 ECR Public: pullable without credentials or Docker Hub rate limits), into which the container
-pip-installs the pinned genai-bench; it needs PyPI egress. genai-bench publishes
+pip-installs genai-bench and every dependency at the exact versions and sha256 hashes of the lock
+shipped in ``hyperpod_dpd/data/genai_bench_lock.json`` (the set the test suite runs;
+``scripts/genai_bench_lock.py`` writes it), wheels only, so each run uses the same client; it needs
+PyPI egress or ``pip_index_url``, a mirror serving the same files. genai-bench publishes
 ``ghcr.io/moirai-internal/genai-bench:<version>``, whose public availability could not be verified:
 pass it as ``image`` and the container runs the genai-bench it finds instead of installing one.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Any
 
 import cdk8s
 from constructs import Construct
 
 from hyperpod_dpd.benchmark._plus import kplus
+from hyperpod_dpd.benchmark.results import PLAN_FILE
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.errors import Problem, raise_if_any
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL, SYSTEM_POOL
+from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.validation.rules import DNS_LABEL
 
 GENAI_BENCH_VERSION = "0.0.5"
@@ -42,6 +53,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 SETUP_SECONDS = 900  # image pulls, pip install and the tokenizer copy
 LEVEL_SLACK_SECONDS = 60  # genai-bench's stop check runs once a second, plus report writing
 TTL_SECONDS = 3600
+RESULTS_PREFIX = "benchmarks"  # where the stack's benchmark role may write in the model bucket
+QUIET_SECONDS = 40  # two default polls (15 s) and some slack: bench sees every quiet window
 RUN_USER = 1000
 PUBLISH_CONTAINER = "publish"
 BENCHMARK_CONTAINER = "benchmark"
@@ -54,27 +67,31 @@ class JobOptions:
 
     :param run_id: names the Job and the results folder (lower-case letters, digits, '-').
     :param image: runs genai-bench (pip-installed when absent). :default: python 3.11 slim from ECR Public
-    :param genai_bench_version: :default: 0.0.5
+    :param genai_bench_version: another version is installed unpinned (no lock). :default: 0.0.5, from the lock
+    :param pip_index_url: the index the pod installs from. :default: - PyPI
     :param aws_cli_image: copies the tokenizer and the results. :default: aws-cli 2.27.0 from ECR Public
     :param service_account: :default: hyperpod-dpd-bench
     :param role_arn: annotated on the ServiceAccount for IRSA. :default: - none (Pod Identity or the node role)
     :param results: upload the result files under ``<results>/<endpoint>/<run_id>/``. :default: - only the log
-    :param node_selector: where the pod may run. :default: the stack's system nodes (hyperpod-dpd/pool=system)
+    :param node_selector: where the pod may run, besides never on a HyperPod node. :default: - any node
     :param cpu: :default: 2 (request; the limit is twice). :param memory_gib: :default: 4 (the limit is twice)
     :param ttl_seconds: how long the finished Job stays. :default: 3600
+    :param quiet_seconds: the pause before the first level and after each, for counter snapshots. :default: 40
     """
 
     run_id: str
     image: str = DEFAULT_IMAGE
     genai_bench_version: str = GENAI_BENCH_VERSION
+    pip_index_url: str | None = None
     aws_cli_image: str = DEFAULT_AWS_CLI_IMAGE
     service_account: str = DEFAULT_SERVICE_ACCOUNT
     role_arn: str | None = None
     results: S3Location | None = None
-    node_selector: Mapping[str, str] = field(default_factory=lambda: dict(SYSTEM_POOL))
+    node_selector: Mapping[str, str] = field(default_factory=dict)
     cpu: float = 2
     memory_gib: int = 4
     ttl_seconds: int = TTL_SECONDS
+    quiet_seconds: int = QUIET_SECONDS
 
 
 def is_dns_label(value: str) -> bool:
@@ -85,9 +102,11 @@ def job_name(target: BenchmarkTarget, options: JobOptions) -> str:
     return f"bench-{target.name}-{options.run_id}"
 
 
-def deadline_seconds(scenario: Scenario) -> int:
-    """Setup plus every level at its time bound: past it the Job is stopped, not left loading the endpoint."""
-    return SETUP_SECONDS + len(scenario.concurrency) * (scenario.max_seconds + LEVEL_SLACK_SECONDS)
+def deadline_seconds(scenario: Scenario, quiet_seconds: int = QUIET_SECONDS) -> int:
+    """Setup, every level at its time bound and the quiet windows: past it the Job is stopped, not left
+    loading the endpoint."""
+    levels = len(scenario.concurrency)
+    return SETUP_SECONDS + levels * (scenario.max_seconds + LEVEL_SLACK_SECONDS) + (levels + 1) * quiet_seconds
 
 
 def option_problems(target: BenchmarkTarget, options: JobOptions) -> list[Problem]:
@@ -106,18 +125,46 @@ def option_problems(target: BenchmarkTarget, options: JobOptions) -> list[Proble
     return problems
 
 
+@cache
+def genai_bench_lock() -> tuple[str, tuple[str, ...]]:
+    """The locked genai-bench version and one ``name==version --hash=sha256:...`` line per wheel."""
+    data = json.loads(resources.files("hyperpod_dpd.data").joinpath("genai_bench_lock.json").read_text(
+        encoding="utf-8"))
+    wheels = data["wheels"]
+    version = next(w["version"] for w in wheels if w["name"] == "genai-bench")
+    return version, tuple(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}" for w in wheels)
+
+
 def _benchmark_script() -> str:
+    install = ('pip install --quiet --no-cache-dir --target /tmp/pkgs --require-hashes --no-deps '
+               '--only-binary=:all: -r /tmp/genai-bench.lock')
     return (
         "set -u\n"
         "if ! command -v genai-bench >/dev/null 2>&1; then\n"
-        '  echo "installing genai-bench==$GENAI_BENCH_VERSION"\n'
-        '  if ! pip install --quiet --no-cache-dir --target /tmp/pkgs "genai-bench==$GENAI_BENCH_VERSION"; then\n'
-        "    echo 97 > /results/exit-code; exit 0\n"
+        '  if [ -n "$GENAI_BENCH_LOCK" ]; then\n'
+        '    echo "installing the locked genai-bench==$GENAI_BENCH_VERSION"\n'
+        '    printf "%s\\n" "$GENAI_BENCH_LOCK" > /tmp/genai-bench.lock\n'
+        f"    {install} || {{ echo 97 > /results/exit-code; exit 0; }}\n"
+        "  else\n"
+        '    echo "installing genai-bench==$GENAI_BENCH_VERSION (not locked)"\n'
+        '    pip install --quiet --no-cache-dir --target /tmp/pkgs "genai-bench==$GENAI_BENCH_VERSION" || '
+        "{ echo 97 > /results/exit-code; exit 0; }\n"
         "  fi\n"
         '  export PYTHONPATH=/tmp/pkgs PATH="/tmp/pkgs/bin:$PATH"\n'
         "fi\n"
-        'genai-bench "$@"\n'
-        "echo $? > /results/exit-code\n")
+        "code=0 done=0\n"
+        'mkdir -p "/results/$RUN_ID"\n'
+        f"printf '%s' \"$LEVELS_JSON\" > \"/results/$RUN_ID/{PLAN_FILE}\"\n"
+        f'echo "{RESULTS_MARK} quiet=0"; sleep "$QUIET_SECONDS"\n'
+        "for plan in $LEVELS; do\n"
+        '  level="${plan%%:*}"\n'
+        f'  echo "{RESULTS_MARK} level=$level"\n'
+        '  genai-bench "$@" --num-concurrency "$level" --spawn-rate "${plan##*:}"\n'
+        "  code=$?; done=$((done + 1))\n"
+        f'  echo "{RESULTS_MARK} quiet=$done"; sleep "$QUIET_SECONDS"\n'
+        '  [ "$code" = 0 ] || break  # genai-bench stops after a level where every request failed\n'
+        "done\n"
+        "echo $code > /results/exit-code\n")
 
 
 def _publish_script(results: S3Location | None, endpoint: str) -> str:
@@ -140,6 +187,12 @@ def _publish_script(results: S3Location | None, endpoint: str) -> str:
         f"{upload}"
         f'echo "{RESULTS_MARK} exit=$code"\n'
         'exit "$code"\n')
+
+
+def _lock_text(version: str) -> str:
+    """The lock's lines when it is for ``version``; '' (an unpinned install) for any other version."""
+    locked, lines = genai_bench_lock()
+    return "\n".join(lines) if version == locked else ""
 
 
 def genai_bench_args(target: BenchmarkTarget, scenario: Scenario, options: JobOptions) -> list[str]:
@@ -172,7 +225,7 @@ class BenchmarkJobChart(cdk8s.Chart):
         self.job = kplus.Job(
             self, "Job", metadata=cdk8s.ApiObjectMetadata(name=self.name, labels=labels),
             pod_metadata=cdk8s.ApiObjectMetadata(labels=labels), select=False,
-            backoff_limit=0, active_deadline=cdk8s.Duration.seconds(deadline_seconds(scenario)),
+            backoff_limit=0, active_deadline=cdk8s.Duration.seconds(deadline_seconds(scenario, options.quiet_seconds)),
             ttl_after_finished=cdk8s.Duration.seconds(options.ttl_seconds),
             restart_policy=kplus.RestartPolicy.NEVER, service_account=self.service_account,
             automount_service_account_token=False,
@@ -191,10 +244,17 @@ class BenchmarkJobChart(cdk8s.Chart):
             command=["sh", "-c", _benchmark_script(), "genai-bench"],
             args=genai_bench_args(target, scenario, options),
             env={**home, "GENAI_BENCH_VERSION": kplus.EnvValue.from_value(options.genai_bench_version),
+                 "LEVELS": kplus.EnvValue.from_value(scenario.level_plan()),
+                 "LEVELS_JSON": kplus.EnvValue.from_value(json.dumps({"num_concurrency": list(scenario.concurrency)})),
+                 "RUN_ID": kplus.EnvValue.from_value(options.run_id),
+                 "GENAI_BENCH_LOCK": kplus.EnvValue.from_value(_lock_text(options.genai_bench_version)),
+                 **({"PIP_INDEX_URL": kplus.EnvValue.from_value(options.pip_index_url)} if options.pip_index_url
+                    else {}),
+                 "QUIET_SECONDS": kplus.EnvValue.from_value(str(options.quiet_seconds)),
                  **{key: kplus.EnvValue.from_value(value) for key, value in (
                      ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
                      ("HF_HOME", "/tmp/hf"), ("MPLCONFIGDIR", "/tmp/mpl"), ("TRANSFORMERS_VERBOSITY", "error"),
-                     ("PIP_DISABLE_PIP_VERSION_CHECK", "1"))}},
+                     ("PIP_DISABLE_PIP_VERSION_CHECK", "1"), ("ENABLE_UI", "false"))}},
             mounts={"/tokenizer": volumes["tokenizer"], "/results": volumes["results"], "/tmp": volumes["tmp"]}))
         self.job.add_container(**self._container(
             name=PUBLISH_CONTAINER, image=options.aws_cli_image, cpu=0.25, memory_gib=0.25,
@@ -222,7 +282,10 @@ class BenchmarkJobChart(cdk8s.Chart):
                                              limit=cdk8s.Size.mebibytes(2 * mebibytes))),
             security_context=kplus.ContainerSecurityContextProps(
                 ensure_non_root=True, user=RUN_USER, group=RUN_USER, privileged=False,
-                allow_privilege_escalation=False, read_only_root_filesystem=True),
+                allow_privilege_escalation=False, read_only_root_filesystem=True,
+                # what Pod Security "restricted" requires, so such a namespace admits the pod
+                seccomp_profile=kplus.SeccompProfile(type=kplus.SeccompProfileType.RUNTIME_DEFAULT),
+                capabilities=kplus.ContainerSecutiryContextCapabilities(drop=[kplus.Capability.ALL])),
             volume_mounts=[kplus.VolumeMount(path=path, volume=volume) for path, volume in sorted(mounts.items())])
 
 

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
+from hyperpod_dpd.benchmark.overhead import client_overhead
 from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.table import milliseconds
 from hyperpod_dpd.benchmark.trust import TrustWarning
 from hyperpod_dpd.columns import render_columns
 
+Slo = tuple[float | None, float | None]  # TTFT and TPOT targets in seconds, from the spec's slo
 HEADERS = ("CONC", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",
            "FAILED", "ERR")
+ROUTING_HEADERS = ("DISAGG", "KV IN tok", "CLIENT +ms")  # from the router's and the decoder's counters
+GOODPUT_HEADER = "GOOD req/s"
 
 
 def _three(p: Percentiles, *, seconds: bool = False) -> str:
@@ -27,22 +32,53 @@ def level_row(level: LevelResult) -> list[str]:
             f"{level.output_tokens_per_s:,.1f}", str(level.completed), str(level.failed), f"{level.error_rate:.1%}"]
 
 
-def render_results(title: str, results: BenchmarkResults, warnings: Sequence[TrustWarning]) -> str:
-    """The per-level table, the levels that never ran, then every trust warning."""
-    rows = [level_row(level) for level in results.levels]
-    rows += [[str(level), *(["not run"] + ["-"] * (len(HEADERS) - 2))] for level in results.missing]
-    lines = [title, *render_columns(HEADERS, rows)]
+def routing_cells(level: LevelResult, seen: LevelDisaggregation | None) -> list[str]:
+    """``DISAGG`` as disaggregated/routed and percent, ``KV IN tok`` the decoder's external prompt tokens,
+    ``CLIENT +ms`` the client's mean TTFT above the router's."""
+    if seen is None or seen.fraction is None:
+        return ["?", "?", "?"]
+    overhead = client_overhead(level, seen)
+    return [f"{seen.disaggregated}/{seen.routed} {seen.fraction:.0%}", f"{seen.external_kv_tokens:,}",
+            "-" if overhead is None else f"{overhead * 1e3:+.0f}"]
+
+
+def goodput_cell(level: LevelResult, slo: Slo) -> str:
+    good, rate = level.goodput(ttft_s=slo[0], tpot_s=slo[1])
+    return f"{rate:.2f} ({good}/{len(level.answered)})"
+
+
+def render_results(title: str, results: BenchmarkResults, warnings: Sequence[TrustWarning],
+                   routing: Mapping[int, LevelDisaggregation] | None = None, slo: Slo | None = None) -> str:
+    """The per-level table (with the router's and decoder's counts when ``routing`` is given, goodput
+    under the spec's SLO when ``slo`` is), the levels that never ran, then every trust warning."""
+    headers = HEADERS + (ROUTING_HEADERS if routing is not None else ()) + ((GOODPUT_HEADER,) if slo else ())
+    rows = [level_row(level) + (routing_cells(level, routing.get(level.concurrency)) if routing is not None else [])
+            + ([goodput_cell(level, slo)] if slo else []) for level in results.levels]
+    rows += [[str(level), *(["not run"] + ["-"] * (len(headers) - 2))] for level in results.missing]
+    lines = [title, *render_columns(headers, rows)]
     if warnings:
         lines += ["", "cannot be trusted as measured:", *(f"  - {w.render()}" for w in warnings)]
     return "\n".join(lines)
 
 
 def results_object(*, endpoint: str, scenario: Scenario, results: BenchmarkResults,
-                   warnings: Sequence[TrustWarning], job: str | None = None) -> dict[str, Any]:
-    return {"endpoint": endpoint, "job": job,
-            "scenario": {"isl": scenario.isl, "osl": scenario.osl, "concurrency": list(scenario.concurrency),
-                         "requests_per_level": scenario.requests_per_level, "max_seconds": scenario.max_seconds},
-            **results.as_dict(), "trusted": not warnings, "warnings": [w.as_dict() for w in warnings]}
+                   warnings: Sequence[TrustWarning], job: str | None = None,
+                   routing: Mapping[int, LevelDisaggregation] | None = None,
+                   slo: Slo | None = None) -> dict[str, Any]:
+    document = {"endpoint": endpoint, "job": job,
+                "scenario": {"isl": scenario.isl, "osl": scenario.osl, "concurrency": list(scenario.concurrency),
+                             "requests_per_level": scenario.requests_per_level, "max_seconds": scenario.max_seconds},
+                **results.as_dict(), "trusted": not warnings, "warnings": [w.as_dict() for w in warnings]}
+    if routing is not None:
+        document["routing"] = [{**(routing[lv.concurrency].as_dict() if lv.concurrency in routing else {
+            "concurrency": lv.concurrency}), "client_overhead_s": client_overhead(lv, routing.get(lv.concurrency))}
+            for lv in results.levels]
+    if slo:
+        document["goodput"] = {"slo": {"ttft_s": slo[0], "tpot_s": slo[1]}, "levels": [
+            {"concurrency": lv.concurrency, "good": lv.goodput(ttft_s=slo[0], tpot_s=slo[1])[0],
+             "answered": len(lv.answered), "per_s": lv.goodput(ttft_s=slo[0], tpot_s=slo[1])[1]}
+            for lv in results.levels]}
+    return document
 
 
 def to_json(document: dict[str, Any]) -> str:

@@ -56,6 +56,19 @@ class LevelResult:
     mean_output_tokens: float | None
     error_codes: Mapping[str, int] = field(default_factory=dict)
     first_error: str | None = None
+    # (TTFT, TPOT) in seconds of every answered request, warm-up included (the router counts those too)
+    answered: tuple[tuple[float, float | None], ...] = ()
+
+    @property
+    def client_ttft_mean(self) -> float | None:
+        """Mean TTFT over every answered request, comparable with the router's own mean for the level."""
+        return sum(ttft for ttft, _ in self.answered) / len(self.answered) if self.answered else None
+
+    def goodput(self, *, ttft_s: float | None, tpot_s: float | None) -> tuple[int, float]:
+        """Requests that met both targets (a missing target always holds), and their rate per second."""
+        good = sum(1 for ttft, tpot in self.answered if (ttft_s is None or ttft <= ttft_s)
+                   and (tpot_s is None or (tpot is not None and tpot <= tpot_s)))
+        return good, good / self.duration_s if self.duration_s else 0.0
 
     @property
     def requests(self) -> int:
@@ -74,7 +87,7 @@ class LevelResult:
             "completed": self.completed, "failed": self.failed, "error_rate": self.error_rate,
             "error_codes": dict(sorted(self.error_codes.items())), "duration_s": self.duration_s,
             "mean_input_tokens": self.mean_input_tokens, "mean_output_tokens": self.mean_output_tokens,
-            "first_error": self.first_error,
+            "first_error": self.first_error, "client_ttft_mean_s": self.client_ttft_mean,
         }
 
 
@@ -104,8 +117,10 @@ def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
     codes = {str(code): int(count) for code, count in (metrics.get("error_codes_frequency") or {}).items()}
     completed = int(_get(metrics, "num_completed_requests", where))
     failed = max(int(metrics.get("num_error_requests") or 0), sum(codes.values()))
-    errors = [r.get("error_message") for r in data.get("individual_request_metrics") or []
-              if isinstance(r, Mapping) and r.get("error_code") is not None]
+    requests = [r for r in data.get("individual_request_metrics") or [] if isinstance(r, Mapping)]
+    errors = [r.get("error_message") for r in requests if r.get("error_code") is not None]
+    answered = tuple((float(r["ttft"]) * scale, _number(r.get("tpot"), scale)) for r in requests
+                     if r.get("error_code") is None and r.get("ttft") is not None)
     return LevelResult(
         concurrency=int(_get(metrics, "num_concurrency", where)), scenario=str(_get(metrics, "scenario", where)),
         ttft=latencies["ttft"], tpot=latencies["tpot"], e2e=latencies["e2e_latency"],
@@ -113,7 +128,7 @@ def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
         completed=completed, failed=failed, duration_s=float(metrics.get("run_duration") or 0.0),
         mean_input_tokens=_number(_get(stats, "num_input_tokens.mean", where)),
         mean_output_tokens=_number(_get(stats, "num_output_tokens.mean", where)),
-        error_codes=codes, first_error=str(errors[0])[:300] if errors else None)
+        error_codes=codes, first_error=str(errors[0])[:300] if errors else None, answered=answered)
 
 
 @dataclass(frozen=True)
@@ -131,15 +146,19 @@ class BenchmarkResults:
 
 
 METADATA_FILE = "experiment_metadata.json"
+PLAN_FILE = "hyperpod-dpd-levels.json"  # the benchmark pod's plan: genai-bench runs once per level
 
 
 def _planned_levels(files: Mapping[str, str]) -> list[int]:
-    """The levels genai-bench was asked for, from its metadata file when there is one."""
-    try:
-        metadata = json.loads(files.get(METADATA_FILE) or "{}")
-        return [int(level) for level in metadata.get("num_concurrency") or []]
-    except (ValueError, TypeError, AttributeError):
-        return []
+    """The levels asked for: the pod's plan, else genai-bench's metadata file (which names only its own run)."""
+    for name in (PLAN_FILE, METADATA_FILE):
+        try:
+            planned = [int(level) for level in json.loads(files.get(name) or "{}").get("num_concurrency") or []]
+        except (ValueError, TypeError, AttributeError):
+            continue
+        if planned:
+            return planned
+    return []
 
 
 def collect(files: Mapping[str, str], *, expected: Iterable[int] = ()) -> BenchmarkResults:

@@ -14,7 +14,9 @@ from enum import Enum
 from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult
 from hyperpod_dpd.benchmark.scenario import Scenario
 
-BUFFERED_RATIO = 0.8  # TTFT p50 at 80% of end-to-end p50 or more: the stream arrived in one piece
+BUFFERED_RATIO = 0.8  # TTFT p50 at 80% of end-to-end p50 or more...
+BUFFERED_TPOT_S = 0.001  # ...and tokens under 1 ms apart: the stream arrived in one piece. TTFT near E2E alone
+# is also a long queue before a short answer (--osl 16 at high concurrency), which is real.
 OUTPUT_TOLERANCE = 0.02  # mean output tokens within 2% of --osl
 
 
@@ -24,6 +26,11 @@ class Trust(Enum):
     LEVEL_NOT_RUN = "level-not-run"
     OUTPUT_LENGTH = "output-length"
     BUFFERED_STREAM = "buffered-stream"
+    NOT_DISAGGREGATED = "not-disaggregated"
+    NO_KV_TRANSFER = "no-kv-transfer"
+    NOT_DIRECT = "not-direct"
+    ROUTING_UNKNOWN = "routing-unknown"
+    CLIENT_OVERHEAD = "client-overhead"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,8 +67,8 @@ def level_warnings(level: LevelResult, scenario: Scenario) -> list[TrustWarning]
         found.append(TrustWarning(code=Trust.OUTPUT_LENGTH, concurrency=level.concurrency, message=(
             f"requests produced {out:.1f} output tokens on average, not --osl {scenario.osl}: the router or server "
             "dropped ignore_eos or max_tokens, so TPOT and throughput describe shorter answers")))
-    ttft, e2e = level.ttft.p50, level.e2e.p50
-    if ttft is not None and e2e and ttft >= BUFFERED_RATIO * e2e:
+    ttft, e2e, tpot = level.ttft.p50, level.e2e.p50, level.tpot.p50
+    if ttft is not None and e2e and ttft >= BUFFERED_RATIO * e2e and tpot is not None and tpot < BUFFERED_TPOT_S:
         found.append(TrustWarning(code=Trust.BUFFERED_STREAM, concurrency=level.concurrency, message=(
             f"TTFT p50 {ttft * 1e3:.0f} ms is {ttft / e2e:.0%} of end-to-end p50 {e2e * 1e3:.0f} ms: the stream "
             "arrived in one piece (a proxy buffered it), so TTFT is really end-to-end latency and TPOT is wrong")))

@@ -1,24 +1,35 @@
 """``hyperpod-dpd bench [SPEC]``: benchmark the deployed endpoint from inside the cluster with genai-bench.
 
-Applies a Job (and its ServiceAccount) that runs genai-bench on a system node against the endpoint's
+Applies a Job (and its ServiceAccount) that runs genai-bench on a non-HyperPod node against the endpoint's
 router Service with fixed input and output lengths at each --concurrency level, waits for it with
 progress on stderr, reads the result files from the Job's log, deletes the Job, and prints per level:
 TTFT, TPOT and end-to-end latency (p50/p90/p99), output tokens per second, requests completed and
-failed, and the error rate. Warns when a level cannot be trusted (failed requests, answers shorter
-than --osl, a buffered stream). --aggregated also benchmarks the aggregated twin (the stack hosts it
-with -c aggregated_baseline=true) and reports DPD's change; --compare adds the advisor's prediction.
+failed, the error rate, and what the router and decoder counted (DISAGG: requests the router
+disaggregated; KV IN tok: prompt tokens the decoder received from the prefiller; CLIENT +ms: the
+client's mean TTFT above the router's own), read through the API server before and after each level,
+and goodput under the spec's slo. The default --isl clears the spec's routing threshold under
+the router's length rule; a shorter one is refused unless --path direct. Warns when a level cannot
+be trusted (under 95% disaggregated, no KV received, client overhead above its bound, failed
+requests, answers shorter than --osl, a buffered stream); docs/bench.md explains each. --aggregated
+also benchmarks the aggregated twin (the stack hosts it with -c aggregated_baseline=true) and reports
+DPD's change; --compare adds the advisor's prediction.
 
 --output-dir DIR only writes the manifests (- prints them). --results-dir DIR reports a genai-bench results folder you
 already have (e.g. downloaded from --results-s3) instead of running anything.
 
-Exit status: 0 when every Job succeeded and every level can be trusted, 1 otherwise, 2 for usage errors.
-Kubernetes RBAC: create serviceaccounts and jobs, get/delete jobs, list pods and get pods/log in the
-Job's namespace. The pod's role (IRSA, -c benchmark=true in the stack) reads the model's tokenizer files.
+Exit status: 0 when every Job succeeded and every level can be trusted, 1 otherwise, 2 for usage errors
+(including traffic the spec cannot serve or route as asked, a missing endpoint or twin, and results
+folders of different scenarios). Kubernetes RBAC: create serviceaccounts and jobs, get/delete jobs,
+list pods and get pods/log in the Job's namespace; get inferenceendpointconfigs; list pods and get
+pods/proxy in hyperpod-inference-system and the endpoint's namespace (the counters). The pod's role
+(IRSA, -c benchmark=true in the stack) reads the model's tokenizer files.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import re
 import sys
 import time
@@ -94,6 +105,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds (got {text})")
+    return value
+
+
 def _pairs(text: str) -> dict[str, str]:
     pairs: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -105,14 +126,19 @@ def _pairs(text: str) -> dict[str, str]:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from hyperpod_dpd.benchmark.scenario import DEFAULT_ISL, DEFAULT_MAX_SECONDS, DEFAULT_OSL  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.route import RoutePath  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.scenario import DEFAULT_MAX_SECONDS, DEFAULT_OSL  # noqa: PLC0415
 
     parser = subparsers.add_parser(
         "bench", help="benchmark the deployed endpoint in-cluster with genai-bench (optionally against aggregated)",
         description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
     traffic = parser.add_argument_group("traffic")
-    traffic.add_argument("--isl", type=_positive, default=DEFAULT_ISL, help=f"input tokens (default: {DEFAULT_ISL})")
+    traffic.add_argument("--isl", type=_positive, help="input tokens (default: the smallest multiple of 256 whose "
+                                                      "prompts clear the spec's routing threshold, 4352 for 4096)")
+    traffic.add_argument("--path", choices=[p.value for p in RoutePath], default=RoutePath.DPD.value,
+                         help="dpd: prompts the router disaggregates (default); direct: prompts below the threshold, "
+                              "which the decoder serves alone")
     traffic.add_argument("--osl", type=_positive, default=DEFAULT_OSL, help=f"output tokens (default: {DEFAULT_OSL})")
     traffic.add_argument("--concurrency", default="8,16,32", metavar="N[,N...]",
                          help="closed-loop concurrency levels, one run each (default: 8,16,32)")
@@ -134,16 +160,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     job.add_argument("--run-id", help="names the Job and results folder (default: the UTC time, YYYYmmdd-HHMMSS)")
     job.add_argument("--image", help="runs genai-bench; pip-installs it when absent (default: python 3.11 slim "
                                      "from ECR Public)")
-    job.add_argument("--genai-bench-version", help="the pinned genai-bench (default: 0.0.5)")
+    job.add_argument("--genai-bench-version", help="the genai-bench to install (default: 0.0.5 with every dependency "
+                                                   "hash-pinned; another version installs unpinned)")
+    job.add_argument("--pip-index-url", metavar="URL", help="the package index the pod installs from, e.g. a mirror "
+                                                         "for clusters without internet egress (default: PyPI)")
     job.add_argument("--aws-cli-image", help="copies the tokenizer and results (default: aws-cli 2.27.0, ECR Public)")
     job.add_argument("--service-account", help="(default: hyperpod-dpd-bench)")
     job.add_argument("--role-arn", help="IAM role to annotate on a new ServiceAccount (IRSA); not needed with "
                                         "the stack, whose ServiceAccount already carries one (and is kept)")
     job.add_argument("--tokenizer-s3", metavar="S3_URI", help="tokenizer files (default: the model's S3 prefix)")
     job.add_argument("--results-s3", metavar="S3_URI",
-                     help="also upload the result files under S3_URI/<endpoint>/<run id>/")
+                     help="also upload the result files under S3_URI/<endpoint>/<run id>/ (default: "
+                          "s3://<the tokenizer's bucket>/benchmarks, which the stack's benchmark role may write)")
+    job.add_argument("--no-upload", action="store_true", help="keep the results in the pod's log only")
     job.add_argument("--node-selector", type=_pairs, metavar="K=V[,K=V]",
-                     help="nodes the pod may use (default: hyperpod-dpd/pool=system; '' for any non-HyperPod node)")
+                     help="nodes the pod may use, never a HyperPod node (default: the stack's system nodes with "
+                          "--stack/--outputs-file, else any non-HyperPod node)")
     job.add_argument("--region", help="the buckets' and the --stack's region (default: the stack's, else the model "
                                       "source's)")
     deployed = parser.add_argument_group("the deployed stack (the names it deployed, over the spec's)")
@@ -152,9 +184,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cluster = parser.add_argument_group("the cluster")
     cluster.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
     cluster.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    cluster.add_argument("--timeout", type=float, metavar="SECONDS",
+    cluster.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                          help="how long to wait per Job (default: its deadline plus 5 minutes)")
-    cluster.add_argument("--poll-interval", type=float, default=DEFAULT_POLL, metavar="SECONDS",
+    cluster.add_argument("--poll-interval", type=_seconds, default=DEFAULT_POLL, metavar="SECONDS",
                          help=f"seconds between polls (default: {DEFAULT_POLL})")
     cluster.add_argument("--keep", action="store_true", help="leave the Job for inspection (its TTL removes it)")
     parser.set_defaults(handler=run)
@@ -169,6 +201,7 @@ class Outcome:
     job: str | None = None
     problem: str = ""
     source: str = ""
+    routing: dict[int, Any] | None = None  # LevelDisaggregation by concurrency, when the counters were read
 
 
 def run(args: argparse.Namespace) -> int:
@@ -189,13 +222,12 @@ def _run(args: argparse.Namespace, spec: Any) -> int:
         outcomes = _from_directories(args, spec)
         scenario = _scenario_of(outcomes[0].results)
     else:
-        scenario = Scenario(isl=args.isl, osl=args.osl, concurrency=parse_levels(args.concurrency),
-                            requests=args.requests, max_seconds=args.max_seconds)
+        scenario = _traffic(args, spec, Scenario, parse_levels)
         deployed = read_deployed(args, aws_clients)
         targets = _targets(args, spec, deployed)
         given = {"namespace": args.namespace, "tokenizer": args.tokenizer_s3, "service account": args.service_account,
                  "role": args.role_arn, "nodes": args.node_selector}
-        options = _options(args, deployed, spec.name)
+        options = _options(args, targets[0][1].tokenizer, deployed, spec.name)
         names = _names(targets[0][1], options, deployed, given=given)
         note = guessed_note(names)
         if args.render:
@@ -204,13 +236,28 @@ def _run(args: argparse.Namespace, spec: Any) -> int:
             print(note, file=sys.stderr)
         if args.render:
             return _render(args.render, targets, scenario, options)
-        outcomes = _on_cluster(args, targets, scenario, options)
+        outcomes = _on_cluster(args, spec, targets, scenario, options)
     comparison = None
     if args.compare:
         comparison = _comparison(spec, scenario, outcomes)
-    _print(args, scenario, outcomes, comparison)
+    _print(args, scenario, outcomes, comparison, _slo(spec))
     healthy = all(not o.problem and not o.warnings and o.results.levels for o in outcomes)
     return 0 if healthy else 1
+
+
+def _traffic(args: argparse.Namespace, spec: Any, scenario: Any, parse_levels: Any) -> Scenario:
+    """The scenario asked for, refused (exit 2) when the spec could not serve or route it as ``--path`` says."""
+    from hyperpod_dpd.benchmark.route import RoutePath, default_isl, route_problems  # noqa: PLC0415
+    from hyperpod_dpd.errors import raise_if_any  # noqa: PLC0415
+
+    path = RoutePath(args.path)
+    threshold = spec.routing.threshold
+    isl = args.isl if args.isl is not None else default_isl(threshold, path) or 1
+    raise_if_any(route_problems(isl=isl, osl=args.osl, path=path, threshold=threshold,
+                                max_model_len=spec.max_model_len))
+    found: Scenario = scenario(isl=isl, osl=args.osl, concurrency=parse_levels(args.concurrency),
+                               requests=args.requests, max_seconds=args.max_seconds)
+    return found
 
 
 def _scenario_of(results: BenchmarkResults) -> Scenario:
@@ -227,7 +274,8 @@ def _scenario_of(results: BenchmarkResults) -> Scenario:
 
 
 def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
-    from hyperpod_dpd.benchmark.results import ResultsError, read_directory  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.preflight import api_base_of  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.results import METADATA_FILE, ResultsError, read_directory  # noqa: PLC0415
     from hyperpod_dpd.benchmark.trust import trust_warnings  # noqa: PLC0415
 
     folders = [(DPD, spec.name, args.results_dir)]
@@ -240,14 +288,51 @@ def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
             raise UserFacingError(f"{folder}: not a folder; pass genai-bench's <experiment-base-dir>/<folder>")
         try:
             results = read_directory(path)
+            files = {p.name: p.read_text(encoding="utf-8") for p in path.glob(METADATA_FILE)}
         except (ResultsError, OSError) as err:
             raise UserFacingError(str(err)) from None
+        _refuse_other_endpoint(folder, api_base_of(files), endpoint, spec.namespace)
         scenario = _scenario_of(results)
-        outcomes.append(Outcome(label, endpoint, results, trust_warnings(results, scenario), source=folder))
+        warnings = trust_warnings(results, scenario) + _threshold_warnings(spec, scenario, results)
+        outcomes.append(Outcome(label, endpoint, results, warnings, source=folder))
+    _refuse_mismatch(outcomes)
     return outcomes
 
 
+def _refuse_other_endpoint(folder: str, api_base: str | None, endpoint: str, namespace: str) -> None:
+    """A folder whose genai-bench command targeted another endpoint's router is not this endpoint's result."""
+    expected = f"{endpoint}-{namespace}-routing-service."
+    if api_base is not None and "routing-service." in api_base and f"//{expected}" not in api_base:
+        raise UserFacingError(f"{folder}: genai-bench measured {api_base}, not endpoint {endpoint} "
+                              f"({expected}...). Fix: pass the spec of the endpoint the folder belongs to")
+
+
+def _refuse_mismatch(outcomes: list[Outcome]) -> None:
+    """An A/B of two folders is only a comparison when they ran the same scenario at the same levels."""
+    if len(outcomes) < 2:
+        return
+    first, other = outcomes[0], outcomes[1]
+    mine, theirs = _scenario_of(first.results), _scenario_of(other.results)
+    if (mine.isl, mine.osl) != (theirs.isl, theirs.osl) or set(mine.concurrency) != set(theirs.concurrency):
+        raise UserFacingError(
+            f"--results-dir ran {mine.traffic} at concurrency {','.join(map(str, mine.concurrency))} but "
+            f"--aggregated-results-dir ran {theirs.traffic} at {','.join(map(str, theirs.concurrency))}: an A/B needs "
+            "the same input and output lengths and levels. Fix: pass folders of the same bench invocation")
+
+
+def _threshold_warnings(spec: Any, scenario: Scenario, results: BenchmarkResults) -> list[TrustWarning]:
+    """A results folder's input length that the router would not (all) disaggregate."""
+    from hyperpod_dpd.benchmark.route import RoutePath, path_problems  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.trust import Trust, TrustWarning  # noqa: PLC0415
+
+    problems = path_problems(isl=scenario.isl, path=RoutePath.DPD, threshold=spec.routing.threshold)
+    return [TrustWarning(code=Trust.NOT_DISAGGREGATED, concurrency=level.concurrency, message=(
+        f"{problems[0].message}; the folder holds no router counters to show otherwise"))
+        for level in results.levels] if problems else []
+
+
 def _targets(args: argparse.Namespace, spec: Any, deployed: DeployedStack | None) -> list[tuple[str, BenchmarkTarget]]:
+    from hyperpod_dpd.benchmark.preflight import served_model  # noqa: PLC0415
     from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location  # noqa: PLC0415
     from hyperpod_dpd.charts.aggregated import aggregated_spec  # noqa: PLC0415
 
@@ -255,19 +340,22 @@ def _targets(args: argparse.Namespace, spec: Any, deployed: DeployedStack | None
         if args.tokenizer_s3 else None
     if deployed is not None:  # the stack's names over the spec's
         endpoint = deployed.endpoint(spec.name)
-        return [(label, BenchmarkTarget.for_deployed(spec, endpoint, twin=label == AGGREGATED,
-                                                     namespace=args.namespace, tokenizer=tokenizer))
-                for label in ([DPD, AGGREGATED] if args.aggregated else [DPD])]
-    dpd = BenchmarkTarget.for_spec(spec, namespace=args.namespace, tokenizer=tokenizer, region=args.region)
-    targets = [(DPD, dpd)]
-    if args.aggregated:
-        twin = BenchmarkTarget.for_spec(aggregated_spec(spec), namespace=args.namespace, tokenizer=dpd.tokenizer)
-        targets.append((AGGREGATED, twin))
-    return targets
+        targets = [(label, BenchmarkTarget.for_deployed(spec, endpoint, twin=label == AGGREGATED,
+                                                        namespace=args.namespace, tokenizer=tokenizer))
+                   for label in ([DPD, AGGREGATED] if args.aggregated else [DPD])]
+    else:
+        dpd = BenchmarkTarget.for_spec(spec, namespace=args.namespace, tokenizer=tokenizer, region=args.region)
+        targets = [(DPD, dpd)]
+        if args.aggregated:
+            twin = BenchmarkTarget.for_spec(aggregated_spec(spec), namespace=args.namespace, tokenizer=dpd.tokenizer)
+            targets.append((AGGREGATED, twin))
+    # vLLM answers 404 to any other model: the name is the spec's --served-model-name when it sets one.
+    return [(label, dataclasses.replace(target, served_model=served_model(spec))) for label, target in targets]
 
 
-def _options(args: argparse.Namespace, deployed: DeployedStack | None = None, name: str = "") -> Any:
-    from hyperpod_dpd.benchmark.job import JobOptions  # noqa: PLC0415
+def _options(args: argparse.Namespace, tokenizer: Any = None, deployed: DeployedStack | None = None,
+             name: str = "") -> Any:
+    from hyperpod_dpd.benchmark.job import QUIET_SECONDS, RESULTS_PREFIX, JobOptions  # noqa: PLC0415
     from hyperpod_dpd.benchmark.target import S3Location  # noqa: PLC0415
 
     if deployed is not None:  # the stack's ServiceAccount, its role and its system nodes, unless given
@@ -276,13 +364,22 @@ def _options(args: argparse.Namespace, deployed: DeployedStack | None = None, na
         args.role_arn = args.role_arn or endpoint.benchmark_role_arn
         if args.node_selector is None and deployed.system_node_selector is not None:
             args.node_selector = dict(deployed.system_node_selector)
+    results = None
+    if args.results_s3:
+        results = S3Location.parse(args.results_s3, field="--results-s3", region=args.region)
+    elif tokenizer is not None and not args.no_upload:
+        # The stack's benchmark role may write here (the model bucket's benchmarks/ prefix).
+        results = S3Location(bucket=tokenizer.bucket, prefix=RESULTS_PREFIX, region=tokenizer.region)
     given: dict[str, Any] = {
         "image": args.image, "genai_bench_version": args.genai_bench_version, "aws_cli_image": args.aws_cli_image,
+        "pip_index_url": args.pip_index_url,
         "service_account": args.service_account, "role_arn": args.role_arn, "node_selector": args.node_selector,
-        "results": S3Location.parse(args.results_s3, field="--results-s3", region=args.region)
-        if args.results_s3 else None}
+        "results": results}
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S", now())
-    return JobOptions(run_id=run_id, **{key: value for key, value in given.items() if value is not None})
+    # The pod pauses between levels long enough for two polls, so bench snapshots the counters there.
+    quiet = max(QUIET_SECONDS, math.ceil(2 * args.poll_interval) + 10)
+    return JobOptions(run_id=run_id, quiet_seconds=quiet,
+                      **{key: value for key, value in given.items() if value is not None})
 
 
 def _names(target: BenchmarkTarget, options: Any, deployed: DeployedStack | None,
@@ -315,22 +412,46 @@ def _render(folder: str, targets: list[tuple[str, BenchmarkTarget]], scenario: S
     return 0
 
 
-def _on_cluster(args: argparse.Namespace, targets: list[tuple[str, BenchmarkTarget]], scenario: Scenario,
+def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, BenchmarkTarget]], scenario: Scenario,
                 options: Any) -> list[Outcome]:
     from hyperpod_dpd.benchmark.cluster import run_job  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.disaggregation import (  # noqa: PLC0415
+        LevelSnapshots,
+        MetricsSources,
+        disaggregation_warnings,
+        read_counters,
+    )
     from hyperpod_dpd.benchmark.job import deadline_seconds, job_name, render_benchmark_job  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.overhead import overhead_warnings  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.preflight import (  # noqa: PLC0415
+        missing_endpoints,
+        needed_permissions,
+        permission_problems,
+    )
     from hyperpod_dpd.benchmark.results import ResultsError, collect  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.route import RoutePath  # noqa: PLC0415
     from hyperpod_dpd.benchmark.trust import trust_warnings  # noqa: PLC0415
+    from hyperpod_dpd.errors import raise_if_any  # noqa: PLC0415
     from hyperpod_dpd.ops.wait import Progress, Waiter  # noqa: PLC0415
 
     manifests = [(label, target, render_benchmark_job(target, scenario, options)) for label, target in targets]
     try:
         kube = benchmark_kube(args.kube_context, args.kubeconfig)
+        missing = {t.namespace for _, t in targets
+                   if kube.service_account(t.namespace, options.service_account) is None}
+        raise_if_any(permission_problems(lambda p: kube.allowed(p.verb, p.resource, p.namespace, group=p.group,
+                                                                subresource=p.subresource),
+                                         needed_permissions(targets, spec, missing_accounts=missing)))
+        raise_if_any(missing_endpoints(kube, targets, namespace=spec.namespace))
     except KubeError as err:
         raise UserFacingError(str(err)) from None
-    timeout = args.timeout if args.timeout is not None else deadline_seconds(scenario) + 300
+    timeout = args.timeout if args.timeout is not None else deadline_seconds(scenario, options.quiet_seconds) + 300
+    path = RoutePath(args.path)
     outcomes = []
     for label, target, objects in manifests:
+        # Only the DPD endpoint has a router that disaggregates; the twin's path is not in question.
+        snapshots = LevelSnapshots(read=lambda: read_counters(kube, MetricsSources.for_spec(spec))) \
+            if label == DPD else None
         name = job_name(target, options)
         if not args.json:
             print(f"benchmarking {target.namespace}/{target.name} with job {name} ({scenario.traffic}, concurrency "
@@ -338,7 +459,8 @@ def _on_cluster(args: argparse.Namespace, targets: list[tuple[str, BenchmarkTarg
         waiter = Waiter(timeout=timeout, poll_interval=args.poll_interval, clock=clock, sleep=sleep,
                         progress=None if args.json else Progress(sys.stderr))
         try:
-            job_run = run_job(kube, objects, waiter=waiter, keep=args.keep)
+            job_run = run_job(kube, objects, waiter=waiter, keep=args.keep,
+                              on_poll=snapshots.observe if snapshots is not None else None)
             results = collect(job_run.log.files, expected=scenario.concurrency)
         except KubeError as err:
             raise UserFacingError(str(err)) from None
@@ -346,8 +468,15 @@ def _on_cluster(args: argparse.Namespace, targets: list[tuple[str, BenchmarkTarg
             raise UserFacingError(f"job {name} printed results that cannot be read: {err}") from None
         problem = "" if job_run.succeeded else "\n".join(filter(None, [
             job_run.check.detail, job_run.diagnostics, job_run.log.log_tail]))
-        outcomes.append(Outcome(label, target.name, results, trust_warnings(results, scenario), job=name,
-                                problem=problem))
+        warnings = trust_warnings(results, scenario)
+        routing = None
+        if snapshots is not None:
+            routing = snapshots.levels(scenario.concurrency)
+            warnings += disaggregation_warnings(path, [level.concurrency for level in results.levels], routing)
+            warnings += overhead_warnings(results.levels, routing)
+            if snapshots.errors and not args.json:
+                print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
+        outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing))
     return outcomes
 
 
@@ -365,8 +494,16 @@ def _comparison(spec: Any, scenario: Scenario, outcomes: list[Outcome]) -> dict[
     return {"rows": rows, "assumptions": dict(advice.assumptions)}
 
 
+def _slo(spec: Any) -> tuple[float | None, float | None] | None:
+    """The spec's TTFT and TPOT targets in seconds, for goodput; None when it sets neither."""
+    slo = spec.slo
+    if slo is None or (slo.ttft_ms is None and slo.tpot_ms is None):
+        return None
+    return (None if slo.ttft_ms is None else slo.ttft_ms / 1e3, None if slo.tpot_ms is None else slo.tpot_ms / 1e3)
+
+
 def _print(args: argparse.Namespace, scenario: Scenario, outcomes: list[Outcome],
-           comparison: dict[str, Any] | None) -> None:
+           comparison: dict[str, Any] | None, slo: tuple[float | None, float | None] | None = None) -> None:
     from hyperpod_dpd.benchmark.ab import compare_ab, render_ab  # noqa: PLC0415
     from hyperpod_dpd.benchmark.prediction import render_comparison  # noqa: PLC0415
     from hyperpod_dpd.benchmark.report import render_results, results_object, to_json  # noqa: PLC0415
@@ -374,7 +511,8 @@ def _print(args: argparse.Namespace, scenario: Scenario, outcomes: list[Outcome]
     ab = compare_ab(outcomes[0].results, outcomes[1].results) if len(outcomes) > 1 else None
     if args.json:
         document: dict[str, Any] = {"runs": {o.label: {**results_object(
-            endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job),
+            endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
+            routing=o.routing, slo=slo),
             "problem": o.problem or None} for o in outcomes}}
         if ab is not None:
             document["ab"] = [row.as_dict() for row in ab]
@@ -388,7 +526,7 @@ def _print(args: argparse.Namespace, scenario: Scenario, outcomes: list[Outcome]
         where = (f"{scenario.requests_per_level} requests per level, job {o.job}" if o.job
                  else f"read from {o.source}")
         title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
-        block = render_results(title, o.results, o.warnings)
+        block = render_results(title, o.results, o.warnings, o.routing, slo)
         if o.problem:
             block += f"\n\nthe job did not succeed:\n{o.problem}"
         blocks.append(block)

@@ -1,0 +1,253 @@
+"""Did the router disaggregate a benchmark level's requests, and did the decoder receive their KV cache?
+
+Two counter snapshots, one before and one after a level, give the answer without trusting any
+client-side number:
+
+- the router's ``dpd_routing_disaggregated_total``, ``dpd_routing_local_total`` (short prompts sent
+  straight to the decoder) and ``dpd_routing_fallback_total`` (AWS's dashboard: "Fallback (error)"),
+  as the HyperPod inference dashboard queries them;
+- the decoder's ``vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}`` (vLLM 0.19,
+  ``vllm/v1/metrics/loggers.py``): prompt tokens whose KV arrived from the prefiller rather than
+  being computed locally. Disaggregated requests with no such tokens mean the transfer failed and
+  the decoder recomputed (the operator's ``Retrieved 0 out of N``).
+
+The snapshots are read through the API server's pod proxy, so ``bench`` needs no port-forward and
+no network path to the pods: ``get`` on ``pods/proxy`` in both namespaces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hyperpod_dpd.benchmark.job import RESULTS_MARK
+from hyperpod_dpd.benchmark.route import RoutePath
+from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
+from hyperpod_dpd.operator_names import (
+    OPERATOR_NAMESPACE,
+    ROLE_LABEL,
+    ROUTER_CONTAINER,
+    role_deployment,
+    router_deployment,
+)
+from hyperpod_dpd.ops.kube import JsonDict, KubeError
+from hyperpod_dpd.spec import DpdSpec
+
+DISAGGREGATED = "dpd_routing_disaggregated_total"
+LOCAL = "dpd_routing_local_total"
+FALLBACK = "dpd_routing_fallback_total"
+E2E_TTFT = "dpd_e2e_ttft_seconds"  # the router's histogram: prefill, KV transfer and the first decode step
+EXTERNAL_KV = "vllm:prompt_tokens_by_source_total"
+EXTERNAL_SOURCE = "external_kv_transfer"
+MIN_FRACTION = 0.95  # a DPD level below this did not measure DPD
+SAMPLE = re.compile(r'^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
+LABEL = re.compile(r'(?P<key>\w+)="(?P<value>(?:[^"\\]|\\.)*)"')
+
+
+def sample_sum(text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
+    """The sum of every sample of ``name`` in Prometheus text whose labels include ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        found = SAMPLE.match(line)
+        if found is None or found["name"] != name:
+            continue
+        have = {m["key"]: m["value"] for m in LABEL.finditer(found["labels"] or "")}
+        if labels and any(have.get(key) != value for key, value in labels.items()):
+            continue
+        try:
+            total += float(found["value"])
+        except ValueError:
+            continue
+    return total
+
+
+@dataclass(frozen=True, kw_only=True)
+class DpdCounters:
+    """One snapshot of the router's routing decisions and the decoder's externally received prompt tokens."""
+
+    disaggregated: float
+    local: float
+    fallback: float
+    external_kv_tokens: float
+    ttft_seconds: float = 0.0
+    ttft_count: float = 0.0
+
+    @classmethod
+    def parse(cls, router: Iterable[str], decoder: Iterable[str]) -> DpdCounters:
+        """From the ``/metrics`` text of every router pod and every decoder pod (summed)."""
+        routers, decoders = list(router), list(decoder)
+        return cls(disaggregated=sum(sample_sum(t, DISAGGREGATED) for t in routers),
+                   local=sum(sample_sum(t, LOCAL) for t in routers),
+                   fallback=sum(sample_sum(t, FALLBACK) for t in routers),
+                   external_kv_tokens=sum(sample_sum(t, EXTERNAL_KV, {"source": EXTERNAL_SOURCE}) for t in decoders),
+                   ttft_seconds=sum(sample_sum(t, f"{E2E_TTFT}_sum") for t in routers),
+                   ttft_count=sum(sample_sum(t, f"{E2E_TTFT}_count") for t in routers))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LevelDisaggregation:
+    """What the router and decoder counted while one level ran (the difference of two snapshots)."""
+
+    concurrency: int
+    disaggregated: int
+    local: int
+    fallback: int
+    external_kv_tokens: int
+    router_ttft_mean_s: float | None = None
+
+    @classmethod
+    def between(cls, before: DpdCounters, after: DpdCounters, *, concurrency: int) -> LevelDisaggregation:
+        """A counter that went down (a pod restarted) counts from zero, as Prometheus' ``increase`` does."""
+        def grew(name: str) -> float:
+            old, new = float(getattr(before, name)), float(getattr(after, name))
+            return new - old if new >= old else new
+
+        count = grew("ttft_count")
+        return cls(concurrency=concurrency, disaggregated=round(grew("disaggregated")), local=round(grew("local")),
+                   fallback=round(grew("fallback")), external_kv_tokens=round(grew("external_kv_tokens")),
+                   router_ttft_mean_s=grew("ttft_seconds") / count if count else None)
+
+    @property
+    def routed(self) -> int:
+        return self.disaggregated + self.local + self.fallback
+
+    @property
+    def fraction(self) -> float | None:
+        """Disaggregated over routed; None when the router counted nothing."""
+        return self.disaggregated / self.routed if self.routed else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "disaggregated": self.disaggregated, "local": self.local,
+                "fallback": self.fallback, "fraction": self.fraction, "external_kv_tokens": self.external_kv_tokens,
+                "router_ttft_mean_s": self.router_ttft_mean_s}
+
+
+def disaggregation_warnings(path: RoutePath, levels: Sequence[int],
+                            measured: Mapping[int, LevelDisaggregation]) -> list[TrustWarning]:
+    """A DPD level below :data:`MIN_FRACTION`, with no KV received, or not measured; a direct one that was not."""
+    found: list[TrustWarning] = []
+    for level in levels:
+        seen = measured.get(level)
+        if seen is None:
+            found.append(TrustWarning(code=Trust.ROUTING_UNKNOWN, concurrency=level, message=(
+                "the router's and decoder's counters could not be read before and after this level, so nothing "
+                "shows which path the requests took (bench needs get on pods/proxy in hyperpod-inference-system "
+                "and the endpoint's namespace)")))
+            continue
+        fraction = seen.fraction
+        if fraction is None:
+            found.append(TrustWarning(code=Trust.ROUTING_UNKNOWN, concurrency=level, message=(
+                "the router counted no requests during this level (are its dpd_routing_* metrics served?)")))
+        elif path is RoutePath.DPD and fraction < MIN_FRACTION:
+            found.append(TrustWarning(code=Trust.NOT_DISAGGREGATED, concurrency=level, message=(
+                f"the router disaggregated {seen.disaggregated} of {seen.routed} requests ({fraction:.0%}, below "
+                f"{MIN_FRACTION:.0%}; {seen.local} went straight to the decoder, {seen.fallback} fell back): these "
+                "numbers are not DPD's. Check the deployed routingThreshold against --isl")))
+        elif path is RoutePath.DPD and seen.disaggregated and seen.external_kv_tokens == 0:
+            found.append(TrustWarning(code=Trust.NO_KV_TRANSFER, concurrency=level, message=(
+                f"the router disaggregated {seen.disaggregated} requests but the decoder received no KV tokens from "
+                "the prefiller: it recomputed every prompt (see 'Retrieved 0 out of N' in its log; check "
+                "PYTHONHASHSEED and the KV connector)")))
+        elif path is RoutePath.DIRECT and fraction > 1 - MIN_FRACTION:
+            found.append(TrustWarning(code=Trust.NOT_DIRECT, concurrency=level, message=(
+                f"--path direct, but the router disaggregated {seen.disaggregated} of {seen.routed} requests "
+                f"({fraction:.0%}): these numbers are not the decoder's alone")))
+    return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsSources:
+    """Where the counters are: the router pods (by name prefix) and the decoder pods (by label)."""
+
+    router_namespace: str
+    router_prefix: str
+    router_container: str
+    decoder_namespace: str
+    decoder_selector: str
+    decoder_prefix: str
+    decoder_port: int
+
+    @classmethod
+    def for_spec(cls, spec: DpdSpec) -> MetricsSources:
+        """The operator's names for this endpoint (see :mod:`hyperpod_dpd.operator_names`)."""
+        return cls(router_namespace=OPERATOR_NAMESPACE, router_prefix=f"{router_deployment(spec)}-",
+                   router_container=ROUTER_CONTAINER, decoder_namespace=spec.namespace,
+                   decoder_selector=f"{ROLE_LABEL}=decode", decoder_prefix=f"{role_deployment(spec, 'decode')}-",
+                   decoder_port=spec.port)
+
+
+class MetricsKube(Protocol):
+    def pods(self, namespace: str, label_selector: str) -> list[JsonDict]: ...
+
+    def pod_metrics(self, namespace: str, pod: str, port: int) -> str: ...
+
+
+def _name(pod: JsonDict) -> str:
+    return str((pod.get("metadata") or {}).get("name", ""))
+
+
+def _container_port(pod: JsonDict, container: str) -> int | None:
+    for spec in (pod.get("spec") or {}).get("containers") or []:
+        if spec.get("name") == container:
+            for port in spec.get("ports") or []:
+                if port.get("containerPort"):
+                    return int(port["containerPort"])
+    return None
+
+
+def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
+    """One snapshot from every running router and decoder pod; raises :class:`KubeError` when none answers."""
+    routers = [p for p in kube.pods(sources.router_namespace, "") if _name(p).startswith(sources.router_prefix)]
+    decoders = [p for p in kube.pods(sources.decoder_namespace, sources.decoder_selector)
+                if _name(p).startswith(sources.decoder_prefix)]
+    if not routers or not decoders:
+        raise KubeError(f"no router pod {sources.router_prefix}* in {sources.router_namespace} or no decoder pod "
+                        f"{sources.decoder_prefix}* in {sources.decoder_namespace}")
+    router_texts = []
+    for pod in routers:
+        port = _container_port(pod, sources.router_container)
+        if port is None:
+            raise KubeError(f"router pod {_name(pod)} declares no port on {sources.router_container}")
+        router_texts.append(kube.pod_metrics(sources.router_namespace, _name(pod), port))
+    decoder_texts = [kube.pod_metrics(sources.decoder_namespace, _name(p), sources.decoder_port) for p in decoders]
+    return DpdCounters.parse(router_texts, decoder_texts)
+
+
+QUIET_MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} (?:quiet=(?P<quiet>\d+)|level=(?P<level>\d+))\s*$", re.M)
+
+
+@dataclass
+class LevelSnapshots:
+    """Counter snapshots taken in the benchmark pod's quiet windows, keyed by the number of levels done.
+
+    Feed it the benchmark container's log at every poll (:meth:`observe`); when the last marker is
+    ``quiet=K`` and window K has no snapshot yet, one is read. A window missed (a poll slower than
+    the pause) or unreadable leaves the levels beside it unmeasured, never guessed.
+    """
+
+    read: Callable[[], DpdCounters]
+    taken: dict[int, DpdCounters] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def observe(self, benchmark_log: str) -> None:
+        marks = list(QUIET_MARK.finditer(benchmark_log))
+        if not marks or marks[-1]["quiet"] is None:
+            return
+        window = int(marks[-1]["quiet"])
+        if window in self.taken:
+            return
+        try:
+            self.taken[window] = self.read()
+        except KubeError as err:
+            self.errors.append(str(err))
+
+    def levels(self, concurrency: Sequence[int]) -> dict[int, LevelDisaggregation]:
+        """Level i (in run order) is window i-1 to window i."""
+        found = {}
+        for done, level in enumerate(concurrency, start=1):
+            before, after = self.taken.get(done - 1), self.taken.get(done)
+            if before is not None and after is not None:
+                found[level] = LevelDisaggregation.between(before, after, concurrency=level)
+        return found
