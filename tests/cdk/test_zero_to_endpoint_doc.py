@@ -46,4 +46,4 @@ def test_version_statements() -> None:
     assert SUPPORTED_KUBERNETES_VERSIONS == ("1.33", "1.34")
     assert f"`UpgradePolicy` is `{SupportType.EXTENDED.value}`" in DOC
     assert f"The inference operator add-on is `{INFERENCE_ADDON_VERSION}`" in DOC
-    assert len(PREREQUISITE_ADDONS) == 6 and "HyperPod observability" in DOC
+    assert len(PREREQUISITE_ADDONS) == 7 and "HyperPod observability" in DOC and "CloudWatch observability" in DOC
