@@ -32,6 +32,7 @@ from hyperpod_dpd.operator_names import (
     role_deployment,
     router_deployment,
 )
+from hyperpod_dpd.ops.dpd_counters import sample_value
 from hyperpod_dpd.ops.kube import JsonDict, KubeError
 from hyperpod_dpd.spec import DpdSpec
 
@@ -42,25 +43,11 @@ E2E_TTFT = "dpd_e2e_ttft_seconds"  # the router's histogram: prefill, KV transfe
 EXTERNAL_KV = "vllm:prompt_tokens_by_source_total"
 EXTERNAL_SOURCE = "external_kv_transfer"
 MIN_FRACTION = 0.95  # a DPD level below this did not measure DPD
-SAMPLE = re.compile(r'^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
-LABEL = re.compile(r'(?P<key>\w+)="(?P<value>(?:[^"\\]|\\.)*)"')
 
 
 def sample_sum(text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
-    """The sum of every sample of ``name`` in Prometheus text whose labels include ``labels``."""
-    total = 0.0
-    for line in text.splitlines():
-        found = SAMPLE.match(line)
-        if found is None or found["name"] != name:
-            continue
-        have = {m["key"]: m["value"] for m in LABEL.finditer(found["labels"] or "")}
-        if labels and any(have.get(key) != value for key, value in labels.items()):
-            continue
-        try:
-            total += float(found["value"])
-        except ValueError:
-            continue
-    return total
+    """The sum of every sample of ``name`` in Prometheus text whose labels include ``labels`` (0 when none)."""
+    return sample_value(text, name, labels) or 0.0
 
 
 @dataclass(frozen=True, kw_only=True)

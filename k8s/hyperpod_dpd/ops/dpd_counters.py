@@ -15,6 +15,7 @@ disaggregated request that moved no KV tokens is the silent failure DPD is known
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hyperpod_dpd.observability import metrics as m
@@ -30,6 +31,9 @@ from hyperpod_dpd.spec import DpdSpec
 
 DISAGGREGATED_LINE = re.compile(r"Conditional routing: estimated_tokens=\d+, threshold=\d+, disaggregate=True")
 DEFAULT_METRICS_PATH = "/metrics"
+# One sample line of the Prometheus text format: ``name{labels} value [timestamp]``, labels optional.
+SAMPLE = re.compile(r'^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
+LABEL = re.compile(r'(?P<key>\w+)="(?P<value>(?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,14 +72,20 @@ class DpdCounters:
                            decode_pods=self.decode_pods)
 
 
-def sample_value(exposition: str, metric: str, labels: dict[str, str]) -> float | None:
-    """The sum of ``metric``'s samples carrying ``labels`` in a Prometheus text exposition, or None."""
+def sample_value(exposition: str, metric: str, labels: Mapping[str, str] | None = None) -> float | None:
+    """The sum of ``metric``'s samples whose labels include ``labels`` in a Prometheus text exposition, or None."""
     total: float | None = None
-    pattern = re.compile(rf"^{re.escape(metric)}\{{(?P<labels>[^}}]*)\}}\s+(?P<value>\S+)", re.MULTILINE)
-    for found in pattern.finditer(exposition):
-        pairs = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', found["labels"]))
-        if all(pairs.get(k) == v for k, v in labels.items()):
+    for line in exposition.splitlines():
+        found = SAMPLE.match(line)
+        if found is None or found["name"] != metric:
+            continue
+        have = {pair["key"]: pair["value"] for pair in LABEL.finditer(found["labels"] or "")}
+        if labels and any(have.get(key) != value for key, value in labels.items()):
+            continue
+        try:
             total = (total or 0.0) + float(found["value"])
+        except ValueError:  # a malformed sample is not a count
+            continue
     return total
 
 
