@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from aws_cdk import FeatureFlags, RemovalPolicy, Token
+from aws_cdk import Annotations, FeatureFlags, RemovalPolicy, Token
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, Problem, S3Source
+from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd_cdk.nag import acknowledge
 
 LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
@@ -96,5 +97,12 @@ class ModelBucket(Construct):
         if existing_bucket_name is None:
             self.bucket: s3.IBucket = secure_bucket(self, "Resource", log_bucket=log_bucket, log_prefix="model-bucket/",
                                                     bucket_name=bucket_name)
+            if bucket_name is not None and bucket_name == spec_bucket_name([default_spec()]):
+                # Synthesizes fine; a deploy would fail on CreateBucket wherever someone else owns the name.
+                Annotations.of(self).add_warning_v2(
+                    "hyperpod-dpd:ExampleBucketName",
+                    f"the stack would create bucket {bucket_name!r}, the embedded example's name; S3 bucket names "
+                    "are global, so the deploy fails wherever another account owns it. Fix: name a bucket of your "
+                    "own in model.source.s3.bucket (or pass an existing one with -c model_bucket=...)")
         else:
             self.bucket = s3.Bucket.from_bucket_name(self, "Resource", existing_bucket_name)

@@ -77,6 +77,18 @@ def test_the_spec_bucket_is_never_rewritten(app_module: ModuleType, cdk_context:
     assert "-c model_bucket=dpd-models-example" in problem.fix
 
 
+def _warning_codes(synthesized: Synthesized) -> list[str]:
+    messages = synthesized.app.synth().get_stack_artifact(synthesized.stack.artifact_id).messages
+    return [code for m in messages for code in re.findall(r"hyperpod-dpd:(\w+)", json.dumps(m.entry.data))]
+
+
+def test_the_example_bucket_name_is_flagged_before_a_deploy(default_app: Synthesized,
+                                                             multi_app: Synthesized) -> None:
+    """Bucket names are global: creating the embedded example's bucket fails wherever someone owns it."""
+    assert "ExampleBucketName" in _warning_codes(default_app)
+    assert "ExampleBucketName" not in _warning_codes(multi_app)  # its specs name a bucket of their own
+
+
 def test_endpoints_of_one_stack_share_the_bucket(cdk_context: dict[str, Any]) -> None:
     app = cdk.App(context=cdk_context)
     with pytest.raises(SpecError) as error:
