@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from hyperpod_dpd.advisor.search import DEFAULT_MAX_NODES, DEFAULT_TOP
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_spec
+from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_spec, warn
 from hyperpod_dpd.errors import SpecError
 
 EXIT_SLA_MISSED = 1
@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
             from hyperpod_dpd.advisor.calibration import calibrate, read_bench  # noqa: PLC0415
 
             fit = calibrate(spec, traffic, read_bench(Path(args.calibrate)), source=args.calibrate)
+            for text in fit.warnings:
+                warn(text)
             print(fit.render(), file=sys.stderr)
             factors = fit.factors
         if args.search:
