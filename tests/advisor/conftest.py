@@ -29,7 +29,13 @@ def equal_cost_advice() -> Advice:
     return advise(default_spec(), BLOG_TRAFFIC)
 
 
-def bench_document(advice: Advice, *, endpoint: str = "dpd-test", failed: int = 0) -> dict[str, Any]:
+# What bench --json records of the default spec's run (the model, its architecture and the instance type).
+DEFAULT_IDENTITY = {"model": "Llama-3.3-70B-Instruct", "architecture": "llama-3.3-70b",
+                    "instance_type": "ml.p5.48xlarge"}
+
+
+def bench_document(advice: Advice, *, endpoint: str = "dpd-test", failed: int = 0,
+                   identity: dict[str, str | None] | None = DEFAULT_IDENTITY) -> dict[str, Any]:
     """The DPD side of ``advice`` as ``hyperpod-dpd bench --json`` prints a run of ``endpoint``.
 
     Built with the benchmark's own writer (``results_object``), p50 = the predicted mean, so a
@@ -45,7 +51,7 @@ def bench_document(advice: Advice, *, endpoint: str = "dpd-test", failed: int = 
         for p in advice.points)
     scenario = Scenario(isl=advice.isl, osl=advice.osl, concurrency=tuple(p.concurrency for p in advice.points))
     run = results_object(endpoint=endpoint, scenario=scenario, results=BenchmarkResults(levels=levels), warnings=[],
-                         job="hyperpod-dpd-bench-20261201-000000")
+                         job="hyperpod-dpd-bench-20261201-000000", identity=identity)
     return {"runs": {"dpd": {**run, "problem": None}}}
 
 

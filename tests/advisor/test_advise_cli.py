@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from support import write_spec
 from syrupy.assertion import SnapshotAssertion
 
@@ -61,6 +62,36 @@ def test_search_writes_a_spec_that_passes_check(tmp_path: Path, capsys: pytest.C
     assert written.name == "dpd-test"
     assert written.decode.max_num_seqs is not None and written.prefill.max_num_seqs is not None
     assert main(["validate", str(out_file)]) == 0
+
+
+SEARCH = ["advise", "--isl", "8192", "--osl", "512", "--concurrency", "64", "--ttft-ms", "2000", "--tpot-ms", "30",
+          "--search"]
+
+
+def test_write_spec_dash_prints_only_the_spec_on_standard_output(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``advise ... --search --write-spec - > my-spec.yaml`` yields a spec that validate accepts."""
+    assert main([*SEARCH, "--write-spec", str(tmp_path / "file.yaml")]) == 0
+    capsys.readouterr()
+    assert main([*SEARCH, "--write-spec", "-"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == (tmp_path / "file.yaml").read_text(encoding="utf-8")  # the spec, and nothing else
+    assert "DPD layouts meeting TTFT <= 2000 ms and TPOT <= 30 ms at concurrency 64" in captured.err
+    assert captured.err.rstrip("\n").endswith("wrote the best layout to standard output")
+    redirected = tmp_path / "my-spec.yaml"
+    redirected.write_text(captured.out, encoding="utf-8")
+    assert main(["validate", str(redirected)]) == 0
+    assert not (Path.cwd() / "-").exists()
+
+
+def test_write_spec_dash_with_json_sends_the_json_to_standard_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*SEARCH, "--write-spec", "-", "--json"]) == 0
+    captured = capsys.readouterr()
+    spec = yaml.safe_load(captured.out)
+    assert spec["name"] == "dpd-test" and "best" not in spec
+    start = captured.err.index("{\n")  # after any warnings about the written spec
+    report = captured.err[start:captured.err.rindex("}") + 1]
+    assert json.loads(report)["best"][0]["nodes"] >= 2
 
 
 def test_unwritable_spec_path_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

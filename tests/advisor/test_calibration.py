@@ -43,6 +43,7 @@ def test_calibration_recovers_the_factors_and_reports_the_uncalibrated_error(mea
     ({"endpoint": "other-endpoint"}, "calibrate.endpoint"),
     ({"model": "Qwen2.5-72B-Instruct"}, "calibrate.model"),
     ({"instance_type": "ml.p5en.48xlarge"}, "calibrate.instance_type"),
+    ({"architecture": "qwen2.5-72b"}, "calibrate.architecture"),
 ])
 def test_data_from_another_endpoint_model_or_instance_is_refused(measured: Advice, bench_of: Bench,
                                                                  change: dict[str, str], field: str) -> None:
@@ -51,6 +52,42 @@ def test_data_from_another_endpoint_model_or_instance_is_refused(measured: Advic
     with pytest.raises(SpecError) as caught:
         calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
     assert field in [p.field for p in caught.value.problems]
+
+
+def test_a_file_naming_this_model_and_instance_type_is_checked_without_a_warning(measured: Advice,
+                                                                                 bench_of: Bench) -> None:
+    bench = parse_bench(bench_of(measured), where="b.json")
+    assert (bench.model, bench.architecture, bench.instance_type) == ("Llama-3.3-70B-Instruct", "llama-3.3-70b",
+                                                                      "ml.p5.48xlarge")
+    assert calibrate(default_spec(), TRAFFIC, bench, source="b.json").warnings == ()
+
+
+def test_a_file_from_an_older_bench_is_used_with_a_warning(tmp_path: Path, measured: Advice, bench_of: Bench,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    bench = parse_bench(bench_of(measured, identity=None), where="old.json")
+    assert bench.unchecked() == ["model", "architecture", "instance_type"]
+    fit = calibrate(default_spec(), TRAFFIC, bench, source="old.json")
+    assert fit.warnings == ("old.json does not name the model, architecture, instance_type it measured (a bench "
+                            "older than those fields): calibration could not check it is the spec's "
+                            "Llama-3.3-70B-Instruct on ml.p5.48xlarge; rerun 'hyperpod-dpd bench --json' to have it "
+                            "checked",)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(bench_of(measured, identity=None)))
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8,16,32", "--baseline-nodes", "1",
+                 "--calibrate", str(path), "--json"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {path} does not name the model, architecture, instance_type it measured")
+
+
+def test_cli_refuses_a_file_of_another_instance_type_with_exit_2(tmp_path: Path, measured: Advice, bench_of: Bench,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    document = bench_of(measured)
+    document["runs"]["dpd"]["instance_type"] = "ml.p5en.48xlarge"
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(document))
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8,16,32", "--calibrate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "calibrate.instance_type" in err and "ml.p5en.48xlarge" in err and "Traceback" not in err
 
 
 def test_another_request_shape_is_refused(measured: Advice, bench_of: Bench) -> None:

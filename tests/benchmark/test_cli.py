@@ -74,6 +74,9 @@ def test_json_and_trust_warnings_set_the_exit_status(capsys: pytest.CaptureFixtu
     assert code == 1
     document = json.loads(out)["runs"]["dpd"]
     assert document["trusted"] is False and {w["code"] for w in document["warnings"]} == {"failed-requests"}
+    # what was measured, for advise --calibrate to check
+    assert {k: document[k] for k in ("model", "architecture", "instance_type")} == {
+        "model": "Llama-3.3-70B-Instruct", "architecture": "llama-3.3-70b", "instance_type": "ml.p5.48xlarge"}
     for level in document["levels"]:
         assert level["error_rate"] == pytest.approx(level["failed"] / level["requests"]) and level["failed"] > 0
 
@@ -85,6 +88,7 @@ def test_ab_reports_the_change_from_aggregated(capsys: pytest.CaptureFixture[str
     assert code == 1  # the twin's answers were shorter than --osl
     document = json.loads(out)
     dpd, agg = document["runs"]["dpd"]["levels"], document["runs"]["aggregated"]["levels"]
+    assert document["runs"]["aggregated"]["instance_type"] == document["runs"]["dpd"]["instance_type"]
     for row, mine, theirs in zip(document["ab"], dpd, agg, strict=True):
         expected = (mine["output_tokens_per_s"] - theirs["output_tokens_per_s"]) / theirs["output_tokens_per_s"] * 100
         assert row["change_percent"]["output_tokens_per_s"] == pytest.approx(expected)
@@ -213,6 +217,8 @@ def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixtur
     _on_cluster(monkeypatch, _cluster(fakes, healthy_run))
     json_code, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
     run = json.loads(text)["runs"]["dpd"]
+    assert (run["model"], run["architecture"], run["instance_type"]) == ("Llama-3.3-70B-Instruct", "llama-3.3-70b",
+                                                                         "ml.p5.48xlarge")
     assert [r["fraction"] for r in run["routing"]] == [1.0, 1.0]
     assert all(r["external_kv_tokens"] > 0 and r["client_overhead_s"] > 0 for r in run["routing"])
     assert {w["code"] for w in run["warnings"]} <= {"client-overhead"}

@@ -1,13 +1,14 @@
 """Offline AWS and Kubernetes for the preflight and verify tests.
 
-AWS: moto for S3, EC2 and STS; botocore's Stubber for Service Quotas and SageMaker (moto has no
-ListServiceQuotas, and its HyperPod clusters are always InService).
+AWS: moto for S3, EC2 and STS; botocore's Stubber for Service Quotas, SageMaker and EKS (moto has no
+ListServiceQuotas or DescribeAddonVersions, and its HyperPod clusters are always InService).
 Kubernetes: fake CustomObjectsApi/AppsV1Api/CoreV1Api objects that answer with the client's own
 model objects, deserialized from recorded JSON the way the client deserializes an API response.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +22,11 @@ from kubernetes.client.exceptions import ApiException
 from moto import mock_aws
 from support import FakeClock
 
+from hyperpod_dpd.crd import v1_schema
+from hyperpod_dpd.deployment_defaults import KUBERNETES_VERSION
+from hyperpod_dpd.ops.addons import stack_addons
 from hyperpod_dpd.ops.aws import AwsClients
+from hyperpod_dpd.ops.crd_diff import CRD_NAME
 from hyperpod_dpd.ops.kube import KubeApi
 
 REGION = "us-west-2"
@@ -74,13 +79,29 @@ class Stubs:
     quotas: Any = field(default_factory=lambda: client("service-quotas"))
     sagemaker: Any = field(default_factory=lambda: client("sagemaker"))
     elbv2: Any = field(default_factory=lambda: client("elbv2"))
+    eks: Any = field(default_factory=lambda: client("eks"))
 
     def __post_init__(self) -> None:
         self.quotas_stub = Stubber(self.quotas)
         self.sagemaker_stub = Stubber(self.sagemaker)
         self.elbv2_stub = Stubber(self.elbv2)
-        for stub in (self.quotas_stub, self.sagemaker_stub, self.elbv2_stub):
+        self.eks_stub = Stubber(self.eks)
+        for stub in self.all():
             stub.activate()
+
+    def all(self) -> tuple[Stubber, ...]:
+        return (self.quotas_stub, self.sagemaker_stub, self.elbv2_stub, self.eks_stub)
+
+    def addons_offered(self, *, kubernetes: str = KUBERNETES_VERSION, missing: str | None = None) -> None:
+        """``DescribeAddonVersions`` for every add-on the stack installs (its pin offered), in the order asked;
+        ``missing``: one add-on EKS offers no version of."""
+        for name, version in sorted(stack_addons().items()):
+            versions = [] if name == missing else [version or "v1.0.0-eksbuild.1"]
+            body = {"addons": [{"addonName": name, "addonVersions": [
+                {"addonVersion": v, "compatibilities": [{"clusterVersion": kubernetes, "defaultVersion": True}]}
+                for v in versions]}]} if versions else {"addons": []}
+            self.eks_stub.add_response("describe_addon_versions", body,
+                                       {"addonName": name, "kubernetesVersion": kubernetes})
 
     def load_balancer(self, dns_name: str = "", *, scheme: str = "internal", security_groups: tuple[str, ...] = (),
                       listeners: tuple[tuple[str, int], ...] = (("HTTPS", 443),)) -> None:
@@ -144,14 +165,14 @@ def node(group_name: str, instance_type: str, index: int, status: str = "Running
 def stubs() -> Iterator[Stubs]:
     made = Stubs()
     yield made
-    for stub in (made.quotas_stub, made.sagemaker_stub, made.elbv2_stub):
+    for stub in made.all():
         stub.deactivate()
 
 
 def clients_with(stubs: Stubs, **overrides: Any) -> AwsClients:
     """moto-backed clients (inside the ``aws`` fixture) with the stubbed ones swapped in."""
     fixed: dict[str, Any] = {"service-quotas": stubs.quotas, "sagemaker": stubs.sagemaker, "elbv2": stubs.elbv2,
-                             **overrides}
+                             "eks": stubs.eks, **overrides}
 
     def factory(service: str, region_name: str | None = None) -> Any:
         return fixed[service] if service in fixed else client(service, region_name)
@@ -215,6 +236,9 @@ class FakeCustomObjects(_Recorded):
     def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
                                      name: str) -> Any:
         return self.answer((plural, namespace, name))  # custom objects come back as plain dicts
+
+    def get_cluster_custom_object(self, group: str, version: str, plural: str, name: str) -> Any:
+        return self.answer((plural, name))
 
 
 class FakeApps(_Recorded):
@@ -357,6 +381,16 @@ WORKER_LOGS: dict[Any, list[str]] = {
 }
 
 
+def live_crd(schema: dict[str, Any] | None = None, version: str = "v1") -> dict[str, Any]:
+    """The InferenceEndpointConfig CRD as the API server returns it: the shipped ``v1`` schema unless given."""
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": CRD_NAME},
+            "spec": {"group": "inference.sagemaker.aws.amazon.com", "names": {"kind": "InferenceEndpointConfig"},
+                     "scope": "Namespaced", "versions": [
+                         {"name": version, "served": True, "storage": True,
+                          "schema": {"openAPIV3Schema": copy.deepcopy(v1_schema()) if schema is None else schema}}]}}
+
+
 def healthy_cluster(**overrides: Answer) -> dict[tuple[str, ...], Answer]:
     """The recorded state of a deployed ``default/dpd-test`` (every key can be overridden)."""
     answers: dict[tuple[str, ...], Answer] = {
@@ -376,6 +410,7 @@ def healthy_cluster(**overrides: Answer) -> dict[tuple[str, ...], Answer]:
         ("ingresses", "hyperpod-inference-system", "alb-dpd-test-default"): ingress(),
         ("networkpolicies", "default"): network_policies(),
         ("networkpolicies", "hyperpod-inference-system"): network_policies(namespace="hyperpod-inference-system"),
+        ("customresourcedefinitions", CRD_NAME): live_crd(),
     }
     answers.update(overrides)
     return answers

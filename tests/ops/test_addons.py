@@ -54,11 +54,26 @@ def test_an_addon_without_any_version_for_the_kubernetes_version_fails(eks: tupl
     assert row.status is Status.FAIL and "metrics-server (none for 1.35)" in row.detail
 
 
-def test_access_denied_is_an_error_not_a_pass(eks: tuple[Any, Stubber]) -> None:
+def test_access_denied_is_a_skip_naming_the_permission_and_the_opt_out(eks: tuple[Any, Stubber]) -> None:
     client, stubber = eks
     stubber.add_client_error("describe_addon_versions", "AccessDeniedException", "no")
     row = check_addon_versions(client, addons={"coredns": None})
-    assert row.status is Status.ERROR and "eks:DescribeAddonVersions" in row.detail
+    assert (row.status, row.detail) == (Status.SKIP, "not checked: access denied on DescribeAddonVersions; the "
+                                        "caller needs eks:DescribeAddonVersions (or pass --no-addon-check)")
+
+
+def test_another_failure_to_ask_is_an_error_not_a_pass(eks: tuple[Any, Stubber]) -> None:
+    client, stubber = eks
+    stubber.add_client_error("describe_addon_versions", "ServerException", "EKS is down", http_status_code=500)
+    row = check_addon_versions(client, addons={"coredns": None})
+    assert (row.status, row.detail) == (Status.ERROR, "ServerException on DescribeAddonVersions: EKS is down")
+
+
+def test_list_addons_denied_is_a_skip_naming_the_permission(eks: tuple[Any, Stubber]) -> None:
+    client, stubber = eks
+    stubber.add_client_error("list_addons", "AccessDeniedException", "no")
+    row = check_existing_addons(client, "platform")
+    assert row.status is Status.SKIP and "the caller needs eks:ListAddons" in row.detail
 
 
 def test_existing_addons_not_declared_fail_with_the_context_key(eks: tuple[Any, Stubber]) -> None:

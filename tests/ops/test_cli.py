@@ -46,6 +46,7 @@ def test_preflight_all_pass(use_clients: Any, stubs: Any, fakes: Any, planner: N
     fakes.upload_model(fakes.sharded_model(2))
     stubs.quota(4.0)
     stubs.clusters({"ClusterName": "HyperPodDpd-hp"})  # the stack's own cluster: not described, not counted
+    stubs.addons_offered()
     assert main(["preflight", "--availability-zone-id", _zone_id()]) == 0
     text = capsys.readouterr().out
     assert ("the spec needs 2 (0 already in use by HyperPod clusters in the region; HyperPodDpd-hp, which this "
@@ -55,7 +56,7 @@ def test_preflight_all_pass(use_clients: Any, stubs: Any, fakes: Any, planner: N
     assert out[1].split() == ["CHECK", "STATUS", "DETAIL"]
     rows = {line[:17].strip(): line[19:25].strip() for line in out[2:] if line[:1] != " "}
     assert rows == {"spec": "PASS", "planner": "PASS", "service quota": "PASS", "availability zone": "PASS",
-                    "model weights": "PASS"}
+                    "model weights": "PASS", "add-on versions": "PASS", "existing add-ons": "SKIP"}
 
 
 def test_preflight_exits_1_when_a_check_fails(use_clients: Any, stubs: Any, fakes: Any, planner: None,
@@ -63,18 +64,49 @@ def test_preflight_exits_1_when_a_check_fails(use_clients: Any, stubs: Any, fake
     fakes.upload_model(fakes.sharded_model(2))
     stubs.quota(1.0)
     stubs.clusters()
+    stubs.addons_offered(missing="metrics-server")
     assert main(["preflight", "--availability-zone-id", "usw2-az9", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     statuses = {row["check"]: row["status"] for row in report["checks"]}
     assert statuses == {"spec": "PASS", "planner": "PASS", "service quota": "FAIL", "availability zone": "FAIL",
-                        "model weights": "PASS"}
+                        "model weights": "PASS", "add-on versions": "FAIL", "existing add-ons": "SKIP"}
+    versions = next(row["detail"] for row in report["checks"] if row["check"] == "add-on versions")
+    assert "metrics-server (none for 1.34)" in versions
     assert (report["account"], report["region"], report["instances"]) == ("123456789012", "us-west-2", 2)
+
+
+def test_preflight_add_on_rows_skip_without_eks_permission_and_opt_out(
+        use_clients: Any, stubs: Any, fakes: Any, planner: None, capsys: pytest.CaptureFixture[str]) -> None:
+    fakes.upload_model(fakes.sharded_model(2))
+    stubs.quota(4.0)
+    stubs.clusters()
+    stubs.eks_stub.add_client_error("describe_addon_versions", "AccessDeniedException", "not authorized")
+    stubs.eks_stub.add_client_error("list_addons", "AccessDeniedException", "not authorized")
+    assert main(["preflight", "--availability-zone-id", _zone_id(), "--eks-cluster", "platform", "--json"]) == 0
+    rows = {row["check"]: row for row in json.loads(capsys.readouterr().out)["checks"]}
+    assert rows["add-on versions"]["status"] == rows["existing add-ons"]["status"] == "SKIP"
+    assert "the caller needs eks:DescribeAddonVersions (or pass --no-addon-check)" in rows["add-on versions"]["detail"]
+    assert "the caller needs eks:ListAddons" in rows["existing add-ons"]["detail"]
+    assert {rows[name]["status"] for name in ("service quota", "availability zone", "model weights")} == {"PASS"}
+
+    stubs.quota(4.0)
+    stubs.clusters()
+    assert main(["preflight", "--availability-zone-id", _zone_id(), "--no-addon-check", "--json"]) == 0
+    names = [row["check"] for row in json.loads(capsys.readouterr().out)["checks"]]
+    assert names == ["spec", "planner", "service quota", "availability zone", "model weights"]
+
+    stubs.quota(4.0)
+    stubs.clusters()
+    stubs.addons_offered()
+    assert main(["preflight", "--availability-zone-id", _zone_id(), "--check-addons", "--json"]) == 0  # no-op
+    assert "add-on versions" in [row["check"] for row in json.loads(capsys.readouterr().out)["checks"]]
 
 
 def test_preflight_cluster_instances_option(use_clients: Any, stubs: Any, planner: None,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     stubs.quota(4.0)
     stubs.clusters()
+    stubs.addons_offered()
     assert main(["preflight", "--cluster-instances", "5"]) == 1  # 5 > 4, and the bucket is missing
     out = capsys.readouterr().out
     assert "'ml.p5.48xlarge for cluster usage' (L-6A2BEAB4) = 4; the spec needs 5 " in out
@@ -159,7 +191,7 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
         "sending the short prompt (~14 tokens) through dpd-test-default-routing-service...",
         "sending the long prompt (~6149 tokens) through dpd-test-default-routing-service..."]
     rows = [line.split("  ")[0] for line in out.splitlines()[2:] if not line.startswith(" ")]
-    assert rows == ["hyperpod cluster", "endpoint config", "prefill", "decode", "router", "kv roles",
+    assert rows == ["hyperpod cluster", "endpoint config", "prefill", "decode", "router", "operator CRD", "kv roles",
                     "load balancer", "alb", "sagemaker", "network policy",
                     "smoke: short prompt", "smoke: long prompt", "smoke: alert inputs"]
     assert "FAIL" not in out and "ERROR" not in out
@@ -197,6 +229,44 @@ def test_verify_no_wait_reports_once(seams: Any, stubs: Any, fakes: Any, fake_cl
     report = json.loads(capsys.readouterr().out)
     assert {row["check"]: row["status"] for row in report["checks"]}["endpoint config"] == "FAIL"
     assert fake_clock.slept == []
+
+
+def _without_routing_threshold() -> dict[str, Any]:
+    """The live CRD of an operator that dropped ``spec.pdSpec.routingThreshold``, which the chart renders."""
+    import copy
+
+    from hyperpod_dpd.crd import v1_schema
+
+    schema = copy.deepcopy(v1_schema())
+    del schema["properties"]["spec"]["properties"]["pdSpec"]["properties"]["routingThreshold"]
+    return schema
+
+
+@pytest.mark.parametrize("case", [
+    (None, [], "PASS", "the live CRD has exactly the fields of the shipped one"),
+    (None, ["--crd-diff"], "PASS", "the live CRD has exactly the fields of the shipped one"),
+    ("dropped", [], "FAIL", "the live CRD lacks 1 field(s) the manifest sets: spec.pdSpec.routingThreshold; "),
+    ("forbidden", [], "SKIP", "it needs RBAC get on customresourcedefinitions.apiextensions.k8s.io (cluster-scoped)"),
+    ("dropped", ["--no-crd-diff"], None, ""),
+], ids=["matching", "old-flag", "lacks-a-rendered-field", "no-rbac", "opted-out"])
+def test_verify_compares_the_live_crd_by_default(seams: Any, stubs: Any, fakes: Any,
+                                                 case: tuple[str | None, list[str], str | None, str],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from hyperpod_dpd.ops.crd_diff import CRD_NAME
+
+    answer, options, status, detail = case
+    _cluster_ok(stubs, fakes)
+    live = {None: fakes.live_crd(), "dropped": fakes.live_crd(_without_routing_threshold()),
+            "forbidden": fakes.api_error(403, "cannot get customresourcedefinitions")}[answer]
+    seams(fakes.healthy_cluster() | {("customresourcedefinitions", CRD_NAME): live})
+    main(["verify", "--cluster-name", "dpd", "--no-wait", "--json", *options])
+    rows = {row["check"]: row for row in json.loads(capsys.readouterr().out)["checks"]}
+    assert {rows[name]["status"] for name in ("endpoint config", "prefill", "decode", "router")} == {"PASS"}
+    if status is None:
+        assert "operator CRD" not in rows
+        return
+    assert rows["operator CRD"]["status"] == status
+    assert detail in rows["operator CRD"]["detail"]
 
 
 def test_verify_without_a_kubeconfig_still_reports_the_cluster(seams: Any, stubs: Any, fakes: Any,

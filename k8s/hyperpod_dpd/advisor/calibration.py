@@ -10,8 +10,11 @@ seconds, output tokens per second). Three factors are fitted on the DPD run, one
 - prefill: the multiplier that brings the predicted TTFT closest to the measured one (least squares
   on the logarithm over the levels; TTFT holds the prefill queue, so it is solved through the model).
 
-Data from another endpoint, request shape or a failed run is refused, and so are factors outside
-``FACTOR_RANGE``: a benchmark that far from the kernel data measured something else.
+Data from another endpoint, model (``model.name`` or the architecture it is sized as), instance type,
+request shape or a failed run is refused, and so are factors outside ``FACTOR_RANGE``: a benchmark
+that far from the kernel data measured something else. A file from a bench older than the
+``model``/``architecture``/``instance_type`` fields is still used, with a warning that those could not
+be checked.
 """
 
 from __future__ import annotations
@@ -55,7 +58,13 @@ class Bench:
     osl: int
     levels: tuple[Measured, ...]
     model: str | None = None
+    architecture: str | None = None
     instance_type: str | None = None
+
+    def unchecked(self) -> list[str]:
+        """The identity fields the file does not carry (a bench older than them)."""
+        return [name for name, value in (("model", self.model), ("architecture", self.architecture),
+                                         ("instance_type", self.instance_type)) if value is None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +75,7 @@ class Fit:
     error_before: Mapping[str, float]
     error_after: Mapping[str, float]
     levels: tuple[int, ...]
+    warnings: tuple[str, ...] = ()
 
     def render(self) -> str:
         def errors(found: Mapping[str, float]) -> str:
@@ -107,10 +117,23 @@ def parse_bench(document: Any, *, where: str) -> Bench:
                      tpot_s=float(level["tpot_s"]["p50"]), output_tokens_per_s=float(level["output_tokens_per_s"]))
             for level in run["levels"] if level.get("completed") and not level.get("failed"))
         return Bench(endpoint=str(run["endpoint"]), isl=int(scenario["isl"]), osl=int(scenario["osl"]),
-                     levels=levels, model=run.get("model"), instance_type=run.get("instance_type"))
+                     levels=levels, model=_text(run.get("model")), architecture=_text(run.get("architecture")),
+                     instance_type=_text(run.get("instance_type")))
     except (KeyError, TypeError, ValueError) as err:
         raise UserFacingError(f"--calibrate: {where}: runs.{DPD_RUN} lacks {err} or has a non-number there; give "
                               "the output of 'hyperpod-dpd bench --json'") from None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _architecture(spec: DpdSpec) -> str | None:
+    """The architecture name the planner sizes ``spec`` with (what ``bench --json`` records)."""
+    from hyperpod_dpd.validation import check  # noqa: PLC0415 - heavy
+
+    found = check(spec).architecture
+    return None if found is None else found.name
 
 
 def _refusals(spec: DpdSpec, traffic: Traffic, bench: Bench) -> list[Problem]:
@@ -122,6 +145,10 @@ def _refusals(spec: DpdSpec, traffic: Traffic, bench: Bench) -> list[Problem]:
     if bench.model is not None and bench.model != spec.model.name:
         found.append(Problem(field="calibrate.model", value=bench.model, message=f"is not the spec's model "
                              f"{spec.model.name!r}", fix="calibrate with a benchmark of this model"))
+    if bench.architecture is not None and bench.architecture != (ours := _architecture(spec)):
+        found.append(Problem(field="calibrate.architecture", value=bench.architecture, message="is not the "
+                             f"architecture the spec's model is sized as ({ours or 'none'})",
+                             fix="calibrate with a benchmark of this model"))
     if bench.instance_type is not None and bench.instance_type != spec.instance_type.facts.name:
         found.append(Problem(field="calibrate.instance_type", value=bench.instance_type, message="is not the spec's "
                              f"instance type {spec.instance_type.facts.name}", fix="calibrate on the same hardware"))
@@ -185,5 +212,9 @@ def calibrate(spec: DpdSpec, traffic: Traffic, bench: Bench, *, source: str) -> 
                                      fix="calibrate with a benchmark of this spec's endpoint")], source=source)
     factors = PhaseFactors(prefill=prefill, decode=decode, overhead_s=overhead, source=f"calibrated on {source}")
     after = _predict(spec, bench, factors)
+    missing = bench.unchecked()
+    warnings = (f"{source} does not name the {', '.join(missing)} it measured (a bench older than those fields): "
+                f"calibration could not check it is the spec's {spec.model.name} on {spec.instance_type.api_name}; "
+                "rerun 'hyperpod-dpd bench --json' to have it checked",) if missing else ()
     return Fit(factors=factors, error_before=_errors(levels, before), error_after=_errors(levels, after),
-               levels=tuple(m.concurrency for m in levels))
+               levels=tuple(m.concurrency for m in levels), warnings=warnings)

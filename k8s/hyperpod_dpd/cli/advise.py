@@ -2,7 +2,9 @@
 
 Predicts the spec's DPD layout against aggregated vLLM with NVIDIA AIConfigurator (the ``advisor``
 extra, imported only when the command runs). ``--search`` finds the layout with the fewest nodes that
-meets ``--ttft-ms``/``--tpot-ms``; ``--write-spec FILE`` writes the best one as a spec. Exit status: 0,
+meets ``--ttft-ms``/``--tpot-ms``; ``--write-spec FILE`` writes the best one as a spec (``-``: to standard
+output, everything else then going to standard error, so that ``> my-spec.yaml`` captures only the spec). Exit
+status: 0,
 1 when the DPD layout misses an SLA (or no layout meets it), 2 for bad input or a missing extra.
 """
 
@@ -14,8 +16,9 @@ import sys
 from pathlib import Path
 
 from hyperpod_dpd.advisor.search import DEFAULT_MAX_NODES, DEFAULT_TOP
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_spec
+from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_spec, warn
 from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.loading import STDIN as STDOUT  # "-": standard output where a file is written
 
 EXIT_SLA_MISSED = 1
 
@@ -61,7 +64,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help=f"with --search: the largest layout tried (default: {DEFAULT_MAX_NODES})")
     parser.add_argument("--top", type=_whole, metavar="N",
                         help=f"with --search: layouts printed (default: {DEFAULT_TOP})")
-    parser.add_argument("--write-spec", metavar="FILE", help="with --search: write the best layout as a spec")
+    parser.add_argument("--write-spec", metavar="FILE",
+                        help="with --search: write the best layout as a spec (- prints it to standard output and "
+                             "everything else to standard error)")
     parser.add_argument("--any-layout", action="store_true",
                         help="with --search: also try layouts the operator does not run today (several decoders, "
                              "roles of part of a node); they are shown, never written")
@@ -82,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     if args.search and args.baseline_nodes is not None:
         raise UserFacingError("--baseline-nodes applies to the comparison, not to --search; drop one of them")
     spec = read_spec(args.spec)
+    # With --write-spec - standard output carries the spec alone; the report goes to standard error.
+    report = sys.stderr if args.write_spec == STDOUT else sys.stdout
     from hyperpod_dpd.advisor import NoLayoutMeetsSla, Traffic, advise, search  # noqa: PLC0415 - keeps --help fast
     from hyperpod_dpd.advisor.render import render_advice, render_search  # noqa: PLC0415
 
@@ -94,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
             from hyperpod_dpd.advisor.calibration import calibrate, read_bench  # noqa: PLC0415
 
             fit = calibrate(spec, traffic, read_bench(Path(args.calibrate)), source=args.calibrate)
+            for warning in fit.warnings:
+                warn(warning)
             print(fit.render(), file=sys.stderr)
             factors = fit.factors
         if args.search:
@@ -106,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     except NoLayoutMeetsSla as err:
         if args.json:  # a JSON reader gets an answer on stdout too, not an empty document
             closest = err.closest.to_json() if err.closest is not None else None
-            print(json.dumps({"best": [], "closest": closest, "message": str(err)}, indent=2))
+            print(json.dumps({"best": [], "closest": closest, "message": str(err)}, indent=2), file=report)
         print(f"hyperpod-dpd: {err}", file=sys.stderr)
         return EXIT_SLA_MISSED
     except SpecError as err:
@@ -121,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
             print("hyperpod-dpd: the DPD layout misses the SLA at some load point (see above)", file=sys.stderr)
             return EXIT_SLA_MISSED
         return 0
+    spec_text: str | None = None
     if args.write_spec:
         from hyperpod_dpd.loading import spec_to_yaml  # noqa: PLC0415
         from hyperpod_dpd.validation import check  # noqa: PLC0415
@@ -130,16 +140,22 @@ def run(args: argparse.Namespace) -> int:
                                   "the operator runs (one decoder, whole-node roles); nothing written. Fix: drop "
                                   "--any-layout, or allow more nodes (--max-nodes)")
         best = result.best[0].spec
-        print_warnings(check(best, source=args.write_spec).warnings)
-        try:
-            Path(args.write_spec).write_text(spec_to_yaml(best), encoding="utf-8")
-        except OSError as err:
-            raise UserFacingError(f"cannot write {args.write_spec}: {err.strerror}. Fix: choose a writable path "
-                                  "in an existing folder") from None
+        where = "standard output" if args.write_spec == STDOUT else args.write_spec
+        print_warnings(check(best, source=where).warnings)
+        spec_text = spec_to_yaml(best)
+        if args.write_spec != STDOUT:
+            try:
+                Path(args.write_spec).write_text(spec_text, encoding="utf-8")
+            except OSError as err:
+                raise UserFacingError(f"cannot write {args.write_spec}: {err.strerror}. Fix: choose a writable path "
+                                      "in an existing folder") from None
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(result.to_json(), indent=2), file=report)
     else:
-        print(render_search(result, isl=traffic.isl, osl=traffic.osl, sla=traffic.sla), end="")
-    if args.write_spec:
+        print(render_search(result, isl=traffic.isl, osl=traffic.osl, sla=traffic.sla), end="", file=report)
+    if args.write_spec == STDOUT and spec_text is not None:
+        sys.stdout.write(spec_text)
+        print("wrote the best layout to standard output", file=sys.stderr)
+    elif args.write_spec:
         print(f"wrote the best layout to {args.write_spec}", file=sys.stderr)
     return 0

@@ -205,15 +205,19 @@ class Outcome:
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = read_checked_spec(args.spec).spec
+    checked = read_checked_spec(args.spec)
+    spec = checked.spec
+    # What the run measured, recorded so that advise --calibrate can refuse another model or instance type.
+    identity = {"model": spec.model.name, "instance_type": spec.instance_type.api_name,
+                "architecture": checked.architecture.name if checked.architecture is not None else None}
     try:
-        return _run(args, spec)
+        return _run(args, spec, identity=identity)
     except SpecError as err:
         raise UserFacingError("invalid benchmark options:\n" + "\n".join(
             f"  - {p.render()}" for p in err.problems)) from None
 
 
-def _run(args: argparse.Namespace, spec: Any) -> int:
+def _run(args: argparse.Namespace, spec: Any, *, identity: dict[str, str | None]) -> int:
     from hyperpod_dpd.benchmark.scenario import Scenario, parse_levels  # noqa: PLC0415 - keeps --help fast
 
     if args.aggregated_results_dir and not args.results_dir:
@@ -240,7 +244,7 @@ def _run(args: argparse.Namespace, spec: Any) -> int:
     comparison = None
     if args.compare:
         comparison = _comparison(spec, scenario, outcomes)
-    _print(args, scenario, outcomes, comparison, _slo(spec))
+    _print(args, scenario, outcomes, comparison, _slo(spec), identity=identity)
     healthy = all(not o.problem and not o.warnings and o.results.levels for o in outcomes)
     return 0 if healthy else 1
 
@@ -503,7 +507,8 @@ def _slo(spec: Any) -> tuple[float | None, float | None] | None:
 
 
 def _print(args: argparse.Namespace, scenario: Scenario, outcomes: list[Outcome],
-           comparison: dict[str, Any] | None, slo: tuple[float | None, float | None] | None = None) -> None:
+           comparison: dict[str, Any] | None, slo: tuple[float | None, float | None] | None = None, *,
+           identity: dict[str, str | None] | None = None) -> None:
     from hyperpod_dpd.benchmark.ab import compare_ab, render_ab  # noqa: PLC0415
     from hyperpod_dpd.benchmark.prediction import render_comparison  # noqa: PLC0415
     from hyperpod_dpd.benchmark.report import render_results, results_object, to_json  # noqa: PLC0415
@@ -512,7 +517,7 @@ def _print(args: argparse.Namespace, scenario: Scenario, outcomes: list[Outcome]
     if args.json:
         document: dict[str, Any] = {"runs": {o.label: {**results_object(
             endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
-            routing=o.routing, slo=slo),
+            routing=o.routing, slo=slo, identity=identity),
             "problem": o.problem or None} for o in outcomes}}
         if ab is not None:
             document["ab"] = [row.as_dict() for row in ab]

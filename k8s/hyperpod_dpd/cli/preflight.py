@@ -9,7 +9,9 @@ Exit status: 0 when every check passed or was skipped, 1 when any failed or coul
 
 IAM: sts:GetCallerIdentity, servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas,
 sagemaker:ListClusters and DescribeCluster (instances in use), ec2:DescribeAvailabilityZones and
-DescribeInstanceTypeOfferings, s3:ListBucket and s3:GetObject on the model prefix.
+DescribeInstanceTypeOfferings, s3:ListBucket and s3:GetObject on the model prefix, and for the add-on
+rows eks:DescribeAddonVersions (and eks:ListAddons with --eks-cluster); without those the rows are
+SKIP and name the permission. --no-addon-check leaves them out.
 """
 
 from __future__ import annotations
@@ -42,16 +44,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--existing-cluster", metavar="NAME", default=CDK_DEFAULT_CLUSTER,
                         help="the HyperPod cluster this deploy creates or updates: its instances are not "
                              f"counted as in use (default: {CDK_DEFAULT_CLUSTER}, the CDK app's default)")
-    parser.add_argument("--check-addons", action="store_true",
-                        help="also ask EKS whether every add-on the stack installs is offered for the Kubernetes "
-                             "version here, and (with --eks-cluster) which of them the cluster runs already")
+    parser.add_argument("--no-addon-check", dest="check_addons", action="store_false",
+                        help="leave out the add-on rows, which ask EKS whether every add-on the stack installs is "
+                             "offered for the Kubernetes version here, and (with --eks-cluster) which of them the "
+                             "cluster runs already")
+    parser.add_argument("--check-addons", dest="check_addons", action="store_true",
+                        help="the default (accepted for older scripts)")
     parser.add_argument("--kubernetes-version", default=KUBERNETES_VERSION,
-                        help=f"with --check-addons (default: {KUBERNETES_VERSION}, the CDK app's default)")
-    parser.add_argument("--eks-cluster", metavar="NAME", help="with --check-addons: the existing EKS cluster")
+                        help=f"for the add-on rows (default: {KUBERNETES_VERSION}, the CDK app's default)")
+    parser.add_argument("--eks-cluster", metavar="NAME",
+                        help="for the add-on rows: the existing EKS cluster (default: a new one)")
     parser.add_argument("--preinstalled-addons", metavar="A,B", default="",
-                        help="with --check-addons: the add-ons declared with -c preinstalled_addons=")
+                        help="for the add-on rows: the add-ons declared with -c preinstalled_addons=")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, check_addons=True)
 
 
 def _positive(text: str) -> int:

@@ -11,6 +11,10 @@ The long prompt fails unless it was disaggregated and the decoders' external_kv_
 counter rose (read from their /metrics through the pod proxy); 'smoke: alert inputs' then checks
 that every vLLM series the alerts read is served.
 
+The 'operator CRD' row compares the cluster's InferenceEndpointConfig CRD with the one this package
+ships: it fails on a field the spec's manifest sets that the live CRD lacks, and lists fields added
+or removed (--no-crd-diff leaves it out).
+
 Who can call the model: the operator's Ingress must ask for, and get, an internal load balancer (FAIL
 if internet-facing), with its listeners, security groups and source ranges; with AWS credentials the
 ALB's scheme and security-group sources and the SageMaker endpoint's status (when endpoint_name is
@@ -26,7 +30,8 @@ Exit status: 0 when every check passed or was skipped, 1 when any failed, errore
 
 Kubernetes RBAC: get inferenceendpointconfigs, deployments, services, ingresses; list pods,
 networkpolicies; get pods/log in hyperpod-inference-system; create services/proxy there and get
-pods/proxy in the endpoint's namespace for --smoke.
+pods/proxy in the endpoint's namespace for --smoke; get customresourcedefinitions (cluster-scoped)
+for the CRD row, which is SKIP without it.
 """
 
 from __future__ import annotations
@@ -103,13 +108,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help=f"how long to wait (default: {DEFAULT_TIMEOUT})")
     parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL, metavar="SECONDS",
                         help=f"seconds between polls (default: {DEFAULT_POLL})")
-    parser.add_argument("--crd-diff", action="store_true",
-                        help="also compare the cluster's InferenceEndpointConfig CRD with the one the checks know, "
-                             "and list the fields added or removed")
+    parser.add_argument("--no-crd-diff", dest="crd_diff", action="store_false",
+                        help="leave out the 'operator CRD' row, which compares the cluster's InferenceEndpointConfig "
+                             "CRD with the one the checks know and lists the fields added or removed")
+    parser.add_argument("--crd-diff", dest="crd_diff", action="store_true",
+                        help="the default (accepted for older scripts)")
     parser.add_argument("--smoke", action="store_true",
                         help="send a short and a long prompt through the router and report each one's path")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, crd_diff=True)
 
 
 def _as_deployed(spec: DpdSpec, deployed: DeployedStack | None) -> DpdSpec:

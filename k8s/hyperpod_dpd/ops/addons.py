@@ -5,6 +5,10 @@
   documented compatibility check);
 - on an existing cluster, none of them may exist already unless declared pre-installed
   (``eks:ListAddons``), because ``CreateAddon`` fails on an add-on that exists.
+
+Both run in every ``preflight`` (``--no-addon-check`` leaves them out). A caller without the EKS
+permission gets a SKIP row naming it, so the other checks and the exit status are not held hostage
+by a permission only these rows need; any other failure to ask is that row's ERROR.
 """
 
 from __future__ import annotations
@@ -18,13 +22,22 @@ from hyperpod_dpd.deployment_defaults import (
     KUBERNETES_VERSION,
     PREREQUISITE_ADDONS,
 )
-from hyperpod_dpd.ops.aws import AWS_ERRORS, describe_error, error_code
+from hyperpod_dpd.ops.aws import AWS_ERRORS, describe_error, error_code, is_access_denied
 from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
 
 ADDON_VERSIONS = "add-on versions"
 EXISTING_ADDONS = "existing add-ons"
 # What a new cluster gets besides the prerequisites (they are created with the cluster).
 CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns")
+OPT_OUT = "--no-addon-check"
+
+
+def _unasked(name: str, error: Exception, permission: str) -> Check:
+    """SKIP when the caller may not ask (naming the permission), ERROR when asking failed otherwise."""
+    detail = describe_error(error, permission=permission)
+    if is_access_denied(error):
+        return skipped(name, f"not checked: {detail} (or pass {OPT_OUT})")
+    return errored(name, detail)
 
 
 def stack_addons(*, inference_version: str = INFERENCE_ADDON_VERSION) -> dict[str, str | None]:
@@ -54,7 +67,7 @@ def check_addon_versions(eks: Any, *, kubernetes_version: str = KUBERNETES_VERSI
             elif version is not None and version not in offered:
                 missing.append(f"{name} {version} (offered: {', '.join(offered[:3])})")
     except AWS_ERRORS as error:
-        return errored(ADDON_VERSIONS, describe_error(error, permission="eks:DescribeAddonVersions"))
+        return _unasked(ADDON_VERSIONS, error, "eks:DescribeAddonVersions")
     if missing:
         return failed(ADDON_VERSIONS, f"not offered for Kubernetes {kubernetes_version} in this region: "
                       f"{'; '.join(missing)}; pin an offered version (AddonVersions, -c inference_addon_version=) "
@@ -71,7 +84,7 @@ def check_existing_addons(eks: Any, cluster_name: str | None, *, preinstalled: S
     except AWS_ERRORS as error:
         if error_code(error) == "ResourceNotFoundException":
             return failed(EXISTING_ADDONS, f"EKS cluster {cluster_name!r} not found in this region")
-        return errored(EXISTING_ADDONS, describe_error(error, permission="eks:ListAddons"))
+        return _unasked(EXISTING_ADDONS, error, "eks:ListAddons")
     clashes = sorted(installed & set(PREREQUISITE_ADDONS) - set(preinstalled))
     if INFERENCE_ADDON in installed:
         clashes.append(INFERENCE_ADDON)

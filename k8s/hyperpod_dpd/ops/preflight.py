@@ -382,8 +382,8 @@ class PreflightOptions:
     cluster_instances: int | None = None
     existing_cluster: str | None = CDK_DEFAULT_CLUSTER
     source: str | None = None
-    # EKS add-on checks (hyperpod_dpd.ops.addons), on request: versions offered, existing add-ons.
-    check_addons: bool = False
+    # EKS add-on checks (hyperpod_dpd.ops.addons): versions offered, existing add-ons; on unless opted out.
+    check_addons: bool = True
     kubernetes_version: str = KUBERNETES_VERSION
     eks_cluster: str | None = None
     preinstalled_addons: tuple[str, ...] = ()

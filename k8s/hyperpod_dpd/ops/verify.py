@@ -325,7 +325,7 @@ class VerifyTargets:
     spec: DpdSpec
     region: str
     cluster_name: str | None = None
-    crd_diff: bool = False  # also compare the live CRD with the shipped one (hyperpod_dpd.ops.crd_diff)
+    crd_diff: bool = True  # compare the live CRD with the shipped one (hyperpod_dpd.ops.crd_diff)
     instance_groups: tuple[str, ...] = ()  # from the stack's outputs; each must be in the cluster
 
 
@@ -342,8 +342,22 @@ def probes(targets: VerifyTargets, *, sagemaker: Callable[[], SageMakerClient] |
                   lambda: check_role(kube, spec, "decode"),
                   lambda: check_router(kube, spec)]
         if targets.crd_diff:
-            found.append(lambda: check_live_crd(kube))
+            manifest = rendered_manifest(spec, region=targets.region)
+            found.append(lambda: check_live_crd(kube, manifest=manifest))
     return found
+
+
+def rendered_manifest(spec: DpdSpec, *, region: str | None = None) -> JsonDict | None:
+    """The InferenceEndpointConfig the chart renders for ``spec``, for the CRD row; None if it cannot be."""
+    from hyperpod_dpd.charts.inference_endpoint_config import (  # noqa: PLC0415 - cdk8s is heavy
+        render_inference_endpoint_config,
+    )
+    from hyperpod_dpd.errors import SpecError  # noqa: PLC0415
+
+    try:
+        return render_inference_endpoint_config(spec, region=region)
+    except SpecError:
+        return None
 
 
 def _cluster_probe(targets: VerifyTargets, sagemaker: Callable[[], SageMakerClient]) -> Callable[[], Check]:
