@@ -397,3 +397,15 @@ def _problems_or_none(data: dict[str, Any]) -> list[str]:
     except SpecError as err:
         return [p.render() for p in err.problems]
     return []
+
+
+def test_an_explicit_architectures_context_window_is_enforced() -> None:
+    arch = {"name": "acme-8b", "num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_kv_heads": 8,
+            "head_dim": 128, "num_parameters": 8_030_261_248, "max_context_length": 8192,
+            "context_source": "acme/8B config.json"}
+    data = _set(_mapping(), "model.architecture", arch)
+    problems = [p for p in _problems(data) if "context window" in p]
+    assert problems == ["max_model_len: is above acme-8b's context window of 8192 tokens, so vLLM refuses to start "
+                        "and the pods would crash-loop; the limit is acme/8B config.json (got 16384). Fix: set "
+                        "max_model_len to 8192 or less"]
+    assert not any("context window" in p for p in _problems_or_none(_set(data, "max_model_len", 8192)))
