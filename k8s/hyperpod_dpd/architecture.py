@@ -36,6 +36,10 @@ class ModelArchitecture:
         with all experts). :default: 1
     :param weight_bytes_per_parameter: for quantised checkpoints (1 for FP8, 0.5 for 4-bit).
         :default: - the bytes of ``dtype``
+    :param max_context_length: the longest sequence vLLM accepts for this model (its config.json's
+        ``max_position_embeddings`` with rope scaling applied, as vLLM derives it);
+        vLLM refuses to start with a longer ``--max-model-len``. :default: - unknown, nothing is refused
+    :param context_source: where ``max_context_length`` comes from. :default: ""
     """
 
     name: str
@@ -51,6 +55,8 @@ class ModelArchitecture:
     num_experts: int = 1
     num_experts_per_token: int = 1
     weight_bytes_per_parameter: float | None = None
+    max_context_length: int | None = None
+    context_source: str = ""
 
     @property
     def dtype_bytes(self) -> int:
@@ -88,6 +94,10 @@ class ModelArchitecture:
         if not found and self.num_attention_heads % self.num_kv_heads:
             found.append(f"num_attention_heads {self.num_attention_heads} is not a multiple of num_kv_heads "
                          f"{self.num_kv_heads}")
+        if self.max_context_length is not None and (isinstance(self.max_context_length, bool)
+                                                    or not isinstance(self.max_context_length, int)
+                                                    or self.max_context_length < 1):
+            found.append(f"max_context_length must be a positive integer, got {self.max_context_length!r}")
         if self.weight_bytes_per_parameter is not None and not 0 < self.weight_bytes_per_parameter <= 4:
             found.append(f"weight_bytes_per_parameter must be in (0, 4], got {self.weight_bytes_per_parameter!r}")
         return found
@@ -97,29 +107,48 @@ def _preset(**kwargs: Any) -> ModelArchitecture:
     return ModelArchitecture(**kwargs)
 
 
+# The context windows below are each model's config.json ``max_position_embeddings`` on Hugging Face
+# (the Instruct checkpoint where base and Instruct differ); Llama 3.1/3.3 reach 131,072 with their
+# ``llama3`` rope scaling already counted in that number.
+_LLAMA_31_CONTEXT = ("max_position_embeddings 131072 in meta-llama/Llama-3.1-*-Instruct config.json "
+                     "(rope_scaling llama3, factor 8 over 8192)")
+_QWEN_25_CONTEXT = ("max_position_embeddings 32768 in Qwen/Qwen2.5-*-Instruct config.json; 131072 needs YaRN "
+                    "rope scaling added to the config (the model card's note)")
+
 # Numbers from each model's public config.json; parameter counts from the released safetensors.
 PRESETS: dict[str, ModelArchitecture] = {
     arch.name: arch
     for arch in (
         _preset(name="llama-3.1-8b", num_layers=32, hidden_size=4096, num_attention_heads=32, num_kv_heads=8,
-                head_dim=128, num_parameters=8_030_261_248, vocab_size=128_256, intermediate_size=14_336),
+                head_dim=128, num_parameters=8_030_261_248, vocab_size=128_256, intermediate_size=14_336,
+                max_context_length=131_072, context_source=_LLAMA_31_CONTEXT),
         _preset(name="llama-3.1-70b", num_layers=80, hidden_size=8192, num_attention_heads=64, num_kv_heads=8,
-                head_dim=128, num_parameters=70_553_706_496, vocab_size=128_256, intermediate_size=28_672),
+                head_dim=128, num_parameters=70_553_706_496, vocab_size=128_256, intermediate_size=28_672,
+                max_context_length=131_072, context_source=_LLAMA_31_CONTEXT),
         _preset(name="llama-3.3-70b", num_layers=80, hidden_size=8192, num_attention_heads=64, num_kv_heads=8,
-                head_dim=128, num_parameters=70_553_706_496, vocab_size=128_256, intermediate_size=28_672),
+                head_dim=128, num_parameters=70_553_706_496, vocab_size=128_256, intermediate_size=28_672,
+                max_context_length=131_072,
+                context_source="max_position_embeddings 131072 in meta-llama/Llama-3.3-70B-Instruct config.json "
+                               "(rope_scaling llama3, factor 8 over 8192)"),
         _preset(name="llama-3.1-405b", num_layers=126, hidden_size=16_384, num_attention_heads=128,
                 num_kv_heads=8, head_dim=128, num_parameters=405_853_388_800, vocab_size=128_256,
-                intermediate_size=53_248),
+                intermediate_size=53_248, max_context_length=131_072, context_source=_LLAMA_31_CONTEXT),
         _preset(name="qwen2.5-32b", num_layers=64, hidden_size=5120, num_attention_heads=40, num_kv_heads=8,
-                head_dim=128, num_parameters=32_763_876_352, vocab_size=152_064, intermediate_size=27_648),
+                head_dim=128, num_parameters=32_763_876_352, vocab_size=152_064, intermediate_size=27_648,
+                max_context_length=32_768, context_source=_QWEN_25_CONTEXT),
         _preset(name="qwen2.5-72b", num_layers=80, hidden_size=8192, num_attention_heads=64, num_kv_heads=8,
-                head_dim=128, num_parameters=72_706_203_648, vocab_size=152_064, intermediate_size=29_568),
+                head_dim=128, num_parameters=72_706_203_648, vocab_size=152_064, intermediate_size=29_568,
+                max_context_length=32_768, context_source=_QWEN_25_CONTEXT),
         _preset(name="mistral-large-2407", num_layers=88, hidden_size=12_288, num_attention_heads=96,
                 num_kv_heads=8, head_dim=128, num_parameters=122_610_069_504, vocab_size=32_768,
-                intermediate_size=28_672),
+                intermediate_size=28_672, max_context_length=131_072,
+                context_source="max_position_embeddings 131072 in mistralai/Mistral-Large-Instruct-2407 "
+                               "config.json"),
         _preset(name="mixtral-8x7b", num_layers=32, hidden_size=4096, num_attention_heads=32, num_kv_heads=8,
                 head_dim=128, num_parameters=46_702_792_704, vocab_size=32_000, intermediate_size=14_336,
-                num_experts=8, num_experts_per_token=2),
+                num_experts=8, num_experts_per_token=2, max_context_length=32_768,
+                context_source="max_position_embeddings 32768 in mistralai/Mixtral-8x7B-Instruct-v0.1 "
+                               "config.json"),
     )
 }
 
@@ -273,7 +302,40 @@ def architecture_from_config(config: Mapping[str, Any], *, name: str = "config.j
         name=str(config.get("_name_or_path") or name), num_layers=layers, hidden_size=hidden,
         num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, num_parameters=params,
         dtype=dtype, vocab_size=vocab, intermediate_size=inter, num_experts=experts,
-        num_experts_per_token=per_token, weight_bytes_per_parameter=_weight_bytes_per_parameter(config))
+        num_experts_per_token=per_token, weight_bytes_per_parameter=_weight_bytes_per_parameter(config),
+        max_context_length=context_length_from_config(config),
+        context_source=f"{name}: max_position_embeddings with rope scaling, as vLLM derives it")
+
+
+# The config.json keys vLLM 0.19.0 reads for a model's length (vllm/config/model.py,
+# _get_and_verify_max_len); the smallest one present wins.
+_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_sequence_length", "max_seq_length", "seq_len")
+# Rope types whose max_position_embeddings already includes the scaling (vLLM does not multiply them).
+_PRESCALED_ROPE = {"su", "longrope", "llama3"}
+
+
+def context_length_from_config(config: Mapping[str, Any]) -> int | None:
+    """The longest ``--max-model-len`` vLLM accepts for this config.json, or None when it says nothing.
+
+    vLLM takes the smallest length key present, then multiplies by the rope scaling ``factor``
+    (YaRN from ``original_max_position_embeddings``), except for rope types already counted.
+    """
+    lengths = [value for key in _LENGTH_KEYS
+               if isinstance(value := config.get(key), int) and not isinstance(value, bool) and value > 0]
+    if not lengths:
+        return None
+    length: float = min(lengths)
+    rope = config.get("rope_scaling") or config.get("rope_parameters")
+    if isinstance(rope, Mapping):
+        rope_type = str(rope.get("rope_type") or rope.get("type") or "")
+        factor = rope.get("factor")
+        if rope_type not in _PRESCALED_ROPE and isinstance(factor, int | float) and not isinstance(factor, bool):
+            original = rope.get("original_max_position_embeddings")
+            if rope_type == "yarn" and isinstance(original, int) and original > 0:
+                length = original
+            length *= factor
+    return int(length)
 
 
 def _positive(config: Mapping[str, Any], key: str, *, default: int | None = None, allow_zero: bool = False) -> int:

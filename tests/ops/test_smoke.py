@@ -15,6 +15,7 @@ from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.ops.checks import Status
 from hyperpod_dpd.ops.kube import KubeApi
 from hyperpod_dpd.ops.smoke import FOX, INPUTS, LONG, SHORT, prompts, request_body, run_smoke
+from hyperpod_dpd.router_length import MARGIN, sentence_length
 from hyperpod_dpd.spec import DpdSpec, RoutingSpec
 
 MakeKube = Callable[..., tuple[KubeApi, Any]]
@@ -26,25 +27,46 @@ def _with_threshold(spec: DpdSpec, threshold: int) -> DpdSpec:
     return dataclasses.replace(spec, routing=RoutingSpec(threshold=threshold))
 
 
-def test_long_prompt_exceeds_the_threshold_and_fits_the_model(spec: DpdSpec) -> None:
+def _router_counts(text: str) -> tuple[int, int]:
+    """What the router may estimate for ``text``: its Llama 3 token count (10 per sentence, measured) or
+    characters / 4."""
+    return text.count(FOX) * 10, len(text) // 4
+
+
+def test_long_prompt_clears_the_threshold_under_both_counting_rules(spec: DpdSpec) -> None:
     short, long = prompts(spec)
     assert not isinstance(long, str)
     assert long.text.startswith(FOX) and long.expect_disaggregate
-    assert 4096 * 1.4 < long.estimated_tokens < 4096 * 1.6
-    assert short.estimated_tokens < 100 and not short.expect_disaggregate
+    assert all(count >= 4096 * (1 + MARGIN) for count in _router_counts(long.text))
+    assert long.estimate == (4180, 4703) and long.text.count(FOX) == 418  # the fewest sentences that clear it
+    assert long.size(4096) == ("~4180-4703 tokens by the router's count (tokens or characters / 4), at least 84 "
+                               "(2.1%) above routing.threshold 4096")
+    # The short prompt stays below it either way: 14 Llama 3 tokens, 51 characters.
+    assert short.estimate == (12, 14) and max(short.estimate) < 4096 and not short.expect_disaggregate
+
+
+def test_smoke_and_bench_size_prompts_with_one_rule(spec: DpdSpec) -> None:
+    from hyperpod_dpd.benchmark.route import default_isl, prompt_length
+
+    _, long = prompts(spec)
+    assert not isinstance(long, str)
+    assert long.text.count(FOX) == sentence_length().units_to_clear(4096)
+    assert default_isl(4096) >= prompt_length().units_to_clear(4096)
+    assert sentence_length().estimates(600) == (6000, 6750)  # AWS's 600-sentence prompt was logged at 6750
 
 
 def test_threshold_zero_expects_every_prompt_disaggregated(spec: DpdSpec) -> None:
     short, long = prompts(_with_threshold(spec, 0))
     assert short.expect_disaggregate
-    assert not isinstance(long, str) and long.estimated_tokens >= 220
+    assert not isinstance(long, str) and long.text.count(FOX) == 20 and long.estimate[0] >= 200
 
 
-def test_a_threshold_near_max_model_len_caps_or_skips_the_long_prompt(spec: DpdSpec) -> None:
-    _, capped = prompts(_with_threshold(spec, 13000))
-    assert not isinstance(capped, str) and capped.text.count(FOX) == (16384 - 80) // 12
+def test_a_threshold_near_max_model_len_fits_or_skips_the_long_prompt(spec: DpdSpec) -> None:
+    _, fits = prompts(_with_threshold(spec, 13000))
+    assert not isinstance(fits, str) and fits.text.count(FOX) * 12 <= 16384 - 80
     _, none = prompts(_with_threshold(spec, 14000))
-    assert none == "routing.threshold 14000 leaves no room for a longer prompt within max_model_len 16384"
+    assert none == ("routing.threshold 14000 needs a prompt of about 14280 tokens to clear it by 2%, more than "
+                    "max_model_len 16384 leaves room for")
 
 
 def test_request_body_is_a_streamed_chat_completion_for_the_mounted_model(spec: DpdSpec) -> None:
@@ -100,7 +122,10 @@ def test_short_goes_to_the_decoder_and_long_is_disaggregated(make_kube: MakeKube
     kube, core = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
     short, long, _ = run_smoke(kube, spec, clock=ticking)
     assert (short.name, short.status) == (SHORT, Status.PASS)
-    assert short.detail.splitlines()[0] == "~14 tokens: HTTP 200, time to first token 2.00s, total 4.00s"
+    assert short.detail.splitlines()[0] == "~12-14 tokens: HTTP 200, time to first token 2.00s, total 4.00s"
+    assert long.detail.splitlines()[0].startswith(
+        "~4180-4703 tokens by the router's count (tokens or characters / 4), at least 84 (2.1%) above "
+        "routing.threshold 4096: HTTP 200")
     assert short.detail.splitlines()[1].startswith("path decode only (router: estimated_tokens=")
     assert short.detail.endswith("threshold=4096, disaggregate=False)")
     assert (long.name, long.status) == (LONG, Status.PASS)
@@ -110,7 +135,7 @@ def test_short_goes_to_the_decoder_and_long_is_disaggregated(make_kube: MakeKube
     namespace, service, port, path, body = transport.requests[1]
     assert (namespace, service, port, path) == ("hyperpod-inference-system", "dpd-test-default-routing-service",
                                                 443, "v1/chat/completions")
-    assert body["messages"][0]["content"].count("lazy dog") > 500
+    assert body["messages"][0]["content"].count("lazy dog") == 418
     assert ("log", "hyperpod-inference-system", ROUTER_POD, "router-container") in core.calls
 
 
@@ -120,7 +145,7 @@ def test_http_error_fails_with_the_status_and_message(make_kube: MakeKube, spec:
     kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
     short, long, _ = run_smoke(kube, spec, clock=ticking)
     assert (short.status, short.detail) == (
-        Status.FAIL, "~14 tokens: HTTP 503 (the model may still be loading: wait for DeploymentComplete): "
+        Status.FAIL, "~12-14 tokens: HTTP 503 (the model may still be loading: wait for DeploymentComplete): "
                      "no healthy upstream")
     assert long.status is Status.FAIL
 
@@ -142,7 +167,7 @@ def test_unstreamed_answer_reports_total_latency_only(make_kube: MakeKube, spec:
     transport = _router(fakes, ticking, body=answer)
     kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
     short, _, _ = run_smoke(kube, spec, clock=ticking)
-    assert short.detail.splitlines()[0] == ("~14 tokens: HTTP 200, total 1.00s (no streamed token seen: time to "
+    assert short.detail.splitlines()[0] == ("~12-14 tokens: HTTP 200, total 1.00s (no streamed token seen: time to "
                                             "first token unknown)")
 
 
@@ -167,7 +192,7 @@ def test_proxy_failure_is_a_failed_prompt(make_kube: MakeKube, spec: DpdSpec, fa
     kube, _ = make_kube(transport=fakes.FakeTransport(respond=refuse, log=[]))
     short, _, _ = run_smoke(kube, spec)
     assert (short.status, short.detail) == (
-        Status.FAIL, "~14 tokens: POST dpd-test-default-routing-service:443/v1/chat/completions: forbidden (403)")
+        Status.FAIL, "~12-14 tokens: POST dpd-test-default-routing-service:443/v1/chat/completions: forbidden (403)")
 
 
 @given(threshold=st.integers(min_value=0, max_value=20_000),
@@ -177,12 +202,16 @@ def test_the_long_prompt_always_crosses_the_threshold_and_fits(threshold: int, m
     spec = dataclasses.replace(_DEFAULT, routing=RoutingSpec(threshold=threshold), max_model_len=max_model_len)
     short, long = prompts(spec)
     assert short.expect_disaggregate == (threshold == 0)
+    if threshold:
+        assert max(short.estimate) < threshold or threshold <= 14
     if isinstance(long, str):
-        assert (max_model_len - 16 - 64) // 12 * 10 <= threshold
+        needed = max(sentence_length().units_to_clear(threshold), 20)
+        assert needed * 12 > max_model_len - 16 - 64 and "needs a prompt of about" in long
     else:
         repeats = long.text.count(FOX)
-        assert threshold < repeats * 10 and repeats * 12 <= max_model_len - 16
-        assert long.estimated_tokens == repeats * 11
+        assert all(count >= threshold * (1 + MARGIN) for count in _router_counts(long.text))
+        assert repeats * 12 <= max_model_len - 16
+        assert min(_router_counts(long.text)) <= long.estimated_tokens <= max(_router_counts(long.text)) + 1
 
 
 def test_the_routing_line_is_matched_by_size_across_router_replicas(make_kube: MakeKube, spec: DpdSpec,
@@ -282,3 +311,31 @@ def test_lmcache_metrics_not_exported_is_reported_not_failed(make_kube: MakeKube
     assert inputs.detail.endswith("not exported (DpdKvTransferSlow cannot fire; DpdKvStoreMetricsAbsent and the "
                                   "KvTransferBelow1GBps log alarm stand in): lmcache:store_put_time on "
                                   "prefill-dpd-test-7d9f-abcde")
+
+
+def test_the_shared_rule_refuses_a_prompt_one_sentence_short_and_the_data_is_consistent() -> None:
+    import json
+    from importlib import resources
+
+    from hyperpod_dpd.router_length import clears, stays_below
+
+    length = sentence_length()
+    needed = length.units_to_clear(4096)
+    assert clears(length.estimates(needed)[0], 4096) and not clears(length.estimates(needed - 1)[0], 4096)
+    below = length.most_units_below(4096)
+    assert stays_below(length.estimates(below)[1], 4096) and not stays_below(length.estimates(below + 1)[1], 4096)
+    data = json.loads(resources.files("hyperpod_dpd.data").joinpath("smoke_sentence_length.json").read_text())
+    assert data["sentence"] == FOX
+    measured = {int(k): v for k, v in data["measured_tokens"].items()}
+    assert measured[600] - measured[1] == 599 * data["tokens_per_repetition"]
+
+
+def test_the_alerts_page_quotes_the_gates_sizing_as_it_is(spec: DpdSpec) -> None:
+    from pathlib import Path
+
+    page = " ".join((Path(__file__).parents[2] / "docs" / "alerts.md").read_text(encoding="utf-8").split())
+    _, long = prompts(spec)
+    assert not isinstance(long, str)
+    assert f"`{long.size(4096)}`" in page
+    low, high = long.estimate
+    assert f"it is {long.text.count(FOX)} sentences, estimated at {low:,}-{high:,} tokens" in page

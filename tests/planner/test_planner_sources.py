@@ -211,3 +211,24 @@ def test_s3_without_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     with pytest.raises(SpecError) as err:
         load_architecture("s3://bucket/prefix", s3_client=s3)
     assert "no AWS credentials" in only_problem(err).message
+
+
+@pytest.mark.parametrize(("changes", "length"), [
+    ({}, 131072),  # Llama 3.3: rope type llama3 is already counted in max_position_embeddings
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}}, 131072),
+    ({"max_position_embeddings": 32768,  # Qwen2.5-Instruct with the model card's YaRN addition
+      "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}, 131072),
+    ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, 262144),
+    ({"max_position_embeddings": None}, None),  # nothing says: unknown, so nothing is refused
+])
+def test_the_context_window_is_read_as_vllm_derives_it(changes: dict[str, Any], length: int | None) -> None:
+    config = {k: v for k, v in {**LLAMA_70B_CONFIG, **changes}.items() if v is not None}
+    assert architecture_from_config(config, name="m").max_context_length == length
+
+
+def test_every_preset_has_a_context_window_and_its_source() -> None:
+    for preset in PRESETS.values():
+        assert preset.max_context_length and preset.max_context_length >= 32768, preset.name
+        assert "max_position_embeddings" in preset.context_source, preset.name
+    assert PRESETS["llama-3.3-70b"].max_context_length == architecture_from_config(
+        LLAMA_70B_CONFIG, name="Llama-3.3-70B-Instruct").max_context_length

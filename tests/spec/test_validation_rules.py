@@ -357,3 +357,55 @@ def test_a_single_valued_keda_query_passes() -> None:
 def test_environment_that_hides_signals_or_rewires_lmcache_warns(env: dict[str, str], code: str) -> None:
     assert _warnings(_set(_mapping(), "env", env)) == [(code, f"env.{next(iter(env))}")]
     assert _warnings(_set(_mapping(), "env", {"LMCACHE_LOG_LEVEL": "INFO"})) == []
+
+
+# Above the model's context window (Llama-3.3-70B-Instruct: 131,072 tokens): vLLM refuses to start.
+CONTEXT_WINDOW_BREAKERS = [
+    ("max_model_len", 131_073, "max_model_len", "131073"),
+    ("args", ["--max-model-len", "200000"], "args", "'--max-model-len 200000'"),
+    ("decode.args", ["--max-model-len=256k"], "decode.args", "'--max-model-len 256000'"),
+    ("prefill.args", ["--max-model-len", "129K"], "prefill.args", "'--max-model-len 132096'"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field", "shown"), CONTEXT_WINDOW_BREAKERS,
+                         ids=[f"{r[0]}={r[1]!r}" for r in CONTEXT_WINDOW_BREAKERS])
+def test_a_length_above_the_models_context_window_is_refused(path: str, value: Any, field: str, shown: str) -> None:
+    problems = [p for p in _problems(_set(_mapping(), path, value)) if "context window" in p]
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{field}: ") and f"(got {shown})" in problems[0]
+    assert "llama-3.3-70b's context window of 131072 tokens" in problems[0]
+    assert "max_position_embeddings 131072" in problems[0] and "set max_model_len to 131072 or less" in problems[0]
+
+
+def test_the_context_window_itself_and_auto_are_accepted() -> None:
+    data = _set(_set(_mapping(), "max_model_len", 131_072), "decode.max_num_seqs", 1)
+    with pytest.raises(SpecError) as caught:  # --max-model-len is still a field's flag, but not a context problem
+        check(spec_from_mapping(_set(data, "args", ["--max-model-len", "auto"])))
+    assert not any("context window" in p.render() for p in caught.value.problems)
+    assert not any("context window" in p.render() for p in _problems_or_none(data))
+
+
+def test_no_context_window_refusal_when_the_limit_is_unknown() -> None:
+    data = _set(_set(_mapping(), "model.name", "acme/Unknown-70B"), "max_model_len", 1_000_000)
+    assert not any("context window" in p for p in _problems_or_none(data))
+
+
+def _problems_or_none(data: dict[str, Any]) -> list[str]:
+    try:
+        check(spec_from_mapping(data))
+    except SpecError as err:
+        return [p.render() for p in err.problems]
+    return []
+
+
+def test_an_explicit_architectures_context_window_is_enforced() -> None:
+    arch = {"name": "acme-8b", "num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_kv_heads": 8,
+            "head_dim": 128, "num_parameters": 8_030_261_248, "max_context_length": 8192,
+            "context_source": "acme/8B config.json"}
+    data = _set(_mapping(), "model.architecture", arch)
+    problems = [p for p in _problems(data) if "context window" in p]
+    assert problems == ["max_model_len: is above acme-8b's context window of 8192 tokens, so vLLM refuses to start "
+                        "and the pods would crash-loop; the limit is acme/8B config.json (got 16384). Fix: set "
+                        "max_model_len to 8192 or less"]
+    assert not any("context window" in p for p in _problems_or_none(_set(data, "max_model_len", 8192)))

@@ -8,6 +8,7 @@ line ``Conditional routing: estimated_tokens=..., threshold=..., disaggregate=Tr
 The long prompt is the disaggregation gate: it passes only when the router logged
 ``disaggregate=True`` for it *and* the decoders' ``external_kv_transfer`` prompt-token counter rose
 (:mod:`hyperpod_dpd.ops.dpd_counters`). It starts with a fresh nonce, so no prefix cache can serve it.
+Its length comes from :mod:`hyperpod_dpd.router_length`, the rule ``bench`` sizes its prompts with.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ from hyperpod_dpd.operator_names import (
 from hyperpod_dpd.ops.checks import Check, failed, passed, skipped
 from hyperpod_dpd.ops.dpd_counters import EndpointNames, external_kv_tokens, role_metrics, router_logs
 from hyperpod_dpd.ops.kube import KubeApi, KubeError
+from hyperpod_dpd.router_length import MARGIN, router_estimates, sentence_length, smoke_sentence
 from hyperpod_dpd.spec import DpdSpec
 
-FOX = "The quick brown fox jumps over the lazy dog. "
-TOKENS_PER_FOX = 11  # the docs' 600 repetitions are estimated at 6,750 tokens by the router
-FEWEST_TOKENS_PER_FOX, MOST_TOKENS_PER_FOX = 10, 12
+FOX = smoke_sentence()  # "The quick brown fox jumps over the lazy dog. ", measured in data/
+# vLLM counts with the model's own tokenizer; 12 per sentence bounds the common ones, so the prompt fits.
+MOST_TOKENS_PER_FOX = 12
+MIN_SENTENCES = 20  # enough KV cache to see it move even when the threshold is 0
 SHORT_PROMPT = "In one word, what colour is the sky on a clear day?"
+SHORT_PROMPT_TOKENS = 14  # with the Llama 3 tokenizer; characters / 4 gives 12
 MAX_TOKENS = 16
 ROUTING_LINE = re.compile(
     r"Conditional routing: estimated_tokens=(?P<tokens>\d+), threshold=(?P<threshold>\d+), "
@@ -61,29 +65,46 @@ class Prompt:
     name: str
     text: str
     expect_disaggregate: bool
-    estimated_tokens: int
+    estimate: tuple[int, int]  # the router's smallest and largest estimate (token count, characters / 4)
+
+    @property
+    def estimated_tokens(self) -> int:
+        """The middle of the estimate, to find the router's line for this prompt."""
+        return sum(self.estimate) // 2
+
+    def size(self, threshold: int) -> str:
+        """How long the router will think the prompt is, and how far that is from ``threshold``."""
+        low, high = self.estimate
+        size = f"~{low} tokens" if low == high else f"~{low}-{high} tokens"
+        if not self.expect_disaggregate or threshold <= 0:
+            return size
+        return (f"{size} by the router's count (tokens or characters / 4), at least {low - threshold} "
+                f"({(low - threshold) / threshold:.1%}) above routing.threshold {threshold}")
 
 
 def prompts(spec: DpdSpec) -> tuple[Prompt, Prompt | str]:
-    """The short prompt, and a long one of about 1.5 x the routing threshold (or why there is none).
+    """The short prompt, and a long one that clears the routing threshold under the router's length rule
+    (or why there is none).
 
-    Tokenizers differ, so the long prompt is sized to exceed the threshold even at 10 tokens per
-    sentence and to fit ``max_model_len`` (with the answer) even at 12.
+    The long prompt has the fewest sentences whose smallest estimate clears the threshold by the margin
+    ``bench`` uses too, and must fit ``max_model_len`` (with the answer) at 12 tokens per sentence.
     """
     threshold = spec.routing.threshold
-    short = Prompt(SHORT, SHORT_PROMPT, expect_disaggregate=threshold == 0, estimated_tokens=14)
-    wanted = max(math.ceil(threshold * 1.5), threshold + TOKENS_PER_FOX * 4, TOKENS_PER_FOX * 20)
+    short = Prompt(SHORT, SHORT_PROMPT, expect_disaggregate=threshold == 0,
+                   estimate=router_estimates(tokens=SHORT_PROMPT_TOKENS, characters=len(SHORT_PROMPT)))
+    length = sentence_length()
+    repeats = max(length.units_to_clear(threshold), MIN_SENTENCES)
     room = spec.max_model_len - MAX_TOKENS - 64
-    repeats = min(math.ceil(wanted / TOKENS_PER_FOX), room // MOST_TOKENS_PER_FOX)
-    if repeats * FEWEST_TOKENS_PER_FOX <= threshold:
-        return short, (f"routing.threshold {threshold} leaves no room for a longer prompt within "
-                       f"max_model_len {spec.max_model_len}")
-    return short, Prompt(LONG, FOX * repeats, expect_disaggregate=True, estimated_tokens=repeats * TOKENS_PER_FOX)
+    if repeats * MOST_TOKENS_PER_FOX > room:
+        return short, (f"routing.threshold {threshold} needs a prompt of about {length.estimates(repeats)[0]} "
+                       f"tokens to clear it by {MARGIN:.0%}, more than max_model_len {spec.max_model_len} leaves "
+                       "room for")
+    return short, Prompt(LONG, FOX * repeats, expect_disaggregate=True, estimate=length.estimates(repeats))
 
 
 def unique(prompt: Prompt, nonce: str) -> Prompt:
     """``prompt`` behind a nonce, so neither role's prefix cache (nor LMCache's) already holds it."""
-    return Prompt(prompt.name, f"[{nonce}] {prompt.text}", prompt.expect_disaggregate, prompt.estimated_tokens)
+    return Prompt(prompt.name, f"[{nonce}] {prompt.text}", prompt.expect_disaggregate, prompt.estimate)
 
 
 def request_body(spec: DpdSpec, text: str) -> dict[str, Any]:
@@ -194,7 +215,7 @@ def run_smoke(kube: KubeApi, spec: DpdSpec, *, timeout: float = 300.0,
             rows.append(skipped(LONG, prompt))
             continue
         if announce is not None:
-            announce(f"sending the {prompt.name.removeprefix('smoke: ')} (~{prompt.estimated_tokens} tokens) "
+            announce(f"sending the {prompt.name.removeprefix('smoke: ')} ({prompt.size(0)}) "
                      f"through {router_service(spec)}...")
         rows.append(smoke_one(kube, spec, prompt, timeout=timeout, clock=clock))
     if spec.metrics.enabled:
@@ -245,7 +266,7 @@ def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
     A prompt meant to disaggregate also needs the decoders' external KV tokens to rise, and an unknown
     path is a failure for it: nothing proves it was disaggregated.
     """
-    size = f"~{prompt.estimated_tokens} tokens"
+    size = prompt.size(spec.routing.threshold)
     names = EndpointNames.of(spec)
     before: float | None = None
     if prompt.expect_disaggregate:

@@ -17,6 +17,8 @@ Each rule names what breaks and the fix. The sources, all for the versions the D
 * AWS's inference observability page: the reverse-proxy sidecar serves its metrics on port 9113 in
   the same pod.
 * KEDA's Prometheus scaler: the query must return a single-element vector.
+* vLLM 0.19.0 (``vllm/config/model.py``): a ``--max-model-len`` above the model's context window
+  (``max_position_embeddings`` with rope scaling) stops the engine at start, so the pods crash-loop.
 """
 
 from __future__ import annotations
@@ -55,6 +57,19 @@ LMCACHE_PD_ENV = re.compile(r"^LMCACHE_(ENABLE_PD|PD_.*|TRANSFER_CHANNEL|NIXL_.*
 # KEDA reads one number: an aggregation without grouping (or scalar()) at the top of the query.
 SINGLE_VALUE = re.compile(r"^\s*(sum|avg|max|min|count|scalar|histogram_quantile|quantile)\s*\(")
 GROUPED = re.compile(r"^\s*(sum|avg|max|min|count|quantile)\s*(by|without)\s*\(|\)\s*(by|without)\s*\([^()]*\)\s*$")
+
+
+# vLLM's human-readable integers: 1k = 1000, 1K = 1024 (vllm/engine/arg_utils.py, human_readable_int).
+_HUMAN_INT = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>[kKmMgG]?)$")
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def _length(value: str | None) -> int | None:
+    """``--max-model-len``'s value as vLLM reads it; None for ``auto``/-1 or what vLLM itself refuses."""
+    found = _HUMAN_INT.match((value or "").strip())
+    if found is None:
+        return None
+    return int(float(found["number"]) * _UNITS[found["unit"]])
 
 
 def _all_args(ctx: RuleContext) -> Iterator[tuple[str, dict[str, str | None]]]:
@@ -158,3 +173,26 @@ def autoscaling_signals(ctx: RuleContext) -> Iterator[Finding]:
                 yield Problem(field=field, value=trigger.query,
                               message="reads vLLM metrics, but metrics.enabled is false, so nothing is scraped",
                               fix="set metrics.enabled: true or scale on another signal")
+
+
+@register_rule
+def context_window(ctx: RuleContext) -> Iterator[Finding]:
+    """A length above the model's context window: vLLM refuses to start and the pods crash-loop."""
+    arch = ctx.architecture
+    limit = arch.max_context_length if arch is not None else None
+    if arch is None or limit is None:
+        return
+    lengths: list[tuple[str, int]] = [("max_model_len", ctx.spec.max_model_len)]
+    for field, flags in _all_args(ctx):
+        value = _length(flags.get("--max-model-len")) if "--max-model-len" in flags else None
+        if value is not None:
+            lengths.append((field, value))
+    for field, length in lengths:
+        if length > limit:
+            shown = length if field == "max_model_len" else f"--max-model-len {length}"
+            yield Problem(field=field, value=shown,
+                          message=f"is above {arch.name}'s context window of {limit} tokens, so vLLM refuses to "
+                                  "start and the pods would crash-loop; the limit is "
+                                  f"{arch.context_source or 'from its config.json'}",
+                          fix=f"set max_model_len to {limit} or less"
+                              + ("" if field == "max_model_len" else " and remove --max-model-len from the args"))
