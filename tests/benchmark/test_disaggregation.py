@@ -186,3 +186,52 @@ def test_unreadable_counters_leave_the_level_unmeasured() -> None:
     assert snapshots.taken == {} and "forbidden" in snapshots.errors[0]
     assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [8], snapshots.levels([8]))] == [
         Trust.ROUTING_UNKNOWN]
+
+
+# --- a router without the dashboard's counters: its documented log line counts instead -------------
+
+DECODER_METRICS = 'vllm:prompt_tokens_by_source_total{source="external_kv_transfer"} 9000.0\n'
+ROUTER_LOG = "".join([
+    "[INFO] Conditional routing: estimated_tokens=4180, threshold=4096, disaggregate=True\n",
+    "[INFO] Conditional routing: estimated_tokens=4301, threshold=4096, disaggregate=True\n",
+    "[INFO] Conditional routing: estimated_tokens=12, threshold=4096, disaggregate=False\n",
+    "[INFO] health check ok\n"])
+
+
+def _kube(fakes: ModuleType, router_metrics: str | None, router_log: str = ROUTER_LOG) -> Any:
+    def metrics(namespace: str, pod_port: str) -> str:
+        if namespace == "hyperpod-inference-system":
+            if router_metrics is None:
+                raise KubeError(f"get pods/proxy {namespace}/{pod_port}/metrics: not found (404)")
+            return router_metrics
+        return DECODER_METRICS
+
+    core = fakes.FakeCore(pods=[[]], logs={"router-container": router_log}, other_pods=fakes.router_and_decoder(),
+                          metrics=metrics)
+    return fakes.benchmark_kube(fakes.FakeBatch(states=[]), core), core
+
+
+@pytest.mark.parametrize("router_metrics", [None, "process_cpu_seconds_total 3.0\n"],
+                         ids=["metrics-port-silent", "no-routing-counters"])
+def test_the_router_log_counts_when_its_metrics_do_not(spec: DpdSpec, fakes: ModuleType,
+                                                       router_metrics: str | None) -> None:
+    kube, core = _kube(fakes, router_metrics)
+    counters = read_counters(kube, MetricsSources.for_spec(spec))
+    assert (counters.disaggregated, counters.local, counters.external_kv_tokens) == (2, 1, 9000)
+    assert core.log_reads == ["router-container"]
+
+
+def test_the_router_metrics_win_when_they_carry_the_counters(spec: DpdSpec, fakes: ModuleType) -> None:
+    kube, core = _kube(fakes, "dpd_routing_disaggregated_total 40\ndpd_routing_local_total 5\n")
+    counters = read_counters(kube, MetricsSources.for_spec(spec))
+    assert (counters.disaggregated, counters.local) == (40, 5)
+    assert core.log_reads == []
+
+
+def test_a_router_that_logged_nothing_counts_nothing(spec: DpdSpec, fakes: ModuleType) -> None:
+    """No counters and no routing lines: zero, so the level is reported as unrouted, never as disaggregated."""
+    kube, _ = _kube(fakes, None, router_log="[INFO] started\n")
+    before = read_counters(kube, MetricsSources.for_spec(spec))
+    level = LevelDisaggregation.between(before, before, concurrency=8)
+    assert level.routed == 0 and level.fraction is None
+    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [8], {8: level})] != []

@@ -32,7 +32,7 @@ from hyperpod_dpd.operator_names import (
     role_deployment,
     router_deployment,
 )
-from hyperpod_dpd.ops.dpd_counters import sample_value
+from hyperpod_dpd.ops.dpd_counters import routing_decisions, sample_value
 from hyperpod_dpd.ops.kube import JsonDict, KubeError
 from hyperpod_dpd.spec import DpdSpec
 
@@ -170,6 +170,9 @@ class MetricsKube(Protocol):
 
     def pod_metrics(self, namespace: str, pod: str, port: int) -> str: ...
 
+    def pod_log(self, namespace: str, pod: str, container: str, since_seconds: int | None = None,
+                limit_bytes: int | None = None) -> str: ...
+
 
 def _name(pod: JsonDict) -> str:
     return str((pod.get("metadata") or {}).get("name", ""))
@@ -192,14 +195,30 @@ def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
     if not routers or not decoders:
         raise KubeError(f"no router pod {sources.router_prefix}* in {sources.router_namespace} or no decoder pod "
                         f"{sources.decoder_prefix}* in {sources.decoder_namespace}")
-    router_texts = []
-    for pod in routers:
-        port = _container_port(pod, sources.router_container)
-        if port is None:
-            raise KubeError(f"router pod {_name(pod)} declares no port on {sources.router_container}")
-        router_texts.append(kube.pod_metrics(sources.router_namespace, _name(pod), port))
+    router_texts = [_router_counters(kube, sources, pod) for pod in routers]
     decoder_texts = [kube.pod_metrics(sources.decoder_namespace, _name(p), sources.decoder_port) for p in decoders]
     return DpdCounters.parse(router_texts, decoder_texts)
+
+
+def _router_counters(kube: MetricsKube, sources: MetricsSources, pod: JsonDict) -> str:
+    """The router pod's routing counters: its ``/metrics``, or else the same counts from its log.
+
+    Only AWS's dashboard names the ``dpd_routing_*`` series and no page documents the router's metrics
+    port, while its ``Conditional routing: ... disaggregate=True|False`` line is documented: when the
+    metrics do not answer or carry no routing counter, the whole log of the router container is
+    counted instead and written as the same counters (a restarted pod starts from zero, as a counter does).
+    """
+    name, port = _name(pod), _container_port(pod, sources.router_container)
+    text = ""
+    if port is not None:
+        try:
+            text = kube.pod_metrics(sources.router_namespace, name, port)
+        except KubeError:
+            text = ""
+    if any(sample_value(text, counter) is not None for counter in (DISAGGREGATED, LOCAL, FALLBACK)):
+        return text
+    disaggregated, local = routing_decisions(kube.pod_log(sources.router_namespace, name, sources.router_container))
+    return f"{text}\n{DISAGGREGATED} {disaggregated}\n{LOCAL} {local}\n"
 
 
 QUIET_MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} (?:quiet=(?P<quiet>\d+)|level=(?P<level>\d+))\s*$", re.M)

@@ -29,7 +29,9 @@ from hyperpod_dpd.operator_names import (
 from hyperpod_dpd.ops.kube import KubeApi
 from hyperpod_dpd.spec import DpdSpec
 
-DISAGGREGATED_LINE = re.compile(r"Conditional routing: estimated_tokens=\d+, threshold=\d+, disaggregate=True")
+# The router's one documented line per request (AWS's DPD page): which path it chose and why.
+ROUTING_LINE = re.compile(
+    r"Conditional routing: estimated_tokens=\d+, threshold=\d+, disaggregate=(?P<choice>True|False)")
 DEFAULT_METRICS_PATH = "/metrics"
 # One sample line of the Prometheus text format: ``name{labels} value [timestamp]``, labels optional.
 SAMPLE = re.compile(r'^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
@@ -131,7 +133,13 @@ def router_logs(kube: KubeApi, router: str, since_seconds: int) -> dict[str, str
 def disaggregated_requests(kube: KubeApi, names: EndpointNames, since_seconds: int) -> int:
     """The router pods' ``disaggregate=True`` lines in the last ``since_seconds``."""
     logs = router_logs(kube, names.router_deployment, since_seconds)
-    return sum(len(DISAGGREGATED_LINE.findall(log)) for log in logs.values())
+    return sum(routing_decisions(log)[0] for log in logs.values())
+
+
+def routing_decisions(log: str) -> tuple[int, int]:
+    """How many requests a router log sent the disaggregated way, and how many straight to the decoder."""
+    choices = [found["choice"] for found in ROUTING_LINE.finditer(log)]
+    return choices.count("True"), choices.count("False")
 
 
 def read_counters(kube: KubeApi, names: EndpointNames, *, since_seconds: int) -> DpdCounters:
