@@ -257,6 +257,7 @@ def test_missing_rbac_is_refused_before_any_job(capsys: pytest.CaptureFixture[st
     assert code == 2 and "RBAC: is denied" in err
     assert "get pods/proxy in hyperpod-inference-system" in err and "create jobs.batch in default" in err
     assert "get pods/log default" in kube.access.asked and kube.batch.created == []
+    assert "get pods/log hyperpod-inference-system" in kube.access.asked  # the router's routing line
 
 
 def test_the_served_model_name_comes_from_the_spec(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

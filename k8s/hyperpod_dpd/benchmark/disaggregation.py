@@ -12,7 +12,8 @@ client-side number:
   the decoder recomputed (the operator's ``Retrieved 0 out of N``).
 
 The snapshots are read through the API server's pod proxy, so ``bench`` needs no port-forward and
-no network path to the pods: ``get`` on ``pods/proxy`` in both namespaces.
+no network path to the pods: ``get`` on ``pods/proxy`` in both namespaces (and ``pods/log`` in the
+router's, whose documented routing line counts when its metrics carry no routing counter).
 """
 
 from __future__ import annotations

@@ -90,6 +90,8 @@ def needed_permissions(targets: Sequence[tuple[str, BenchmarkTarget]], spec: Dpd
     needed += [Permission("get", IEC_PLURAL, spec.namespace, group=IEC_GROUP),
                Permission("list", "pods", OPERATOR_NAMESPACE),
                Permission("get", "pods", OPERATOR_NAMESPACE, subresource="proxy"),
+               # The router's routing line, counted when its metrics carry no routing counter.
+               Permission("get", "pods", OPERATOR_NAMESPACE, subresource="log"),
                Permission("list", "pods", spec.namespace),
                Permission("get", "pods", spec.namespace, subresource="proxy")]
     return list(dict.fromkeys(needed))
