@@ -135,7 +135,7 @@ class FakeCore:
 def benchmark_kube(batch: FakeBatch, core: FakeCore, custom: Any = None, access: Any = None) -> BenchmarkKube:
     """Both endpoints present unless ``custom`` says otherwise; every permission granted unless ``access``."""
     return BenchmarkKube(custom=custom or FakeCustom(), apps=None, core=core, batch=batch,  # type: ignore[arg-type]
-                         accounts=core, proxy=core, access=access or FakeAccess())
+                         accounts=core, access=access or FakeAccess())
 
 
 @dataclass

@@ -46,19 +46,12 @@ class AccessReviewApi(Protocol):
     def create_self_subject_access_review(self, body: Any) -> Any: ...
 
 
-class ProxyApi(Protocol):
-    """GET through the API server's pod proxy (``pods/proxy``)."""
-
-    def connect_get_namespaced_pod_proxy_with_path(self, name: str, namespace: str, path: str) -> Any: ...
-
-
 @dataclass
 class BenchmarkKube(KubeApi):
     """:class:`KubeApi` plus the writes a benchmark needs: create a ServiceAccount, create/read/delete a Job."""
 
     batch: BatchApi | None = None
     accounts: ServiceAccountApi | None = None
-    proxy: ProxyApi | None = None
     access: AccessReviewApi | None = None
 
     @classmethod
@@ -69,7 +62,7 @@ class BenchmarkKube(KubeApi):
         api_client = getattr(kube.core, "api_client", None)
         return cls(custom=kube.custom, apps=kube.apps, core=kube.core, transport=kube.transport,
                    batch=client.BatchV1Api(api_client), accounts=kube.core,  # type: ignore[arg-type]
-                   proxy=kube.core, access=client.AuthorizationV1Api(api_client))
+                   access=client.AuthorizationV1Api(api_client))
 
     def _batch(self) -> BatchApi:
         if self.batch is None:
@@ -116,15 +109,6 @@ class BenchmarkKube(KubeApi):
         except KubeError:
             return None
         return bool(((review or {}).get("status") or {}).get("allowed"))
-
-    def pod_metrics(self, namespace: str, pod: str, port: int) -> str:
-        """The pod's Prometheus ``/metrics`` text, through the API server."""
-        if self.proxy is None:
-            raise KubeError("no pod proxy client: build BenchmarkKube with proxy=")
-        text = self._call(f"get pods/proxy {namespace}/{pod}:{port}/metrics",
-                          self.proxy.connect_get_namespaced_pod_proxy_with_path, f"{pod}:{port}", namespace, "metrics",
-                          missing_ok=False)
-        return str(text or "")
 
     def create_job(self, namespace: str, body: JsonDict) -> None:
         name = body["metadata"]["name"]

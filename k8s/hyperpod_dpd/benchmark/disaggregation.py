@@ -33,6 +33,7 @@ from hyperpod_dpd.operator_names import (
     role_deployment,
     router_deployment,
 )
+from hyperpod_dpd.ops.dpd_counters import DEFAULT_METRICS_PATH as METRICS_PATH
 from hyperpod_dpd.ops.dpd_counters import routing_decisions, sample_value
 from hyperpod_dpd.ops.kube import JsonDict, KubeError
 from hyperpod_dpd.spec import DpdSpec
@@ -169,7 +170,7 @@ class MetricsSources:
 class MetricsKube(Protocol):
     def pods(self, namespace: str, label_selector: str) -> list[JsonDict]: ...
 
-    def pod_metrics(self, namespace: str, pod: str, port: int) -> str: ...
+    def pod_get(self, namespace: str, pod: str, port: int, path: str) -> str: ...
 
     def pod_log(self, namespace: str, pod: str, container: str, since_seconds: int | None = None,
                 limit_bytes: int | None = None) -> str: ...
@@ -197,7 +198,8 @@ def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
         raise KubeError(f"no router pod {sources.router_prefix}* in {sources.router_namespace} or no decoder pod "
                         f"{sources.decoder_prefix}* in {sources.decoder_namespace}")
     router_texts = [_router_counters(kube, sources, pod) for pod in routers]
-    decoder_texts = [kube.pod_metrics(sources.decoder_namespace, _name(p), sources.decoder_port) for p in decoders]
+    decoder_texts = [kube.pod_get(sources.decoder_namespace, _name(p), sources.decoder_port, METRICS_PATH)
+                     for p in decoders]
     return DpdCounters.parse(router_texts, decoder_texts)
 
 
@@ -213,7 +215,7 @@ def _router_counters(kube: MetricsKube, sources: MetricsSources, pod: JsonDict) 
     text = ""
     if port is not None:
         try:
-            text = kube.pod_metrics(sources.router_namespace, name, port)
+            text = kube.pod_get(sources.router_namespace, name, port, METRICS_PATH)
         except KubeError:
             text = ""
     if any(sample_value(text, counter) is not None for counter in (DISAGGREGATED, LOCAL, FALLBACK)):
