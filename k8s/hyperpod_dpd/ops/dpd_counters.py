@@ -31,7 +31,8 @@ from hyperpod_dpd.spec import DpdSpec
 
 # The router's one documented line per request (AWS's DPD page): which path it chose and why.
 ROUTING_LINE = re.compile(
-    r"Conditional routing: estimated_tokens=\d+, threshold=\d+, disaggregate=(?P<choice>True|False)")
+    r"Conditional routing: estimated_tokens=(?P<tokens>\d+), threshold=(?P<threshold>\d+), "
+    r"disaggregate=(?P<disaggregate>True|False)")
 DEFAULT_METRICS_PATH = "/metrics"
 # One sample line of the Prometheus text format: ``name{labels} value [timestamp]``, labels optional.
 SAMPLE = re.compile(r'^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
@@ -138,7 +139,7 @@ def disaggregated_requests(kube: KubeApi, names: EndpointNames, since_seconds: i
 
 def routing_decisions(log: str) -> tuple[int, int]:
     """How many requests a router log sent the disaggregated way, and how many straight to the decoder."""
-    choices = [found["choice"] for found in ROUTING_LINE.finditer(log)]
+    choices = [found["disaggregate"] for found in ROUTING_LINE.finditer(log)]
     return choices.count("True"), choices.count("False")
 
 

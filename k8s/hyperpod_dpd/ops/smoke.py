@@ -30,7 +30,13 @@ from hyperpod_dpd.operator_names import (
     router_service,
 )
 from hyperpod_dpd.ops.checks import Check, failed, passed, skipped
-from hyperpod_dpd.ops.dpd_counters import EndpointNames, external_kv_tokens, role_metrics, router_logs
+from hyperpod_dpd.ops.dpd_counters import (
+    ROUTING_LINE,
+    EndpointNames,
+    external_kv_tokens,
+    role_metrics,
+    router_logs,
+)
 from hyperpod_dpd.ops.kube import KubeApi, KubeError
 from hyperpod_dpd.router_length import MARGIN, router_estimates, sentence_length, smoke_sentence
 from hyperpod_dpd.spec import DpdSpec
@@ -42,9 +48,6 @@ MIN_SENTENCES = 20  # enough KV cache to see it move even when the threshold is 
 SHORT_PROMPT = "In one word, what colour is the sky on a clear day?"
 SHORT_PROMPT_TOKENS = 14  # with the Llama 3 tokenizer; characters / 4 gives 12
 MAX_TOKENS = 16
-ROUTING_LINE = re.compile(
-    r"Conditional routing: estimated_tokens=(?P<tokens>\d+), threshold=(?P<threshold>\d+), "
-    r"disaggregate=(?P<disaggregate>True|False)")
 
 SHORT = "smoke: short prompt"
 LONG = "smoke: long prompt"
