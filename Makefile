@@ -42,10 +42,16 @@ $(SYNTH_STAMP): pyproject.toml
 	@$(BIN)/python -c 'import hyperpod_dpd_cdk' || { echo "error: the install above failed; see its messages"; exit 1; }
 	@touch $@
 
-$(TEST_STAMP): $(SYNTH_STAMP)
+# The benchmark clients' dependency trees at the versions of the locks the pod installs, so the tests run the
+# client the pod runs (a test fails when the two drift).
+CLIENT_LOCKS := k8s/hyperpod_dpd/data/genai_bench_lock.json k8s/hyperpod_dpd/data/aiperf_lock.json
+BENCH_CONSTRAINTS := $(VENV)/bench-constraints.txt
+
+$(TEST_STAMP): $(SYNTH_STAMP) $(CLIENT_LOCKS)
 	@echo ">>> installing the test tools and extras [$(TEST_EXTRAS)]: pytest, mypy, cfn-lint, moto, the advisor's"
-	@echo "    performance database, genai-bench (about 2 GB more; 3-8 minutes)"
-	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[$(TEST_EXTRAS)]' | grep --line-buffered -E '^(Collecting|Installing|Successfully)' || true
+	@echo "    performance database, genai-bench and aiperf (about 3 GB more; 4-10 minutes)"
+	$(BIN)/python -c 'import json, sys; print("".join(sorted({w["name"] + "==" + w["version"] + "\n" for p in sys.argv[1:] for w in json.load(open(p))["wheels"]})), end="")' $(CLIENT_LOCKS) > $(BENCH_CONSTRAINTS)
+	$(BIN)/python -m pip install $(PIP_FLAGS) -c $(BENCH_CONSTRAINTS) -e '.[$(TEST_EXTRAS)]' | grep --line-buffered -E '^(Collecting|Installing|Successfully)' || true
 	@$(BIN)/python -c 'import pytest, mypy' || { echo "error: the install above failed; see its messages"; exit 1; }
 	@echo ">>> installing checkov $(CHECKOV_VERSION) in $(VENV)/checkov (its own venv: it pins older boto3; ~0.3 GB, 1 minute)"
 	$(PYTHON) -m venv $(VENV)/checkov

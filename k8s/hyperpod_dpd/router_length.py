@@ -5,9 +5,10 @@ disaggregates, ``0`` always does). AWS's own log lines bound that estimate: a 12
 logged ``estimated_tokens=12`` (a token count) and a 27,000-character prompt ``6750`` (characters
 / 4). Which rule applies to a given prompt is undocumented, so a prompt meant to disaggregate must
 clear the threshold under both, by :data:`MARGIN`, and one meant to stay direct must stay below it
-under both. ``bench`` (genai-bench's ``D(isl, osl)`` prompts) and ``verify --smoke`` (a repeated
+under both. ``bench`` (genai-bench's ``D(isl, osl)`` and aiperf's synthetic prompts) and ``verify --smoke`` (a repeated
 sentence) size their prompts with the same functions here, from lengths measured with the Llama 3
-tokenizer (``data/genai_bench_prompt_length.json``, ``data/smoke_sentence_length.json``).
+tokenizer (``data/genai_bench_prompt_length.json``, ``data/aiperf_prompt_length.json``,
+``data/smoke_sentence_length.json``).
 """
 
 from __future__ import annotations
@@ -86,10 +87,13 @@ def _data(name: str) -> dict[str, Any]:
     return loaded
 
 
+PROMPT_LENGTH_FILES = {"genai-bench": "genai_bench_prompt_length.json", "aiperf": "aiperf_prompt_length.json"}
+
+
 @cache
-def genai_bench_length() -> PromptLength:
-    """Per asked token of a genai-bench ``D(isl, ...)`` prompt (40 prompts of ``D(4096,256)``)."""
-    data = _data("genai_bench_prompt_length.json")
+def client_length(client: str = "genai-bench") -> PromptLength:
+    """Per asked token of a benchmark client's prompt of ``isl`` tokens (40 prompts of 4,096 each)."""
+    data = _data(PROMPT_LENGTH_FILES[client])
     tokens, characters = data["retokenized_tokens"], data["characters"]
     return PromptLength.measured(units=int(data["isl"]), tokens=(tokens["min"], tokens["max"]),
                                  characters=(characters["min"], characters["max"]), source=str(data["source"]))

@@ -12,6 +12,7 @@ from hyperpod_dpd.benchmark.report import results_object
 from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.load import Load
 
 # The AWS blog's benchmark: genai-bench, 4,096 input and 256 output tokens, concurrency 8, 16 and 32.
 BLOG_TRAFFIC = Traffic(isl=4096, osl=256, concurrency=(8, 16, 32))
@@ -42,7 +43,7 @@ def bench_document(advice: Advice, *, endpoint: str = "dpd-test", failed: int = 
     calibration on it must find the factors the advice was made with.
     """
     levels = tuple(
-        LevelResult(concurrency=p.concurrency, scenario=f"D({advice.isl},{advice.osl})",
+        LevelResult(load=Load(concurrency=p.concurrency), scenario=f"D({advice.isl},{advice.osl})",
                     ttft=Percentiles(p.disaggregated.ttft_s, p.disaggregated.ttft_p90_s, None),
                     tpot=Percentiles(p.disaggregated.tpot_s, None, None),
                     e2e=Percentiles(p.disaggregated.e2e_s, None, None),

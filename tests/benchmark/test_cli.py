@@ -114,6 +114,7 @@ class FakePoint:
     concurrency: int
     aggregated: FakeEstimate
     disaggregated: FakeEstimate
+    request_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -305,7 +306,7 @@ def test_ab_of_different_scenarios_is_refused(capsys: pytest.CaptureFixture[str]
             (fewer / name).write_text(text)
     code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
                            str(fewer))
-    assert code == 2 and "at concurrency 2,4" in err and "at 2:" in err
+    assert code == 2 and "at concurrency 2,4" in err and "at concurrency 2:" in err
 
 
 @pytest.mark.parametrize(("argv", "message"), [

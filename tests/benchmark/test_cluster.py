@@ -19,6 +19,7 @@ from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.cluster import job_check, parse_job_log, run_job
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.results import collect, read_directory
+from hyperpod_dpd.load import Load
 from hyperpod_dpd.ops.checks import Status
 from hyperpod_dpd.ops.kube import KubeError
 from hyperpod_dpd.ops.wait import Waiter
@@ -27,6 +28,7 @@ from hyperpod_dpd.spec import DpdSpec
 RUN = "20261201-0300"
 NAME = f"bench-dpd-test-{RUN}"
 LEVELS = (2, 4)
+LOADS = tuple(Load(concurrency=level) for level in LEVELS)
 
 
 def manifests(spec: DpdSpec) -> list[dict[str, Any]]:
@@ -60,13 +62,13 @@ def publish_log(spec: DpdSpec, results: Path, tmp_path: Path, exit_code: int) ->
 def test_the_publish_log_carries_every_result_file(spec: DpdSpec, healthy_run: Any, tmp_path: Path) -> None:
     log = parse_job_log(publish_log(spec, healthy_run.folder, tmp_path, 0))
     assert log.exit_code == 0 and log.log_tail == ""
-    assert collect(log.files, expected=LEVELS) == read_directory(healthy_run.folder, expected=LEVELS)
+    assert collect(log.files, expected=LOADS) == read_directory(healthy_run.folder, expected=LOADS)
 
 
 def test_a_failed_genai_bench_run_prints_its_log_tail(spec: DpdSpec, failing_run: Any, tmp_path: Path) -> None:
     log = parse_job_log(publish_log(spec, failing_run.folder, tmp_path, 1))
     assert log.exit_code == 1 and "all requests failed" in log.log_tail
-    assert collect(log.files, expected=LEVELS).missing == (4,)
+    assert collect(log.files, expected=LOADS).missing == (Load(concurrency=4),)
 
 
 @pytest.mark.parametrize("code", [0, 3])
@@ -117,7 +119,7 @@ def test_run_waits_collects_and_deletes(spec: DpdSpec, fakes: ModuleType, health
     assert clock.slept == [15, 15]
     assert [kind["kind"] for _, kind in batch.created] == ["Job"] and core.accounts[0][0] == "default"
     assert batch.deleted == [("default", NAME, "Background")]
-    assert collect(outcome.log.files, expected=LEVELS).levels == read_directory(healthy_run.folder).levels
+    assert collect(outcome.log.files, expected=LOADS).levels == read_directory(healthy_run.folder).levels
 
 
 def test_progress_names_the_step(spec: DpdSpec, fakes: ModuleType) -> None:
@@ -125,7 +127,7 @@ def test_progress_names_the_step(spec: DpdSpec, fakes: ModuleType) -> None:
                                            fakes.container("benchmark", "running")], main=[])
     kube = fakes.benchmark_kube(fakes.FakeBatch(states=[fakes.job(NAME)]), fakes.FakeCore(pods=[[running]]))
     check = job_check(kube, "default", NAME)
-    assert not check.settled and "genai-bench running" in check.detail
+    assert not check.settled and "benchmark running" in check.detail
 
 
 @pytest.mark.parametrize(("reason", "message", "expected"), [

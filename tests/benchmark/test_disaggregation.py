@@ -32,11 +32,14 @@ from hyperpod_dpd.benchmark.route import (
     route_problems,
 )
 from hyperpod_dpd.benchmark.trust import Trust
+from hyperpod_dpd.load import Load
 from hyperpod_dpd.ops.kube import KubeError
 from hyperpod_dpd.ops.wait import Waiter
 from hyperpod_dpd.spec import DpdSpec
 
 LEVELS = (2, 4)
+LOADS = tuple(Load(concurrency=level) for level in LEVELS)
+C2, C8 = Load(concurrency=2), Load(concurrency=8)
 
 
 # --- the route-length rule ------------------------------------------------------------------------
@@ -83,51 +86,52 @@ def _levels(run: Any) -> dict[int, LevelDisaggregation]:
     snapshots = {k: DpdCounters.parse([router], [decoder]) for k, (router, decoder) in run.metrics.items()}
     found = LevelSnapshots(read=lambda: DpdCounters(disaggregated=0, local=0, fallback=0, external_kv_tokens=0),
                            taken=snapshots)
-    return found.levels(LEVELS)
+    return found.levels(LOADS)
 
 
 def test_a_disaggregating_router_is_proven_per_level(healthy_run: Any) -> None:
     assert sorted(healthy_run.metrics) == [0, 1, 2]  # before level 1, after each level
     levels = _levels(healthy_run)
-    assert set(levels) == set(LEVELS)
+    assert set(levels) == set(LOADS)
     assert sum(level.routed for level in levels.values()) == healthy_run.served
     for level in levels.values():
         assert level.fraction == 1.0 and level.local == 0 and level.external_kv_tokens > 0
-    assert disaggregation_warnings(RoutePath.DPD, LEVELS, levels) == []
+    assert disaggregation_warnings(RoutePath.DPD, LOADS, levels) == []
 
 
 def test_a_silently_direct_router_makes_every_level_untrustworthy(direct_run: Any) -> None:
     levels = _levels(direct_run)
     assert all(level.fraction == 0.0 and level.external_kv_tokens == 0 for level in levels.values())
-    warnings = disaggregation_warnings(RoutePath.DPD, LEVELS, levels)
-    assert [(w.code, w.concurrency) for w in warnings] == [(Trust.NOT_DISAGGREGATED, 2), (Trust.NOT_DISAGGREGATED, 4)]
+    warnings = disaggregation_warnings(RoutePath.DPD, LOADS, levels)
+    assert [(w.code, w.load.concurrency) for w in warnings] == [(Trust.NOT_DISAGGREGATED, 2),
+                                                            (Trust.NOT_DISAGGREGATED, 4)]
     assert "0%" in warnings[0].message and "routingThreshold" in warnings[0].message
     # and the same counters are exactly what --path direct wants
-    assert disaggregation_warnings(RoutePath.DIRECT, LEVELS, levels) == []
-    assert [w.code for w in disaggregation_warnings(RoutePath.DIRECT, [2], _levels_of_healthy_like())] == [
+    assert disaggregation_warnings(RoutePath.DIRECT, LOADS, levels) == []
+    assert [w.code for w in disaggregation_warnings(RoutePath.DIRECT, [C2], _levels_of_healthy_like())] == [
         Trust.NOT_DIRECT]
 
 
 def _levels_of_healthy_like() -> dict[int, LevelDisaggregation]:
-    return {2: LevelDisaggregation(concurrency=2, disaggregated=10, local=0, fallback=0, external_kv_tokens=500)}
+    return {C2: LevelDisaggregation(load=C2, disaggregated=10, local=0, fallback=0, external_kv_tokens=500)}
 
 
 def test_the_edges_of_the_verdict() -> None:
     def level(disaggregated: int, local: int, kv: int = 100) -> dict[int, LevelDisaggregation]:
-        return {8: LevelDisaggregation(concurrency=8, disaggregated=disaggregated, local=local, fallback=0,
+        return {C8: LevelDisaggregation(load=C8, disaggregated=disaggregated, local=local, fallback=0,
                                        external_kv_tokens=kv)}
 
-    assert disaggregation_warnings(RoutePath.DPD, [8], level(95, 5)) == []
-    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [8], level(94, 6))] == [Trust.NOT_DISAGGREGATED]
-    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [8], level(100, 0, kv=0))] == [Trust.NO_KV_TRANSFER]
-    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [8], {})] == [Trust.ROUTING_UNKNOWN]
-    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [8], level(0, 0))] == [Trust.ROUTING_UNKNOWN]
+    assert disaggregation_warnings(RoutePath.DPD, [C8], level(95, 5)) == []
+    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [C8], level(94, 6))] == [Trust.NOT_DISAGGREGATED]
+    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [C8], level(100, 0, kv=0))] == [Trust.NO_KV_TRANSFER]
+    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [C8], {})] == [Trust.ROUTING_UNKNOWN]
+    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [C8], level(0, 0))] == [Trust.ROUTING_UNKNOWN]
 
 
 def test_a_restarted_pod_counts_from_zero() -> None:
     before = DpdCounters(disaggregated=500, local=3, fallback=0, external_kv_tokens=10**6)
     after = DpdCounters(disaggregated=40, local=0, fallback=0, external_kv_tokens=9000)
-    seen = LevelDisaggregation.between(before, after, concurrency=8)
+    seen = LevelDisaggregation.between(before, after, load=C8)
     assert (seen.disaggregated, seen.local, seen.external_kv_tokens) == (40, 0, 9000)
 
 
@@ -174,7 +178,7 @@ def test_snapshots_are_taken_in_each_quiet_window_through_the_api_server(spec: D
     assert sorted(snapshots.taken) == [0, 1, 2] and snapshots.errors == []
     assert ("hyperpod-inference-system", "dpd-test-default-router-6d5f-abc:8080", "metrics") in core.proxied
     assert ("default", "decode-dpd-test-7c9-xyz:8000", "metrics") in core.proxied
-    assert snapshots.levels(LEVELS) == _levels(healthy_run)
+    assert snapshots.levels(LOADS) == _levels(healthy_run)
 
 
 def test_unreadable_counters_leave_the_level_unmeasured() -> None:
@@ -184,7 +188,7 @@ def test_unreadable_counters_leave_the_level_unmeasured() -> None:
     snapshots = LevelSnapshots(read=fail)
     snapshots.observe("### hyperpod-dpd-bench quiet=0\n")
     assert snapshots.taken == {} and "forbidden" in snapshots.errors[0]
-    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [8], snapshots.levels([8]))] == [
+    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [C8], snapshots.levels([C8]))] == [
         Trust.ROUTING_UNKNOWN]
 
 
@@ -232,6 +236,6 @@ def test_a_router_that_logged_nothing_counts_nothing(spec: DpdSpec, fakes: Modul
     """No counters and no routing lines: zero, so the level is reported as unrouted, never as disaggregated."""
     kube, _ = _kube(fakes, None, router_log="[INFO] started\n")
     before = read_counters(kube, MetricsSources.for_spec(spec))
-    level = LevelDisaggregation.between(before, before, concurrency=8)
+    level = LevelDisaggregation.between(before, before, load=C8)
     assert level.routed == 0 and level.fraction is None
-    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [8], {8: level})] != []
+    assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [C8], {C8: level})] != []

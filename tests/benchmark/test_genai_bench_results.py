@@ -9,9 +9,10 @@ import pytest
 
 from hyperpod_dpd.benchmark import BenchmarkResults, ResultsError, Scenario, Trust, trust_warnings
 from hyperpod_dpd.benchmark.results import RUN_FILE, collect, parse_run, read_directory
+from hyperpod_dpd.load import Load
 
-LEVELS = (2, 4)
-SCENARIO = Scenario(isl=64, osl=16, concurrency=LEVELS, requests=8, max_seconds=60)
+LEVELS = tuple(Load(concurrency=level) for level in (2, 4))
+SCENARIO = Scenario(isl=64, osl=16, concurrency=(2, 4), requests=8, max_seconds=60)
 
 
 def codes(results: BenchmarkResults) -> set[Trust]:
@@ -21,7 +22,7 @@ def codes(results: BenchmarkResults) -> set[Trust]:
 def test_a_healthy_run_is_read_per_level_and_trusted(healthy_run: Any) -> None:
     assert healthy_run.returncode == 0, healthy_run.stderr
     results = read_directory(healthy_run.folder, expected=LEVELS)
-    assert [level.concurrency for level in results.levels] == [2, 4]
+    assert [level.load.concurrency for level in results.levels] == [2, 4]
     assert results.missing == ()
     for level in results.levels:
         assert level.scenario == "D(64,16)"
@@ -59,11 +60,11 @@ def test_a_run_where_every_request_fails_is_reported_not_crashed(failing_run: An
     assert any(name.startswith("debug_for_run_") for name in names)
     results = read_directory(failing_run.folder, expected=LEVELS)
     (first,) = results.levels
-    assert first.concurrency == 2 and first.completed == 0 and first.failed > 0
+    assert first.load == Load(concurrency=2) and first.completed == 0 and first.failed > 0
     assert first.error_codes.keys() == {"404"} and first.error_rate == 1.0
     assert first.ttft.p50 is None and first.output_tokens_per_s == 0.0
-    assert results.missing == (4,)  # genai-bench stops after the failed level
-    assert read_directory(failing_run.folder).missing == (4,)  # the planned levels, from its metadata file
+    assert results.missing == (Load(concurrency=4),)  # genai-bench stops after the failed level
+    assert read_directory(failing_run.folder).missing == (Load(concurrency=4),)  # the planned levels, from its metadata file
     assert codes(results) == {Trust.LEVEL_FAILED, Trust.LEVEL_NOT_RUN}
 
 
@@ -126,5 +127,5 @@ def test_other_files_are_ignored_and_levels_sorted() -> None:
     level = json.dumps(_one_level())
     bigger = json.dumps(_one_level(num_concurrency=8))
     results = collect({"experiment_metadata.json": "{}", "D64_16_text-to-text_num_concurrency_8_time_3s.json": bigger,
-                       "D64_16_text-to-text_num_concurrency_2_time_1s.json": level}, expected=(2, 8, 16))
-    assert [lv.concurrency for lv in results.levels] == [2, 8] and results.missing == (16,)
+                       "D64_16_text-to-text_num_concurrency_2_time_1s.json": level}, expected=tuple(Load(concurrency=c) for c in (2, 8, 16)))
+    assert [lv.load.concurrency for lv in results.levels] == [2, 8] and results.missing == (Load(concurrency=16),)

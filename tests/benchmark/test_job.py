@@ -86,7 +86,7 @@ def test_genai_bench_runs_the_blog_scenario_against_the_router(spec: DpdSpec) ->
     assert flag("--warmup-ratio") == ["0.1"] and {"name": "ENABLE_UI", "value": "false"} in bench["env"]
     assert flag("--api-model-name") == ["/opt/ml/model"] and flag("--model-tokenizer") == ["/tokenizer"]
     assert bench["image"] == DEFAULT_IMAGE
-    assert {"name": "GENAI_BENCH_VERSION", "value": "0.0.5"} in bench["env"]
+    assert {"name": "CLIENT_VERSION", "value": "0.0.5"} in bench["env"]
     assert {"name": "HF_HUB_OFFLINE", "value": "1"} in bench["env"]
 
 

@@ -9,13 +9,14 @@ from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregati
 from hyperpod_dpd.benchmark.overhead import BOUND_S, client_overhead, overhead_bound, overhead_warnings
 from hyperpod_dpd.benchmark.results import parse_run, read_directory
 from hyperpod_dpd.benchmark.trust import Trust
+from hyperpod_dpd.load import Load
 
-LEVELS = (2, 4)
+LEVELS = tuple(Load(concurrency=level) for level in (2, 4))
 
 
-def _routing(run: Any) -> dict[int, LevelDisaggregation]:
+def _routing(run: Any) -> dict[Load, LevelDisaggregation]:
     snapshots = [DpdCounters.parse([router], [decoder]) for _, (router, decoder) in sorted(run.metrics.items())]
-    return {level: LevelDisaggregation.between(snapshots[i], snapshots[i + 1], concurrency=level)
+    return {level: LevelDisaggregation.between(snapshots[i], snapshots[i + 1], load=level)
             for i, level in enumerate(LEVELS)}
 
 
@@ -27,12 +28,12 @@ def test_the_client_overhead_is_measured_and_bounded_at_each_level(healthy_run: 
     results = read_directory(healthy_run.folder)
     routing = _routing(healthy_run)
     for level in results.levels:
-        seen = routing[level.concurrency]
+        seen = routing[level.load]
         assert seen.router_ttft_mean_s is not None and 0.019 < seen.router_ttft_mean_s < 0.05
         overhead = client_overhead(level, seen)
         assert overhead is not None and level.client_ttft_mean is not None
         assert overhead == level.client_ttft_mean - seen.router_ttft_mean_s
-        assert 0 < overhead < BOUND_S, f"concurrency {level.concurrency}: {overhead * 1e3:.1f} ms"
+        assert 0 < overhead < BOUND_S, f"{level.load.describe()}: {overhead * 1e3:.1f} ms"
     assert overhead_warnings(results.levels, routing) == []
 
 
@@ -42,9 +43,9 @@ def test_an_overhead_above_the_bound_is_flagged(healthy_run: Any) -> None:
     level = results.levels[0]
     assert level.client_ttft_mean is not None
     server = level.client_ttft_mean - 0.1
-    seen = LevelDisaggregation(concurrency=level.concurrency, disaggregated=10, local=0, fallback=0,
+    seen = LevelDisaggregation(load=level.load, disaggregated=10, local=0, fallback=0,
                                external_kv_tokens=500, router_ttft_mean_s=server)
-    (warning,) = overhead_warnings([level], {level.concurrency: seen})
+    (warning,) = overhead_warnings([level], {level.load: seen})
     assert warning.code is Trust.CLIENT_OVERHEAD and "100 ms above the router's own" in warning.message
     assert overhead_bound(2.0) == 0.2 and overhead_bound(0.1) == BOUND_S
 

@@ -110,6 +110,9 @@ def parse_bench(document: Any, *, where: str) -> Bench:
     if not isinstance(run, Mapping):
         raise UserFacingError(f"--calibrate: {where} has no runs.{DPD_RUN}; give the output of 'hyperpod-dpd bench "
                               "--json' for the DPD endpoint")
+    if any(isinstance(level, Mapping) and "request_rate" in level for level in run.get("levels") or []):
+        raise UserFacingError(f"--calibrate: {where} holds open-loop levels (bench --request-rate); the fit needs "
+                              "closed-loop ones: give 'hyperpod-dpd bench --json' run with --concurrency")
     try:
         scenario = run["scenario"]
         levels = tuple(

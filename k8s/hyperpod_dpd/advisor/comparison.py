@@ -7,12 +7,13 @@ from dataclasses import dataclass, field, replace
 
 from hyperpod_dpd.advisor import estimates
 from hyperpod_dpd.advisor.engine import engine_settings
-from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout, Load
+from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout
 from hyperpod_dpd.advisor.prices import node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import Sla, Traffic
 from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.load import Load
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.spec import DpdSpec

@@ -31,6 +31,7 @@ from hyperpod_dpd.advisor.systems import Target
 from hyperpod_dpd.architecture import ModelArchitecture
 from hyperpod_dpd.cli._common import UserFacingError
 from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.load import Load
 
 DATABASE_MODE = "SILICON"
 EXTRA = "advisor"
@@ -218,17 +219,6 @@ def _aic_call(target: Target, tp: int, **options: Any) -> Any:
 def _step_times(target: Target, tp: int, engine: EngineSettings, isl: int, osl: int) -> StepTimes:
     """One set of step times per layout and request shape, shared by every estimator of the process."""
     return StepTimes(target, tp=tp, engine=engine, isl=isl, osl=osl, run=functools.partial(_aic_call, target, tp))
-
-
-@dataclass(frozen=True, kw_only=True)
-class Load:
-    """One load point: ``concurrency`` clients in a closed loop, or ``rate`` Poisson arrivals per second."""
-
-    concurrency: int | None = None
-    rate: float | None = None
-
-    def describe(self) -> str:
-        return f"concurrency {self.concurrency}" if self.concurrency is not None else f"{self.rate:g} requests/s"
 
 
 class Estimator:

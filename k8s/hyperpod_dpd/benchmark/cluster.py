@@ -24,8 +24,9 @@ MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} "
                   r"(?:file=(?P<file>\S+)|(?P<log>log)|exit=(?P<exit>\d+)|(?P<end>end))\s*$")
 TAIL_LINES = 30
 EXIT_MEANINGS = {96: "the upload to S3 failed (check the role may write the results prefix, or pass --no-upload)",
-                 97: "pip could not install genai-bench (the pod needs PyPI egress, or use a genai-bench image)",
-                 98: "genai-bench never ran"}
+                 97: "pip could not install the benchmark client (the pod needs PyPI egress or --pip-index-url, or "
+                     "pass an --image that has it)",
+                 98: "the benchmark client never ran"}
 
 
 class BatchApi(Protocol):
@@ -134,7 +135,7 @@ class BenchmarkKube(KubeApi):
 
 @dataclass(frozen=True)
 class JobLog:
-    """What the publish container printed: the result files, genai-bench's exit code and its log tail."""
+    """What the publish container printed: the result files, the client's exit code and its log tail."""
 
     files: Mapping[str, str] = field(default_factory=dict)
     exit_code: int | None = None
@@ -205,7 +206,7 @@ def unschedulable_reason(pod: JsonDict) -> str | None:
 
 
 def pod_progress(pod: JsonDict) -> str:
-    """``fetching the tokenizer``, ``genai-bench running``, ``publishing`` or why the pod is stuck."""
+    """``fetching the tokenizer``, ``benchmark running``, ``publishing`` or why the pod is stuck."""
     status = pod.get("status") or {}
     unschedulable = unschedulable_reason(pod)
     if unschedulable is not None:
@@ -213,7 +214,7 @@ def pod_progress(pod: JsonDict) -> str:
     stuck = stuck_reason(pod)
     if stuck is not None:
         return stuck
-    steps = {FETCH_CONTAINER: "fetching the tokenizer from S3", BENCHMARK_CONTAINER: "genai-bench running"}
+    steps = {FETCH_CONTAINER: "fetching the tokenizer from S3", BENCHMARK_CONTAINER: "benchmark running"}
     for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
         state = container.get("state") or {}
         if "running" in state:

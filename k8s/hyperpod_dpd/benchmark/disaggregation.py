@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from hyperpod_dpd.benchmark.job import RESULTS_MARK
 from hyperpod_dpd.benchmark.route import RoutePath
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
+from hyperpod_dpd.load import Load
 from hyperpod_dpd.operator_names import (
     OPERATOR_NAMESPACE,
     ROLE_LABEL,
@@ -79,7 +80,7 @@ class DpdCounters:
 class LevelDisaggregation:
     """What the router and decoder counted while one level ran (the difference of two snapshots)."""
 
-    concurrency: int
+    load: Load
     disaggregated: int
     local: int
     fallback: int
@@ -87,14 +88,14 @@ class LevelDisaggregation:
     router_ttft_mean_s: float | None = None
 
     @classmethod
-    def between(cls, before: DpdCounters, after: DpdCounters, *, concurrency: int) -> LevelDisaggregation:
+    def between(cls, before: DpdCounters, after: DpdCounters, *, load: Load) -> LevelDisaggregation:
         """A counter that went down (a pod restarted) counts from zero, as Prometheus' ``increase`` does."""
         def grew(name: str) -> float:
             old, new = float(getattr(before, name)), float(getattr(after, name))
             return new - old if new >= old else new
 
         count = grew("ttft_count")
-        return cls(concurrency=concurrency, disaggregated=round(grew("disaggregated")), local=round(grew("local")),
+        return cls(load=load, disaggregated=round(grew("disaggregated")), local=round(grew("local")),
                    fallback=round(grew("fallback")), external_kv_tokens=round(grew("external_kv_tokens")),
                    router_ttft_mean_s=grew("ttft_seconds") / count if count else None)
 
@@ -108,39 +109,39 @@ class LevelDisaggregation:
         return self.disaggregated / self.routed if self.routed else None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "disaggregated": self.disaggregated, "local": self.local,
+        return {**self.load.as_dict(), "disaggregated": self.disaggregated, "local": self.local,
                 "fallback": self.fallback, "fraction": self.fraction, "external_kv_tokens": self.external_kv_tokens,
                 "router_ttft_mean_s": self.router_ttft_mean_s}
 
 
-def disaggregation_warnings(path: RoutePath, levels: Sequence[int],
-                            measured: Mapping[int, LevelDisaggregation]) -> list[TrustWarning]:
+def disaggregation_warnings(path: RoutePath, levels: Sequence[Load],
+                            measured: Mapping[Load, LevelDisaggregation]) -> list[TrustWarning]:
     """A DPD level below :data:`MIN_FRACTION`, with no KV received, or not measured; a direct one that was not."""
     found: list[TrustWarning] = []
     for level in levels:
         seen = measured.get(level)
         if seen is None:
-            found.append(TrustWarning(code=Trust.ROUTING_UNKNOWN, concurrency=level, message=(
+            found.append(TrustWarning(code=Trust.ROUTING_UNKNOWN, load=level, message=(
                 "the router's and decoder's counters could not be read before and after this level, so nothing "
                 "shows which path the requests took (bench needs get on pods/proxy in hyperpod-inference-system "
                 "and the endpoint's namespace)")))
             continue
         fraction = seen.fraction
         if fraction is None:
-            found.append(TrustWarning(code=Trust.ROUTING_UNKNOWN, concurrency=level, message=(
+            found.append(TrustWarning(code=Trust.ROUTING_UNKNOWN, load=level, message=(
                 "the router counted no requests during this level (are its dpd_routing_* metrics served?)")))
         elif path is RoutePath.DPD and fraction < MIN_FRACTION:
-            found.append(TrustWarning(code=Trust.NOT_DISAGGREGATED, concurrency=level, message=(
+            found.append(TrustWarning(code=Trust.NOT_DISAGGREGATED, load=level, message=(
                 f"the router disaggregated {seen.disaggregated} of {seen.routed} requests ({fraction:.0%}, below "
                 f"{MIN_FRACTION:.0%}; {seen.local} went straight to the decoder, {seen.fallback} fell back): these "
                 "numbers are not DPD's. Check the deployed routingThreshold against --isl")))
         elif path is RoutePath.DPD and seen.disaggregated and seen.external_kv_tokens == 0:
-            found.append(TrustWarning(code=Trust.NO_KV_TRANSFER, concurrency=level, message=(
+            found.append(TrustWarning(code=Trust.NO_KV_TRANSFER, load=level, message=(
                 f"the router disaggregated {seen.disaggregated} requests but the decoder received no KV tokens from "
                 "the prefiller: it recomputed every prompt (see 'Retrieved 0 out of N' in its log; check "
                 "PYTHONHASHSEED and the KV connector)")))
         elif path is RoutePath.DIRECT and fraction > 1 - MIN_FRACTION:
-            found.append(TrustWarning(code=Trust.NOT_DIRECT, concurrency=level, message=(
+            found.append(TrustWarning(code=Trust.NOT_DIRECT, load=level, message=(
                 f"--path direct, but the router disaggregated {seen.disaggregated} of {seen.routed} requests "
                 f"({fraction:.0%}): these numbers are not the decoder's alone")))
     return found
@@ -224,7 +225,7 @@ def _router_counters(kube: MetricsKube, sources: MetricsSources, pod: JsonDict) 
     return f"{text}\n{DISAGGREGATED} {disaggregated}\n{LOCAL} {local}\n"
 
 
-QUIET_MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} (?:quiet=(?P<quiet>\d+)|level=(?P<level>\d+))\s*$", re.M)
+QUIET_MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} (?:quiet=(?P<quiet>\d+)|level=(?P<level>\S+))\s*$", re.M)
 
 
 @dataclass
@@ -252,11 +253,11 @@ class LevelSnapshots:
         except KubeError as err:
             self.errors.append(str(err))
 
-    def levels(self, concurrency: Sequence[int]) -> dict[int, LevelDisaggregation]:
+    def levels(self, loads: Sequence[Load]) -> dict[Load, LevelDisaggregation]:
         """Level i (in run order) is window i-1 to window i."""
         found = {}
-        for done, level in enumerate(concurrency, start=1):
+        for done, level in enumerate(loads, start=1):
             before, after = self.taken.get(done - 1), self.taken.get(done)
             if before is not None and after is not None:
-                found[level] = LevelDisaggregation.between(before, after, concurrency=level)
+                found[level] = LevelDisaggregation.between(before, after, load=level)
         return found

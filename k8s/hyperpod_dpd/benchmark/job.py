@@ -1,30 +1,31 @@
 """The benchmark Job and its ServiceAccount, as a cdk8s-plus chart.
 
 One pod, in order: ``fetch-tokenizer`` (aws-cli) copies the tokenizer files from S3, so no Hugging
-Face access is needed; ``benchmark`` runs genai-bench against the router once per concurrency level
-and always exits 0, writing genai-bench's exit code next to the results. Before the first level and
-after each one it prints a ``quiet=<levels done>`` marker and sends nothing for ``quiet_seconds``,
-so ``bench``, polling its log, can snapshot the router's and decoder's counters between levels;
-``publish`` prints every result file between markers (so ``bench`` reads them from the pod's log),
-uploads them to S3 when asked, and exits with genai-bench's code, so the Job fails when genai-bench
-did. ``backoffLimit: 0`` (a retried benchmark measures a different run), a deadline sized from the
-scenario, a TTL, non-root with a read-only root filesystem, resources requested, and never a
-HyperPod GPU node; any other node unless a selector is given (an existing cluster's nodes carry
-none of the stack's labels).
+Face access is needed; ``benchmark`` runs the scenario's client against the router once per level
+(genai-bench per concurrency level, aiperf per request rate) and always exits 0, writing the client's
+exit code next to the results. Before the first level and after each one it prints a ``quiet=<levels
+done>`` marker and sends nothing for ``quiet_seconds``, so ``bench``, polling its log, can snapshot
+the router's and decoder's counters between levels; ``publish`` prints every result file between
+markers (so ``bench`` can read them from the pod's log), uploads them to S3 when asked, and exits
+with the client's code, so the Job fails when the client did. ``backoffLimit: 0`` (a retried
+benchmark measures a different run), a deadline sized from the scenario, a TTL, non-root with a
+read-only root filesystem, resources requested, and never a HyperPod GPU node; any other node
+unless a selector is given (an existing cluster's nodes carry none of the stack's labels).
 
 The default image is ``public.ecr.aws/docker/library/python`` (Docker's official image mirrored on
 ECR Public: pullable without credentials or Docker Hub rate limits), into which the container
-pip-installs genai-bench and every dependency at the exact versions and sha256 hashes of the lock
-shipped in ``hyperpod_dpd/data/genai_bench_lock.json`` (the set the test suite runs;
-``scripts/genai_bench_lock.py`` writes it), wheels only, so each run uses the same client; it needs
-PyPI egress or ``pip_index_url``, a mirror serving the same files. genai-bench publishes
-``ghcr.io/moirai-internal/genai-bench:<version>``, whose public availability could not be verified:
-pass it as ``image`` and the container runs the genai-bench it finds instead of installing one.
+pip-installs the client and every dependency at the exact versions and sha256 hashes of the lock
+shipped in ``hyperpod_dpd/data/<client>_lock.json`` (the set the test suite runs;
+``scripts/client_lock.py`` writes it), wheels only, so each run uses the same client; it needs
+PyPI egress or ``pip_index_url``, a mirror serving the same files. Pass an image that has the client
+on its PATH as ``image`` and the container runs it instead of installing one (genai-bench publishes
+``ghcr.io/moirai-internal/genai-bench:<version>``, whose public availability could not be verified).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -35,7 +36,9 @@ import cdk8s
 from constructs import Construct
 
 from hyperpod_dpd.benchmark._plus import kplus
-from hyperpod_dpd.benchmark.results import PLAN_FILE
+from hyperpod_dpd.benchmark.aiperf_results import FILE_PREFIX
+from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.results import PLAN_FILE, plan_document
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.errors import Problem, raise_if_any
@@ -43,6 +46,7 @@ from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.validation.rules import DNS_LABEL
 
 GENAI_BENCH_VERSION = "0.0.5"
+AIPERF_VERSION = "0.13.0"
 DEFAULT_IMAGE = "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
 DEFAULT_AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
 DEFAULT_SERVICE_ACCOUNT = "hyperpod-dpd-bench"
@@ -66,8 +70,9 @@ class JobOptions:
     """How the benchmark pod runs.
 
     :param run_id: names the Job and the results folder (lower-case letters, digits, '-').
-    :param image: runs genai-bench (pip-installed when absent). :default: python 3.11 slim from ECR Public
+    :param image: runs the client (pip-installed when absent). :default: python 3.11 slim from ECR Public
     :param genai_bench_version: another version is installed unpinned (no lock). :default: 0.0.5, from the lock
+    :param aiperf_version: the open-loop client; another version is installed unpinned. :default: 0.13.0, locked
     :param pip_index_url: the index the pod installs from. :default: - PyPI
     :param aws_cli_image: copies the tokenizer and the results. :default: aws-cli 2.27.0 from ECR Public
     :param service_account: :default: hyperpod-dpd-bench
@@ -82,6 +87,7 @@ class JobOptions:
     run_id: str
     image: str = DEFAULT_IMAGE
     genai_bench_version: str = GENAI_BENCH_VERSION
+    aiperf_version: str = AIPERF_VERSION
     pip_index_url: str | None = None
     aws_cli_image: str = DEFAULT_AWS_CLI_IMAGE
     service_account: str = DEFAULT_SERVICE_ACCOUNT
@@ -105,7 +111,7 @@ def job_name(target: BenchmarkTarget, options: JobOptions) -> str:
 def deadline_seconds(scenario: Scenario, quiet_seconds: int = QUIET_SECONDS) -> int:
     """Setup, every level at its time bound and the quiet windows: past it the Job is stopped, not left
     loading the endpoint."""
-    levels = len(scenario.concurrency)
+    levels = len(scenario.loads)
     return SETUP_SECONDS + levels * (scenario.max_seconds + LEVEL_SLACK_SECONDS) + (levels + 1) * quiet_seconds
 
 
@@ -125,33 +131,60 @@ def option_problems(target: BenchmarkTarget, options: JobOptions) -> list[Proble
     return problems
 
 
+LOCK_FILES = {Client.GENAI_BENCH: "genai_bench_lock.json", Client.AIPERF: "aiperf_lock.json"}
+CLIENT_LOGS = {Client.GENAI_BENCH: "/results/logs/genai_bench.log", Client.AIPERF: "/results/logs/aiperf.log"}
+
+
 @cache
-def genai_bench_lock() -> tuple[str, tuple[str, ...]]:
-    """The locked genai-bench version and one ``name==version --hash=sha256:...`` line per wheel."""
-    data = json.loads(resources.files("hyperpod_dpd.data").joinpath("genai_bench_lock.json").read_text(
-        encoding="utf-8"))
+def client_lock(client: Client = Client.GENAI_BENCH) -> tuple[str, tuple[str, ...]]:
+    """The client's locked version and one ``name==version --hash=sha256:...`` line per wheel."""
+    data = json.loads(resources.files("hyperpod_dpd.data").joinpath(LOCK_FILES[client]).read_text(encoding="utf-8"))
     wheels = data["wheels"]
-    version = next(w["version"] for w in wheels if w["name"] == "genai-bench")
+    version = next(w["version"] for w in wheels if w["name"] == client.value)
     return version, tuple(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}" for w in wheels)
 
 
-def _benchmark_script() -> str:
+def _install_script(client: Client) -> str:
+    """Install the client unless the image has it: the lock with hashes required, else the version unpinned."""
+    lock = f"/tmp/{client.value}.lock"
     install = ('pip install --quiet --no-cache-dir --target /tmp/pkgs --require-hashes --no-deps '
-               '--only-binary=:all: -r /tmp/genai-bench.lock')
+               f'--only-binary=:all: -r {lock}')
     return (
-        "set -u\n"
-        "if ! command -v genai-bench >/dev/null 2>&1; then\n"
-        '  if [ -n "$GENAI_BENCH_LOCK" ]; then\n'
-        '    echo "installing the locked genai-bench==$GENAI_BENCH_VERSION"\n'
-        '    printf "%s\\n" "$GENAI_BENCH_LOCK" > /tmp/genai-bench.lock\n'
+        f"if ! command -v {client.value} >/dev/null 2>&1; then\n"
+        '  if [ -n "$CLIENT_LOCK" ]; then\n'
+        f'    echo "installing the locked {client.value}==$CLIENT_VERSION"\n'
+        f'    printf "%s\\n" "$CLIENT_LOCK" > {lock}\n'
         f"    {install} || {{ echo 97 > /results/exit-code; exit 0; }}\n"
         "  else\n"
-        '    echo "installing genai-bench==$GENAI_BENCH_VERSION (not locked)"\n'
-        '    pip install --quiet --no-cache-dir --target /tmp/pkgs "genai-bench==$GENAI_BENCH_VERSION" || '
+        f'    echo "installing {client.value}==$CLIENT_VERSION (not locked)"\n'
+        f'    pip install --quiet --no-cache-dir --target /tmp/pkgs "{client.value}==$CLIENT_VERSION" || '
         "{ echo 97 > /results/exit-code; exit 0; }\n"
         "  fi\n"
         '  export PYTHONPATH=/tmp/pkgs PATH="/tmp/pkgs/bin:$PATH"\n'
-        "fi\n"
+        "fi\n")
+
+
+def _run_level(client: Client) -> str:
+    """One level of the pod's loop: ``$plan`` is one item of :meth:`Scenario.level_plan`."""
+    if client is Client.GENAI_BENCH:
+        return ('  genai-bench "$@" --num-concurrency "$level" --spawn-rate "${plan##*:}"\n'
+                "  code=$?\n")
+    # aiperf writes its artifacts per run; keep the summary and the per-request records under names
+    # that carry the rate, and its log for the publish step.
+    stem = FILE_PREFIX  # + the rate as the plan prints it (%g), which aiperf_results.file_stem matches
+    return ('  rest="${plan#*:}"; out="/results/aiperf/$level"\n'
+            '  aiperf "$@" --request-rate "$level" --request-count "${rest%%:*}" '
+            '--warmup-request-count "${rest##*:}" --artifact-dir "$out"\n'
+            "  code=$?\n"
+            f'  cp "$out/profile_export_aiperf.json" "/results/$RUN_ID/{stem}$level.json" 2>/dev/null\n'
+            f'  cp "$out/profile_export.jsonl" "/results/$RUN_ID/{stem}$level.jsonl" 2>/dev/null\n'
+            '  mkdir -p /results/logs; cat "$out/logs/aiperf.log" >> /results/logs/aiperf.log 2>/dev/null\n')
+
+
+def _benchmark_script(client: Client) -> str:
+    return (
+        "set -u\n"
+        f"{_install_script(client)}"
         "code=0 done=0\n"
         'mkdir -p "/results/$RUN_ID"\n'
         f"printf '%s' \"$LEVELS_JSON\" > \"/results/$RUN_ID/{PLAN_FILE}\"\n"
@@ -159,29 +192,29 @@ def _benchmark_script() -> str:
         "for plan in $LEVELS; do\n"
         '  level="${plan%%:*}"\n'
         f'  echo "{RESULTS_MARK} level=$level"\n'
-        '  genai-bench "$@" --num-concurrency "$level" --spawn-rate "${plan##*:}"\n'
-        "  code=$?; done=$((done + 1))\n"
+        f"{_run_level(client)}"
+        "  done=$((done + 1))\n"
         f'  echo "{RESULTS_MARK} quiet=$done"; sleep "$QUIET_SECONDS"\n'
-        '  [ "$code" = 0 ] || break  # genai-bench stops after a level where every request failed\n'
+        '  [ "$code" = 0 ] || break  # the client failed the level (genai-bench: every request failed)\n'
         "done\n"
         "echo $code > /results/exit-code\n")
 
 
-def _publish_script(results: S3Location | None, endpoint: str) -> str:
+def _publish_script(results: S3Location | None, endpoint: str, client: Client) -> str:
     upload = ""
     if results is not None:
         upload = (f'aws s3 cp "$dir/" "{results.uri}{endpoint}/$RUN_ID/" --recursive --only-show-errors '
-                  '--exclude "*" --include "*.json" --include "*.xlsx" || code=96\n')
+                  '--exclude "*" --include "*.json" --include "*.jsonl" --include "*.xlsx" || code=96\n')
     return (
         "set -u\n"
         'dir="/results/$RUN_ID"\n'
-        'for f in "$dir"/*.json; do\n'
+        'for f in "$dir"/*.json "$dir"/*.jsonl; do\n'
         '  [ -e "$f" ] || continue\n'
         f'  echo "{RESULTS_MARK} file=${{f##*/}}"; cat "$f"; echo; echo "{RESULTS_MARK} end"\n'
         "done\n"
         "code=$(cat /results/exit-code 2>/dev/null || echo 98)\n"
         'if [ "$code" != 0 ]; then\n'
-        f'  echo "{RESULTS_MARK} log"; tail -n 40 /results/logs/genai_bench.log 2>/dev/null; '
+        f'  echo "{RESULTS_MARK} log"; tail -n 40 {CLIENT_LOGS[client]} 2>/dev/null; '
         f'echo "{RESULTS_MARK} end"\n'
         "fi\n"
         f"{upload}"
@@ -189,9 +222,9 @@ def _publish_script(results: S3Location | None, endpoint: str) -> str:
         'exit "$code"\n')
 
 
-def _lock_text(version: str) -> str:
+def _lock_text(client: Client, version: str) -> str:
     """The lock's lines when it is for ``version``; '' (an unpinned install) for any other version."""
-    locked, lines = genai_bench_lock()
+    locked, lines = client_lock(client)
     return "\n".join(lines) if version == locked else ""
 
 
@@ -201,6 +234,29 @@ def genai_bench_args(target: BenchmarkTarget, scenario: Scenario, options: JobOp
             *scenario.genai_bench_args(), "--server-engine", "vLLM",
             "--experiment-base-dir", "/results", "--experiment-folder-name", options.run_id,
             "--log-dir", "/results/logs"]
+
+
+def aiperf_args(target: BenchmarkTarget, scenario: Scenario, options: JobOptions) -> list[str]:
+    """``aiperf profile`` against the router's streaming chat endpoint. ``max_tokens`` rather than
+    ``max_completion_tokens`` (``--use-legacy-max-tokens``), as genai-bench sends it: the router caps
+    the prefill request's length, and vLLM prefers ``max_completion_tokens`` when both are set. No
+    readiness probe (its canned short request would be counted by the router as a direct one), no UI,
+    per-request records (for goodput and the client's mean TTFT), and workers that fit the pod's CPU."""
+    return ["profile", "--model", target.served_model, "--url", target.api_base, "--endpoint-type", "chat",
+            "--streaming", "--use-legacy-max-tokens", "--tokenizer", "/tokenizer", *scenario.aiperf_args(),
+            "--wait-for-model-timeout", "0", "--ui-type", "none", "--export-level", "records", "--no-auto-plot",
+            "--workers-max", str(max(1, math.ceil(2 * options.cpu) - 1))]
+
+
+def client_args(target: BenchmarkTarget, scenario: Scenario, options: JobOptions) -> list[str]:
+    """The benchmark container's arguments: the scenario's client, against ``target``."""
+    if scenario.client is Client.AIPERF:
+        return aiperf_args(target, scenario, options)
+    return genai_bench_args(target, scenario, options)
+
+
+def client_version(scenario: Scenario, options: JobOptions) -> str:
+    return options.aiperf_version if scenario.client is Client.AIPERF else options.genai_bench_version
 
 
 class BenchmarkJobChart(cdk8s.Chart):
@@ -241,13 +297,14 @@ class BenchmarkJobChart(cdk8s.Chart):
             env={**home, **region}, mounts={"/tokenizer": volumes["tokenizer"], "/tmp": volumes["tmp"]}))
         self.job.add_init_container(**self._container(
             name=BENCHMARK_CONTAINER, image=options.image, cpu=options.cpu, memory_gib=options.memory_gib,
-            command=["sh", "-c", _benchmark_script(), "genai-bench"],
-            args=genai_bench_args(target, scenario, options),
-            env={**home, "GENAI_BENCH_VERSION": kplus.EnvValue.from_value(options.genai_bench_version),
+            command=["sh", "-c", _benchmark_script(scenario.client), scenario.client.value],
+            args=client_args(target, scenario, options),
+            env={**home, "CLIENT_VERSION": kplus.EnvValue.from_value(client_version(scenario, options)),
                  "LEVELS": kplus.EnvValue.from_value(scenario.level_plan()),
-                 "LEVELS_JSON": kplus.EnvValue.from_value(json.dumps({"num_concurrency": list(scenario.concurrency)})),
+                 "LEVELS_JSON": kplus.EnvValue.from_value(json.dumps(plan_document(scenario.loads))),
                  "RUN_ID": kplus.EnvValue.from_value(options.run_id),
-                 "GENAI_BENCH_LOCK": kplus.EnvValue.from_value(_lock_text(options.genai_bench_version)),
+                 "CLIENT_LOCK": kplus.EnvValue.from_value(_lock_text(scenario.client,
+                                                                     client_version(scenario, options))),
                  **({"PIP_INDEX_URL": kplus.EnvValue.from_value(options.pip_index_url)} if options.pip_index_url
                     else {}),
                  "QUIET_SECONDS": kplus.EnvValue.from_value(str(options.quiet_seconds)),
@@ -258,7 +315,7 @@ class BenchmarkJobChart(cdk8s.Chart):
             mounts={"/tokenizer": volumes["tokenizer"], "/results": volumes["results"], "/tmp": volumes["tmp"]}))
         self.job.add_container(**self._container(
             name=PUBLISH_CONTAINER, image=options.aws_cli_image, cpu=0.25, memory_gib=0.25,
-            command=["sh", "-c", _publish_script(options.results, target.name)], args=[],
+            command=["sh", "-c", _publish_script(options.results, target.name, scenario.client)], args=[],
             env={**home, **region, "RUN_ID": kplus.EnvValue.from_value(options.run_id)},
             mounts={"/results": volumes["results"], "/tmp": volumes["tmp"]}))
         if options.node_selector:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
 from hyperpod_dpd.benchmark.results import LevelResult
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
+from hyperpod_dpd.load import Load
 
 BOUND_S = 0.05  # 50 ms of client and network time per request
 BOUND_RATIO = 0.10  # or a tenth of the server's TTFT, whichever is larger
@@ -32,17 +33,17 @@ def overhead_bound(router_ttft_s: float) -> float:
     return max(BOUND_S, BOUND_RATIO * router_ttft_s)
 
 
-def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[int, LevelDisaggregation]) -> list[TrustWarning]:
+def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[Load, LevelDisaggregation]) -> list[TrustWarning]:
     found = []
     for level in levels:
-        seen = routing.get(level.concurrency)
+        seen = routing.get(level.load)
         overhead = client_overhead(level, seen)
         if overhead is None or seen is None or seen.router_ttft_mean_s is None:
             continue
         bound = overhead_bound(seen.router_ttft_mean_s)
         if overhead > bound:
-            found.append(TrustWarning(code=Trust.CLIENT_OVERHEAD, concurrency=level.concurrency, message=(
+            found.append(TrustWarning(code=Trust.CLIENT_OVERHEAD, load=level.load, message=(
                 f"the client's mean TTFT is {overhead * 1e3:.0f} ms above the router's own "
                 f"({seen.router_ttft_mean_s * 1e3:.0f} ms), over the {bound * 1e3:.0f} ms bound: TTFT here is partly "
-                "the benchmark pod's (give it more CPU with a larger node, or lower the concurrency)")))
+                "the benchmark pod's (give it more CPU with a larger node, or lower the load)")))
     return found

@@ -16,6 +16,7 @@ from hyperpod_dpd.benchmark.results import BenchmarkResults
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.table import percent
 from hyperpod_dpd.columns import render_columns
+from hyperpod_dpd.load import Load, column_header
 from hyperpod_dpd.spec import DpdSpec
 
 ADVISOR_EXTRA = "advisor"
@@ -39,6 +40,8 @@ class AdvicePoint(Protocol):
     @property
     def concurrency(self) -> int: ...
     @property
+    def request_rate(self) -> float | None: ...
+    @property
     def aggregated(self) -> Predicted: ...
     @property
     def disaggregated(self) -> Predicted: ...
@@ -60,10 +63,28 @@ def predict(spec: DpdSpec, scenario: Scenario, *, baseline_nodes: int = 1) -> Ad
     except ImportError as err:
         raise UserFacingError(f"--compare needs the advisor ({err}): pip install 'hyperpod-dpd[{ADVISOR_EXTRA}]'"
                               ) from None
-    advice: AdviceLike = advise(spec, Traffic(isl=scenario.isl, osl=scenario.osl,
-                                              concurrency=tuple(scenario.concurrency)),
-                                baseline_nodes=baseline_nodes)
-    return advice
+    if not scenario.request_rates:
+        advice: AdviceLike = advise(spec, Traffic(isl=scenario.isl, osl=scenario.osl,
+                                                  concurrency=tuple(scenario.concurrency)),
+                                    baseline_nodes=baseline_nodes)
+        return advice
+    # The advisor predicts one open-loop rate per call (its queueing model is per arrival rate).
+    each = [advise(spec, Traffic(isl=scenario.isl, osl=scenario.osl, request_rate=rate), baseline_nodes=baseline_nodes)
+            for rate in scenario.request_rates]
+    return Advice(points=tuple(point for advice in each for point in advice.points),
+                  assumptions=dict(each[0].assumptions))
+
+
+@dataclass(frozen=True)
+class Advice:
+    """Several of the advisor's answers as one (its points, one assumption set: the same spec and lengths)."""
+
+    points: Sequence[AdvicePoint]
+    assumptions: Mapping[str, Any]
+
+
+def point_load(point: AdvicePoint) -> Load:
+    return Load(rate=point.request_rate) if point.request_rate is not None else Load(concurrency=point.concurrency)
 
 
 METRICS = (("TTFT p50", "ttft_s", "ms"), ("TPOT p50", "tpot_s", "ms"), ("E2E p50", "e2e_s", "s"),
@@ -72,7 +93,7 @@ METRICS = (("TTFT p50", "ttft_s", "ms"), ("TPOT p50", "tpot_s", "ms"), ("E2E p50
 
 @dataclass(frozen=True, kw_only=True)
 class ComparisonRow:
-    concurrency: int
+    load: Load
     layout: str
     metric: str
     unit: str
@@ -84,25 +105,25 @@ class ComparisonRow:
         return change(self.measured, self.predicted)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "layout": self.layout, "metric": self.metric,
+        return {**self.load.as_dict(), "layout": self.layout, "metric": self.metric,
                 "measured": self.measured, "predicted": self.predicted,
                 "difference_percent": self.difference_percent}
 
 
 def compare(measured: BenchmarkResults, advice: AdviceLike, *, layout: str = "disaggregated") -> list[ComparisonRow]:
-    """One row per measured level and metric, against the advice point of the same concurrency."""
+    """One row per measured level and metric, against the advice point of the same load."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
-    points = {point.concurrency: point for point in advice.points}
+    points = {point_load(point): point for point in advice.points}
     rows = []
     for level in measured.levels:
-        point = points.get(level.concurrency)
+        point = points.get(level.load)
         if point is None or not level.completed:
             continue
         predicted = getattr(point, layout)
         values = {"ttft_s": level.ttft.p50, "tpot_s": level.tpot.p50, "e2e_s": level.e2e.p50,
                   "output_tokens_per_s": level.output_tokens_per_s}
-        rows += [ComparisonRow(concurrency=level.concurrency, layout=layout, metric=label, unit=unit,
+        rows += [ComparisonRow(load=level.load, layout=layout, metric=label, unit=unit,
                                measured=values[key], predicted=float(getattr(predicted, key)))
                  for label, key, unit in METRICS]
     return rows
@@ -121,10 +142,11 @@ def _value(value: float | None, unit: str) -> str:
 def render_comparison(rows: Sequence[ComparisonRow], assumptions: Mapping[str, Any] | None = None) -> str:
     if not rows:
         return "measured against predicted: no level to compare (none completed, or the advisor has no such point)"
-    table = [[f"{row.concurrency} {row.layout}", row.metric, _value(row.measured, row.unit),
+    table = [[f"{row.load.cell()} {row.layout}", row.metric, _value(row.measured, row.unit),
               _value(row.predicted, row.unit), percent(row.difference_percent)] for row in rows]
     lines = ["measured against predicted (difference = (measured - predicted) / predicted)",
-             *render_columns(("CONC LAYOUT", "METRIC", "MEASURED", "PREDICTED", "DIFF"), table)]
+             *render_columns((f"{column_header([row.load for row in rows])} LAYOUT", "METRIC", "MEASURED",
+                              "PREDICTED", "DIFF"), table)]
     if assumptions:
         lines += ["", "the prediction assumes:", *(f"  {key}: {value}" for key, value in sorted(assumptions.items()))]
     return "\n".join(lines)

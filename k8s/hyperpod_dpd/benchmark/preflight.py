@@ -48,13 +48,20 @@ def missing_endpoints(kube: KubeApi, targets: Sequence[tuple[str, BenchmarkTarge
 
 
 def api_base_of(files: Mapping[str, str]) -> str | None:
-    """The ``--api-base`` genai-bench recorded in ``experiment_metadata.json`` (its ``cmd``), if any."""
+    """The router the run measured: the ``--api-base`` genai-bench recorded in ``experiment_metadata.json``
+    (its ``cmd``), or the first URL of an aiperf summary's ``input_config``; None when neither says."""
     import json  # noqa: PLC0415
 
+    from hyperpod_dpd.benchmark.aiperf_results import AIPERF_FILE  # noqa: PLC0415
+
     try:
+        for name in sorted(files):
+            if AIPERF_FILE.match(name):
+                urls = ((json.loads(files[name]).get("input_config") or {}).get("endpoint") or {}).get("urls") or []
+                return str(urls[0]) if urls else None
         command = str(json.loads(files.get(METADATA_FILE) or "{}").get("cmd") or "")
         words = shlex.split(command)
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, TypeError):
         return None
     return words[words.index("--api-base") + 1] if "--api-base" in words[:-1] else None
 

@@ -13,9 +13,10 @@ from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.table import milliseconds
 from hyperpod_dpd.benchmark.trust import TrustWarning
 from hyperpod_dpd.columns import render_columns
+from hyperpod_dpd.load import Load, column_header
 
 Slo = tuple[float | None, float | None]  # TTFT and TPOT targets in seconds, from the spec's slo
-HEADERS = ("CONC", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",
+HEADERS = ("TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",
            "FAILED", "ERR")
 ROUTING_HEADERS = ("DISAGG", "KV IN tok", "CLIENT +ms")  # from the router's and the decoder's counters
 GOODPUT_HEADER = "GOOD req/s"
@@ -28,7 +29,7 @@ def _three(p: Percentiles, *, seconds: bool = False) -> str:
 
 
 def level_row(level: LevelResult) -> list[str]:
-    return [str(level.concurrency), _three(level.ttft), _three(level.tpot), _three(level.e2e, seconds=True),
+    return [level.load.cell(), _three(level.ttft), _three(level.tpot), _three(level.e2e, seconds=True),
             f"{level.output_tokens_per_s:,.1f}", str(level.completed), str(level.failed), f"{level.error_rate:.1%}"]
 
 
@@ -48,13 +49,14 @@ def goodput_cell(level: LevelResult, slo: Slo) -> str:
 
 
 def render_results(title: str, results: BenchmarkResults, warnings: Sequence[TrustWarning],
-                   routing: Mapping[int, LevelDisaggregation] | None = None, slo: Slo | None = None) -> str:
+                   routing: Mapping[Load, LevelDisaggregation] | None = None, slo: Slo | None = None) -> str:
     """The per-level table (with the router's and decoder's counts when ``routing`` is given, goodput
     under the spec's SLO when ``slo`` is), the levels that never ran, then every trust warning."""
-    headers = HEADERS + (ROUTING_HEADERS if routing is not None else ()) + ((GOODPUT_HEADER,) if slo else ())
-    rows = [level_row(level) + (routing_cells(level, routing.get(level.concurrency)) if routing is not None else [])
+    headers = ((column_header([*results.loads, *results.missing]),) + HEADERS
+               + (ROUTING_HEADERS if routing is not None else ()) + ((GOODPUT_HEADER,) if slo else ()))
+    rows = [level_row(level) + (routing_cells(level, routing.get(level.load)) if routing is not None else [])
             + ([goodput_cell(level, slo)] if slo else []) for level in results.levels]
-    rows += [[str(level), *(["not run"] + ["-"] * (len(headers) - 2))] for level in results.missing]
+    rows += [[level.cell(), *(["not run"] + ["-"] * (len(headers) - 2))] for level in results.missing]
     lines = [title, *render_columns(headers, rows)]
     if warnings:
         lines += ["", "cannot be trusted as measured:", *(f"  - {w.render()}" for w in warnings)]
@@ -63,21 +65,21 @@ def render_results(title: str, results: BenchmarkResults, warnings: Sequence[Tru
 
 def results_object(*, endpoint: str, scenario: Scenario, results: BenchmarkResults,
                    warnings: Sequence[TrustWarning], job: str | None = None,
-                   routing: Mapping[int, LevelDisaggregation] | None = None,
+                   routing: Mapping[Load, LevelDisaggregation] | None = None,
                    slo: Slo | None = None, identity: Mapping[str, str | None] | None = None) -> dict[str, Any]:
     """One run of ``bench --json``. ``identity`` (``model``, ``architecture``, ``instance_type``) names what
     was measured, so that ``advise --calibrate`` can refuse a run of another model or instance type."""
     document = {"endpoint": endpoint, "job": job, **(identity or {}),
-                "scenario": {"isl": scenario.isl, "osl": scenario.osl, "concurrency": list(scenario.concurrency),
+                "scenario": {"isl": scenario.isl, "osl": scenario.osl, **scenario.levels_dict(),
                              "requests_per_level": scenario.requests_per_level, "max_seconds": scenario.max_seconds},
                 **results.as_dict(), "trusted": not warnings, "warnings": [w.as_dict() for w in warnings]}
     if routing is not None:
-        document["routing"] = [{**(routing[lv.concurrency].as_dict() if lv.concurrency in routing else {
-            "concurrency": lv.concurrency}), "client_overhead_s": client_overhead(lv, routing.get(lv.concurrency))}
+        document["routing"] = [{**(routing[lv.load].as_dict() if lv.load in routing else lv.load.as_dict()),
+                                "client_overhead_s": client_overhead(lv, routing.get(lv.load))}
             for lv in results.levels]
     if slo:
         document["goodput"] = {"slo": {"ttft_s": slo[0], "tpot_s": slo[1]}, "levels": [
-            {"concurrency": lv.concurrency, "good": lv.goodput(ttft_s=slo[0], tpot_s=slo[1])[0],
+            {**lv.load.as_dict(), "good": lv.goodput(ttft_s=slo[0], tpot_s=slo[1])[0],
              "answered": len(lv.answered), "per_s": lv.goodput(ttft_s=slo[0], tpot_s=slo[1])[1]}
             for lv in results.levels]}
     return document

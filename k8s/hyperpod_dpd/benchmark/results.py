@@ -1,11 +1,12 @@
-"""genai-bench 0.0.5's result files, read into one value per concurrency level.
+"""The result files of a run, read into one value per load level; genai-bench 0.0.5's are read here.
 
 genai-bench writes one ``<scenario>_<task>_num_concurrency_<N>_time_<S>s.json`` per level (``S`` is
 the measured run time, so names are matched, never built) and, when every request of a level fails,
 ``debug_for_run_<scenario>_<N>.json`` instead, after which it stops. Its ``error_rate`` is always 0
 (computed before the request count), and a debug file counts failures only in
 ``error_codes_frequency``, so the counts here are rebuilt from what is reliable. Latencies are
-normalised to seconds whatever ``_time_unit`` says.
+normalised to seconds whatever ``_time_unit`` says. aiperf's files (open-loop request rates) are
+read by :mod:`hyperpod_dpd.benchmark.aiperf_results` into the same :class:`LevelResult`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hyperpod_dpd.load import Load
 
 RUN_FILE = re.compile(r"^(?P<stem>.+)_(?P<task>[a-z-]+-to-[a-z-]+)_num_concurrency_(?P<level>\d+)_time_\d+s\.json$")
 DEBUG_FILE = re.compile(r"^debug_for_run_(?P<stem>.+)_(?P<level>\d+)\.json$")
@@ -41,9 +44,9 @@ class Percentiles:
 
 @dataclass(frozen=True, kw_only=True)
 class LevelResult:
-    """What one concurrency level measured."""
+    """What one load level (a concurrency or a request rate) measured."""
 
-    concurrency: int
+    load: Load
     scenario: str
     ttft: Percentiles
     tpot: Percentiles
@@ -81,7 +84,7 @@ class LevelResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "concurrency": self.concurrency, "scenario": self.scenario,
+            **self.load.as_dict(), "scenario": self.scenario,
             "ttft_s": self.ttft.as_dict(), "tpot_s": self.tpot.as_dict(), "e2e_s": self.e2e.as_dict(),
             "output_tokens_per_s": self.output_tokens_per_s, "requests": self.requests,
             "completed": self.completed, "failed": self.failed, "error_rate": self.error_rate,
@@ -122,7 +125,8 @@ def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
     answered = tuple((float(r["ttft"]) * scale, _number(r.get("tpot"), scale)) for r in requests
                      if r.get("error_code") is None and r.get("ttft") is not None)
     return LevelResult(
-        concurrency=int(_get(metrics, "num_concurrency", where)), scenario=str(_get(metrics, "scenario", where)),
+        load=Load(concurrency=int(_get(metrics, "num_concurrency", where))),
+        scenario=str(_get(metrics, "scenario", where)),
         ttft=latencies["ttft"], tpot=latencies["tpot"], e2e=latencies["e2e_latency"],
         output_tokens_per_s=float(_get(metrics, "mean_output_throughput_tokens_per_s", where) or 0.0),
         completed=completed, failed=failed, duration_s=float(metrics.get("run_duration") or 0.0),
@@ -133,27 +137,43 @@ def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
 
 @dataclass(frozen=True)
 class BenchmarkResults:
-    """Every level of one benchmark run, by concurrency; ``missing`` are levels that never ran."""
+    """Every level of one benchmark run, in load order; ``missing`` are levels that never ran."""
 
     levels: tuple[LevelResult, ...]
-    missing: tuple[int, ...] = ()
+    missing: tuple[Load, ...] = ()
 
-    def level(self, concurrency: int) -> LevelResult | None:
-        return next((level for level in self.levels if level.concurrency == concurrency), None)
+    def level(self, load: Load) -> LevelResult | None:
+        return next((level for level in self.levels if level.load == load), None)
+
+    @property
+    def loads(self) -> tuple[Load, ...]:
+        return tuple(level.load for level in self.levels)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"levels": [level.as_dict() for level in self.levels], "not_run": list(self.missing)}
+        return {"levels": [level.as_dict() for level in self.levels], "not_run": [load.value for load in self.missing]}
 
 
 METADATA_FILE = "experiment_metadata.json"
-PLAN_FILE = "hyperpod-dpd-levels.json"  # the benchmark pod's plan: genai-bench runs once per level
+PLAN_FILE = "hyperpod-dpd-levels.json"  # the benchmark pod's plan: one client run per level
 
 
-def _planned_levels(files: Mapping[str, str]) -> list[int]:
+def plan_document(loads: Iterable[Load]) -> dict[str, list[float]]:
+    """The plan file's content: ``{"num_concurrency": [...]}`` (genai-bench's metadata key) or
+    ``{"request_rate": [...]}``."""
+    plan: dict[str, list[float]] = {}
+    for load in loads:
+        key = "num_concurrency" if load.closed_loop else "request_rate"
+        plan.setdefault(key, []).append(load.concurrency if load.concurrency is not None else load.value)
+    return plan
+
+
+def _planned_levels(files: Mapping[str, str]) -> list[Load]:
     """The levels asked for: the pod's plan, else genai-bench's metadata file (which names only its own run)."""
     for name in (PLAN_FILE, METADATA_FILE):
         try:
-            planned = [int(level) for level in json.loads(files.get(name) or "{}").get("num_concurrency") or []]
+            plan = json.loads(files.get(name) or "{}")
+            planned = [Load(concurrency=int(level)) for level in plan.get("num_concurrency") or []]
+            planned += [Load(rate=float(level)) for level in plan.get("request_rate") or []]
         except (ValueError, TypeError, AttributeError):
             continue
         if planned:
@@ -161,30 +181,41 @@ def _planned_levels(files: Mapping[str, str]) -> list[int]:
     return []
 
 
-def collect(files: Mapping[str, str], *, expected: Iterable[int] = ()) -> BenchmarkResults:
-    """Result files by name (their text) as results; other names are ignored.
+def _json_object(name: str, text: str) -> Mapping[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise ResultsError(f"{name}: not JSON ({err})") from None
+    if not isinstance(data, Mapping):
+        raise ResultsError(f"{name}: not a JSON object")
+    return data
 
-    ``expected`` are the levels that should be there. :default: - those ``experiment_metadata.json`` lists
+
+def collect(files: Mapping[str, str], *, expected: Iterable[Load] = ()) -> BenchmarkResults:
+    """Result files by name (their text) as results, genai-bench's and aiperf's; other names are ignored.
+
+    ``expected`` are the levels that should be there. :default: - those the run's plan lists
     """
-    found: dict[int, LevelResult] = {}
+    from hyperpod_dpd.benchmark.aiperf_results import AIPERF_FILE, parse_aiperf  # noqa: PLC0415 - imports this one
+
+    found: dict[Load, LevelResult] = {}
     for name in sorted(files):
-        if not (RUN_FILE.match(name) or DEBUG_FILE.match(name)):
-            continue
-        try:
-            data = json.loads(files[name])
-        except ValueError as err:
-            raise ResultsError(f"{name}: not JSON ({err})") from None
-        if not isinstance(data, Mapping):
-            raise ResultsError(f"{name}: not a JSON object")
-        level = parse_run(data, where=name)
-        if level.concurrency not in found or RUN_FILE.match(name):
-            found[level.concurrency] = level
-    wanted = sorted(set(expected) or set(_planned_levels(files)))
+        if RUN_FILE.match(name) or DEBUG_FILE.match(name):
+            level = parse_run(_json_object(name, files[name]), where=name)
+            if level.load not in found or RUN_FILE.match(name):
+                found[level.load] = level
+        elif (match := AIPERF_FILE.match(name)) is not None:
+            records = files.get(name.removesuffix(".json") + ".jsonl")
+            level = parse_aiperf(_json_object(name, files[name]), records, rate=float(match["rate"]), where=name)
+            found[level.load] = level
+    wanted = sorted(set(expected) or set(_planned_levels(files)), key=Load.sort_key)
     missing = tuple(level for level in wanted if level not in found)
-    return BenchmarkResults(levels=tuple(found[key] for key in sorted(found)), missing=missing)
+    return BenchmarkResults(levels=tuple(found[key] for key in sorted(found, key=Load.sort_key)), missing=missing)
 
 
-def read_directory(folder: Path, *, expected: Iterable[int] = ()) -> BenchmarkResults:
-    """The result files genai-bench wrote into ``folder`` (its ``<base>/<experiment folder>``)."""
-    files = {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.json"))}
+def read_directory(folder: Path, *, expected: Iterable[Load] = ()) -> BenchmarkResults:
+    """The result files a run wrote into ``folder`` (genai-bench's ``<base>/<experiment folder>``, or the
+    benchmark pod's results folder)."""
+    files = {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.iterdir())
+             if path.is_file() and path.suffix in (".json", ".jsonl")}
     return collect(files, expected=expected)

@@ -1,4 +1,4 @@
-"""The traffic a benchmark sends: fixed input and output lengths, closed-loop concurrency levels, and a bound.
+"""The traffic a benchmark sends: fixed input and output lengths, load levels, and a bound.
 
 Defaults follow the AWS launch blog's measurement of DPD (256 tokens out, concurrency 8, 16 and 32,
 one genai-bench run per level), except the input length, which ``bench`` chooses above the spec's
@@ -6,6 +6,12 @@ routing threshold (:mod:`hyperpod_dpd.benchmark.route`): the blog's 4,096 sits o
 threshold. Each level's first :data:`WARMUP_RATIO` of requests is left out of the statistics, and
 its users start over :data:`STAGGER_SECONDS` rather than all at once, so equal-length requests do
 not move in lock-step waves.
+
+Closed-loop levels (``concurrency``) run genai-bench, the blog's client. Open-loop levels
+(``request_rates``: Poisson arrivals per second, which genai-bench 0.0.5 cannot send) run NVIDIA's
+aiperf, one ``aiperf profile --request-rate`` per rate with a fixed seed, its warm-up requests sent at
+the same rate and left out, and at least :data:`OPEN_LOOP_SECONDS` of arrivals per rate so the queue
+reaches its steady state.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.route import default_isl
 from hyperpod_dpd.errors import Problem, raise_if_any
+from hyperpod_dpd.load import Load
 from hyperpod_dpd.spec.routing import DEFAULT_ROUTING_THRESHOLD
 
 DEFAULT_ISL = default_isl(DEFAULT_ROUTING_THRESHOLD)  # 4352: clears the default threshold of 4096
@@ -24,9 +32,13 @@ DEFAULT_CONCURRENCY = (8, 16, 32)
 REQUESTS_PER_USER = 10  # the default bound: ten requests per concurrent user of the highest level
 DEFAULT_MAX_SECONDS = 1800
 MAX_CONCURRENCY = 1024
+GRACE_SECONDS = 60  # aiperf --benchmark-grace-period: requests in flight at the bound may still finish
 WARMUP_RATIO = 0.1  # genai-bench --warmup-ratio: the first 10% of a level's requests are not measured
 STAGGER_SECONDS = 5  # users of a level start over about this many seconds (genai-bench --spawn-rate)
 P90_SAMPLE = 139  # measured requests for p90 to lie between the 85th and 95th percentile at 95% confidence
+OPEN_LOOP_SECONDS = 120  # arrivals per rate, by default: long enough for a queue to settle
+ARRIVAL_SEED = 20261201  # aiperf --random-seed: the same prompts and arrival times in every run
+MIN_REQUEST_RATE, MAX_REQUEST_RATE = 0.01, 1000.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,33 +47,77 @@ class Scenario:
 
     :param isl: input tokens per request (user content, counted with the model's tokenizer). :default: 4352
     :param osl: output tokens per request (``max_tokens`` with ``ignore_eos``). :default: 256
-    :param concurrency: closed-loop users per level, one run each. :default: (8, 16, 32)
-    :param requests: requests per level. :default: - 10 x the highest concurrency, at least 155
+    :param concurrency: closed-loop users per level, one genai-bench run each. :default: (8, 16, 32)
+    :param request_rates: open-loop Poisson arrivals per second per level, one aiperf run each, instead
+        of ``concurrency``. :default: () - closed loop
+    :param requests: requests per level. :default: - 10 x the highest concurrency, or
+        :data:`OPEN_LOOP_SECONDS` of arrivals at each rate; at least 155 either way
     :param max_seconds: time bound per level, a multiple of 60 (genai-bench counts minutes). :default: 1800
     """
 
     isl: int = DEFAULT_ISL
     osl: int = DEFAULT_OSL
     concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    request_rates: tuple[float, ...] = ()
     requests: int | None = None
     max_seconds: int = DEFAULT_MAX_SECONDS
 
     def __post_init__(self) -> None:
+        if self.request_rates and self.concurrency == DEFAULT_CONCURRENCY:
+            object.__setattr__(self, "concurrency", ())  # the default levels give way to the rates asked for
         raise_if_any(scenario_problems(self))
 
     @property
-    def requests_per_level(self) -> int:
-        """``requests``, or ten per user of the highest level and at least enough for :data:`P90_SAMPLE`."""
+    def client(self) -> Client:
+        return Client.AIPERF if self.request_rates else Client.GENAI_BENCH
+
+    @property
+    def loads(self) -> tuple[Load, ...]:
+        """The levels in run order."""
+        if self.request_rates:
+            return tuple(Load(rate=float(rate)) for rate in self.request_rates)
+        return tuple(Load(concurrency=level) for level in self.concurrency)
+
+    def levels_dict(self) -> dict[str, list[float] | list[int]]:
+        """``{"concurrency": [...]}`` or ``{"request_rate": [...]}``, for JSON documents."""
+        if self.request_rates:
+            return {"request_rate": [float(rate) for rate in self.request_rates]}
+        return {"concurrency": list(self.concurrency)}
+
+    def levels_text(self) -> str:
+        """``concurrency 8,16,32`` or ``request rate 1,2,4/s``."""
+        if self.request_rates:
+            return f"request rate {','.join(f'{rate:g}' for rate in self.request_rates)}/s"
+        return f"concurrency {levels_text(self.concurrency)}"
+
+    def requests_at(self, load: Load) -> int:
+        """``requests``, else ten per user of the highest concurrency, or :data:`OPEN_LOOP_SECONDS` of
+        arrivals at ``load``'s rate; at least enough for :data:`P90_SAMPLE` after the warm-up."""
         if self.requests is not None:
             return self.requests
-        return max(REQUESTS_PER_USER * max(self.concurrency), math.ceil(P90_SAMPLE / (1 - WARMUP_RATIO)))
+        floor = math.ceil(P90_SAMPLE / (1 - WARMUP_RATIO))
+        if load.rate is not None:
+            return max(floor, math.ceil(OPEN_LOOP_SECONDS * load.rate))
+        return max(REQUESTS_PER_USER * max(self.concurrency), floor)
+
+    @property
+    def requests_per_level(self) -> list[int]:
+        """:meth:`requests_at` for each level, in run order."""
+        return [self.requests_at(load) for load in self.loads]
+
+    def warmup_at(self, load: Load) -> int:
+        """Requests sent before the measured ones at ``load`` (aiperf; genai-bench takes :data:`WARMUP_RATIO`)."""
+        return max(1, math.ceil(WARMUP_RATIO * self.requests_at(load)))
 
     def spawn_rate(self, level: int) -> int:
         """Users started per second at ``level``: all of them within :data:`STAGGER_SECONDS`."""
         return max(1, math.ceil(level / STAGGER_SECONDS))
 
     def level_plan(self) -> str:
-        """``LEVEL:SPAWN_RATE`` per level, space-separated, for the pod's loop (one genai-bench run per level)."""
+        """Space-separated, for the pod's loop: ``LEVEL:SPAWN_RATE`` per genai-bench level, or
+        ``RATE:REQUESTS:WARMUP`` per aiperf level."""
+        if self.request_rates:
+            return " ".join(f"{load.rate:g}:{self.requests_at(load)}:{self.warmup_at(load)}" for load in self.loads)
         return " ".join(f"{level}:{self.spawn_rate(level)}" for level in self.concurrency)
 
     @property
@@ -82,8 +138,18 @@ class Scenario:
         """The load-shape flags of ``genai-bench benchmark`` shared by every level (the pod adds
         ``--num-concurrency`` and ``--spawn-rate`` per level, from :meth:`level_plan`)."""
         return ["--task", "text-to-text", "--traffic-scenario", self.traffic,
-                "--max-requests-per-run", str(self.requests_per_level), "--max-time-per-run", str(self.max_minutes),
-                "--warmup-ratio", str(WARMUP_RATIO)]
+                "--max-requests-per-run", str(self.requests_per_level[0]), "--max-time-per-run",
+                str(self.max_minutes), "--warmup-ratio", str(WARMUP_RATIO)]
+
+    def aiperf_args(self) -> list[str]:
+        """The load-shape flags of ``aiperf profile`` shared by every rate (the pod adds ``--request-rate``,
+        ``--request-count`` and ``--warmup-request-count`` per level, from :meth:`level_plan`): fixed
+        lengths, ``ignore_eos`` so every answer is ``osl`` tokens, Poisson arrivals from a fixed seed,
+        and the level's time bound (requests still in flight get :data:`GRACE_SECONDS`)."""
+        return ["--isl", str(self.isl), "--isl-stddev", "0", "--osl", str(self.osl), "--osl-stddev", "0",
+                "--extra-inputs", "ignore_eos:true", "--arrival-pattern", "poisson",
+                "--random-seed", str(ARRIVAL_SEED), "--benchmark-duration", str(self.max_seconds),
+                "--benchmark-grace-period", str(GRACE_SECONDS)]
 
 
 def scenario_problems(s: Scenario) -> Iterator[Problem]:
@@ -94,9 +160,21 @@ def scenario_problems(s: Scenario) -> Iterator[Problem]:
     if s.osl == 1:
         yield Problem(field="osl", value=s.osl, message="must be at least 2: time per output token needs two tokens",
                       fix=f"use e.g. {DEFAULT_OSL}")
-    if not s.concurrency:
+    if s.request_rates and s.concurrency:
+        yield Problem(field="request_rates", value=list(s.request_rates), message=(
+            f"given with concurrency {levels_text(s.concurrency)}: a run is open loop or closed loop"),
+            fix="give the rates or the concurrency levels, and run bench twice for both")
+    if not s.concurrency and not s.request_rates:
         yield Problem(field="concurrency", value=list(s.concurrency), message="is empty",
                       fix="give one or more levels, e.g. 8,16,32")
+    for rate in s.request_rates:
+        if not isinstance(rate, int | float) or isinstance(rate, bool) or not math.isfinite(rate) \
+                or not MIN_REQUEST_RATE <= rate <= MAX_REQUEST_RATE:
+            yield Problem(field="request_rates", value=rate, message=f"each rate must be {MIN_REQUEST_RATE:g}-"
+                          f"{MAX_REQUEST_RATE:g} requests per second", fix="give rates such as 1,2,4")
+    if len(set(s.request_rates)) != len(s.request_rates):
+        yield Problem(field="request_rates", value=list(s.request_rates), message="repeats a rate",
+                      fix="give each rate once")
     for level in s.concurrency:
         if not isinstance(level, int) or isinstance(level, bool) or not 1 <= level <= MAX_CONCURRENCY:
             yield Problem(field="concurrency", value=level, message=f"each level must be 1-{MAX_CONCURRENCY}",
@@ -129,6 +207,20 @@ def parse_levels(text: str) -> tuple[int, ...]:
                                     fix="give levels such as 8,16,32"))
     raise_if_any(problems)
     return tuple(levels)
+
+
+def parse_rates(text: str) -> tuple[float, ...]:
+    """``"1,2.5,4"`` as request rates; a bad item is a :class:`SpecError` naming it."""
+    rates: list[float] = []
+    problems: list[Problem] = []
+    for item in (part.strip() for part in text.split(",")):
+        try:
+            rates.append(float(item))
+        except ValueError:
+            problems.append(Problem(field="request_rate", value=item, message="is not a number of requests per "
+                                    "second", fix="give rates such as 1,2,4"))
+    raise_if_any(problems)
+    return tuple(rates)
 
 
 def levels_text(levels: Sequence[int]) -> str:

@@ -13,6 +13,7 @@ from enum import Enum
 
 from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult
 from hyperpod_dpd.benchmark.scenario import Scenario
+from hyperpod_dpd.load import Load
 
 BUFFERED_RATIO = 0.8  # TTFT p50 at 80% of end-to-end p50 or more...
 BUFFERED_TPOT_S = 0.001  # ...and tokens under 1 ms apart: the stream arrived in one piece. TTFT near E2E alone
@@ -38,14 +39,14 @@ class TrustWarning:
     """One reason not to believe a level's numbers, with what to check."""
 
     code: Trust
-    concurrency: int
+    load: Load
     message: str
 
     def render(self) -> str:
-        return f"[{self.code.value}] concurrency {self.concurrency}: {self.message}"
+        return f"[{self.code.value}] {self.load.describe()}: {self.message}"
 
     def as_dict(self) -> dict[str, object]:
-        return {"code": self.code.value, "concurrency": self.concurrency, "message": self.message}
+        return {"code": self.code.value, **self.load.as_dict(), "message": self.message}
 
 
 def level_warnings(level: LevelResult, scenario: Scenario) -> list[TrustWarning]:
@@ -54,31 +55,31 @@ def level_warnings(level: LevelResult, scenario: Scenario) -> list[TrustWarning]
     codes = ", ".join(f"HTTP {code} x{count}" for code, count in sorted(level.error_codes.items())) or "no codes"
     sample = f"; first error: {level.first_error}" if level.first_error else ""
     if level.completed == 0:
-        found.append(TrustWarning(code=Trust.LEVEL_FAILED, concurrency=level.concurrency, message=(
+        found.append(TrustWarning(code=Trust.LEVEL_FAILED, load=level.load, message=(
             f"every request failed ({level.failed}: {codes}){sample}. Check the endpoint is ready "
             "(`hyperpod-dpd verify --smoke`) and the Job's --api-base")))
         return found
     if level.failed:
-        found.append(TrustWarning(code=Trust.FAILED_REQUESTS, concurrency=level.concurrency, message=(
+        found.append(TrustWarning(code=Trust.FAILED_REQUESTS, load=level.load, message=(
             f"{level.failed} of {level.requests} requests failed ({level.error_rate:.1%}: {codes}){sample}; the "
             "latencies describe the survivors only")))
     out = level.mean_output_tokens
     if out is not None and abs(out - scenario.osl) > OUTPUT_TOLERANCE * scenario.osl:
-        found.append(TrustWarning(code=Trust.OUTPUT_LENGTH, concurrency=level.concurrency, message=(
+        found.append(TrustWarning(code=Trust.OUTPUT_LENGTH, load=level.load, message=(
             f"requests produced {out:.1f} output tokens on average, not --osl {scenario.osl}: the router or server "
             "dropped ignore_eos or max_tokens, so TPOT and throughput describe shorter answers")))
     ttft, e2e, tpot = level.ttft.p50, level.e2e.p50, level.tpot.p50
     if ttft is not None and e2e and ttft >= BUFFERED_RATIO * e2e and tpot is not None and tpot < BUFFERED_TPOT_S:
-        found.append(TrustWarning(code=Trust.BUFFERED_STREAM, concurrency=level.concurrency, message=(
+        found.append(TrustWarning(code=Trust.BUFFERED_STREAM, load=level.load, message=(
             f"TTFT p50 {ttft * 1e3:.0f} ms is {ttft / e2e:.0%} of end-to-end p50 {e2e * 1e3:.0f} ms: the stream "
             "arrived in one piece (a proxy buffered it), so TTFT is really end-to-end latency and TPOT is wrong")))
     return found
 
 
 def trust_warnings(results: BenchmarkResults, scenario: Scenario) -> list[TrustWarning]:
-    """Warnings for every level, in concurrency order, then the levels that never ran."""
+    """Warnings for every level, in load order, then the levels that never ran."""
     found = [warning for level in results.levels for warning in level_warnings(level, scenario)]
-    found += [TrustWarning(code=Trust.LEVEL_NOT_RUN, concurrency=level, message=(
-        "no result: genai-bench stops after a level where every request failed, or the run hit its deadline"))
+    found += [TrustWarning(code=Trust.LEVEL_NOT_RUN, load=level, message=(
+        "no result: the benchmark stops after a level where every request failed, or the run hit its deadline"))
         for level in results.missing]
     return found

@@ -1,7 +1,9 @@
-"""``hyperpod-dpd bench [SPEC]``: benchmark the deployed endpoint from inside the cluster with genai-bench.
+"""``hyperpod-dpd bench [SPEC]``: benchmark the deployed endpoint from inside the cluster.
 
-Applies a Job (and its ServiceAccount) that runs genai-bench on a non-HyperPod node against the endpoint's
-router Service with fixed input and output lengths at each --concurrency level, waits for it with
+Applies a Job (and its ServiceAccount) that runs a benchmark client on a non-HyperPod node against the
+endpoint's router Service with fixed input and output lengths at each load level: genai-bench at each
+closed-loop --concurrency level (the AWS blog's tool), or NVIDIA's aiperf at each open-loop
+--request-rate (Poisson arrivals, which genai-bench cannot send). It waits for the Job with
 progress on stderr, reads the result files from the Job's log, deletes the Job, and prints per level:
 TTFT, TPOT and end-to-end latency (p50/p90/p99), output tokens per second, requests completed and
 failed, the error rate, and what the router and decoder counted (DISAGG: requests the router
@@ -14,8 +16,8 @@ requests, answers shorter than --osl, a buffered stream); docs/bench.md explains
 also benchmarks the aggregated twin (the stack hosts it with -c aggregated_baseline=true) and reports
 DPD's change; --compare adds the advisor's prediction.
 
---output-dir DIR only writes the manifests (- prints them). --results-dir DIR reports a genai-bench results folder you
-already have (e.g. downloaded from --results-s3) instead of running anything.
+--output-dir DIR only writes the manifests (- prints them). --results-dir DIR reports a results folder you already
+have (genai-bench's, or the run folder the Job uploads, e.g. from --results-s3) instead of running anything.
 
 Exit status: 0 when every Job succeeded and every level can be trusted, 1 otherwise, 2 for usage errors
 (including traffic the spec cannot serve or route as asked, a missing endpoint or twin, and results
@@ -130,7 +132,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     from hyperpod_dpd.benchmark.scenario import DEFAULT_MAX_SECONDS, DEFAULT_OSL  # noqa: PLC0415
 
     parser = subparsers.add_parser(
-        "bench", help="benchmark the deployed endpoint in-cluster with genai-bench (optionally against aggregated)",
+        "bench", help="benchmark the deployed endpoint in-cluster (optionally against aggregated)",
         description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
     traffic = parser.add_argument_group("traffic")
@@ -140,10 +142,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="dpd: prompts the router disaggregates (default); direct: prompts below the threshold, "
                               "which the decoder serves alone")
     traffic.add_argument("--osl", type=_positive, default=DEFAULT_OSL, help=f"output tokens (default: {DEFAULT_OSL})")
-    traffic.add_argument("--concurrency", default="8,16,32", metavar="N[,N...]",
-                         help="closed-loop concurrency levels, one run each (default: 8,16,32)")
+    load = traffic.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", default="8,16,32", metavar="N[,N...]",
+                      help="closed-loop concurrency levels, one genai-bench run each (default: 8,16,32)")
+    load.add_argument("--request-rate", metavar="R[,R...]",
+                      help="open-loop Poisson arrival rates in requests per second, one aiperf run each, instead of "
+                           "--concurrency (e.g. 1,2,4)")
     traffic.add_argument("--requests", type=_positive, metavar="N",
-                         help="requests per level (default: 10 x the highest concurrency)")
+                         help="requests per level (default: 10 x the highest concurrency, or 120 s of arrivals at "
+                              "each rate; at least 155)")
     traffic.add_argument("--max-seconds", type=_positive, default=DEFAULT_MAX_SECONDS, metavar="S",
                          help=f"time bound per level, a multiple of 60 (default: {DEFAULT_MAX_SECONDS})")
     what = parser.add_argument_group("what to run")
@@ -152,16 +159,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     what.add_argument("--compare", action="store_true", help="print the advisor's prediction beside the measurement")
     add_output_dir_argument(what, default=None, dest="render", deprecated=("--render",),
                             what="only the Job and ServiceAccount manifests, running nothing,")
-    what.add_argument("--results-dir", metavar="DIR", help="report this genai-bench results folder; run nothing")
+    what.add_argument("--results-dir", metavar="DIR", help="report this results folder (genai-bench's, or a run "
+                                                            "folder the Job uploaded); run nothing")
     what.add_argument("--aggregated-results-dir", metavar="DIR", help="with --results-dir: the aggregated twin's")
     what.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     job = parser.add_argument_group("the Job")
     job.add_argument("--namespace", help="where the Job runs (default: the spec's namespace)")
     job.add_argument("--run-id", help="names the Job and results folder (default: the UTC time, YYYYmmdd-HHMMSS)")
-    job.add_argument("--image", help="runs genai-bench; pip-installs it when absent (default: python 3.11 slim "
+    job.add_argument("--image", help="runs the client; pip-installs it when absent (default: python 3.11 slim "
                                      "from ECR Public)")
     job.add_argument("--genai-bench-version", help="the genai-bench to install (default: 0.0.5 with every dependency "
                                                    "hash-pinned; another version installs unpinned)")
+    job.add_argument("--aiperf-version", help="the aiperf to install for --request-rate (default: 0.13.0, "
+                                              "hash-pinned; another version installs unpinned)")
     job.add_argument("--pip-index-url", metavar="URL", help="the package index the pod installs from, e.g. a mirror "
                                                          "for clusters without internet egress (default: PyPI)")
     job.add_argument("--aws-cli-image", help="copies the tokenizer and results (default: aws-cli 2.27.0, ECR Public)")
@@ -201,7 +211,7 @@ class Outcome:
     job: str | None = None
     problem: str = ""
     source: str = ""
-    routing: dict[int, Any] | None = None  # LevelDisaggregation by concurrency, when the counters were read
+    routing: dict[Any, Any] | None = None  # LevelDisaggregation by Load, when the counters were read
 
 
 def run(args: argparse.Namespace) -> int:
@@ -251,16 +261,22 @@ def _run(args: argparse.Namespace, spec: Any, *, identity: dict[str, str | None]
 
 def _traffic(args: argparse.Namespace, spec: Any, scenario: Any, parse_levels: Any) -> Scenario:
     """The scenario asked for, refused (exit 2) when the spec could not serve or route it as ``--path`` says."""
+    from hyperpod_dpd.benchmark.client import Client  # noqa: PLC0415
     from hyperpod_dpd.benchmark.route import RoutePath, default_isl, route_problems  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.scenario import parse_rates  # noqa: PLC0415
     from hyperpod_dpd.errors import raise_if_any  # noqa: PLC0415
 
     path = RoutePath(args.path)
     threshold = spec.routing.threshold
-    isl = args.isl if args.isl is not None else default_isl(threshold, path) or 1
+    client = Client.AIPERF if args.request_rate is not None else Client.GENAI_BENCH
+    isl = args.isl if args.isl is not None else default_isl(threshold, path, client) or 1
     raise_if_any(route_problems(isl=isl, osl=args.osl, path=path, threshold=threshold,
-                                max_model_len=spec.max_model_len))
-    found: Scenario = scenario(isl=isl, osl=args.osl, concurrency=parse_levels(args.concurrency),
-                               requests=args.requests, max_seconds=args.max_seconds)
+                                max_model_len=spec.max_model_len, client=client))
+    if args.request_rate is not None:
+        load: dict[str, Any] = {"request_rates": parse_rates(args.request_rate), "concurrency": ()}
+    else:
+        load = {"concurrency": parse_levels(args.concurrency)}
+    found: Scenario = scenario(isl=isl, osl=args.osl, requests=args.requests, max_seconds=args.max_seconds, **load)
     return found
 
 
@@ -268,13 +284,16 @@ def _scenario_of(results: BenchmarkResults) -> Scenario:
     from hyperpod_dpd.benchmark.scenario import Scenario  # noqa: PLC0415
 
     if not results.levels:
-        raise UserFacingError("--results-dir holds no genai-bench result files (*_num_concurrency_*_time_*s.json)")
+        raise UserFacingError("--results-dir holds no result files (genai-bench's *_num_concurrency_*_time_*s.json "
+                              "or the Job's aiperf_rate_*.json)")
     match = TRAFFIC.match(results.levels[0].scenario)
     if match is None:
         raise UserFacingError(f"the results use traffic scenario {results.levels[0].scenario!r}; only fixed "
                               "lengths D(isl,osl) can be checked and compared")
+    loads = results.loads
     return Scenario(isl=int(match[1]), osl=int(match[2]),
-                    concurrency=tuple(level.concurrency for level in results.levels))
+                    concurrency=tuple(load.concurrency for load in loads if load.concurrency is not None),
+                    request_rates=tuple(load.rate for load in loads if load.rate is not None))
 
 
 def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
@@ -317,11 +336,11 @@ def _refuse_mismatch(outcomes: list[Outcome]) -> None:
         return
     first, other = outcomes[0], outcomes[1]
     mine, theirs = _scenario_of(first.results), _scenario_of(other.results)
-    if (mine.isl, mine.osl) != (theirs.isl, theirs.osl) or set(mine.concurrency) != set(theirs.concurrency):
+    if (mine.isl, mine.osl) != (theirs.isl, theirs.osl) or set(mine.loads) != set(theirs.loads):
         raise UserFacingError(
-            f"--results-dir ran {mine.traffic} at concurrency {','.join(map(str, mine.concurrency))} but "
-            f"--aggregated-results-dir ran {theirs.traffic} at {','.join(map(str, theirs.concurrency))}: an A/B needs "
-            "the same input and output lengths and levels. Fix: pass folders of the same bench invocation")
+            f"--results-dir ran {mine.traffic} at {mine.levels_text()} but --aggregated-results-dir ran "
+            f"{theirs.traffic} at {theirs.levels_text()}: an A/B needs the same input and output lengths and levels. "
+            "Fix: pass folders of the same bench invocation")
 
 
 def _threshold_warnings(spec: Any, scenario: Scenario, results: BenchmarkResults) -> list[TrustWarning]:
@@ -329,8 +348,9 @@ def _threshold_warnings(spec: Any, scenario: Scenario, results: BenchmarkResults
     from hyperpod_dpd.benchmark.route import RoutePath, path_problems  # noqa: PLC0415
     from hyperpod_dpd.benchmark.trust import Trust, TrustWarning  # noqa: PLC0415
 
-    problems = path_problems(isl=scenario.isl, path=RoutePath.DPD, threshold=spec.routing.threshold)
-    return [TrustWarning(code=Trust.NOT_DISAGGREGATED, concurrency=level.concurrency, message=(
+    problems = path_problems(isl=scenario.isl, path=RoutePath.DPD, threshold=spec.routing.threshold,
+                             client=scenario.client)
+    return [TrustWarning(code=Trust.NOT_DISAGGREGATED, load=level.load, message=(
         f"{problems[0].message}; the folder holds no router counters to show otherwise"))
         for level in results.levels] if problems else []
 
@@ -375,7 +395,8 @@ def _options(args: argparse.Namespace, tokenizer: Any = None, deployed: Deployed
         # The stack's benchmark role may write here (the model bucket's benchmarks/ prefix).
         results = S3Location(bucket=tokenizer.bucket, prefix=RESULTS_PREFIX, region=tokenizer.region)
     given: dict[str, Any] = {
-        "image": args.image, "genai_bench_version": args.genai_bench_version, "aws_cli_image": args.aws_cli_image,
+        "image": args.image, "genai_bench_version": args.genai_bench_version, "aiperf_version": args.aiperf_version,
+        "aws_cli_image": args.aws_cli_image,
         "pip_index_url": args.pip_index_url,
         "service_account": args.service_account, "role_arn": args.role_arn, "node_selector": args.node_selector,
         "results": results}
@@ -458,14 +479,14 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
             if label == DPD else None
         name = job_name(target, options)
         if not args.json:
-            print(f"benchmarking {target.namespace}/{target.name} with job {name} ({scenario.traffic}, concurrency "
-                  f"{','.join(map(str, scenario.concurrency))})", file=sys.stderr)
+            print(f"benchmarking {target.namespace}/{target.name} with job {name} ({scenario.traffic}, "
+                  f"{scenario.levels_text()}, {scenario.client.value})", file=sys.stderr)
         waiter = Waiter(timeout=timeout, poll_interval=args.poll_interval, clock=clock, sleep=sleep,
                         progress=None if args.json else Progress(sys.stderr))
         try:
             job_run = run_job(kube, objects, waiter=waiter, keep=args.keep,
                               on_poll=snapshots.observe if snapshots is not None else None)
-            results = collect(job_run.log.files, expected=scenario.concurrency)
+            results = collect(job_run.log.files, expected=scenario.loads)
         except KubeError as err:
             raise UserFacingError(str(err)) from None
         except ResultsError as err:
@@ -475,8 +496,8 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
         warnings = trust_warnings(results, scenario)
         routing = None
         if snapshots is not None:
-            routing = snapshots.levels(scenario.concurrency)
-            warnings += disaggregation_warnings(path, [level.concurrency for level in results.levels], routing)
+            routing = snapshots.levels(scenario.loads)
+            warnings += disaggregation_warnings(path, list(results.loads), routing)
             warnings += overhead_warnings(results.levels, routing)
             if snapshots.errors and not args.json:
                 print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
@@ -528,7 +549,8 @@ def _print(args: argparse.Namespace, scenario: Scenario, outcomes: list[Outcome]
         return
     blocks = []
     for o in outcomes:
-        where = (f"{scenario.requests_per_level} requests per level, job {o.job}" if o.job
+        counts = sorted(set(scenario.requests_per_level))
+        where = (f"{'/'.join(map(str, counts))} requests per level, {scenario.client.value}, job {o.job}" if o.job
                  else f"read from {o.source}")
         title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
         block = render_results(title, o.results, o.warnings, o.routing, slo)

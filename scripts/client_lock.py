@@ -1,12 +1,14 @@
-"""Write the hash-pinned set of wheels the benchmark pod installs: genai-bench and its whole dependency tree.
+"""Write the hash-pinned set of wheels the benchmark pod installs: one client and its whole dependency tree.
 
-The versions are the ones installed beside this interpreter, where the test suite runs genai-bench
+The versions are the ones installed beside this interpreter, where the test suite runs the client
 against its stub, so the pod runs the client the tests ran. pip resolves them for the pod's platform
 (CPython 3.11, manylinux x86_64, wheels only) and reports each wheel's sha256 without installing:
 
-    python scripts/genai_bench_lock.py > k8s/hyperpod_dpd/data/genai_bench_lock.json
+    python scripts/client_lock.py genai-bench > k8s/hyperpod_dpd/data/genai_bench_lock.json
+    python scripts/client_lock.py aiperf > k8s/hyperpod_dpd/data/aiperf_lock.json
 
-Needs the bench extra installed and access to the package index (or PIP_INDEX_URL's mirror).
+Both come from the same environment, so a package the two share is locked at one version. Needs the
+bench extra installed and access to the package index (or PIP_INDEX_URL's mirror).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = "genai-bench"
+CLIENTS = ("genai-bench", "aiperf")
 PYTHON = "3.11"
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64", "linux_x86_64")
 
@@ -50,7 +52,13 @@ def installed_closure(root: str) -> dict[str, str]:
 
 
 def main() -> int:
-    versions = installed_closure(ROOT)
+    if len(sys.argv) != 2 or sys.argv[1] not in CLIENTS:
+        choices = "|".join(CLIENTS)
+        print(f"usage: python scripts/client_lock.py {{{choices}}} > k8s/hyperpod_dpd/data/<client>_lock.json",
+              file=sys.stderr)
+        return 2
+    root = sys.argv[1]
+    versions = installed_closure(root)
     with tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "constraints.txt"
         constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(versions.items())))
@@ -59,13 +67,13 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
                         "--only-binary=:all:", *platforms, "--python-version", PYTHON, "--implementation", "cp",
                         "--target", str(Path(tmp) / "target"), "--report", str(report), "-c", str(constraints),
-                        f"{ROOT}=={versions[canonicalize_name(ROOT)]}"], check=True)
+                        f"{root}=={versions[canonicalize_name(root)]}"], check=True)
         resolved = json.loads(report.read_text())["install"]
     wheels = sorted(({"name": canonicalize_name(item["metadata"]["name"]), "version": item["metadata"]["version"],
                       "sha256": item["download_info"]["archive_info"]["hashes"]["sha256"]} for item in resolved),
                     key=lambda wheel: wheel["name"])
-    json.dump({"source": f"scripts/genai_bench_lock.py: the versions installed beside the test suite, resolved for "
-                         f"CPython {PYTHON} manylinux x86_64 wheels", "python": PYTHON, "wheels": wheels},
+    json.dump({"source": f"scripts/client_lock.py {root}: the versions installed beside the test suite, resolved "
+                         f"for CPython {PYTHON} manylinux x86_64 wheels", "python": PYTHON, "wheels": wheels},
               sys.stdout, indent=1)
     print()
     return 0

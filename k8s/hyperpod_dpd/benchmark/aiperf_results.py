@@ -1,0 +1,106 @@
+"""aiperf's result files (one open-loop request rate each), read into the :class:`LevelResult` genai-bench's give.
+
+The benchmark pod runs ``aiperf profile`` once per rate and keeps two of its artifacts under names
+that carry the rate: the summary ``profile_export_aiperf.json`` as ``aiperf_rate_<R>.json`` and the
+per-request records ``profile_export.jsonl`` as ``aiperf_rate_<R>.jsonl``. In aiperf 0.13 the
+summary's metrics are top-level objects with a ``unit`` (``ms``, ``sec``) and ``avg``/``p50``/
+``p90``/``p99``; ``request_count`` counts the answered requests and ``error_request_count`` the
+failed ones; ``error_summary`` lists each distinct error with its HTTP code and count. Each record
+line has ``metadata.benchmark_phase`` (``warmup`` or ``profiling``), ``metrics`` with
+``time_to_first_token`` and ``inter_token_latency`` values, and an ``error`` object when it failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from hyperpod_dpd.benchmark.results import LevelResult, Percentiles, ResultsError
+from hyperpod_dpd.load import Load
+
+FILE_PREFIX = "aiperf_rate_"
+AIPERF_FILE = re.compile(rf"^{FILE_PREFIX}(?P<rate>\d+(?:\.\d+)?)\.json$")
+UNIT_SCALE = {"ms": 1e-3, "sec": 1.0, "s": 1.0, "ns": 1e-9, "us": 1e-6}
+
+
+def file_stem(rate: float) -> str:
+    """``aiperf_rate_2.5``: the name the pod gives one rate's files (``%g``, as the pod's shell prints it)."""
+    return f"{FILE_PREFIX}{rate:g}"
+
+
+def _scale(metric: Mapping[str, Any], name: str, where: str) -> float:
+    unit = str(metric.get("unit", "ms"))
+    if unit not in UNIT_SCALE:
+        raise ResultsError(f"{where}: {name} has unknown unit {unit!r}")
+    return UNIT_SCALE[unit]
+
+
+def _percentiles(data: Mapping[str, Any], name: str, where: str) -> Percentiles:
+    metric = data.get(name)
+    if not isinstance(metric, Mapping):
+        return Percentiles(None, None, None)  # no request produced it (every one failed)
+    scale = _scale(metric, name, where)
+    return Percentiles(*(None if metric.get(p) is None else float(metric[p]) * scale for p in ("p50", "p90", "p99")))
+
+
+def _avg(data: Mapping[str, Any], name: str) -> float | None:
+    metric = data.get(name)
+    value = metric.get("avg") if isinstance(metric, Mapping) else None
+    return None if value is None else float(value)
+
+
+def _answered(records: str, where: str) -> tuple[tuple[float, float | None], ...]:
+    """(TTFT, TPOT) in seconds of every answered request in the records, warm-up included (the router counted it)."""
+    answered = []
+    for number, line in enumerate(records.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as err:
+            raise ResultsError(f"{where}l line {number}: not JSON ({err})") from None
+        metrics = record.get("metrics") or {}
+        ttft = metrics.get("time_to_first_token")
+        if record.get("error") or not isinstance(ttft, Mapping) or ttft.get("value") is None:
+            continue
+        itl = metrics.get("inter_token_latency")
+        tpot = None
+        if isinstance(itl, Mapping) and itl.get("value") is not None:
+            tpot = float(itl["value"]) * _scale(itl, "inter_token_latency", where)
+        answered.append((float(ttft["value"]) * _scale(ttft, "time_to_first_token", where), tpot))
+    return tuple(answered)
+
+
+def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float, where: str = "result") -> LevelResult:
+    """One rate's summary (and its records, for goodput and the client's mean TTFT) as a :class:`LevelResult`."""
+    if "aiperf_version" not in summary:
+        raise ResultsError(f"{where}: no 'aiperf_version' (not an aiperf profile_export_aiperf.json?)")
+    errors = [e for e in summary.get("error_summary") or [] if isinstance(e, Mapping)]
+    codes: dict[str, int] = {}
+    for error in errors:
+        code = str((error.get("error_details") or {}).get("code"))
+        codes[code] = codes.get(code, 0) + int(error.get("count") or 0)
+    failed = max(int(_avg(summary, "error_request_count") or 0), sum(codes.values()))
+    first = str((errors[0].get("error_details") or {}).get("message"))[:300] if errors else None
+    output = _avg(summary, "usage_completion_tokens")
+    return LevelResult(
+        load=Load(rate=rate), scenario=_scenario(summary),
+        ttft=_percentiles(summary, "time_to_first_token", where), tpot=_percentiles(summary, "inter_token_latency",
+                                                                                     where),
+        e2e=_percentiles(summary, "request_latency", where),
+        output_tokens_per_s=_avg(summary, "output_token_throughput") or 0.0,
+        completed=int(_avg(summary, "request_count") or 0), failed=failed,
+        duration_s=_avg(summary, "benchmark_duration") or 0.0,
+        mean_input_tokens=_avg(summary, "usage_prompt_tokens") or _avg(summary, "input_sequence_length"),
+        mean_output_tokens=output if output is not None else _avg(summary, "output_sequence_length"),
+        error_codes=codes, first_error=first, answered=_answered(records or "", where))
+
+
+def _scenario(summary: Mapping[str, Any]) -> str:
+    """``D(isl,osl)`` from the run's own configuration, the form genai-bench names its scenario."""
+    datasets = ((summary.get("input_config") or {}).get("datasets") or [{}])
+    prompts = (datasets[0] or {}).get("prompts") or {}
+    isl, osl = (prompts.get("isl") or {}).get("mean"), (prompts.get("osl") or {}).get("mean")
+    return f"D({int(isl)},{int(osl)})" if isl is not None and osl is not None else "unknown"
