@@ -1,12 +1,12 @@
-"""Real genai-bench runs against a local streaming server, shared by every test of this folder.
+"""Real genai-bench and aiperf runs against a local streaming server, shared by every test of this folder.
 
 Each run executes the rendered Job's own ``benchmark`` container (its script, arguments and
 environment; only the paths, the router URL and the quiet pause are mapped to this machine), is
-bounded (8 requests per level, one minute at most) and takes a few seconds; the result folders are
-what genai-bench really wrote. The stub's router and decoder counters are read in every quiet
-window the script announces, as ``bench`` reads them on a cluster. The tokenizer is a word-level
-one of the Llama 3 vocabulary size (128,256), built here from genai-bench's own sonnet, so nothing
-is downloaded.
+bounded (8 requests per concurrency level, 24 per request rate, one minute at most) and takes
+seconds; the result folders are what the client really wrote. The stub's router and decoder
+counters are read in every quiet window the script announces, as ``bench`` reads them on a
+cluster. The tokenizer is a word-level one of the Llama 3 vocabulary size (128,256), built here
+from genai-bench's sonnet and aiperf's Shakespeare corpus, so nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -28,11 +28,14 @@ import pytest
 from support import load_module
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
+from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, RESULTS_MARK, JobOptions, render_benchmark_job
 from hyperpod_dpd.defaults import default_spec
 
 HERE = Path(__file__).resolve().parent
 LEVELS = (2, 4)
+RATES = (8.0, 16.0)  # requests per second, open loop
+RATE_REQUESTS = 24
 ISL, OSL = 64, 16
 REQUESTS = 8
 RUN_ID = "20261201-0300"
@@ -51,20 +54,27 @@ def fakes() -> ModuleType:
     return kube_fakes
 
 
-def _sonnet_words() -> list[str]:
-    spec = importlib.util.find_spec("genai_bench")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("the bench extra is not installed: pip install '.[bench]'")
-    sonnet = Path(next(iter(spec.submodule_search_locations))) / "data" / "sonnet.txt"
-    return sorted(set(re.findall(r"\w+|[^\w\s]", sonnet.read_text(encoding="utf-8"))))
+CORPORA = {"genai_bench": ("data", "sonnet.txt"), "aiperf": ("dataset", "generator", "assets", "shakespeare.txt")}
+
+
+def _corpus_words() -> list[str]:
+    """Every word and mark of the texts the two clients build their prompts from."""
+    words: set[str] = set()
+    for module, parts in CORPORA.items():
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.submodule_search_locations:
+            pytest.skip("the bench extra is not installed: pip install '.[bench]'")
+        text = Path(next(iter(spec.submodule_search_locations)), *parts).read_text(encoding="utf-8")
+        words.update(re.findall(r"\w+|[^\w\s]", text))
+    return sorted(words)
 
 
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every word and mark of genai-bench's sonnet, padded to the Llama 3 vocabulary size."""
+    """Every word and mark of the clients' corpora, padded to the Llama 3 vocabulary size."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-    words = ["[UNK]", *_sonnet_words()]
+    words = ["[UNK]", *_corpus_words()]
     words += [f"[unused{i}]" for i in range(VOCABULARY - len(words))]
     tokenizer = Tokenizer(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -78,7 +88,7 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @dataclass(frozen=True)
 class Run:
-    """One genai-bench run: its exit code, the folder it wrote, the requests the server saw, and the
+    """One benchmark run: its exit code, the folder it wrote, the requests the server saw, and the
     stub's router and decoder metrics in each quiet window (by the number of levels done)."""
 
     returncode: int
@@ -89,16 +99,17 @@ class Run:
     stdout: str = ""
 
     def files(self) -> dict[str, str]:
-        return {path.name: path.read_text(encoding="utf-8") for path in sorted(self.folder.glob("*.json"))}
+        return {path.name: path.read_text(encoding="utf-8") for path in sorted(self.folder.iterdir())
+                if path.suffix in (".json", ".jsonl")}
 
 
-def _genai_bench_dir() -> Path:
+def _client_dir(client: Client) -> Path:
     # find_spec, not import: importing genai-bench monkey-patches threading with gevent.
-    if importlib.util.find_spec("genai_bench") is None:
+    if importlib.util.find_spec(client.value.replace("-", "_")) is None:
         pytest.skip("the bench extra is not installed: pip install '.[bench]'")
-    script = Path(sys.executable).parent / "genai-bench"
+    script = Path(sys.executable).parent / client.value
     if not script.exists():
-        pytest.skip("no genai-bench command beside the interpreter")
+        pytest.skip(f"no {client.value} command beside the interpreter")
     return script.parent
 
 
@@ -110,9 +121,8 @@ def rendered_benchmark_container(scenario: Scenario) -> dict[str, Any]:
     return found
 
 
-def run_genai_bench(behaviour: Any, tokenizer: Path, base: Path,
-                    scenario: Scenario | None = None) -> Run:
-    """The rendered Job's benchmark container, run here against the stub."""
+def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario | None = None) -> Run:
+    """The rendered Job's benchmark container (genai-bench, or aiperf for request rates), run here against the stub."""
     scenario = scenario or Scenario(isl=ISL, osl=OSL, concurrency=LEVELS, requests=REQUESTS, max_seconds=60)
     container = rendered_benchmark_container(scenario)
     results = base / "results"
@@ -127,9 +137,10 @@ def run_genai_bench(behaviour: Any, tokenizer: Path, base: Path,
     with fake_openai.serving(behaviour) as server:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         args = [mapped(a) for a in container["args"]]
-        args[args.index("--api-base") + 1] = url
+        args[args.index("--api-base" if "--api-base" in args else "--url") + 1] = url
         env = {e["name"]: mapped(e["value"]) for e in container["env"]}
-        env.update({"PATH": f"{_genai_bench_dir()}:{os.environ.get('PATH', '/usr/bin:/bin')}", "QUIET_SECONDS": "1",
+        env.update({"PATH": f"{_client_dir(scenario.client)}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+                    "QUIET_SECONDS": "1",
                     "HOME": str(base)})
         command = [*container["command"][:2], mapped(container["command"][2]), *container["command"][3:]]
         metrics: dict[int, tuple[str, str]] = {}
@@ -150,10 +161,36 @@ def run_genai_bench(behaviour: Any, tokenizer: Path, base: Path,
     return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines))
 
 
-def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any) -> Iterator[Run]:
+def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any,
+         scenario: Scenario | None = None) -> Iterator[Run]:
     base = tmp_path_factory.mktemp(name)
-    yield run_genai_bench(behaviour, tokenizer_dir, base)
+    yield run_client(behaviour, tokenizer_dir, base, scenario)
     shutil.rmtree(base, ignore_errors=True)
+
+
+def open_loop(rates: tuple[float, ...] = RATES) -> Scenario:
+    return Scenario(isl=ISL, osl=OSL, request_rates=rates, requests=RATE_REQUESTS, max_seconds=60)
+
+
+@pytest.fixture(scope="session")
+def open_loop_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """aiperf at 8 and 16 requests per second against a stub with a 500 ms TTFT, 5 ms per token."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "open-loop", Behaviour(first_token_s=0.5, per_token_s=0.005),
+                    open_loop())
+
+
+@pytest.fixture(scope="session")
+def open_loop_direct_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """aiperf at 8 per second, healthy answers, but the router's threshold is above the prompts."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "open-loop-direct",
+                    Behaviour(first_token_s=0.02, per_token_s=0.005, routing_threshold=100_000), open_loop((8.0,)))
+
+
+@pytest.fixture(scope="session")
+def open_loop_failing_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """aiperf at 8 per second, every request answered HTTP 404, as from a wrong served model name."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "open-loop-failing", Behaviour(fail_all=True, fail_status=404),
+                    open_loop((8.0, 16.0)))
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,9 @@ import yaml
 from support import FakeClock, write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
+from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.route import largest_direct_isl
 from hyperpod_dpd.cli import bench, main
 from hyperpod_dpd.defaults import default_spec
 
@@ -158,15 +160,15 @@ def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-te
     time, and the router's and decoder's /metrics (through the API server) answer with the stub's counters
     of the window the log is in."""
     name = f"bench-dpd-test-{RUN}"
-    marks = [f"quiet={k}" if i % 2 == 0 else f"level={level}" for i, (k, level) in enumerate(
-        [(0, 0), (0, 2), (1, 0), (1, 4), (2, 0)])]
+    levels = len(run.metrics) - 1  # a quiet window before the first level and after each
+    marks = ["quiet=0", *(mark for done in range(1, levels + 1) for mark in (f"level={done}", f"quiet={done}"))]
     logs = iter("".join(f"### hyperpod-dpd-bench {m}\n" for m in marks[:i + 1]) for i in range(len(marks)))
     window = [0]
 
     def benchmark_log() -> str:
         text = next(logs, None)
         if text is None:
-            return "### hyperpod-dpd-bench quiet=2\n"
+            return f"### hyperpod-dpd-bench quiet={levels}\n"
         window[0] = int(text.rsplit("quiet=", 1)[1].split()[0])
         return text
 
@@ -402,3 +404,93 @@ def test_the_documented_stub_run_is_what_bench_prints(capsys: pytest.CaptureFixt
 
     assert f"{BOUND_S * 1e3:.0f} ms" in text and f"{BOUND_RATIO:.0%}" in text and f"{MIN_FRACTION:.0%}" in text
     assert f"--isl {default_isl(4096)}" in text
+
+
+OPEN_LOOP_TRAFFIC = ("--run-id", RUN, "--request-rate", "8,16", "--isl", "64", "--osl", "16", "--requests", "24",
+                     "--max-seconds", "60")
+
+
+def test_an_open_loop_sweep_on_the_cluster_proves_disaggregation_per_rate(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_run: Any, monkeypatch: pytest.MonkeyPatch,
+        stub_spec: str) -> None:
+    """--request-rate runs aiperf; the table's first column is the rate, and each rate's routing is proven."""
+    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run))
+    code, out, err = run_cli(capsys, stub_spec, *OPEN_LOOP_TRAFFIC)
+    assert "request rate 8,16/s, aiperf" in err
+    header = next(line for line in out.splitlines() if line.startswith("RATE"))
+    assert header.split()[-6:] == ["DISAGG", "KV", "IN", "tok", "CLIENT", "+ms"]
+    rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
+    assert [row[0] for row in rows] == ["8/s", "16/s"]
+    assert all(row[-3] == "100%" and int(row[-2].replace(",", "")) > 0 for row in rows)
+    assert "24 requests per level, aiperf" in out
+    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run))
+    json_code, text, _ = run_cli(capsys, stub_spec, *OPEN_LOOP_TRAFFIC, "--json")
+    run = json.loads(text)["runs"]["dpd"]
+    assert run["scenario"]["request_rate"] == [8.0, 16.0] and "concurrency" not in run["scenario"]
+    assert [level["request_rate"] for level in run["levels"]] == [8.0, 16.0]
+    assert [r["fraction"] for r in run["routing"]] == [1.0, 1.0]
+    assert {w["code"] for w in run["warnings"]} <= {"client-overhead"}
+    assert json_code == (1 if run["warnings"] else 0) and code in (0, 1)
+
+
+def test_a_silently_direct_open_loop_run_is_untrustworthy_and_exit_1(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_direct_run: Any,
+        monkeypatch: pytest.MonkeyPatch, stub_spec: str) -> None:
+    _on_cluster(monkeypatch, _cluster(fakes, open_loop_direct_run))
+    code, out, _ = run_cli(capsys, stub_spec, "--run-id", RUN, "--request-rate", "8", "--isl", "64", "--osl", "16",
+                           "--requests", "24", "--max-seconds", "60", "--json")
+    run = json.loads(out)["runs"]["dpd"]
+    assert code == 1 and [r["fraction"] for r in run["routing"]] == [0.0]
+    assert [(w["code"], w["request_rate"]) for w in run["warnings"] if w["code"] != "client-overhead"] == [
+        ("not-disaggregated", 8.0)]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (("--request-rate", "1,2", "--concurrency", "8"), "not allowed with argument"),
+    (("--request-rate", "0"), "request_rates"),
+    (("--request-rate", "2,2"), "repeats a rate"),
+    (("--request-rate", "fast"), "request_rate"),
+    (("--request-rate", "2", "--path", "direct", "--isl", "3584"),
+     f"--isl {largest_direct_isl(4096, Client.AIPERF)} or less"),
+])
+def test_bad_request_rates_are_refused_by_name(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
+                                               expected: str) -> None:
+    """aiperf's prompts are longer in characters than genai-bench's, so the direct bound is its own."""
+    with pytest.raises(SystemExit) if "--concurrency" in argv else _no_raise():
+        code, _, err = run_cli(capsys, "--output-dir", "-", *argv)
+        assert code == 2 and expected in err
+    if "--concurrency" in argv:
+        assert expected in capsys.readouterr().err
+
+
+class _no_raise:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+
+def test_an_open_loop_results_folder_is_reported_and_compared_per_rate(
+        capsys: pytest.CaptureFixture[str], open_loop_run: Any, healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+        stub_spec: str) -> None:
+    """--results-dir reads the Job's aiperf files; --compare asks the advisor once per rate (its open-loop
+    model), and an A/B of a rate sweep against a concurrency sweep is refused."""
+    asked: list[Any] = []
+    estimate = FakeEstimate(ttft_s=0.5, tpot_s=0.005, e2e_s=0.6, output_tokens_per_s=100.0, gpus=16)
+
+    def predictor(spec: Any, scenario: Scenario) -> FakeAdvice:
+        asked.append(scenario)
+        return FakeAdvice(points=tuple(FakePoint(0, estimate, estimate, rate) for rate in scenario.request_rates),
+                          assumptions={"system": "h100_sxm"})
+
+    monkeypatch.setattr(bench, "predictor", predictor)
+    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(open_loop_run.folder), "--compare", "--json")
+    assert asked[0].request_rates == (8.0, 16.0) and asked[0].concurrency == ()
+    document = json.loads(out)
+    assert [level["request_rate"] for level in document["runs"]["dpd"]["levels"]] == [8.0, 16.0]
+    ttft = [r for r in document["comparison"]["rows"] if r["metric"] == "TTFT p50"]
+    assert [r["request_rate"] for r in ttft] == [8.0, 16.0] and all(abs(r["difference_percent"]) < 15 for r in ttft)
+    code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(open_loop_run.folder), "--aggregated-results-dir",
+                           str(healthy_run.folder))
+    assert code == 2 and "request rate 8,16/s" in err and "concurrency 2,4" in err

@@ -8,6 +8,8 @@ summary's metrics are top-level objects with a ``unit`` (``ms``, ``sec``) and ``
 failed ones; ``error_summary`` lists each distinct error with its HTTP code and count. Each record
 line has ``metadata.benchmark_phase`` (``warmup`` or ``profiling``), ``metrics`` with
 ``time_to_first_token`` and ``inter_token_latency`` values, and an ``error`` object when it failed.
+When every request fails, aiperf exits 1 and writes no summary; the records alone then give the
+level, with its failures counted by HTTP code (:func:`parse_failed_records`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from hyperpod_dpd.load import Load
 
 FILE_PREFIX = "aiperf_rate_"
 AIPERF_FILE = re.compile(rf"^{FILE_PREFIX}(?P<rate>\d+(?:\.\d+)?)\.json$")
+RECORDS_FILE = re.compile(rf"^{FILE_PREFIX}(?P<rate>\d+(?:\.\d+)?)\.jsonl$")
+MEASURED_PHASE = "profiling"
 UNIT_SCALE = {"ms": 1e-3, "sec": 1.0, "s": 1.0, "ns": 1e-9, "us": 1e-6}
 
 
@@ -51,16 +55,24 @@ def _avg(data: Mapping[str, Any], name: str) -> float | None:
     return None if value is None else float(value)
 
 
-def _answered(records: str, where: str) -> tuple[tuple[float, float | None], ...]:
-    """(TTFT, TPOT) in seconds of every answered request in the records, warm-up included (the router counted it)."""
-    answered = []
-    for number, line in enumerate(records.splitlines(), start=1):
+def _records(text: str, where: str) -> list[Mapping[str, Any]]:
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except ValueError as err:
-            raise ResultsError(f"{where}l line {number}: not JSON ({err})") from None
+            raise ResultsError(f"{where} line {number}: not JSON ({err})") from None
+        if isinstance(record, Mapping):
+            found.append(record)
+    return found
+
+
+def _answered(records: str, where: str) -> tuple[tuple[float, float | None], ...]:
+    """(TTFT, TPOT) in seconds of every answered request in the records, warm-up included (the router counted it)."""
+    answered = []
+    for record in _records(records, f"{where}l"):
         metrics = record.get("metrics") or {}
         ttft = metrics.get("time_to_first_token")
         if record.get("error") or not isinstance(ttft, Mapping) or ttft.get("value") is None:
@@ -96,6 +108,21 @@ def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float
         mean_input_tokens=_avg(summary, "usage_prompt_tokens") or _avg(summary, "input_sequence_length"),
         mean_output_tokens=output if output is not None else _avg(summary, "output_sequence_length"),
         error_codes=codes, first_error=first, answered=_answered(records or "", where))
+
+
+def parse_failed_records(records: str, *, rate: float, isl: int, osl: int, where: str = "records") -> LevelResult:
+    """A rate whose every request failed (aiperf wrote no summary): the measured records' failures by HTTP code."""
+    measured = [r for r in _records(records, where)
+                if (r.get("metadata") or {}).get("benchmark_phase", MEASURED_PHASE) == MEASURED_PHASE]
+    errors = [r["error"] for r in measured if isinstance(r.get("error"), Mapping)]
+    codes: dict[str, int] = {}
+    for error in errors:
+        codes[str(error.get("code"))] = codes.get(str(error.get("code")), 0) + 1
+    none = Percentiles(None, None, None)
+    return LevelResult(load=Load(rate=rate), scenario=f"D({isl},{osl})", ttft=none, tpot=none, e2e=none,
+                       output_tokens_per_s=0.0, completed=len(measured) - len(errors), failed=len(errors),
+                       duration_s=0.0, mean_input_tokens=None, mean_output_tokens=None, error_codes=codes,
+                       first_error=str(errors[0].get("message"))[:300] if errors else None)
 
 
 def _scenario(summary: Mapping[str, Any]) -> str:

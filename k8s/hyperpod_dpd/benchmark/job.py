@@ -131,6 +131,10 @@ def option_problems(target: BenchmarkTarget, options: JobOptions) -> list[Proble
     return problems
 
 
+# The tokenizer is a local folder: nothing needs the Hub. genai-bench is told so; aiperf 0.13 is not, because
+# in offline mode it looks a tokenizer name up in the Hub cache only (aiperf/common/tokenizer.py,
+# Tokenizer._from_pretrained_local: snapshot_download(local_files_only=True)) and refuses a local folder.
+OFFLINE_ENV = (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"))
 LOCK_FILES = {Client.GENAI_BENCH: "genai_bench_lock.json", Client.AIPERF: "aiperf_lock.json"}
 CLIENT_LOGS = {Client.GENAI_BENCH: "/results/logs/genai_bench.log", Client.AIPERF: "/results/logs/aiperf.log"}
 
@@ -309,9 +313,10 @@ class BenchmarkJobChart(cdk8s.Chart):
                     else {}),
                  "QUIET_SECONDS": kplus.EnvValue.from_value(str(options.quiet_seconds)),
                  **{key: kplus.EnvValue.from_value(value) for key, value in (
-                     ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"),
-                     ("HF_HOME", "/tmp/hf"), ("MPLCONFIGDIR", "/tmp/mpl"), ("TRANSFORMERS_VERBOSITY", "error"),
-                     ("PIP_DISABLE_PIP_VERSION_CHECK", "1"), ("ENABLE_UI", "false"))}},
+                     *(OFFLINE_ENV if scenario.client is Client.GENAI_BENCH else ()),
+                     ("HF_HUB_DISABLE_TELEMETRY", "1"), ("HF_HOME", "/tmp/hf"), ("MPLCONFIGDIR", "/tmp/mpl"),
+                     ("TRANSFORMERS_VERBOSITY", "error"), ("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+                     ("ENABLE_UI", "false"))}},
             mounts={"/tokenizer": volumes["tokenizer"], "/results": volumes["results"], "/tmp": volumes["tmp"]}))
         self.job.add_container(**self._container(
             name=PUBLISH_CONTAINER, image=options.aws_cli_image, cpu=0.25, memory_gib=0.25,

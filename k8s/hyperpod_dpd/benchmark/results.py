@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,12 +191,20 @@ def _json_object(name: str, text: str) -> Mapping[str, Any]:
     return data
 
 
-def collect(files: Mapping[str, str], *, expected: Iterable[Load] = ()) -> BenchmarkResults:
+def collect(files: Mapping[str, str], *, expected: Iterable[Load] = (), isl: int = 0,
+            osl: int = 0) -> BenchmarkResults:
     """Result files by name (their text) as results, genai-bench's and aiperf's; other names are ignored.
 
     ``expected`` are the levels that should be there. :default: - those the run's plan lists
+    ``isl`` and ``osl`` name the scenario of an aiperf level whose every request failed (it writes no
+    summary). :default: - another level's
     """
-    from hyperpod_dpd.benchmark.aiperf_results import AIPERF_FILE, parse_aiperf  # noqa: PLC0415 - imports this one
+    from hyperpod_dpd.benchmark.aiperf_results import (  # noqa: PLC0415 - that module imports this one
+        AIPERF_FILE,
+        RECORDS_FILE,
+        parse_aiperf,
+        parse_failed_records,
+    )
 
     found: dict[Load, LevelResult] = {}
     for name in sorted(files):
@@ -208,6 +216,12 @@ def collect(files: Mapping[str, str], *, expected: Iterable[Load] = ()) -> Bench
             records = files.get(name.removesuffix(".json") + ".jsonl")
             level = parse_aiperf(_json_object(name, files[name]), records, rate=float(match["rate"]), where=name)
             found[level.load] = level
+        elif (match := RECORDS_FILE.match(name)) is not None and name.removesuffix("l") not in files:
+            level = parse_failed_records(files[name], rate=float(match["rate"]), isl=isl, osl=osl, where=name)
+            found[level.load] = level
+    known = next((level.scenario for level in found.values() if level.completed), None)
+    if not isl and known is not None:  # a level that wrote only failed records runs the same scenario
+        found = {key: replace(level, scenario=known) if not level.completed else level for key, level in found.items()}
     wanted = sorted(set(expected) or set(_planned_levels(files)), key=Load.sort_key)
     missing = tuple(level for level in wanted if level not in found)
     return BenchmarkResults(levels=tuple(found[key] for key in sorted(found, key=Load.sort_key)), missing=missing)

@@ -486,7 +486,7 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
         try:
             job_run = run_job(kube, objects, waiter=waiter, keep=args.keep,
                               on_poll=snapshots.observe if snapshots is not None else None)
-            results = collect(job_run.log.files, expected=scenario.loads)
+            results = collect(job_run.log.files, expected=scenario.loads, isl=scenario.isl, osl=scenario.osl)
         except KubeError as err:
             raise UserFacingError(str(err)) from None
         except ResultsError as err:

@@ -1,0 +1,118 @@
+"""The open-loop sweep: aiperf, run as the Job runs it, at request rates against the stub.
+
+The stub answers after a fixed 500 ms, so a TTFT near 500 ms says the client adds little; it counts
+every request as the router would, so the counters show what reached the server (warm-up included,
+no readiness probe) and which path each request took.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+import pytest
+
+from hyperpod_dpd.benchmark import Scenario, Trust, trust_warnings
+from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf
+from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation, disaggregation_warnings
+from hyperpod_dpd.benchmark.overhead import BOUND_S, client_overhead, overhead_warnings
+from hyperpod_dpd.benchmark.results import ResultsError, collect, read_directory
+from hyperpod_dpd.benchmark.route import RoutePath, default_isl, largest_direct_isl
+from hyperpod_dpd.load import Load
+
+RATES = (Load(rate=8.0), Load(rate=16.0))
+REQUESTS, WARMUP = 24, 3  # per rate (conftest's open_loop scenario), and its warm-up: ceil(10%)
+SCENARIO = Scenario(isl=64, osl=16, request_rates=(8.0, 16.0), requests=REQUESTS, max_seconds=60)
+
+
+def _routing(run: Any, loads: tuple[Load, ...] = RATES) -> dict[Load, LevelDisaggregation]:
+    snapshots = [DpdCounters.parse([router], [decoder]) for _, (router, decoder) in sorted(run.metrics.items())]
+    return {load: LevelDisaggregation.between(snapshots[i], snapshots[i + 1], load=load)
+            for i, load in enumerate(loads)}
+
+
+def test_the_scenario_runs_aiperf_with_its_warm_up_and_bound() -> None:
+    assert SCENARIO.client is Client.AIPERF and SCENARIO.loads == RATES and SCENARIO.concurrency == ()
+    assert SCENARIO.level_plan() == f"8:{REQUESTS}:{WARMUP} 16:{REQUESTS}:{WARMUP}"
+    by_default = Scenario(request_rates=(0.5, 4.0))  # 120 s of arrivals, never under the p90 sample
+    assert by_default.requests_per_level == [155, 480] and by_default.warmup_at(Load(rate=4.0)) == 48
+
+
+def test_every_rate_is_read_and_trusted(open_loop_run: Any) -> None:
+    assert open_loop_run.returncode == 0, open_loop_run.stdout[-3000:] + open_loop_run.stderr
+    results = read_directory(open_loop_run.folder)
+    assert results.loads == RATES and results.missing == ()
+    for level in results.levels:
+        assert (level.completed, level.failed, level.scenario) == (REQUESTS, 0, "D(64,16)")
+        assert level.mean_output_tokens == 16 and level.mean_input_tokens == 64
+        assert level.ttft.p50 is not None and 0.5 <= level.ttft.p50 < 0.5 + BOUND_S
+        assert level.tpot.p50 is not None and 0.005 <= level.tpot.p50 < 0.015
+        assert len(level.answered) == REQUESTS + WARMUP  # the records keep the warm-up, which the router counted
+    assert trust_warnings(results, SCENARIO) == []
+
+
+def test_arrivals_are_open_loop_at_the_rate(open_loop_run: Any) -> None:
+    """Request starts follow a Poisson process: the mean gap is about 1/rate whatever the server does,
+    and gaps vary as exponential ones do (a fixed schedule or a closed loop would not)."""
+    for rate in (8.0, 16.0):
+        records = [json.loads(line) for line in
+                   (open_loop_run.folder / f"aiperf_rate_{rate:g}.jsonl").read_text().splitlines() if line]
+        starts = sorted(r["metadata"]["request_start_ns"] / 1e9 for r in records
+                        if r["metadata"]["benchmark_phase"] == "profiling")
+        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        assert len(starts) == REQUESTS
+        assert 0.5 / rate < statistics.mean(gaps) < 2 / rate, (rate, statistics.mean(gaps))
+        assert statistics.stdev(gaps) / statistics.mean(gaps) > 0.4  # exponential gaps: about 1
+
+
+def test_the_router_saw_every_request_disaggregated_and_the_client_adds_little(open_loop_run: Any) -> None:
+    results = read_directory(open_loop_run.folder)
+    routing = _routing(open_loop_run)
+    for level in results.levels:
+        seen = routing[level.load]
+        # every request the client sent, warm-up included, and nothing else (no readiness probe)
+        assert (seen.disaggregated, seen.local, seen.fraction) == (REQUESTS + WARMUP, 0, 1.0)
+        assert seen.external_kv_tokens == (REQUESTS + WARMUP) * 64
+        overhead = client_overhead(level, seen)
+        assert overhead is not None and 0 < overhead < BOUND_S, f"{level.load.describe()}: {overhead}"
+    assert open_loop_run.served == 2 * (REQUESTS + WARMUP)
+    assert disaggregation_warnings(RoutePath.DPD, list(results.loads), routing) == []
+    assert overhead_warnings(results.levels, routing) == []
+
+
+def test_a_silently_direct_router_is_caught_at_a_rate(open_loop_direct_run: Any) -> None:
+    results = read_directory(open_loop_direct_run.folder)
+    (load,) = results.loads
+    routing = _routing(open_loop_direct_run, (load,))
+    assert routing[load].fraction == 0.0 and routing[load].external_kv_tokens == 0
+    (warning,) = disaggregation_warnings(RoutePath.DPD, [load], routing)
+    assert warning.code is Trust.NOT_DISAGGREGATED and warning.render().startswith("[not-disaggregated] 8 requests/s")
+
+
+def test_a_rate_where_every_request_failed_is_reported_and_the_sweep_stops(open_loop_failing_run: Any) -> None:
+    """aiperf exits 1 and writes no summary; its records still say what failed, and the pod stops there."""
+    assert open_loop_failing_run.returncode == 1
+    results = collect(open_loop_failing_run.files(), isl=64, osl=16)
+    (level,) = results.levels
+    assert (level.load, level.completed, level.failed, dict(level.error_codes)) == (RATES[0], 0, REQUESTS,
+                                                                                   {"404": REQUESTS})
+    assert level.first_error is not None and "injected failure" in level.first_error
+    assert results.missing == (RATES[1],)
+    codes = [(w.code, w.load) for w in trust_warnings(results, SCENARIO)]
+    assert codes == [(Trust.LEVEL_FAILED, RATES[0]), (Trust.LEVEL_NOT_RUN, RATES[1])]
+
+
+def test_a_summary_that_is_not_aiperfs_is_refused() -> None:
+    with pytest.raises(ResultsError, match="aiperf_version"):
+        parse_aiperf({"request_count": {"avg": 3}}, None, rate=1.0, where="x.json")
+    with pytest.raises(ResultsError, match="line 1: not JSON"):
+        collect({"aiperf_rate_1.json": json.dumps({"aiperf_version": "0.13.0"}), "aiperf_rate_1.jsonl": "{cut"})
+
+
+def test_aiperf_prompts_need_their_own_direct_bound() -> None:
+    """aiperf's prompts are exactly isl tokens but longer in characters than genai-bench's, so the direct
+    path's longest input is shorter; the DPD default clears the threshold for both."""
+    assert default_isl(4096, client=Client.AIPERF) == default_isl(4096) == 4352
+    assert largest_direct_isl(4096, Client.AIPERF) < largest_direct_isl(4096)
