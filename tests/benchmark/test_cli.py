@@ -494,3 +494,26 @@ def test_an_open_loop_results_folder_is_reported_and_compared_per_rate(
     code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(open_loop_run.folder), "--aggregated-results-dir",
                            str(healthy_run.folder))
     assert code == 2 and "request rate 8,16/s" in err and "concurrency 2,4" in err
+
+
+OPEN_LOOP_DOC_BLOCK = "<!-- open-loop stub run: checked by tests/benchmark/test_cli.py -->"
+
+
+def test_the_documented_open_loop_stub_run_is_what_bench_prints(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_run: Any, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """docs/bench.md quotes an aiperf sweep on the stub: its title, columns and row shapes are today's output."""
+    spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 32"),
+                      ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 550\n  tpot_ms: 10"))
+    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run))
+    code, out, err = run_cli(capsys, spec, *OPEN_LOOP_TRAFFIC)
+    text = DOC.read_text(encoding="utf-8")
+    quoted = text.split(OPEN_LOOP_DOC_BLOCK, 1)[1].split("```text\n", 1)[1].split("```", 1)[0].rstrip().splitlines()
+    table, _, flagged = out.rstrip().partition("\n\ncannot be trusted as measured:\n")
+    assert all("[client-overhead]" in line for line in flagged.splitlines()), out + err
+    assert code == (1 if flagged else 0), out + err
+    printed = table.splitlines()
+    shape = re.compile(r"[0-9][0-9,]*(?:\.[0-9]+)?")
+    assert len(quoted) == len(printed), out
+    for doc_line, line in zip(quoted, printed, strict=True):
+        assert shape.sub("9", doc_line).split() == shape.sub("9", line).split(), out

@@ -90,6 +90,38 @@ def test_genai_bench_runs_the_blog_scenario_against_the_router(spec: DpdSpec) ->
     assert {"name": "HF_HUB_OFFLINE", "value": "1"} in bench["env"]
 
 
+def test_aiperf_runs_each_request_rate_against_the_router(spec: DpdSpec,
+                                                         kubernetes_errors: KubeErrors) -> None:
+    """The open-loop Job: aiperf per rate with Poisson arrivals from a fixed seed, the lengths held fixed,
+    ``max_tokens`` as genai-bench sends it, no readiness probe, and no Hub offline mode (aiperf 0.13 then
+    refuses a local tokenizer folder)."""
+    rendered = objects(spec, Scenario(request_rates=(1.0, 2.5)), results=S3Location(bucket="results", prefix="r"))
+    assert kubernetes_errors("io.k8s.api.batch.v1.Job", rendered["Job"]) == []
+    pod = rendered["Job"]["spec"]["template"]["spec"]
+    bench, publish = pod["initContainers"][1], pod["containers"][0]
+    args = bench["args"]
+
+    def flag(name: str) -> list[str]:
+        return [args[i + 1] for i, arg in enumerate(args) if arg == name]
+
+    assert args[0] == "profile" and bench["command"][3] == "aiperf" and "aiperf" in bench["command"][2]
+    assert flag("--url") == ["http://dpd-test-default-routing-service.hyperpod-inference-system.svc"
+                             ".cluster.local:443"]
+    assert flag("--isl") == ["4352"] and flag("--osl") == ["256"] and flag("--isl-stddev") == ["0"]
+    assert flag("--extra-inputs") == ["ignore_eos:true"] and "--use-legacy-max-tokens" in args
+    assert flag("--arrival-pattern") == ["poisson"] and flag("--random-seed") == ["20261201"]
+    assert flag("--wait-for-model-timeout") == ["0"] and flag("--benchmark-duration") == ["1800"]
+    assert flag("--workers-max") == ["3"] and flag("--request-rate") == []  # per level, from LEVELS
+    env = {e["name"]: e["value"] for e in bench["env"]}
+    assert env["LEVELS"] == "1:155:16 2.5:300:30" and env["LEVELS_JSON"] == '{"request_rate": [1.0, 2.5]}'
+    assert env["CLIENT_VERSION"] == "0.13.0" and "aiperf==0.13.0 --hash=sha256:" in env["CLIENT_LOCK"]
+    assert "HF_HUB_OFFLINE" not in env and "TRANSFORMERS_OFFLINE" not in env
+    # the records go to S3 and the log with the summaries; a failed run's tail is aiperf's log
+    script = publish["command"][2]
+    assert '--include "*.jsonl"' in script and '"$dir"/*.jsonl' in script and "/results/logs/aiperf.log" in script
+    assert rendered["Job"]["spec"]["activeDeadlineSeconds"] == deadline_seconds(Scenario(request_rates=(1.0, 2.5)))
+
+
 def test_overrides_reach_the_manifest(spec: DpdSpec) -> None:
     rendered = objects(spec, Scenario(isl=2000, osl=128, concurrency=(1, 4), requests=40, max_seconds=300),
                        image="ghcr.io/moirai-internal/genai-bench:0.0.5", role_arn="arn:aws:iam::1:role/r",
@@ -104,9 +136,12 @@ def test_overrides_reach_the_manifest(spec: DpdSpec) -> None:
     assert rendered["Job"]["spec"]["activeDeadlineSeconds"] == 900 + 2 * 360 + 3 * 40
 
 
-def test_rendering_is_deterministic_and_snapshotted(spec: DpdSpec, snapshot: SnapshotAssertion) -> None:
-    first = yaml.safe_dump_all(list(objects(spec).values()), sort_keys=False)
-    assert first == yaml.safe_dump_all(list(objects(spec).values()), sort_keys=False)
+@pytest.mark.parametrize("scenario", [Scenario(), Scenario(request_rates=(1.0, 2.0, 4.0))],
+                         ids=["concurrency", "request-rate"])
+def test_rendering_is_deterministic_and_snapshotted(spec: DpdSpec, scenario: Scenario,
+                                                    snapshot: SnapshotAssertion) -> None:
+    first = yaml.safe_dump_all(list(objects(spec, scenario).values()), sort_keys=False)
+    assert first == yaml.safe_dump_all(list(objects(spec, scenario).values()), sort_keys=False)
     assert first == snapshot
 
 

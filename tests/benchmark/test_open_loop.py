@@ -50,6 +50,9 @@ def test_every_rate_is_read_and_trusted(open_loop_run: Any) -> None:
         assert level.ttft.p50 is not None and 0.5 <= level.ttft.p50 < 0.5 + BOUND_S
         assert level.tpot.p50 is not None and 0.005 <= level.tpot.p50 < 0.015
         assert len(level.answered) == REQUESTS + WARMUP  # the records keep the warm-up, which the router counted
+        # goodput counts the measured requests only: all meet a TTFT target above the stub's 500 ms, none below
+        assert level.goodput(ttft_s=0.55, tpot_s=0.01)[0] == len(level.measured_answered) == REQUESTS
+        assert level.goodput(ttft_s=0.45, tpot_s=None)[0] == 0
     assert trust_warnings(results, SCENARIO) == []
 
 

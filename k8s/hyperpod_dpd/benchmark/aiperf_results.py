@@ -69,9 +69,10 @@ def _records(text: str, where: str) -> list[Mapping[str, Any]]:
     return found
 
 
-def _answered(records: str, where: str) -> tuple[tuple[float, float | None], ...]:
-    """(TTFT, TPOT) in seconds of every answered request in the records, warm-up included (the router counted it)."""
-    answered = []
+def _answered(records: str, where: str) -> tuple[tuple[tuple[float, float | None], ...], int]:
+    """(TTFT, TPOT) in seconds of every answered request in the records, warm-up first (the router counted
+    those too), and how many were warm-up."""
+    answered, warmup = [], []
     for record in _records(records, f"{where}l"):
         metrics = record.get("metrics") or {}
         ttft = metrics.get("time_to_first_token")
@@ -81,8 +82,10 @@ def _answered(records: str, where: str) -> tuple[tuple[float, float | None], ...
         tpot = None
         if isinstance(itl, Mapping) and itl.get("value") is not None:
             tpot = float(itl["value"]) * _scale(itl, "inter_token_latency", where)
-        answered.append((float(ttft["value"]) * _scale(ttft, "time_to_first_token", where), tpot))
-    return tuple(answered)
+        phase = (record.get("metadata") or {}).get("benchmark_phase", MEASURED_PHASE)
+        (answered if phase == MEASURED_PHASE else warmup).append(
+            (float(ttft["value"]) * _scale(ttft, "time_to_first_token", where), tpot))
+    return (*warmup, *answered), len(warmup)
 
 
 def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float, where: str = "result") -> LevelResult:
@@ -97,6 +100,7 @@ def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float
     failed = max(int(_avg(summary, "error_request_count") or 0), sum(codes.values()))
     first = str((errors[0].get("error_details") or {}).get("message"))[:300] if errors else None
     output = _avg(summary, "usage_completion_tokens")
+    answered, warmup = _answered(records or "", where)
     return LevelResult(
         load=Load(rate=rate), scenario=_scenario(summary),
         ttft=_percentiles(summary, "time_to_first_token", where), tpot=_percentiles(summary, "inter_token_latency",
@@ -107,7 +111,7 @@ def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float
         duration_s=_avg(summary, "benchmark_duration") or 0.0,
         mean_input_tokens=_avg(summary, "usage_prompt_tokens") or _avg(summary, "input_sequence_length"),
         mean_output_tokens=output if output is not None else _avg(summary, "output_sequence_length"),
-        error_codes=codes, first_error=first, answered=_answered(records or "", where))
+        error_codes=codes, first_error=first, answered=answered, warmup_answered=warmup)
 
 
 def parse_failed_records(records: str, *, rate: float, isl: int, osl: int, where: str = "records") -> LevelResult:

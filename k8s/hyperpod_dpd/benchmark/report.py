@@ -45,7 +45,7 @@ def routing_cells(level: LevelResult, seen: LevelDisaggregation | None) -> list[
 
 def goodput_cell(level: LevelResult, slo: Slo) -> str:
     good, rate = level.goodput(ttft_s=slo[0], tpot_s=slo[1])
-    return f"{rate:.2f} ({good}/{len(level.answered)})"
+    return f"{rate:.2f} ({good}/{len(level.measured_answered)})"
 
 
 def render_results(title: str, results: BenchmarkResults, warnings: Sequence[TrustWarning],
@@ -80,7 +80,7 @@ def results_object(*, endpoint: str, scenario: Scenario, results: BenchmarkResul
     if slo:
         document["goodput"] = {"slo": {"ttft_s": slo[0], "tpot_s": slo[1]}, "levels": [
             {**lv.load.as_dict(), "good": lv.goodput(ttft_s=slo[0], tpot_s=slo[1])[0],
-             "answered": len(lv.answered), "per_s": lv.goodput(ttft_s=slo[0], tpot_s=slo[1])[1]}
+             "answered": len(lv.measured_answered), "per_s": lv.goodput(ttft_s=slo[0], tpot_s=slo[1])[1]}
             for lv in results.levels]}
     return document
 

@@ -61,15 +61,21 @@ class LevelResult:
     first_error: str | None = None
     # (TTFT, TPOT) in seconds of every answered request, warm-up included (the router counts those too)
     answered: tuple[tuple[float, float | None], ...] = ()
+    warmup_answered: int = 0  # how many of ``answered``, at its start, were warm-up requests (aiperf marks them)
 
     @property
     def client_ttft_mean(self) -> float | None:
         """Mean TTFT over every answered request, comparable with the router's own mean for the level."""
         return sum(ttft for ttft, _ in self.answered) / len(self.answered) if self.answered else None
 
+    @property
+    def measured_answered(self) -> tuple[tuple[float, float | None], ...]:
+        """``answered`` without the warm-up requests the client marked as such."""
+        return self.answered[self.warmup_answered:]
+
     def goodput(self, *, ttft_s: float | None, tpot_s: float | None) -> tuple[int, float]:
-        """Requests that met both targets (a missing target always holds), and their rate per second."""
-        good = sum(1 for ttft, tpot in self.answered if (ttft_s is None or ttft <= ttft_s)
+        """Measured requests that met both targets (a missing target always holds), and their rate per second."""
+        good = sum(1 for ttft, tpot in self.measured_answered if (ttft_s is None or ttft <= ttft_s)
                    and (tpot_s is None or (tpot is not None and tpot <= tpot_s)))
         return good, good / self.duration_s if self.duration_s else 0.0
 
