@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -456,19 +457,11 @@ def test_a_silently_direct_open_loop_run_is_untrustworthy_and_exit_1(
 def test_bad_request_rates_are_refused_by_name(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
                                                expected: str) -> None:
     """aiperf's prompts are longer in characters than genai-bench's, so the direct bound is its own."""
-    with pytest.raises(SystemExit) if "--concurrency" in argv else _no_raise():
+    with pytest.raises(SystemExit) if "--concurrency" in argv else contextlib.nullcontext():
         code, _, err = run_cli(capsys, "--output-dir", "-", *argv)
         assert code == 2 and expected in err
     if "--concurrency" in argv:
         assert expected in capsys.readouterr().err
-
-
-class _no_raise:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return False
 
 
 def test_an_open_loop_results_folder_is_reported_and_compared_per_rate(

@@ -72,7 +72,8 @@ def _records(text: str, where: str) -> list[Mapping[str, Any]]:
 def _answered(records: str, where: str) -> tuple[tuple[tuple[float, float | None], ...], int]:
     """(TTFT, TPOT) in seconds of every answered request in the records, warm-up first (the router counted
     those too), and how many were warm-up."""
-    answered, warmup = [], []
+    answered: list[tuple[float, float | None]] = []
+    warmup: list[tuple[float, float | None]] = []
     for record in _records(records, f"{where}l"):
         metrics = record.get("metrics") or {}
         ttft = metrics.get("time_to_first_token")
