@@ -64,7 +64,8 @@ def test_a_run_where_every_request_fails_is_reported_not_crashed(failing_run: An
     assert first.error_codes.keys() == {"404"} and first.error_rate == 1.0
     assert first.ttft.p50 is None and first.output_tokens_per_s == 0.0
     assert results.missing == (Load(concurrency=4),)  # genai-bench stops after the failed level
-    assert read_directory(failing_run.folder).missing == (Load(concurrency=4),)  # the planned levels, from its metadata file
+    # the planned levels, from its metadata file
+    assert read_directory(failing_run.folder).missing == (Load(concurrency=4),)
     assert codes(results) == {Trust.LEVEL_FAILED, Trust.LEVEL_NOT_RUN}
 
 
@@ -127,5 +128,6 @@ def test_other_files_are_ignored_and_levels_sorted() -> None:
     level = json.dumps(_one_level())
     bigger = json.dumps(_one_level(num_concurrency=8))
     results = collect({"experiment_metadata.json": "{}", "D64_16_text-to-text_num_concurrency_8_time_3s.json": bigger,
-                       "D64_16_text-to-text_num_concurrency_2_time_1s.json": level}, expected=tuple(Load(concurrency=c) for c in (2, 8, 16)))
+                       "D64_16_text-to-text_num_concurrency_2_time_1s.json": level},
+                      expected=tuple(Load(concurrency=c) for c in (2, 8, 16)))
     assert [lv.load.concurrency for lv in results.levels] == [2, 8] and results.missing == (Load(concurrency=16),)
