@@ -12,7 +12,13 @@ import pytest
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.job import AIPERF_VERSION, GENAI_BENCH_VERSION, JobOptions, client_lock, render_benchmark_job
+from hyperpod_dpd.benchmark.job import (
+    AIPERF_VERSION,
+    GENAI_BENCH_VERSION,
+    JobOptions,
+    client_lock,
+    render_benchmark_job,
+)
 from hyperpod_dpd.spec import DpdSpec
 
 LOCK_LINE = re.compile(r"^(?P<name>[a-z0-9-]+)==(?P<version>\S+) --hash=sha256:[0-9a-f]{64}$")
@@ -70,8 +76,8 @@ def _benchmark_container(spec: DpdSpec, options: JobOptions, client: Client) -> 
 def test_the_pod_installs_the_lock_with_hashes_required(spec: DpdSpec, tmp_path: Path, client: Client,
                                                         version: str) -> None:
     """The rendered script, run with a pip that records what it was asked (and no client on PATH)."""
-    options = JobOptions(run_id="r1", pip_index_url="https://mirror.example/simple",
-                         **({"aiperf_version": version} if client is Client.AIPERF else {"genai_bench_version": version}))
+    version_option = "aiperf_version" if client is Client.AIPERF else "genai_bench_version"
+    options = JobOptions(run_id="r1", pip_index_url="https://mirror.example/simple", **{version_option: version})
     container = _benchmark_container(spec, options, client)
     env = {e["name"]: e["value"] for e in container["env"]}  # type: ignore[attr-defined]
     assert env["PIP_INDEX_URL"] == "https://mirror.example/simple"

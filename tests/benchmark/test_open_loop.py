@@ -7,6 +7,7 @@ no readiness probe) and which path each request took.
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from typing import Any
@@ -64,7 +65,7 @@ def test_arrivals_are_open_loop_at_the_rate(open_loop_run: Any) -> None:
                    (open_loop_run.folder / f"aiperf_rate_{rate:g}.jsonl").read_text().splitlines() if line]
         starts = sorted(r["metadata"]["request_start_ns"] / 1e9 for r in records
                         if r["metadata"]["benchmark_phase"] == "profiling")
-        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
         assert len(starts) == REQUESTS
         assert 0.5 / rate < statistics.mean(gaps) < 2 / rate, (rate, statistics.mean(gaps))
         assert statistics.stdev(gaps) / statistics.mean(gaps) > 0.4  # exponential gaps: about 1
