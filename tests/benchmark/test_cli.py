@@ -510,3 +510,26 @@ def test_the_documented_open_loop_stub_run_is_what_bench_prints(
     assert len(quoted) == len(printed), out
     for doc_line, line in zip(quoted, printed, strict=True):
         assert shape.sub("9", doc_line).split() == shape.sub("9", line).split(), out
+
+
+def test_a_results_folder_whose_prompts_the_models_tokenizer_counts_short_is_flagged(
+        capsys: pytest.CaptureFixture[str], healthy_run: Any, tmp_path: Path) -> None:
+    """No counters in a folder: the server's own prompt-token count (the model's tokenizer) is the evidence."""
+    def counted(tokens: float) -> Path:
+        folder = tmp_path / f"counted-{tokens:g}"
+        folder.mkdir()
+        for name, text in healthy_run.files().items():
+            data = json.loads(text)
+            if "aggregated_metrics" in data:
+                data["aggregated_metrics"]["stats"]["num_input_tokens"]["mean"] = tokens
+            (folder / name).write_text(json.dumps(data))
+        return folder
+
+    spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 60"))  # 64 Llama 3 tokens clear 60 by the margin
+    code, out, _ = run_cli(capsys, spec, "--results-dir", str(counted(40.0)), "--json")
+    warnings = [w for w in json.loads(out)["runs"]["dpd"]["warnings"] if w["code"] == "not-disaggregated"]
+    assert code == 1 and [w["concurrency"] for w in warnings] == [2, 4]
+    assert "counted 40 prompt tokens per request, not clear of the routing threshold 60 (use --isl 256" in \
+        warnings[0]["message"]
+    code, out, _ = run_cli(capsys, spec, "--results-dir", str(counted(70.0)), "--json")
+    assert "not-disaggregated" not in {w["code"] for w in json.loads(out)["runs"]["dpd"]["warnings"]}

@@ -27,6 +27,7 @@ from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.route import (
     RoutePath,
     default_isl,
+    isl_for_model,
     largest_direct_isl,
     prompt_length,
     route_problems,
@@ -239,3 +240,18 @@ def test_a_router_that_logged_nothing_counts_nothing(spec: DpdSpec, fakes: Modul
     level = LevelDisaggregation.between(before, before, load=C8)
     assert level.routed == 0 and level.fraction is None
     assert [w.code for w in disaggregation_warnings(RoutePath.DPD, [C8], {C8: level})] != []
+
+
+def test_a_level_below_the_fraction_names_the_input_length_this_models_tokenizer_needs() -> None:
+    """The shipped prompt lengths are Llama 3's; the server counts prompts with the model's own tokenizer,
+    so a model whose tokenizer is thriftier gets the --isl that clears the threshold by the margin."""
+    assert isl_for_model(isl=4352, prompt_tokens=3900.0, threshold=4096) == 4864  # 4352 x 4177.92 / 3900, rounded up
+    assert isl_for_model(isl=4352, prompt_tokens=4400.0, threshold=4096) is None  # already clear
+    assert isl_for_model(isl=4352, prompt_tokens=None, threshold=4096) is None
+    half = {C8: LevelDisaggregation(load=C8, disaggregated=50, local=50, fallback=0, external_kv_tokens=9)}
+    (warning,) = disaggregation_warnings(RoutePath.DPD, [C8], half, prompt_tokens={C8: 3900.0}, isl=4352,
+                                         threshold=4096)
+    assert warning.code is Trust.NOT_DISAGGREGATED
+    assert "counted 3,900 prompt tokens per request against the threshold 4096: use --isl 4864" in warning.message
+    (unknown,) = disaggregation_warnings(RoutePath.DPD, [C8], half)
+    assert "Check the deployed routingThreshold against --isl" in unknown.message

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hyperpod_dpd.benchmark.job import RESULTS_MARK
-from hyperpod_dpd.benchmark.route import RoutePath
+from hyperpod_dpd.benchmark.route import RoutePath, isl_for_model
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
 from hyperpod_dpd.load import Load
 from hyperpod_dpd.operator_names import (
@@ -114,9 +114,13 @@ class LevelDisaggregation:
                 "router_ttft_mean_s": self.router_ttft_mean_s}
 
 
-def disaggregation_warnings(path: RoutePath, levels: Sequence[Load],
-                            measured: Mapping[Load, LevelDisaggregation]) -> list[TrustWarning]:
-    """A DPD level below :data:`MIN_FRACTION`, with no KV received, or not measured; a direct one that was not."""
+def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: Mapping[Load, LevelDisaggregation],
+                            *, prompt_tokens: Mapping[Load, float | None] | None = None, isl: int = 0,
+                            threshold: int = 0) -> list[TrustWarning]:
+    """A DPD level below :data:`MIN_FRACTION`, with no KV received, or not measured; a direct one that was not.
+
+    ``prompt_tokens`` (the server's mean count per level, with the model's tokenizer), ``isl`` and
+    ``threshold`` let a level below :data:`MIN_FRACTION` say which ``--isl`` this model needs."""
     found: list[TrustWarning] = []
     for level in levels:
         seen = measured.get(level)
@@ -131,10 +135,15 @@ def disaggregation_warnings(path: RoutePath, levels: Sequence[Load],
             found.append(TrustWarning(code=Trust.ROUTING_UNKNOWN, load=level, message=(
                 "the router counted no requests during this level (are its dpd_routing_* metrics served?)")))
         elif path is RoutePath.DPD and fraction < MIN_FRACTION:
+            counted = (prompt_tokens or {}).get(level)
+            needed = isl_for_model(isl=isl, prompt_tokens=counted, threshold=threshold)
+            fix = (f"the model's tokenizer counted {counted:,.0f} prompt tokens per request against the threshold "
+                   f"{threshold}: use --isl {needed} or more" if needed is not None and counted
+                   else "Check the deployed routingThreshold against --isl")
             found.append(TrustWarning(code=Trust.NOT_DISAGGREGATED, load=level, message=(
                 f"the router disaggregated {seen.disaggregated} of {seen.routed} requests ({fraction:.0%}, below "
                 f"{MIN_FRACTION:.0%}; {seen.local} went straight to the decoder, {seen.fallback} fell back): these "
-                "numbers are not DPD's. Check the deployed routingThreshold against --isl")))
+                f"numbers are not DPD's. {fix[0].upper()}{fix[1:]}")))
         elif path is RoutePath.DPD and seen.disaggregated and seen.external_kv_tokens == 0:
             found.append(TrustWarning(code=Trust.NO_KV_TRANSFER, load=level, message=(
                 f"the router disaggregated {seen.disaggregated} requests but the decoder received no KV tokens from "

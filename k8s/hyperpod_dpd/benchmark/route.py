@@ -12,14 +12,15 @@ so the direct path's longest input is shorter with aiperf than with genai-bench.
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.errors import Problem
 from hyperpod_dpd.router_length import MARGIN, PromptLength, clears, client_length
 
-__all__ = ["MARGIN", "ROUND_TO", "PromptLength", "RoutePath", "default_isl", "largest_direct_isl", "path_problems",
-           "prompt_length", "route_problems"]
+__all__ = ["MARGIN", "ROUND_TO", "PromptLength", "RoutePath", "default_isl", "isl_for_model", "largest_direct_isl",
+           "path_problems", "prompt_length", "route_problems"]
 
 ROUND_TO = 256  # default input lengths are a multiple of this, so they read as chosen, not computed
 
@@ -45,6 +46,19 @@ def default_isl(threshold: int, path: RoutePath = RoutePath.DPD, client: Client 
         return limit // ROUND_TO * ROUND_TO or limit
     needed = prompt_length(client).units_to_clear(threshold)
     return max(ROUND_TO, -(-needed // ROUND_TO) * ROUND_TO)
+
+
+def isl_for_model(*, isl: int, prompt_tokens: float | None, threshold: int) -> int | None:
+    """The input length the model's own tokenizer needs to clear ``threshold`` by :data:`MARGIN`.
+
+    The shipped lengths were measured with the Llama 3 tokenizer; the server counts each prompt with
+    the model's (``usage.prompt_tokens``, chat template included). Scaled from what it counted for
+    ``isl``, rounded up to :data:`ROUND_TO`; None when the counted prompts already clear the threshold
+    (or it is 0, or nothing was counted)."""
+    target = threshold * (1 + MARGIN)
+    if threshold <= 0 or not prompt_tokens or prompt_tokens >= target:
+        return None
+    return math.ceil(isl * target / prompt_tokens / ROUND_TO) * ROUND_TO
 
 
 def largest_direct_isl(threshold: int, client: Client = Client.GENAI_BENCH) -> int:

@@ -344,15 +344,26 @@ def _refuse_mismatch(outcomes: list[Outcome]) -> None:
 
 
 def _threshold_warnings(spec: Any, scenario: Scenario, results: BenchmarkResults) -> list[TrustWarning]:
-    """A results folder's input length that the router would not (all) disaggregate."""
-    from hyperpod_dpd.benchmark.route import RoutePath, path_problems  # noqa: PLC0415
+    """A results folder's input length that the router would not (all) disaggregate: by the shipped
+    prompt lengths, or by the prompt tokens the server counted with the model's own tokenizer."""
+    from hyperpod_dpd.benchmark.route import RoutePath, isl_for_model, path_problems  # noqa: PLC0415
     from hyperpod_dpd.benchmark.trust import Trust, TrustWarning  # noqa: PLC0415
 
-    problems = path_problems(isl=scenario.isl, path=RoutePath.DPD, threshold=spec.routing.threshold,
-                             client=scenario.client)
-    return [TrustWarning(code=Trust.NOT_DISAGGREGATED, load=level.load, message=(
-        f"{problems[0].message}; the folder holds no router counters to show otherwise"))
-        for level in results.levels] if problems else []
+    threshold = spec.routing.threshold
+    problems = path_problems(isl=scenario.isl, path=RoutePath.DPD, threshold=threshold, client=scenario.client)
+    found = []
+    for level in results.levels:
+        needed = isl_for_model(isl=scenario.isl, prompt_tokens=level.mean_input_tokens, threshold=threshold)
+        if problems:
+            message = problems[0].message
+        elif needed is not None and level.mean_input_tokens:
+            message = (f"the model's tokenizer counted {level.mean_input_tokens:,.0f} prompt tokens per request, not "
+                       f"clear of the routing threshold {threshold} (use --isl {needed} or more)")
+        else:
+            continue
+        found.append(TrustWarning(code=Trust.NOT_DISAGGREGATED, load=level.load, message=(
+            f"{message}; the folder holds no router counters to show otherwise")))
+    return found
 
 
 def _targets(args: argparse.Namespace, spec: Any, deployed: DeployedStack | None) -> list[tuple[str, BenchmarkTarget]]:
@@ -497,7 +508,9 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
         routing = None
         if snapshots is not None:
             routing = snapshots.levels(scenario.loads)
-            warnings += disaggregation_warnings(path, list(results.loads), routing)
+            warnings += disaggregation_warnings(
+                path, list(results.loads), routing, isl=scenario.isl, threshold=spec.routing.threshold,
+                prompt_tokens={level.load: level.mean_input_tokens for level in results.levels})
             warnings += overhead_warnings(results.levels, routing)
             if snapshots.errors and not args.json:
                 print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
