@@ -40,6 +40,7 @@ from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.errors import Problem, raise_if_any
 from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
+from hyperpod_dpd.tokenizer_files import TOKENIZER_FILES
 from hyperpod_dpd.validation.rules import DNS_LABEL
 
 GENAI_BENCH_VERSION = "0.0.5"
@@ -48,8 +49,6 @@ DEFAULT_AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
 DEFAULT_SERVICE_ACCOUNT = "hyperpod-dpd-bench"
 ROLE_ARN_ANNOTATION = "eks.amazonaws.com/role-arn"
 RESULTS_MARK = "### hyperpod-dpd-bench"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json",
-                   "generation_config.json", "chat_template.jinja")
 SETUP_SECONDS = 900  # image pulls, pip install and the tokenizer copy
 LEVEL_SLACK_SECONDS = 60  # genai-bench's stop check runs once a second, plus report writing
 TTL_SECONDS = 3600
