@@ -24,6 +24,7 @@ pass it as ``image`` and the container runs the genai-bench it finds instead of 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ RESULTS_PREFIX = "benchmarks"  # where the stack's benchmark role may write in t
 QUIET_SECONDS = 40  # two default polls (15 s) and some slack: bench sees every quiet window
 RUN_USER = 1000
 PUBLISH_CONTAINER = "publish"
+UPLOAD_FAILED = 96  # the publish container's exit code when its upload failed (its script's `code=96`)
 BENCHMARK_CONTAINER = "benchmark"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "hyperpod-dpd", "app.kubernetes.io/name": "hyperpod-dpd-bench"}
 
@@ -164,6 +166,12 @@ def _benchmark_script() -> str:
         '  [ "$code" = 0 ] || break  # genai-bench stops after a level where every request failed\n'
         "done\n"
         "echo $code > /results/exit-code\n")
+
+
+def results_folder(results: S3Location, endpoint: str, run_id: str) -> S3Location:
+    """Where the publish container uploads one run's result files: ``<results>/<endpoint>/<run_id>/``
+    (tests/benchmark/test_uploaded.py holds the script to it)."""
+    return dataclasses.replace(results, prefix="/".join(filter(None, (results.prefix.strip("/"), endpoint, run_id))))
 
 
 def _publish_script(results: S3Location | None, endpoint: str) -> str:
