@@ -23,10 +23,10 @@ from hyperpod_dpd.benchmark.job import (
     MANAGED_BY,
     RESULTS_PREFIX,
     ROLE_ARN_ANNOTATION,
-    TOKENIZER_FILES,
 )
 from hyperpod_dpd.charts.aggregated import aggregated_spec, render_aggregated_endpoint_config
 from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL, router_service
+from hyperpod_dpd.tokenizer_files import TOKENIZER_FILES
 from hyperpod_dpd_cdk.dpd_endpoint import placed_spec
 from hyperpod_dpd_cdk.hyperpod_cluster import InstanceGroup, group_name
 from hyperpod_dpd_cdk.inference_operator import IrsaTrust

@@ -24,7 +24,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 from support import load_module
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
@@ -52,6 +54,17 @@ Behaviour = fake_openai.Behaviour
 def fakes() -> ModuleType:
     """The recorded-Kubernetes builders (test modules cannot import a sibling module)."""
     return kube_fakes
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """moto's S3 in us-west-2 (the default spec's model bucket region) with fake credentials, no bucket yet."""
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", "us-west-2")):
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield boto3.client("s3", region_name="us-west-2")
 
 
 CORPORA = {"genai_bench": ("data", "sonnet.txt"), "aiperf": ("dataset", "generator", "assets", "shakespeare.txt")}

@@ -6,21 +6,28 @@ import contextlib
 import json
 import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import boto3
 import pytest
 import yaml
+from botocore.stub import Stubber
 from support import FakeClock, write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.cluster import parse_job_log
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.results import ResultsError, collect
 from hyperpod_dpd.benchmark.route import largest_direct_isl
 from hyperpod_dpd.cli import bench, main
 from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.load import Load
+from hyperpod_dpd.ops.aws import AwsClients
 
 RUN = "20261201-0300"
 
@@ -156,10 +163,12 @@ def test_compare_without_the_advisor_names_the_extra(capsys: pytest.CaptureFixtu
     assert code == 2 and "pip install 'hyperpod-dpd[advisor]'" in err and "Traceback" not in err
 
 
-def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-test", "dpd-test-agg")) -> Any:
+def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-test", "dpd-test-agg"),
+             printed: Mapping[str, str] | None = None, exit_code: int = 0) -> Any:
     """A recorded cluster where the Job runs ``run``: its log walks through the quiet windows one poll at a
     time, and the router's and decoder's /metrics (through the API server) answer with the stub's counters
-    of the window the log is in."""
+    of the window the log is in. The publish container's log holds ``printed`` (default: the run's files)
+    and exits ``exit_code``."""
     name = f"bench-dpd-test-{RUN}"
     levels = len(run.metrics) - 1  # a quiet window before the first level and after each
     marks = ["quiet=0", *(mark for done in range(1, levels + 1) for mark in (f"level={done}", f"quiet={done}"))]
@@ -177,8 +186,9 @@ def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-te
         router, decoder = run.metrics[window[0]]
         return str(router if namespace == "hyperpod-inference-system" else decoder)
 
+    files = run.files() if printed is None else printed
     publish = "".join(f"### hyperpod-dpd-bench file={n}\n{text}\n### hyperpod-dpd-bench end\n"
-                      for n, text in run.files().items()) + "### hyperpod-dpd-bench exit=0\n"
+                      for n, text in files.items()) + f"### hyperpod-dpd-bench exit={exit_code}\n"
     pod = fakes.pod(f"{name}-x", init=[fakes.container("benchmark", "terminated")],
                     main=[fakes.container("publish", "terminated")])
     batch = fakes.FakeBatch(states=[fakes.job(name)] * 5 + [fakes.job(name, condition="Complete")])
@@ -187,9 +197,39 @@ def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-te
     return fakes.benchmark_kube(batch, core, custom=fakes.FakeCustom(present=present))
 
 
-def _on_cluster(monkeypatch: pytest.MonkeyPatch, kube: Any) -> FakeClock:
+BUCKET = "dpd-models-example"  # the default spec's model bucket: results go under its benchmarks/
+UPLOADED = f"benchmarks/dpd-test/{RUN}/"
+
+
+@dataclass
+class S3Seam:
+    """bench's AWS seam: hands out ``client`` for S3 and records the regions asked for; without a client,
+    any use of S3 fails the test."""
+
+    client: Any = None
+    asked: list[str | None] = field(default_factory=list)
+    profiles: list[str | None] = field(default_factory=list)
+
+    def __call__(self, region: str | None, profile: str | None) -> AwsClients:
+        self.asked.append(region)
+        self.profiles.append(profile)
+        if self.client is None:
+            raise AssertionError(f"bench read S3 ({region}) where it should not")
+        return AwsClients(region=region or "us-west-2", factory=lambda service, region_name: self.client)
+
+
+def _upload(s3: Any, files: Mapping[str, str | bytes], key_prefix: str = UPLOADED) -> S3Seam:
+    """What the publish container uploads by default, in moto's S3: ``files`` under the run's folder."""
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    for name, body in files.items():
+        s3.put_object(Bucket=BUCKET, Key=key_prefix + name, Body=body.encode() if isinstance(body, str) else body)
+    return S3Seam(s3)
+
+
+def _on_cluster(monkeypatch: pytest.MonkeyPatch, kube: Any, aws: S3Seam | None = None) -> FakeClock:
     clock = FakeClock()
     monkeypatch.setattr(bench, "benchmark_kube", lambda context, config: kube)
+    monkeypatch.setattr(bench, "aws_clients", aws or S3Seam())
     monkeypatch.setattr(bench, "clock", clock)
     monkeypatch.setattr(bench, "sleep", clock.sleep)
     return clock
@@ -201,11 +241,12 @@ STUB_TRAFFIC = ("--run-id", RUN, "--concurrency", "2,4", "--isl", "64", "--osl",
 
 def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
                                                     healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
-                                                    stub_spec: str) -> None:
+                                                    stub_spec: str, *, s3: Any) -> None:
     """Every level 100% disaggregated with KV received. The client's overhead is measured, not controlled
     here: on a loaded machine it may pass its bound, which is then the only warning (and exit 1)."""
     kube = _cluster(fakes, healthy_run)
-    clock = _on_cluster(monkeypatch, kube)
+    aws = _upload(s3, healthy_run.files())
+    clock = _on_cluster(monkeypatch, kube, aws)
     code, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC)
     assert f"job bench-dpd-test-{RUN}" in err and kube.batch.deleted == [("default", f"bench-dpd-test-{RUN}",
                                                                            "Background")]
@@ -218,7 +259,7 @@ def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixtur
         done, routed = row[-4].split("/")
         assert done == routed and row[-3] == "100%" and int(row[-2].replace(",", "")) > 0
         assert int(row[-1].lstrip("+")) > 0
-    _on_cluster(monkeypatch, _cluster(fakes, healthy_run))
+    _on_cluster(monkeypatch, _cluster(fakes, healthy_run), aws)
     json_code, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
     run = json.loads(text)["runs"]["dpd"]
     assert (run["model"], run["architecture"], run["instance_type"]) == ("Llama-3.3-70B-Instruct", "llama-3.3-70b",
@@ -231,8 +272,8 @@ def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixtur
 
 def test_a_silently_direct_run_is_untrustworthy_and_exit_1(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
                                                            direct_run: Any, monkeypatch: pytest.MonkeyPatch,
-                                                           stub_spec: str) -> None:
-    _on_cluster(monkeypatch, _cluster(fakes, direct_run))
+                                                           stub_spec: str, *, s3: Any) -> None:
+    _on_cluster(monkeypatch, _cluster(fakes, direct_run), _upload(s3, direct_run.files()))
     code, out, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
     assert code == 1
     run = json.loads(out)["runs"]["dpd"]
@@ -375,18 +416,106 @@ def test_a_failed_job_is_exit_1_with_the_reason(capsys: pytest.CaptureFixture[st
     assert batch.deleted == [("default", name, "Background")]
 
 
+# --- where the result files come from: the Job's S3 upload when there is one, else its log ---------------
+
+
+def _levels(out: str) -> list[int]:
+    return [level["concurrency"] for level in json.loads(out)["runs"]["dpd"]["levels"]]
+
+
+def test_uploaded_results_are_read_from_s3(capsys: pytest.CaptureFixture[str], fakes: ModuleType, healthy_run: Any,
+                                           monkeypatch: pytest.MonkeyPatch, stub_spec: str, *, s3: Any) -> None:
+    """The log kept none of the files (rotated away): every level comes from the run's S3 folder."""
+    aws = _upload(s3, healthy_run.files())
+    _on_cluster(monkeypatch, _cluster(fakes, healthy_run, printed={}), aws)
+    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--profile", "team", "--json")
+    assert _levels(out) == [2, 4] and json.loads(out)["runs"]["dpd"]["not_run"] == []
+    assert (aws.asked, aws.profiles) == (["us-west-2"], ["team"]) and "log" not in err
+
+
+def test_the_s3_copy_wins_over_a_log_copy_cut_mid_json(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                       healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                       stub_spec: str, *, s3: Any) -> None:
+    """M6: a level's file cut in the log (log rotation) is whole in S3, and S3's copy is the one read."""
+    files = healthy_run.files()
+    level = next(name for name in files if "_num_concurrency_2_" in name)
+    kube = _cluster(fakes, healthy_run, printed={**files, level: files[level][:len(files[level]) // 2]})
+    log = parse_job_log(kube.core.logs["publish"])  # the cut copy splits on its markers without complaint
+    assert len(log.files[level]) < len(files[level]) and log.exit_code == 0
+    with pytest.raises(ResultsError, match="not JSON"):  # and read alone, it would fail the run
+        collect(log.files)
+    _on_cluster(monkeypatch, kube, _upload(s3, files))
+    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
+    assert "cannot be read" not in err and _levels(out) == [2, 4]
+    whole = collect(files).level(Load(concurrency=2))
+    assert whole is not None and json.loads(out)["runs"]["dpd"]["levels"][0]["requests"] == whole.requests
+
+
+def _missing_bucket(s3: Any) -> Any:
+    return s3  # moto's S3 without the bucket: NoSuchBucket
+
+
+def _list_denied(s3: Any) -> Any:
+    client = boto3.client("s3", region_name="us-west-2")
+    stub = Stubber(client)
+    stub.add_client_error("list_objects_v2", "AccessDenied", "Access Denied", 403)
+    stub.activate()
+    return client
+
+
+def _get_denied(s3: Any) -> Any:
+    client = boto3.client("s3", region_name="us-west-2")
+    stub = Stubber(client)
+    stub.add_response("list_objects_v2", {"Contents": [{"Key": f"{UPLOADED}experiment_metadata.json"}],
+                                          "IsTruncated": False, "KeyCount": 1})
+    stub.add_client_error("get_object", "AccessDenied", "Access Denied", 403)
+    stub.activate()
+    return client
+
+
+@pytest.mark.parametrize(("client", "reason"), [
+    (_missing_bucket, "NoSuchBucket on ListObjectsV2: The specified bucket does not exist"),
+    (_list_denied, f"access denied on ListObjectsV2; the caller needs s3:ListBucket on bucket {BUCKET} for the "
+                   f"prefix {UPLOADED}"),
+    (_get_denied, f"access denied on GetObject; the caller needs s3:GetObject on s3://{BUCKET}/{UPLOADED}*"),
+])
+def test_unreadable_s3_falls_back_to_the_log_with_a_note(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                         healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                         stub_spec: str, *, s3: Any, client: Any, reason: str) -> None:
+    aws = S3Seam(client(s3))
+    _on_cluster(monkeypatch, _cluster(fakes, healthy_run), aws)
+    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
+    assert _levels(out) == [2, 4] and aws.asked == ["us-west-2"]
+    (note,) = [line for line in err.splitlines() if "uploaded results" in line]
+    assert note == (f"cannot read the uploaded results in s3://{BUCKET}/{UPLOADED} ({reason}); using the copy in "
+                    "the Job's log, which kubelet's log rotation may have cut")
+
+
+@pytest.mark.parametrize(("argv", "exit_code"), [(("--no-upload",), 0), ((), 96)])
+def test_without_an_upload_s3_is_never_touched(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                               healthy_run: Any, monkeypatch: pytest.MonkeyPatch, stub_spec: str, *,
+                                               argv: tuple[str, ...], exit_code: int) -> None:
+    """--no-upload, or an upload that failed (the publish container's 96): the log is the only copy."""
+    aws = S3Seam()  # fails the test if asked for a client
+    _on_cluster(monkeypatch, _cluster(fakes, healthy_run, exit_code=exit_code), aws)
+    code, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, *argv, "--json")
+    assert aws.asked == [] and _levels(out) == [2, 4] and "uploaded results" not in err
+    problem = json.loads(out)["runs"]["dpd"]["problem"] or ""
+    assert ("the upload to S3 failed" in problem) == (exit_code == 96) and (code == 1 or exit_code == 0)
+
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "bench.md"
 DOC_BLOCK = "<!-- stub run: checked by tests/benchmark/test_cli.py -->"
 
 
 def test_the_documented_stub_run_is_what_bench_prints(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
                                                       healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
-                                                      tmp_path: Path) -> None:
+                                                      tmp_path: Path, *, s3: Any) -> None:
     """docs/bench.md quotes a run on the stub: its title, columns and row shapes are today's output (the
     latencies differ from run to run), and its bounds are the code's."""
     spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 32"),
                       ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 50\n  tpot_ms: 10"))
-    _on_cluster(monkeypatch, _cluster(fakes, healthy_run))
+    _on_cluster(monkeypatch, _cluster(fakes, healthy_run), _upload(s3, healthy_run.files()))
     code, out, err = run_cli(capsys, spec, *STUB_TRAFFIC)
     text = DOC.read_text(encoding="utf-8")
     quoted = text.split(DOC_BLOCK, 1)[1].split("```text\n", 1)[1].split("```", 1)[0].rstrip().splitlines()
@@ -413,9 +542,10 @@ OPEN_LOOP_TRAFFIC = ("--run-id", RUN, "--request-rate", "8,16", "--isl", "64", "
 
 def test_an_open_loop_sweep_on_the_cluster_proves_disaggregation_per_rate(
         capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_run: Any, monkeypatch: pytest.MonkeyPatch,
-        stub_spec: str) -> None:
+        stub_spec: str, *, s3: Any) -> None:
     """--request-rate runs aiperf; the table's first column is the rate, and each rate's routing is proven."""
-    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run))
+    aws = _upload(s3, open_loop_run.files())  # the summaries and the per-request records, read back from S3
+    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run), aws)
     code, out, err = run_cli(capsys, stub_spec, *OPEN_LOOP_TRAFFIC)
     assert "request rate 8,16/s, aiperf" in err
     header = next(line for line in out.splitlines() if line.startswith("RATE"))
@@ -423,8 +553,8 @@ def test_an_open_loop_sweep_on_the_cluster_proves_disaggregation_per_rate(
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
     assert [row[0] for row in rows] == ["8/s", "16/s"]
     assert all(row[-3] == "100%" and int(row[-2].replace(",", "")) > 0 for row in rows)
-    assert "24 requests per level, aiperf" in out
-    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run))
+    assert "24 requests per level, aiperf" in out and "using the copy in" not in err
+    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run), aws)
     json_code, text, _ = run_cli(capsys, stub_spec, *OPEN_LOOP_TRAFFIC, "--json")
     run = json.loads(text)["runs"]["dpd"]
     assert run["scenario"]["request_rate"] == [8.0, 16.0] and "concurrency" not in run["scenario"]
@@ -436,8 +566,8 @@ def test_an_open_loop_sweep_on_the_cluster_proves_disaggregation_per_rate(
 
 def test_a_silently_direct_open_loop_run_is_untrustworthy_and_exit_1(
         capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_direct_run: Any,
-        monkeypatch: pytest.MonkeyPatch, stub_spec: str) -> None:
-    _on_cluster(monkeypatch, _cluster(fakes, open_loop_direct_run))
+        monkeypatch: pytest.MonkeyPatch, stub_spec: str, *, s3: Any) -> None:
+    _on_cluster(monkeypatch, _cluster(fakes, open_loop_direct_run), _upload(s3, open_loop_direct_run.files()))
     code, out, _ = run_cli(capsys, stub_spec, "--run-id", RUN, "--request-rate", "8", "--isl", "64", "--osl", "16",
                            "--requests", "24", "--max-seconds", "60", "--json")
     run = json.loads(out)["runs"]["dpd"]
@@ -494,11 +624,11 @@ OPEN_LOOP_DOC_BLOCK = "<!-- open-loop stub run: checked by tests/benchmark/test_
 
 def test_the_documented_open_loop_stub_run_is_what_bench_prints(
         capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_run: Any, monkeypatch: pytest.MonkeyPatch,
-        tmp_path: Path) -> None:
+        tmp_path: Path, *, s3: Any) -> None:
     """docs/bench.md quotes an aiperf sweep on the stub: its title, columns and row shapes are today's output."""
     spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 32"),
                       ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 550\n  tpot_ms: 10"))
-    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run))
+    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run), _upload(s3, open_loop_run.files()))
     code, out, err = run_cli(capsys, spec, *OPEN_LOOP_TRAFFIC)
     text = DOC.read_text(encoding="utf-8")
     quoted = text.split(OPEN_LOOP_DOC_BLOCK, 1)[1].split("```text\n", 1)[1].split("```", 1)[0].rstrip().splitlines()

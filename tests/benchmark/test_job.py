@@ -20,6 +20,7 @@ from hyperpod_dpd.benchmark.job import (
 )
 from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.tokenizer_files import TOKENIZER_FILES
 
 RUN = "20261201-0300"
 KubeErrors = Callable[[str, Any], list[str]]
@@ -169,11 +170,23 @@ def test_bad_scenarios_name_the_field(scenario: dict[str, Any], field: str) -> N
     assert field in {p.field for p in caught.value.problems}
 
 
+def test_the_pod_copies_every_form_of_tokenizer(spec: DpdSpec) -> None:
+    """Checkpoints without tokenizer.json (SentencePiece, GPT-2-style BPE) are copied too, by the plain names the
+    stack's role may read (tests/cdk/test_benchmark.py checks the role against the same list)."""
+    fetch = objects(spec)["Job"]["spec"]["template"]["spec"]["initContainers"][0]
+    included = [fetch["args"][i + 1] for i, arg in enumerate(fetch["args"]) if arg == "--include"]
+    assert included == list(TOKENIZER_FILES) and len(set(included)) == len(included)
+    assert {"tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt", "tokenizer_config.json"} <= set(included)
+    assert not [name for name in included if set(name) & set("*?[/")]  # literal names, as the role's ARNs take them
+
+
 def test_a_model_not_in_s3_needs_a_tokenizer_location(spec: DpdSpec) -> None:
     fsx = dataclasses.replace(spec, model=dataclasses.replace(spec.model, source=FsxSource(
         file_system_id="fs-0123456789abcdef0", path="/models/llama")))
-    with pytest.raises(SpecError, match="--tokenizer-s3"):
+    with pytest.raises(SpecError, match="--tokenizer-s3") as error:
         BenchmarkTarget.for_spec(fsx)
+    fix = error.value.problems[0].fix
+    assert "tokenizer.model" in fix and "vocab.json with merges.txt" in fix
     target = BenchmarkTarget.for_spec(fsx, tokenizer=S3Location.parse("s3://tok/llama", field="--tokenizer-s3"))
     assert target.tokenizer.uri == "s3://tok/llama/"
     with pytest.raises(SpecError, match="--tokenizer-s3"):

@@ -14,9 +14,9 @@ from cdk_support import REGION, Synthesized, logical_id, policy_statements, synt
 from cdk_template_queries import cfn_json_value, rendered
 
 from hyperpod_dpd import S3Source, SpecError
-from hyperpod_dpd.benchmark.job import TOKENIZER_FILES
 from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.tokenizer_files import TOKENIZER_FILES
 from hyperpod_dpd.units import parse_quantity
 from hyperpod_dpd_cdk import HyperPodDpdStack
 

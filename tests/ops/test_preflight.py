@@ -253,8 +253,24 @@ def test_model_prefix_sharded_without_index_and_tokenizer(clients: AwsClients, s
     check = check_model_source(clients, spec)
     assert check.status is Status.FAIL
     assert check.detail.splitlines()[0] == (
-        "missing a tokenizer (tokenizer.json or tokenizer.model), model.safetensors.index.json "
-        "(the weights are sharded into 2 files)")
+        "missing a tokenizer (tokenizer.json, tokenizer.model, tiktoken.model, tekken.json or vocab.json with "
+        "merges.txt), model.safetensors.index.json (the weights are sharded into 2 files)")
+
+
+@pytest.mark.parametrize(("files", "found"), [
+    ({"vocab.json": 1, "merges.txt": 1}, "vocab.json, merges.txt"),  # GPT-2-style BPE, e.g. some Qwen checkpoints
+    ({"tekken.json": 1}, "tekken.json"),
+    ({"vocab.json": 1}, None),  # byte-level BPE needs its merges
+])
+def test_model_prefix_tokenizer_without_tokenizer_json(clients: AwsClients, spec: DpdSpec, fakes: Any,
+                                                       files: dict[str, int], found: str | None) -> None:
+    """Any vocabulary the benchmark pod copies is a tokenizer here too: one list (hyperpod_dpd.tokenizer_files)."""
+    fakes.upload_model({"config.json": 1, "model.safetensors": 1, **files})
+    check = check_model_source(clients, spec)
+    if found is None:
+        assert check.status is Status.FAIL and check.detail.startswith("missing a tokenizer (")
+    else:
+        assert check.status is Status.PASS and check.detail.startswith(f"config.json, {found}, 1 safetensors")
 
 
 def test_model_prefix_with_only_pytorch_weights(clients: AwsClients, spec: DpdSpec, fakes: Any) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, PUBLISH_CONTAINER, RESULTS_MARK
+from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, PUBLISH_CONTAINER, RESULTS_MARK, UPLOAD_FAILED
 from hyperpod_dpd.ops.checks import Check, failed, passed
 from hyperpod_dpd.ops.kube import JsonDict, KubeApi, KubeError
 from hyperpod_dpd.ops.wait import Waiter
@@ -23,7 +23,8 @@ FETCH_CONTAINER = "fetch-tokenizer"
 MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} "
                   r"(?:file=(?P<file>\S+)|(?P<log>log)|exit=(?P<exit>\d+)|(?P<end>end))\s*$")
 TAIL_LINES = 30
-EXIT_MEANINGS = {96: "the upload to S3 failed (check the role may write the results prefix, or pass --no-upload)",
+EXIT_MEANINGS = {UPLOAD_FAILED: "the upload to S3 failed (check the role may write the results prefix, or pass "
+                                "--no-upload)",
                  97: "pip could not install the benchmark client (the pod needs PyPI egress or --pip-index-url, or "
                      "pass an --image that has it)",
                  98: "the benchmark client never ran"}

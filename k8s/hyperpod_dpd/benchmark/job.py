@@ -24,6 +24,7 @@ on its PATH as ``image`` and the container runs it instead of installing one (ge
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping
@@ -43,6 +44,7 @@ from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.errors import Problem, raise_if_any
 from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
+from hyperpod_dpd.tokenizer_files import TOKENIZER_FILES
 from hyperpod_dpd.validation.rules import DNS_LABEL
 
 GENAI_BENCH_VERSION = "0.0.5"
@@ -52,8 +54,6 @@ DEFAULT_AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
 DEFAULT_SERVICE_ACCOUNT = "hyperpod-dpd-bench"
 ROLE_ARN_ANNOTATION = "eks.amazonaws.com/role-arn"
 RESULTS_MARK = "### hyperpod-dpd-bench"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json",
-                   "generation_config.json", "chat_template.jinja")
 SETUP_SECONDS = 900  # image pulls, pip install and the tokenizer copy
 LEVEL_SLACK_SECONDS = 60  # genai-bench's stop check runs once a second, plus report writing
 TTL_SECONDS = 3600
@@ -61,6 +61,7 @@ RESULTS_PREFIX = "benchmarks"  # where the stack's benchmark role may write in t
 QUIET_SECONDS = 40  # two default polls (15 s) and some slack: bench sees every quiet window
 RUN_USER = 1000
 PUBLISH_CONTAINER = "publish"
+UPLOAD_FAILED = 96  # the publish container's exit code when its upload failed (its script's `code=96`)
 BENCHMARK_CONTAINER = "benchmark"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "hyperpod-dpd", "app.kubernetes.io/name": "hyperpod-dpd-bench"}
 
@@ -202,6 +203,12 @@ def _benchmark_script(client: Client) -> str:
         '  [ "$code" = 0 ] || break  # the client failed the level (genai-bench: every request failed)\n'
         "done\n"
         "echo $code > /results/exit-code\n")
+
+
+def results_folder(results: S3Location, endpoint: str, run_id: str) -> S3Location:
+    """Where the publish container uploads one run's result files: ``<results>/<endpoint>/<run_id>/``
+    (tests/benchmark/test_uploaded.py holds the script to it)."""
+    return dataclasses.replace(results, prefix="/".join(filter(None, (results.prefix.strip("/"), endpoint, run_id))))
 
 
 def _publish_script(results: S3Location | None, endpoint: str, client: Client) -> str:

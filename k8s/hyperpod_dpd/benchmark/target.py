@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, ROUTER_PORT, router_service
 from hyperpod_dpd.spec import DpdSpec, S3Source
+from hyperpod_dpd.tokenizer_files import vocabulary_choices
 
 if TYPE_CHECKING:
     from hyperpod_dpd.deployed import DeployedEndpoint
@@ -98,8 +99,8 @@ class BenchmarkTarget:
 def _no_s3_prefix(spec: DpdSpec) -> SpecError:
     return SpecError([Problem(
         field="model.source", value=type(spec.model.source).__name__, message="is not S3, so the benchmark cannot "
-        "copy the tokenizer files from the model's prefix", fix="copy tokenizer.json and tokenizer_config.json to "
-        "S3 and pass --tokenizer-s3 s3://BUCKET/PREFIX")])
+        "copy the tokenizer files from the model's prefix", fix=f"copy the tokenizer ({vocabulary_choices()}) and "
+        "tokenizer_config.json to S3 and pass --tokenizer-s3 s3://BUCKET/PREFIX")])
 
 
 def router_url(service: str, namespace: str) -> str:

@@ -4,7 +4,8 @@ Applies a Job (and its ServiceAccount) that runs a benchmark client on a non-Hyp
 endpoint's router Service with fixed input and output lengths at each load level: genai-bench at each
 closed-loop --concurrency level (the AWS blog's tool), or NVIDIA's aiperf at each open-loop
 --request-rate (Poisson arrivals, which genai-bench cannot send). It waits for the Job with
-progress on stderr, reads the result files from the Job's log, deletes the Job, and prints per level:
+progress on stderr, reads the result files back from S3 when the Job uploaded them (else from its log,
+which kubelet's rotation may have cut), deletes the Job, and prints per level:
 TTFT, TPOT and end-to-end latency (p50/p90/p99), output tokens per second, requests completed and
 failed, the error rate, and what the router and decoder counted (DISAGG: requests the router
 disaggregated; KV IN tok: prompt tokens the decoder received from the prefiller; CLIENT +ms: the
@@ -24,7 +25,9 @@ Exit status: 0 when every Job succeeded and every level can be trusted, 1 otherw
 folders of different scenarios). Kubernetes RBAC: create serviceaccounts and jobs, get/delete jobs,
 list pods and get pods/log in the Job's namespace; get inferenceendpointconfigs; list pods and get
 pods/proxy in hyperpod-inference-system and the endpoint's namespace (the counters). The pod's role
-(IRSA, -c benchmark=true in the stack) reads the model's tokenizer files.
+(IRSA, -c benchmark=true in the stack) reads the model's tokenizer files and uploads the results; your own
+AWS credentials read them back and need s3:ListBucket and s3:GetObject on <results S3>/<endpoint>/<run id>/
+(without them bench uses the log's copy and says why).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,7 +57,7 @@ from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.ops.kube import KubeError, load_kube
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.benchmark.cluster import BenchmarkKube
+    from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog
     from hyperpod_dpd.benchmark.results import BenchmarkResults
     from hyperpod_dpd.benchmark.scenario import Scenario
     from hyperpod_dpd.benchmark.target import BenchmarkTarget
@@ -190,7 +193,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                       "source's)")
     deployed = parser.add_argument_group("the deployed stack (the names it deployed, over the spec's)")
     add_deployed_arguments(deployed)  # type: ignore[arg-type]
-    deployed.add_argument("--profile", help="AWS named profile for --stack (default: the default credential chain)")
+    deployed.add_argument("--profile", help="AWS named profile for --stack and for reading the uploaded results "
+                                            "(default: the default credential chain)")
     cluster = parser.add_argument_group("the cluster")
     cluster.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
     cluster.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
@@ -497,7 +501,8 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
         try:
             job_run = run_job(kube, objects, waiter=waiter, keep=args.keep,
                               on_poll=snapshots.observe if snapshots is not None else None)
-            results = collect(job_run.log.files, expected=scenario.loads, isl=scenario.isl, osl=scenario.osl)
+            results = collect(_result_files(args, options, target, job_run.log), expected=scenario.loads,
+                              isl=scenario.isl, osl=scenario.osl)
         except KubeError as err:
             raise UserFacingError(str(err)) from None
         except ResultsError as err:
@@ -516,6 +521,17 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
                 print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
         outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing))
     return outcomes
+
+
+def _result_files(args: argparse.Namespace, options: Any, target: BenchmarkTarget,
+                  log: JobLog) -> Mapping[str, str]:
+    """The Job's result files: the copy it uploaded to S3 (whole, where the log may have been rotated away),
+    else its log's, with a note on stderr saying why."""
+    from hyperpod_dpd.benchmark.uploaded import result_files  # noqa: PLC0415
+
+    return result_files(log, results=options.results, endpoint=target.name, run_id=options.run_id,
+                        s3=lambda region: aws_clients(region, args.profile).s3(region),
+                        note=lambda text: print(text, file=sys.stderr))
 
 
 def _comparison(spec: Any, scenario: Scenario, outcomes: list[Outcome]) -> dict[str, Any]:

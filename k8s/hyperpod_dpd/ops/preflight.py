@@ -18,6 +18,7 @@ from hyperpod_dpd.ops.addons import check_addon_versions, check_existing_addons
 from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsClients, describe_error, error_code
 from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
 from hyperpod_dpd.spec import DpdSpec, S3Source
+from hyperpod_dpd.tokenizer_files import vocabulary_choices, vocabulary_files
 from hyperpod_dpd.units import format_bytes
 from hyperpod_dpd.zones import ZONE_ID_LABEL, ZoneSetting, zone_settings
 
@@ -275,7 +276,6 @@ def _offering_note(ec2: EC2Client, zone_id: str, instance_type: str) -> str:
 
 # --- model weights in S3 -----------------------------------------------------------------------
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
 INDEX_FILE = "model.safetensors.index.json"
 
 
@@ -319,9 +319,9 @@ def _judge_model_files(s3: S3Client, bucket: str, prefix: str, where: str, objec
     missing: list[str] = []
     if "config.json" not in top:
         missing.append("config.json")
-    tokenizer = [name for name in TOKENIZER_FILES if name in top]
+    tokenizer = vocabulary_files(top)
     if not tokenizer:
-        missing.append("a tokenizer (tokenizer.json or tokenizer.model)")
+        missing.append(f"a tokenizer ({vocabulary_choices()})")
     shards = sorted(name for name in top if name.endswith(".safetensors"))
     if not shards:
         others = sorted(name for name in top if name.endswith((".bin", ".pt", ".pth")))

@@ -1,0 +1,92 @@
+"""The result files the benchmark Job uploaded, read back from S3 in preference to the copy in its log.
+
+The ``publish`` container prints every result file into its log and uploads the same files under
+``<results>/<endpoint>/<run id>/``. The log cannot be relied on for large files: a level's file
+holds about 1.1 KB per request (11 MB at concurrency 1,024 x 10 requests), kubelet rotates a
+container's log past ``containerLogMaxSize`` (10 MiB by default on EKS), and the log API serves
+only the current file, so early files go missing or end mid-JSON. The uploaded copy is whole.
+
+So when the Job uploaded (an upload location was set and the publish container did not report
+:data:`~hyperpod_dpd.benchmark.job.UPLOAD_FAILED`), ``bench`` reads every object directly in the
+run's folder, by base name and whatever its extension (sub-folders skipped, binary files such as
+genai-bench's ``.xlsx`` summary left out), and each one wins over the log's copy of that name; the
+log still supplies names the folder lacks. When S3 cannot be read (no credentials, access denied, no
+such bucket, an empty folder), the log's copy is used and a one-line note says why. The read uses
+the credentials of whoever runs ``bench`` (not the pod's role): they need ``s3:ListBucket`` on the
+bucket for that prefix and ``s3:GetObject`` on its objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from hyperpod_dpd.benchmark.job import UPLOAD_FAILED, results_folder
+from hyperpod_dpd.benchmark.target import S3Location
+from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsUnavailable, describe_error
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+    from hyperpod_dpd.benchmark.cluster import JobLog
+
+
+class UploadedUnreadable(Exception):
+    """The uploaded folder could not be read; the message says why and what permission to grant."""
+
+
+# What ends a read: S3's refusals, no usable credentials or region, a client that could not be made.
+UNREADABLE: tuple[type[Exception], ...] = (UploadedUnreadable, AwsUnavailable, *AWS_ERRORS)
+
+
+def _key_prefix(folder: S3Location) -> str:
+    prefix = folder.prefix.strip("/")
+    return f"{prefix}/" if prefix else ""
+
+
+def read_uploaded(s3: S3Client, folder: S3Location) -> dict[str, str]:
+    """Every text object directly in ``folder``, by base name; :class:`UploadedUnreadable` when S3 refuses."""
+    prefix = _key_prefix(folder)
+    keys: list[str] = []
+    try:
+        # The delimiter leaves sub-folders out (as CommonPrefixes): only the run folder's own files.
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=folder.bucket, Prefix=prefix, Delimiter="/"):
+            keys += [item["Key"] for item in page.get("Contents", []) if item["Key"] != prefix]
+    except AWS_ERRORS as err:
+        raise UploadedUnreadable(describe_error(
+            err, permission=f"s3:ListBucket on bucket {folder.bucket} for the prefix {prefix}")) from None
+    files: dict[str, str] = {}
+    for key in keys:
+        try:
+            body = s3.get_object(Bucket=folder.bucket, Key=key)["Body"].read()
+        except AWS_ERRORS as err:
+            raise UploadedUnreadable(describe_error(
+                err, permission=f"s3:GetObject on s3://{folder.bucket}/{prefix}*")) from None
+        try:
+            files[key.removeprefix(prefix)] = body.decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # a binary report (genai-bench's .xlsx summary): nothing bench reads
+    return files
+
+
+def result_files(log: JobLog, *, results: S3Location | None, endpoint: str, run_id: str,
+                 s3: Callable[[str | None], S3Client], note: Callable[[str], None]) -> Mapping[str, str]:
+    """The Job's result files by name: the uploaded copy of each over the log's, or the log's alone when
+    nothing was uploaded or S3 cannot be read (then ``note`` says why).
+
+    :param s3: ``s3(region)``, an S3 client for the bucket's region; only called when the Job uploaded.
+    """
+    if results is None or log.exit_code is None or log.exit_code == UPLOAD_FAILED:
+        return log.files  # no upload asked, the publish container never finished, or its upload failed
+    folder = results_folder(results, endpoint, run_id)
+    try:
+        uploaded = read_uploaded(s3(folder.region), folder)
+    except UNREADABLE as err:
+        reason = str(err) if isinstance(err, UploadedUnreadable | AwsUnavailable) else describe_error(err)
+        note(f"cannot read the uploaded results in {folder.uri} ({reason}); using the copy in the Job's log, "
+             "which kubelet's log rotation may have cut")
+        return log.files
+    if not uploaded:
+        note(f"no result files in {folder.uri}; using the copy in the Job's log")
+        return log.files
+    return {**log.files, **uploaded}
