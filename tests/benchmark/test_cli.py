@@ -508,34 +508,6 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "bench.md"
 DOC_BLOCK = "<!-- stub run: checked by tests/benchmark/test_cli.py -->"
 
 
-def test_the_documented_stub_run_is_what_bench_prints(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
-                                                      healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
-                                                      tmp_path: Path, *, s3: Any) -> None:
-    """docs/bench.md quotes a run on the stub: its title, columns and row shapes are today's output (the
-    latencies differ from run to run), and its bounds are the code's."""
-    spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 32"),
-                      ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 50\n  tpot_ms: 10"))
-    _on_cluster(monkeypatch, _cluster(fakes, healthy_run), _upload(s3, healthy_run.files()))
-    code, out, err = run_cli(capsys, spec, *STUB_TRAFFIC)
-    text = DOC.read_text(encoding="utf-8")
-    quoted = text.split(DOC_BLOCK, 1)[1].split("```text\n", 1)[1].split("```", 1)[0].rstrip().splitlines()
-    # the table; on a loaded machine the client's overhead may also pass its bound, flagged after it
-    table, _, flagged = out.rstrip().partition("\n\ncannot be trusted as measured:\n")
-    assert all("[client-overhead]" in line for line in flagged.splitlines()), out + err
-    assert code == (1 if flagged else 0), out + err
-    printed = table.splitlines()
-    shape = re.compile(r"[0-9][0-9,]*(?:\.[0-9]+)?")
-    assert len(quoted) == len(printed), out
-    for doc_line, line in zip(quoted, printed, strict=True):
-        assert shape.sub("9", doc_line).split() == shape.sub("9", line).split(), out
-    from hyperpod_dpd.benchmark.disaggregation import MIN_FRACTION
-    from hyperpod_dpd.benchmark.overhead import BOUND_RATIO, BOUND_S
-    from hyperpod_dpd.benchmark.route import default_isl
-
-    assert f"{BOUND_S * 1e3:.0f} ms" in text and f"{BOUND_RATIO:.0%}" in text and f"{MIN_FRACTION:.0%}" in text
-    assert f"--isl {default_isl(4096)}" in text
-
-
 OPEN_LOOP_TRAFFIC = ("--run-id", RUN, "--request-rate", "8,16", "--isl", "64", "--osl", "16", "--requests", "24",
                      "--max-seconds", "60")
 
@@ -619,29 +591,6 @@ def test_an_open_loop_results_folder_is_reported_and_compared_per_rate(
     assert code == 2 and "request rate 8,16/s" in err and "concurrency 2,4" in err
 
 
-OPEN_LOOP_DOC_BLOCK = "<!-- open-loop stub run: checked by tests/benchmark/test_cli.py -->"
-
-
-def test_the_documented_open_loop_stub_run_is_what_bench_prints(
-        capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_run: Any, monkeypatch: pytest.MonkeyPatch,
-        tmp_path: Path, *, s3: Any) -> None:
-    """docs/bench.md quotes an aiperf sweep on the stub: its title, columns and row shapes are today's output."""
-    spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 32"),
-                      ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 550\n  tpot_ms: 10"))
-    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run), _upload(s3, open_loop_run.files()))
-    code, out, err = run_cli(capsys, spec, *OPEN_LOOP_TRAFFIC)
-    text = DOC.read_text(encoding="utf-8")
-    quoted = text.split(OPEN_LOOP_DOC_BLOCK, 1)[1].split("```text\n", 1)[1].split("```", 1)[0].rstrip().splitlines()
-    table, _, flagged = out.rstrip().partition("\n\ncannot be trusted as measured:\n")
-    assert all("[client-overhead]" in line for line in flagged.splitlines()), out + err
-    assert code == (1 if flagged else 0), out + err
-    printed = table.splitlines()
-    shape = re.compile(r"[0-9][0-9,]*(?:\.[0-9]+)?")
-    assert len(quoted) == len(printed), out
-    for doc_line, line in zip(quoted, printed, strict=True):
-        assert shape.sub("9", doc_line).split() == shape.sub("9", line).split(), out
-
-
 def test_a_results_folder_whose_prompts_the_models_tokenizer_counts_short_is_flagged(
         capsys: pytest.CaptureFixture[str], healthy_run: Any, tmp_path: Path) -> None:
     """No counters in a folder: the server's own prompt-token count (the model's tokenizer) is the evidence."""
@@ -663,3 +612,46 @@ def test_a_results_folder_whose_prompts_the_models_tokenizer_counts_short_is_fla
         warnings[0]["message"]
     code, out, _ = run_cli(capsys, spec, "--results-dir", str(counted(70.0)), "--json")
     assert "not-disaggregated" not in {w["code"] for w in json.loads(out)["runs"]["dpd"]["warnings"]}
+
+
+OPEN_LOOP_DOC_BLOCK = "<!-- open-loop stub run: checked by tests/benchmark/test_cli.py -->"
+DOC_RUNS = {  # docs/bench.md's quoted runs on the stub: marker, the run, its traffic, the spec's slo
+    "closed-loop": (DOC_BLOCK, "healthy_run", STUB_TRAFFIC, "slo:\n  ttft_ms: 50\n  tpot_ms: 10"),
+    "open-loop": (OPEN_LOOP_DOC_BLOCK, "open_loop_run", OPEN_LOOP_TRAFFIC, "slo:\n  ttft_ms: 550\n  tpot_ms: 10"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DOC_RUNS))
+def test_the_documented_stub_runs_are_what_bench_prints(kind: str, *, capsys: pytest.CaptureFixture[str],
+                                                        fakes: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path, request: pytest.FixtureRequest,
+                                                        s3: Any) -> None:
+    """docs/bench.md quotes a run on the stub per kind of load: its title, columns and row shapes are today's
+    output (the latencies differ from run to run)."""
+    marker, fixture, traffic, slo = DOC_RUNS[kind]
+    run = request.getfixturevalue(fixture)
+    spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 32"),
+                      ("max_model_len: 16384", f"max_model_len: 16384\n{slo}"))
+    _on_cluster(monkeypatch, _cluster(fakes, run), _upload(s3, run.files()))
+    code, out, err = run_cli(capsys, spec, *traffic)
+    quoted = DOC.read_text(encoding="utf-8").split(marker, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    # the table; on a loaded machine the client's overhead may also pass its bound, flagged after it
+    table, _, flagged = out.rstrip().partition("\n\ncannot be trusted as measured:\n")
+    assert all("[client-overhead]" in line for line in flagged.splitlines()), out + err
+    assert code == (1 if flagged else 0), out + err
+    printed, expected = table.splitlines(), quoted.rstrip().splitlines()
+    shape = re.compile(r"[0-9][0-9,]*(?:\.[0-9]+)?")
+    assert len(expected) == len(printed), out
+    for doc_line, line in zip(expected, printed, strict=True):
+        assert shape.sub("9", doc_line).split() == shape.sub("9", line).split(), out
+
+
+def test_the_documented_bounds_are_the_codes() -> None:
+    from hyperpod_dpd.benchmark.disaggregation import MIN_FRACTION
+    from hyperpod_dpd.benchmark.overhead import BOUND_RATIO, BOUND_S
+    from hyperpod_dpd.benchmark.route import default_isl
+
+    text = DOC.read_text(encoding="utf-8")
+    assert f"{BOUND_S * 1e3:.0f} ms" in text and f"{BOUND_RATIO:.0%}" in text and f"{MIN_FRACTION:.0%}" in text
+    assert f"--isl {default_isl(4096)}" in text
+    assert f"({largest_direct_isl(4096, Client.AIPERF)} tokens, not {largest_direct_isl(4096)})" in text

@@ -17,14 +17,17 @@ reaches its steady state.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.route import default_isl
 from hyperpod_dpd.errors import Problem, raise_if_any
 from hyperpod_dpd.load import Load
 from hyperpod_dpd.spec.routing import DEFAULT_ROUTING_THRESHOLD
+
+T = TypeVar("T")
 
 DEFAULT_ISL = default_isl(DEFAULT_ROUTING_THRESHOLD)  # 4352: clears the default threshold of 4096
 DEFAULT_OSL = 256
@@ -195,32 +198,28 @@ def scenario_problems(s: Scenario) -> Iterator[Problem]:
                       fix="use a multiple of 60, e.g. 600")
 
 
-def parse_levels(text: str) -> tuple[int, ...]:
-    """``"8,16,32"`` as levels; a bad item is a :class:`SpecError` naming it."""
-    levels: list[int] = []
+def _parse_list(text: str, convert: Callable[[str], T], *, field: str, what: str, example: str) -> tuple[T, ...]:
+    """Comma-separated items of ``text`` as values; a bad item is a :class:`SpecError` naming it."""
+    values: list[T] = []
     problems: list[Problem] = []
     for item in (part.strip() for part in text.split(",")):
         try:
-            levels.append(int(item))
+            values.append(convert(item))
         except ValueError:
-            problems.append(Problem(field="concurrency", value=item, message="is not a whole number",
-                                    fix="give levels such as 8,16,32"))
+            problems.append(Problem(field=field, value=item, message=f"is not {what}", fix=f"give {example}"))
     raise_if_any(problems)
-    return tuple(levels)
+    return tuple(values)
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """``"8,16,32"`` as concurrency levels."""
+    return _parse_list(text, int, field="concurrency", what="a whole number", example="levels such as 8,16,32")
 
 
 def parse_rates(text: str) -> tuple[float, ...]:
-    """``"1,2.5,4"`` as request rates; a bad item is a :class:`SpecError` naming it."""
-    rates: list[float] = []
-    problems: list[Problem] = []
-    for item in (part.strip() for part in text.split(",")):
-        try:
-            rates.append(float(item))
-        except ValueError:
-            problems.append(Problem(field="request_rate", value=item, message="is not a number of requests per "
-                                    "second", fix="give rates such as 1,2,4"))
-    raise_if_any(problems)
-    return tuple(rates)
+    """``"1,2.5,4"`` as request rates."""
+    return _parse_list(text, float, field="request_rate", what="a number of requests per second",
+                       example="rates such as 1,2,4")
 
 
 def levels_text(levels: Sequence[int]) -> str:
