@@ -655,3 +655,5 @@ def test_the_documented_bounds_are_the_codes() -> None:
     assert f"{BOUND_S * 1e3:.0f} ms" in text and f"{BOUND_RATIO:.0%}" in text and f"{MIN_FRACTION:.0%}" in text
     assert f"--isl {default_isl(4096)}" in text
     assert f"({largest_direct_isl(4096, Client.AIPERF)} tokens, not {largest_direct_isl(4096)})" in text
+    readme = (DOC.parents[1] / "README.md").read_text(encoding="utf-8")  # the front page states the same bounds
+    assert f"under {MIN_FRACTION:.0%} disaggregated exits 1" in readme and f"above {BOUND_S * 1e3:.0f} ms" in readme
