@@ -657,3 +657,17 @@ def test_the_documented_bounds_are_the_codes() -> None:
     assert f"({largest_direct_isl(4096, Client.AIPERF)} tokens, not {largest_direct_isl(4096)})" in text
     readme = (DOC.parents[1] / "README.md").read_text(encoding="utf-8")  # the front page states the same bounds
     assert f"under {MIN_FRACTION:.0%} disaggregated exits 1" in readme and f"above {BOUND_S * 1e3:.0f} ms" in readme
+
+
+def test_an_open_loop_folder_of_another_endpoint_is_refused(capsys: pytest.CaptureFixture[str], open_loop_run: Any,
+                                                            tmp_path: Path, stub_spec: str) -> None:
+    """aiperf records the router it measured in each summary's input_config, as genai-bench does in its metadata."""
+    other = "http://other-default-routing-service.hyperpod-inference-system.svc.cluster.local:443"
+    for name, text in open_loop_run.files().items():
+        data = json.loads(text) if name.endswith(".json") and name.startswith("aiperf_rate_") else None
+        if data is not None:
+            data["input_config"]["endpoint"]["urls"] = [other]
+        (tmp_path / name).write_text(text if data is None else json.dumps(data))
+    code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(tmp_path))
+    assert code == 2 and f"the run measured {other}, not endpoint dpd-test" in err
+

@@ -312,10 +312,12 @@ def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
     for label, endpoint, folder in folders:
         path = Path(folder)
         if not path.is_dir():
-            raise UserFacingError(f"{folder}: not a folder; pass genai-bench's <experiment-base-dir>/<folder>")
+            raise UserFacingError(f"{folder}: not a folder; pass genai-bench's <experiment-base-dir>/<folder> or the "
+                                  "Job's run folder")
         try:
             results = read_directory(path)
-            files = {p.name: p.read_text(encoding="utf-8") for p in path.glob(METADATA_FILE)}
+            files = {p.name: p.read_text(encoding="utf-8") for pattern in (METADATA_FILE, "aiperf_rate_*.json")
+                     for p in sorted(path.glob(pattern))}
         except (ResultsError, OSError) as err:
             raise UserFacingError(str(err)) from None
         _refuse_other_endpoint(folder, api_base_of(files), endpoint, spec.namespace)
@@ -327,10 +329,10 @@ def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
 
 
 def _refuse_other_endpoint(folder: str, api_base: str | None, endpoint: str, namespace: str) -> None:
-    """A folder whose genai-bench command targeted another endpoint's router is not this endpoint's result."""
+    """A folder whose client targeted another endpoint's router is not this endpoint's result."""
     expected = f"{endpoint}-{namespace}-routing-service."
     if api_base is not None and "routing-service." in api_base and f"//{expected}" not in api_base:
-        raise UserFacingError(f"{folder}: genai-bench measured {api_base}, not endpoint {endpoint} "
+        raise UserFacingError(f"{folder}: the run measured {api_base}, not endpoint {endpoint} "
                               f"({expected}...). Fix: pass the spec of the endpoint the folder belongs to")
 
 
