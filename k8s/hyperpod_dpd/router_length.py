@@ -87,13 +87,11 @@ def _data(name: str) -> dict[str, Any]:
     return loaded
 
 
-PROMPT_LENGTH_FILES = {"genai-bench": "genai_bench_prompt_length.json", "aiperf": "aiperf_prompt_length.json"}
-
-
 @cache
-def client_length(client: str = "genai-bench") -> PromptLength:
-    """Per asked token of a benchmark client's prompt of ``isl`` tokens (40 prompts of 4,096 each)."""
-    data = _data(PROMPT_LENGTH_FILES[client])
+def client_length(client: str = "genai_bench") -> PromptLength:
+    """Per asked token of a benchmark client's prompt of ``isl`` tokens (40 prompts of 4,096 each), from
+    ``data/<client>_prompt_length.json``."""
+    data = _data(f"{client}_prompt_length.json")
     tokens, characters = data["retokenized_tokens"], data["characters"]
     return PromptLength.measured(units=int(data["isl"]), tokens=(tokens["min"], tokens["max"]),
                                  characters=(characters["min"], characters["max"]), source=str(data["source"]))

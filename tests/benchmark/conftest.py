@@ -31,8 +31,10 @@ from support import load_module
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation, LevelSnapshots
 from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, RESULTS_MARK, JobOptions, render_benchmark_job
 from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.load import Load
 
 HERE = Path(__file__).resolve().parent
 LEVELS = (2, 4)
@@ -101,8 +103,9 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @dataclass(frozen=True)
 class Run:
-    """One benchmark run: its exit code, the folder it wrote, the requests the server saw, and the
-    stub's router and decoder metrics in each quiet window (by the number of levels done)."""
+    """One benchmark run: its exit code, the folder it wrote, the requests the server saw, the
+    stub's router and decoder metrics in each quiet window (by the number of levels done), and the
+    levels it was asked to run."""
 
     returncode: int
     folder: Path
@@ -110,15 +113,25 @@ class Run:
     stderr: str
     metrics: dict[int, tuple[str, str]] = field(default_factory=dict)
     stdout: str = ""
+    loads: tuple[Load, ...] = ()
 
     def files(self) -> dict[str, str]:
         return {path.name: path.read_text(encoding="utf-8") for path in sorted(self.folder.iterdir())
                 if path.suffix in (".json", ".jsonl")}
 
+    def routing(self) -> dict[Load, LevelDisaggregation]:
+        """What the stub's router and decoder counted per level, by bench's own windowing of the snapshots."""
+        taken = {window: DpdCounters.parse([router], [decoder]) for window, (router, decoder) in self.metrics.items()}
+
+        def unread() -> DpdCounters:
+            raise AssertionError("every window was read during the run")
+
+        return LevelSnapshots(read=unread, taken=taken).levels(self.loads)
+
 
 def _client_dir(client: Client) -> Path:
     # find_spec, not import: importing genai-bench monkey-patches threading with gevent.
-    if importlib.util.find_spec(client.value.replace("-", "_")) is None:
+    if importlib.util.find_spec(client.module) is None:
         pytest.skip("the bench extra is not installed: pip install '.[bench]'")
     script = Path(sys.executable).parent / client.value
     if not script.exists():
@@ -171,7 +184,7 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
             process.wait(timeout=240)
         served = server.requests
     code = int((results / "exit-code").read_text().strip())
-    return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines))
+    return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads)
 
 
 def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any,

@@ -83,16 +83,9 @@ def test_input_plus_output_above_max_model_len_is_refused() -> None:
 # --- counters from the stub's runs ----------------------------------------------------------------
 
 
-def _levels(run: Any) -> dict[int, LevelDisaggregation]:
-    snapshots = {k: DpdCounters.parse([router], [decoder]) for k, (router, decoder) in run.metrics.items()}
-    found = LevelSnapshots(read=lambda: DpdCounters(disaggregated=0, local=0, fallback=0, external_kv_tokens=0),
-                           taken=snapshots)
-    return found.levels(LOADS)
-
-
 def test_a_disaggregating_router_is_proven_per_level(healthy_run: Any) -> None:
     assert sorted(healthy_run.metrics) == [0, 1, 2]  # before level 1, after each level
-    levels = _levels(healthy_run)
+    levels = healthy_run.routing()
     assert set(levels) == set(LOADS)
     assert sum(level.routed for level in levels.values()) == healthy_run.served
     for level in levels.values():
@@ -101,7 +94,7 @@ def test_a_disaggregating_router_is_proven_per_level(healthy_run: Any) -> None:
 
 
 def test_a_silently_direct_router_makes_every_level_untrustworthy(direct_run: Any) -> None:
-    levels = _levels(direct_run)
+    levels = direct_run.routing()
     assert all(level.fraction == 0.0 and level.external_kv_tokens == 0 for level in levels.values())
     warnings = disaggregation_warnings(RoutePath.DPD, LOADS, levels)
     assert [(w.code, w.load.concurrency) for w in warnings] == [(Trust.NOT_DISAGGREGATED, 2),
@@ -179,7 +172,7 @@ def test_snapshots_are_taken_in_each_quiet_window_through_the_api_server(spec: D
     assert sorted(snapshots.taken) == [0, 1, 2] and snapshots.errors == []
     assert ("hyperpod-inference-system", "dpd-test-default-router-6d5f-abc:8080", "metrics") in core.proxied
     assert ("default", "decode-dpd-test-7c9-xyz:8000", "metrics") in core.proxied
-    assert snapshots.levels(LOADS) == _levels(healthy_run)
+    assert snapshots.levels(LOADS) == healthy_run.routing()
 
 
 def test_unreadable_counters_leave_the_level_unmeasured() -> None:

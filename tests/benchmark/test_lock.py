@@ -23,7 +23,6 @@ from hyperpod_dpd.spec import DpdSpec
 
 LOCK_LINE = re.compile(r"^(?P<name>[a-z0-9-]+)==(?P<version>\S+) --hash=sha256:[0-9a-f]{64}$")
 VERSIONS = {Client.GENAI_BENCH: GENAI_BENCH_VERSION, Client.AIPERF: AIPERF_VERSION}
-MODULES = {Client.GENAI_BENCH: "genai_bench", Client.AIPERF: "aiperf"}
 
 
 @pytest.mark.parametrize("client", list(Client))
@@ -45,7 +44,7 @@ def test_the_two_locks_agree_on_every_package_they_share() -> None:
 @pytest.mark.parametrize("client", list(Client))
 def test_the_lock_is_the_set_the_tests_run(client: Client) -> None:
     """What scripts/client_lock.py resolved must still be what is installed beside the tests."""
-    if importlib.util.find_spec(MODULES[client]) is None:
+    if importlib.util.find_spec(client.module) is None:
         pytest.skip("the bench extra is not installed: pip install '.[bench]'")
     _, lines = client_lock(client)
     drift = []

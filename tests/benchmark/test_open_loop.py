@@ -17,7 +17,7 @@ import pytest
 from hyperpod_dpd.benchmark import Scenario, Trust, trust_warnings
 from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf
 from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation, disaggregation_warnings
+from hyperpod_dpd.benchmark.disaggregation import disaggregation_warnings
 from hyperpod_dpd.benchmark.overhead import BOUND_S, client_overhead, overhead_warnings
 from hyperpod_dpd.benchmark.results import ResultsError, collect, read_directory
 from hyperpod_dpd.benchmark.route import RoutePath, default_isl, largest_direct_isl
@@ -26,12 +26,6 @@ from hyperpod_dpd.load import Load
 RATES = (Load(rate=8.0), Load(rate=16.0))
 REQUESTS, WARMUP = 24, 3  # per rate (conftest's open_loop scenario), and its warm-up: ceil(10%)
 SCENARIO = Scenario(isl=64, osl=16, request_rates=(8.0, 16.0), requests=REQUESTS, max_seconds=60)
-
-
-def _routing(run: Any, loads: tuple[Load, ...] = RATES) -> dict[Load, LevelDisaggregation]:
-    snapshots = [DpdCounters.parse([router], [decoder]) for _, (router, decoder) in sorted(run.metrics.items())]
-    return {load: LevelDisaggregation.between(snapshots[i], snapshots[i + 1], load=load)
-            for i, load in enumerate(loads)}
 
 
 def test_the_scenario_runs_aiperf_with_its_warm_up_and_bound() -> None:
@@ -73,7 +67,7 @@ def test_arrivals_are_open_loop_at_the_rate(open_loop_run: Any) -> None:
 
 def test_the_router_saw_every_request_disaggregated_and_the_client_adds_little(open_loop_run: Any) -> None:
     results = read_directory(open_loop_run.folder)
-    routing = _routing(open_loop_run)
+    routing = open_loop_run.routing()
     for level in results.levels:
         seen = routing[level.load]
         # every request the client sent, warm-up included, and nothing else (no readiness probe)
@@ -89,7 +83,7 @@ def test_the_router_saw_every_request_disaggregated_and_the_client_adds_little(o
 def test_a_silently_direct_router_is_caught_at_a_rate(open_loop_direct_run: Any) -> None:
     results = read_directory(open_loop_direct_run.folder)
     (load,) = results.loads
-    routing = _routing(open_loop_direct_run, (load,))
+    routing = open_loop_direct_run.routing()
     assert routing[load].fraction == 0.0 and routing[load].external_kv_tokens == 0
     (warning,) = disaggregation_warnings(RoutePath.DPD, [load], routing)
     assert warning.code is Trust.NOT_DISAGGREGATED and warning.render().startswith("[not-disaggregated] 8 requests/s")

@@ -5,19 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation
+from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
 from hyperpod_dpd.benchmark.overhead import BOUND_S, client_overhead, overhead_bound, overhead_warnings
 from hyperpod_dpd.benchmark.results import parse_run, read_directory
 from hyperpod_dpd.benchmark.trust import Trust
-from hyperpod_dpd.load import Load
-
-LEVELS = tuple(Load(concurrency=level) for level in (2, 4))
-
-
-def _routing(run: Any) -> dict[Load, LevelDisaggregation]:
-    snapshots = [DpdCounters.parse([router], [decoder]) for _, (router, decoder) in sorted(run.metrics.items())]
-    return {level: LevelDisaggregation.between(snapshots[i], snapshots[i + 1], load=level)
-            for i, level in enumerate(LEVELS)}
 
 
 def test_the_client_overhead_is_measured_and_bounded_at_each_level(healthy_run: Any) -> None:
@@ -26,7 +17,7 @@ def test_the_client_overhead_is_measured_and_bounded_at_each_level(healthy_run: 
     The overhead is what genai-bench measured beyond the server, request for request; at these levels it
     stays under the stated bound on this machine (docs/bench.md quotes the figures)."""
     results = read_directory(healthy_run.folder)
-    routing = _routing(healthy_run)
+    routing = healthy_run.routing()
     for level in results.levels:
         seen = routing[level.load]
         assert seen.router_ttft_mean_s is not None and 0.019 < seen.router_ttft_mean_s < 0.05

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,11 +28,6 @@ AIPERF_FILE = re.compile(rf"^{FILE_PREFIX}(?P<rate>\d+(?:\.\d+)?)\.json$")
 RECORDS_FILE = re.compile(rf"^{FILE_PREFIX}(?P<rate>\d+(?:\.\d+)?)\.jsonl$")
 MEASURED_PHASE = "profiling"
 UNIT_SCALE = {"ms": 1e-3, "sec": 1.0, "s": 1.0, "ns": 1e-9, "us": 1e-6}
-
-
-def file_stem(rate: float) -> str:
-    """``aiperf_rate_2.5``: the name the pod gives one rate's files (``%g``, as the pod's shell prints it)."""
-    return f"{FILE_PREFIX}{rate:g}"
 
 
 def _scale(metric: Mapping[str, Any], name: str, where: str) -> float:
@@ -69,6 +65,11 @@ def _records(text: str, where: str) -> list[Mapping[str, Any]]:
     return found
 
 
+def _measured(record: Mapping[str, Any]) -> bool:
+    """Whether a record is of the measured phase (not the warm-up)."""
+    return str((record.get("metadata") or {}).get("benchmark_phase", MEASURED_PHASE)) == MEASURED_PHASE
+
+
 def _answered(records: str, where: str) -> tuple[tuple[tuple[float, float | None], ...], int]:
     """(TTFT, TPOT) in seconds of every answered request in the records, warm-up first (the router counted
     those too), and how many were warm-up."""
@@ -83,8 +84,7 @@ def _answered(records: str, where: str) -> tuple[tuple[tuple[float, float | None
         tpot = None
         if isinstance(itl, Mapping) and itl.get("value") is not None:
             tpot = float(itl["value"]) * _scale(itl, "inter_token_latency", where)
-        phase = (record.get("metadata") or {}).get("benchmark_phase", MEASURED_PHASE)
-        (answered if phase == MEASURED_PHASE else warmup).append(
+        (answered if _measured(record) else warmup).append(
             (float(ttft["value"]) * _scale(ttft, "time_to_first_token", where), tpot))
     return (*warmup, *answered), len(warmup)
 
@@ -94,10 +94,9 @@ def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float
     if "aiperf_version" not in summary:
         raise ResultsError(f"{where}: no 'aiperf_version' (not an aiperf profile_export_aiperf.json?)")
     errors = [e for e in summary.get("error_summary") or [] if isinstance(e, Mapping)]
-    codes: dict[str, int] = {}
+    codes: Counter[str] = Counter()
     for error in errors:
-        code = str((error.get("error_details") or {}).get("code"))
-        codes[code] = codes.get(code, 0) + int(error.get("count") or 0)
+        codes[str((error.get("error_details") or {}).get("code"))] += int(error.get("count") or 0)
     failed = max(int(_avg(summary, "error_request_count") or 0), sum(codes.values()))
     first = str((errors[0].get("error_details") or {}).get("message"))[:300] if errors else None
     output = _avg(summary, "usage_completion_tokens")
@@ -117,12 +116,9 @@ def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float
 
 def parse_failed_records(records: str, *, rate: float, isl: int, osl: int, where: str = "records") -> LevelResult:
     """A rate whose every request failed (aiperf wrote no summary): the measured records' failures by HTTP code."""
-    measured = [r for r in _records(records, where)
-                if (r.get("metadata") or {}).get("benchmark_phase", MEASURED_PHASE) == MEASURED_PHASE]
+    measured = [r for r in _records(records, where) if _measured(r)]
     errors = [r["error"] for r in measured if isinstance(r.get("error"), Mapping)]
-    codes: dict[str, int] = {}
-    for error in errors:
-        codes[str(error.get("code"))] = codes.get(str(error.get("code")), 0) + 1
+    codes = Counter(str(error.get("code")) for error in errors)
     none = Percentiles(None, None, None)
     return LevelResult(load=Load(rate=rate), scenario=f"D({isl},{osl})", ttft=none, tpot=none, e2e=none,
                        output_tokens_per_s=0.0, completed=len(measured) - len(errors), failed=len(errors),

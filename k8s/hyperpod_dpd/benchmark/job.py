@@ -136,14 +136,14 @@ def option_problems(target: BenchmarkTarget, options: JobOptions) -> list[Proble
 # in offline mode it looks a tokenizer name up in the Hub cache only (aiperf/common/tokenizer.py,
 # Tokenizer._from_pretrained_local: snapshot_download(local_files_only=True)) and refuses a local folder.
 OFFLINE_ENV = (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"))
-LOCK_FILES = {Client.GENAI_BENCH: "genai_bench_lock.json", Client.AIPERF: "aiperf_lock.json"}
 CLIENT_LOGS = {Client.GENAI_BENCH: "/results/logs/genai_bench.log", Client.AIPERF: "/results/logs/aiperf.log"}
 
 
 @cache
 def client_lock(client: Client = Client.GENAI_BENCH) -> tuple[str, tuple[str, ...]]:
     """The client's locked version and one ``name==version --hash=sha256:...`` line per wheel."""
-    data = json.loads(resources.files("hyperpod_dpd.data").joinpath(LOCK_FILES[client]).read_text(encoding="utf-8"))
+    lock = resources.files("hyperpod_dpd.data").joinpath(f"{client.module}_lock.json")
+    data = json.loads(lock.read_text(encoding="utf-8"))
     wheels = data["wheels"]
     version = next(w["version"] for w in wheels if w["name"] == client.value)
     return version, tuple(f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}" for w in wheels)
@@ -175,14 +175,14 @@ def _run_level(client: Client) -> str:
         return ('  genai-bench "$@" --num-concurrency "$level" --spawn-rate "${plan##*:}"\n'
                 "  code=$?\n")
     # aiperf writes its artifacts per run; keep the summary and the per-request records under names
-    # that carry the rate, and its log for the publish step.
-    stem = FILE_PREFIX  # + the rate as the plan prints it (%g), which aiperf_results.file_stem matches
+    # that carry the rate as Scenario.level_plan prints it (%g, which aiperf_results.AIPERF_FILE reads
+    # back), and its log for the publish step.
     return ('  rest="${plan#*:}"; out="/results/aiperf/$level"\n'
             '  aiperf "$@" --request-rate "$level" --request-count "${rest%%:*}" '
             '--warmup-request-count "${rest##*:}" --artifact-dir "$out"\n'
             "  code=$?\n"
-            f'  cp "$out/profile_export_aiperf.json" "/results/$RUN_ID/{stem}$level.json" 2>/dev/null\n'
-            f'  cp "$out/profile_export.jsonl" "/results/$RUN_ID/{stem}$level.jsonl" 2>/dev/null\n'
+            f'  cp "$out/profile_export_aiperf.json" "/results/$RUN_ID/{FILE_PREFIX}$level.json" 2>/dev/null\n'
+            f'  cp "$out/profile_export.jsonl" "/results/$RUN_ID/{FILE_PREFIX}$level.jsonl" 2>/dev/null\n'
             '  mkdir -p /results/logs; cat "$out/logs/aiperf.log" >> /results/logs/aiperf.log 2>/dev/null\n')
 
 

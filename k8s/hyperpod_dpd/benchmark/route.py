@@ -34,7 +34,7 @@ class RoutePath(Enum):
 
 def prompt_length(client: Client = Client.GENAI_BENCH) -> PromptLength:
     """The router's estimate per asked token of the client's prompt of ``isl`` tokens."""
-    return client_length(client.value)
+    return client_length(client.module)
 
 
 def default_isl(threshold: int, path: RoutePath = RoutePath.DPD, client: Client = Client.GENAI_BENCH) -> int:
