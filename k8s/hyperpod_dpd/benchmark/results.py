@@ -233,9 +233,13 @@ def collect(files: Mapping[str, str], *, expected: Iterable[Load] = (), isl: int
     return BenchmarkResults(levels=tuple(found[key] for key in sorted(found, key=Load.sort_key)), missing=missing)
 
 
-def read_directory(folder: Path, *, expected: Iterable[Load] = ()) -> BenchmarkResults:
+def read_files(folder: Path) -> dict[str, str]:
     """The result files a run wrote into ``folder`` (genai-bench's ``<base>/<experiment folder>``, or the
-    benchmark pod's results folder)."""
-    files = {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.iterdir())
-             if path.is_file() and path.suffix in (".json", ".jsonl")}
-    return collect(files, expected=expected)
+    benchmark pod's results folder), by name."""
+    return {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.iterdir())
+            if path.is_file() and path.suffix in (".json", ".jsonl")}
+
+
+def read_directory(folder: Path, *, expected: Iterable[Load] = ()) -> BenchmarkResults:
+    """:func:`collect` of :func:`read_files`."""
+    return collect(read_files(folder), expected=expected)

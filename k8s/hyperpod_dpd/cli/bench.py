@@ -302,7 +302,7 @@ def _scenario_of(results: BenchmarkResults) -> Scenario:
 
 def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
     from hyperpod_dpd.benchmark.preflight import api_base_of  # noqa: PLC0415
-    from hyperpod_dpd.benchmark.results import METADATA_FILE, ResultsError, read_directory  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.results import ResultsError, collect, read_files  # noqa: PLC0415
     from hyperpod_dpd.benchmark.trust import trust_warnings  # noqa: PLC0415
 
     folders = [(DPD, spec.name, args.results_dir)]
@@ -315,9 +315,8 @@ def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
             raise UserFacingError(f"{folder}: not a folder; pass genai-bench's <experiment-base-dir>/<folder> or the "
                                   "Job's run folder")
         try:
-            results = read_directory(path)
-            files = {p.name: p.read_text(encoding="utf-8") for pattern in (METADATA_FILE, "aiperf_rate_*.json")
-                     for p in sorted(path.glob(pattern))}
+            files = read_files(path)
+            results = collect(files)
         except (ResultsError, OSError) as err:
             raise UserFacingError(str(err)) from None
         _refuse_other_endpoint(folder, api_base_of(files), endpoint, spec.namespace)
