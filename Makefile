@@ -69,6 +69,7 @@ test: lint typecheck
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 typecheck: $(TEST_STAMP)
 	@echo ">>> type-checking (mypy --strict; about 2 minutes on a first run, seconds once cached)"

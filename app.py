@@ -65,12 +65,12 @@ import aws_cdk as cdk  # noqa: E402
 import yaml  # noqa: E402
 
 from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError  # noqa: E402
-from hyperpod_dpd.defaults import default_spec  # noqa: E402
-from hyperpod_dpd.deployment_defaults import (  # noqa: E402
+from hyperpod_dpd.contracts.stack_defaults import (  # noqa: E402
     DEFAULT_AVAILABILITY_ZONE_ID,
     DEFAULT_REGION,
     DEFAULT_STACK_NAME,
 )
+from hyperpod_dpd.spec.defaults import default_spec  # noqa: E402
 from hyperpod_dpd.validation import load_checked_spec  # noqa: E402
 from hyperpod_dpd_cdk import (  # noqa: E402
     ClusterEndpointAccess,
@@ -79,7 +79,7 @@ from hyperpod_dpd_cdk import (  # noqa: E402
     HyperPodDpdStack,
     ObservabilityOptions,
 )
-from hyperpod_dpd_cdk.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version  # noqa: E402
+from hyperpod_dpd_cdk._private.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version  # noqa: E402
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType  # noqa: E402
 from hyperpod_dpd_cdk.weights_staging import DEFAULT_WAIT  # noqa: E402
 

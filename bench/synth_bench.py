@@ -42,7 +42,7 @@ def run_case(case: str, outdir: str) -> dict[str, Any]:
         stack = cdk.Stack(app, "Minimal", env=cdk.Environment(region="us-west-2"))
         s3.Bucket(stack, "Bucket")
     else:
-        from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415
+        from hyperpod_dpd.spec.defaults import default_spec  # noqa: PLC0415
         from hyperpod_dpd_cdk import HyperPodDpdStack  # noqa: PLC0415
 
         count = 1 if case == "default" else int(case.split("=")[1])

@@ -3,7 +3,7 @@
 
 Keeps the ``v1`` ``openAPIV3Schema`` (types, required, enums, patterns, bounds, defaults and the
 ``x-kubernetes-*`` keys) and drops every ``description``: the prose is AWS's, the structure is what a
-validator needs. The result, with its provenance, is ``k8s/hyperpod_dpd/crd/inferenceendpointconfig-v1.json``.
+validator needs. The result, with its provenance, is ``k8s/hyperpod_dpd/data/inferenceendpointconfig-v1.json``.
 
 Usage::
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-OUT = Path(__file__).resolve().parents[1] / "k8s" / "hyperpod_dpd" / "crd" / "inferenceendpointconfig-v1.json"
+OUT = Path(__file__).resolve().parents[1] / "k8s" / "hyperpod_dpd" / "data" / "inferenceendpointconfig-v1.json"
 VERSION = "v1"
 PROVENANCE = {
     "repository": "aws/sagemaker-hyperpod-cli",

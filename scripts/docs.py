@@ -20,11 +20,11 @@ from typing import Any
 import yaml
 
 from hyperpod_dpd.cli import EXIT_CODES, build_parser
-from hyperpod_dpd.instances import InstanceType
-from hyperpod_dpd.loading import to_plain
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec_fields import is_record, record_kinds, spec_fields, union_options, without_none
-from hyperpod_dpd.units import ByteSize
+from hyperpod_dpd.spec.fields import is_record, record_kinds, spec_fields, union_options, without_none
+from hyperpod_dpd.spec.instances import InstanceType
+from hyperpod_dpd.spec.loading import to_plain
+from hyperpod_dpd.spec.units import ByteSize
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ The router estimates a prompt's length by its token count or its characters / 4,
 needs both for the prompts each client sends. genai-bench samples sonnet lines tokenized one by one
 and joins them without separators, so its prompt is not ``isl`` tokens when tokenized again; aiperf
 decodes its prompt to exactly ``isl`` tokens, from a Shakespeare corpus with more characters per
-token. This prints the JSON that ``hyperpod_dpd.router_length`` reads:
+token. This prints the JSON that ``hyperpod_dpd.contracts.router`` reads:
 
     python scripts/prompt_length.py genai-bench TOKENIZER_DIR > k8s/hyperpod_dpd/data/genai_bench_prompt_length.json
     python scripts/prompt_length.py aiperf TOKENIZER_DIR > k8s/hyperpod_dpd/data/aiperf_prompt_length.json

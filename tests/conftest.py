@@ -19,9 +19,9 @@ import yaml
 from referencing import Registry, Resource
 
 import hyperpod_dpd  # noqa: F401 - points jsii at the wheel's Node before anything imports aws_cdk or cdk8s
-from hyperpod_dpd import crd
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.contracts import crd
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION as CLUSTER_KUBERNETES_VERSION
 
 

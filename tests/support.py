@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from hyperpod_dpd.defaults import default_spec_text
+from hyperpod_dpd.spec.defaults import default_spec_text
 
 
 def load_module(name: str, path: Path) -> ModuleType:

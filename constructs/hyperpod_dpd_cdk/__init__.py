@@ -8,7 +8,7 @@ from hyperpod_dpd import _node
 
 _node.ensure_node()
 
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL  # noqa: E402
+from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL  # noqa: E402
 from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess  # noqa: E402
 from hyperpod_dpd_cdk.dpd_endpoint import DpdEndpoint, placed_spec  # noqa: E402
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup  # noqa: E402

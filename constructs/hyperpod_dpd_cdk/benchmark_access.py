@@ -25,13 +25,13 @@ from hyperpod_dpd.benchmark.job import (
     ROLE_ARN_ANNOTATION,
 )
 from hyperpod_dpd.charts.aggregated import aggregated_spec, render_aggregated_endpoint_config
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL, router_service
-from hyperpod_dpd.tokenizer_files import TOKENIZER_FILES
+from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL, router_service
+from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES
+from hyperpod_dpd_cdk._private.nag import acknowledge
 from hyperpod_dpd_cdk.dpd_endpoint import placed_spec
 from hyperpod_dpd_cdk.hyperpod_cluster import InstanceGroup, group_name
 from hyperpod_dpd_cdk.inference_operator import IrsaTrust
 from hyperpod_dpd_cdk.lifecycle import prefix_findings
-from hyperpod_dpd_cdk.nag import acknowledge
 
 DEFAULT_RESULTS_PREFIX = RESULTS_PREFIX  # where bench uploads by default
 AGGREGATED_GROUP = "aggregated"

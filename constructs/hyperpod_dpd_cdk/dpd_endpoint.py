@@ -13,7 +13,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_dpd import DpdSpec, HuggingFaceSource, S3Source, check
 from hyperpod_dpd.charts import InferenceEndpointConfigChart
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
+from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
 from hyperpod_dpd_cdk.weights_staging import staged_prefix
 
 BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})

@@ -14,9 +14,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
-from hyperpod_dpd.operator_names import SYSTEM_POOL
+from hyperpod_dpd.contracts.operator import SYSTEM_POOL
+from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
 from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess
-from hyperpod_dpd_cdk.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType
 
 # The operator, its ALB controller and KEDA, cert-manager and CoreDNS run here, never on GPU nodes.

@@ -22,7 +22,7 @@ from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, Problem
 from hyperpod_dpd.errors import raise_if_any
-from hyperpod_dpd_cdk.nag import acknowledge, managed_policy
+from hyperpod_dpd_cdk._private.nag import acknowledge, managed_policy
 
 GRAFANA_WORKSPACE_ID = re.compile(r"^g-[0-9a-f]{10}$")
 HANDLER_DIR = Path(__file__).resolve().parent / "assets" / "grafana_import"

@@ -11,7 +11,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, InstanceType, Problem, SpecError
-from hyperpod_dpd.instances import THREADS_PER_CORE
+from hyperpod_dpd.spec.instances import THREADS_PER_CORE
 from hyperpod_dpd.validation.rules import is_sagemaker_name
 from hyperpod_dpd_cdk.lifecycle import LifecycleScripts
 

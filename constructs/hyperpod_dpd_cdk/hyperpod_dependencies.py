@@ -11,7 +11,7 @@ from constructs import Construct
 
 from hyperpod_dpd import InstanceType, Problem, SpecError
 from hyperpod_dpd_cdk import versions
-from hyperpod_dpd_cdk.nag import acknowledge, pseudo
+from hyperpod_dpd_cdk._private.nag import acknowledge, pseudo
 
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"

@@ -13,13 +13,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
-from hyperpod_dpd.deployment_defaults import INFERENCE_ADDON
-from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE
-from hyperpod_dpd_cdk.alb_policy import controller_statements, wildcard_findings
+from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE
+from hyperpod_dpd.contracts.stack_defaults import INFERENCE_ADDON
+from hyperpod_dpd_cdk._private.alb_policy import controller_statements, wildcard_findings
+from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy
 from hyperpod_dpd_cdk.exposure import INTERNET_FACING_WARNING, deny_internet_facing
 from hyperpod_dpd_cdk.lifecycle import prefix_findings, read_prefix
 from hyperpod_dpd_cdk.model_bucket import secure_bucket
-from hyperpod_dpd_cdk.nag import acknowledge, arn_of, managed_policy
 from hyperpod_dpd_cdk.versions import AddonVersions
 
 # The service accounts the add-on runs as (add-on install; the Helm install used other names, and a

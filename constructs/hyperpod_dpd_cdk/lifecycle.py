@@ -12,8 +12,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 
+from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy, pseudo
 from hyperpod_dpd_cdk.model_bucket import secure_bucket
-from hyperpod_dpd_cdk.nag import acknowledge, arn_of, managed_policy, pseudo
 
 DEFAULT_SCRIPTS_DIR = Path(__file__).parent / "assets" / "lifecycle"
 ON_CREATE = "on_create.sh"

@@ -9,8 +9,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, Problem, S3Source
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd_cdk.nag import acknowledge
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd_cdk._private.nag import acknowledge
 
 LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 

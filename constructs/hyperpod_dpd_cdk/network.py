@@ -11,7 +11,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from hyperpod_dpd import Problem, SpecError
-from hyperpod_dpd_cdk.placement import az_id_problems
+from hyperpod_dpd_cdk._private.placement import az_id_problems
 
 DEFAULT_VPC_CIDR = "10.192.0.0/16"
 # A whole /16 for HyperPod nodes, as the reference templates do: a p5.48xlarge attaches up to 64

@@ -43,8 +43,8 @@ from hyperpod_dpd import DpdSpec, Problem
 from hyperpod_dpd.errors import raise_if_any
 from hyperpod_dpd.observability.alerts import alert_rules, inhibit_rules, rule_group_name, rules_yaml
 from hyperpod_dpd.observability.log_patterns import LOG_PATTERNS, METRIC_NAMESPACE, LogPattern
+from hyperpod_dpd_cdk._private.nag import acknowledge, pseudo
 from hyperpod_dpd_cdk.grafana_dashboards import GrafanaDashboards, workspace_problems
-from hyperpod_dpd_cdk.nag import acknowledge, pseudo
 
 OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 # The add-on's OTel collector runs as this service account; the pod identity association names it

@@ -14,12 +14,14 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, S3Source, SpecError, check, deployed
-from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID
-from hyperpod_dpd.deployment_defaults import hyperpod_cluster_name as default_cluster_name
-from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, SYSTEM_POOL, router_service
+from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, S3Source, SpecError, check
+from hyperpod_dpd.contracts import stack_outputs
+from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, SYSTEM_POOL, router_service
+from hyperpod_dpd.contracts.stack_defaults import DEFAULT_AVAILABILITY_ZONE_ID
+from hyperpod_dpd.contracts.stack_defaults import hyperpod_cluster_name as default_cluster_name
+from hyperpod_dpd.contracts.zones import zone_settings
 from hyperpod_dpd.validation.rules import is_sagemaker_name
-from hyperpod_dpd.zones import zone_settings
+from hyperpod_dpd_cdk._private.placement import instance_type_problems, zone_problems
 from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess, aggregated_groups
 from hyperpod_dpd_cdk.dpd_endpoint import BUILTIN_NAMESPACES, DpdEndpoint
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
@@ -44,7 +46,6 @@ from hyperpod_dpd_cdk.observability import (
     ObservabilityOptions,
     container_log_group,
 )
-from hyperpod_dpd_cdk.placement import instance_type_problems, zone_problems
 from hyperpod_dpd_cdk.teardown import (
     CausedLogGroups,
     GuardDutyCleanup,
@@ -93,7 +94,7 @@ def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_ar
                                           training_plan_arn=training_plan_arn)
         yield from zone_problems(spec, region=region, availability_zone_id=availability_zone_id,
                                  field=f"endpoints[{i}]")
-    keys = [deployed.endpoint_output_key(spec.name) for spec in specs]
+    keys = [stack_outputs.endpoint_output_key(spec.name) for spec in specs]
     for i, key in enumerate(keys):
         if keys.index(key) != i and specs[keys.index(key)].name != specs[i].name:
             yield Problem(field=f"endpoints[{i}].name", value=specs[i].name,
@@ -431,18 +432,18 @@ class HyperPodDpdStack(Stack):
                   value=f"aws eks update-kubeconfig --region {self.region} --name {self.eks.cluster_name}")
 
     def _deployed_outputs(self, cluster_name: str) -> None:
-        """What ``bench`` and ``verify`` read with --stack / --outputs-file (``hyperpod_dpd.deployed``)."""
-        CfnOutput(self, deployed.REGION, value=self.region)
-        CfnOutput(self, deployed.EKS_CLUSTER, value=self.eks.cluster_name)
-        CfnOutput(self, deployed.HYPERPOD_CLUSTER, value=cluster_name)
-        CfnOutput(self, deployed.HYPERPOD_CLUSTER_ARN, value=self.hyperpod.cluster_arn)
-        CfnOutput(self, deployed.MODEL_BUCKET, value=self.model_bucket.bucket.bucket_name,
+        """What bench and verify read with --stack / --outputs-file (:mod:`hyperpod_dpd.contracts.stack_outputs`)."""
+        CfnOutput(self, stack_outputs.REGION, value=self.region)
+        CfnOutput(self, stack_outputs.EKS_CLUSTER, value=self.eks.cluster_name)
+        CfnOutput(self, stack_outputs.HYPERPOD_CLUSTER, value=cluster_name)
+        CfnOutput(self, stack_outputs.HYPERPOD_CLUSTER_ARN, value=self.hyperpod.cluster_arn)
+        CfnOutput(self, stack_outputs.MODEL_BUCKET, value=self.model_bucket.bucket.bucket_name,
                   description="Upload weights to s3://<this>/<model prefix>/ before the endpoints start")
-        CfnOutput(self, deployed.SYSTEM_NODE_SELECTOR, value=",".join(
-            f"{k}={v}" for k, v in (SYSTEM_POOL if self.eks.system_nodes else {}).items()) or deployed.NO_SELECTOR,
+        CfnOutput(self, stack_outputs.SYSTEM_NODE_SELECTOR, value=",".join(
+            f"{k}={v}" for k, v in (SYSTEM_POOL if self.eks.system_nodes else {}).items()) or stack_outputs.NO_SELECTOR,
                   description="Labels of the CPU nodes the benchmark Job runs on (none: any non-HyperPod node)")
         if self.observability is not None:
-            CfnOutput(self, deployed.AMP_WORKSPACE, value=self.observability.workspace_arn)
+            CfnOutput(self, stack_outputs.AMP_WORKSPACE, value=self.observability.workspace_arn)
         access = {a.namespace: a for a in self.benchmark_access}
         twins = {twin.spec_name: twin for twin in self.aggregated_twins}
         for endpoint in self.endpoints:
@@ -450,7 +451,7 @@ class HyperPodDpdStack(Stack):
             source = spec.model.source
             bench = access.get(spec.namespace)
             twin = twins.get(spec.name)
-            value = deployed.endpoint_output(
+            value = stack_outputs.endpoint_output(
                 name=spec.name, namespace=spec.namespace, router_service=router_service(spec),
                 router_namespace=OPERATOR_NAMESPACE, instance_groups={
                     role: group_name(spec, role) for role, _ in spec.roles()},
@@ -459,6 +460,6 @@ class HyperPodDpdStack(Stack):
                 if bench is not None else None,
                 aggregated={"name": twin.name, "routerService": twin.router_service, "instanceGroup": twin.group_name}
                 if twin is not None else None)
-            CfnOutput(self, deployed.endpoint_output_key(spec.name), value=self.to_json_string(value),
+            CfnOutput(self, stack_outputs.endpoint_output_key(spec.name), value=self.to_json_string(value),
                       description=f"Endpoint {spec.namespace}/{spec.name} as deployed (read by hyperpod-dpd bench "
                                   "and verify)")

@@ -21,7 +21,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from hyperpod_dpd_cdk.nag import acknowledge, arn_of, managed_policy, policy_wildcard_findings, role_of
+from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy, policy_wildcard_findings, role_of
 from hyperpod_dpd_cdk.observability import CLUSTER_LOG_PREFIX, hyperpod_log_group_name
 
 HANDLER_DIR = Path(__file__).resolve().parent / "assets" / "teardown"

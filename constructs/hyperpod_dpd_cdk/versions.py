@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from hyperpod_dpd import deployment_defaults as _defaults
+from hyperpod_dpd.contracts import stack_defaults as _defaults
 
 # Kubernetes of the EKS control plane. HyperPod lists 1.28-1.34 ("Getting started with Amazon EKS
 # support in SageMaker HyperPod"); AWS's cluster-setup templates default to 1.34. 1.33 left EKS
@@ -38,7 +38,7 @@ PREREQUISITE_ADDONS = _defaults.PREREQUISITE_ADDONS
 # amazon-sagemaker-hyperpod-inference v1.4.0-eksbuild.1 ships Inference Operator v3.3 (2026-08-04): DPD
 # (``pdSpec``, since v3.2) plus the fixes for intelligent-routing endpoint registration, ``enableL1Cache:
 # false`` being ignored and the missing routing Service (release notes). The manifests are validated
-# against this version's CRD (hyperpod_dpd.crd).
+# against this version's CRD (hyperpod_dpd.contracts.crd).
 INFERENCE_ADDON_VERSION = _defaults.INFERENCE_ADDON_VERSION
 
 # The operator's chart bundles the AWS Load Balancer Controller chart 1.13.2, i.e. controller v2.13.2

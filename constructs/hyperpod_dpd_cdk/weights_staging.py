@@ -29,12 +29,12 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, S3Source
-from hyperpod_dpd.benchmark._plus import kplus
+from hyperpod_dpd._kplus import kplus
 from hyperpod_dpd.benchmark.job import DEFAULT_IMAGE, ROLE_ARN_ANNOTATION, RUN_USER
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL, SYSTEM_POOL
+from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL, SYSTEM_POOL
+from hyperpod_dpd_cdk._private.nag import acknowledge
 from hyperpod_dpd_cdk.inference_operator import IrsaTrust
 from hyperpod_dpd_cdk.lifecycle import prefix_findings
-from hyperpod_dpd_cdk.nag import acknowledge
 
 SCRIPT = Path(__file__).resolve().parent / "assets" / "weights_staging" / "stage_weights.py"
 STAGED_ROOT = "huggingface"

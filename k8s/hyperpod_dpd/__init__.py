@@ -5,9 +5,7 @@ charts live in :mod:`hyperpod_dpd.charts` and load the jsii runtime only when im
 """
 
 from hyperpod_dpd._node import ensure_node
-from hyperpod_dpd.errors import Problem, SpecError, Warning
-from hyperpod_dpd.instances import InstanceType
-from hyperpod_dpd.loading import load_spec, spec_from_mapping, spec_to_mapping, spec_to_yaml
+from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError, Warning
 from hyperpod_dpd.spec import (
     AlertThresholds,
     AutoscalingSpec,
@@ -30,7 +28,9 @@ from hyperpod_dpd.spec import (
     TopologySpec,
     VolumeSource,
 )
-from hyperpod_dpd.units import ByteSize
+from hyperpod_dpd.spec.instances import InstanceType
+from hyperpod_dpd.spec.loading import load_spec, spec_from_mapping, spec_to_mapping, spec_to_yaml
+from hyperpod_dpd.spec.units import ByteSize
 from hyperpod_dpd.validation import CheckedSpec, check
 
 ensure_node()
@@ -58,8 +58,10 @@ __all__ = [
     "S3Source",
     "SloSpec",
     "SpecError",
+    "SpecWarning",
     "TlsSpec",
     "TopologySpec",
+    "UsageError",
     "VolumeSource",
     "Warning",
     "check",

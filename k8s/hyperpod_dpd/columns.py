@@ -1,4 +1,4 @@
-"""Aligned plain-text columns for the terminal: the first left-aligned, the rest right-aligned (numbers)."""
+"""Aligned plain-text columns for the terminal, and how reports format milliseconds and relative changes."""
 
 from __future__ import annotations
 
@@ -17,3 +17,11 @@ def render_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], *, ind
 
     dashes = [indent + "-" * (sum(widths) + 2 * (len(widths) - 1))] if rule else []
     return [line(headers), *dashes, *(line(row) for row in rows)]
+
+
+def milliseconds(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:,.1f}"
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}%"

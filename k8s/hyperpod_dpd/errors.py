@@ -1,4 +1,4 @@
-"""The one error type of the library, and the problems and warnings it carries.
+"""The library's error types, and the problems and warnings they carry.
 
 Every check reports *all* its problems at once, each naming the field, the bad value and the fix,
 so a user fixes a spec in one pass instead of one deploy per mistake.
@@ -32,7 +32,7 @@ class Problem:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Warning:
+class SpecWarning:
     """Something that deploys but is risky or wasteful; reported, never fatal."""
 
     code: str
@@ -64,6 +64,13 @@ class SpecError(ValueError):
         return "\n".join(lines)
 
 
+class UsageError(Exception):
+    """A refusal whose message is the whole story (a bad option, a missing extra): printed as-is, exit status 2.
+
+    Library modules raise it too; the command line prints it without a traceback.
+    """
+
+
 def _show(value: Any) -> str:
     if isinstance(value, str):
         return repr(value)
@@ -78,3 +85,7 @@ def raise_if_any(problems: Iterable[Problem], *, source: str | None = None) -> N
     found = tuple(problems)
     if found:
         raise SpecError(found, source=source)
+
+
+# The name before 0.2; it shadows the builtin, so new code says SpecWarning.
+Warning = SpecWarning

@@ -11,8 +11,8 @@ from hyperpod_dpd.advisor import Advice, Traffic, advise
 from hyperpod_dpd.benchmark.report import results_object
 from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
 from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.spec.defaults import default_spec
 
 # The AWS blog's benchmark: genai-bench, 4,096 input and 256 output tokens, concurrency 8, 16 and 32.
 BLOG_TRAFFIC = Traffic(isl=4096, osl=256, concurrency=(8, 16, 32))

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from hyperpod_dpd.advisor import Advice, AdvicePoint, Estimate, Layout, Traffic, advise, verdict
-from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.spec import RoutingSpec
+from hyperpod_dpd.spec.defaults import default_spec
 
 SIDE_KEYS = {"ttft_s", "tpot_s", "e2e_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
              "output_tokens_per_s_per_user", "gpus"}
@@ -149,12 +149,12 @@ def test_missing_extra_raises_advisor_unavailable(monkeypatch: pytest.MonkeyPatc
     import sys
 
     from hyperpod_dpd.advisor import AdvisorUnavailable
-    from hyperpod_dpd.cli._common import UserFacingError
+    from hyperpod_dpd.errors import UsageError
 
     monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.perf_database", None)
     with pytest.raises(AdvisorUnavailable, match=r"pip install 'hyperpod-dpd\[advisor\]'") as caught:
         advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,)))
-    assert isinstance(caught.value, UserFacingError)
+    assert isinstance(caught.value, UsageError)
 
 
 def test_bad_baseline_nodes() -> None:

@@ -12,7 +12,7 @@ from support import write_spec
 from syrupy.assertion import SnapshotAssertion
 
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.loading import load_spec
+from hyperpod_dpd.spec.loading import load_spec
 from hyperpod_dpd.validation import check
 
 BLOG = ["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8,16,32"]

@@ -18,8 +18,8 @@ from dataclasses import replace
 import pytest
 
 from hyperpod_dpd.advisor import Advice, AdvicePoint, Traffic, advise
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.spec.instances import InstanceType
 
 TOLERANCE = 0.12
 PUBLISHED_TPOT_CUT = {"H100": {8: 0.22, 32: 0.66}, "H200": {8: 0.28, 32: 0.48}}

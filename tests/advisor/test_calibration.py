@@ -14,8 +14,8 @@ from hyperpod_dpd.advisor import Advice, Traffic, advise
 from hyperpod_dpd.advisor.calibration import calibrate, parse_bench
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.spec.defaults import default_spec
 
 Bench = Callable[..., dict[str, Any]]
 TRAFFIC = Traffic(isl=4096, osl=256, concurrency=(8, 16, 32))

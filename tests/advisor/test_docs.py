@@ -14,7 +14,7 @@ import pytest
 from hyperpod_dpd.advisor import Traffic, advise
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "advise.md"
 BLOCK = re.compile(r"```text\n\$ (hyperpod-dpd advise[^\n]*)\n(.*?)```", re.DOTALL)

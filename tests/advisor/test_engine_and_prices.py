@@ -10,9 +10,9 @@ import pytest
 
 from hyperpod_dpd.advisor.engine import DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineSettings, engine_settings
 from hyperpod_dpd.advisor.prices import PRICE_FILE, node_price
-from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.errors import SpecError
-from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.spec.instances import InstanceType
 
 
 def test_default_spec_is_bf16_with_vllms_default_budget() -> None:

@@ -8,10 +8,10 @@ import pytest
 
 from hyperpod_dpd.advisor import NoLayoutMeetsSla, SearchResult, Traffic, search
 from hyperpod_dpd.advisor.search import layout, pd_buffer_for
-from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.planner.assumptions import CUDA_CONTEXT_HEADROOM_BYTES
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.validation import check
 
 LONG_PROMPTS = Traffic(isl=8192, osl=512, concurrency=(64,), ttft_ms=2000, tpot_ms=30)

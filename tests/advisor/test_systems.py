@@ -6,10 +6,10 @@ import pytest
 
 from hyperpod_dpd.advisor import Traffic, advise, systems
 from hyperpod_dpd.advisor.estimates import Estimator
-from hyperpod_dpd.architecture import PRESETS
-from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.errors import SpecError
-from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.spec.architecture import PRESETS
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.spec.instances import InstanceType
 
 
 def test_every_dpd_instance_type_has_a_system() -> None:

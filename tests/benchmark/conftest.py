@@ -33,8 +33,8 @@ from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation, LevelSnapshots
 from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, RESULTS_MARK, JobOptions, render_benchmark_job
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.spec.defaults import default_spec
 
 HERE = Path(__file__).resolve().parent
 LEVELS = (2, 4)

@@ -25,9 +25,9 @@ from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.results import ResultsError, collect
 from hyperpod_dpd.benchmark.route import largest_direct_isl
 from hyperpod_dpd.cli import bench, main
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd.load import Load
-from hyperpod_dpd.ops.aws import AwsClients
+from hyperpod_dpd.clients.aws import AwsClients
+from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.spec.defaults import default_spec
 
 RUN = "20261201-0300"
 

@@ -19,10 +19,10 @@ from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.cluster import job_check, parse_job_log, run_job
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.results import collect, read_directory
-from hyperpod_dpd.load import Load
-from hyperpod_dpd.ops.checks import Status
-from hyperpod_dpd.ops.kube import KubeError
-from hyperpod_dpd.ops.wait import Waiter
+from hyperpod_dpd.clients.checks import Status
+from hyperpod_dpd.clients.kube import KubeError
+from hyperpod_dpd.clients.wait import Waiter
+from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec import DpdSpec
 
 RUN = "20261201-0300"

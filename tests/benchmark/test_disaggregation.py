@@ -33,9 +33,9 @@ from hyperpod_dpd.benchmark.route import (
     route_problems,
 )
 from hyperpod_dpd.benchmark.trust import Trust
-from hyperpod_dpd.load import Load
-from hyperpod_dpd.ops.kube import KubeError
-from hyperpod_dpd.ops.wait import Waiter
+from hyperpod_dpd.clients.kube import KubeError
+from hyperpod_dpd.clients.wait import Waiter
+from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec import DpdSpec
 
 LEVELS = (2, 4)

@@ -9,7 +9,7 @@ import pytest
 
 from hyperpod_dpd.benchmark import BenchmarkResults, ResultsError, Scenario, Trust, trust_warnings
 from hyperpod_dpd.benchmark.results import RUN_FILE, collect, parse_run, read_directory
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.load_point import Load
 
 LEVELS = tuple(Load(concurrency=level) for level in (2, 4))
 SCENARIO = Scenario(isl=64, osl=16, concurrency=(2, 4), requests=8, max_seconds=60)

@@ -18,9 +18,9 @@ from hyperpod_dpd.benchmark.job import (
     deadline_seconds,
     render_benchmark_job,
 )
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
+from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
+from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.tokenizer_files import TOKENIZER_FILES
 
 RUN = "20261201-0300"
 KubeErrors = Callable[[str, Any], list[str]]

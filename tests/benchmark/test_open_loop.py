@@ -21,7 +21,7 @@ from hyperpod_dpd.benchmark.disaggregation import disaggregation_warnings
 from hyperpod_dpd.benchmark.overhead import BOUND_S, client_overhead, overhead_warnings
 from hyperpod_dpd.benchmark.results import ResultsError, collect, read_directory
 from hyperpod_dpd.benchmark.route import RoutePath, default_isl, largest_direct_isl
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.load_point import Load
 
 RATES = (Load(rate=8.0), Load(rate=16.0))
 REQUESTS, WARMUP = 24, 3  # per rate (conftest's open_loop scenario), and its warm-up: ceil(10%)

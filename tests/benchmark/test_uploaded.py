@@ -10,7 +10,7 @@ from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.cluster import JobLog
 from hyperpod_dpd.benchmark.job import UPLOAD_FAILED, JobOptions, render_benchmark_job, results_folder
 from hyperpod_dpd.benchmark.uploaded import read_uploaded, result_files
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 
 BUCKET, RUN = "results", "20261201-0300"
 RESULTS = S3Location(bucket=BUCKET, prefix="benchmarks", region="us-west-2")

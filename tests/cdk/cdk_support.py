@@ -19,8 +19,8 @@ from constructs import IConstruct
 from support import load_module
 
 from hyperpod_dpd import DpdSpec, HuggingFaceSource
-from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.spec import AutoscalingSpec, CloudWatchTrigger
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingVpc, HyperPodDpdStack
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ import aws_cdk as cdk  # noqa: E402
 import pytest  # noqa: E402
 from support import load_module  # noqa: E402
 
-from hyperpod_dpd.defaults import default_spec  # noqa: E402
+from hyperpod_dpd.spec.defaults import default_spec  # noqa: E402
 from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpdStack  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

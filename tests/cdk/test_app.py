@@ -18,8 +18,8 @@ import yaml
 from cdk_support import REPO, Synthesized, second_spec, with_bucket
 
 from hyperpod_dpd import SpecError
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd.loading import spec_to_yaml
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.spec.loading import spec_to_yaml
 from hyperpod_dpd_cdk import HyperPodDpdStack
 
 

@@ -11,7 +11,7 @@ import pytest
 from cdk_support import EXISTING_VPC, HYPERPOD_SUBNETS
 
 from hyperpod_dpd import DpdSpec, InstanceType, SpecError
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpdStack, InstanceGroup
 from hyperpod_dpd_cdk.hyperpod_cluster import instance_group_problems
 

@@ -14,10 +14,10 @@ from cdk_support import REGION, Synthesized, logical_id, policy_statements, synt
 from cdk_template_queries import cfn_json_value, rendered
 
 from hyperpod_dpd import S3Source, SpecError
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd.instances import InstanceType
-from hyperpod_dpd.tokenizer_files import TOKENIZER_FILES
-from hyperpod_dpd.units import parse_quantity
+from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.spec.instances import InstanceType
+from hyperpod_dpd.spec.units import parse_quantity
 from hyperpod_dpd_cdk import HyperPodDpdStack
 
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"

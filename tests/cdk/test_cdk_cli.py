@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 from cdk_support import REPO, Synthesized
 
-from hyperpod_dpd_cdk.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version
+from hyperpod_dpd_cdk._private.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version
 
 LAUNCHER = REPO / "scripts" / "cdk-app.sh"
 

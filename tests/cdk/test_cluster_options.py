@@ -13,7 +13,7 @@ from cdk_support import Synthesized
 from cdk_template_queries import by_type
 
 from hyperpod_dpd import SpecError
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpdStack
 from hyperpod_dpd_cdk.versions import INFERENCE_ADDON_VERSION, PREREQUISITE_ADDONS
 

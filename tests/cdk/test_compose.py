@@ -8,7 +8,7 @@ import aws_cdk as cdk
 import cdk_nag
 from aws_cdk import assertions
 
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import (
     AccessLogBucket,
     DpdEndpoint,

@@ -15,7 +15,7 @@ from aws_cdk import aws_eks_v2 as eks
 from cdk_support import Synthesized, logical_id, policy_statements
 from cdk_template_queries import by_addon, by_type, depends_on, direct_dependencies
 
-from hyperpod_dpd_cdk.alb_policy import controller_statements, known_versions, policy_document
+from hyperpod_dpd_cdk._private.alb_policy import controller_statements, known_versions, policy_document
 from hyperpod_dpd_cdk.exposure import DENY_SID
 from hyperpod_dpd_cdk.inference_operator import EXECUTION_ROLE_PREFIX, execution_role_name
 from hyperpod_dpd_cdk.versions import ALB_CONTROLLER_VERSION, INFERENCE_ADDON_VERSION, KUBERNETES_VERSION

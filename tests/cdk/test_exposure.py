@@ -13,7 +13,7 @@ from aws_cdk import aws_s3 as s3
 from cdk_support import ADMIN_NETWORK_ACCESS, EXISTING_VPC, HYPERPOD_SUBNETS, Synthesized, policy_statements
 
 from hyperpod_dpd import SpecError
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingEksCluster, HyperPodDpdStack, InferenceOperator
 
 DENY = {"Sid": "DenyInternetFacingLoadBalancers", "Effect": "Deny",

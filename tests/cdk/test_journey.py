@@ -23,8 +23,8 @@ from cdk_support import Synthesized, synthesize
 from cdk_template_queries import by_type, outputs_file, stand_in
 
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.defaults import default_spec_text
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL, SYSTEM_POOL_LABEL
+from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL, SYSTEM_POOL_LABEL
+from hyperpod_dpd.spec.defaults import default_spec_text
 
 IEC = "InferenceEndpointConfig"
 

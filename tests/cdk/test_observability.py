@@ -26,10 +26,10 @@ from cdk_template_queries import by_addon, by_type, depends_on, rendered
 from cfnlint.api import lint
 
 from hyperpod_dpd import SpecError
-from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.observability import rules_yaml
 from hyperpod_dpd.observability.alerts import inhibit_rules
 from hyperpod_dpd.observability.log_patterns import LOG_PATTERNS
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import HyperPodDpdStack, ObservabilityOptions
 from hyperpod_dpd_cdk.observability import (
     COLLECTOR_SERVICE_ACCOUNT,

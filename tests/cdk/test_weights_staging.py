@@ -16,7 +16,7 @@ from cdk_support import Synthesized, logical_id, policy_statements
 from cdk_template_queries import by_type, depends_on
 
 from hyperpod_dpd import HuggingFaceSource, SpecError
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import HyperPodDpdStack
 from hyperpod_dpd_cdk.weights_staging import MAX_WAIT, SERVICE_ACCOUNT, staged_prefix, staging_digest
 

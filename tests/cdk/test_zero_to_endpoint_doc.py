@@ -6,7 +6,7 @@ from pathlib import Path
 
 from support import load_module
 
-from hyperpod_dpd.deployment_defaults import INFERENCE_ADDON_VERSION, KUBERNETES_VERSION, PREREQUISITE_ADDONS
+from hyperpod_dpd.contracts.stack_defaults import INFERENCE_ADDON_VERSION, KUBERNETES_VERSION, PREREQUISITE_ADDONS
 from hyperpod_dpd_cdk.teardown import DEFAULT_DEADLINE, DEFAULT_GRACE, LOG_RETENTION
 from hyperpod_dpd_cdk.versions import SUPPORTED_KUBERNETES_VERSIONS, SupportType
 from hyperpod_dpd_cdk.weights_staging import (

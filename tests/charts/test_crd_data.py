@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import tomllib
@@ -12,12 +13,13 @@ from typing import Any
 import pytest
 from support import load_module
 
-from hyperpod_dpd import SpecError, crd
+from hyperpod_dpd import SpecError
 from hyperpod_dpd.charts import render_inference_endpoint_config
+from hyperpod_dpd.contracts import crd
 from hyperpod_dpd.spec import DpdSpec
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = REPO / "k8s" / "hyperpod_dpd" / "crd" / crd.DATA_FILE
+SHIPPED = REPO / "k8s" / "hyperpod_dpd" / "data" / crd.DATA_FILE
 
 
 def _script(name: str) -> ModuleType:
@@ -79,7 +81,10 @@ def test_shipped_structure_has_no_prose_but_keeps_every_constraint_kind() -> Non
 def test_the_data_files_are_package_data() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = config["tool"]["setuptools"]["package-data"]["hyperpod_dpd"]
-    assert {"crd/*.json", "data/*.json"} <= set(patterns)
+    data = REPO / "k8s" / "hyperpod_dpd" / "data"
+    shipped = [f"data/{f.name}" for f in sorted(data.iterdir()) if f.suffix not in {".py", ".pyc"} and f.is_file()]
+    assert shipped, "the data folder is empty"
+    assert [f for f in shipped if not any(fnmatch.fnmatch(f, p) for p in patterns)] == []
     assert "jsonschema" in " ".join(config["project"]["dependencies"])
 
 

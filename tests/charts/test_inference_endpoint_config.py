@@ -41,7 +41,7 @@ Validate = Callable[[dict[str, Any]], list[str]]
 
 @pytest.fixture(scope="module")
 def default_documents() -> dict[str, str]:
-    from hyperpod_dpd.defaults import default_spec
+    from hyperpod_dpd.spec.defaults import default_spec
 
     documents, _ = synth_documents([default_spec()])
     return documents
@@ -52,7 +52,7 @@ def test_default_manifests_snapshot(default_documents: dict[str, str], snapshot:
 
 
 def test_synth_is_byte_identical_across_runs(default_documents: dict[str, str]) -> None:
-    from hyperpod_dpd.defaults import default_spec
+    from hyperpod_dpd.spec.defaults import default_spec
 
     again, _ = synth_documents([default_spec()])
     assert again == default_documents

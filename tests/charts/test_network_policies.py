@@ -10,7 +10,7 @@ from typing import Any
 import cdk8s
 
 from hyperpod_dpd.charts.network_policies import NetworkPolicyChart, model_pods_policy
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 
 
 def _admits(policy: dict[str, Any], *, namespace: str, labels: dict[str, str], pod_namespace: str) -> bool:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.defaults import default_spec_text
+from hyperpod_dpd.spec.defaults import default_spec_text
 
 
 def test_synth_writes_the_default_manifests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -69,7 +69,7 @@ def stricter_crd(monkeypatch: pytest.MonkeyPatch) -> None:
 
     import jsonschema
 
-    from hyperpod_dpd import crd
+    from hyperpod_dpd.contracts import crd
 
     schema = copy.deepcopy(crd.v1_schema())
     schema["properties"]["spec"]["properties"]["modelName"]["maxLength"] = 5

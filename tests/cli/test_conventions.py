@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from hyperpod_dpd.cli import build_parser, main, version
-from hyperpod_dpd.defaults import default_spec, default_spec_text
-from hyperpod_dpd.spec_example import example_text
-from hyperpod_dpd.spec_schema import schema_text
+from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
+from hyperpod_dpd.spec.example import example_text
+from hyperpod_dpd.spec.schema import schema_text
 
 WARNED = default_spec_text().replace("decode:\n  replicas: 1", "decode:\n  replicas: 2")  # SingleDecoder
 

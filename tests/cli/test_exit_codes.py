@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_dpd.cli import EXIT_CODES, main
-from hyperpod_dpd.defaults import default_spec_text
+from hyperpod_dpd.spec.defaults import default_spec_text
 
 REPO = Path(__file__).resolve().parents[2]
 

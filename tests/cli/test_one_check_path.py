@@ -16,7 +16,7 @@ from support import load_module
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.defaults import default_spec_text
+from hyperpod_dpd.spec.defaults import default_spec_text
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from hyperpod_dpd import AlertThresholds, DpdSpec, SloSpec
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 
 
 @pytest.fixture

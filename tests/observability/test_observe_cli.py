@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.defaults import default_spec_text
+from hyperpod_dpd.spec.defaults import default_spec_text
 
 
 def test_observe_writes_rules_and_dashboard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

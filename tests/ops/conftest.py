@@ -22,12 +22,12 @@ from kubernetes.client.exceptions import ApiException
 from moto import mock_aws
 from support import FakeClock
 
-from hyperpod_dpd.crd import v1_schema
-from hyperpod_dpd.deployment_defaults import KUBERNETES_VERSION
+from hyperpod_dpd.clients.aws import AwsClients
+from hyperpod_dpd.clients.kube import KubeApi
+from hyperpod_dpd.contracts.crd import v1_schema
+from hyperpod_dpd.contracts.stack_defaults import KUBERNETES_VERSION
 from hyperpod_dpd.ops.addons import stack_addons
-from hyperpod_dpd.ops.aws import AwsClients
 from hyperpod_dpd.ops.crd_diff import CRD_NAME
-from hyperpod_dpd.ops.kube import KubeApi
 
 REGION = "us-west-2"
 BUCKET = "dpd-models-example"

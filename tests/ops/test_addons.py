@@ -10,9 +10,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from hyperpod_dpd.deployment_defaults import INFERENCE_ADDON, INFERENCE_ADDON_VERSION, PREREQUISITE_ADDONS
+from hyperpod_dpd.clients.checks import Status
+from hyperpod_dpd.contracts.stack_defaults import INFERENCE_ADDON, INFERENCE_ADDON_VERSION, PREREQUISITE_ADDONS
 from hyperpod_dpd.ops.addons import check_addon_versions, check_existing_addons, stack_addons
-from hyperpod_dpd.ops.checks import Status
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.cli import preflight as preflight_cli
 from hyperpod_dpd.cli import verify as verify_cli
+from hyperpod_dpd.clients.kube import KubeError
 from hyperpod_dpd.ops import preflight
-from hyperpod_dpd.ops.kube import KubeError
 
 
 class _Plan:
@@ -136,7 +136,7 @@ def test_preflight_rejects_a_zero_instance_count(capsys: pytest.CaptureFixture[s
 
 
 def test_session_clients_need_a_region(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hyperpod_dpd.ops.aws import AwsUnavailable, session_clients
+    from hyperpod_dpd.clients.aws import AwsUnavailable, session_clients
 
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.delenv("AWS_REGION", raising=False)
@@ -235,7 +235,7 @@ def _without_routing_threshold() -> dict[str, Any]:
     """The live CRD of an operator that dropped ``spec.pdSpec.routingThreshold``, which the chart renders."""
     import copy
 
-    from hyperpod_dpd.crd import v1_schema
+    from hyperpod_dpd.contracts.crd import v1_schema
 
     schema = copy.deepcopy(v1_schema())
     del schema["properties"]["spec"]["properties"]["pdSpec"]["properties"]["routingThreshold"]
@@ -312,7 +312,7 @@ def test_preflight_with_expired_credentials_is_exit_2(monkeypatch: pytest.Monkey
 
 def test_verify_without_aws_credentials_still_checks_kubernetes(seams: Any, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from hyperpod_dpd.ops.aws import AwsUnavailable
+    from hyperpod_dpd.clients.aws import AwsUnavailable
 
     def unavailable(region: str | None, profile: str | None, fallback_region: str | None = None) -> Any:
         raise AwsUnavailable("no AWS region: pass --region or set AWS_REGION (or a region in the profile)")

@@ -9,10 +9,10 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from hyperpod_dpd.charts.inference_endpoint_config import render_inference_endpoint_config
-from hyperpod_dpd.crd import v1_schema
-from hyperpod_dpd.ops.checks import Status
+from hyperpod_dpd.clients.checks import Status
+from hyperpod_dpd.clients.kube import KubeApi
+from hyperpod_dpd.contracts.crd import v1_schema
 from hyperpod_dpd.ops.crd_diff import CRD_NAME, check_live_crd, diff, field_paths, set_paths
-from hyperpod_dpd.ops.kube import KubeApi
 from hyperpod_dpd.spec import DpdSpec
 
 

@@ -11,15 +11,14 @@ from botocore.stub import Stubber
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.deployed import (
+from hyperpod_dpd.clients.aws import AwsClients, describe_stack
+from hyperpod_dpd.contracts.stack_outputs import (
     DeployedStack,
-    describe_stack,
     endpoint_output,
     endpoint_output_key,
     from_outputs,
     read_outputs_file,
 )
-from hyperpod_dpd.ops.aws import AwsClients
 
 ENDPOINT = endpoint_output(
     name="dpd-test", namespace="team", router_service="dpd-test-team-routing-service",

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from hyperpod_dpd.ops.checks import Status
+from hyperpod_dpd.clients.checks import Status
+from hyperpod_dpd.clients.kube import KubeApi
 from hyperpod_dpd.ops.exposure import (
     check_ingress,
     check_load_balancer,
     check_network_policies,
     check_sagemaker_endpoint,
 )
-from hyperpod_dpd.ops.kube import KubeApi
 from hyperpod_dpd.ops.table import render_table
 from hyperpod_dpd.spec import DpdSpec
 

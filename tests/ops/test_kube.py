@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient, Configuration
 
-from hyperpod_dpd.ops.kube import KubeError, ServiceProxyTransport, describe_api_error, load_kube
+from hyperpod_dpd.clients.kube import KubeError, ServiceProxyTransport, describe_api_error, load_kube
 
 
 def test_models_become_kubectl_shaped_json(make_kube: Any) -> None:
@@ -116,7 +116,7 @@ def test_the_real_client_classes_against_recorded_http(monkeypatch: pytest.Monke
     from kubernetes import client as k8s
     from kubernetes.client.rest import RESTResponse
 
-    from hyperpod_dpd.ops.kube import KubeApi
+    from hyperpod_dpd.clients.kube import KubeApi
 
     recorded = {
         "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs/dpd-test":

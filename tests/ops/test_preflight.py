@@ -11,10 +11,11 @@ import pytest
 from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
 
+from hyperpod_dpd.clients.aws import AwsClients
+from hyperpod_dpd.clients.checks import Status
+from hyperpod_dpd.contracts.zones import ZoneSetting
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.ops import preflight
-from hyperpod_dpd.ops.aws import AwsClients
-from hyperpod_dpd.ops.checks import Status
 from hyperpod_dpd.ops.preflight import (
     check_availability_zone,
     check_model_source,
@@ -23,7 +24,6 @@ from hyperpod_dpd.ops.preflight import (
     instances_needed,
 )
 from hyperpod_dpd.spec import AutoscalingSpec, DpdSpec, HuggingFaceSource, ModelSpec, Resources, S3Source
-from hyperpod_dpd.zones import ZoneSetting
 
 # --- instance counts -------------------------------------------------------------------------------
 
@@ -264,7 +264,7 @@ def test_model_prefix_sharded_without_index_and_tokenizer(clients: AwsClients, s
 ])
 def test_model_prefix_tokenizer_without_tokenizer_json(clients: AwsClients, spec: DpdSpec, fakes: Any,
                                                        files: dict[str, int], found: str | None) -> None:
-    """Any vocabulary the benchmark pod copies is a tokenizer here too: one list (hyperpod_dpd.tokenizer_files)."""
+    """Any vocabulary the benchmark pod copies is a tokenizer here too: one list (hyperpod_dpd.contracts.tokenizer)."""
     fakes.upload_model({"config.json": 1, "model.safetensors": 1, **files})
     check = check_model_source(clients, spec)
     if found is None:
@@ -378,7 +378,7 @@ def test_planner_not_installed_is_skipped(spec: DpdSpec, monkeypatch: pytest.Mon
 
 
 def test_account_without_credentials_is_aws_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hyperpod_dpd.ops.aws import AwsUnavailable
+    from hyperpod_dpd.clients.aws import AwsUnavailable
 
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     clients = AwsClients(region="us-west-2", factory=boto3.Session().client)
@@ -387,7 +387,7 @@ def test_account_without_credentials_is_aws_unavailable(monkeypatch: pytest.Monk
 
 
 def test_describe_error_of_a_missing_credential_chain() -> None:
-    from hyperpod_dpd.ops.aws import describe_error, is_credentials_problem
+    from hyperpod_dpd.clients.aws import describe_error, is_credentials_problem
 
     assert is_credentials_problem(NoCredentialsError())
     assert describe_error(NoCredentialsError()).startswith("no AWS credentials found")

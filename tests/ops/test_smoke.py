@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd.ops.checks import Status
-from hyperpod_dpd.ops.kube import KubeApi
+from hyperpod_dpd.clients.checks import Status
+from hyperpod_dpd.clients.kube import KubeApi
+from hyperpod_dpd.contracts.router import MARGIN, sentence_length
 from hyperpod_dpd.ops.smoke import FOX, INPUTS, LONG, SHORT, prompts, request_body, run_smoke
-from hyperpod_dpd.router_length import MARGIN, sentence_length
 from hyperpod_dpd.spec import DpdSpec, RoutingSpec
+from hyperpod_dpd.spec.defaults import default_spec
 
 MakeKube = Callable[..., tuple[KubeApi, Any]]
 ROUTER_POD = "dpd-test-default-router-6f8d-klmno"
@@ -184,7 +184,7 @@ def test_unreadable_router_log_leaves_the_path_unknown(make_kube: MakeKube, spec
 
 
 def test_proxy_failure_is_a_failed_prompt(make_kube: MakeKube, spec: DpdSpec, fakes: Any) -> None:
-    from hyperpod_dpd.ops.kube import KubeError
+    from hyperpod_dpd.clients.kube import KubeError
 
     def refuse(request: Mapping[str, Any]) -> Any:
         raise KubeError("POST dpd-test-default-routing-service:443/v1/chat/completions: forbidden (403)")
@@ -317,7 +317,7 @@ def test_the_shared_rule_refuses_a_prompt_one_sentence_short_and_the_data_is_con
     import json
     from importlib import resources
 
-    from hyperpod_dpd.router_length import clears, stays_below
+    from hyperpod_dpd.contracts.router import clears, stays_below
 
     length = sentence_length()
     needed = length.units_to_clear(4096)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from hyperpod_dpd.ops.checks import Check, Status, exit_status
+from hyperpod_dpd.clients.checks import Check, Status, exit_status
 from hyperpod_dpd.ops.table import render_json, render_table
-from hyperpod_dpd.units import format_bytes
+from hyperpod_dpd.spec.units import format_bytes
 
 ROWS = [Check("spec", Status.PASS, "valid (0 warnings)"),
         Check("model weights", Status.FAIL, "missing config.json\nfound: tokenizer.json"),

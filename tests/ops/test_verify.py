@@ -7,8 +7,9 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-from hyperpod_dpd.ops.checks import Check, Status
-from hyperpod_dpd.ops.kube import KubeApi
+from hyperpod_dpd.clients.checks import Check, Status
+from hyperpod_dpd.clients.kube import KubeApi
+from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.ops.verify import (
     check_cluster,
     check_endpoint_config,
@@ -18,7 +19,6 @@ from hyperpod_dpd.ops.verify import (
     find_cluster_name,
     hint_for,
 )
-from hyperpod_dpd.ops.wait import Progress, Waiter
 from hyperpod_dpd.spec import DpdSpec
 
 MakeKube = Callable[..., tuple[KubeApi, Any]]

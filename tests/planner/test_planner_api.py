@@ -1,4 +1,4 @@
-"""The API other code relies on: plan(), Plan.to_json(), Plan.render_table(), and its errors."""
+"""The API other code relies on: plan(), Plan.to_json(), render_table(plan), and its errors."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from hyperpod_dpd import SpecError
-from hyperpod_dpd.architecture import PRESETS
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd.planner import Plan, load_architecture, plan
+from hyperpod_dpd.planner import Plan, load_architecture, plan, render_table
+from hyperpod_dpd.spec.architecture import PRESETS
+from hyperpod_dpd.spec.defaults import default_spec
 
 REQUIRED_INTS = ("kv_bytes_per_token", "kv_bytes_per_token_per_rank", "kv_bytes_per_request_per_rank",
                  "pd_buffer_transfers", "weights_bytes_per_gpu")
@@ -72,11 +72,11 @@ def test_sizing_problems_are_returned_not_raised() -> None:
     p = plan(replace(default_spec(), tensor_parallel_size=1))
     assert not p.ok
     assert p.to_json()["errors"][0].startswith("tensor_parallel_size:")
-    assert "Errors (1):" in p.render_table()
+    assert "Errors (1):" in render_table(p)
 
 
 def test_render_table_shows_the_figures() -> None:
-    table = plan(default_spec(), prompt_tokens=8000).render_table()
+    table = render_table(plan(default_spec(), prompt_tokens=8000))
     for text in ("327,680 B", "40,960 B", "819 chunks", "prompt 8000", "threshold 4096", "max len 16384",
                  "6.6 ms", "63 / 32", "No sizing problems found.", "MFU 0.4", "1.8%"):
         assert text in table, text

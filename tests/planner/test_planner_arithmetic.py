@@ -9,10 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hyperpod_dpd import ByteSize, InstanceType, RoleSpec, RoutingSpec
-from hyperpod_dpd.architecture import PRESETS, estimate_parameters
-from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.planner import chunks_for, kv_bytes_per_token, kv_bytes_per_token_per_rank, plan, prefill_flops
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec.architecture import PRESETS, estimate_parameters
+from hyperpod_dpd.spec.defaults import default_spec
 
 GIB = 2**30
 MIB = 2**20

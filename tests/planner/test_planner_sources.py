@@ -13,8 +13,8 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from hyperpod_dpd import SpecError
-from hyperpod_dpd.architecture import PRESETS, UnsizableArchitecture, architecture_from_config
 from hyperpod_dpd.planner import load_architecture
+from hyperpod_dpd.spec.architecture import PRESETS, UnsizableArchitecture, architecture_from_config
 
 # The public Llama-3.3-70B-Instruct config.json, the keys sizing reads (and a few it ignores).
 LLAMA_70B_CONFIG: dict[str, Any] = {

@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from hyperpod_dpd import ByteSize, InstanceType, RoleSpec, RoutingSpec, SpecError, check
-from hyperpod_dpd.architecture import ModelArchitecture
-from hyperpod_dpd.defaults import default_spec
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec.architecture import ModelArchitecture
+from hyperpod_dpd.spec.defaults import default_spec
 
 
 def with_buffer(spec: DpdSpec, size: str) -> DpdSpec:
@@ -136,7 +136,7 @@ def test_architecture_with_quantised_weights_round_trips_through_check() -> None
 
 
 def load_preset(name: str) -> ModelArchitecture:
-    from hyperpod_dpd.architecture import PRESETS
+    from hyperpod_dpd.spec.architecture import PRESETS
 
     return PRESETS[name]
 

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from hyperpod_dpd import ByteSize, DpdSpec, check, spec_to_mapping
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd.loading import parse_spec, spec_from_text
-from hyperpod_dpd.spec_example import example_text
-from hyperpod_dpd.spec_schema import schema_text, spec_json_schema
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.spec.example import example_text
+from hyperpod_dpd.spec.loading import parse_spec, spec_from_text
+from hyperpod_dpd.spec.schema import schema_text, spec_json_schema
 
 VALIDATOR = jsonschema.Draft7Validator(spec_json_schema())
 

@@ -19,8 +19,8 @@ from hyperpod_dpd import (
     spec_to_mapping,
     spec_to_yaml,
 )
-from hyperpod_dpd.defaults import default_spec, default_spec_text
-from hyperpod_dpd.loading import spec_from_text
+from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
+from hyperpod_dpd.spec.loading import spec_from_text
 
 
 def _messages(text: str) -> list[str]:

@@ -13,9 +13,9 @@ import pytest
 from support import write_spec
 
 from hyperpod_dpd import DpdSpec, RoleSpec, check
-from hyperpod_dpd.architecture import PRESETS
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.spec import AutoscalingSpec, CloudWatchTrigger
+from hyperpod_dpd.spec.architecture import PRESETS
 
 
 def _small(spec: DpdSpec, *, tp: int, prefill: int = 1, decode: int = 1) -> DpdSpec:

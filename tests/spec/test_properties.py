@@ -30,8 +30,8 @@ from hyperpod_dpd import (
     spec_to_mapping,
 )
 from hyperpod_dpd.charts import render_inference_endpoint_config
-from hyperpod_dpd.loading import parse_spec
-from hyperpod_dpd.spec_schema import spec_json_schema
+from hyperpod_dpd.spec.loading import parse_spec
+from hyperpod_dpd.spec.schema import spec_json_schema
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -136,7 +136,7 @@ json_values = st.recursive(
 @st.composite
 def perturbed_mappings(draw: st.DrawFn) -> Any:
     """The default spec's mapping with a few keys replaced by arbitrary JSON values, or pure noise."""
-    from hyperpod_dpd.defaults import default_spec
+    from hyperpod_dpd.spec.defaults import default_spec
 
     if draw(st.booleans()):
         return draw(json_values)

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from hyperpod_dpd import DataCaptureSpec, SpecError, TlsSpec, check
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 
 CERT = "arn:aws:acm:us-west-2:123456789012:certificate/0f1e2d3c-4b5a-6978-8091-a2b3c4d5e6f7"
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hyperpod_dpd import DpdSpec, RoleSpec, SpecError, check, spec_from_mapping, spec_to_mapping
-from hyperpod_dpd.defaults import default_spec
+from hyperpod_dpd.spec.defaults import default_spec
 
 
 def _mapping() -> dict[str, Any]:

@@ -30,8 +30,7 @@ from typing import Any
 from hyperpod_dpd.advisor.comparison import advise
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.traffic import Traffic
-from hyperpod_dpd.cli._common import UserFacingError
-from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.errors import Problem, SpecError, UsageError
 from hyperpod_dpd.spec import DpdSpec
 
 FACTOR_RANGE = (0.25, 4.0)
@@ -98,9 +97,9 @@ def read_bench(path: Path) -> Bench:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as err:
-        raise UserFacingError(f"--calibrate: cannot read {path}: {err.strerror}") from None
+        raise UsageError(f"--calibrate: cannot read {path}: {err.strerror}") from None
     except json.JSONDecodeError as err:
-        raise UserFacingError(f"--calibrate: {path} is not JSON ({err.msg}, line {err.lineno}); give the output of "
+        raise UsageError(f"--calibrate: {path} is not JSON ({err.msg}, line {err.lineno}); give the output of "
                               "'hyperpod-dpd bench --json'") from None
     return parse_bench(document, where=str(path))
 
@@ -108,10 +107,10 @@ def read_bench(path: Path) -> Bench:
 def parse_bench(document: Any, *, where: str) -> Bench:
     run = document.get("runs", {}).get(DPD_RUN) if isinstance(document, Mapping) else None
     if not isinstance(run, Mapping):
-        raise UserFacingError(f"--calibrate: {where} has no runs.{DPD_RUN}; give the output of 'hyperpod-dpd bench "
+        raise UsageError(f"--calibrate: {where} has no runs.{DPD_RUN}; give the output of 'hyperpod-dpd bench "
                               "--json' for the DPD endpoint")
     if any(isinstance(level, Mapping) and "request_rate" in level for level in run.get("levels") or []):
-        raise UserFacingError(f"--calibrate: {where} holds open-loop levels (bench --request-rate); the fit needs "
+        raise UsageError(f"--calibrate: {where} holds open-loop levels (bench --request-rate); the fit needs "
                               "closed-loop ones: give 'hyperpod-dpd bench --json' run with --concurrency")
     try:
         scenario = run["scenario"]
@@ -123,7 +122,7 @@ def parse_bench(document: Any, *, where: str) -> Bench:
                      levels=levels, model=_text(run.get("model")), architecture=_text(run.get("architecture")),
                      instance_type=_text(run.get("instance_type")))
     except (KeyError, TypeError, ValueError) as err:
-        raise UserFacingError(f"--calibrate: {where}: runs.{DPD_RUN} lacks {err} or has a non-number there; give "
+        raise UsageError(f"--calibrate: {where}: runs.{DPD_RUN} lacks {err} or has a non-number there; give "
                               "the output of 'hyperpod-dpd bench --json'") from None
 
 

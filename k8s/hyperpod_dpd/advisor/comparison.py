@@ -12,13 +12,13 @@ from hyperpod_dpd.advisor.prices import node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import Sla, Traffic
+from hyperpod_dpd.contracts.vllm import VLLM_VERSION
 from hyperpod_dpd.errors import Problem, SpecError
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.validation import check
-from hyperpod_dpd.vllm_args import VLLM_VERSION
 
 ESTIMATE_NOTE = ("an estimate from kernel measurements, not a benchmark: confirm it on the cluster "
                  "(hyperpod-dpd bench) before sizing a purchase on it")

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from hyperpod_dpd.contracts.vllm import canonical_args, flag_values
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.vllm_args import canonical_args, flag_values
 
 # vLLM 0.19.0's default step budget for the OpenAI server on GPUs with 70 GiB or more (H100, H200,
 # B200, B300): ``EngineArgs.get_batch_defaults`` in ``vllm/engine/arg_utils.py`` (8,192 tokens).

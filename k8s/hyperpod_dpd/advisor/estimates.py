@@ -28,10 +28,9 @@ from hyperpod_dpd.advisor.prices import Price
 from hyperpod_dpd.advisor.queueing import Stations
 from hyperpod_dpd.advisor.steps import PhaseFactors, StepTimes, aggregated_stations, dpd_stations
 from hyperpod_dpd.advisor.systems import Target
-from hyperpod_dpd.architecture import ModelArchitecture
-from hyperpod_dpd.cli._common import UserFacingError
-from hyperpod_dpd.errors import Problem, SpecError
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.errors import Problem, SpecError, UsageError
+from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.spec.architecture import ModelArchitecture
 
 DATABASE_MODE = "SILICON"
 EXTRA = "advisor"
@@ -49,7 +48,7 @@ class Layout(StrEnum):
     DISAGGREGATED = "disaggregated"
 
 
-class AdvisorUnavailable(UserFacingError):
+class AdvisorUnavailable(UsageError):
     """AIConfigurator is not installed: the message names the extra that brings it (exit status 2)."""
 
 

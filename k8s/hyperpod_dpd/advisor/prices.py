@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any
 
 from hyperpod_dpd.errors import Problem, SpecError
-from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.spec.instances import InstanceType
 
 PRICE_FILE = "node-prices.json"
 

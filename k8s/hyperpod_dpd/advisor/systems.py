@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hyperpod_dpd.architecture import ModelArchitecture
 from hyperpod_dpd.errors import Problem, SpecError
-from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.spec.architecture import ModelArchitecture
+from hyperpod_dpd.spec.instances import InstanceType
 
 BACKEND = "vllm"
 

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.table import milliseconds, percent
-from hyperpod_dpd.columns import render_columns
-from hyperpod_dpd.load import Load, column_header
+from hyperpod_dpd.columns import milliseconds, percent, render_columns
+from hyperpod_dpd.load_point import Load, column_header
 
 
 def change(new: float | None, old: float | None) -> float | None:

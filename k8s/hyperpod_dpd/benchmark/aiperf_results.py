@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyperpod_dpd.benchmark.results import LevelResult, Percentiles, ResultsError
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.load_point import Load
 
 FILE_PREFIX = "aiperf_rate_"
 AIPERF_FILE = re.compile(rf"^{FILE_PREFIX}(?P<rate>\d+(?:\.\d+)?)\.json$")

@@ -1,7 +1,7 @@
 """Running the benchmark Job on the cluster: apply, wait with progress, collect the results from the log, clean up.
 
-Reuses ``verify``'s seams: :class:`~hyperpod_dpd.ops.kube.KubeApi` reads pods and logs (and maps API
-errors to one-line messages), :class:`~hyperpod_dpd.ops.wait.Waiter` polls with an injectable clock.
+Reuses ``verify``'s seams: :class:`~hyperpod_dpd.clients.kube.KubeApi` reads pods and logs (and maps API
+errors to one-line messages), :class:`~hyperpod_dpd.clients.wait.Waiter` polls with an injectable clock.
 Only the Job and ServiceAccount writes are added here.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, PUBLISH_CONTAINER, RESULTS_MARK, UPLOAD_FAILED
-from hyperpod_dpd.ops.checks import Check, failed, passed
-from hyperpod_dpd.ops.kube import JsonDict, KubeApi, KubeError
-from hyperpod_dpd.ops.wait import Waiter
+from hyperpod_dpd.clients.checks import Check, failed, passed
+from hyperpod_dpd.clients.kube import JsonDict, KubeApi, KubeError
+from hyperpod_dpd.clients.wait import Waiter
 
 JOB = "benchmark job"
 JOB_NAME_LABEL = "job-name"  # set by the Job controller on its pods
@@ -58,7 +58,7 @@ class BenchmarkKube(KubeApi):
 
     @classmethod
     def from_kube(cls, kube: KubeApi) -> BenchmarkKube:
-        """Add the batch client on the same connection as ``kube`` (from :func:`~hyperpod_dpd.ops.kube.load_kube`)."""
+        """The batch client on the same connection as ``kube`` (see ``load_kube``)."""
         from kubernetes import client  # noqa: PLC0415 - keeps `hyperpod-dpd --help` fast
 
         api_client = getattr(kube.core, "api_client", None)

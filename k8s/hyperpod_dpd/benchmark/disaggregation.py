@@ -26,17 +26,17 @@ from typing import Any, Protocol
 from hyperpod_dpd.benchmark.job import RESULTS_MARK
 from hyperpod_dpd.benchmark.route import RoutePath, isl_for_model
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
-from hyperpod_dpd.load import Load
-from hyperpod_dpd.operator_names import (
+from hyperpod_dpd.clients.kube import JsonDict, KubeError
+from hyperpod_dpd.contracts.operator import (
     OPERATOR_NAMESPACE,
     ROLE_LABEL,
     ROUTER_CONTAINER,
     role_deployment,
     router_deployment,
 )
+from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.ops.dpd_counters import DEFAULT_METRICS_PATH as METRICS_PATH
 from hyperpod_dpd.ops.dpd_counters import routing_decisions, sample_value
-from hyperpod_dpd.ops.kube import JsonDict, KubeError
 from hyperpod_dpd.spec import DpdSpec
 
 DISAGGREGATED = "dpd_routing_disaggregated_total"
@@ -170,7 +170,7 @@ class MetricsSources:
 
     @classmethod
     def for_spec(cls, spec: DpdSpec) -> MetricsSources:
-        """The operator's names for this endpoint (see :mod:`hyperpod_dpd.operator_names`)."""
+        """The operator's names for this endpoint (see :mod:`hyperpod_dpd.contracts.operator`)."""
         return cls(router_namespace=OPERATOR_NAMESPACE, router_prefix=f"{router_deployment(spec)}-",
                    router_container=ROUTER_CONTAINER, decoder_namespace=spec.namespace,
                    decoder_selector=f"{ROLE_LABEL}=decode", decoder_prefix=f"{role_deployment(spec, 'decode')}-",

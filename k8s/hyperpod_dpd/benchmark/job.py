@@ -36,15 +36,15 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
-from hyperpod_dpd.benchmark._plus import kplus
+from hyperpod_dpd._kplus import kplus
 from hyperpod_dpd.benchmark.aiperf_results import FILE_PREFIX
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.results import PLAN_FILE, plan_document
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
+from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES
 from hyperpod_dpd.errors import Problem, raise_if_any
-from hyperpod_dpd.operator_names import INSTANCE_GROUP_LABEL
-from hyperpod_dpd.tokenizer_files import TOKENIZER_FILES
 from hyperpod_dpd.validation.rules import DNS_LABEL
 
 GENAI_BENCH_VERSION = "0.0.5"

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
 from hyperpod_dpd.benchmark.results import LevelResult
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.load_point import Load
 
 BOUND_S = 0.05  # 50 ms of client and network time per request
 BOUND_RATIO = 0.10  # or a tenth of the server's TTFT, whichever is larger

@@ -14,9 +14,8 @@ from typing import Any, Protocol
 from hyperpod_dpd.benchmark.ab import change
 from hyperpod_dpd.benchmark.results import BenchmarkResults
 from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.benchmark.table import percent
-from hyperpod_dpd.columns import render_columns
-from hyperpod_dpd.load import Load, column_header
+from hyperpod_dpd.columns import percent, render_columns
+from hyperpod_dpd.load_point import Load, column_header
 from hyperpod_dpd.spec import DpdSpec
 
 ADVISOR_EXTRA = "advisor"
@@ -56,12 +55,12 @@ class AdviceLike(Protocol):
 
 def predict(spec: DpdSpec, scenario: Scenario, *, baseline_nodes: int = 1) -> AdviceLike:
     """The advisor's estimate for ``scenario`` on ``spec``; a missing advisor names the extra to install."""
-    from hyperpod_dpd.cli._common import UserFacingError  # noqa: PLC0415 - the CLI's error type, no CLI import
+    from hyperpod_dpd.errors import UsageError  # noqa: PLC0415
 
     try:
         from hyperpod_dpd.advisor import Traffic, advise  # noqa: PLC0415 - heavy, optional
     except ImportError as err:
-        raise UserFacingError(f"--compare needs the advisor ({err}): pip install 'hyperpod-dpd[{ADVISOR_EXTRA}]'"
+        raise UsageError(f"--compare needs the advisor ({err}): pip install 'hyperpod-dpd[{ADVISOR_EXTRA}]'"
                               ) from None
     if not scenario.request_rates:
         advice: AdviceLike = advise(spec, Traffic(isl=scenario.isl, osl=scenario.osl,

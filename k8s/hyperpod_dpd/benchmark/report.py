@@ -10,10 +10,9 @@ from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
 from hyperpod_dpd.benchmark.overhead import client_overhead
 from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
 from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.benchmark.table import milliseconds
 from hyperpod_dpd.benchmark.trust import TrustWarning
-from hyperpod_dpd.columns import render_columns
-from hyperpod_dpd.load import Load, column_header
+from hyperpod_dpd.columns import milliseconds, render_columns
+from hyperpod_dpd.load_point import Load, column_header
 
 Slo = tuple[float | None, float | None]  # TTFT and TPOT targets in seconds, from the spec's slo
 HEADERS = ("TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.load_point import Load
 
 RUN_FILE = re.compile(r"^(?P<stem>.+)_(?P<task>[a-z-]+-to-[a-z-]+)_num_concurrency_(?P<level>\d+)_time_\d+s\.json$")
 DEBUG_FILE = re.compile(r"^debug_for_run_(?P<stem>.+)_(?P<level>\d+)\.json$")

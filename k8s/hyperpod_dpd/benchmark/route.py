@@ -1,6 +1,6 @@
 """Which path the router gives a benchmark's prompts: disaggregated (prefill -> decode) or the decoder alone.
 
-The router's length rule and the margin are :mod:`hyperpod_dpd.router_length`'s, shared with
+The router's length rule and the margin are :mod:`hyperpod_dpd.contracts.router`'s, shared with
 ``verify --smoke``. genai-bench's ``D(isl, osl)`` prompt is not ``isl`` tokens: it joins sonnet
 lines tokenized one by one, so re-tokenized it is shorter, and its characters / 4 is longer. The
 bounds were measured with the Llama 3 tokenizer (128,256 tokens) on 40 genai-bench 0.0.5 prompts of
@@ -16,8 +16,8 @@ import math
 from enum import Enum
 
 from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.contracts.router import MARGIN, PromptLength, clears, client_length
 from hyperpod_dpd.errors import Problem
-from hyperpod_dpd.router_length import MARGIN, PromptLength, clears, client_length
 
 __all__ = ["MARGIN", "ROUND_TO", "PromptLength", "RoutePath", "default_isl", "isl_for_model", "largest_direct_isl",
            "path_problems", "prompt_length", "route_problems"]

@@ -24,7 +24,7 @@ from typing import TypeVar
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.route import default_isl
 from hyperpod_dpd.errors import Problem, raise_if_any
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.routing import DEFAULT_ROUTING_THRESHOLD
 
 T = TypeVar("T")

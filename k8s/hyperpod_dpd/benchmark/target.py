@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, ROUTER_PORT, router_service
+from hyperpod_dpd.contracts.tokenizer import vocabulary_choices
 from hyperpod_dpd.errors import Problem, SpecError
-from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, ROUTER_PORT, router_service
 from hyperpod_dpd.spec import DpdSpec, S3Source
-from hyperpod_dpd.tokenizer_files import vocabulary_choices
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.deployed import DeployedEndpoint
+    from hyperpod_dpd.contracts.stack_outputs import DeployedEndpoint
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,7 +13,7 @@ from enum import Enum
 
 from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult
 from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.load import Load
+from hyperpod_dpd.load_point import Load
 
 BUFFERED_RATIO = 0.8  # TTFT p50 at 80% of end-to-end p50 or more...
 BUFFERED_TPOT_S = 0.001  # ...and tokens under 1 ms apart: the stream arrived in one piece. TTFT near E2E alone

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from hyperpod_dpd.benchmark.job import UPLOAD_FAILED, results_folder
 from hyperpod_dpd.benchmark.target import S3Location
-from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsUnavailable, describe_error
+from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsUnavailable, describe_error
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -18,10 +18,11 @@ _node.ensure_node()
 import cdk8s  # noqa: E402
 from constructs import Construct  # noqa: E402
 
-from hyperpod_dpd.crd import check_manifest  # noqa: E402
+from hyperpod_dpd.contracts.crd import check_manifest  # noqa: E402
+from hyperpod_dpd.contracts.operator import IEC_API_VERSION, IEC_KIND  # noqa: E402
+from hyperpod_dpd.contracts.vllm import canonical_args, flag_values, parse_flags  # noqa: E402
 from hyperpod_dpd.errors import Problem, SpecError  # noqa: E402
 from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV  # noqa: E402
-from hyperpod_dpd.operator_names import IEC_API_VERSION, IEC_KIND  # noqa: E402
 from hyperpod_dpd.spec import (  # noqa: E402
     AutoscalingSpec,
     CloudWatchTrigger,
@@ -37,7 +38,6 @@ from hyperpod_dpd.spec import (  # noqa: E402
     VolumeSource,
 )
 from hyperpod_dpd.validation import CheckedSpec, check  # noqa: E402
-from hyperpod_dpd.vllm_args import canonical_args, flag_values, parse_flags  # noqa: E402
 
 API_VERSION = IEC_API_VERSION
 KIND = IEC_KIND
@@ -52,7 +52,7 @@ _NOT_SAGEMAKER = re.compile(r"[^a-zA-Z0-9-]+")
 def render_inference_endpoint_config(spec: DpdSpec | CheckedSpec, *, region: str | None = None) -> dict[str, Any]:
     """The ``InferenceEndpointConfig`` for ``spec``, after checking it (raises :class:`SpecError`).
 
-    The result is validated against the operator's CRD (:mod:`hyperpod_dpd.crd`) before it is returned.
+    The result is validated against the operator's CRD (:mod:`hyperpod_dpd.contracts.crd`) before it is returned.
 
     :param region: the S3 bucket's region when the spec leaves it out (a CDK stack passes its own).
     """

@@ -21,7 +21,7 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
-from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, ROLE_LABEL
+from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, ROLE_LABEL
 from hyperpod_dpd.spec import DpdSpec
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace (v1.22+)

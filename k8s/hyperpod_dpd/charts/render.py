@@ -13,8 +13,8 @@ from hyperpod_dpd.charts.inference_endpoint_config import (
     InferenceEndpointConfigChart,
     render_inference_endpoint_config,
 )
-from hyperpod_dpd.crd import check_manifest
-from hyperpod_dpd.errors import Warning
+from hyperpod_dpd.contracts.crd import check_manifest
+from hyperpod_dpd.errors import SpecWarning
 from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.validation import CheckedSpec, check
 
@@ -24,10 +24,10 @@ _ANY_REGION = "us-east-1"
 
 
 def synth_documents(specs: Sequence[DpdSpec | CheckedSpec], *,
-                    region: str | None = None) -> tuple[dict[str, str], list[Warning]]:
+                    region: str | None = None) -> tuple[dict[str, str], list[SpecWarning]]:
     """File name -> YAML text for each spec's chart, and the warnings the specs raised."""
     app = cdk8s.App()
-    warnings: list[Warning] = []
+    warnings: list[SpecWarning] = []
     documents: dict[str, str] = {}
     for spec in specs:
         checked = spec if isinstance(spec, CheckedSpec) else check(spec)
@@ -44,7 +44,7 @@ def synth_documents(specs: Sequence[DpdSpec | CheckedSpec], *,
 
 
 def synth_to_directory(specs: Sequence[DpdSpec | CheckedSpec], out: Path, *, region: str | None = None) -> tuple[
-        list[Path], list[Warning]]:
+        list[Path], list[SpecWarning]]:
     """Write every spec's manifest into ``out`` (nothing is written if any spec is invalid)."""
     documents, warnings = synth_documents(specs, region=region)
     out.mkdir(parents=True, exist_ok=True)

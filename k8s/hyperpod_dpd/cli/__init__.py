@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from hyperpod_dpd.cli import _common
+from hyperpod_dpd.errors import UsageError
 
 EXIT_USAGE = 2
 # The subcommands in the order they are used: write a spec, check and size it, render, deploy checks.
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _common.reset_run()
     try:
         code: int = args.handler(args)
-    except _common.UserFacingError as err:
+    except UsageError as err:
         print(f"hyperpod-dpd: {err}", file=sys.stderr)
         return EXIT_USAGE
     return code

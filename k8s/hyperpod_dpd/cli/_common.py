@@ -8,24 +8,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.errors import Problem, SpecError, Warning
-from hyperpod_dpd.loading import STDIN, read_spec_data, spec_from_mapping
+from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError
 from hyperpod_dpd.spec import DpdSpec, S3Source
+from hyperpod_dpd.spec.loading import STDIN, read_spec_data, spec_from_mapping
 from hyperpod_dpd.validation import CheckedSpec, check, check_data
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.deployed import DeployedStack
-    from hyperpod_dpd.ops.aws import AwsClients
+    from hyperpod_dpd.clients.aws import AwsClients
+    from hyperpod_dpd.contracts.stack_outputs import DeployedStack
 
 DEFAULT_SOURCE = "the embedded default spec"
 # "Write files here", the same flag on every command that writes files (``-``: standard output).
 OUTPUT_DIR = "--output-dir"
 
 _shown: set[str] = set()
-
-
-class UserFacingError(Exception):
-    """An error whose message is the whole story: printed as-is, exit status 2."""
 
 
 def reset_run() -> None:
@@ -43,7 +39,7 @@ def source_name(path: str | None) -> str:
 def read_spec(path: str | None) -> DpdSpec:
     """The spec at ``path`` (``-``: standard input), or the embedded default, after every check.
 
-    A bad file is a :class:`UserFacingError` (:func:`read_checked_spec`).
+    A bad file is a :class:`UsageError` (:func:`read_checked_spec`).
     """
     return read_checked_spec(path).spec
 
@@ -54,7 +50,7 @@ def check_spec_file(path: str | None) -> CheckedSpec:
     Every command reads its spec here, and the CDK app through the same
     :func:`load_checked_spec`, so one file gets the same problems from each of them.
     """
-    from hyperpod_dpd.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
+    from hyperpod_dpd.spec.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
 
     try:
         if path is None:
@@ -65,11 +61,11 @@ def check_spec_file(path: str | None) -> CheckedSpec:
 
 
 def read_checked_spec(path: str | None) -> CheckedSpec:
-    """:func:`check_spec_file`, a bad spec being a :class:`UserFacingError`."""
+    """:func:`check_spec_file`, a bad spec being a :class:`UsageError`."""
     try:
         return check_spec_file(path)
     except SpecError as err:
-        raise UserFacingError(str(err)) from None
+        raise UsageError(str(err)) from None
 
 
 def _named(err: SpecError, path: str | None) -> SpecError:
@@ -87,7 +83,7 @@ def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, .
     try:
         data = read_spec_data(path)
     except SpecError as err:
-        raise UserFacingError(str(_named(err, path))) from None
+        raise UsageError(str(_named(err, path))) from None
     try:
         return check_data(data, source=source_name(path)).spec, ()
     except SpecError as err:
@@ -95,16 +91,16 @@ def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, .
     try:
         spec = spec_from_mapping(data)  # the rules refused it, but it parses: report on it, then refuse
     except SpecError:
-        raise UserFacingError(str(refused)) from None
+        raise UsageError(str(refused)) from None
     return spec, refused.problems
 
 
-def problems_error(head: str, err: SpecError) -> UserFacingError:
+def problems_error(head: str, err: SpecError) -> UsageError:
     """``head`` and one ``  - field: ...`` line per problem, as every command prints them."""
-    return UserFacingError("\n".join([head, *(f"  - {p.render()}" for p in err.problems)]))
+    return UsageError("\n".join([head, *(f"  - {p.render()}" for p in err.problems)]))
 
 
-def print_warnings(warnings: Iterable[Warning]) -> None:
+def print_warnings(warnings: Iterable[SpecWarning]) -> None:
     """Each warning once per run, however many steps of the command find it."""
     for warning in warnings:
         warn(warning.render())
@@ -154,7 +150,7 @@ def emit_documents(documents: Mapping[str, str], output_dir: str) -> list[str]:
             (out / name).write_text(text, encoding="utf-8")
             written.append(str(out / name))
     except OSError as err:
-        raise UserFacingError(f"cannot write to {output_dir}: {err.strerror or err}") from None
+        raise UsageError(f"cannot write to {output_dir}: {err.strerror or err}") from None
     return written
 
 
@@ -196,8 +192,8 @@ def read_deployed(args: argparse.Namespace, clients: Callable[..., AwsClients]) 
 
     :param clients: ``clients(region, profile)``, the commands' AWS seam (only called for ``--stack``).
     """
-    from hyperpod_dpd.deployed import describe_stack, read_outputs_file  # noqa: PLC0415
-    from hyperpod_dpd.ops.aws import AwsUnavailable  # noqa: PLC0415
+    from hyperpod_dpd.clients.aws import AwsUnavailable, describe_stack  # noqa: PLC0415
+    from hyperpod_dpd.contracts.stack_outputs import read_outputs_file  # noqa: PLC0415
 
     try:
         if args.outputs_file:
@@ -207,5 +203,5 @@ def read_deployed(args: argparse.Namespace, clients: Callable[..., AwsClients]) 
     except SpecError as err:
         raise problems_error("cannot read the deployed stack:", err) from None
     except AwsUnavailable as err:
-        raise UserFacingError(f"--stack {args.stack}: {err}") from None
+        raise UsageError(f"--stack {args.stack}: {err}") from None
     return None

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from hyperpod_dpd.advisor.search import DEFAULT_MAX_NODES, DEFAULT_TOP
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, print_warnings, read_spec, warn
-from hyperpod_dpd.errors import SpecError
-from hyperpod_dpd.loading import STDIN as STDOUT  # "-": standard output where a file is written
+from hyperpod_dpd.cli._common import add_spec_argument, print_warnings, read_spec, warn
+from hyperpod_dpd.errors import SpecError, UsageError
+from hyperpod_dpd.spec.loading import STDIN as STDOUT  # "-": standard output where a file is written
 
 EXIT_SLA_MISSED = 1
 
@@ -83,9 +83,9 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--write-spec", args.write_spec), ("--max-nodes", args.max_nodes), ("--top", args.top),
                         ("--any-layout", args.any_layout or None)):
         if value is not None and not args.search:
-            raise UserFacingError(f"{flag} needs --search: it applies to the layouts the search finds")
+            raise UsageError(f"{flag} needs --search: it applies to the layouts the search finds")
     if args.search and args.baseline_nodes is not None:
-        raise UserFacingError("--baseline-nodes applies to the comparison, not to --search; drop one of them")
+        raise UsageError("--baseline-nodes applies to the comparison, not to --search; drop one of them")
     spec = read_spec(args.spec)
     # With --write-spec - standard output carries the spec alone; the report goes to standard error.
     report = sys.stderr if args.write_spec == STDOUT else sys.stdout
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"hyperpod-dpd: {err}", file=sys.stderr)
         return EXIT_SLA_MISSED
     except SpecError as err:
-        raise UserFacingError(f"cannot advise on {source}:\n" + "\n".join(
+        raise UsageError(f"cannot advise on {source}:\n" + "\n".join(
             f"  - {problem.render()}" for problem in err.problems)) from None
     if not args.search:
         if args.json:
@@ -132,11 +132,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     spec_text: str | None = None
     if args.write_spec:
-        from hyperpod_dpd.loading import spec_to_yaml  # noqa: PLC0415
+        from hyperpod_dpd.spec.loading import spec_to_yaml  # noqa: PLC0415
         from hyperpod_dpd.validation import check  # noqa: PLC0415
 
         if not result.best[0].runnable:
-            raise UserFacingError(f"--write-spec: the best layout ({result.best[0].estimate.description}) is not one "
+            raise UsageError(f"--write-spec: the best layout ({result.best[0].estimate.description}) is not one "
                                   "the operator runs (one decoder, whole-node roles); nothing written. Fix: drop "
                                   "--any-layout, or allow more nodes (--max-nodes)")
         best = result.best[0].spec
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 Path(args.write_spec).write_text(spec_text, encoding="utf-8")
             except OSError as err:
-                raise UserFacingError(f"cannot write {args.write_spec}: {err.strerror}. Fix: choose a writable path "
+                raise UsageError(f"cannot write {args.write_spec}: {err.strerror}. Fix: choose a writable path "
                                       "in an existing folder") from None
     if args.json:
         print(json.dumps(result.to_json(), indent=2), file=report)

@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.cli._common import (
-    UserFacingError,
     add_deployed_arguments,
     add_output_dir_argument,
     add_spec_argument,
@@ -52,9 +51,9 @@ from hyperpod_dpd.cli._common import (
     read_checked_spec,
     read_deployed,
 )
-from hyperpod_dpd.deployed import Resolved, guessed_note, render_resolved
-from hyperpod_dpd.errors import SpecError
-from hyperpod_dpd.ops.kube import KubeError, load_kube
+from hyperpod_dpd.clients.kube import KubeError, load_kube
+from hyperpod_dpd.contracts.stack_outputs import Resolved, guessed_note, render_resolved
+from hyperpod_dpd.errors import SpecError, UsageError
 
 if TYPE_CHECKING:
     from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog
@@ -62,8 +61,8 @@ if TYPE_CHECKING:
     from hyperpod_dpd.benchmark.scenario import Scenario
     from hyperpod_dpd.benchmark.target import BenchmarkTarget
     from hyperpod_dpd.benchmark.trust import TrustWarning
-    from hyperpod_dpd.deployed import DeployedStack
-    from hyperpod_dpd.ops.aws import AwsClients
+    from hyperpod_dpd.clients.aws import AwsClients
+    from hyperpod_dpd.contracts.stack_outputs import DeployedStack
 
 DEFAULT_POLL = 15
 DPD, AGGREGATED = "dpd", "aggregated"
@@ -78,7 +77,7 @@ def _benchmark_kube(context: str | None, kubeconfig: str | None) -> BenchmarkKub
 
 
 def _aws_clients(region: str | None, profile: str | None) -> AwsClients:
-    from hyperpod_dpd.ops.aws import session_clients  # noqa: PLC0415
+    from hyperpod_dpd.clients.aws import session_clients  # noqa: PLC0415
 
     return session_clients(region, profile)
 
@@ -227,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args, spec, identity=identity)
     except SpecError as err:
-        raise UserFacingError("invalid benchmark options:\n" + "\n".join(
+        raise UsageError("invalid benchmark options:\n" + "\n".join(
             f"  - {p.render()}" for p in err.problems)) from None
 
 
@@ -235,7 +234,7 @@ def _run(args: argparse.Namespace, spec: Any, *, identity: dict[str, str | None]
     from hyperpod_dpd.benchmark.scenario import Scenario, parse_levels  # noqa: PLC0415 - keeps --help fast
 
     if args.aggregated_results_dir and not args.results_dir:
-        raise UserFacingError("--aggregated-results-dir needs --results-dir")
+        raise UsageError("--aggregated-results-dir needs --results-dir")
     if args.results_dir:
         outcomes = _from_directories(args, spec)
         scenario = _scenario_of(outcomes[0].results)
@@ -288,11 +287,11 @@ def _scenario_of(results: BenchmarkResults) -> Scenario:
     from hyperpod_dpd.benchmark.scenario import Scenario  # noqa: PLC0415
 
     if not results.levels:
-        raise UserFacingError("--results-dir holds no result files (genai-bench's *_num_concurrency_*_time_*s.json "
+        raise UsageError("--results-dir holds no result files (genai-bench's *_num_concurrency_*_time_*s.json "
                               "or the Job's aiperf_rate_*.json)")
     match = TRAFFIC.match(results.levels[0].scenario)
     if match is None:
-        raise UserFacingError(f"the results use traffic scenario {results.levels[0].scenario!r}; only fixed "
+        raise UsageError(f"the results use traffic scenario {results.levels[0].scenario!r}; only fixed "
                               "lengths D(isl,osl) can be checked and compared")
     loads = results.loads
     return Scenario(isl=int(match[1]), osl=int(match[2]),
@@ -301,7 +300,7 @@ def _scenario_of(results: BenchmarkResults) -> Scenario:
 
 
 def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
-    from hyperpod_dpd.benchmark.preflight import api_base_of  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.readiness import api_base_of  # noqa: PLC0415
     from hyperpod_dpd.benchmark.results import ResultsError, collect, read_files  # noqa: PLC0415
     from hyperpod_dpd.benchmark.trust import trust_warnings  # noqa: PLC0415
 
@@ -312,13 +311,13 @@ def _from_directories(args: argparse.Namespace, spec: Any) -> list[Outcome]:
     for label, endpoint, folder in folders:
         path = Path(folder)
         if not path.is_dir():
-            raise UserFacingError(f"{folder}: not a folder; pass genai-bench's <experiment-base-dir>/<folder> or the "
+            raise UsageError(f"{folder}: not a folder; pass genai-bench's <experiment-base-dir>/<folder> or the "
                                   "Job's run folder")
         try:
             files = read_files(path)
             results = collect(files)
         except (ResultsError, OSError) as err:
-            raise UserFacingError(str(err)) from None
+            raise UsageError(str(err)) from None
         _refuse_other_endpoint(folder, api_base_of(files), endpoint, spec.namespace)
         scenario = _scenario_of(results)
         warnings = trust_warnings(results, scenario) + _threshold_warnings(spec, scenario, results)
@@ -331,7 +330,7 @@ def _refuse_other_endpoint(folder: str, api_base: str | None, endpoint: str, nam
     """A folder whose client targeted another endpoint's router is not this endpoint's result."""
     expected = f"{endpoint}-{namespace}-routing-service."
     if api_base is not None and "routing-service." in api_base and f"//{expected}" not in api_base:
-        raise UserFacingError(f"{folder}: the run measured {api_base}, not endpoint {endpoint} "
+        raise UsageError(f"{folder}: the run measured {api_base}, not endpoint {endpoint} "
                               f"({expected}...). Fix: pass the spec of the endpoint the folder belongs to")
 
 
@@ -342,7 +341,7 @@ def _refuse_mismatch(outcomes: list[Outcome]) -> None:
     first, other = outcomes[0], outcomes[1]
     mine, theirs = _scenario_of(first.results), _scenario_of(other.results)
     if (mine.isl, mine.osl) != (theirs.isl, theirs.osl) or set(mine.loads) != set(theirs.loads):
-        raise UserFacingError(
+        raise UsageError(
             f"--results-dir ran {mine.traffic} at {mine.levels_text()} but --aggregated-results-dir ran "
             f"{theirs.traffic} at {theirs.levels_text()}: an A/B needs the same input and output lengths and levels. "
             "Fix: pass folders of the same bench invocation")
@@ -372,7 +371,7 @@ def _threshold_warnings(spec: Any, scenario: Scenario, results: BenchmarkResults
 
 
 def _targets(args: argparse.Namespace, spec: Any, deployed: DeployedStack | None) -> list[tuple[str, BenchmarkTarget]]:
-    from hyperpod_dpd.benchmark.preflight import served_model  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.readiness import served_model  # noqa: PLC0415
     from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location  # noqa: PLC0415
     from hyperpod_dpd.charts.aggregated import aggregated_spec  # noqa: PLC0415
 
@@ -426,7 +425,7 @@ def _options(args: argparse.Namespace, tokenizer: Any = None, deployed: Deployed
 def _names(target: BenchmarkTarget, options: Any, deployed: DeployedStack | None,
            *, given: dict[str, Any]) -> list[Resolved]:
     """Which endpoint, bucket, ServiceAccount and nodes the Job uses, and where each name came from."""
-    from hyperpod_dpd.deployed import GUESSED, OPTION, STACK  # noqa: PLC0415
+    from hyperpod_dpd.contracts.stack_outputs import GUESSED, OPTION, STACK  # noqa: PLC0415
 
     def origin(what: str) -> str:
         return OPTION if given.get(what) is not None else STACK if deployed is not None else GUESSED
@@ -464,7 +463,7 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
     )
     from hyperpod_dpd.benchmark.job import deadline_seconds, job_name, render_benchmark_job  # noqa: PLC0415
     from hyperpod_dpd.benchmark.overhead import overhead_warnings  # noqa: PLC0415
-    from hyperpod_dpd.benchmark.preflight import (  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.readiness import (  # noqa: PLC0415
         missing_endpoints,
         needed_permissions,
         permission_problems,
@@ -472,8 +471,8 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
     from hyperpod_dpd.benchmark.results import ResultsError, collect  # noqa: PLC0415
     from hyperpod_dpd.benchmark.route import RoutePath  # noqa: PLC0415
     from hyperpod_dpd.benchmark.trust import trust_warnings  # noqa: PLC0415
+    from hyperpod_dpd.clients.wait import Progress, Waiter  # noqa: PLC0415
     from hyperpod_dpd.errors import raise_if_any  # noqa: PLC0415
-    from hyperpod_dpd.ops.wait import Progress, Waiter  # noqa: PLC0415
 
     manifests = [(label, target, render_benchmark_job(target, scenario, options)) for label, target in targets]
     try:
@@ -485,7 +484,7 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
                                          needed_permissions(targets, spec, missing_accounts=missing)))
         raise_if_any(missing_endpoints(kube, targets, namespace=spec.namespace))
     except KubeError as err:
-        raise UserFacingError(str(err)) from None
+        raise UsageError(str(err)) from None
     timeout = args.timeout if args.timeout is not None else deadline_seconds(scenario, options.quiet_seconds) + 300
     path = RoutePath(args.path)
     outcomes = []
@@ -505,9 +504,9 @@ def _on_cluster(args: argparse.Namespace, spec: Any, targets: list[tuple[str, Be
             results = collect(_result_files(args, options, target, job_run.log), expected=scenario.loads,
                               isl=scenario.isl, osl=scenario.osl)
         except KubeError as err:
-            raise UserFacingError(str(err)) from None
+            raise UsageError(str(err)) from None
         except ResultsError as err:
-            raise UserFacingError(f"job {name} printed results that cannot be read: {err}") from None
+            raise UsageError(f"job {name} printed results that cannot be read: {err}") from None
         problem = "" if job_run.succeeded else "\n".join(filter(None, [
             job_run.check.detail, job_run.diagnostics, job_run.log.log_tail]))
         warnings = trust_warnings(results, scenario)
@@ -541,7 +540,7 @@ def _comparison(spec: Any, scenario: Scenario, outcomes: list[Outcome]) -> dict[
     try:
         advice = predictor(spec, scenario)
     except SpecError as err:
-        raise UserFacingError("--compare: the advisor cannot predict this spec and traffic:\n" + "\n".join(
+        raise UsageError("--compare: the advisor cannot predict this spec and traffic:\n" + "\n".join(
             f"  - {p.render()}" for p in err.problems)) from None
     rows = compare(outcomes[0].results, advice, layout="disaggregated")
     for outcome in outcomes[1:]:

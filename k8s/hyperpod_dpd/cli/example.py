@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from hyperpod_dpd.defaults import default_spec
-from hyperpod_dpd.spec_example import example_text
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.spec.example import example_text
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

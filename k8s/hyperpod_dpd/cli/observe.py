@@ -5,14 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hyperpod_dpd.cli._common import (
-    UserFacingError,
-    add_output_dir_argument,
-    add_spec_argument,
-    print_warnings,
-    read_checked_spec,
-)
-from hyperpod_dpd.loading import STDIN
+from hyperpod_dpd.cli._common import add_output_dir_argument, add_spec_argument, print_warnings, read_checked_spec
+from hyperpod_dpd.errors import UsageError
+from hyperpod_dpd.spec.loading import STDIN
 
 DEFAULT_OUT = "dist/observability"
 
@@ -33,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     if args.output_dir == STDIN:
-        raise UserFacingError("observe writes two files of two formats (YAML rules, a JSON dashboard), which "
+        raise UsageError("observe writes two files of two formats (YAML rules, a JSON dashboard), which "
                               "do not share one stream. Fix: pass a folder, e.g. --output-dir dist/observability")
     checked = read_checked_spec(args.spec)
     from hyperpod_dpd.observability.dashboard import MissingExtra  # noqa: PLC0415 - keeps --help fast
@@ -42,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         written = write_observability([checked.spec], Path(args.output_dir))
     except MissingExtra as err:
-        raise UserFacingError(str(err)) from None
+        raise UsageError(str(err)) from None
     except OSError as err:
-        raise UserFacingError(f"cannot write to {args.output_dir}: {err.strerror or err}") from None
+        raise UsageError(f"cannot write to {args.output_dir}: {err.strerror or err}") from None
     print_warnings(checked.warnings)
     for path in written:
         print(path)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from hyperpod_dpd.cli._common import UserFacingError, add_spec_argument, read_spec_with_problems
-from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.cli._common import add_spec_argument, read_spec_with_problems
+from hyperpod_dpd.errors import SpecError, UsageError
 
 
 def _positive_int(text: str) -> int:
@@ -44,18 +44,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     spec, refused = read_spec_with_problems(args.spec)
-    from hyperpod_dpd.planner import load_architecture, plan  # noqa: PLC0415 - keeps --help fast
+    from hyperpod_dpd.planner import load_architecture, plan, render_table  # noqa: PLC0415 - keeps --help fast
 
     try:
         architecture = load_architecture(args.model_config) if args.model_config else None
         sized = plan(spec, architecture=architecture, prompt_tokens=args.prompt_tokens)
     except SpecError as err:
-        raise UserFacingError(_cannot_plan(err)) from None
+        raise UsageError(_cannot_plan(err)) from None
     if args.json:
         print(json.dumps(sized.to_json(), indent=2))
     else:
-        print(sized.render_table(), end="")
+        print(render_table(sized), end="")
     problems = [*refused, *(p for p in sized.problems if p not in refused)]
     if problems:
-        raise UserFacingError(str(SpecError(problems, source=args.spec or "the embedded default spec")))
+        raise UsageError(str(SpecError(problems, source=args.spec or "the embedded default spec")))
     return 0

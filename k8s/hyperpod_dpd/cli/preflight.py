@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import argparse
 
-from hyperpod_dpd.cli._common import UserFacingError, add_aws_arguments, add_spec_argument, bucket_region, read_spec
-from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID, KUBERNETES_VERSION
-from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsUnavailable, describe_error, session_clients
-from hyperpod_dpd.ops.checks import exit_status
+from hyperpod_dpd.cli._common import add_aws_arguments, add_spec_argument, bucket_region, read_spec
+from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsUnavailable, describe_error, session_clients
+from hyperpod_dpd.clients.checks import exit_status
+from hyperpod_dpd.contracts.stack_defaults import DEFAULT_AVAILABILITY_ZONE_ID, KUBERNETES_VERSION
+from hyperpod_dpd.errors import UsageError
 from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER, PreflightOptions, instances_needed, run_preflight
 from hyperpod_dpd.ops.table import render_json, render_table
 
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         clients = aws_clients(args.region, args.profile, fallback_region=fallback)
         account = clients.account()
     except AwsUnavailable as err:
-        raise UserFacingError(str(err)) from None
+        raise UsageError(str(err)) from None
     except AWS_ERRORS as err:
         account = f"unknown ({describe_error(err)})"
     options = PreflightOptions(availability_zone_id=args.availability_zone_id,

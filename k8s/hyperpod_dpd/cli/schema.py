@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hyperpod_dpd.spec_schema import FILE_NAME, schema_text
+from hyperpod_dpd.spec.schema import FILE_NAME, schema_text
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

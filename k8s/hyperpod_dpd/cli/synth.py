@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from hyperpod_dpd.cli._common import (
-    UserFacingError,
     add_output_dir_argument,
     add_spec_argument,
     emit_documents,
@@ -13,7 +12,7 @@ from hyperpod_dpd.cli._common import (
     read_checked_spec,
     source_name,
 )
-from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.errors import SpecError, UsageError
 
 DEFAULT_OUT = "dist/manifests"
 
@@ -39,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         documents, warnings = synth_documents([checked], region=args.region)
     except SpecError as err:
-        raise UserFacingError(str(SpecError(err.problems, source=source_name(args.spec)))) from None
+        raise UsageError(str(SpecError(err.problems, source=source_name(args.spec)))) from None
     print_warnings(warnings)
     for path in emit_documents(documents, args.output_dir):
         print(path)

@@ -11,15 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from hyperpod_dpd.cli._common import (
-    UserFacingError,
-    add_json_argument,
-    add_spec_argument,
-    check_spec_file,
-    print_warnings,
-    source_name,
-)
-from hyperpod_dpd.errors import Problem, SpecError, Warning
+from hyperpod_dpd.cli._common import add_json_argument, add_spec_argument, check_spec_file, print_warnings, source_name
+from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError
 
 EXIT_INVALID = 2
 JSON_SHAPE = ('{"spec", "valid", "problems": [{"field", "value", "message", "fix"}], '
@@ -52,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(source, err.problems, ())
             return EXIT_INVALID
-        raise UserFacingError(str(SpecError(err.problems, source=source))) from None
+        raise UsageError(str(SpecError(err.problems, source=source))) from None
     if args.json:
         _print_json(source, (), checked.warnings)
         return 0
@@ -61,6 +54,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_json(source: str, problems: tuple[Problem, ...], warnings: tuple[Warning, ...]) -> None:
+def _print_json(source: str, problems: tuple[Problem, ...], warnings: tuple[SpecWarning, ...]) -> None:
     print(json.dumps({"spec": source, "valid": not problems, "problems": [p.to_json() for p in problems],
                       "warnings": [w.to_json() for w in warnings]}, indent=2))

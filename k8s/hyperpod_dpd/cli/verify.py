@@ -44,7 +44,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.cli._common import (
-    UserFacingError,
     add_aws_arguments,
     add_deployed_arguments,
     add_spec_argument,
@@ -53,14 +52,23 @@ from hyperpod_dpd.cli._common import (
     read_deployed,
     read_spec,
 )
-from hyperpod_dpd.deployed import GUESSED, OPTION, STACK, DeployedStack, Resolved, guessed_note, render_resolved
-from hyperpod_dpd.deployment_defaults import DEFAULT_HYPERPOD_CLUSTER
-from hyperpod_dpd.errors import SpecError
-from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, router_service
-from hyperpod_dpd.ops.aws import AwsClients, AwsUnavailable, session_clients
-from hyperpod_dpd.ops.checks import Check, Status, errored, exit_status, skipped
+from hyperpod_dpd.clients.aws import AwsClients, AwsUnavailable, session_clients
+from hyperpod_dpd.clients.checks import Check, Status, errored, exit_status, skipped
+from hyperpod_dpd.clients.kube import KubeApi, KubeError, load_kube
+from hyperpod_dpd.clients.wait import Progress, Waiter
+from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, router_service
+from hyperpod_dpd.contracts.stack_defaults import DEFAULT_HYPERPOD_CLUSTER
+from hyperpod_dpd.contracts.stack_outputs import (
+    GUESSED,
+    OPTION,
+    STACK,
+    DeployedStack,
+    Resolved,
+    guessed_note,
+    render_resolved,
+)
+from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.ops.exposure import exposure_checks
-from hyperpod_dpd.ops.kube import KubeApi, KubeError, load_kube
 from hyperpod_dpd.ops.smoke import INPUTS, LONG, SHORT, run_smoke
 from hyperpod_dpd.ops.table import render_json, render_table
 from hyperpod_dpd.ops.verify import (
@@ -73,7 +81,6 @@ from hyperpod_dpd.ops.verify import (
     hint_for,
     probes,
 )
-from hyperpod_dpd.ops.wait import Progress, Waiter
 from hyperpod_dpd.spec import DpdSpec
 
 if TYPE_CHECKING:
@@ -129,7 +136,7 @@ def _as_deployed(spec: DpdSpec, deployed: DeployedStack | None) -> DpdSpec:
         raise problems_error("the spec is not an endpoint of the deployed stack:", err) from None
     placed = dataclasses.replace(spec, namespace=endpoint.namespace)
     if endpoint.router_service != router_service(placed) or endpoint.router_namespace != OPERATOR_NAMESPACE:
-        raise UserFacingError(f"the stack's router Service {endpoint.router_namespace}/{endpoint.router_service} is "
+        raise UsageError(f"the stack's router Service {endpoint.router_namespace}/{endpoint.router_service} is "
                               f"not the one this version derives ({OPERATOR_NAMESPACE}/{router_service(placed)}): "
                               "use the hyperpod-dpd version that deployed the stack")
     return placed

@@ -1,1 +1,4 @@
-"""Package data: vLLM's flag set (see :mod:`hyperpod_dpd.vllm_args`)."""
+"""Package data, each file with its provenance.
+
+vLLM's flag set, the operator CRD, the metrics contract, node prices, the clients' locks, the default spec.
+"""

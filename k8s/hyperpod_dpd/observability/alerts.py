@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
+from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, ROUTER_CONTAINER, role_deployment, router_deployment
 from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.observability.selectors import EndpointSelectors, select
-from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, ROUTER_CONTAINER, role_deployment, router_deployment
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.spec import AlertThresholds, DpdSpec
 

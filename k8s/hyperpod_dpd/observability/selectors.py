@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hyperpod_dpd.operator_names import role_deployment, router_deployment
+from hyperpod_dpd.contracts.operator import role_deployment, router_deployment
 from hyperpod_dpd.spec import DpdSpec
 
 # A Deployment's pods are ``<deployment>-<replicaset hash>-<suffix>``: exactly two more parts, so the

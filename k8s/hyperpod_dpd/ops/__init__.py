@@ -4,7 +4,7 @@ Every AWS and Kubernetes client is passed in, so each check runs offline against
 Stubber or a recorded Kubernetes API in the tests.
 """
 
-from hyperpod_dpd.ops.checks import Check, Status, exit_status
+from hyperpod_dpd.clients.checks import Check, Status, exit_status
 from hyperpod_dpd.ops.table import render_json, render_table
 
 __all__ = ["Check", "Status", "exit_status", "render_json", "render_table"]

@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hyperpod_dpd.deployment_defaults import (
+from hyperpod_dpd.clients.aws import AWS_ERRORS, describe_error, error_code, is_access_denied
+from hyperpod_dpd.clients.checks import Check, errored, failed, passed, skipped
+from hyperpod_dpd.contracts.stack_defaults import (
     INFERENCE_ADDON,
     INFERENCE_ADDON_VERSION,
     KUBERNETES_VERSION,
     PREREQUISITE_ADDONS,
 )
-from hyperpod_dpd.ops.aws import AWS_ERRORS, describe_error, error_code, is_access_denied
-from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
 
 ADDON_VERSIONS = "add-on versions"
 EXISTING_ADDONS = "existing add-ons"

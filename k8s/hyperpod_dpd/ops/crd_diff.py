@@ -1,7 +1,7 @@
 """``verify``'s ``operator CRD`` row: the live ``InferenceEndpointConfig`` CRD against the structure this
 package ships, in every run (``--no-crd-diff`` leaves it out).
 
-An operator newer (or older) than the one whose CRD ships in ``hyperpod_dpd.crd`` may add or remove
+An operator newer (or older) than the one whose CRD ships in ``hyperpod_dpd.contracts.crd`` may add or remove
 fields. The manifests and the spec rules know only the shipped structure, so the difference is what
 the checks cannot know. Given the manifest the chart renders for the spec, a field it sets that the
 live CRD lacks fails (the API server would prune or refuse it); other removed fields and added ones
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from hyperpod_dpd.crd import v1_schema
-from hyperpod_dpd.operator_names import IEC_GROUP, IEC_PLURAL, IEC_VERSION
-from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
-from hyperpod_dpd.ops.kube import KubeApi, KubeError
+from hyperpod_dpd.clients.checks import Check, errored, failed, passed, skipped
+from hyperpod_dpd.clients.kube import KubeApi, KubeError
+from hyperpod_dpd.contracts.crd import v1_schema
+from hyperpod_dpd.contracts.operator import IEC_GROUP, IEC_PLURAL, IEC_VERSION
 
 CRD_DIFF = "operator CRD"
 CRD_NAME = f"{IEC_PLURAL}.{IEC_GROUP}"

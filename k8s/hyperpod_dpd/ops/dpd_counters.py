@@ -18,15 +18,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hyperpod_dpd.observability import metrics as m
-from hyperpod_dpd.operator_names import (
+from hyperpod_dpd.clients.kube import KubeApi
+from hyperpod_dpd.contracts.operator import (
     OPERATOR_NAMESPACE,
     ROLE_LABEL,
     ROUTER_CONTAINER,
     role_deployment,
     router_deployment,
 )
-from hyperpod_dpd.ops.kube import KubeApi
+from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.spec import DpdSpec
 
 # The router's one documented line per request (AWS's DPD page): which path it chose and why.
@@ -41,7 +41,7 @@ LABEL = re.compile(r'(?P<key>\w+)="(?P<value>(?:[^"\\]|\\.)*)"')
 
 @dataclass(frozen=True, kw_only=True)
 class EndpointNames:
-    """Where one endpoint's pods and router live (the operator's names; see :mod:`hyperpod_dpd.operator_names`)."""
+    """Where one endpoint's pods and router live (the operator's names; see :mod:`hyperpod_dpd.contracts.operator`)."""
 
     namespace: str
     prefill_deployment: str
@@ -104,7 +104,7 @@ def role_metrics(kube: KubeApi, names: EndpointNames, role: str) -> dict[str, st
 def external_kv_tokens(kube: KubeApi, names: EndpointNames) -> tuple[float, int]:
     """``external_kv_transfer`` prompt tokens summed over the decode pods, and how many pods answered.
 
-    Raises :class:`~hyperpod_dpd.ops.kube.KubeError` when a pod's metrics cannot be read, and
+    Raises :class:`~hyperpod_dpd.clients.kube.KubeError` when a pod's metrics cannot be read, and
     ``ValueError`` when a pod's vLLM does not export the series (metrics off or another vLLM).
     """
     texts = role_metrics(kube, names, "decode")

@@ -22,10 +22,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.operator_names import OPERATOR_NAMESPACE, load_balancer_ingress
-from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsClients, describe_error, error_code
-from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
-from hyperpod_dpd.ops.kube import JsonDict, KubeApi, KubeError
+from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsClients, describe_error, error_code
+from hyperpod_dpd.clients.checks import Check, errored, failed, passed, skipped
+from hyperpod_dpd.clients.kube import JsonDict, KubeApi, KubeError
+from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, load_balancer_ingress
 from hyperpod_dpd.spec import DpdSpec
 
 if TYPE_CHECKING:

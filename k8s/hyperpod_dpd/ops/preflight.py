@@ -12,15 +12,19 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.deployment_defaults import DEFAULT_AVAILABILITY_ZONE_ID, DEFAULT_HYPERPOD_CLUSTER, KUBERNETES_VERSION
+from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsClients, describe_error, error_code
+from hyperpod_dpd.clients.checks import Check, errored, failed, passed, skipped
+from hyperpod_dpd.contracts.stack_defaults import (
+    DEFAULT_AVAILABILITY_ZONE_ID,
+    DEFAULT_HYPERPOD_CLUSTER,
+    KUBERNETES_VERSION,
+)
+from hyperpod_dpd.contracts.tokenizer import vocabulary_choices, vocabulary_files
+from hyperpod_dpd.contracts.zones import ZONE_ID_LABEL, ZoneSetting, zone_settings
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.ops.addons import check_addon_versions, check_existing_addons
-from hyperpod_dpd.ops.aws import AWS_ERRORS, AwsClients, describe_error, error_code
-from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
 from hyperpod_dpd.spec import DpdSpec, S3Source
-from hyperpod_dpd.tokenizer_files import vocabulary_choices, vocabulary_files
-from hyperpod_dpd.units import format_bytes
-from hyperpod_dpd.zones import ZONE_ID_LABEL, ZoneSetting, zone_settings
+from hyperpod_dpd.spec.units import format_bytes
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -28,7 +32,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_service_quotas import ServiceQuotasClient
 
-    from hyperpod_dpd.architecture import ModelArchitecture
+    from hyperpod_dpd.spec.architecture import ModelArchitecture
 
 SPEC = "spec"
 PLANNER = "planner"

@@ -1,14 +1,14 @@
 """``verify --smoke``: a short and a long prompt through the router, with the path each one took.
 
 Requests go through the API server's service proxy to ``<name>-<namespace>-routing-service:443`` (see
-:class:`~hyperpod_dpd.ops.kube.ServiceProxyTransport`), streamed, so the time to the first token is
+:class:`~hyperpod_dpd.clients.kube.ServiceProxyTransport`), streamed, so the time to the first token is
 measured from a laptop (it includes the API server hop). The path comes from the router's own log
 line ``Conditional routing: estimated_tokens=..., threshold=..., disaggregate=True|False``.
 
 The long prompt is the disaggregation gate: it passes only when the router logged
 ``disaggregate=True`` for it *and* the decoders' ``external_kv_transfer`` prompt-token counter rose
 (:mod:`hyperpod_dpd.ops.dpd_counters`). It starts with a fresh nonce, so no prefix cache can serve it.
-Its length comes from :mod:`hyperpod_dpd.router_length`, the rule ``bench`` sizes its prompts with.
+Its length comes from :mod:`hyperpod_dpd.contracts.router`, the rule ``bench`` sizes its prompts with.
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_dpd.observability import metrics as m
-from hyperpod_dpd.operator_names import (
+from hyperpod_dpd.clients.checks import Check, failed, passed, skipped
+from hyperpod_dpd.clients.kube import KubeApi, KubeError
+from hyperpod_dpd.contracts.operator import (
     OPERATOR_NAMESPACE,
     ROUTER_PORT,
     router_deployment,
     router_service,
 )
-from hyperpod_dpd.ops.checks import Check, failed, passed, skipped
+from hyperpod_dpd.contracts.router import MARGIN, router_estimates, sentence_length, smoke_sentence
+from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.ops.dpd_counters import (
     ROUTING_LINE,
     EndpointNames,
@@ -37,8 +39,6 @@ from hyperpod_dpd.ops.dpd_counters import (
     role_metrics,
     router_logs,
 )
-from hyperpod_dpd.ops.kube import KubeApi, KubeError
-from hyperpod_dpd.router_length import MARGIN, router_estimates, sentence_length, smoke_sentence
 from hyperpod_dpd.spec import DpdSpec
 
 FOX = smoke_sentence()  # "The quick brown fox jumps over the lazy dog. ", measured in data/

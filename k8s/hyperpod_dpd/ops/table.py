@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from hyperpod_dpd.ops.checks import Check
+from hyperpod_dpd.clients.checks import Check
 
 HEADERS = ("CHECK", "STATUS", "DETAIL")
 

@@ -10,7 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.operator_names import (
+from hyperpod_dpd.clients.aws import AWS_ERRORS, describe_error, error_code
+from hyperpod_dpd.clients.checks import Check, errored, failed, passed, skipped
+from hyperpod_dpd.clients.kube import JsonDict, KubeApi, KubeError
+from hyperpod_dpd.contracts.operator import (
     OPERATOR_NAMESPACE,
     ROLE_LABEL,
     ROUTER_PORT,
@@ -18,10 +21,7 @@ from hyperpod_dpd.operator_names import (
     router_deployment,
     router_service,
 )
-from hyperpod_dpd.ops.aws import AWS_ERRORS, describe_error, error_code
-from hyperpod_dpd.ops.checks import Check, errored, failed, passed, skipped
 from hyperpod_dpd.ops.crd_diff import check_live_crd
-from hyperpod_dpd.ops.kube import JsonDict, KubeApi, KubeError
 from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER
 from hyperpod_dpd.spec import DpdSpec
 

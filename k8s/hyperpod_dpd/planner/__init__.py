@@ -1,8 +1,9 @@
 """The sizing planner: KV transfer, PD buffer and GPU memory from a model's architecture.
 
-``plan(spec)`` computes the figures and the findings; ``load_architecture`` reads an architecture
-from a preset name, a local ``config.json`` or an S3 model prefix. :mod:`hyperpod_dpd.validation`
-runs the same findings on every :func:`hyperpod_dpd.check`, so sizing errors fail at synth time.
+``plan(spec)`` computes the figures and the findings, and ``render_table(plan)`` prints them.
+``load_architecture`` reads an architecture from a preset name, a local ``config.json`` or an S3
+model prefix. :mod:`hyperpod_dpd.validation` runs the same findings on every
+:func:`hyperpod_dpd.check`, so sizing errors fail at synth time.
 """
 
 from hyperpod_dpd.planner.planning import plan
@@ -17,6 +18,7 @@ from hyperpod_dpd.planner.sizing import (
     resolve_architecture,
 )
 from hyperpod_dpd.planner.sources import load_architecture
+from hyperpod_dpd.planner.table import render_table
 
 __all__ = [
     "Plan",
@@ -28,5 +30,6 @@ __all__ = [
     "load_architecture",
     "plan",
     "prefill_flops",
+    "render_table",
     "resolve_architecture",
 ]

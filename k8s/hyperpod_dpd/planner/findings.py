@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import math
 
-from hyperpod_dpd.errors import Problem, Warning
-from hyperpod_dpd.instances import InstanceType
+from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.planner import assumptions
 from hyperpod_dpd.planner.sizing import (
     Plan,
@@ -28,7 +27,8 @@ from hyperpod_dpd.planner.sizing import (
     suggest_size,
 )
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.units import format_bytes
+from hyperpod_dpd.spec.instances import InstanceType
+from hyperpod_dpd.spec.units import format_bytes
 
 
 def _needed_per_gpu(p: Plan, tensor_parallel_size: int, max_model_len: int) -> int:
@@ -75,9 +75,9 @@ def _role_groups(spec: DpdSpec, p: Plan) -> list[tuple[str, str, RoleMemory]]:
     return result
 
 
-def _memory_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warning]]:
+def _memory_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[SpecWarning]]:
     problems: list[Problem] = []
-    warnings: list[Warning] = []
+    warnings: list[SpecWarning] = []
     per_rank = p.kv_bytes_per_token_per_rank
     one_sequence = spec.max_model_len * per_rank
     for util_field, label, role in _role_groups(spec, p):
@@ -100,7 +100,7 @@ def _memory_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warnin
                 fix=(f"lower max_model_len to {fits}, or " if fits else "") + f"raise {util_field}, or "
                     + _fit_fix(spec, p, role)))
         elif role.kv_cache_tokens < spec.max_model_len:
-            warnings.append(Warning(
+            warnings.append(SpecWarning(
                 code="KvCacheTight", field="max_model_len",
                 message=f"after weights and an estimated {format_bytes(assumptions.ACTIVATION_RESERVE_BYTES)} "
                         f"activation reserve, each {label} GPU has about "
@@ -119,7 +119,7 @@ def _memory_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warnin
                 fix=(f"set {util_field} to at most {limit:.2f}, or lower kv_cache.pd_buffer_size" if limit > 0
                      else "lower kv_cache.pd_buffer_size")))
         elif role.headroom_bytes < assumptions.CUDA_CONTEXT_HEADROOM_BYTES:
-            warnings.append(Warning(
+            warnings.append(SpecWarning(
                 code="LowGpuHeadroom", field=util_field,
                 message=f"vLLM's share and the PD buffer leave {format_bytes(role.headroom_bytes)} of each "
                         f"{label} GPU for the CUDA context, NCCL and NIXL registrations (about "
@@ -129,7 +129,7 @@ def _memory_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warnin
         if spec.max_model_len <= role.kv_cache_tokens and role.max_length_sequences < role.max_num_seqs:
             util_field = (f"{role_name}.gpu_memory_utilization" if role_spec.gpu_memory_utilization is not None
                           else "gpu_memory_utilization")
-            warnings.append(Warning(
+            warnings.append(SpecWarning(
                 code="KvCacheBelowMaxNumSeqs", field=f"{role_name}.max_num_seqs",
                 message=f"each {role_name} GPU's KV cache (about {format_bytes(role.kv_cache_bytes_per_gpu)}) holds "
                         f"{role.max_length_sequences} sequences of max_model_len {spec.max_model_len}, fewer than "
@@ -155,9 +155,9 @@ def _raise_buffer(spec: DpdSpec, p: Plan, needed_bytes: int) -> str:
     return text
 
 
-def _buffer_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warning]]:
+def _buffer_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[SpecWarning]]:
     problems: list[Problem] = []
-    warnings: list[Warning] = []
+    warnings: list[SpecWarning] = []
     chunk_bytes = p.kv_bytes_per_chunk_per_rank
     longest = p.at_max_model_len
     buffer_text = (f"holds {p.pd_buffer_chunks} chunks of {p.chunk_tokens} tokens per rank "
@@ -178,7 +178,7 @@ def _buffer_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warnin
     reaches_prefiller = spec.routing.threshold <= spec.max_model_len  # else nothing is ever transferred
     if reaches_prefiller and at_threshold.pd_buffer_transfers < seqs:
         needed = seqs * at_threshold.chunks * chunk_bytes
-        warnings.append(Warning(
+        warnings.append(SpecWarning(
             code="PdBufferBelowMaxNumSeqs", field="kv_cache.pd_buffer_size",
             message=f"{spec.kv_cache.pd_buffer_size} {buffer_text}: {at_threshold.pd_buffer_transfers} transfers of "
                     f"{at_threshold.tokens} tokens (the routing threshold) at once, fewer than the decoder's "
@@ -187,13 +187,13 @@ def _buffer_findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warnin
     return problems, warnings
 
 
-def _advice(spec: DpdSpec, p: Plan) -> list[Warning]:
-    warnings: list[Warning] = []
+def _advice(spec: DpdSpec, p: Plan) -> list[SpecWarning]:
+    warnings: list[SpecWarning] = []
     arch = p.architecture
     active = arch.active_parameters
     if active < assumptions.SMALL_MODEL_PARAMETERS:
         kind = f"{active / 1e9:.1f}B active parameters" if arch.is_moe else f"{active / 1e9:.1f}B parameters"
-        warnings.append(Warning(
+        warnings.append(SpecWarning(
             code="SmallModel", field="model.architecture",
             message=f"{arch.name} has {kind}; its prefill is short enough that DPD gains little over a colocated "
                     "endpoint on the same GPUs (the operator documents gains for 70B+ dense models)"))
@@ -202,19 +202,19 @@ def _advice(spec: DpdSpec, p: Plan) -> list[Warning]:
         what = ("0 sends every prompt, even one token long, through the prefiller and a KV transfer" if threshold == 0
                 else f"{threshold} sends prompts whose prefill takes about "
                      f"{human_seconds(p.at_threshold.prefill_compute_seconds)} through the prefiller")
-        warnings.append(Warning(
+        warnings.append(SpecWarning(
             code="ShortRoutingThreshold", field="routing.threshold",
             message=f"{what}; the router hop, the transfer and a second scheduling can cost more than they save. "
                     "DPD helps from about 4,000 input tokens; the operator's default threshold is 4096"))
     ratio = p.at_threshold.transfer_seconds_at_line_rate / max(p.at_threshold.prefill_compute_seconds, 1e-12)
     if ratio > assumptions.TRANSFER_TO_PREFILL_WARN_RATIO:
-        warnings.append(Warning(
+        warnings.append(SpecWarning(
             code="TransferCostsPrefill", field="routing.threshold",
             message=f"a {p.at_threshold.tokens}-token transfer takes at least "
                     f"{human_seconds(p.at_threshold.transfer_seconds_at_line_rate)} at line rate, {ratio:.0%} of its "
                     f"estimated {human_seconds(p.at_threshold.prefill_compute_seconds)} prefill"))
     if p.tensor_parallel_size > arch.num_kv_heads:
-        warnings.append(Warning(
+        warnings.append(SpecWarning(
             code="KvHeadsReplicated", field="tensor_parallel_size",
             message=f"tensor_parallel_size {p.tensor_parallel_size} exceeds the {arch.num_kv_heads} KV heads of "
                     f"{arch.name}: vLLM replicates them, so every rank stores and transfers a full head "
@@ -222,7 +222,7 @@ def _advice(spec: DpdSpec, p: Plan) -> list[Warning]:
     return warnings
 
 
-def findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[Warning]]:
+def findings(spec: DpdSpec, p: Plan) -> tuple[list[Problem], list[SpecWarning]]:
     """Problems (errors) and warnings for a computed plan, in a stable order."""
     memory_problems, memory_warnings = _memory_findings(spec, p)
     buffer_problems, buffer_warnings = _buffer_findings(spec, p)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hyperpod_dpd.architecture import ModelArchitecture
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.planner import assumptions
 from hyperpod_dpd.planner.findings import findings
@@ -21,6 +20,7 @@ from hyperpod_dpd.planner.sizing import (
     resolve_architecture,
 )
 from hyperpod_dpd.spec import DpdSpec, RoleSpec
+from hyperpod_dpd.spec.architecture import ModelArchitecture
 
 
 def plan(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, prompt_tokens: int | None = None) -> Plan:

@@ -24,15 +24,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_dpd.architecture import (
+from hyperpod_dpd.errors import Problem, SpecError, SpecWarning
+from hyperpod_dpd.planner import assumptions
+from hyperpod_dpd.spec import DpdSpec, NodeUsage
+from hyperpod_dpd.spec.architecture import (
     PRESETS,
     ModelArchitecture,
     preset_for_model_name,
     unsizable_reason_for_model_name,
 )
-from hyperpod_dpd.errors import Problem, SpecError, Warning
-from hyperpod_dpd.planner import assumptions
-from hyperpod_dpd.spec import DpdSpec, NodeUsage
 
 GIB = 2**30
 
@@ -160,7 +160,7 @@ class Plan:
     decode: RoleMemory
     nodes: NodeUsage
     problems: tuple[Problem, ...] = field(default=())
-    warnings: tuple[Warning, ...] = field(default=())
+    warnings: tuple[SpecWarning, ...] = field(default=())
 
     @property
     def ok(self) -> bool:
@@ -212,11 +212,6 @@ class Plan:
                             "activation_reserve_bytes_per_gpu": assumptions.ACTIVATION_RESERVE_BYTES,
                             "line_rate": "the node's aggregate EFA bandwidth"},
         }
-
-    def render_table(self) -> str:
-        from hyperpod_dpd.planner.table import render_table  # noqa: PLC0415 - keeps the module graph flat
-
-        return render_table(self)
 
 
 # --- resolving the architecture ---------------------------------------------------------------------

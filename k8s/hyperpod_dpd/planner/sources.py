@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hyperpod_dpd.architecture import PRESETS, ModelArchitecture, UnsizableArchitecture, architecture_from_config
 from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.spec.architecture import PRESETS, ModelArchitecture, UnsizableArchitecture, architecture_from_config
 
 CONFIG_NAME = "config.json"
 FIELD = "model.architecture"
-# S3 error codes that mean "it is not there"; "you may not read this" is classified by hyperpod_dpd.ops.aws.
+# S3 error codes that mean "it is not there"; "you may not read this" is classified by hyperpod_dpd.clients.aws.
 _MISSING = {"NoSuchKey", "404", "NotFound", "NoSuchBucket"}
 
 
@@ -84,7 +84,7 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
 def _read_s3(uri: str, s3_client: Any) -> Mapping[str, Any]:
     import botocore.exceptions  # noqa: PLC0415 - only S3 sources need boto3
 
-    from hyperpod_dpd.ops.aws import is_access_denied, is_credentials_problem  # noqa: PLC0415
+    from hyperpod_dpd.clients.aws import is_access_denied, is_credentials_problem  # noqa: PLC0415
 
     bucket, key = split_s3_uri(uri)
     where = f"s3://{bucket}/{key}"

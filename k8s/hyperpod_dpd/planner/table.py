@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hyperpod_dpd.planner import assumptions
 from hyperpod_dpd.planner.sizing import Plan, RequestSizing, RoleMemory, human_seconds
-from hyperpod_dpd.units import format_bytes
+from hyperpod_dpd.spec.units import format_bytes
 
 LABEL = 42
 

@@ -6,8 +6,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hyperpod_dpd.instances import InstanceType
 from hyperpod_dpd.spec._frozen import Frozen
+from hyperpod_dpd.spec.instances import InstanceType
 from hyperpod_dpd.spec.kv_cache import KvCacheSpec
 from hyperpod_dpd.spec.model import ModelSpec
 from hyperpod_dpd.spec.observability import AlertThresholds, SloSpec

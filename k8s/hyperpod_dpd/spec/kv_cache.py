@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hyperpod_dpd.spec._frozen import Frozen
-from hyperpod_dpd.units import ByteSize
+from hyperpod_dpd.spec.units import ByteSize
 
 DEFAULT_PD_BUFFER = ByteSize.gibibytes(8)
 DEFAULT_CHUNK_TOKENS = 256

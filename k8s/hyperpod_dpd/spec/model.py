@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hyperpod_dpd.architecture import ModelArchitecture
 from hyperpod_dpd.spec._frozen import Frozen
+from hyperpod_dpd.spec.architecture import ModelArchitecture
 
 DEFAULT_MOUNT_PATH = "/opt/ml/model"
 
@@ -78,7 +78,7 @@ class ModelSpec(Frozen):
 
     :param name: the model name (``spec.modelName``); with an ``endpoint_name`` the manifest carries it
         as a valid SageMaker model name (other characters become ``-``: ``Llama-3.3-70B`` -> ``Llama-3-3-70B``).
-    :param architecture: a preset name (see ``hyperpod_dpd.architecture.PRESETS``) or an explicit
+    :param architecture: a preset name (see ``hyperpod_dpd.spec.architecture.PRESETS``) or an explicit
         architecture, used to check tensor parallelism and size the KV transfer.
         :default: - the preset matching ``name``, if there is one
     :param mount_path: where the weights appear inside the worker. :default: /opt/ml/model

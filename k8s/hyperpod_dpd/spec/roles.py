@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from hyperpod_dpd.spec._frozen import Frozen
 from hyperpod_dpd.spec.autoscaling import AutoscalingSpec
-from hyperpod_dpd.spec_fields import REFUSED
+from hyperpod_dpd.spec.fields import REFUSED
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperpod_dpd.architecture import PRESETS, ModelArchitecture, preset_for_model_name
-from hyperpod_dpd.errors import Problem, SpecError, Warning
+from hyperpod_dpd.errors import Problem, SpecError, SpecWarning
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec.architecture import PRESETS, ModelArchitecture, preset_for_model_name
 
-Finding = Problem | Warning
+Finding = Problem | SpecWarning
 Rule = Callable[["RuleContext"], Iterable[Finding]]
 
 _RULES: list[Rule] = []
@@ -29,7 +29,7 @@ class CheckedSpec:
     """A spec that passed every rule, with the warnings it raised and the architecture used."""
 
     spec: DpdSpec
-    warnings: tuple[Warning, ...]
+    warnings: tuple[SpecWarning, ...]
     architecture: ModelArchitecture | None
 
 
@@ -55,7 +55,7 @@ def check(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, sourc
     Types are checked by a round trip through the file loader, so a spec built in Python with a
     wrong type gets the same message as a file would; the rules then see a well-typed spec.
     """
-    from hyperpod_dpd.loading import spec_to_mapping  # noqa: PLC0415 - import cycle
+    from hyperpod_dpd.spec.loading import spec_to_mapping  # noqa: PLC0415 - import cycle
 
     return check_data(spec_to_mapping(spec), architecture=architecture, source=source)
 
@@ -63,7 +63,7 @@ def check(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, sourc
 def check_data(data: object, *, architecture: ModelArchitecture | None = None,
                source: str | None = None) -> CheckedSpec:
     """Parse and check plain data (a loaded YAML or JSON file), reporting type and rule problems together."""
-    from hyperpod_dpd.loading import parse_spec  # noqa: PLC0415 - import cycle
+    from hyperpod_dpd.spec.loading import parse_spec  # noqa: PLC0415 - import cycle
     from hyperpod_dpd.validation import (  # noqa: F401, PLC0415 - registers the rules
         dpd_breakers,
         observability_rules,
@@ -76,7 +76,7 @@ def check_data(data: object, *, architecture: ModelArchitecture | None = None,
     if typed is None:
         raise SpecError(problems, source=source)
     context = RuleContext(spec=typed, architecture=architecture or resolve_architecture(typed))
-    warnings: list[Warning] = []
+    warnings: list[SpecWarning] = []
     parsed_cleanly = not problems
     for rule in _RULES:
         try:
@@ -99,6 +99,6 @@ def check_data(data: object, *, architecture: ModelArchitecture | None = None,
 
 def load_checked_spec(path: str | Path) -> CheckedSpec:
     """Read a spec file and check it: the one path every command and the CDK app take from a file."""
-    from hyperpod_dpd.loading import read_spec_data  # noqa: PLC0415 - import cycle
+    from hyperpod_dpd.spec.loading import read_spec_data  # noqa: PLC0415 - import cycle
 
     return check_data(read_spec_data(path), source=str(path))

@@ -26,11 +26,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hyperpod_dpd.errors import Problem, Warning
+from hyperpod_dpd.contracts.vllm import flag_values
+from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV
 from hyperpod_dpd.spec import PrometheusTrigger
 from hyperpod_dpd.validation.check import Finding, RuleContext, register_rule
-from hyperpod_dpd.vllm_args import flag_values
 
 # The HyperPod reverse-proxy sidecar's metrics port (AWS docs: http://pod-ip:9113/metrics).
 SIDECAR_METRICS_PORT = 9113
@@ -123,12 +123,12 @@ def environment(ctx: RuleContext) -> Iterator[Finding]:
                                   "not exist stops vLLM at start",
                           fix="remove it from env")
         elif key == "LMCACHE_LOG_LEVEL" and value.upper() in LOG_LEVELS[2:]:
-            yield Warning(code="LogLinesHidden", field=f"env.{key}",
+            yield SpecWarning(code="LogLinesHidden", field=f"env.{key}",
                           message=f"{value} hides LMCache's INFO lines ('Retrieved ... out of', 'Stored ... "
                                   "throughput') that the KvNotRetrieved and KvTransferBelow1GBps alarms read; "
                                   "use INFO")
         elif LMCACHE_PD_ENV.match(key):
-            yield Warning(code="LmcachePdOverride", field=f"env.{key}",
+            yield SpecWarning(code="LmcachePdOverride", field=f"env.{key}",
                           message="overrides LMCache's prefill/decode wiring, which the operator sets for each "
                                   "role; a wrong role, channel or peer stops every KV transfer. Remove it unless "
                                   "AWS support asked for it")
@@ -156,7 +156,7 @@ def autoscaling_signals(ctx: RuleContext) -> Iterator[Finding]:
         if scaling is None:
             continue
         if role_name == "prefill" and scaling.min_replicas == 0:
-            yield Warning(code="PrefillScalesToZero", field="prefill.autoscaling.min_replicas",
+            yield SpecWarning(code="PrefillScalesToZero", field="prefill.autoscaling.min_replicas",
                           message="0 leaves no prefiller while the trigger is idle: long prompts then have no "
                                   "disaggregated path until KEDA activates one (DpdNoReadyPod stays quiet on "
                                   "purpose); use 1 to keep DPD on")

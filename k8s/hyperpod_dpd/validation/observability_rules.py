@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hyperpod_dpd.errors import Problem, Warning
+from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.observability.alerts import RATE_WINDOW_SECONDS
 from hyperpod_dpd.observability.metrics import INTER_TOKEN_LATENCY
 from hyperpod_dpd.spec.observability import AlertThresholds
@@ -36,7 +36,7 @@ def _fraction(field: str, value: float, fix: str) -> Iterator[Problem]:
 def slo_targets(ctx: RuleContext) -> Iterator[Finding]:
     slo = ctx.spec.slo
     if not ctx.spec.metrics.enabled and (slo is not None or ctx.spec.alerts is not None):
-        yield Warning(code="ALERTS_WITHOUT_METRICS", field="metrics.enabled",
+        yield SpecWarning(code="ALERTS_WITHOUT_METRICS", field="metrics.enabled",
                       message="is false, so no alert rule is rendered and slo/alerts have no effect; "
                               "remove them or enable metrics")
     if slo is None:
@@ -51,7 +51,7 @@ def slo_targets(ctx: RuleContext) -> Iterator[Finding]:
                       fix=f"give a p90 target of at least {MIN_TPOT_MS} ms, e.g. 50")
     elif slo.tpot_ms is not None and slo.tpot_ms / 1000 not in INTER_TOKEN_LATENCY.buckets:
         bounds = ", ".join(f"{b * 1000:g}" for b in INTER_TOKEN_LATENCY.buckets if b <= 1)
-        yield Warning(code="SLO_BETWEEN_BUCKETS", field="slo.tpot_ms",
+        yield SpecWarning(code="SLO_BETWEEN_BUCKETS", field="slo.tpot_ms",
                       message=f"{slo.tpot_ms} is not a bucket bound of vLLM's inter-token latency histogram "
                               f"({bounds} ms): the p90 is interpolated between bounds, so the alert may fire "
                               "early or late; choose a bound for an exact threshold")

@@ -6,9 +6,10 @@ import difflib
 import re
 from collections.abc import Iterator, Sequence
 
-from hyperpod_dpd.architecture import PRESETS
-from hyperpod_dpd.errors import Problem, Warning
-from hyperpod_dpd.operator_names import router_service
+from hyperpod_dpd.contracts.operator import router_service
+from hyperpod_dpd.contracts.vllm import VLLM_VERSION, Arity, Flag, Match, flag_values, parse_flags, vllm_flags
+from hyperpod_dpd.contracts.zones import AZ_NAME, zone_settings
+from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.spec import (
     KNOWN_IMAGES,
     CloudWatchTrigger,
@@ -20,10 +21,9 @@ from hyperpod_dpd.spec import (
     S3Source,
     VolumeSource,
 )
-from hyperpod_dpd.units import parse_quantity
+from hyperpod_dpd.spec.architecture import PRESETS
+from hyperpod_dpd.spec.units import parse_quantity
 from hyperpod_dpd.validation.check import Finding, RuleContext, register_rule
-from hyperpod_dpd.vllm_args import VLLM_VERSION, Arity, Flag, Match, flag_values, parse_flags, vllm_flags
-from hyperpod_dpd.zones import AZ_NAME, zone_settings
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -167,7 +167,7 @@ def model_source(ctx: RuleContext) -> Iterator[Finding]:
             yield problem("model.source.s3.region", source.region, "is not an AWS region name",
                           "write e.g. 'us-west-2'")
         if source.region is None:
-            yield Warning(code="BucketRegionUnset", field="model.source.s3.region",
+            yield SpecWarning(code="BucketRegionUnset", field="model.source.s3.region",
                           message="is not set: a CDK stack fills in its own region, but `hyperpod-dpd synth` needs "
                                   "it (or --region) to render the manifest. Fix: set region, e.g. 'us-west-2'")
     elif isinstance(source, FsxSource):
@@ -241,7 +241,7 @@ def hardware(ctx: RuleContext) -> Iterator[Finding]:
             yield problem(f"{role_name}.resources.gpus", gpus, f"is fewer than tensor_parallel_size {tp}; vLLM "
                           "needs one GPU per tensor-parallel rank", f"request {tp} GPUs or lower tensor_parallel_size")
         elif tp <= gpus <= facts.gpus and gpus > tp:
-            yield Warning(code="GpusIdle", field=f"{role_name}.resources.gpus",
+            yield SpecWarning(code="GpusIdle", field=f"{role_name}.resources.gpus",
                           message=f"{gpus} GPUs requested but tensor parallelism uses {tp}; {gpus - tp} stay idle")
     if spec.worker_resources is not None:
         yield from _resources("worker_resources", spec.worker_resources, ctx)
@@ -289,7 +289,7 @@ def roles(ctx: RuleContext) -> Iterator[Finding]:
                               "variables; both roles share worker.environmentVariables",
                               "move shared variables to env, and role-specific behaviour to args")
     if spec.decode.replicas > 1:
-        yield Warning(code="SingleDecoder", field="decode.replicas",
+        yield SpecWarning(code="SingleDecoder", field="decode.replicas",
                       message=f"{spec.decode.replicas} decode replicas requested, but the current operator runs one "
                               "decode deployment per endpoint; scale prefill replicas or raise "
                               "kv_cache.pd_buffer_size instead")
@@ -312,13 +312,13 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
         yield problem("port", spec.port, "is the port of the operator's proxy container in the same pod (the "
                       "router sends requests to <pod-ip>:8081), so vLLM could not bind it", "use e.g. 8000")
     elif spec.port == METRICS_DEFAULT_PORT:
-        yield Warning(code="PortMayCollide", field="port",
+        yield SpecWarning(code="PortMayCollide", field="port",
                       message="8080 is the operator's default model-metrics port; whether anything else in the pod "
                               "binds it is undocumented, so 8000 is the safer choice")
     if not spec.image.strip() or any(c.isspace() for c in spec.image):
         yield problem("image", spec.image, "must be a container image reference", "use e.g. " + KNOWN_IMAGES[0])
     elif spec.image not in KNOWN_IMAGES:
-        yield Warning(code="UnknownImage", field="image",
+        yield SpecWarning(code="UnknownImage", field="image",
                       message=f"{spec.image} is not one of the documented DPD images; it must bundle vLLM, LMCache, "
                               "NIXL and the EFA libfabric provider, or KV transfers fail")
     yield from _args("args", spec.args, shared=None)
@@ -400,7 +400,7 @@ def routing(ctx: RuleContext) -> Iterator[Finding]:
         yield problem("routing.threshold", threshold, "must be 0 (always disaggregate) or more",
                       "use e.g. 4096, the documented default")
     elif threshold > spec.max_model_len > 0:
-        yield Warning(code="NoPromptReachesPrefiller", field="routing.threshold",
+        yield SpecWarning(code="NoPromptReachesPrefiller", field="routing.threshold",
                       message=f"{threshold} is above max_model_len {spec.max_model_len}: no prompt reaches the "
                               "prefiller, so every request is served by the decoder alone")
     path = spec.invocation_path.lstrip("/")
@@ -416,10 +416,10 @@ def routing(ctx: RuleContext) -> Iterator[Finding]:
             yield problem("invocation_path", spec.invocation_path, message, "use 'v1/chat/completions' or "
                           "'v1/completions'")
         else:
-            yield Warning(code="UnknownRoute", field="invocation_path", message=f"{path!r} {message} (checked "
+            yield SpecWarning(code="UnknownRoute", field="invocation_path", message=f"{path!r} {message} (checked "
                           "because the image is not a documented DPD image; ignore if yours serves it)")
     if spec.routing.strategy is RoutingStrategy.KV_AWARE:
-        yield Warning(code="KvAwareUnverified", field="routing.strategy",
+        yield SpecWarning(code="KvAwareUnverified", field="routing.strategy",
                       message="AWS documents kvaware for the completions API with vLLM images 0.19.1 or later "
                               f"(invocation_path here: {path!r}); the DPD images ship vLLM 0.19.0, and the DPD "
                               "guide recommends kvaware without that caveat. Verify cache hits on your cluster, or "
@@ -458,7 +458,7 @@ def observability(ctx: RuleContext) -> Iterator[Finding]:
         yield problem("metrics.model_metrics_port", metrics.model_metrics_port, "must be 1024-65535",
                       f"use the vLLM port, {ctx.spec.port}")
     elif metrics.model_metrics_port is not None and metrics.model_metrics_port != ctx.spec.port:
-        yield Warning(code="MetricsPortDiffers", field="metrics.model_metrics_port",
+        yield SpecWarning(code="MetricsPortDiffers", field="metrics.model_metrics_port",
                       message=f"{metrics.model_metrics_port} is not port {ctx.spec.port}, where vLLM serves /metrics; "
                               "the operator would scrape a port nothing serves metrics on (leave it unset)")
     if metrics.model_metrics_path is not None and not HTTP_PATH.match(metrics.model_metrics_path):
@@ -502,7 +502,7 @@ def idle_node_gpus(ctx: RuleContext) -> Iterator[Finding]:
                      if t.facts.gpus < per_node and t.facts.gpu_model == spec.instance_type.facts.gpu_model)
     if smaller:
         fixes.append(f"an instance type with fewer GPUs ({', '.join(smaller)})")
-    yield Warning(code="NodeGpusIdle", field="instance_type",
+    yield SpecWarning(code="NodeGpusIdle", field="instance_type",
                   message=f"{usage.summary()} ({usage.breakdown()}); {usage.gpus_provisioned - usage.gpus_used} "
                           f"GPUs are paid for and idle. Fix: {'; or '.join(fixes)}")
 
@@ -511,7 +511,7 @@ def idle_node_gpus(ctx: RuleContext) -> Iterator[Finding]:
 def topology(ctx: RuleContext) -> Iterator[Finding]:
     topo = ctx.spec.topology
     if not topo.same_az:
-        yield Warning(code="CrossAz", field="topology.same_az",
+        yield SpecWarning(code="CrossAz", field="topology.same_az",
                       message="false lets prefill and decode land in different Availability Zones; EFA does not "
                               "cross zones, so KV transfers would fall back to TCP. Harmless in a single-AZ HyperPod "
                               "cluster (what this library's stack builds), costly otherwise")
@@ -522,7 +522,7 @@ def topology(ctx: RuleContext) -> Iterator[Finding]:
     own_region = source.region if isinstance(source, S3Source) and not is_token(source.region or "") else None
     for setting in zone_settings(ctx.spec):
         if own_region is not None and setting.region is not None and setting.region != own_region:
-            yield Warning(code="ZoneOutsideRegion", field=setting.field,
+            yield SpecWarning(code="ZoneOutsideRegion", field=setting.field,
                           message=f"{setting.value!r} is in {setting.region}, but the spec's region "
                                   f"(model.source.s3.region) is {own_region}: pods pinned to a zone without "
                                   "HyperPod nodes never schedule. Fix: name a zone of the cluster's region, or "
@@ -555,7 +555,7 @@ def autoscaling(ctx: RuleContext) -> Iterator[Finding]:
                           "add a cloudwatch or prometheus trigger, or remove autoscaling")
         yield from _triggers(field, scaling.triggers)
         if role_name == "decode" and scaling.max_replicas > 1:
-            yield Warning(code="SingleDecoder", field=f"{field}.max_replicas",
+            yield SpecWarning(code="SingleDecoder", field=f"{field}.max_replicas",
                           message="the current operator runs one decode deployment per endpoint; scaling decode "
                                   "above 1 is unverified")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hyperpod_dpd.errors import Warning
+from hyperpod_dpd.errors import SpecWarning
 from hyperpod_dpd.validation.check import Finding, RuleContext, register_rule
 from hyperpod_dpd.validation.rules import is_token, problem
 
@@ -32,12 +32,12 @@ def front_doors(ctx: RuleContext) -> Iterator[Finding]:
     spec = ctx.spec
     if spec.endpoint_name is not None:
         return  # the SageMaker endpoint authenticates, and trusts the self-signed certificate (tlsConfig)
-    yield Warning(code="NoAuthenticatedFrontDoor", field="endpoint_name",
+    yield SpecWarning(code="NoAuthenticatedFrontDoor", field="endpoint_name",
                   message="is not set: only the VPC-internal ALB and the in-cluster router reach this model, and "
                           "neither authenticates its callers; set endpoint_name to register a SageMaker endpoint "
                           "(IAM SigV4, sagemaker:InvokeEndpoint) for applications")
     if spec.tls is None or spec.tls.acm_certificate_arn is None:
-        yield Warning(code="SelfSignedCertificate", field="tls",
+        yield SpecWarning(code="SelfSignedCertificate", field="tls",
                       message="has no acm_certificate_arn: the ALB presents the operator's self-signed certificate, "
                               "which direct clients cannot verify; set tls.acm_certificate_arn and tls.domain_name "
                               "to a CA-signed ACM certificate")
@@ -63,7 +63,7 @@ def audit_trail(ctx: RuleContext) -> Iterator[Finding]:
     if not capture.load_balancer:
         yield problem("data_capture.load_balancer", False, "captures nothing", "set it true, or remove data_capture")
     elif uri is not None:
-        yield Warning(code="CaptureBucketPermissions", field="data_capture.s3_uri",
+        yield SpecWarning(code="CaptureBucketPermissions", field="data_capture.s3_uri",
                       message="is your own bucket: its policy must let logdelivery.elasticloadbalancing.amazonaws.com "
                               "s3:PutObject there, and the operator's execution role needs s3:PutObject on it; the "
                               "stack grants both only for the default location")

@@ -14,10 +14,8 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from hyperpod_dpd.instances import InstanceType, supported_names
-from hyperpod_dpd.loading import to_plain
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec_fields import (
+from hyperpod_dpd.spec.fields import (
     is_record,
     record_kinds,
     record_summary,
@@ -26,7 +24,9 @@ from hyperpod_dpd.spec_fields import (
     union_options,
     without_none,
 )
-from hyperpod_dpd.units import SIZE_WITH_UNIT, ByteSize
+from hyperpod_dpd.spec.instances import InstanceType, supported_names
+from hyperpod_dpd.spec.loading import to_plain
+from hyperpod_dpd.spec.units import SIZE_WITH_UNIT, ByteSize
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 FILE_NAME = "dpd-spec.schema.json"

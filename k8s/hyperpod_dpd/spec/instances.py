@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from hyperpod_dpd.units import ByteSize
+from hyperpod_dpd.spec.units import ByteSize
 
 # HyperPod GPU instance groups run one thread per core (``ThreadsPerCore: 1``, as AWS's HyperPod templates
 # set): a 192-vCPU p5.48xlarge node then shows 96 CPUs to Kubernetes.

@@ -1,10 +1,10 @@
 """What a deployed stack says about itself: its CloudFormation outputs, read into one typed value.
 
-The stack writes the outputs (``hyperpod_dpd_cdk.stack``) with the key names and JSON fields
-defined here, and ``bench`` and ``verify`` read them back, from ``--stack NAME`` (CloudFormation
-``DescribeStacks``) or ``--outputs-file FILE`` (what ``cdk deploy --outputs-file FILE`` writes,
-keyed by stack name). So a deployed name (bucket, instance group, ServiceAccount, router Service)
-is derived once, in the stack, and every command uses that value instead of re-deriving it.
+The stack writes the outputs with the key names and JSON fields defined here; ``bench`` and ``verify``
+read them back from ``--stack NAME`` (CloudFormation ``DescribeStacks``, through
+:func:`hyperpod_dpd.clients.aws.describe_stack`) or ``--outputs-file FILE`` (what
+``cdk deploy --outputs-file FILE`` writes, keyed by stack name). So a deployed name is derived once,
+in the stack, and every command uses that value instead of re-deriving it.
 """
 
 from __future__ import annotations
@@ -13,12 +13,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hyperpod_dpd.errors import Problem, SpecError
-
-if TYPE_CHECKING:
-    from hyperpod_dpd.ops.aws import AwsClients
 
 # Stack-level output keys (the CfnOutput ids at the stack's root are the keys verbatim).
 REGION = "Region"
@@ -114,7 +111,7 @@ def endpoint_output(*, name: str, namespace: str, router_service: str, router_na
             "aggregated": dict(aggregated) if aggregated is not None else None}
 
 
-def _bad(field: str, value: Any, message: str, fix: str) -> SpecError:
+def output_error(field: str, value: Any, message: str, fix: str) -> SpecError:
     return SpecError([Problem(field=field, value=value, message=message, fix=fix)])
 
 
@@ -136,7 +133,7 @@ def _endpoint(key: str, text: str, *, where: str) -> DeployedEndpoint:
             aggregated=DeployedTwin(name=twin["name"], router_service=twin["routerService"],
                                     instance_group=twin["instanceGroup"]) if twin else None)
     except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise _bad(where, key, f"holds an endpoint output this version cannot read ({err})",
+        raise output_error(where, key, f"holds an endpoint output this version cannot read ({err})",
                    "deploy the stack with this version of hyperpod-dpd") from None
 
 
@@ -159,13 +156,14 @@ def from_outputs(stack_name: str, outputs: Mapping[str, str], *, source: str,
     """
     missing = [key for key in REQUIRED if not outputs.get(key)]
     if missing:
-        raise _bad(option, stack_name, f"has no output {', '.join(missing)} ({source}): not a hyperpod-dpd stack, "
+        raise output_error(option, stack_name,
+                           f"has no output {', '.join(missing)} ({source}): not a hyperpod-dpd stack, "
                    "or one deployed by an older version", "pass the hyperpod-dpd stack (cdk deploy prints its "
                    "name), redeployed with this version")
     endpoints = tuple(_endpoint(key, value, where=option) for key, value in sorted(outputs.items())
                       if key.startswith(ENDPOINT_PREFIX))
     if not endpoints:
-        raise _bad(option, stack_name, f"has no endpoint outputs (DpdEndpoint...) ({source})",
+        raise output_error(option, stack_name, f"has no endpoint outputs (DpdEndpoint...) ({source})",
                    "redeploy the stack with this version of hyperpod-dpd")
     return DeployedStack(
         stack_name=stack_name, region=outputs[REGION], eks_cluster_name=outputs[EKS_CLUSTER],
@@ -183,40 +181,24 @@ def read_outputs_file(path: str | Path, *, stack: str | None = None) -> Deployed
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
-        raise _bad(field, str(path), f"cannot be read: {err.strerror or err}",
+        raise output_error(field, str(path), f"cannot be read: {err.strerror or err}",
                    "pass the file `cdk deploy --outputs-file FILE` wrote") from None
     except ValueError as err:
-        raise _bad(field, str(path), f"is not JSON ({err})",
+        raise output_error(field, str(path), f"is not JSON ({err})",
                    "pass the file `cdk deploy --outputs-file FILE` wrote") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise _bad(field, str(path), "is not {stack name: {output: value}}",
+        raise output_error(field, str(path), "is not {stack name: {output: value}}",
                    "pass the file `cdk deploy --outputs-file FILE` wrote")
     if stack is None:
         if len(data) != 1:
-            raise _bad("--stack", None, f"is needed: {path} holds {len(data)} stacks ({', '.join(sorted(data))})",
+            raise output_error("--stack", None,
+                               f"is needed: {path} holds {len(data)} stacks ({', '.join(sorted(data))})",
                        "pass --stack NAME")
         (stack,) = data
     if stack not in data:
-        raise _bad("--stack", stack, f"is not in {path} (it holds: {', '.join(sorted(data)) or 'nothing'})",
+        raise output_error("--stack", stack, f"is not in {path} (it holds: {', '.join(sorted(data)) or 'nothing'})",
                    "pass one of the stacks in the file")
     return from_outputs(stack, {str(k): str(v) for k, v in data[stack].items()}, source=str(path))
-
-
-def describe_stack(clients: AwsClients, stack: str) -> DeployedStack:
-    """The stack's outputs from CloudFormation ``DescribeStacks``."""
-    from hyperpod_dpd.ops.aws import AWS_ERRORS, describe_error, error_code  # noqa: PLC0415
-
-    try:
-        (found,) = clients.cloudformation().describe_stacks(StackName=stack)["Stacks"]
-    except AWS_ERRORS as err:
-        if error_code(err) == "ValidationError":
-            raise _bad("--stack", stack, f"does not exist in {clients.region}",
-                       "check the name (`cdk list`) and --region") from None
-        raise _bad("--stack", stack, describe_error(err, permission="cloudformation:DescribeStacks"),
-                   "fix the credentials or permissions, or pass --outputs-file") from None
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])
-               if "OutputKey" in o and "OutputValue" in o}
-    return from_outputs(stack, outputs, source=f"stack {stack} in {clients.region}", option="--stack")
 
 
 STACK, OPTION, GUESSED = "from the stack", "from the command line", "guessed from the spec"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-from hyperpod_dpd.loading import spec_from_text
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec.loading import spec_from_text
 
 DEFAULT_SPEC_RESOURCE = "llama-3.3-70b-p5.yaml"
 
 
 def default_spec_text() -> str:
-    return files(__package__).joinpath(DEFAULT_SPEC_RESOURCE).read_text(encoding="utf-8")
+    return files("hyperpod_dpd.data").joinpath(DEFAULT_SPEC_RESOURCE).read_text(encoding="utf-8")
 
 
 def default_spec() -> DpdSpec:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_dpd.units import ByteSize
+from hyperpod_dpd.spec.units import ByteSize
 
 # A spec field's metadata key: the loader reads the field (so a ported spec gets a precise error) but a
 # rule refuses any value, so the example leaves it out and the schema allows it only empty.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from hyperpod_dpd.operator_names import IEC_GROUP, IEC_PLURAL, IEC_VERSION
+from hyperpod_dpd.contracts.operator import IEC_GROUP, IEC_PLURAL, IEC_VERSION
 
 JsonDict = dict[str, Any]
 

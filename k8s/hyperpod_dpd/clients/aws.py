@@ -23,6 +23,8 @@ from botocore.exceptions import (
     TokenRetrievalError,
 )
 
+from hyperpod_dpd.contracts.stack_outputs import DeployedStack, from_outputs, output_error
+
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_ec2 import EC2Client
@@ -174,3 +176,18 @@ def session_clients(region: str | None, profile: str | None, *,
         return AwsClients(region=chosen, factory=session.client, profile=profile)
     except NoRegionError as err:  # pragma: no cover - region is always set above
         raise AwsUnavailable(str(err)) from None
+
+
+def describe_stack(clients: AwsClients, stack: str) -> DeployedStack:
+    """The stack's outputs from CloudFormation ``DescribeStacks``."""
+    try:
+        (found,) = clients.cloudformation().describe_stacks(StackName=stack)["Stacks"]
+    except AWS_ERRORS as err:
+        if error_code(err) == "ValidationError":
+            raise output_error("--stack", stack, f"does not exist in {clients.region}",
+                       "check the name (`cdk list`) and --region") from None
+        raise output_error("--stack", stack, describe_error(err, permission="cloudformation:DescribeStacks"),
+                   "fix the credentials or permissions, or pass --outputs-file") from None
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])
+               if "OutputKey" in o and "OutputValue" in o}
+    return from_outputs(stack, outputs, source=f"stack {stack} in {clients.region}", option="--stack")

@@ -26,7 +26,7 @@ DATA_FILE = "inferenceendpointconfig-v1.json"
 
 @cache
 def _data() -> dict[str, Any]:
-    text = resources.files(__name__).joinpath(DATA_FILE).read_text(encoding="utf-8")
+    text = resources.files("hyperpod_dpd.data").joinpath(DATA_FILE).read_text(encoding="utf-8")
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TextIO
 
-from hyperpod_dpd.ops.checks import Check, Status
+from hyperpod_dpd.clients.checks import Check, Status
 
 Probe = Callable[[], Check]
 

@@ -21,10 +21,10 @@ from typing import Any
 import yaml
 
 from hyperpod_dpd.errors import Problem, SpecError
-from hyperpod_dpd.instances import InstanceType, supported_names
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec_fields import record_kinds
-from hyperpod_dpd.units import ByteSize
+from hyperpod_dpd.spec.fields import record_kinds
+from hyperpod_dpd.spec.instances import InstanceType, supported_names
+from hyperpod_dpd.spec.units import ByteSize
 
 _MISSING = object()
 # The file name that means standard input, as in ``kubectl apply -f -``.

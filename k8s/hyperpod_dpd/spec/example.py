@@ -15,19 +15,19 @@ from typing import Any
 
 import yaml
 
-from hyperpod_dpd.instances import InstanceType
-from hyperpod_dpd.loading import to_plain
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec_fields import SpecField, is_record, record_kinds, spec_fields, union_options, without_none
-from hyperpod_dpd.spec_schema import FILE_NAME
-from hyperpod_dpd.units import ByteSize
+from hyperpod_dpd.spec.fields import SpecField, is_record, record_kinds, spec_fields, union_options, without_none
+from hyperpod_dpd.spec.instances import InstanceType
+from hyperpod_dpd.spec.loading import to_plain
+from hyperpod_dpd.spec.schema import FILE_NAME
+from hyperpod_dpd.spec.units import ByteSize
 
 WIDTH = 100
 _INDENT = "  "
 
 
 def example_text(spec: DpdSpec) -> str:
-    """``spec`` as an annotated YAML file that :func:`hyperpod_dpd.loading.spec_from_text` reads back to ``spec``."""
+    """``spec`` as an annotated YAML file that ``spec_from_text`` reads back to ``spec``."""
     header = [
         f"# yaml-language-server: $schema={FILE_NAME}",
         f"# (write the schema beside this file with: hyperpod-dpd schema > {FILE_NAME})",

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from aws_cdk import Token
 
 from hyperpod_dpd import DpdSpec, InstanceType, Problem
-from hyperpod_dpd.zones import zone_settings
+from hyperpod_dpd.contracts.zones import zone_settings
 
 AZ_ID_PATTERN = re.compile(r"^(?P<code>[a-z]{3,4}[0-9])-az[0-9]+$")
 
 # AZ ID prefix -> region, for the regions where a DPD instance type is offered by HyperPod
-# (hyperpod_dpd.instances) plus their neighbours. Source: the EC2 "AZ IDs" documentation, which
+# (hyperpod_dpd.spec.instances) plus their neighbours. Source: the EC2 "AZ IDs" documentation, which
 # derives the prefix from the region name (usw2 = us-west-2, apne1 = ap-northeast-1, ...).
 AZ_ID_REGIONS: dict[str, str] = {
     "use1": "us-east-1", "use2": "us-east-2", "usw1": "us-west-1", "usw2": "us-west-2",

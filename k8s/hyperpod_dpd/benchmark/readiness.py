@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from hyperpod_dpd.benchmark.results import METADATA_FILE
 from hyperpod_dpd.benchmark.target import BenchmarkTarget
+from hyperpod_dpd.clients.kube import KubeApi
+from hyperpod_dpd.contracts.operator import IEC_GROUP, IEC_PLURAL, OPERATOR_NAMESPACE
+from hyperpod_dpd.contracts.vllm import flag_values
 from hyperpod_dpd.errors import Problem
-from hyperpod_dpd.operator_names import IEC_GROUP, IEC_PLURAL, OPERATOR_NAMESPACE
-from hyperpod_dpd.ops.kube import KubeApi
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.vllm_args import flag_values
 
 SERVED_MODEL_FLAG = "--served-model-name"
 
