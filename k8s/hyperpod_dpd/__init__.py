@@ -1,6 +1,7 @@
 """hyperpod-dpd: typed Disaggregated Prefill and Decode specs for SageMaker HyperPod.
 
-``from hyperpod_dpd import DpdSpec, ModelSpec, S3Source, check`` is enough to build and check a spec;
+``from hyperpod_dpd import DpdSpec, ModelSpec, S3Source, check`` is enough to build and check a spec
+(``default_spec()`` is the embedded example);
 charts live in :mod:`hyperpod_dpd.charts` and load the jsii runtime only when imported.
 """
 
@@ -28,6 +29,7 @@ from hyperpod_dpd.spec import (
     TopologySpec,
     VolumeSource,
 )
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.spec.instances import InstanceType
 from hyperpod_dpd.spec.loading import load_spec, spec_from_mapping, spec_to_mapping, spec_to_yaml
 from hyperpod_dpd.spec.units import ByteSize
@@ -65,6 +67,7 @@ __all__ = [
     "VolumeSource",
     "Warning",
     "check",
+    "default_spec",
     "load_spec",
     "spec_from_mapping",
     "spec_to_mapping",
