@@ -12,7 +12,7 @@ from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, InstanceType, Problem, SpecError
 from hyperpod_dpd.spec.instances import THREADS_PER_CORE
-from hyperpod_dpd.validation.rules import is_sagemaker_name
+from hyperpod_dpd.validation import is_sagemaker_name
 from hyperpod_dpd_cdk.lifecycle import LifecycleScripts
 
 # /opt/sagemaker holds containerd's images (the vLLM image is tens of GB) and the kubelet; the

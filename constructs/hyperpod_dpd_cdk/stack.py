@@ -20,7 +20,7 @@ from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, SYSTEM_POOL, rou
 from hyperpod_dpd.contracts.stack_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.contracts.stack_defaults import hyperpod_cluster_name as default_cluster_name
 from hyperpod_dpd.contracts.zones import zone_settings
-from hyperpod_dpd.validation.rules import is_sagemaker_name
+from hyperpod_dpd.validation import is_sagemaker_name
 from hyperpod_dpd_cdk._private.placement import instance_type_problems, zone_problems
 from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess, aggregated_groups
 from hyperpod_dpd_cdk.dpd_endpoint import BUILTIN_NAMESPACES, DpdEndpoint

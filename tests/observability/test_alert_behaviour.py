@@ -21,7 +21,7 @@ from hyperpod_dpd.contracts.operator import router_deployment
 from hyperpod_dpd.observability import alert_rules, rules_document, rules_yaml
 from hyperpod_dpd.observability.selectors import EndpointSelectors
 from hyperpod_dpd.spec.defaults import default_spec
-from hyperpod_dpd.validation.observability_rules import MAX_SCRAPE_INTERVAL_SECONDS, MIN_TPOT_MS
+from hyperpod_dpd.validation.observability import MAX_SCRAPE_INTERVAL_SECONDS, MIN_TPOT_MS
 
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(

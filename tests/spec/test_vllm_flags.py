@@ -12,7 +12,7 @@ import pytest
 from support import load_module
 
 from hyperpod_dpd.contracts.vllm import Arity, Match, canonical, canonical_args, parse_flags, vllm_flags
-from hyperpod_dpd.validation.rules import KV_LAYOUT_FLAGS, OWNED_FLAGS, PARALLEL_FLAGS
+from hyperpod_dpd.validation.engine import KV_LAYOUT_FLAGS, OWNED_FLAGS, PARALLEL_FLAGS
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "k8s" / "hyperpod_dpd" / "data" / "vllm-0.19.0-flags.json"

@@ -45,7 +45,7 @@ from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES
 from hyperpod_dpd.errors import Problem, raise_if_any
-from hyperpod_dpd.validation.rules import DNS_LABEL
+from hyperpod_dpd.validation.naming import DNS_LABEL
 
 GENAI_BENCH_VERSION = "0.0.5"
 AIPERF_VERSION = "0.13.0"

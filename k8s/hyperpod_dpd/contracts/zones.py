@@ -3,7 +3,7 @@
 A zone is named two ways: by name (``us-west-2b``, which maps to a different physical zone in each
 account) and by ID (``usw2-az2``, the same everywhere). The stack places every HyperPod node in one
 AZ ID; a spec that pins its pods elsewhere deploys, and its pods never schedule. These are the
-settings the checks (``validation.rules``, the stack, ``preflight``) compare with that zone.
+settings the checks (``validation.hardware``, the stack, ``preflight``) compare with that zone.
 """
 
 from __future__ import annotations

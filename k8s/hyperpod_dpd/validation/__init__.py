@@ -1,5 +1,6 @@
 """Synth-time checks: everything the operator, vLLM or the cluster would reject, found at once."""
 
-from hyperpod_dpd.validation.check import CheckedSpec, check, check_data, load_checked_spec, register_rule
+from hyperpod_dpd.validation.naming import is_sagemaker_name
+from hyperpod_dpd.validation.run import RULES, CheckedSpec, check, check_data, load_checked_spec
 
-__all__ = ["CheckedSpec", "check", "check_data", "load_checked_spec", "register_rule"]
+__all__ = ["RULES", "CheckedSpec", "check", "check_data", "is_sagemaker_name", "load_checked_spec"]

@@ -1,15 +1,6 @@
-"""Who can call the model, as far as the spec decides it: warnings with the fix, and the checks of the
-CRD's ``dnsConfig`` and ``dataCapture`` fields.
+"""Who can call the model, as far as the spec decides it: TLS, the front doors, DNS and data capture.
 
-The operator's ALB authenticates nobody (no CRD field can add authentication or narrow its sources)
-and the router Service is plain HTTP inside the cluster; the SageMaker endpoint is the one front door
-that checks its caller (IAM SigV4, ``sagemaker:InvokeEndpoint``), and it exists only with
-``endpoint_name`` (DPD page: "If endpointName is not set, no SageMaker AI endpoint is created and only
-direct ALB invocation is available"). Without a custom certificate the ALB presents the operator's
-self-signed one (CRD ``tlsConfig.customCertificateConfig``: "if not provided, operator auto-generates
-self-signed certificate"), which no direct client can verify. That matters only without
-``endpoint_name``: the SageMaker endpoint trusts the self-signed certificate through ``tlsConfig``, and
-with it the ALB is not the door applications should use.
+See ``docs/checks.md`` and ``docs/security.md``.
 """
 
 from __future__ import annotations
@@ -18,17 +9,48 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_dpd.errors import SpecWarning
-from hyperpod_dpd.validation.check import Finding, RuleContext, register_rule
-from hyperpod_dpd.validation.rules import is_token, problem
+from hyperpod_dpd.validation.context import Finding, RuleContext, is_token, problem
 
+TLS_S3_URI = re.compile(r"^s3://([^/]+)/?(.*)$")
+ACM_ARN = re.compile(r"^arn:aws:acm:[a-z0-9-]+:[0-9]{12}:certificate/[a-fA-F0-9-]+$")
+DOMAIN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
 # Patterns of the CRD (inferenceendpointconfig-v1.json): dnsConfig.hostedZoneId, dataCapture.s3Uri.
 HOSTED_ZONE_ID = re.compile(r"^Z[A-Z0-9]+$")
 CAPTURE_S3_URI = re.compile(r"^s3://([^/]+)(/[^,=]*)?$")
 CAPTURE_S3_URI_MAX = 512
 
 
-@register_rule
+def tls(ctx: RuleContext) -> Iterator[Finding]:
+    tls_spec = ctx.spec.tls
+    if tls_spec is None:
+        return
+    uri = tls_spec.certificate_output_s3_uri
+    if uri is not None and not is_token(uri) and not TLS_S3_URI.match(uri):
+        yield problem("tls.certificate_output_s3_uri", uri, "must be an s3:// URI", "write s3://bucket/prefix")
+    arn, domain = tls_spec.acm_certificate_arn, tls_spec.domain_name
+    if (arn is None) != (domain is None):
+        yield problem("tls.acm_certificate_arn" if arn is None else "tls.domain_name", arn or domain,
+                      "a custom certificate needs both acm_certificate_arn and domain_name", "set both or neither")
+    if arn is not None and not ACM_ARN.match(arn):
+        yield problem("tls.acm_certificate_arn", arn, "is not an ACM certificate ARN",
+                      "copy the ARN from ACM: arn:aws:acm:<region>:<account>:certificate/<id>")
+    if domain is not None and (len(domain) > 253 or not DOMAIN.match(domain)):
+        yield problem("tls.domain_name", domain, "is not a lower-case DNS name", "write e.g. 'llm.example.com'")
+
+
 def front_doors(ctx: RuleContext) -> Iterator[Finding]:
+    """Warn, with the fix, when no door to the model checks its caller or no client can verify the ALB.
+
+    The operator's ALB authenticates nobody (no CRD field can add authentication or narrow its sources)
+    and the router Service is plain HTTP inside the cluster; the SageMaker endpoint is the one front door
+    that checks its caller (IAM SigV4, ``sagemaker:InvokeEndpoint``), and it exists only with
+    ``endpoint_name`` (DPD page: "If endpointName is not set, no SageMaker AI endpoint is created and only
+    direct ALB invocation is available"). Without a custom certificate the ALB presents the operator's
+    self-signed one (CRD ``tlsConfig.customCertificateConfig``: "if not provided, operator auto-generates
+    self-signed certificate"), which no direct client can verify. That matters only without
+    ``endpoint_name``: the SageMaker endpoint trusts the self-signed certificate through ``tlsConfig``, and
+    with it the ALB is not the door applications should use.
+    """
     spec = ctx.spec
     if spec.endpoint_name is not None:
         return  # the SageMaker endpoint authenticates, and trusts the self-signed certificate (tlsConfig)
@@ -43,7 +65,6 @@ def front_doors(ctx: RuleContext) -> Iterator[Finding]:
                               "to a CA-signed ACM certificate")
 
 
-@register_rule
 def audit_trail(ctx: RuleContext) -> Iterator[Finding]:
     tls, capture = ctx.spec.tls, ctx.spec.data_capture
     zone = tls.hosted_zone_id if tls is not None else None

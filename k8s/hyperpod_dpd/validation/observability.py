@@ -1,4 +1,8 @@
-"""Rules for the SLO and alert-threshold fields: values a Prometheus rule could never fire on, or always would."""
+"""Metrics, SLOs and alert thresholds: the scrape port and interval, and thresholds an alert could never fire
+on, or always would.
+
+See ``docs/checks.md`` and ``docs/alerts.md``.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,12 @@ from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.observability.alerts import RATE_WINDOW_SECONDS
 from hyperpod_dpd.observability.metrics import INTER_TOKEN_LATENCY
 from hyperpod_dpd.spec.observability import AlertThresholds
-from hyperpod_dpd.validation.check import Finding, RuleContext, register_rule
+from hyperpod_dpd.validation.context import Finding, RuleContext, problem
+from hyperpod_dpd.validation.naming import HTTP_PATH
 
+# The HyperPod reverse-proxy sidecar's metrics port, in the same pod as vLLM (AWS's inference observability
+# page: http://pod-ip:9113/metrics).
+SIDECAR_METRICS_PORT = 9113
 # The TPOT alert reads vLLM's inter-token latency histogram, whose lowest bucket is 10 ms: every token
 # faster than that lands in it and histogram_quantile interpolates to just under 10 ms, so a smaller
 # target reads as breached whenever tokens flow. The TTFT alert reads the router's histogram, whose
@@ -22,6 +30,39 @@ SAMPLES_PER_WINDOW = 4
 MAX_SCRAPE_INTERVAL_SECONDS = RATE_WINDOW_SECONDS // SAMPLES_PER_WINDOW
 
 
+def observability(ctx: RuleContext) -> Iterator[Finding]:
+    metrics = ctx.spec.metrics
+    if metrics.scrape_interval_seconds is not None and not 5 <= metrics.scrape_interval_seconds <= 300:
+        yield problem("metrics.scrape_interval_seconds", metrics.scrape_interval_seconds, "must be 5-300",
+                      "use e.g. 15")
+    if metrics.enabled and metrics.model_metrics_port is None and 1 <= ctx.spec.port < 1024:
+        yield problem("port", ctx.spec.port, "is where the operator scrapes vLLM's /metrics, and the CRD's "
+                      "metrics port must be 1024-65535", "use e.g. 8000, or set metrics.enabled: false")
+    if metrics.model_metrics_port is not None and not 1024 <= metrics.model_metrics_port <= 65535:
+        yield problem("metrics.model_metrics_port", metrics.model_metrics_port, "must be 1024-65535",
+                      f"use the vLLM port, {ctx.spec.port}")
+    elif metrics.model_metrics_port is not None and metrics.model_metrics_port != ctx.spec.port:
+        yield SpecWarning(code="MetricsPortDiffers", field="metrics.model_metrics_port",
+                      message=f"{metrics.model_metrics_port} is not port {ctx.spec.port}, where vLLM serves /metrics; "
+                              "the operator would scrape a port nothing serves metrics on (leave it unset)")
+    if metrics.model_metrics_path is not None and not HTTP_PATH.match(metrics.model_metrics_path):
+        yield problem("metrics.model_metrics_path", metrics.model_metrics_path, "must be an absolute URL path",
+                      "use '/metrics'")
+
+
+def ports(ctx: RuleContext) -> Iterator[Finding]:
+    """The sidecar's metrics port is taken in every model pod."""
+    spec = ctx.spec
+    if spec.port == SIDECAR_METRICS_PORT:
+        yield Problem(field="port", value=spec.port, message="is where the operator's reverse-proxy sidecar serves "
+                      "its metrics in the same pod, so vLLM could not bind it", fix="use e.g. 8000")
+    if spec.metrics.model_metrics_port == SIDECAR_METRICS_PORT:
+        yield Problem(field="metrics.model_metrics_port", value=SIDECAR_METRICS_PORT,
+                      message="is the sidecar's metrics port: the operator would scrape the sidecar twice and vLLM "
+                              "never, so every vllm:* series is absent",
+                      fix=f"leave it unset (vLLM's port, {spec.port})")
+
+
 def _positive(field: str, value: float, fix: str) -> Iterator[Problem]:
     if value <= 0:
         yield Problem(field=field, value=value, message="must be greater than 0", fix=fix)
@@ -32,7 +73,6 @@ def _fraction(field: str, value: float, fix: str) -> Iterator[Problem]:
         yield Problem(field=field, value=value, message="is a fraction and must be in (0, 1]", fix=fix)
 
 
-@register_rule
 def slo_targets(ctx: RuleContext) -> Iterator[Finding]:
     slo = ctx.spec.slo
     if not ctx.spec.metrics.enabled and (slo is not None or ctx.spec.alerts is not None):
@@ -57,7 +97,6 @@ def slo_targets(ctx: RuleContext) -> Iterator[Finding]:
                               "early or late; choose a bound for an exact threshold")
 
 
-@register_rule
 def scrape_interval(ctx: RuleContext) -> Iterator[Finding]:
     interval = ctx.spec.metrics.scrape_interval_seconds
     if ctx.spec.metrics.enabled and interval is not None and interval > MAX_SCRAPE_INTERVAL_SECONDS:
@@ -68,7 +107,6 @@ def scrape_interval(ctx: RuleContext) -> Iterator[Finding]:
                       fix=f"use at most {MAX_SCRAPE_INTERVAL_SECONDS} (or leave it unset for the operator's 15)")
 
 
-@register_rule
 def alert_thresholds(ctx: RuleContext) -> Iterator[Finding]:
     alerts = ctx.spec.alerts
     if alerts is None:

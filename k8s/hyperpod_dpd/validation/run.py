@@ -2,26 +2,53 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.architecture import PRESETS, ModelArchitecture, preset_for_model_name
+from hyperpod_dpd.spec.loading import parse_spec, read_spec_data, spec_to_mapping
+from hyperpod_dpd.validation import (
+    autoscaling,
+    engine,
+    hardware,
+    model_source,
+    naming,
+    observability,
+    routing,
+    security,
+    sizing,
+)
+from hyperpod_dpd.validation.context import Rule, RuleContext
 
-Finding = Problem | SpecWarning
-Rule = Callable[["RuleContext"], Iterable[Finding]]
-
-_RULES: list[Rule] = []
-
-
-@dataclass(frozen=True)
-class RuleContext:
-    """What a rule sees: the type-checked spec and the architecture, when one is known."""
-
-    spec: DpdSpec
-    architecture: ModelArchitecture | None
+# Every rule, in the order their problems and warnings are reported. The order is part of the output
+# (messages list problems in it), so a new rule goes where its findings should read, not by module.
+RULES: tuple[Rule, ...] = (
+    engine.engine_flags,
+    engine.environment,
+    observability.ports,
+    autoscaling.autoscaling_signals,
+    sizing.context_window,
+    observability.slo_targets,
+    observability.scrape_interval,
+    observability.alert_thresholds,
+    naming.names,
+    model_source.model_source,
+    hardware.hardware,
+    hardware.roles,
+    engine.engine,
+    routing.routing,
+    routing.kv_cache,
+    observability.observability,
+    security.tls,
+    hardware.idle_node_gpus,
+    hardware.topology,
+    autoscaling.autoscaling,
+    security.front_doors,
+    security.audit_trail,
+    sizing.sizing,
+)
 
 
 @dataclass(frozen=True)
@@ -33,14 +60,11 @@ class CheckedSpec:
     architecture: ModelArchitecture | None
 
 
-def register_rule(rule: Rule) -> Rule:
-    """Add a rule to every future :func:`check` (used as a decorator by the rule modules)."""
-    if rule not in _RULES:
-        _RULES.append(rule)
-    return rule
+def known_architecture(spec: DpdSpec) -> ModelArchitecture | None:
+    """The spec's architecture (given, a preset's name, or the preset its model name implies), else None.
 
-
-def resolve_architecture(spec: DpdSpec) -> ModelArchitecture | None:
+    None leaves the rules that need it silent, where the planner's ``resolve_architecture`` raises.
+    """
     chosen = spec.model.architecture
     if isinstance(chosen, ModelArchitecture):
         return chosen
@@ -55,30 +79,19 @@ def check(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, sourc
     Types are checked by a round trip through the file loader, so a spec built in Python with a
     wrong type gets the same message as a file would; the rules then see a well-typed spec.
     """
-    from hyperpod_dpd.spec.loading import spec_to_mapping  # noqa: PLC0415 - import cycle
-
     return check_data(spec_to_mapping(spec), architecture=architecture, source=source)
 
 
 def check_data(data: object, *, architecture: ModelArchitecture | None = None,
                source: str | None = None) -> CheckedSpec:
     """Parse and check plain data (a loaded YAML or JSON file), reporting type and rule problems together."""
-    from hyperpod_dpd.spec.loading import parse_spec  # noqa: PLC0415 - import cycle
-    from hyperpod_dpd.validation import (  # noqa: F401, PLC0415 - registers the rules
-        dpd_breakers,
-        observability_rules,
-        rules,
-        security,
-        sizing,
-    )
-
     typed, problems = parse_spec(data)
     if typed is None:
         raise SpecError(problems, source=source)
-    context = RuleContext(spec=typed, architecture=architecture or resolve_architecture(typed))
+    context = RuleContext(spec=typed, architecture=architecture or known_architecture(typed))
     warnings: list[SpecWarning] = []
     parsed_cleanly = not problems
-    for rule in _RULES:
+    for rule in RULES:
         try:
             findings = list(rule(context))
         except (AttributeError, TypeError):
@@ -99,6 +112,4 @@ def check_data(data: object, *, architecture: ModelArchitecture | None = None,
 
 def load_checked_spec(path: str | Path) -> CheckedSpec:
     """Read a spec file and check it: the one path every command and the CDK app take from a file."""
-    from hyperpod_dpd.spec.loading import read_spec_data  # noqa: PLC0415 - import cycle
-
     return check_data(read_spec_data(path), source=str(path))

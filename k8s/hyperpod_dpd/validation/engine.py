@@ -1,0 +1,253 @@
+"""The vLLM engine: its port, image, memory fraction, extra args and environment, read as vLLM 0.19.0 reads them.
+
+See ``docs/checks.md`` and, for the settings that silently turn DPD or its signals off, ``docs/alerts.md``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator, Sequence
+
+from hyperpod_dpd.contracts.vllm import VLLM_VERSION, Arity, Flag, Match, flag_values, parse_flags, vllm_flags
+from hyperpod_dpd.errors import Problem, SpecWarning
+from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV
+from hyperpod_dpd.spec import KNOWN_IMAGES
+from hyperpod_dpd.validation.context import Finding, RuleContext, problem
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Environment variables that spec fields own; setting them in ``env`` would fight the field.
+OWNED_ENV = {
+    "PD_BUFFER_SIZE": "kv_cache.pd_buffer_size",
+    "PYTHONHASHSEED": "kv_cache.hash_seed",
+    "LMCACHE_SAVE_DECODE_CACHE": "kv_cache.save_decode_cache",
+}
+# vLLM flags that spec fields own, and the field to set instead.
+OWNED_FLAGS = {
+    "--model": "model.mount_path (the operator mounts the weights there)",
+    "--host": "nothing: the worker must listen on 0.0.0.0 for the sidecar and router",
+    "--port": "port",
+    "--tensor-parallel-size": "tensor_parallel_size",
+    "--max-model-len": "max_model_len",
+    "--gpu-memory-utilization": "gpu_memory_utilization (shared) or <role>.gpu_memory_utilization",
+    "--max-num-seqs": "<role>.max_num_seqs",
+    "--kv-transfer-config": "nothing: the operator wires LMCache and NIXL itself; remove the flag",
+}
+# Flags that multiply vLLM's world size (TP x PP x prefill context parallel, vllm/config/parallel.py) or
+# run data-parallel engines: the pods, the PD buffer sizing and LMCache's keys (world size and worker
+# id) are all built for tensor parallelism alone, so anything but 1 is refused.
+PARALLEL_FLAGS = {
+    "--pipeline-parallel-size": "pipeline parallelism",
+    "--prefill-context-parallel-size": "prefill context parallelism",
+    "--data-parallel-size": "data parallelism",
+    "--data-parallel-size-local": "data parallelism",
+}
+# Flags that change the KV cache's dtype or shape, or the token hashes LMCache keys chunks with: the
+# prefiller and the decoder must agree on them, or every transfer misses ("Retrieved 0 out of N").
+KV_LAYOUT_FLAGS = {
+    "--kv-cache-dtype": "the KV cache's dtype",
+    "--dtype": "the model dtype, which is the KV dtype when --kv-cache-dtype is auto",
+    "--quantization": "the quantization method, which can set the KV dtype",
+    "--block-size": "the KV block size",
+    "--kv-cache-dtype-skip-layers": "which layers keep an unquantized KV cache",
+    "--hf-overrides": "the model config, and with it layer and head counts",
+    "--hf-config-path": "the model config, and with it layer and head counts",
+    "--revision": "the model revision, and with it its config",
+    "--code-revision": "the model code revision",
+    "--tokenizer": "the tokenizer, whose token ids LMCache hashes into its keys",
+    "--tokenizer-mode": "the tokenizer, whose token ids LMCache hashes into its keys",
+    "--tokenizer-revision": "the tokenizer, whose token ids LMCache hashes into its keys",
+    "--prefix-caching-hash-algo": "the hash that seeds the chain LMCache's chunk keys start from",
+}
+# Ports something else in the model pod may bind. The router's log sends both hops to <pod-ip>:8081
+# (the operator's proxy container); 8080 is the CRD's default model-metrics port.
+PROXY_PORT = 8081
+METRICS_DEFAULT_PORT = 8080
+# Flags that silently turn DPD or its signals off, as vLLM 0.19.0 reads them (vllm/engine/arg_utils.py,
+# vllm/config/cache.py, vllm/v1/metrics/loggers.py). These two build vLLM's own offloading KV connector,
+# which takes the place of the one the operator wires (LMCache over NIXL).
+CONNECTOR_FLAGS = {
+    "--kv-offloading-size": "vLLM's own KV offloading connector",
+    "--kv-offloading-backend": "vLLM's own KV offloading connector",
+}
+# These size the KV cache directly, so gpu_memory_utilization (what the planner sized) no longer decides it and an
+# oversized cache fails at start; --cpu-offload-gb and the --offload-* flags move weights out of the GPU budget the
+# planner assumed.
+MEMORY_FLAGS = {
+    "--num-gpu-blocks-override": "fixes the number of KV cache blocks",
+    "--kv-cache-memory-bytes": "fixes the KV cache's size in bytes",
+    "--cpu-offload-gb": "moves weights to CPU memory",
+    "--offload-backend": "offloads weights",
+    "--offload-group-size": "offloads weights",
+    "--offload-num-in-group": "offloads weights",
+    "--offload-params": "offloads weights",
+    "--cpu-offload-params": "offloads weights",
+}
+# Removes every vllm:* series the alerts and KEDA read.
+METRICS_OFF_FLAG = "--disable-log-stats"
+# LMCache 0.4.3 (lmcache/integration/vllm/utils.py): with --speculative-config the draft model's layers join the
+# KV shape, so one role speculating makes the two roles' chunks incompatible.
+ONE_ROLE_SHAPE_FLAGS = {"--speculative-config": "adds the draft model's layers to LMCache's KV shape"}
+# LMCache's logger levels, quietest last; its Retrieved/Stored lines are INFO, so LMCACHE_LOG_LEVEL above INFO
+# hides what the log alarms read.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# LMCACHE_* variables override LMCache's configuration, including the PD wiring the operator sets; how the
+# operator passes it is undocumented, so these are warnings.
+LMCACHE_PD_ENV = re.compile(r"^LMCACHE_(ENABLE_PD|PD_.*|TRANSFER_CHANNEL|NIXL_.*|CONFIG_FILE|USE_EXPERIMENTAL)$")
+
+
+def engine(ctx: RuleContext) -> Iterator[Finding]:
+    spec = ctx.spec
+    if spec.max_model_len < 1:
+        yield problem("max_model_len", spec.max_model_len, "must be positive", "set e.g. 16384")
+    utilisations = [("gpu_memory_utilization", spec.gpu_memory_utilization)]
+    utilisations += [(f"{name}.gpu_memory_utilization", role.gpu_memory_utilization)
+                     for name, role in spec.roles() if role.gpu_memory_utilization is not None]
+    for field, value in utilisations:
+        if value is not None and not 0 < value <= 1:
+            yield problem(field, value, "must be a fraction in (0, 1]", "use e.g. 0.75")
+    if not 1 <= spec.port <= 65535:
+        yield problem("port", spec.port, "must be a TCP port between 1 and 65535", "use e.g. 8000")
+    elif spec.port == PROXY_PORT:
+        yield problem("port", spec.port, "is the port of the operator's proxy container in the same pod (the "
+                      "router sends requests to <pod-ip>:8081), so vLLM could not bind it", "use e.g. 8000")
+    elif spec.port == METRICS_DEFAULT_PORT:
+        yield SpecWarning(code="PortMayCollide", field="port",
+                      message="8080 is the operator's default model-metrics port; whether anything else in the pod "
+                              "binds it is undocumented, so 8000 is the safer choice")
+    if not spec.image.strip() or any(c.isspace() for c in spec.image):
+        yield problem("image", spec.image, "must be a container image reference", "use e.g. " + KNOWN_IMAGES[0])
+    elif spec.image not in KNOWN_IMAGES:
+        yield SpecWarning(code="UnknownImage", field="image",
+                      message=f"{spec.image} is not one of the documented DPD images; it must bundle vLLM, LMCache, "
+                              "NIXL and the EFA libfabric provider, or KV transfers fail")
+    yield from _args("args", spec.args, shared=None)
+    shared = flag_values(spec.args)
+    per_role = {role_name: flag_values(role.args) for role_name, role in spec.roles()}
+    for role_name, role in spec.roles():
+        other = per_role["decode" if role_name == "prefill" else "prefill"]
+        yield from _args(f"{role_name}.args", role.args, shared=shared, other=other)
+    for key in spec.env:
+        if key in OWNED_ENV:
+            yield problem(f"env.{key}", spec.env[key], f"is set by {OWNED_ENV[key]}",
+                          f"remove it from env and set {OWNED_ENV[key]}")
+        elif not ENV_NAME.match(key):
+            yield problem(f"env.{key}", key, "is not a valid environment variable name",
+                          "use letters, digits and '_', not starting with a digit")
+
+
+def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | None,
+          other: dict[str, str | None] | None = None) -> Iterator[Finding]:
+    """Extra vLLM flags, read as vLLM 0.19.0 reads them; ``shared`` is None for the shared args.
+
+    ``other`` holds the other role's flags: a KV-layout flag both roles set to the same value agrees.
+    """
+    flags, stray = parse_flags(args)
+    for token in stray:
+        yield problem(field, token, "is a value with no flag before it", "pair it with its --flag or remove it")
+    seen: set[str] = set()
+    for flag in flags:
+        written = " ".join(flag.tokens)
+        if flag.match is Match.UNKNOWN:
+            yield _unknown_flag(field, flag)
+            continue
+        if flag.match is Match.AMBIGUOUS:
+            shown = ", ".join(flag.candidates[:6]) + (", ..." if len(flag.candidates) > 6 else "")
+            yield problem(field, flag.written, f"is an abbreviation vLLM {VLLM_VERSION} cannot resolve: it could be "
+                          f"{len(flag.candidates)} flags ({shown})", "write the flag in full")
+            continue
+        arity = vllm_flags().flags.get(flag.name)
+        if flag.value is None and arity in (Arity.ONE, Arity.MANY):
+            yield problem(field, written, f"{flag.name} needs a value; vLLM exits with 'expected one argument'",
+                          f"write {flag.name} <value>")
+        if flag.inline_value and arity is Arity.NONE:
+            yield problem(field, written, f"{flag.name} is a switch and takes no value; vLLM exits with "
+                          "'ignored explicit argument'", f"write {flag.name} alone, or --no-{flag.name[2:]}"
+                          if not flag.name.startswith("--no-") else f"write {flag.name} alone")
+        if flag.name in OWNED_FLAGS:
+            yield problem(field, written, "contradicts a spec field that sets this flag",
+                          f"remove it and set {OWNED_FLAGS[flag.name]}")
+        elif flag.name in PARALLEL_FLAGS and flag.key is None and flag.value != "1":
+            yield problem(field, written, f"asks for {PARALLEL_FLAGS[flag.name]}: vLLM's world size becomes tensor x "
+                          "pipeline x prefill-context parallel (times data-parallel engines), more GPUs than the pod "
+                          "requests, and the PD buffer and LMCache's keys are sized for tensor parallelism alone",
+                          "remove it; scale with tensor_parallel_size (up to one node's GPUs) or more prefill replicas")
+        elif (shared is not None and flag.name in KV_LAYOUT_FLAGS
+              and (flag.name not in shared or shared[flag.name] != flag.value)
+              and (other is None or flag.name not in other or other[flag.name] != flag.value)):
+            yield problem(field, written, f"sets {KV_LAYOUT_FLAGS[flag.name]} for one role only; prefill and decode "
+                          "must agree on it, or the decoder never finds the KV the prefiller sent ('Retrieved 0 out "
+                          "of N')", "move it to the shared args, which both roles get")
+        elif flag.name in seen and flag.key is None:
+            yield problem(field, flag.name, "is given twice", "keep one occurrence")
+        seen.add(flag.name)
+
+
+def _unknown_flag(field: str, flag: Flag) -> Problem:
+    known = list(vllm_flags().flags) + list(vllm_flags().aliases)
+    near = difflib.get_close_matches(flag.name, known, n=1, cutoff=0.6)
+    fix = (f"did you mean {near[0]}?" if near else
+           f"remove it; 'vllm serve --help=all' lists the flags of vLLM {VLLM_VERSION}")
+    return problem(field, flag.written, f"is not a flag of vLLM {VLLM_VERSION}, the version the DPD images ship; "
+                   "vLLM would exit with 'unrecognized arguments'", fix)
+
+
+def all_args(ctx: RuleContext) -> Iterator[tuple[str, dict[str, str | None]]]:
+    """The shared args and each role's, as flag values, each with the field it is reported under."""
+    yield "args", flag_values(ctx.spec.args)
+    for role_name, role in ctx.spec.roles():
+        yield f"{role_name}.args", flag_values(role.args)
+
+
+def engine_flags(ctx: RuleContext) -> Iterator[Finding]:
+    """Flags that replace the PD connector, bypass the memory sizing or remove the metrics."""
+    for field, flags in all_args(ctx):
+        for flag, what in CONNECTOR_FLAGS.items():
+            if flag in flags:
+                yield Problem(field=field, value=flag, message=f"configures {what}, which replaces the LMCache/NIXL "
+                              "connector the operator wires for prefill/decode: no KV cache would reach the decoder",
+                              fix="remove it; kv_cache sets the PD transfer")
+        for flag, what in MEMORY_FLAGS.items():
+            if flag in flags:
+                yield Problem(field=field, value=f"{flag} {flags[flag] or ''}".strip(),
+                              message=f"{what}, so gpu_memory_utilization (what the planner sized, with the PD "
+                                      "buffer beside it) no longer decides GPU memory: the pod can run out of "
+                                      "memory at start or leave no room for the PD buffer",
+                              fix="remove it and size with gpu_memory_utilization (run `hyperpod-dpd plan`)")
+        if METRICS_OFF_FLAG in flags and ctx.spec.metrics.enabled:
+            yield Problem(field=field, value=METRICS_OFF_FLAG,
+                          message="stops vLLM's statistics, and with them every vllm:* series the DPD alerts, the "
+                                  "dashboard, `verify --smoke` and Prometheus autoscaling triggers read",
+                          fix="remove it, or set metrics.enabled: false to say the endpoint is unobserved")
+    shared = flag_values(ctx.spec.args)
+    prefill, decode = flag_values(ctx.spec.prefill.args), flag_values(ctx.spec.decode.args)
+    for flag, what in ONE_ROLE_SHAPE_FLAGS.items():
+        if flag in shared:
+            continue
+        if (flag in prefill) != (flag in decode) or prefill.get(flag) != decode.get(flag):
+            role = "prefill" if flag in prefill else "decode"
+            yield Problem(field=f"{role}.args", value=flag,
+                          message=f"{what} on one role only; prefill and decode must agree on the KV layout, or "
+                                  "the decoder never finds the KV the prefiller sent",
+                          fix="move it to the shared args, or give both roles the same value")
+
+
+def environment(ctx: RuleContext) -> Iterator[Finding]:
+    """Environment variables that hide the log lines the alarms read or rewire LMCache's PD transfer."""
+    for key, value in ctx.spec.env.items():
+        if key == METRICS_DIR_ENV and ctx.spec.metrics.enabled:
+            yield Problem(field=f"env.{key}", value=value,
+                          message=f"is set by the library to {METRICS_DIR} (a directory that exists before vLLM "
+                                  "starts) so that LMCache's metrics reach vLLM's /metrics; a directory that does "
+                                  "not exist stops vLLM at start",
+                          fix="remove it from env")
+        elif key == "LMCACHE_LOG_LEVEL" and value.upper() in LOG_LEVELS[2:]:
+            yield SpecWarning(code="LogLinesHidden", field=f"env.{key}",
+                          message=f"{value} hides LMCache's INFO lines ('Retrieved ... out of', 'Stored ... "
+                                  "throughput') that the KvNotRetrieved and KvTransferBelow1GBps alarms read; "
+                                  "use INFO")
+        elif LMCACHE_PD_ENV.match(key):
+            yield SpecWarning(code="LmcachePdOverride", field=f"env.{key}",
+                          message="overrides LMCache's prefill/decode wiring, which the operator sets for each "
+                                  "role; a wrong role, channel or peer stops every KV transfer. Remove it unless "
+                                  "AWS support asked for it")

@@ -1,0 +1,153 @@
+"""The nodes and what the pods ask of them: instance type, GPUs, EFA, CPU, memory, replicas and placement.
+
+See ``docs/checks.md`` for what is checked and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from hyperpod_dpd.contracts.zones import AZ_NAME, zone_settings
+from hyperpod_dpd.errors import SpecWarning
+from hyperpod_dpd.spec import Resources, S3Source
+from hyperpod_dpd.spec.units import parse_quantity
+from hyperpod_dpd.validation.context import Finding, RuleContext, is_token, problem
+from hyperpod_dpd.validation.naming import LABEL_KEY, LABEL_VALUE
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def _resources(field: str, res: Resources, ctx: RuleContext) -> Iterator[Finding]:
+    facts = ctx.spec.instance_type.facts
+    if res.gpus is not None and not 1 <= res.gpus <= facts.gpus:
+        yield problem(f"{field}.gpus", res.gpus, f"must be between 1 and the {facts.gpus} GPUs of one "
+                      f"{facts.name}", f"request at most {facts.gpus} GPUs per pod")
+    if res.efa is not None and not 0 <= res.efa <= facts.efa_devices:
+        yield problem(f"{field}.efa", res.efa, f"exceeds the {facts.efa_devices} EFA devices of one {facts.name}",
+                      f"request at most {facts.efa_devices}")
+    limits = (("cpu", res.cpu, facts.allocatable_cpus(), "CPUs a node with one thread per core leaves pods"),
+              ("memory", res.memory, facts.memory_gib * 2**30, "bytes"))
+    for name, text, capacity, unit in limits:
+        if text is None:
+            continue
+        try:
+            amount = parse_quantity(text)
+        except ValueError:
+            yield problem(f"{field}.{name}", text, "is not a Kubernetes quantity",
+                          "write e.g. '96' or '1500m' for CPU, '1024Gi' for memory")
+            continue
+        if amount <= 0 or amount > capacity:
+            yield problem(f"{field}.{name}", text, f"must be positive and fit one {facts.name} "
+                          f"({capacity} {unit}), or the pod never schedules", "request less")
+
+
+def hardware(ctx: RuleContext) -> Iterator[Finding]:
+    spec = ctx.spec
+    facts = spec.instance_type.facts
+    tp = spec.tensor_parallel_size
+    if not 1 <= tp <= facts.gpus:
+        yield problem("tensor_parallel_size", tp, f"must be between 1 and the {facts.gpus} GPUs of one {facts.name}",
+                      f"use at most {facts.gpus}; DPD runs each role inside one node")
+    for role_name, role in spec.roles():
+        yield from _resources(f"{role_name}.resources", role.resources, ctx)
+        gpus = spec.role_gpus(role)
+        if 1 <= gpus < tp <= facts.gpus:
+            yield problem(f"{role_name}.resources.gpus", gpus, f"is fewer than tensor_parallel_size {tp}; vLLM "
+                          "needs one GPU per tensor-parallel rank", f"request {tp} GPUs or lower tensor_parallel_size")
+        elif tp <= gpus <= facts.gpus and gpus > tp:
+            yield SpecWarning(code="GpusIdle", field=f"{role_name}.resources.gpus",
+                          message=f"{gpus} GPUs requested but tensor parallelism uses {tp}; {gpus - tp} stay idle")
+    if spec.worker_resources is not None:
+        yield from _resources("worker_resources", spec.worker_resources, ctx)
+    arch = ctx.architecture
+    if arch is not None and tp >= 1:
+        if arch.num_attention_heads % tp:
+            yield problem("tensor_parallel_size", tp, f"does not divide the {arch.num_attention_heads} attention "
+                          f"heads of {arch.name}", f"use a divisor of {arch.num_attention_heads}, such as "
+                          f"{_largest_divisor(arch.num_attention_heads, facts.gpus)}")
+        elif arch.num_kv_heads % tp and tp % arch.num_kv_heads:
+            yield problem("tensor_parallel_size", tp, f"neither divides nor is a multiple of the {arch.num_kv_heads} "
+                          f"KV heads of {arch.name}", f"use a divisor or multiple of {arch.num_kv_heads}")
+
+
+def _largest_divisor(number: int, cap: int) -> int:
+    return max(d for d in range(1, cap + 1) if number % d == 0)
+
+
+def roles(ctx: RuleContext) -> Iterator[Finding]:
+    spec = ctx.spec
+    for role_name, role in spec.roles():
+        if role.replicas < 1:
+            yield problem(f"{role_name}.replicas", role.replicas, "must be at least 1; DPD needs both roles",
+                          "set 1 or more, or drop pdSpec for a colocated endpoint")
+        if role.max_num_seqs is not None and role.max_num_seqs < 1:
+            yield problem(f"{role_name}.max_num_seqs", role.max_num_seqs, "must be at least 1", "set 1 or more")
+        for key, value in role.node_selector.items():
+            if not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
+                yield problem(f"{role_name}.node_selector.{key}", value, "is not a valid label key and value",
+                              "use Kubernetes label syntax")
+            elif key == INSTANCE_TYPE_LABEL and value != spec.instance_type.api_name:
+                yield problem(f"{role_name}.node_selector.{key}", value, "contradicts instance_type "
+                              f"{spec.instance_type.api_name}", "remove it or change instance_type")
+        if role.env:
+            seeds = {spec.kv_cache.hash_seed, spec.prefill.env.get("PYTHONHASHSEED", spec.kv_cache.hash_seed),
+                     spec.decode.env.get("PYTHONHASHSEED", spec.kv_cache.hash_seed)}
+            if "PYTHONHASHSEED" in role.env and len(seeds) > 1:
+                yield problem(f"{role_name}.env.PYTHONHASHSEED", role.env["PYTHONHASHSEED"], "differs between the "
+                              "roles; LMCache keys its cache with hash(), so prefill and decode would compute "
+                              "different keys and every transfer would miss", "remove it; kv_cache.hash_seed sets one "
+                              "seed for both roles")
+            else:
+                yield problem(f"{role_name}.env", dict(role.env), "the operator has no per-role environment "
+                              "variables; both roles share worker.environmentVariables",
+                              "move shared variables to env, and role-specific behaviour to args")
+    if spec.decode.replicas > 1:
+        yield SpecWarning(code="SingleDecoder", field="decode.replicas",
+                      message=f"{spec.decode.replicas} decode replicas requested, but the current operator runs one "
+                              "decode deployment per endpoint; scale prefill replicas or raise "
+                              "kv_cache.pd_buffer_size instead")
+
+
+def idle_node_gpus(ctx: RuleContext) -> Iterator[Finding]:
+    """Each role gets whole nodes of its own instance group; GPUs its pods leave free are paid for and idle."""
+    spec = ctx.spec
+    usage = spec.node_usage()
+    if usage.gpus_used >= usage.gpus_provisioned or any(r.gpus_per_pod < 1 for r in usage.roles):
+        return
+    per_node = spec.instance_type.facts.gpus
+    fixes = [f"{r.role}.replicas up to {r.nodes * (per_node // r.gpus_per_pod)} (that many {r.gpus_per_pod}-GPU "
+             f"pods fit on its {r.nodes} node{'s' if r.nodes != 1 else ''})"
+             for r in usage.roles if r.gpus < r.nodes * per_node and r.gpus_per_pod <= per_node]
+    if spec.tensor_parallel_size < per_node:
+        fixes.append(f"a larger tensor_parallel_size (up to {per_node})")
+    smaller = sorted(t.api_name for t in type(spec.instance_type)
+                     if t.facts.gpus < per_node and t.facts.gpu_model == spec.instance_type.facts.gpu_model)
+    if smaller:
+        fixes.append(f"an instance type with fewer GPUs ({', '.join(smaller)})")
+    yield SpecWarning(code="NodeGpusIdle", field="instance_type",
+                  message=f"{usage.summary()} ({usage.breakdown()}); {usage.gpus_provisioned - usage.gpus_used} "
+                          f"GPUs are paid for and idle. Fix: {'; or '.join(fixes)}")
+
+
+def topology(ctx: RuleContext) -> Iterator[Finding]:
+    topo = ctx.spec.topology
+    if not topo.same_az:
+        yield SpecWarning(code="CrossAz", field="topology.same_az",
+                      message="false lets prefill and decode land in different Availability Zones; EFA does not "
+                              "cross zones, so KV transfers would fall back to TCP. Harmless in a single-AZ HyperPod "
+                              "cluster (what this library's stack builds), costly otherwise")
+    if topo.availability_zone is not None and not AZ_NAME.match(topo.availability_zone):
+        yield problem("topology.availability_zone", topo.availability_zone, "is not an Availability Zone name",
+                      "write e.g. 'us-west-2b'")
+    source = ctx.spec.model.source
+    own_region = source.region if isinstance(source, S3Source) and not is_token(source.region or "") else None
+    for setting in zone_settings(ctx.spec):
+        if own_region is not None and setting.region is not None and setting.region != own_region:
+            yield SpecWarning(code="ZoneOutsideRegion", field=setting.field,
+                          message=f"{setting.value!r} is in {setting.region}, but the spec's region "
+                                  f"(model.source.s3.region) is {own_region}: pods pinned to a zone without "
+                                  "HyperPod nodes never schedule. Fix: name a zone of the cluster's region, or "
+                                  "leave it out (the stack already places every node in one zone)")
+    if topo.placement_group is not None and not 1 <= len(topo.placement_group) <= 255:
+        yield problem("topology.placement_group", topo.placement_group, "must be 1-255 characters",
+                      "use the placement group's name")

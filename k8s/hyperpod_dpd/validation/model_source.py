@@ -1,0 +1,72 @@
+"""Where the weights come from: the S3, FSx, Hugging Face or volume source, the mount path and the preset.
+
+See ``docs/checks.md`` for what is checked and why.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from hyperpod_dpd.errors import SpecWarning
+from hyperpod_dpd.spec import FsxSource, HuggingFaceSource, S3Source, VolumeSource
+from hyperpod_dpd.spec.architecture import PRESETS
+from hyperpod_dpd.validation.context import Finding, RuleContext, is_token, problem
+from hyperpod_dpd.validation.naming import DNS_LABEL
+
+S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
+HF_MODEL_ID = re.compile(r"^[a-zA-Z0-9_.-]+/[a-zA-Z0-9_.-]+$")
+COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+FSX_ID = re.compile(r"^fs-[0-9a-f]{8,21}$")
+
+
+def model_source(ctx: RuleContext) -> Iterator[Finding]:
+    model = ctx.spec.model
+    source = model.source
+    if isinstance(source, S3Source):
+        if not is_token(source.bucket) and (not S3_BUCKET.match(source.bucket) or ".." in source.bucket):
+            yield problem("model.source.s3.bucket", source.bucket, "is not a valid S3 bucket name",
+                          "give the bare bucket name (3-63 lower-case letters, digits, '.' and '-'), without s3://")
+        # An empty prefix is weights at the bucket's root (modelLocation is a plain string in the CRD).
+        if source.prefix.startswith(("/", "s3://")):
+            yield problem("model.source.s3.prefix", source.prefix, "must be the key prefix of the weights inside the "
+                          "bucket, without a leading '/' or s3://; leave it empty for weights at the bucket's root",
+                          "write e.g. 'Llama-3.3-70B-Instruct'")
+        if source.region is not None and not is_token(source.region) and not REGION.match(source.region):
+            yield problem("model.source.s3.region", source.region, "is not an AWS region name",
+                          "write e.g. 'us-west-2'")
+        if source.region is None:
+            yield SpecWarning(code="BucketRegionUnset", field="model.source.s3.region",
+                          message="is not set: a CDK stack fills in its own region, but `hyperpod-dpd synth` needs "
+                                  "it (or --region) to render the manifest. Fix: set region, e.g. 'us-west-2'")
+    elif isinstance(source, FsxSource):
+        if not FSX_ID.match(source.file_system_id):
+            yield problem("model.source.fsx.file_system_id", source.file_system_id, "is not an FSx file system id",
+                          "write e.g. 'fs-0123456789abcdef0'")
+        if not source.path.strip("/") or source.path.startswith("/"):
+            yield problem("model.source.fsx.path", source.path, "must be the folder of the weights relative to the "
+                          "file system's root, without a leading '/' (every AWS example uses a relative "
+                          "modelLocation; the operator mounts it as a sub-path)",
+                          f"write e.g. {source.path.strip('/') or 'Llama-3.3-70B-Instruct'!r}")
+    elif isinstance(source, HuggingFaceSource):
+        if not HF_MODEL_ID.match(source.model_id):
+            yield problem("model.source.huggingface.model_id", source.model_id, "must be 'owner/name'",
+                          "write e.g. 'meta-llama/Llama-3.3-70B-Instruct'")
+        if source.revision is not None and not COMMIT_SHA.match(source.revision):
+            yield problem("model.source.huggingface.revision", source.revision, "must be a full 40-character "
+                          "commit SHA (the operator pins by commit, not by branch or tag)",
+                          "copy the commit SHA from the model repository's history")
+        if source.token_secret is not None:
+            secret = source.token_secret.split("/")
+            if len(secret) != 2 or not DNS_LABEL.match(secret[0]) or not secret[1]:
+                yield problem("model.source.huggingface.token_secret", source.token_secret,
+                              "must be 'secret-name/key'", "write e.g. 'hf-token/token'")
+    elif isinstance(source, VolumeSource) and not DNS_LABEL.match(source.claim_name):
+        yield problem("model.source.volume.claim_name", source.claim_name, "must be the name of a "
+                      "PersistentVolumeClaim (a DNS label)", "use the claim's name, e.g. 'llama-weights'")
+    if not model.mount_path.startswith("/"):
+        yield problem("model.mount_path", model.mount_path, "must be an absolute path", "write e.g. '/opt/ml/model'")
+    if isinstance(model.architecture, str) and model.architecture not in PRESETS:
+        yield problem("model.architecture", model.architecture, "is not a known preset",
+                      f"use one of {', '.join(PRESETS)} or give the architecture's numbers")
