@@ -22,7 +22,8 @@ from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.cluster import parse_job_log
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
-from hyperpod_dpd.benchmark.results import ResultsError, collect
+from hyperpod_dpd.benchmark.levels import ResultsError
+from hyperpod_dpd.benchmark.results import collect
 from hyperpod_dpd.benchmark.route import largest_direct_isl
 from hyperpod_dpd.cli import bench, main
 from hyperpod_dpd.clients.aws import AwsClients
