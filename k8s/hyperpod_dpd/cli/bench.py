@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_dpd.cli._argtypes import pairs, positive, seconds
 from hyperpod_dpd.cli._common import (
     add_deployed_arguments,
     add_output_dir_argument,
@@ -99,36 +100,6 @@ def _predict(spec: Any, scenario: Any) -> Any:
 predictor: Callable[[Any, Any], Any] = _predict
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds (got {text})")
-    return value
-
-
-def _pairs(text: str) -> dict[str, str]:
-    pairs: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise argparse.ArgumentTypeError(f"{item!r} is not KEY=VALUE")
-        pairs[key] = value
-    return pairs
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from hyperpod_dpd.benchmark.route import RoutePath  # noqa: PLC0415
     from hyperpod_dpd.benchmark.scenario import DEFAULT_MAX_SECONDS, DEFAULT_OSL  # noqa: PLC0415
@@ -138,22 +109,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
     traffic = parser.add_argument_group("traffic")
-    traffic.add_argument("--isl", type=_positive, help="input tokens (default: the smallest multiple of 256 whose "
+    traffic.add_argument("--isl", type=positive, help="input tokens (default: the smallest multiple of 256 whose "
                                                       "prompts clear the spec's routing threshold, 4352 for 4096)")
     traffic.add_argument("--path", choices=[p.value for p in RoutePath], default=RoutePath.DPD.value,
                          help="dpd: prompts the router disaggregates (default); direct: prompts below the threshold, "
                               "which the decoder serves alone")
-    traffic.add_argument("--osl", type=_positive, default=DEFAULT_OSL, help=f"output tokens (default: {DEFAULT_OSL})")
+    traffic.add_argument("--osl", type=positive, default=DEFAULT_OSL, help=f"output tokens (default: {DEFAULT_OSL})")
     load = traffic.add_mutually_exclusive_group()
     load.add_argument("--concurrency", default="8,16,32", metavar="N[,N...]",
                       help="closed-loop concurrency levels, one genai-bench run each (default: 8,16,32)")
     load.add_argument("--request-rate", metavar="R[,R...]",
                       help="open-loop Poisson arrival rates in requests per second, one aiperf run each, instead of "
                            "--concurrency (e.g. 1,2,4)")
-    traffic.add_argument("--requests", type=_positive, metavar="N",
+    traffic.add_argument("--requests", type=positive, metavar="N",
                          help="requests per level (default: 10 x the highest concurrency, or 120 s of arrivals at "
                               "each rate; at least 155)")
-    traffic.add_argument("--max-seconds", type=_positive, default=DEFAULT_MAX_SECONDS, metavar="S",
+    traffic.add_argument("--max-seconds", type=positive, default=DEFAULT_MAX_SECONDS, metavar="S",
                          help=f"time bound per level, a multiple of 60 (default: {DEFAULT_MAX_SECONDS})")
     what = parser.add_argument_group("what to run")
     what.add_argument("--aggregated", action="store_true",
@@ -185,7 +156,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="also upload the result files under S3_URI/<endpoint>/<run id>/ (default: "
                           "s3://<the tokenizer's bucket>/benchmarks, which the stack's benchmark role may write)")
     job.add_argument("--no-upload", action="store_true", help="keep the results in the pod's log only")
-    job.add_argument("--node-selector", type=_pairs, metavar="K=V[,K=V]",
+    job.add_argument("--node-selector", type=pairs, metavar="K=V[,K=V]",
                      help="nodes the pod may use, never a HyperPod node (default: the stack's system nodes with "
                           "--stack/--outputs-file, else any non-HyperPod node)")
     job.add_argument("--region", help="the buckets' and the --stack's region (default: the stack's, else the model "
@@ -197,9 +168,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cluster = parser.add_argument_group("the cluster")
     cluster.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
     cluster.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    cluster.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+    cluster.add_argument("--timeout", type=seconds, metavar="SECONDS",
                          help="how long to wait per Job (default: its deadline plus 5 minutes)")
-    cluster.add_argument("--poll-interval", type=_seconds, default=DEFAULT_POLL, metavar="SECONDS",
+    cluster.add_argument("--poll-interval", type=seconds, default=DEFAULT_POLL, metavar="SECONDS",
                          help=f"seconds between polls (default: {DEFAULT_POLL})")
     cluster.add_argument("--keep", action="store_true", help="leave the Job for inspection (its TTL removes it)")
     parser.set_defaults(handler=run)
