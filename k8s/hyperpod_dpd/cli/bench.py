@@ -1,33 +1,16 @@
 """``hyperpod-dpd bench [SPEC]``: benchmark the deployed endpoint from inside the cluster.
 
-Applies a Job (and its ServiceAccount) that runs a benchmark client on a non-HyperPod node against the
-endpoint's router Service with fixed input and output lengths at each load level: genai-bench at each
-closed-loop --concurrency level (the AWS blog's tool), or NVIDIA's aiperf at each open-loop
---request-rate (Poisson arrivals, which genai-bench cannot send). It waits for the Job with
-progress on stderr, reads the result files back from S3 when the Job uploaded them (else from its log,
-which kubelet's rotation may have cut), deletes the Job, and prints per level:
-TTFT, TPOT and end-to-end latency (p50/p90/p99), output tokens per second, requests completed and
-failed, the error rate, and what the router and decoder counted (DISAGG: requests the router
-disaggregated; KV IN tok: prompt tokens the decoder received from the prefiller; CLIENT +ms: the
-client's mean TTFT above the router's own), read through the API server before and after each level,
-and goodput under the spec's slo. The default --isl clears the spec's routing threshold under
-the router's length rule; a shorter one is refused unless --path direct. Warns when a level cannot
-be trusted (under 95% disaggregated, no KV received, client overhead above its bound, failed
-requests, answers shorter than --osl, a buffered stream); docs/bench.md explains each. --aggregated
-also benchmarks the aggregated twin (the stack hosts it with -c aggregated_baseline=true) and reports
-DPD's change; --compare adds the advisor's prediction.
-
---output-dir DIR only writes the manifests (- prints them). --results-dir DIR reports a results folder you already
-have (genai-bench's, or the run folder the Job uploads, e.g. from --results-s3) instead of running anything.
+Runs a Job on a non-HyperPod node that sends fixed-length prompts to the endpoint's router, one load level
+at a time (genai-bench at each closed-loop --concurrency, aiperf at each open-loop --request-rate), reads
+the result files back (from S3 when the Job uploaded them, else from its log), deletes the Job, and prints
+per level the latencies, throughput, failed requests, goodput under the spec's slo, and the router's and
+decoder's counters that prove the level was disaggregated. --aggregated also benchmarks the aggregated twin
+and reports DPD's change; --compare adds the advisor's prediction. --output-dir DIR only writes the
+manifests (- prints them); --results-dir DIR reports a results folder instead of running anything.
 
 Exit status: 0 when every Job succeeded and every level can be trusted, 1 otherwise, 2 for usage errors
-(including traffic the spec cannot serve or route as asked, a missing endpoint or twin, and results
-folders of different scenarios). Kubernetes RBAC: create serviceaccounts and jobs, get/delete jobs,
-list pods and get pods/log in the Job's namespace; get inferenceendpointconfigs; list pods and get
-pods/proxy in hyperpod-inference-system and the endpoint's namespace (the counters). The pod's role
-(IRSA, -c benchmark=true in the stack) reads the model's tokenizer files and uploads the results; your own
-AWS credentials read them back and need s3:ListBucket and s3:GetObject on <results S3>/<endpoint>/<run id>/
-(without them bench uses the log's copy and says why).
+(traffic the spec cannot serve or route as asked, a missing endpoint or twin, RBAC the run lacks, results
+folders of different scenarios). docs/bench.md explains each column and warning and the permissions needed.
 """
 
 from __future__ import annotations
