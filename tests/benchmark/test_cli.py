@@ -22,9 +22,11 @@ from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.cluster import parse_job_log
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
-from hyperpod_dpd.benchmark.results import ResultsError, collect
+from hyperpod_dpd.benchmark.levels import ResultsError
+from hyperpod_dpd.benchmark.results import collect
 from hyperpod_dpd.benchmark.route import largest_direct_isl
-from hyperpod_dpd.cli import bench, main
+from hyperpod_dpd.benchmark.session import Seams
+from hyperpod_dpd.cli import main
 from hyperpod_dpd.clients.aws import AwsClients
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
@@ -32,8 +34,8 @@ from hyperpod_dpd.spec.defaults import default_spec
 RUN = "20261201-0300"
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["bench", *argv])
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, seams: Seams | None = None) -> tuple[int, str, str]:
+    code = main(["bench", *argv], seams=seams)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -134,7 +136,7 @@ class FakeAdvice:
 
 
 def test_compare_prints_measured_beside_predicted(capsys: pytest.CaptureFixture[str], healthy_run: Any,
-                                                  monkeypatch: pytest.MonkeyPatch, stub_spec: str) -> None:
+                                                  stub_spec: str) -> None:
     asked: list[Any] = []
     estimate = FakeEstimate(ttft_s=0.02, tpot_s=0.005, e2e_s=0.1, output_tokens_per_s=100.0, gpus=16)
 
@@ -143,8 +145,9 @@ def test_compare_prints_measured_beside_predicted(capsys: pytest.CaptureFixture[
         return FakeAdvice(points=tuple(FakePoint(c, estimate, estimate) for c in scenario.concurrency),
                           assumptions={"system": "h100_sxm"})
 
-    monkeypatch.setattr(bench, "predictor", predictor)
-    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare", "--json")
+    seams = Seams(predictor=predictor)
+    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare", "--json",
+                           seams=seams)
     assert code == 0 and asked[0].isl == 64 and asked[0].osl == 16 and asked[0].concurrency == (2, 4)
     comparison = json.loads(out)["comparison"]
     assert comparison["assumptions"] == {"system": "h100_sxm"}
@@ -152,7 +155,7 @@ def test_compare_prints_measured_beside_predicted(capsys: pytest.CaptureFixture[
     assert [r["concurrency"] for r in tpot] == [2, 4]
     for row in tpot:
         assert row["difference_percent"] == pytest.approx((row["measured"] - 0.005) / 0.005 * 100)
-    code, text, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare")
+    code, text, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare", seams=seams)
     assert "measured against predicted" in text and "2 disaggregated" in text and "system: h100_sxm" in text
 
 
@@ -226,13 +229,11 @@ def _upload(s3: Any, files: Mapping[str, str | bytes], key_prefix: str = UPLOADE
     return S3Seam(s3)
 
 
-def _on_cluster(monkeypatch: pytest.MonkeyPatch, kube: Any, aws: S3Seam | None = None) -> FakeClock:
-    clock = FakeClock()
-    monkeypatch.setattr(bench, "benchmark_kube", lambda context, config: kube)
-    monkeypatch.setattr(bench, "aws_clients", aws or S3Seam())
-    monkeypatch.setattr(bench, "clock", clock)
-    monkeypatch.setattr(bench, "sleep", clock.sleep)
-    return clock
+def _on_cluster(kube: Any, aws: S3Seam | None = None, *, clock: FakeClock | None = None) -> Seams:
+    """bench's seams for a recorded cluster: ``kube``, ``aws`` (default: no S3) and a clock that only sleeps."""
+    clock = clock or FakeClock()
+    return Seams(benchmark_kube=lambda context, config: kube, aws_clients=aws or S3Seam(), clock=clock,
+                 sleep=clock.sleep)
 
 
 STUB_TRAFFIC = ("--run-id", RUN, "--concurrency", "2,4", "--isl", "64", "--osl", "16", "--requests", "8",
@@ -240,14 +241,15 @@ STUB_TRAFFIC = ("--run-id", RUN, "--concurrency", "2,4", "--isl", "64", "--osl",
 
 
 def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
-                                                    healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                    healthy_run: Any,
                                                     stub_spec: str, *, s3: Any) -> None:
     """Every level 100% disaggregated with KV received. The client's overhead is measured, not controlled
     here: on a loaded machine it may pass its bound, which is then the only warning (and exit 1)."""
     kube = _cluster(fakes, healthy_run)
     aws = _upload(s3, healthy_run.files())
-    clock = _on_cluster(monkeypatch, kube, aws)
-    code, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC)
+    clock = FakeClock()
+    seams = _on_cluster(kube, aws, clock=clock)
+    code, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, seams=seams)
     assert f"job bench-dpd-test-{RUN}" in err and kube.batch.deleted == [("default", f"bench-dpd-test-{RUN}",
                                                                            "Background")]
     assert clock.slept == [15] * 5
@@ -259,8 +261,8 @@ def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixtur
         done, routed = row[-4].split("/")
         assert done == routed and row[-3] == "100%" and int(row[-2].replace(",", "")) > 0
         assert int(row[-1].lstrip("+")) > 0
-    _on_cluster(monkeypatch, _cluster(fakes, healthy_run), aws)
-    json_code, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
+    seams = _on_cluster(_cluster(fakes, healthy_run), aws)
+    json_code, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json", seams=seams)
     run = json.loads(text)["runs"]["dpd"]
     assert (run["model"], run["architecture"], run["instance_type"]) == ("Llama-3.3-70B-Instruct", "llama-3.3-70b",
                                                                          "ml.p5.48xlarge")
@@ -271,10 +273,10 @@ def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixtur
 
 
 def test_a_silently_direct_run_is_untrustworthy_and_exit_1(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
-                                                           direct_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                           direct_run: Any,
                                                            stub_spec: str, *, s3: Any) -> None:
-    _on_cluster(monkeypatch, _cluster(fakes, direct_run), _upload(s3, direct_run.files()))
-    code, out, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
+    seams = _on_cluster(_cluster(fakes, direct_run), _upload(s3, direct_run.files()))
+    code, out, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json", seams=seams)
     assert code == 1
     run = json.loads(out)["runs"]["dpd"]
     assert [r["fraction"] for r in run["routing"]] == [0.0, 0.0]
@@ -283,22 +285,22 @@ def test_a_silently_direct_run_is_untrustworthy_and_exit_1(capsys: pytest.Captur
 
 
 def test_a_missing_twin_is_refused_before_any_job(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
-                                                  healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                  healthy_run: Any,
                                                   stub_spec: str) -> None:
     kube = _cluster(fakes, healthy_run, present=("dpd-test",))
-    _on_cluster(monkeypatch, kube)
-    code, _, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--aggregated")
+    seams = _on_cluster(kube)
+    code, _, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--aggregated", seams=seams)
     assert code == 2 and "default/dpd-test-agg" in err and "aggregated_baseline=true" in err
     assert kube.batch.created == [] and kube.core.accounts == []
 
 
 def test_missing_rbac_is_refused_before_any_job(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
-                                                healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                healthy_run: Any,
                                                 stub_spec: str) -> None:
     kube = _cluster(fakes, healthy_run)
     kube.access = fakes.FakeAccess(denied=("get pods/proxy hyperpod-inference-system", "create jobs default"))
-    _on_cluster(monkeypatch, kube)
-    code, _, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC)
+    seams = _on_cluster(kube)
+    code, _, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, seams=seams)
     assert code == 2 and "RBAC: is denied" in err
     assert "get pods/proxy in hyperpod-inference-system" in err and "create jobs.batch in default" in err
     assert "get pods/log default" in kube.access.asked and kube.batch.created == []
@@ -400,15 +402,14 @@ def test_compare_with_the_real_advisor(capsys: pytest.CaptureFixture[str], healt
     assert all(r["predicted"] > 0 and r["layout"] == "disaggregated" for r in rows)
 
 
-def test_a_failed_job_is_exit_1_with_the_reason(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_job_is_exit_1_with_the_reason(capsys: pytest.CaptureFixture[str], fakes: ModuleType) -> None:
     name = f"bench-dpd-test-{RUN}"
     failed = fakes.pod(f"{name}-x", phase="Failed", init=[
         fakes.container("fetch-tokenizer", "terminated", exit_code=1, reason="Error")], main=[])
     batch = fakes.FakeBatch(states=[fakes.job(name, condition="Failed", reason="BackoffLimitExceeded")])
     core = fakes.FakeCore(pods=[[failed]], logs={"fetch-tokenizer": "An error occurred (AccessDenied)"})
-    monkeypatch.setattr(bench, "benchmark_kube", lambda context, config: fakes.benchmark_kube(batch, core))
-    code, out, _ = run_cli(capsys, "--run-id", RUN, "--json")
+    seams = Seams(benchmark_kube=lambda context, config: fakes.benchmark_kube(batch, core))
+    code, out, _ = run_cli(capsys, "--run-id", RUN, "--json", seams=seams)
     assert code == 1
     run = json.loads(out)["runs"]["dpd"]
     assert run["levels"] == [] and run["not_run"] == [8, 16, 32] and run["trusted"] is False
@@ -424,17 +425,17 @@ def _levels(out: str) -> list[int]:
 
 
 def test_uploaded_results_are_read_from_s3(capsys: pytest.CaptureFixture[str], fakes: ModuleType, healthy_run: Any,
-                                           monkeypatch: pytest.MonkeyPatch, stub_spec: str, *, s3: Any) -> None:
+                                           stub_spec: str, *, s3: Any) -> None:
     """The log kept none of the files (rotated away): every level comes from the run's S3 folder."""
     aws = _upload(s3, healthy_run.files())
-    _on_cluster(monkeypatch, _cluster(fakes, healthy_run, printed={}), aws)
-    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--profile", "team", "--json")
+    seams = _on_cluster(_cluster(fakes, healthy_run, printed={}), aws)
+    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--profile", "team", "--json", seams=seams)
     assert _levels(out) == [2, 4] and json.loads(out)["runs"]["dpd"]["not_run"] == []
     assert (aws.asked, aws.profiles) == (["us-west-2"], ["team"]) and "log" not in err
 
 
 def test_the_s3_copy_wins_over_a_log_copy_cut_mid_json(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
-                                                       healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                       healthy_run: Any,
                                                        stub_spec: str, *, s3: Any) -> None:
     """M6: a level's file cut in the log (log rotation) is whole in S3, and S3's copy is the one read."""
     files = healthy_run.files()
@@ -444,8 +445,8 @@ def test_the_s3_copy_wins_over_a_log_copy_cut_mid_json(capsys: pytest.CaptureFix
     assert len(log.files[level]) < len(files[level]) and log.exit_code == 0
     with pytest.raises(ResultsError, match="not JSON"):  # and read alone, it would fail the run
         collect(log.files)
-    _on_cluster(monkeypatch, kube, _upload(s3, files))
-    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
+    seams = _on_cluster(kube, _upload(s3, files))
+    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json", seams=seams)
     assert "cannot be read" not in err and _levels(out) == [2, 4]
     whole = collect(files).level(Load(concurrency=2))
     assert whole is not None and json.loads(out)["runs"]["dpd"]["levels"][0]["requests"] == whole.requests
@@ -480,11 +481,11 @@ def _get_denied(s3: Any) -> Any:
     (_get_denied, f"access denied on GetObject; the caller needs s3:GetObject on s3://{BUCKET}/{UPLOADED}*"),
 ])
 def test_unreadable_s3_falls_back_to_the_log_with_a_note(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
-                                                         healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+                                                         healthy_run: Any,
                                                          stub_spec: str, *, s3: Any, client: Any, reason: str) -> None:
     aws = S3Seam(client(s3))
-    _on_cluster(monkeypatch, _cluster(fakes, healthy_run), aws)
-    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json")
+    seams = _on_cluster(_cluster(fakes, healthy_run), aws)
+    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json", seams=seams)
     assert _levels(out) == [2, 4] and aws.asked == ["us-west-2"]
     (note,) = [line for line in err.splitlines() if "uploaded results" in line]
     assert note == (f"cannot read the uploaded results in s3://{BUCKET}/{UPLOADED} ({reason}); using the copy in "
@@ -493,12 +494,12 @@ def test_unreadable_s3_falls_back_to_the_log_with_a_note(capsys: pytest.CaptureF
 
 @pytest.mark.parametrize(("argv", "exit_code"), [(("--no-upload",), 0), ((), 96)])
 def test_without_an_upload_s3_is_never_touched(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
-                                               healthy_run: Any, monkeypatch: pytest.MonkeyPatch, stub_spec: str, *,
+                                               healthy_run: Any, stub_spec: str, *,
                                                argv: tuple[str, ...], exit_code: int) -> None:
     """--no-upload, or an upload that failed (the publish container's 96): the log is the only copy."""
     aws = S3Seam()  # fails the test if asked for a client
-    _on_cluster(monkeypatch, _cluster(fakes, healthy_run, exit_code=exit_code), aws)
-    code, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, *argv, "--json")
+    seams = _on_cluster(_cluster(fakes, healthy_run, exit_code=exit_code), aws)
+    code, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, *argv, "--json", seams=seams)
     assert aws.asked == [] and _levels(out) == [2, 4] and "uploaded results" not in err
     problem = json.loads(out)["runs"]["dpd"]["problem"] or ""
     assert ("the upload to S3 failed" in problem) == (exit_code == 96) and (code == 1 or exit_code == 0)
@@ -513,12 +514,12 @@ OPEN_LOOP_TRAFFIC = ("--run-id", RUN, "--request-rate", "8,16", "--isl", "64", "
 
 
 def test_an_open_loop_sweep_on_the_cluster_proves_disaggregation_per_rate(
-        capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_run: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_run: Any,
         stub_spec: str, *, s3: Any) -> None:
     """--request-rate runs aiperf; the table's first column is the rate, and each rate's routing is proven."""
     aws = _upload(s3, open_loop_run.files())  # the summaries and the per-request records, read back from S3
-    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run), aws)
-    code, out, err = run_cli(capsys, stub_spec, *OPEN_LOOP_TRAFFIC)
+    seams = _on_cluster(_cluster(fakes, open_loop_run), aws)
+    code, out, err = run_cli(capsys, stub_spec, *OPEN_LOOP_TRAFFIC, seams=seams)
     assert "request rate 8,16/s, aiperf" in err
     header = next(line for line in out.splitlines() if line.startswith("RATE"))
     assert header.split()[-6:] == ["DISAGG", "KV", "IN", "tok", "CLIENT", "+ms"]
@@ -526,8 +527,8 @@ def test_an_open_loop_sweep_on_the_cluster_proves_disaggregation_per_rate(
     assert [row[0] for row in rows] == ["8/s", "16/s"]
     assert all(row[-3] == "100%" and int(row[-2].replace(",", "")) > 0 for row in rows)
     assert "24 requests per level, aiperf" in out and "using the copy in" not in err
-    _on_cluster(monkeypatch, _cluster(fakes, open_loop_run), aws)
-    json_code, text, _ = run_cli(capsys, stub_spec, *OPEN_LOOP_TRAFFIC, "--json")
+    seams = _on_cluster(_cluster(fakes, open_loop_run), aws)
+    json_code, text, _ = run_cli(capsys, stub_spec, *OPEN_LOOP_TRAFFIC, "--json", seams=seams)
     run = json.loads(text)["runs"]["dpd"]
     assert run["scenario"]["request_rate"] == [8.0, 16.0] and "concurrency" not in run["scenario"]
     assert [level["request_rate"] for level in run["levels"]] == [8.0, 16.0]
@@ -537,11 +538,11 @@ def test_an_open_loop_sweep_on_the_cluster_proves_disaggregation_per_rate(
 
 
 def test_a_silently_direct_open_loop_run_is_untrustworthy_and_exit_1(
-        capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_direct_run: Any,
-        monkeypatch: pytest.MonkeyPatch, stub_spec: str, *, s3: Any) -> None:
-    _on_cluster(monkeypatch, _cluster(fakes, open_loop_direct_run), _upload(s3, open_loop_direct_run.files()))
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, open_loop_direct_run: Any, stub_spec: str, *,
+        s3: Any) -> None:
+    seams = _on_cluster(_cluster(fakes, open_loop_direct_run), _upload(s3, open_loop_direct_run.files()))
     code, out, _ = run_cli(capsys, stub_spec, "--run-id", RUN, "--request-rate", "8", "--isl", "64", "--osl", "16",
-                           "--requests", "24", "--max-seconds", "60", "--json")
+                           "--requests", "24", "--max-seconds", "60", "--json", seams=seams)
     run = json.loads(out)["runs"]["dpd"]
     assert code == 1 and [r["fraction"] for r in run["routing"]] == [0.0]
     assert [(w["code"], w["request_rate"]) for w in run["warnings"] if w["code"] != "client-overhead"] == [
@@ -567,7 +568,7 @@ def test_bad_request_rates_are_refused_by_name(capsys: pytest.CaptureFixture[str
 
 
 def test_an_open_loop_results_folder_is_reported_and_compared_per_rate(
-        capsys: pytest.CaptureFixture[str], open_loop_run: Any, healthy_run: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], open_loop_run: Any, healthy_run: Any,
         stub_spec: str) -> None:
     """--results-dir reads the Job's aiperf files; --compare asks the advisor once per rate (its open-loop
     model), and an A/B of a rate sweep against a concurrency sweep is refused."""
@@ -579,15 +580,16 @@ def test_an_open_loop_results_folder_is_reported_and_compared_per_rate(
         return FakeAdvice(points=tuple(FakePoint(0, estimate, estimate, rate) for rate in scenario.request_rates),
                           assumptions={"system": "h100_sxm"})
 
-    monkeypatch.setattr(bench, "predictor", predictor)
-    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(open_loop_run.folder), "--compare", "--json")
+    seams = Seams(predictor=predictor)
+    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(open_loop_run.folder), "--compare", "--json",
+                           seams=seams)
     assert asked[0].request_rates == (8.0, 16.0) and asked[0].concurrency == ()
     document = json.loads(out)
     assert [level["request_rate"] for level in document["runs"]["dpd"]["levels"]] == [8.0, 16.0]
     ttft = [r for r in document["comparison"]["rows"] if r["metric"] == "TTFT p50"]
     assert [r["request_rate"] for r in ttft] == [8.0, 16.0] and all(abs(r["difference_percent"]) < 15 for r in ttft)
     code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(open_loop_run.folder), "--aggregated-results-dir",
-                           str(healthy_run.folder))
+                           str(healthy_run.folder), seams=seams)
     assert code == 2 and "request rate 8,16/s" in err and "concurrency 2,4" in err
 
 
@@ -623,7 +625,7 @@ DOC_RUNS = {  # docs/bench.md's quoted runs on the stub: marker, the run, its tr
 
 @pytest.mark.parametrize("kind", sorted(DOC_RUNS))
 def test_the_documented_stub_runs_are_what_bench_prints(kind: str, *, capsys: pytest.CaptureFixture[str],
-                                                        fakes: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                        fakes: ModuleType,
                                                         tmp_path: Path, request: pytest.FixtureRequest,
                                                         s3: Any) -> None:
     """docs/bench.md quotes a run on the stub per kind of load: its title, columns and row shapes are today's
@@ -632,8 +634,8 @@ def test_the_documented_stub_runs_are_what_bench_prints(kind: str, *, capsys: py
     run = request.getfixturevalue(fixture)
     spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 32"),
                       ("max_model_len: 16384", f"max_model_len: 16384\n{slo}"))
-    _on_cluster(monkeypatch, _cluster(fakes, run), _upload(s3, run.files()))
-    code, out, err = run_cli(capsys, spec, *traffic)
+    seams = _on_cluster(_cluster(fakes, run), _upload(s3, run.files()))
+    code, out, err = run_cli(capsys, spec, *traffic, seams=seams)
     quoted = DOC.read_text(encoding="utf-8").split(marker, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     # the table; on a loaded machine the client's overhead may also pass its bound, flagged after it
     table, _, flagged = out.rstrip().partition("\n\ncannot be trusted as measured:\n")

@@ -18,8 +18,9 @@ from hyperpod_dpd.benchmark import Scenario, Trust, trust_warnings
 from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.disaggregation import disaggregation_warnings
+from hyperpod_dpd.benchmark.levels import ResultsError
 from hyperpod_dpd.benchmark.overhead import BOUND_S, client_overhead, overhead_warnings
-from hyperpod_dpd.benchmark.results import ResultsError, collect, read_directory
+from hyperpod_dpd.benchmark.results import collect, read_directory
 from hyperpod_dpd.benchmark.route import RoutePath, default_isl, largest_direct_isl
 from hyperpod_dpd.load_point import Load
 

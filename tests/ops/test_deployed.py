@@ -85,20 +85,19 @@ def test_describe_stack_reads_the_outputs() -> None:
     assert error.value.problems[0].message == "does not exist in us-east-2"
 
 
-def test_bench_with_the_stack_uses_its_names(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_with_the_stack_uses_its_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """bench audit D1/D2: the deployed bucket, and no system-pool selector on a cluster without that pool."""
-    from hyperpod_dpd.cli import bench
+    from hyperpod_dpd.benchmark.session import Seams
 
     client = boto3.client("cloudformation", region_name="us-east-2", aws_access_key_id="a", aws_secret_access_key="b")
     stub = Stubber(client)
     stub.add_response("describe_stacks", {"Stacks": [{
         "StackName": "Team", "CreationTime": "2026-01-01T00:00:00Z", "StackStatus": "CREATE_COMPLETE",
         "Outputs": [{"OutputKey": k, "OutputValue": v} for k, v in OUTPUTS.items()]}]}, {"StackName": "Team"})
-    monkeypatch.setattr(bench, "aws_clients", lambda region, profile: AwsClients(
+    seams = Seams(aws_clients=lambda region, profile: AwsClients(
         region=region or "us-east-2", factory=lambda service, region_name: client))
     with stub:
-        assert main(["bench", "--stack", "Team", "--render", str(tmp_path), "--run-id", "r"]) == 0
+        assert main(["bench", "--stack", "Team", "--render", str(tmp_path), "--run-id", "r"], seams=seams) == 0
     text = next(tmp_path.glob("*.yaml")).read_text()
     assert "s3://team-weights/llama/" in text and "dpd-models-example" not in text
     assert "hyperpod-dpd/pool" not in text  # SystemNodeSelector none: an existing cluster's CPU nodes

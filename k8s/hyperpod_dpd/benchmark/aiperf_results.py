@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from hyperpod_dpd.benchmark.results import LevelResult, Percentiles, ResultsError
+from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles, ResultsError
 from hyperpod_dpd.load_point import Load
 
 FILE_PREFIX = "aiperf_rate_"

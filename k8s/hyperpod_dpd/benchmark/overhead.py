@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
-from hyperpod_dpd.benchmark.results import LevelResult
+from hyperpod_dpd.benchmark.levels import LevelResult
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
 from hyperpod_dpd.load_point import Load
 

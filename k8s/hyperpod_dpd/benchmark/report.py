@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
+from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.overhead import client_overhead
-from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
+from hyperpod_dpd.benchmark.results import BenchmarkResults
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.trust import TrustWarning
 from hyperpod_dpd.columns import milliseconds, render_columns

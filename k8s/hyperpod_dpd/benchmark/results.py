@@ -14,90 +14,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hyperpod_dpd.benchmark.aiperf_results import AIPERF_FILE, RECORDS_FILE, parse_aiperf, parse_failed_records
+from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles, ResultsError
 from hyperpod_dpd.load_point import Load
 
 RUN_FILE = re.compile(r"^(?P<stem>.+)_(?P<task>[a-z-]+-to-[a-z-]+)_num_concurrency_(?P<level>\d+)_time_\d+s\.json$")
 DEBUG_FILE = re.compile(r"^debug_for_run_(?P<stem>.+)_(?P<level>\d+)\.json$")
 LATENCIES = ("ttft", "tpot", "e2e_latency")
 UNIT_SCALE = {"s": 1.0, "ms": 1e-3}
-
-
-class ResultsError(ValueError):
-    """A result file that is not genai-bench output; the message names the file and the key."""
-
-
-@dataclass(frozen=True)
-class Percentiles:
-    """p50, p90 and p99 in seconds; None when no request produced the metric."""
-
-    p50: float | None
-    p90: float | None
-    p99: float | None
-
-    def as_dict(self) -> dict[str, float | None]:
-        return {"p50": self.p50, "p90": self.p90, "p99": self.p99}
-
-
-@dataclass(frozen=True, kw_only=True)
-class LevelResult:
-    """What one load level (a concurrency or a request rate) measured."""
-
-    load: Load
-    scenario: str
-    ttft: Percentiles
-    tpot: Percentiles
-    e2e: Percentiles
-    output_tokens_per_s: float
-    completed: int
-    failed: int
-    duration_s: float
-    mean_input_tokens: float | None
-    mean_output_tokens: float | None
-    error_codes: Mapping[str, int] = field(default_factory=dict)
-    first_error: str | None = None
-    # (TTFT, TPOT) in seconds of every answered request, warm-up included (the router counts those too)
-    answered: tuple[tuple[float, float | None], ...] = ()
-    warmup_answered: int = 0  # how many of ``answered``, at its start, were warm-up requests (aiperf marks them)
-
-    @property
-    def client_ttft_mean(self) -> float | None:
-        """Mean TTFT over every answered request, comparable with the router's own mean for the level."""
-        return sum(ttft for ttft, _ in self.answered) / len(self.answered) if self.answered else None
-
-    @property
-    def measured_answered(self) -> tuple[tuple[float, float | None], ...]:
-        """``answered`` without the warm-up requests the client marked as such."""
-        return self.answered[self.warmup_answered:]
-
-    def goodput(self, *, ttft_s: float | None, tpot_s: float | None) -> tuple[int, float]:
-        """Measured requests that met both targets (a missing target always holds), and their rate per second."""
-        good = sum(1 for ttft, tpot in self.measured_answered if (ttft_s is None or ttft <= ttft_s)
-                   and (tpot_s is None or (tpot is not None and tpot <= tpot_s)))
-        return good, good / self.duration_s if self.duration_s else 0.0
-
-    @property
-    def requests(self) -> int:
-        return self.completed + self.failed
-
-    @property
-    def error_rate(self) -> float:
-        """Failed over sent, from the counts (genai-bench's own ``error_rate`` is always 0)."""
-        return self.failed / self.requests if self.requests else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **self.load.as_dict(), "scenario": self.scenario,
-            "ttft_s": self.ttft.as_dict(), "tpot_s": self.tpot.as_dict(), "e2e_s": self.e2e.as_dict(),
-            "output_tokens_per_s": self.output_tokens_per_s, "requests": self.requests,
-            "completed": self.completed, "failed": self.failed, "error_rate": self.error_rate,
-            "error_codes": dict(sorted(self.error_codes.items())), "duration_s": self.duration_s,
-            "mean_input_tokens": self.mean_input_tokens, "mean_output_tokens": self.mean_output_tokens,
-            "first_error": self.first_error, "client_ttft_mean_s": self.client_ttft_mean,
-        }
 
 
 def _get(data: Mapping[str, Any], path: str, where: str) -> Any:
@@ -205,13 +133,6 @@ def collect(files: Mapping[str, str], *, expected: Iterable[Load] = (), isl: int
     ``isl`` and ``osl`` name the scenario of an aiperf level whose every request failed (it writes no
     summary). :default: - another level's
     """
-    from hyperpod_dpd.benchmark.aiperf_results import (  # noqa: PLC0415 - that module imports this one
-        AIPERF_FILE,
-        RECORDS_FILE,
-        parse_aiperf,
-        parse_failed_records,
-    )
-
     found: dict[Load, LevelResult] = {}
     for name in sorted(files):
         if RUN_FILE.match(name) or DEBUG_FILE.match(name):

@@ -34,6 +34,7 @@ DEFAULT_OSL = 256
 DEFAULT_CONCURRENCY = (8, 16, 32)
 REQUESTS_PER_USER = 10  # the default bound: ten requests per concurrent user of the highest level
 DEFAULT_MAX_SECONDS = 1800
+DEFAULT_POLL = 15  # seconds between bench's polls of a running Job (the pod's quiet windows last two)
 MAX_CONCURRENCY = 1024
 GRACE_SECONDS = 60  # aiperf --benchmark-grace-period: requests in flight at the bound may still finish
 WARMUP_RATIO = 0.1  # genai-bench --warmup-ratio: the first 10% of a level's requests are not measured

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult
+from hyperpod_dpd.benchmark.levels import LevelResult
+from hyperpod_dpd.benchmark.results import BenchmarkResults
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.load_point import Load
 

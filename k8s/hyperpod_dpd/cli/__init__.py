@@ -10,9 +10,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from hyperpod_dpd.cli import _common
 from hyperpod_dpd.errors import UsageError
+
+if TYPE_CHECKING:
+    from hyperpod_dpd.benchmark.session import Seams
 
 EXIT_USAGE = 2
 # The subcommands in the order they are used: write a spec, check and size it, render, deploy checks.
@@ -64,7 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, seams: Seams | None = None) -> int:
+    """Run one command line and return its exit status.
+
+    :param seams: the live systems (AWS, the cluster, the clock, the advisor) for the command to use instead of
+        the real ones; only ``bench`` takes them. :default: - the real ones
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:  # a bare `hyperpod-dpd` shows the help, as kubectl and helm do
@@ -72,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     _common.reset_run()
     try:
-        code: int = args.handler(args)
+        code: int = args.handler(args) if seams is None else args.handler(args, seams=seams)
     except UsageError as err:
         print(f"hyperpod-dpd: {err}", file=sys.stderr)
         return EXIT_USAGE

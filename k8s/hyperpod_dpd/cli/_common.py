@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from hyperpod_dpd.contracts.stack_outputs import DeployedStack
 
 DEFAULT_SOURCE = "the embedded default spec"
+# A file argument of ``-``: standard input where a file is read, standard output where one is written.
+DASH = "-"
 # "Write files here", the same flag on every command that writes files (``-``: standard output).
 OUTPUT_DIR = "--output-dir"
 
@@ -139,7 +141,7 @@ def emit_documents(documents: Mapping[str, str], output_dir: str) -> list[str]:
 
     Returns the paths written (none for standard output), to be listed for the user.
     """
-    if output_dir == STDIN:
+    if output_dir == DASH:
         sys.stdout.write("---\n".join(text if text.endswith("\n") else text + "\n" for text in documents.values()))
         return []
     out = Path(output_dir)

@@ -16,30 +16,11 @@ import sys
 from pathlib import Path
 
 from hyperpod_dpd.advisor.search import DEFAULT_MAX_NODES, DEFAULT_TOP
-from hyperpod_dpd.cli._common import add_spec_argument, print_warnings, read_spec, warn
+from hyperpod_dpd.cli._argtypes import number, whole, wholes
+from hyperpod_dpd.cli._common import DASH, add_spec_argument, print_warnings, read_spec, warn
 from hyperpod_dpd.errors import SpecError, UsageError
-from hyperpod_dpd.spec.loading import STDIN as STDOUT  # "-": standard output where a file is written
 
 EXIT_SLA_MISSED = 1
-
-
-def _number(kind: type[int] | type[float], text: str, what: str) -> int | float:
-    try:
-        return kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-
-
-def _whole(text: str) -> int:
-    return int(_number(int, text, "a whole number"))
-
-
-def _real(text: str) -> float:
-    return float(_number(float, text, "a number"))
-
-
-def _concurrencies(text: str) -> tuple[int, ...]:
-    return tuple(_whole(part.strip()) for part in text.split(","))
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,21 +29,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Predict TTFT, TPOT and throughput of the spec's DPD layout against aggregated vLLM on "
                     "the same model and TP, with NVIDIA AIConfigurator (pip install 'hyperpod-dpd[advisor]').")
     add_spec_argument(parser)
-    parser.add_argument("--isl", type=_whole, required=True, metavar="N", help="input tokens per request")
-    parser.add_argument("--osl", type=_whole, required=True, metavar="N", help="output tokens per request")
+    parser.add_argument("--isl", type=whole, required=True, metavar="N", help="input tokens per request")
+    parser.add_argument("--osl", type=whole, required=True, metavar="N", help="output tokens per request")
     load = parser.add_mutually_exclusive_group(required=True)
-    load.add_argument("--concurrency", type=_concurrencies, metavar="N[,N...]",
+    load.add_argument("--concurrency", type=wholes, metavar="N[,N...]",
                       help="requests in flight (closed loop), one or more load points")
-    load.add_argument("--request-rate", type=_real, metavar="R", help="arrivals per second (one load point)")
-    parser.add_argument("--ttft-ms", type=_real, metavar="MS", help="time-to-first-token target")
-    parser.add_argument("--tpot-ms", type=_real, metavar="MS", help="time-per-output-token target")
-    parser.add_argument("--baseline-nodes", type=_whole, metavar="N",
+    load.add_argument("--request-rate", type=number, metavar="R", help="arrivals per second (one load point)")
+    parser.add_argument("--ttft-ms", type=number, metavar="MS", help="time-to-first-token target")
+    parser.add_argument("--tpot-ms", type=number, metavar="MS", help="time-per-output-token target")
+    parser.add_argument("--baseline-nodes", type=whole, metavar="N",
                         help="nodes of the aggregated baseline (default: as many as the DPD layout, equal cost)")
     parser.add_argument("--search", action="store_true",
                         help="find the DPD layout with the fewest nodes that meets the SLAs at one load point")
-    parser.add_argument("--max-nodes", type=_whole, metavar="N",
+    parser.add_argument("--max-nodes", type=whole, metavar="N",
                         help=f"with --search: the largest layout tried (default: {DEFAULT_MAX_NODES})")
-    parser.add_argument("--top", type=_whole, metavar="N",
+    parser.add_argument("--top", type=whole, metavar="N",
                         help=f"with --search: layouts printed (default: {DEFAULT_TOP})")
     parser.add_argument("--write-spec", metavar="FILE",
                         help="with --search: write the best layout as a spec (- prints it to standard output and "
@@ -70,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--any-layout", action="store_true",
                         help="with --search: also try layouts the operator does not run today (several decoders, "
                              "roles of part of a node); they are shown, never written")
-    parser.add_argument("--price-per-node-hour", type=_real, metavar="USD",
+    parser.add_argument("--price-per-node-hour", type=number, metavar="USD",
                         help="your on-demand rate per node-hour (default: the shipped us-east-1 price table)")
     parser.add_argument("--calibrate", metavar="BENCH_JSON",
                         help="fit the model's prefill, decode and overhead factors to a 'hyperpod-dpd bench "
@@ -88,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--baseline-nodes applies to the comparison, not to --search; drop one of them")
     spec = read_spec(args.spec)
     # With --write-spec - standard output carries the spec alone; the report goes to standard error.
-    report = sys.stderr if args.write_spec == STDOUT else sys.stdout
+    report = sys.stderr if args.write_spec == DASH else sys.stdout
     from hyperpod_dpd.advisor import NoLayoutMeetsSla, Traffic, advise, search  # noqa: PLC0415 - keeps --help fast
     from hyperpod_dpd.advisor.render import render_advice, render_search  # noqa: PLC0415
 
@@ -140,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
                                   "the operator runs (one decoder, whole-node roles); nothing written. Fix: drop "
                                   "--any-layout, or allow more nodes (--max-nodes)")
         best = result.best[0].spec
-        where = "standard output" if args.write_spec == STDOUT else args.write_spec
+        where = "standard output" if args.write_spec == DASH else args.write_spec
         print_warnings(check(best, source=where).warnings)
         spec_text = spec_to_yaml(best)
-        if args.write_spec != STDOUT:
+        if args.write_spec != DASH:
             try:
                 Path(args.write_spec).write_text(spec_text, encoding="utf-8")
             except OSError as err:
@@ -153,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=2), file=report)
     else:
         print(render_search(result, isl=traffic.isl, osl=traffic.osl, sla=traffic.sla), end="", file=report)
-    if args.write_spec == STDOUT and spec_text is not None:
+    if args.write_spec == DASH and spec_text is not None:
         sys.stdout.write(spec_text)
         print("wrote the best layout to standard output", file=sys.stderr)
     elif args.write_spec:

@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hyperpod_dpd.cli._common import add_output_dir_argument, add_spec_argument, print_warnings, read_checked_spec
+from hyperpod_dpd.cli._common import (
+    DASH,
+    add_output_dir_argument,
+    add_spec_argument,
+    print_warnings,
+    read_checked_spec,
+)
 from hyperpod_dpd.errors import UsageError
-from hyperpod_dpd.spec.loading import STDIN
 
 DEFAULT_OUT = "dist/observability"
 
@@ -27,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.output_dir == STDIN:
+    if args.output_dir == DASH:
         raise UsageError("observe writes two files of two formats (YAML rules, a JSON dashboard), which "
                               "do not share one stream. Fix: pass a folder, e.g. --output-dir dist/observability")
     checked = read_checked_spec(args.spec)

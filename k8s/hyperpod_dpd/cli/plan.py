@@ -10,18 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from hyperpod_dpd.cli._argtypes import tokens
 from hyperpod_dpd.cli._common import add_spec_argument, read_spec_with_problems
 from hyperpod_dpd.errors import SpecError, UsageError
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1 token")
-    return value
 
 
 def _cannot_plan(err: SpecError) -> str:
@@ -36,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--model-config", metavar="PATH_OR_S3_URI",
                         help="the model's config.json (a file, its folder, or s3://bucket/prefix) or a preset "
                              "name; overrides the spec's architecture")
-    parser.add_argument("--prompt-tokens", type=_positive_int, metavar="N",
+    parser.add_argument("--prompt-tokens", type=tokens, metavar="N",
                         help="prompt length for the per-request figures (default: the routing threshold)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.set_defaults(handler=run)

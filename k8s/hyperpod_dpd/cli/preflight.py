@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 
+from hyperpod_dpd.cli._argtypes import instances
 from hyperpod_dpd.cli._common import add_aws_arguments, add_spec_argument, bucket_region, read_spec
 from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsUnavailable, describe_error, session_clients
 from hyperpod_dpd.clients.checks import exit_status
@@ -39,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--availability-zone-id", metavar="AZ_ID",
                         help="the AZ ID the HyperPod subnet will use (default: the spec's "
                              f"topology.availability_zone, else {DEFAULT_AVAILABILITY_ZONE_ID}, the CDK app's default)")
-    parser.add_argument("--cluster-instances", type=_positive, metavar="N",
+    parser.add_argument("--cluster-instances", type=instances, metavar="N",
                         help="instances of the spec's type the quota must cover (default: prefill + decode "
                              "nodes at their autoscaling maximum)")
     parser.add_argument("--existing-cluster", metavar="NAME", default=CDK_DEFAULT_CLUSTER,
@@ -59,13 +60,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="for the add-on rows: the add-ons declared with -c preinstalled_addons=")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(handler=run, check_addons=True)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,536 @@
+"""The ``bench`` workflow: from a :class:`BenchRequest` to a :class:`Report`, on the cluster or from results folders.
+
+``cli/bench.py`` parses the arguments into a request and prints what comes back; everything between (the
+traffic and its routing checks, the names the Job uses, RBAC, the Jobs, the counters, the trust warnings,
+the comparisons) happens here. The live systems come in as one :class:`Seams` value, so that tests pass
+their own instead of patching module globals. Progress and notes go to standard error, as the CLI's do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hyperpod_dpd.benchmark.ab import AbRow, compare_ab, render_ab
+from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
+from hyperpod_dpd.benchmark.disaggregation import (
+    LevelDisaggregation,
+    LevelSnapshots,
+    MetricsSources,
+    disaggregation_warnings,
+    read_counters,
+)
+from hyperpod_dpd.benchmark.job import (
+    QUIET_SECONDS,
+    RESULTS_PREFIX,
+    JobOptions,
+    deadline_seconds,
+    job_name,
+    render_benchmark_job,
+)
+from hyperpod_dpd.benchmark.levels import ResultsError
+from hyperpod_dpd.benchmark.overhead import overhead_warnings
+from hyperpod_dpd.benchmark.prediction import AdviceLike, ComparisonRow, compare, predict, render_comparison
+from hyperpod_dpd.benchmark.readiness import (
+    api_base_of,
+    missing_endpoints,
+    needed_permissions,
+    permission_problems,
+    served_model,
+)
+from hyperpod_dpd.benchmark.report import Slo, render_results, results_object, to_json
+from hyperpod_dpd.benchmark.results import BenchmarkResults, collect, read_files
+from hyperpod_dpd.benchmark.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
+from hyperpod_dpd.benchmark.scenario import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_SECONDS,
+    DEFAULT_OSL,
+    DEFAULT_POLL,
+    Scenario,
+    levels_text,
+    parse_levels,
+    parse_rates,
+)
+from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings
+from hyperpod_dpd.benchmark.uploaded import result_files
+from hyperpod_dpd.charts.aggregated import aggregated_spec
+from hyperpod_dpd.clients.aws import AwsClients, session_clients
+from hyperpod_dpd.clients.kube import KubeError, load_kube
+from hyperpod_dpd.clients.wait import Progress, Waiter
+from hyperpod_dpd.contracts.stack_outputs import GUESSED, OPTION, STACK, DeployedStack, Resolved, guessed_note
+from hyperpod_dpd.errors import SpecError, UsageError, raise_if_any
+from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.spec import DpdSpec
+
+DPD, AGGREGATED = "dpd", "aggregated"
+TRAFFIC = re.compile(r"^D\((\d+),(\d+)\)$")
+
+
+def _benchmark_kube(context: str | None, kubeconfig: str | None) -> BenchmarkKube:
+    return BenchmarkKube.from_kube(load_kube(context, kubeconfig))
+
+
+def _predict(spec: DpdSpec, scenario: Scenario) -> AdviceLike:
+    return predict(spec, scenario, baseline_nodes=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Seams:
+    """The live systems a run touches, each one replaceable (tests pass their own).
+
+    :param aws_clients: ``(region, profile)`` to clients, for ``--stack`` and the uploaded results.
+        :default: - the default credential chain
+    :param benchmark_kube: ``(context, kubeconfig)`` to the cluster's clients. :default: - the kubeconfig's
+    :param clock: seconds that only go forward, for the waits. :default: time.monotonic
+    :param sleep: waits between polls. :default: time.sleep
+    :param now: the UTC time that names a run without ``run_id``. :default: time.gmtime
+    :param predictor: ``(spec, scenario)`` to the advisor's estimate, for ``compare``.
+        :default: - the advisor, against one aggregated node
+    """
+
+    aws_clients: Callable[[str | None, str | None], AwsClients] = session_clients
+    benchmark_kube: Callable[[str | None, str | None], BenchmarkKube] = _benchmark_kube
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    now: Callable[[], time.struct_time] = time.gmtime
+    predictor: Callable[[DpdSpec, Scenario], AdviceLike] = _predict
+
+
+REAL = Seams()
+
+
+def _nothing_deployed() -> DeployedStack | None:
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchRequest:
+    """What a run was asked for, as values; ``None`` takes the default the option documents.
+
+    :param spec: the checked spec. :param architecture: its model architecture's name, recorded with the
+        results. :default: - unknown
+    :param deployed: reads the names the stack deployed, which win over the spec's; called only when a Job is
+        planned, after the traffic was checked. :default: - no stack
+    :param quiet: no progress or notes on standard error (the report is one JSON object). :default: False
+
+    The other fields are the options of ``hyperpod-dpd bench`` of the same names (``docs/bench.md``).
+    """
+
+    spec: DpdSpec
+    architecture: str | None = None
+    deployed: Callable[[], DeployedStack | None] = _nothing_deployed
+    quiet: bool = False
+    # the traffic
+    isl: int | None = None
+    path: RoutePath = RoutePath.DPD
+    osl: int = DEFAULT_OSL
+    concurrency: str = levels_text(DEFAULT_CONCURRENCY)
+    request_rate: str | None = None
+    requests: int | None = None
+    max_seconds: int = DEFAULT_MAX_SECONDS
+    # what to run
+    aggregated: bool = False
+    compare: bool = False
+    results_dir: str | None = None
+    aggregated_results_dir: str | None = None
+    # the Job
+    namespace: str | None = None
+    run_id: str | None = None
+    image: str | None = None
+    genai_bench_version: str | None = None
+    aiperf_version: str | None = None
+    pip_index_url: str | None = None
+    aws_cli_image: str | None = None
+    service_account: str | None = None
+    role_arn: str | None = None
+    tokenizer_s3: str | None = None
+    results_s3: str | None = None
+    upload: bool = True
+    node_selector: Mapping[str, str] | None = None
+    region: str | None = None
+    profile: str | None = None
+    # the cluster
+    kube_context: str | None = None
+    kubeconfig: str | None = None
+    timeout: float | None = None
+    poll_interval: float = DEFAULT_POLL
+    keep: bool = False
+
+
+@dataclass
+class Outcome:
+    """One endpoint's run (or results folder): its results, why not to trust them, and where they came from."""
+
+    label: str
+    endpoint: str
+    results: BenchmarkResults
+    warnings: list[TrustWarning]
+    job: str | None = None
+    problem: str = ""
+    source: str = ""
+    routing: dict[Load, LevelDisaggregation] | None = None  # when the counters were read
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The advisor's prediction beside the measurement, per level and layout."""
+
+    rows: list[ComparisonRow]
+    assumptions: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    """What a run found, for the table or the JSON object ``bench`` prints."""
+
+    scenario: Scenario
+    outcomes: list[Outcome]
+    comparison: Comparison | None = None
+    slo: Slo | None = None
+    identity: Mapping[str, str | None]
+
+    @property
+    def healthy(self) -> bool:
+        """Every Job succeeded and every level can be trusted (exit status 0)."""
+        return all(not o.problem and not o.warnings and o.results.levels for o in self.outcomes)
+
+    def to_json(self) -> str:
+        outcomes, scenario = self.outcomes, self.scenario
+        document: dict[str, Any] = {"runs": {o.label: {**results_object(
+            endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
+            routing=o.routing, slo=self.slo, identity=self.identity),
+            "problem": o.problem or None} for o in outcomes}}
+        ab = self._ab()
+        if ab is not None:
+            document["ab"] = [row.as_dict() for row in ab]
+        if self.comparison is not None:
+            document["comparison"] = {"rows": [row.as_dict() for row in self.comparison.rows],
+                                      "assumptions": self.comparison.assumptions}
+        return to_json(document)
+
+    def render(self) -> str:
+        scenario, blocks = self.scenario, []
+        for o in self.outcomes:
+            counts = sorted(set(scenario.requests_per_level))
+            where = (f"{'/'.join(map(str, counts))} requests per level, {scenario.client.value}, job {o.job}" if o.job
+                     else f"read from {o.source}")
+            title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
+            block = render_results(title, o.results, o.warnings, o.routing, self.slo)
+            if o.problem:
+                block += f"\n\nthe job did not succeed:\n{o.problem}"
+            blocks.append(block)
+        ab = self._ab()
+        if ab is not None:
+            blocks.append(render_ab(ab))
+        if self.comparison is not None:
+            blocks.append(render_comparison(self.comparison.rows, self.comparison.assumptions))
+        return "\n\n".join(blocks)
+
+    def _ab(self) -> list[AbRow] | None:
+        outcomes = self.outcomes
+        return compare_ab(outcomes[0].results, outcomes[1].results) if len(outcomes) > 1 else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """The Jobs a request runs: the traffic, the endpoints, the pod's options, and the names used and why."""
+
+    request: BenchRequest
+    scenario: Scenario
+    targets: list[tuple[str, BenchmarkTarget]]
+    options: JobOptions
+    names: list[Resolved]
+    deployed: DeployedStack | None
+
+    def manifests(self) -> dict[str, str]:
+        """Each endpoint's Job and ServiceAccount as one YAML file, by file name."""
+        return {f"{target.namespace}-{job_name(target, self.options)}.k8s.yaml": yaml.safe_dump_all(
+            render_benchmark_job(target, self.scenario, self.options), sort_keys=False, width=1000)
+            for _, target in self.targets}
+
+
+def run(request: BenchRequest, *, seams: Seams = REAL) -> Report:
+    """Report ``results_dir`` (and ``aggregated_results_dir``), else plan the Jobs and run them on the cluster.
+
+    Bad options are a :class:`SpecError`; what stops the run (no cluster, missing RBAC, an endpoint or
+    folder that is not there) a :class:`UsageError`.
+    """
+    spec = request.spec
+    if request.results_dir:
+        outcomes = _from_directories(request)
+        scenario = _scenario_of(outcomes[0].results)
+    else:
+        planned = plan(request, seams=seams)
+        note = guessed_note(planned.names)
+        if note and not request.quiet:
+            print(note, file=sys.stderr)
+        scenario = planned.scenario
+        outcomes = _on_cluster(planned, seams=seams)
+    comparison = _comparison(spec, scenario, outcomes, seams=seams) if request.compare else None
+    # What the run measured, recorded so that advise --calibrate can refuse another model or instance type.
+    identity = {"model": spec.model.name, "instance_type": spec.instance_type.api_name,
+                "architecture": request.architecture}
+    return Report(scenario=scenario, outcomes=outcomes, comparison=comparison, slo=_slo(spec), identity=identity)
+
+
+def plan(request: BenchRequest, *, seams: Seams = REAL) -> Plan:
+    """The scenario asked for, the endpoints it targets and the Job's options, with the names they use."""
+    scenario = _traffic(request)
+    deployed = request.deployed()
+    targets = _targets(request, deployed)
+    options = _options(request, targets[0][1].tokenizer, deployed, seams=seams)
+    names = _names(request, targets[0][1], options, deployed)
+    return Plan(request=request, scenario=scenario, targets=targets, options=options, names=names,
+                deployed=deployed)
+
+
+def _traffic(request: BenchRequest) -> Scenario:
+    """The scenario asked for, refused (exit 2) when the spec could not serve or route it as ``path`` says."""
+    spec, path = request.spec, request.path
+    threshold = spec.routing.threshold
+    client = Client.AIPERF if request.request_rate is not None else Client.GENAI_BENCH
+    isl = request.isl if request.isl is not None else default_isl(threshold, path, client) or 1
+    raise_if_any(route_problems(isl=isl, osl=request.osl, path=path, threshold=threshold,
+                                max_model_len=spec.max_model_len, client=client))
+    if request.request_rate is not None:
+        return Scenario(isl=isl, osl=request.osl, requests=request.requests, max_seconds=request.max_seconds,
+                        request_rates=parse_rates(request.request_rate), concurrency=())
+    return Scenario(isl=isl, osl=request.osl, requests=request.requests, max_seconds=request.max_seconds,
+                    concurrency=parse_levels(request.concurrency))
+
+
+def _scenario_of(results: BenchmarkResults) -> Scenario:
+    if not results.levels:
+        raise UsageError("--results-dir holds no result files (genai-bench's *_num_concurrency_*_time_*s.json "
+                         "or the Job's aiperf_rate_*.json)")
+    match = TRAFFIC.match(results.levels[0].scenario)
+    if match is None:
+        raise UsageError(f"the results use traffic scenario {results.levels[0].scenario!r}; only fixed "
+                         "lengths D(isl,osl) can be checked and compared")
+    loads = results.loads
+    return Scenario(isl=int(match[1]), osl=int(match[2]),
+                    concurrency=tuple(load.concurrency for load in loads if load.concurrency is not None),
+                    request_rates=tuple(load.rate for load in loads if load.rate is not None))
+
+
+def _from_directories(request: BenchRequest) -> list[Outcome]:
+    spec = request.spec
+    folders = [(DPD, spec.name, request.results_dir or "")]
+    if request.aggregated_results_dir:
+        folders.append((AGGREGATED, f"{spec.name}-agg", request.aggregated_results_dir))
+    outcomes = []
+    for label, endpoint, folder in folders:
+        path = Path(folder)
+        if not path.is_dir():
+            raise UsageError(f"{folder}: not a folder; pass genai-bench's <experiment-base-dir>/<folder> or the "
+                             "Job's run folder")
+        try:
+            files = read_files(path)
+            results = collect(files)
+        except (ResultsError, OSError) as err:
+            raise UsageError(str(err)) from None
+        _refuse_other_endpoint(folder, api_base_of(files), endpoint, spec.namespace)
+        scenario = _scenario_of(results)
+        warnings = trust_warnings(results, scenario) + _threshold_warnings(spec, scenario, results)
+        outcomes.append(Outcome(label, endpoint, results, warnings, source=folder))
+    _refuse_mismatch(outcomes)
+    return outcomes
+
+
+def _refuse_other_endpoint(folder: str, api_base: str | None, endpoint: str, namespace: str) -> None:
+    """A folder whose client targeted another endpoint's router is not this endpoint's result."""
+    expected = f"{endpoint}-{namespace}-routing-service."
+    if api_base is not None and "routing-service." in api_base and f"//{expected}" not in api_base:
+        raise UsageError(f"{folder}: the run measured {api_base}, not endpoint {endpoint} "
+                         f"({expected}...). Fix: pass the spec of the endpoint the folder belongs to")
+
+
+def _refuse_mismatch(outcomes: list[Outcome]) -> None:
+    """An A/B of two folders is only a comparison when they ran the same scenario at the same levels."""
+    if len(outcomes) < 2:
+        return
+    first, other = outcomes[0], outcomes[1]
+    mine, theirs = _scenario_of(first.results), _scenario_of(other.results)
+    if (mine.isl, mine.osl) != (theirs.isl, theirs.osl) or set(mine.loads) != set(theirs.loads):
+        raise UsageError(
+            f"--results-dir ran {mine.traffic} at {mine.levels_text()} but --aggregated-results-dir ran "
+            f"{theirs.traffic} at {theirs.levels_text()}: an A/B needs the same input and output lengths and levels. "
+            "Fix: pass folders of the same bench invocation")
+
+
+def _threshold_warnings(spec: DpdSpec, scenario: Scenario, results: BenchmarkResults) -> list[TrustWarning]:
+    """A results folder's input length that the router would not (all) disaggregate: by the shipped
+    prompt lengths, or by the prompt tokens the server counted with the model's own tokenizer."""
+    threshold = spec.routing.threshold
+    problems = path_problems(isl=scenario.isl, path=RoutePath.DPD, threshold=threshold, client=scenario.client)
+    found = []
+    for level in results.levels:
+        needed = isl_for_model(isl=scenario.isl, prompt_tokens=level.mean_input_tokens, threshold=threshold)
+        if problems:
+            message = problems[0].message
+        elif needed is not None and level.mean_input_tokens:
+            message = (f"the model's tokenizer counted {level.mean_input_tokens:,.0f} prompt tokens per request, not "
+                       f"clear of the routing threshold {threshold} (use --isl {needed} or more)")
+        else:
+            continue
+        found.append(TrustWarning(code=Trust.NOT_DISAGGREGATED, load=level.load, message=(
+            f"{message}; the folder holds no router counters to show otherwise")))
+    return found
+
+
+def _targets(request: BenchRequest, deployed: DeployedStack | None) -> list[tuple[str, BenchmarkTarget]]:
+    spec, namespace = request.spec, request.namespace
+    tokenizer = S3Location.parse(request.tokenizer_s3, field="--tokenizer-s3", region=request.region) \
+        if request.tokenizer_s3 else None
+    if deployed is not None:  # the stack's names over the spec's
+        endpoint = deployed.endpoint(spec.name)
+        targets = [(label, BenchmarkTarget.for_deployed(spec, endpoint, twin=label == AGGREGATED,
+                                                        namespace=namespace, tokenizer=tokenizer))
+                   for label in ([DPD, AGGREGATED] if request.aggregated else [DPD])]
+    else:
+        dpd = BenchmarkTarget.for_spec(spec, namespace=namespace, tokenizer=tokenizer, region=request.region)
+        targets = [(DPD, dpd)]
+        if request.aggregated:
+            twin = BenchmarkTarget.for_spec(aggregated_spec(spec), namespace=namespace, tokenizer=dpd.tokenizer)
+            targets.append((AGGREGATED, twin))
+    # vLLM answers 404 to any other model: the name is the spec's --served-model-name when it sets one.
+    return [(label, dataclasses.replace(target, served_model=served_model(spec))) for label, target in targets]
+
+
+def _options(request: BenchRequest, tokenizer: S3Location, deployed: DeployedStack | None, *,
+             seams: Seams) -> JobOptions:
+    service_account, role_arn, node_selector = request.service_account, request.role_arn, request.node_selector
+    if deployed is not None:  # the stack's ServiceAccount, its role and its system nodes, unless given
+        endpoint = deployed.endpoint(request.spec.name)
+        service_account = service_account or endpoint.benchmark_service_account
+        role_arn = role_arn or endpoint.benchmark_role_arn
+        if node_selector is None and deployed.system_node_selector is not None:
+            node_selector = dict(deployed.system_node_selector)
+    results = None
+    if request.results_s3:
+        results = S3Location.parse(request.results_s3, field="--results-s3", region=request.region)
+    elif request.upload:
+        # The stack's benchmark role may write here (the model bucket's benchmarks/ prefix).
+        results = S3Location(bucket=tokenizer.bucket, prefix=RESULTS_PREFIX, region=tokenizer.region)
+    given: dict[str, Any] = {
+        "image": request.image, "genai_bench_version": request.genai_bench_version,
+        "aiperf_version": request.aiperf_version, "aws_cli_image": request.aws_cli_image,
+        "pip_index_url": request.pip_index_url,
+        "service_account": service_account, "role_arn": role_arn, "node_selector": node_selector,
+        "results": results}
+    run_id = request.run_id or time.strftime("%Y%m%d-%H%M%S", seams.now())
+    # The pod pauses between levels long enough for two polls, so bench snapshots the counters there.
+    quiet = max(QUIET_SECONDS, math.ceil(2 * request.poll_interval) + 10)
+    return JobOptions(run_id=run_id, quiet_seconds=quiet,
+                      **{key: value for key, value in given.items() if value is not None})
+
+
+def _names(request: BenchRequest, target: BenchmarkTarget, options: JobOptions,
+           deployed: DeployedStack | None) -> list[Resolved]:
+    """Which endpoint, bucket, ServiceAccount and nodes the Job uses, and where each name came from."""
+    given = {"namespace": request.namespace, "tokenizer": request.tokenizer_s3,
+             "service account": request.service_account, "role": request.role_arn, "nodes": request.node_selector}
+
+    def origin(what: str) -> str:
+        return OPTION if given.get(what) is not None else STACK if deployed is not None else GUESSED
+
+    selector = ",".join(f"{k}={v}" for k, v in options.node_selector.items()) or "any non-HyperPod node"
+    return [
+        Resolved("endpoint", f"{target.namespace}/{target.name}", origin("namespace")),
+        Resolved("router", target.api_base, origin("router")),
+        Resolved("tokenizer", target.tokenizer.uri, origin("tokenizer")),
+        Resolved("service account", options.service_account, origin("service account")),
+        Resolved("role", options.role_arn or "none (a ServiceAccount without IRSA)", origin("role")),
+        Resolved("nodes", selector, origin("nodes"))]
+
+
+def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
+    request, scenario, options, targets = planned.request, planned.scenario, planned.options, planned.targets
+    spec = request.spec
+    manifests = [(label, target, render_benchmark_job(target, scenario, options)) for label, target in targets]
+    try:
+        kube = seams.benchmark_kube(request.kube_context, request.kubeconfig)
+        missing = {t.namespace for _, t in targets
+                   if kube.service_account(t.namespace, options.service_account) is None}
+        raise_if_any(permission_problems(lambda p: kube.allowed(p.verb, p.resource, p.namespace, group=p.group,
+                                                                subresource=p.subresource),
+                                         needed_permissions(targets, spec, missing_accounts=missing)))
+        raise_if_any(missing_endpoints(kube, targets, namespace=spec.namespace))
+    except KubeError as err:
+        raise UsageError(str(err)) from None
+    timeout = request.timeout if request.timeout is not None else \
+        deadline_seconds(scenario, options.quiet_seconds) + 300
+    outcomes = []
+    for label, target, objects in manifests:
+        # Only the DPD endpoint has a router that disaggregates; the twin's path is not in question.
+        snapshots = LevelSnapshots(read=lambda: read_counters(kube, MetricsSources.for_spec(spec))) \
+            if label == DPD else None
+        name = job_name(target, options)
+        if not request.quiet:
+            print(f"benchmarking {target.namespace}/{target.name} with job {name} ({scenario.traffic}, "
+                  f"{scenario.levels_text()}, {scenario.client.value})", file=sys.stderr)
+        waiter = Waiter(timeout=timeout, poll_interval=request.poll_interval, clock=seams.clock, sleep=seams.sleep,
+                        progress=None if request.quiet else Progress(sys.stderr))
+        try:
+            job_run = run_job(kube, objects, waiter=waiter, keep=request.keep,
+                              on_poll=snapshots.observe if snapshots is not None else None)
+            results = collect(_result_files(request, options, target, job_run.log, seams=seams),
+                              expected=scenario.loads, isl=scenario.isl, osl=scenario.osl)
+        except KubeError as err:
+            raise UsageError(str(err)) from None
+        except ResultsError as err:
+            raise UsageError(f"job {name} printed results that cannot be read: {err}") from None
+        problem = "" if job_run.succeeded else "\n".join(filter(None, [
+            job_run.check.detail, job_run.diagnostics, job_run.log.log_tail]))
+        warnings = trust_warnings(results, scenario)
+        routing = None
+        if snapshots is not None:
+            routing = snapshots.levels(scenario.loads)
+            warnings += disaggregation_warnings(
+                request.path, list(results.loads), routing, isl=scenario.isl, threshold=spec.routing.threshold,
+                prompt_tokens={level.load: level.mean_input_tokens for level in results.levels})
+            warnings += overhead_warnings(results.levels, routing)
+            if snapshots.errors and not request.quiet:
+                print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
+        outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing))
+    return outcomes
+
+
+def _result_files(request: BenchRequest, options: JobOptions, target: BenchmarkTarget, log: JobLog, *,
+                  seams: Seams) -> Mapping[str, str]:
+    """The Job's result files: the copy it uploaded to S3 (whole, where the log may have been rotated away),
+    else its log's, with a note on stderr saying why."""
+    return result_files(log, results=options.results, endpoint=target.name, run_id=options.run_id,
+                        s3=lambda region: seams.aws_clients(region, request.profile).s3(region),
+                        note=lambda text: print(text, file=sys.stderr))
+
+
+def _comparison(spec: DpdSpec, scenario: Scenario, outcomes: list[Outcome], *, seams: Seams) -> Comparison:
+    try:
+        advice = seams.predictor(spec, scenario)
+    except SpecError as err:
+        raise UsageError("--compare: the advisor cannot predict this spec and traffic:\n" + "\n".join(
+            f"  - {p.render()}" for p in err.problems)) from None
+    rows = compare(outcomes[0].results, advice, layout="disaggregated")
+    for outcome in outcomes[1:]:
+        rows += compare(outcome.results, advice, layout="aggregated")
+    return Comparison(rows=rows, assumptions=dict(advice.assumptions))
+
+
+def _slo(spec: DpdSpec) -> Slo | None:
+    """The spec's TTFT and TPOT targets in seconds, for goodput; None when it sets neither."""
+    slo = spec.slo
+    if slo is None or (slo.ttft_ms is None and slo.tpot_ms is None):
+        return None
+    return (None if slo.ttft_ms is None else slo.ttft_ms / 1e3, None if slo.tpot_ms is None else slo.tpot_ms / 1e3)
