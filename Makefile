@@ -69,7 +69,7 @@ test: lint typecheck
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/lint-imports
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(TEST_STAMP)
 	@echo ">>> type-checking (mypy --strict; about 2 minutes on a first run, seconds once cached)"
@@ -84,4 +84,4 @@ venv-size: $(TEST_STAMP)
 	$(BIN)/python scripts/venv_size.py
 
 clean:
-	rm -rf $(VENV) cdk.out dist .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) cdk.out dist .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache .import_linter_cache
