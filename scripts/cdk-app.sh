@@ -1,13 +1,15 @@
 #!/bin/sh
 # cdk.json's app command: runs app.py with the project's virtual environment when it exists, else with
 # the python3 on PATH, so `cdk synth` works whether or not the venv is activated. When neither has the
-# package installed it says so in one line instead of a Python traceback.
+# package installed it says so in one line instead of a Python traceback. The check only finds the
+# package (importlib.util.find_spec): importing it would start jsii's Node.js, which app.py starts anyway.
 root=$(cd "$(dirname "$0")/.." && pwd)
 python="$root/.venv/bin/python"
 if [ ! -x "$python" ]; then
   python=$(command -v python3 || true)
 fi
-if [ -z "$python" ] || ! "$python" -c 'import hyperpod_dpd_cdk' >/dev/null 2>&1; then
+installed='import importlib.util, sys; sys.exit(importlib.util.find_spec("hyperpod_dpd_cdk") is None)'
+if [ -z "$python" ] || ! "$python" -c "$installed" >/dev/null 2>&1; then
   echo "error: hyperpod-dpd is not installed: run 'make synth' in $root (it creates .venv), or 'pip install -e .' in your own environment" >&2
   exit 2
 fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerate the parts of docs/ that quote the code: the spec's field reference, the command list, the exit codes.
+"""Regenerate the parts of docs/ that quote the code: the spec's field reference, the command list, the exit
+codes, the CDK app's context keys.
 
 Each generated part sits between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``;
 the rest of the page is prose. ``python scripts/docs.py`` rewrites them; ``--check`` exits 1 when a page
@@ -121,9 +122,17 @@ def exit_codes_block() -> str:
     return f"```text\n{EXIT_CODES}\n```"
 
 
+def context_keys_table() -> str:
+    """The CDK app's ``-c key=value`` options, from the one table the app reads them by."""
+    from hyperpod_dpd_cdk.app import context_table  # noqa: PLC0415 - starts jsii; only this page needs it
+
+    return context_table()
+
+
 GENERATED: dict[str, dict[str, Callable[[], str]]] = {
     "docs/spec.md": {"spec-fields": spec_fields_table},
     "docs/commands.md": {"commands": command_table, "exit-codes": exit_codes_block},
+    "docs/stack.md": {"context-keys": context_keys_table},
 }
 
 

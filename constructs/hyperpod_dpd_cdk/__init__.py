@@ -1,41 +1,40 @@
 """CDK constructs that provision a SageMaker HyperPod EKS cluster and deploy DPD endpoints on it.
 
-Each construct can be used on its own inside your stacks; :class:`HyperPodDpdStack` composes them.
-Import :mod:`hyperpod_dpd` before this package (it points jsii at a supported Node.js).
+:class:`HyperPodDpd` is the whole platform as one construct, for a stack of your own (``add_endpoint``
+hosts more endpoints); :class:`HyperPodDpdStack` is the same parts as a stack of their own. Each part
+can also be used on its own. The first import below loads :mod:`hyperpod_dpd`, which points jsii at
+a supported Node.js before any construct module loads the jsii runtime.
 """
 
-from hyperpod_dpd import _node
-
-_node.ensure_node()
-
-from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL  # noqa: E402
-from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess  # noqa: E402
-from hyperpod_dpd_cdk.dpd_endpoint import DpdEndpoint, placed_spec  # noqa: E402
-from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup  # noqa: E402
-from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster  # noqa: E402
-from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess  # noqa: E402
-from hyperpod_dpd_cdk.grafana_dashboards import GrafanaDashboards  # noqa: E402
-from hyperpod_dpd_cdk.hyperpod_cluster import (  # noqa: E402
+from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
+from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess
+from hyperpod_dpd_cdk.dpd_endpoint import DpdEndpoint, placed_spec
+from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
+from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster
+from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess
+from hyperpod_dpd_cdk.grafana_dashboards import GrafanaDashboards
+from hyperpod_dpd_cdk.hyperpod_cluster import (
     HyperPodCluster,
     InstanceGroup,
     instance_groups_for,
 )
-from hyperpod_dpd_cdk.hyperpod_dependencies import HyperPodDependencies  # noqa: E402
-from hyperpod_dpd_cdk.inference_operator import InferenceOperator  # noqa: E402
-from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts  # noqa: E402
-from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket  # noqa: E402
-from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork  # noqa: E402
-from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions  # noqa: E402
-from hyperpod_dpd_cdk.stack import HyperPodDpdStack  # noqa: E402
-from hyperpod_dpd_cdk.teardown import (  # noqa: E402
+from hyperpod_dpd_cdk.hyperpod_dependencies import HyperPodDependencies
+from hyperpod_dpd_cdk.hyperpod_dpd import ClusterOptions, HyperPodDpd, HyperPodOptions
+from hyperpod_dpd_cdk.inference_operator import InferenceOperator
+from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
+from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket
+from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork
+from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions
+from hyperpod_dpd_cdk.stack import HyperPodDpdStack
+from hyperpod_dpd_cdk.teardown import (
     CausedLogGroups,
     GuardDutyCleanup,
     TeardownBarrier,
     TeardownHandler,
     TeardownTiming,
 )
-from hyperpod_dpd_cdk.versions import AddonVersions, SupportType  # noqa: E402
-from hyperpod_dpd_cdk.weights_staging import HuggingFaceTokenSecret, WeightsStaging  # noqa: E402
+from hyperpod_dpd_cdk.versions import AddonVersions, SupportType
+from hyperpod_dpd_cdk.weights_staging import HuggingFaceTokenSecret, WeightsStaging
 
 __all__ = [
     "INSTANCE_GROUP_LABEL",
@@ -45,6 +44,7 @@ __all__ = [
     "BenchmarkAccess",
     "CausedLogGroups",
     "ClusterEndpointAccess",
+    "ClusterOptions",
     "DpdEndpoint",
     "DpdObservability",
     "EfaSecurityGroup",
@@ -55,10 +55,12 @@ __all__ = [
     "HuggingFaceTokenSecret",
     "HyperPodCluster",
     "HyperPodDependencies",
+    "HyperPodDpd",
     "HyperPodDpdStack",
     "HyperPodEksCluster",
     "HyperPodExecutionRole",
     "HyperPodNetwork",
+    "HyperPodOptions",
     "InferenceOperator",
     "InstanceGroup",
     "LifecycleScripts",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
@@ -31,7 +32,7 @@ from hyperpod_dpd_cdk._private.nag import acknowledge
 from hyperpod_dpd_cdk.dpd_endpoint import placed_spec
 from hyperpod_dpd_cdk.hyperpod_cluster import InstanceGroup, group_name
 from hyperpod_dpd_cdk.inference_operator import IrsaTrust
-from hyperpod_dpd_cdk.lifecycle import prefix_findings
+from hyperpod_dpd_cdk.lifecycle import PrefixReads, prefix_findings
 
 DEFAULT_RESULTS_PREFIX = RESULTS_PREFIX  # where bench uploads by default
 AGGREGATED_GROUP = "aggregated"
@@ -58,19 +59,14 @@ class BenchmarkAccess(Construct):
         if not results:
             raise SpecError([Problem(field="results_prefix", value=results_prefix, message="is empty: the Job could "
                                      "write anywhere in the bucket", fix=f"use e.g. {DEFAULT_RESULTS_PREFIX!r}")])
-        prefixes = sorted({p.strip("/") for p in model_prefixes})
         self.service_account_name = service_account
         self.namespace = namespace
         self.results_prefix = results
         subject = f"system:serviceaccount:{namespace}:{service_account}"
         self.role = iam.Role(self, "Role", assumed_by=trust.principal(f"Benchmark-{namespace}", subject),
                              description=f"hyperpod-dpd bench in {namespace}: read tokenizers, write results")
-        if prefixes:
-            self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[
-                model_bucket.arn_for_objects(f"{prefix}/{name}") for prefix in prefixes for name in TOKENIZER_FILES]))
-            self.role.add_to_policy(iam.PolicyStatement(
-                actions=["s3:ListBucket"], resources=[model_bucket.bucket_arn],
-                conditions={"StringEquals": {"s3:prefix": [f"{prefix}/" for prefix in prefixes]}}))
+        self._model_bucket = model_bucket
+        self._tokenizer_reads = PrefixReads(self.role, model_bucket, model_prefixes, grant=self._tokenizers)
         self.role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"],
                                                     resources=[model_bucket.arn_for_objects(f"{results}/*")]))
         acknowledge(self.role, "IAM5", "The benchmark writes result files with run-specific names under its results "
@@ -84,6 +80,15 @@ class BenchmarkAccess(Construct):
                 "automountServiceAccountToken": False}])
             for dependency in after:
                 self.manifest.node.add_dependency(dependency)
+
+    def add_model_prefixes(self, prefixes: Sequence[str]) -> None:
+        """Let the Job read the tokenizer files under these prefixes too (an endpoint added later)."""
+        self._tokenizer_reads.add(prefixes)
+
+    def _tokenizers(self, prefixes: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+        """The tokenizer files under each prefix, and a listing of exactly those prefixes."""
+        return ([self._model_bucket.arn_for_objects(f"{prefix}/{name}") for prefix in prefixes
+                 for name in TOKENIZER_FILES], {"StringEquals": {"s3:prefix": [f"{prefix}/" for prefix in prefixes]}})
 
 
 def aggregated_group_name(spec: DpdSpec) -> str:

@@ -22,6 +22,7 @@ from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, Problem
 from hyperpod_dpd.errors import raise_if_any
+from hyperpod_dpd_cdk._late import late_string
 from hyperpod_dpd_cdk._private.nag import acknowledge, managed_policy
 
 GRAFANA_WORKSPACE_ID = re.compile(r"^g-[0-9a-f]{10}$")
@@ -59,6 +60,8 @@ class GrafanaDashboards(Construct):
     def __init__(self, scope: Construct, id: str, *, workspace_id: str, endpoints: Sequence[DpdSpec]) -> None:
         super().__init__(scope, id)
         raise_if_any(workspace_problems(workspace_id))
+        self.endpoints = list(endpoints)
+        self._dashboards = dashboards_property(self.endpoints)
         stack = Stack.of(self)
         workspace_arn = f"arn:{Aws.PARTITION}:grafana:{stack.region}:{Aws.ACCOUNT_ID}:/workspaces/{workspace_id}"
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
@@ -74,8 +77,14 @@ class GrafanaDashboards(Construct):
         self.resource = CustomResource(self, "Dashboards", service_token=self.function.function_arn,
                                        resource_type="Custom::GrafanaDashboards",
                                        properties={"WorkspaceId": workspace_id,
-                                                   "Dashboards": dashboards_property(endpoints)})
+                                                   "Dashboards": late_string(lambda: self._dashboards)})
         role = self.function.role
         assert role is not None
         acknowledge(role, "IAM4", "AWSLambdaBasicExecutionRole only lets the handler write its own logs.",
                     [managed_policy("service-role/AWSLambdaBasicExecutionRole")])
+
+    def add_endpoint(self, spec: DpdSpec) -> None:
+        """Import the dashboard of an endpoint added after construction too."""
+        dashboards = dashboards_property([*self.endpoints, spec])  # MissingExtra is refused here, not at synth
+        self.endpoints.append(spec)
+        self._dashboards = dashboards

@@ -11,6 +11,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, InstanceType, Problem, SpecError
+from hyperpod_dpd.errors import raise_if_any
 from hyperpod_dpd.spec.instances import THREADS_PER_CORE
 from hyperpod_dpd.validation import is_sagemaker_name
 from hyperpod_dpd_cdk.lifecycle import LifecycleScripts
@@ -87,6 +88,14 @@ def instance_group_problems(groups: Sequence[InstanceGroup], *, field: str = "in
                           message="must be 1 or 2", fix="use 1 (SMT off) or 2")
 
 
+def _groups_problems(groups: Sequence[InstanceGroup]) -> list[Problem]:
+    problems = list(instance_group_problems(groups))
+    if not groups:
+        problems.append(Problem(field="instance_groups", value=[], message="is empty",
+                                fix="host at least one endpoint"))
+    return problems
+
+
 class HyperPodCluster(Construct):
     """A HyperPod cluster on EKS, every node in one subnet (one AZ), with automatic node recovery.
 
@@ -103,16 +112,15 @@ class HyperPodCluster(Construct):
                  subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup, execution_role: iam.IRole,
                  lifecycle: LifecycleScripts, instance_groups: Sequence[InstanceGroup]) -> None:
         super().__init__(scope, id)
-        problems = list(instance_group_problems(instance_groups))
-        if not instance_groups:
-            problems.append(Problem(field="instance_groups", value=[], message="is empty",
-                                    fix="host at least one endpoint"))
+        problems = list(_groups_problems(instance_groups))
         if not is_sagemaker_name(cluster_name):
             problems.append(Problem(field="hyperpod_cluster_name", value=cluster_name,
                                     message="is not a valid HyperPod cluster name",
                                     fix="use 1-63 letters, digits and hyphens"))
         if problems:
             raise SpecError(problems)
+        self._execution_role = execution_role
+        self._lifecycle = lifecycle
         self.instance_groups = tuple(instance_groups)
         self.resource = sagemaker.CfnCluster(
             self, "Resource", cluster_name=cluster_name,
@@ -124,6 +132,13 @@ class HyperPodCluster(Construct):
             instance_groups=[self._group(g, execution_role, lifecycle) for g in instance_groups])
         self.cluster_arn = self.resource.attr_cluster_arn
         self.cluster_name = cluster_name
+
+    def replace_instance_groups(self, instance_groups: Sequence[InstanceGroup]) -> None:
+        """The cluster's groups from now on, in this order (every endpoint's, when one is added later)."""
+        raise_if_any(_groups_problems(instance_groups))
+        self.instance_groups = tuple(instance_groups)
+        self.resource.instance_groups = [self._group(g, self._execution_role, self._lifecycle)
+                                         for g in instance_groups]
 
     @staticmethod
     def _group(group: InstanceGroup, role: iam.IRole,

@@ -18,7 +18,7 @@ from hyperpod_dpd.contracts.stack_defaults import INFERENCE_ADDON
 from hyperpod_dpd_cdk._private.alb_policy import controller_statements, wildcard_findings
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy
 from hyperpod_dpd_cdk.exposure import INTERNET_FACING_WARNING, deny_internet_facing
-from hyperpod_dpd_cdk.lifecycle import prefix_findings, read_prefix
+from hyperpod_dpd_cdk.lifecycle import PrefixReads, prefix_findings
 from hyperpod_dpd_cdk.model_bucket import secure_bucket
 from hyperpod_dpd_cdk.versions import AddonVersions
 
@@ -28,6 +28,7 @@ CONTROLLER_SA = f"system:serviceaccount:{OPERATOR_NAMESPACE}:hyperpod-inference-
 ALB_SA = f"system:serviceaccount:{OPERATOR_NAMESPACE}:aws-load-balancer-controller"
 KEDA_SA = f"system:serviceaccount:{OPERATOR_NAMESPACE}:keda-operator"
 S3_CSI_SA = "system:serviceaccount:kube-system:s3-csi-driver-sa"
+S3_CSI_REASON = "Mountpoint reads the model files under each endpoint's prefix only (prefix/*)."
 GATED_MODEL_SA_PATTERN = "system:serviceaccount:*:hyperpod-inference-service-account*"
 STS_AUDIENCE = "sts.amazonaws.com"
 # The add-on's chart refuses any other execution role name, and AmazonSageMakerHyperPodInferenceAccess
@@ -110,6 +111,7 @@ class InferenceOperator(Construct):
         versions = addon_versions or AddonVersions()
         self._cluster_name = cluster_name
         self._preinstalled = frozenset(preinstalled)
+        self.data_capture_allowed = False
         self.trust = IrsaTrust(self, "Oidc", issuer_url=oidc_issuer_url, provider_arn=oidc_provider_arn)
         self.tls_bucket = secure_bucket(self, "TlsBucket", log_bucket=log_bucket, log_prefix="tls-bucket/")
 
@@ -137,7 +139,8 @@ class InferenceOperator(Construct):
                                     description="Mountpoint for S3 CSI driver: read the model prefixes")
         # Mountpoint lists from the mount's prefix, which the operator may leave empty: list the whole bucket
         # (names only, as every AWS reference grants), read objects only under the model prefixes.
-        read_prefix(self.s3_csi_role, model_bucket, model_prefixes, list_whole_bucket=True)
+        self._model_bucket = model_bucket
+        self._model_reads = PrefixReads(self.s3_csi_role, model_bucket, model_prefixes, list_whole_bucket=True)
 
         # Defaults: these run on the system node group, so they need no tolerations for GPU nodes.
         self.cert_manager = self._prerequisite("cert-manager", versions.cert_manager)
@@ -174,13 +177,21 @@ class InferenceOperator(Construct):
             for dependency in dependencies:
                 addon.node.add_dependency(dependency)
 
+    def add_model_prefixes(self, prefixes: Sequence[str]) -> None:
+        """Let the S3 CSI driver read these model prefixes too (an endpoint added after construction)."""
+        self._model_reads.add(prefixes)
+        acknowledge(self.s3_csi_role, "IAM5", S3_CSI_REASON, prefix_findings(self._model_bucket, prefixes))
+
     def allow_data_capture(self) -> None:
         """Let the operator's ALB access logs (``dataCapture`` without ``s3Uri``) land in the TLS bucket.
 
         The operator's default capture location is ``data-capture/`` there, and the managed policy grants
         it only in buckets named ``hyperpod-tls*`` (data-capture page, "Updating permissions"); ELB writes
-        the logs itself as ``logdelivery.elasticloadbalancing.amazonaws.com``.
+        the logs itself as ``logdelivery.elasticloadbalancing.amazonaws.com``. A second call does nothing.
         """
+        if self.data_capture_allowed:
+            return
+        self.data_capture_allowed = True
         objects = self.tls_bucket.arn_for_objects(f"{DATA_CAPTURE_PREFIX}*")
         self.execution_role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[objects]))
         self.tls_bucket.add_to_resource_policy(iam.PolicyStatement(
@@ -241,5 +252,4 @@ class InferenceOperator(Construct):
                     "balancers, target groups, listeners, rules and security groups that do not exist yet, every "
                     "change to an existing one requires the elbv2.k8s.aws/cluster tag it sets, and reads have no "
                     "resource-level permissions.", wildcard_findings())
-        acknowledge(self.s3_csi_role, "IAM5", "Mountpoint reads the model files under each endpoint's prefix only "
-                    "(prefix/*).", prefix_findings(model_bucket, model_prefixes))
+        acknowledge(self.s3_csi_role, "IAM5", S3_CSI_REASON, prefix_findings(model_bucket, model_prefixes))

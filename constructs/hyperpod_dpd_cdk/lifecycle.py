@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import Aws, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
@@ -12,12 +13,21 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 
+from hyperpod_dpd_cdk._late import at_synthesis
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy, pseudo
 from hyperpod_dpd_cdk.model_bucket import secure_bucket
 
 DEFAULT_SCRIPTS_DIR = Path(__file__).parent / "assets" / "lifecycle"
 ON_CREATE = "on_create.sh"
 LIFECYCLE_PREFIX = "lifecycle"
+# Why the execution role's IAM5 findings are acceptable (every prefix read, the unscoped reads).
+EXECUTION_ROLE_REASON = (
+    "Objects are read only under the lifecycle prefix and the endpoints' model prefixes (prefix/*); "
+    "ecr:GetAuthorizationToken and the VPC, DHCP-options and security-group reads have no "
+    "resource-level permissions; the worker, health-agent and operator images come from AWS-owned "
+    "ECR repositories in several accounts; HyperPod creates the node instances and their ENIs "
+    "(ids unknown in advance) in this account and region; AMI-update rollback may read any alarm "
+    "of the account.")
 
 
 class LifecycleScripts(Construct):
@@ -92,7 +102,8 @@ class HyperPodExecutionRole(Construct):
                 iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEKS_CNI_Policy"),
             ])
         read_prefix(role, lifecycle.bucket, [lifecycle.prefix])
-        read_prefix(role, model_bucket, model_prefixes)
+        self._model_bucket = model_bucket
+        self._model_reads = PrefixReads(role, model_bucket, model_prefixes)
         role.add_to_policy(iam.PolicyStatement(actions=["eks-auth:AssumeRoleForPodIdentity"],
                                                resources=[eks_cluster_arn]))
         role.add_to_policy(iam.PolicyStatement(
@@ -124,19 +135,18 @@ class HyperPodExecutionRole(Construct):
                     "AmazonEKS_CNI_Policy is what the VPC CNI needs on HyperPod nodes, which run it with this role.",
                     [managed_policy("AmazonSageMakerClusterInstanceRolePolicy"),
                      managed_policy("AmazonEKS_CNI_Policy")])
-        acknowledge(role, "IAM5",
-                    "Objects are read only under the lifecycle prefix and the endpoints' model prefixes (prefix/*); "
-                    "ecr:GetAuthorizationToken and the VPC, DHCP-options and security-group reads have no "
-                    "resource-level permissions; the worker, health-agent and operator images come from AWS-owned "
-                    "ECR repositories in several accounts; HyperPod creates the node instances and their ENIs "
-                    "(ids unknown in advance) in this account and region; AMI-update rollback may read any alarm "
-                    "of the account.",
+        acknowledge(role, "IAM5", EXECUTION_ROLE_REASON,
                     [f"Resource::{arn_of(lifecycle.bucket)}/{lifecycle.prefix}/*",
                      *prefix_findings(model_bucket, model_prefixes), "Resource::*",
                      "Resource::arn:<AWS::Partition>:ecr:*:*:repository/*",
                      "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:instance/*",
                      "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*",
                      "Resource::arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:*"])
+
+    def add_model_prefixes(self, prefixes: Sequence[str]) -> None:
+        """Let the nodes read these model prefixes too (an endpoint added after construction)."""
+        self._model_reads.add(prefixes)
+        acknowledge(self.role, "IAM5", EXECUTION_ROLE_REASON, prefix_findings(self._model_bucket, prefixes))
 
 
 def prefix_findings(bucket: s3.IBucket, prefixes: Sequence[str]) -> list[str]:
@@ -157,10 +167,62 @@ def read_prefix(grantee: iam.IGrantable, bucket: s3.IBucket, prefixes: Sequence[
     clean = sorted({p.strip("/") for p in prefixes})
     if not clean:
         return
-    # An empty prefix is the bucket's root: its objects and its whole listing.
-    grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
-        actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}/*" if p else "*") for p in clean]))
-    conditions = None if list_whole_bucket or "" in clean else {
-        "StringLike": {"s3:prefix": [x for p in clean for x in (p, f"{p}/*")]}}
+    objects, conditions = _prefix_reads(bucket, clean, list_whole_bucket=list_whole_bucket)
+    grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=objects))
     grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
         actions=["s3:ListBucket"], resources=[bucket.bucket_arn], conditions=conditions))
+
+
+def _prefix_reads(bucket: s3.IBucket, clean: Sequence[str], *,
+                  list_whole_bucket: bool) -> tuple[list[str], dict[str, Any] | None]:
+    """The object ARNs to read and the ``s3:ListBucket`` condition for the sorted, stripped ``clean`` prefixes."""
+    # An empty prefix is the bucket's root: its objects and its whole listing.
+    objects = [bucket.arn_for_objects(f"{p}/*" if p else "*") for p in clean]
+    conditions = None if list_whole_bucket or "" in clean else {
+        "StringLike": {"s3:prefix": [x for p in clean for x in (p, f"{p}/*")]}}
+    return objects, conditions
+
+
+# What a set of (sorted, stripped) prefixes grants: the object ARNs to read, the s3:ListBucket condition.
+PrefixGrant = Callable[[Sequence[str]], tuple[list[str], dict[str, Any] | None]]
+
+
+class PrefixReads:
+    """:func:`read_prefix` for prefixes that may still grow: an endpoint added after construction.
+
+    The statements take their place in the role's policy when the first prefix comes, and their
+    resources and condition at synthesis, from every prefix added by then; so the policy reads exactly
+    as if all the prefixes had been given at once.
+
+    :param role: the grantee. :param bucket: the weights bucket. :param prefixes: the first prefixes.
+    :param list_whole_bucket: as :func:`read_prefix`. :default: False
+    :param grant: the objects and listing the prefixes give, instead. :default: - as :func:`read_prefix`
+    """
+
+    def __init__(self, role: iam.Role, bucket: s3.IBucket, prefixes: Sequence[str], *,
+                 list_whole_bucket: bool = False, grant: PrefixGrant | None = None) -> None:
+        self._role = role
+        self._bucket = bucket
+        self._grant = grant or (lambda clean: _prefix_reads(bucket, clean, list_whole_bucket=list_whole_bucket))
+        self._prefixes: set[str] = set()
+        self._statements: tuple[iam.PolicyStatement, iam.PolicyStatement] | None = None
+        self.add(prefixes)
+        at_synthesis(role, self._fill)
+
+    def add(self, prefixes: Sequence[str]) -> None:
+        """Read these prefixes too; the first ones give the statements their place in the policy."""
+        self._prefixes |= {p.strip("/") for p in prefixes}
+        if self._prefixes and self._statements is None:
+            self._statements = (iam.PolicyStatement(actions=["s3:GetObject"]),
+                                iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self._bucket.bucket_arn]))
+            for statement in self._statements:
+                self._role.add_to_principal_policy(statement)
+
+    def _fill(self) -> None:
+        if self._statements is None:
+            return
+        objects, conditions = self._grant(sorted(self._prefixes))
+        get_object, list_bucket = self._statements
+        get_object.add_resources(*objects)
+        for operator, values in (conditions or {}).items():
+            list_bucket.add_condition(operator, values)

@@ -79,30 +79,60 @@ def model_bucket_problems(specs: Sequence[DpdSpec], *, existing_bucket_name: str
                                   f"{source.bucket} for an existing bucket in {source.region}")
 
 
+def known_bucket_name(bucket: s3.IBucket) -> str | None:
+    """The name of a bucket object as a literal: imported by name, or created with ``bucket_name``; else None."""
+    if not Token.is_unresolved(bucket.bucket_name):
+        return bucket.bucket_name
+    resource = bucket.node.default_child
+    if isinstance(resource, s3.CfnBucket) and isinstance(resource.bucket_name, str) and not Token.is_unresolved(
+            resource.bucket_name):
+        return resource.bucket_name
+    return None
+
+
 class ModelBucket(Construct):
-    """Where the model weights live: a new hardened bucket, or an existing one imported by name.
+    """Where the model weights live: a new hardened bucket, or an existing one (by name, or a bucket object).
 
     A new bucket is retained on ``cdk destroy`` (weights take hours to upload) and versioned (an
     overwritten shard can be restored); objects are never auto-deleted.
 
     :param log_bucket: where a new bucket writes its access logs.
     :param existing_bucket_name: use this bucket instead of creating one. :default: - a new bucket
+    :param existing_bucket: use this bucket object instead of creating one (your own ``s3.Bucket``, or one
+        imported elsewhere). :default: - a new bucket
     :param bucket_name: the name of a new bucket (the one the specs name). :default: - generated
     """
 
     def __init__(self, scope: Construct, id: str, *, log_bucket: s3.IBucket,
-                 existing_bucket_name: str | None = None, bucket_name: str | None = None) -> None:
+                 existing_bucket_name: str | None = None, existing_bucket: s3.IBucket | None = None,
+                 bucket_name: str | None = None) -> None:
         super().__init__(scope, id)
-        self.created = existing_bucket_name is None
-        if existing_bucket_name is None:
-            self.bucket: s3.IBucket = secure_bucket(self, "Resource", log_bucket=log_bucket, log_prefix="model-bucket/",
-                                                    bucket_name=bucket_name)
-            if bucket_name is not None and bucket_name == spec_bucket_name([default_spec()]):
-                # Synthesizes fine; a deploy would fail on CreateBucket wherever someone else owns the name.
-                Annotations.of(self).add_warning_v2(
-                    "hyperpod-dpd:ExampleBucketName",
-                    f"the stack would create bucket {bucket_name!r}, the embedded example's name; S3 bucket names "
-                    "are global, so the deploy fails wherever another account owns it. Fix: name a bucket of your "
-                    "own in model.source.s3.bucket (or pass an existing one with -c model_bucket=...)")
+        self.created = existing_bucket_name is None and existing_bucket is None
+        # The name a bucket this construct creates is given (None: CloudFormation generates one).
+        self.new_bucket_name = bucket_name if self.created else None
+        self.bucket: s3.IBucket
+        if existing_bucket is not None:
+            self.bucket = existing_bucket
+        elif existing_bucket_name is None:
+            self.bucket = secure_bucket(self, "Resource", log_bucket=log_bucket, log_prefix="model-bucket/",
+                                        bucket_name=bucket_name)
+            self._warn_if_example(bucket_name)
         else:
             self.bucket = s3.Bucket.from_bucket_name(self, "Resource", existing_bucket_name)
+
+    def name_new_bucket(self, bucket_name: str) -> None:
+        """Name the bucket this construct created without a name (the first endpoint reading S3 came later)."""
+        resource = self.bucket.node.default_child
+        assert self.created and self.new_bucket_name is None and isinstance(resource, s3.CfnBucket)
+        resource.bucket_name = bucket_name
+        self.new_bucket_name = bucket_name
+        self._warn_if_example(bucket_name)
+
+    def _warn_if_example(self, bucket_name: str | None) -> None:
+        if bucket_name is not None and bucket_name == spec_bucket_name([default_spec()]):
+            # Synthesizes fine; a deploy would fail on CreateBucket wherever someone else owns the name.
+            Annotations.of(self).add_warning_v2(
+                "hyperpod-dpd:ExampleBucketName",
+                f"the stack would create bucket {bucket_name!r}, the embedded example's name; S3 bucket names "
+                "are global, so the deploy fails wherever another account owns it. Fix: name a bucket of your "
+                "own in model.source.s3.bucket (or pass an existing one with -c model_bucket=...)")

@@ -247,11 +247,7 @@ class DpdObservability(Construct):
 
         self.rule_groups: dict[str, aps.CfnRuleGroupsNamespace] = {}
         for spec in endpoints:
-            if not alert_rules(spec):
-                continue
-            self.rule_groups[spec.name] = aps.CfnRuleGroupsNamespace(
-                self, f"Rules-{spec.namespace}-{spec.name}", name=rule_namespace_name(spec),
-                workspace=self.workspace_arn, data=rules_yaml(spec))
+            self._rule_group(spec)
 
         self.container_logs: eks_l1.CfnAddon | None = None
         self.log_group: logs.LogGroup | None = None
@@ -290,6 +286,18 @@ class DpdObservability(Construct):
         CfnOutput(self, "PrometheusWorkspaceArn", value=self.workspace_arn,
                   description="Query it from Grafana (the DPD dashboards are written beside the manifests)")
         self._acknowledge(hyperpod_cluster_name)
+
+    def add_endpoint(self, spec: DpdSpec) -> None:
+        """Install the alert rules (and the dashboard) of an endpoint added after construction."""
+        self._rule_group(spec)
+        if self.grafana is not None and spec.metrics.enabled:
+            self.grafana.add_endpoint(spec)
+
+    def _rule_group(self, spec: DpdSpec) -> None:
+        if alert_rules(spec):
+            self.rule_groups[spec.name] = aps.CfnRuleGroupsNamespace(
+                self, f"Rules-{spec.namespace}-{spec.name}", name=rule_namespace_name(spec),
+                workspace=self.workspace_arn, data=rules_yaml(spec))
 
     def after(self, *dependencies: IConstruct) -> None:
         """Create the add-on and the metric filters only after ``dependencies`` (the HyperPod cluster)."""

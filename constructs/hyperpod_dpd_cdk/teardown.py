@@ -21,6 +21,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from hyperpod_dpd_cdk._late import late_list
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy, policy_wildcard_findings, role_of
 from hyperpod_dpd_cdk.observability import CLUSTER_LOG_PREFIX, hyperpod_log_group_name
 
@@ -125,6 +126,7 @@ class TeardownBarrier(Construct):
                  endpoint_names: Sequence[str], timing: TeardownTiming | None = None) -> None:
         super().__init__(scope, id)
         timing = timing or TeardownTiming()
+        self.endpoint_names = list(endpoint_names)
         stack = Stack.of(self)
         sagemaker = [f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:{kind}/*"
                      for kind in ("endpoint", "endpoint-config", "model")]
@@ -149,8 +151,12 @@ class TeardownBarrier(Construct):
             why="Describe calls of ELB and EC2 have no resource-level permissions; deletes require the "
                 "controller's elbv2.k8s.aws/cluster tag with this cluster's name, or (SageMaker) the operator's "
                 "CreatedBy=HyperPodInference tag, whose names the operator chooses.",
-                                        properties={"ClusterName": cluster_name,
-                                                    "EndpointNames": sorted(endpoint_names)})
+                                        properties={"ClusterName": cluster_name, "EndpointNames": late_list(
+                                            lambda: sorted(self.endpoint_names))})
+
+    def add_endpoint_names(self, names: Sequence[str]) -> None:
+        """Wait for these SageMaker endpoints too (an endpoint added after construction)."""
+        self.endpoint_names += names
 
 
 class GuardDutyCleanup(Construct):

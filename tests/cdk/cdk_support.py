@@ -7,6 +7,7 @@ test folder never has to be on ``sys.path``.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -16,7 +17,6 @@ import aws_cdk as cdk
 from aws_cdk import assertions
 from aws_cdk import aws_iam as iam
 from constructs import IConstruct
-from support import load_module
 
 from hyperpod_dpd import DpdSpec, HuggingFaceSource
 from hyperpod_dpd.spec import AutoscalingSpec, CloudWatchTrigger
@@ -36,8 +36,8 @@ HYPERPOD_SUBNETS = {"usw2-az2": "subnet-0ccc0000000000003", "usw2-az1": "subnet-
 
 
 def load_app_module() -> ModuleType:
-    """``app.py`` as a module (it is a script at the repository root, not in a package)."""
-    return load_module("hyperpod_dpd_app", REPO / "app.py")
+    """The app's module (``app.py`` at the repository root only launches it)."""
+    return importlib.import_module("hyperpod_dpd_cdk.app")
 
 
 @dataclass

@@ -1,61 +1,188 @@
-"""The constructs compose inside a stack of your own, as docs/stack.md shows."""
+"""HyperPodDpd in a stack of your own, as docs/stack.md shows; endpoints added later; the stack's logical ids."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 import cdk_nag
-from aws_cdk import assertions
+import pytest
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from cdk_support import REPO, Synthesized, hf_source, second_spec, with_bucket
 
+from hyperpod_dpd import DpdSpec, SpecError
+from hyperpod_dpd.contracts import stack_outputs
 from hyperpod_dpd.spec.defaults import default_spec
-from hyperpod_dpd_cdk import (
-    AccessLogBucket,
-    DpdEndpoint,
-    EfaSecurityGroup,
-    HyperPodCluster,
-    HyperPodDependencies,
-    HyperPodEksCluster,
-    HyperPodExecutionRole,
-    HyperPodNetwork,
-    InferenceOperator,
-    LifecycleScripts,
-    ModelBucket,
-    instance_groups_for,
-)
-from hyperpod_dpd_cdk.hyperpod_cluster import group_name
+from hyperpod_dpd_cdk import ClusterOptions, HyperPodDpd, HyperPodOptions, ObservabilityOptions
+
+KUBERNETES_RESOURCE = "Custom::AWSCDK-EKS-KubernetesResource"
 
 
-def test_constructs_compose_in_your_own_stack(cdk_context: dict[str, Any]) -> None:
+def _own_stack_snippet() -> str:
+    """The first Python block of docs/stack.md's "Using the constructs in your own stack"."""
+    page = (REPO / "docs" / "stack.md").read_text(encoding="utf-8")
+    section = page.split("## Using the constructs in your own stack\n", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    return match.group(1)
+
+
+def _endpoint_manifests(template: dict[str, Any]) -> list[str]:
+    """The manifests the template applies that hold an InferenceEndpointConfig, as text."""
+    manifests = [json.dumps(r["Properties"]["Manifest"]) for r in template["Resources"].values()
+                 if r["Type"] == KUBERNETES_RESOURCE]
+    return [m for m in manifests if "InferenceEndpointConfig" in m]
+
+
+def test_the_docs_snippet_synthesizes_two_endpoints_beside_your_own_resource(
+        cdk_context: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As `cdk synth` runs it: cdk.json's context and the output folder come through the environment.
+    monkeypatch.setenv("CDK_CONTEXT_JSON", json.dumps(cdk_context))
+    monkeypatch.setenv("CDK_OUTDIR", str(tmp_path))
+    namespace: dict[str, Any] = {}
+    exec(compile(_own_stack_snippet(), "docs/stack.md", "exec"), namespace)  # the page's own code, as written
+    app, stack = namespace["app"], namespace["stack"]
+    template = app.synth().get_stack_artifact(stack.artifact_id).template
+
+    buckets = [k for k, v in template["Resources"].items() if v["Type"] == "AWS::S3::Bucket"]
+    assert any(k.startswith("Reports") for k in buckets), buckets
+    manifests = _endpoint_manifests(template)
+    assert len(manifests) == 2
+    outputs = template["Outputs"]
+    for name in ("dpd-test", "dpd-small"):
+        assert any(f'\\"name\\":\\"{name}\\"' in manifest for manifest in manifests), name
+        assert outputs[stack_outputs.endpoint_output_key(name)]["Value"]
+    assert {stack_outputs.REGION, stack_outputs.EKS_CLUSTER, stack_outputs.HYPERPOD_CLUSTER} <= set(outputs)
+    groups = next(v for v in template["Resources"].values() if v["Type"] == "AWS::SageMaker::Cluster")
+    assert [g["InstanceGroupName"] for g in groups["Properties"]["InstanceGroups"]] == [
+        "dpd-test-prefill", "dpd-test-decode", "dpd-small-prefill", "dpd-small-decode"]
+
+
+def _platform(cdk_context: dict[str, Any], initial: list[DpdSpec], later: list[DpdSpec],
+              **props: Any) -> tuple[cdk.App, dict[str, Any]]:
     app = cdk.App(context=cdk_context)
     stack = cdk.Stack(app, "Platform", env=cdk.Environment(region="us-west-2"))
-    spec = default_spec()
+    platform = HyperPodDpd(stack, "Inference", endpoints=initial, **props)
+    for spec in later:
+        platform.add_endpoint(spec)
+    template: dict[str, Any] = app.synth().get_stack_artifact(stack.artifact_id).template
+    return app, template
 
-    logs = AccessLogBucket(stack, "Logs").bucket
-    weights = ModelBucket(stack, "Weights", log_bucket=logs, bucket_name=spec.model.source.bucket).bucket
-    network = HyperPodNetwork(stack, "Network", availability_zone_id="usw2-az2")
-    efa = EfaSecurityGroup(stack, "Efa", vpc=network.vpc).security_group
-    eks = HyperPodEksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=efa)
-    scripts = LifecycleScripts(stack, "Lifecycle", log_bucket=logs)
-    role = HyperPodExecutionRole(stack, "NodeRole", lifecycle=scripts, model_bucket=weights,
-                                 model_prefixes=["Llama-3.3-70B-Instruct"], eks_cluster_arn=eks.cluster_arn,
-                                 vpc_id=network.vpc.vpc_id, subnet_ids=[network.hyperpod_subnet.subnet_id],
-                                 security_group_id=efa.security_group_id)
-    deps = HyperPodDependencies(stack, "Deps", cluster=eks.cluster, region=stack.region)
-    hyperpod = HyperPodCluster(stack, "HyperPod", cluster_name="platform-hp", eks_cluster_arn=eks.cluster_arn,
-                               subnet=network.hyperpod_subnet, security_group=efa, execution_role=role.role,
-                               lifecycle=scripts, instance_groups=instance_groups_for([spec]))
-    for dependency in (*deps.charts, scripts.deployment, role.policy):
-        hyperpod.node.add_dependency(dependency)
-    operator = InferenceOperator(stack, "Operator", cluster_name=eks.cluster_name, oidc_issuer_url=eks.oidc_issuer_url,
-                                 hyperpod_cluster_arn=hyperpod.cluster_arn, model_bucket=weights,
-                                 model_prefixes=["Llama-3.3-70B-Instruct"], log_bucket=logs)
-    operator.after(hyperpod)
-    DpdEndpoint(stack, "Llama", cluster=eks.cluster, spec=spec, after=(operator.addon,),
-                group_names={r: group_name(spec, r) for r, _ in spec.roles()})
 
-    template = assertions.Template.from_stack(stack)
-    assert cdk_nag.AwsSolutionsChecks().validate_scope(app).violations == []
-    template.resource_count_is("AWS::SageMaker::Cluster", 1)
-    template.has_resource_properties("AWS::SageMaker::Cluster", {"ClusterName": "platform-hp"})
-    template.resource_count_is("Custom::AWSCDK-EKS-KubernetesResource", 1)
+def test_an_endpoint_added_later_gives_the_same_template(cdk_context: dict[str, Any]) -> None:
+    """Instance groups, the roles' prefixes, the teardown's names, rule groups, dashboards, benchmark roles, twins,
+    outputs: all the same whether the endpoint came at construction or through add_endpoint."""
+    first = with_bucket(default_spec(), "my-weights")
+    first = dataclasses.replace(first, model=dataclasses.replace(first.model, source=dataclasses.replace(
+        first.model.source, prefix="zz/Llama-3.3-70B-Instruct")))  # sorts after the next one's prefix
+    same_namespace = dataclasses.replace(second_spec(), namespace=first.namespace)
+    staged = hf_source(dataclasses.replace(default_spec(), name="hf-small", endpoint_name="hf-small"),
+                       "meta-llama/Llama-3.1-8B-Instruct", revision="0" * 40)
+    props = {"aggregated_baseline": True, "cluster": ClusterOptions(network_policies=True),
+             "observability": ObservabilityOptions(grafana_workspace_id="g-0123456789")}
+    app, together = _platform(cdk_context, [first, same_namespace, staged], [], **props)
+    assert together == _platform(cdk_context, [first], [same_namespace, staged], **props)[1]
+    assert cdk_nag.AwsSolutionsChecks().validate_scope(app).violations == []  # nested in a stack of yours
+
+
+def test_an_s3_endpoint_added_after_a_staged_one_names_the_created_bucket(cdk_context: dict[str, Any]) -> None:
+    staged = hf_source(default_spec(), "meta-llama/Llama-3.1-8B-Instruct", revision="0" * 40)
+    reads_s3 = with_bucket(second_spec(), "my-weights")
+    _, together = _platform(cdk_context, [staged, reads_s3], [], benchmark=False, observability=None)
+    assert together == _platform(cdk_context, [staged], [reads_s3], benchmark=False, observability=None)[1]
+    (bucket,) = [v for k, v in together["Resources"].items()
+                 if k.startswith("InferenceModelBucket") and v["Type"] == "AWS::S3::Bucket"]
+    assert bucket["Properties"]["BucketName"] == "my-weights"
+
+
+def test_an_added_endpoint_is_checked_with_the_others_before_anything_is_added(cdk_context: dict[str, Any]) -> None:
+    app = cdk.App(context=cdk_context)
+    stack = cdk.Stack(app, "Platform", env=cdk.Environment(region="us-west-2"))
+    platform = HyperPodDpd(stack, "Inference", endpoints=[default_spec()], observability=None)
+    children = len(platform.node.children)
+    again = dataclasses.replace(default_spec(), prefill=dataclasses.replace(default_spec().prefill, replicas=0))
+    with pytest.raises(SpecError) as error:
+        platform.add_endpoint(again)
+    fields = {p.field: p for p in error.value.problems}
+    assert {"endpoints[1].name", "endpoints[1].endpoint_name", "endpoints[1].prefill.replicas"} <= set(fields)
+    assert fields["endpoints[1].name"].value == "dpd-test" and fields["endpoints[1].name"].fix
+    assert len(platform.node.children) == children and len(platform.endpoints) == 1
+
+
+def test_your_roles_and_bucket_objects(cdk_context: dict[str, Any]) -> None:
+    app = cdk.App(context=cdk_context)
+    stack = cdk.Stack(app, "Platform", env=cdk.Environment(region="us-west-2"))
+    weights = s3.Bucket(stack, "Weights", bucket_name="my-weights", enforce_ssl=True)
+    admin = iam.Role(stack, "Admin", assumed_by=iam.AccountRootPrincipal())
+    platform = HyperPodDpd(stack, "Inference", endpoints=[with_bucket(default_spec(), "my-weights")],
+                           model_bucket=weights, observability=None, benchmark=False,
+                           hyperpod=HyperPodOptions(cluster_name="platform-hp"),
+                           cluster=ClusterOptions(admins=[admin, "arn:aws:iam::111122223333:role/PlatformAdmin"]))
+    assert platform.model_bucket.bucket is weights and not platform.model_bucket.created
+    template = app.synth().get_stack_artifact(stack.artifact_id).template
+    buckets = [k for k, v in template["Resources"].items() if v["Type"] == "AWS::S3::Bucket"]
+    assert not any(k.startswith("InferenceModelBucket") for k in buckets), buckets
+    principals = [v["Properties"]["PrincipalArn"] for v in template["Resources"].values()
+                  if v["Type"] == "AWS::EKS::AccessEntry"]
+    assert {"Fn::GetAtt": [stack.get_logical_id(admin.node.default_child), "Arn"]} in principals
+    assert "arn:aws:iam::111122223333:role/PlatformAdmin" in principals
+    with pytest.raises(SpecError) as error:  # a name known only at deploy time cannot be checked against the spec
+        HyperPodDpd(cdk.Stack(app, "Other", env=cdk.Environment(region="us-west-2")), "Inference",
+                    endpoints=[default_spec()], model_bucket=s3.Bucket(stack, "Unnamed"))
+    assert [p.field for p in error.value.problems] == ["model_bucket"]
+
+
+# The stateful resources of HyperPodDpdStack, by logical id: a rename replaces the cluster, the bucket or the
+# workspace of every deployed stack. These are the ids the stack had before HyperPodDpd existed; they must stay.
+STATEFUL = ("AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::EKS::Cluster",
+            "AWS::SageMaker::Cluster", "AWS::APS::Workspace", "AWS::Logs::LogGroup", "AWS::SecretsManager::Secret")
+NEW_VPC = {
+    "AWS::EC2::VPC": ["NetworkVpc7FB7348F"],
+    "AWS::EC2::Subnet": ["NetworkHyperPodSubnetA76FCEC8", "NetworkVpcPrivateSubnet1Subnet6DD86AE6",
+                         "NetworkVpcPrivateSubnet2Subnet1BDBE877", "NetworkVpcPublicSubnet1Subnet36933139",
+                         "NetworkVpcPublicSubnet2SubnetC427CCE0"],
+}
+BUCKETS = ["AccessLogs247031D9", "InferenceOperatorTlsBucket9EED7E0D", "LifecycleScriptsBucketBB67840B",
+           "ModelBucket220C70D9"]
+DEPLOYMENT_LOGS = "CustomCDKBucketDeployment8693BB64968944B69AAFB0CC9EB8756CLogGroup817B64E9"
+LOGICAL_IDS = {
+    "default": {
+        **NEW_VPC, "AWS::S3::Bucket": BUCKETS,
+        "AWS::KMS::Key": ["EksSecretsKey89C78FFD", "ObservabilityTopicKey41264573"],
+        "AWS::EKS::Cluster": ["EksBC5472D2"], "AWS::SageMaker::Cluster": ["HyperPodED6AB1C4"],
+        "AWS::APS::Workspace": ["ObservabilityWorkspace168A9E8F"],
+        "AWS::Logs::LogGroup": [DEPLOYMENT_LOGS, "EksKubectlProviderHandlerLogGroup469A3006",
+                                "EksKubectlProviderframeworkonEventLogGroup6C228DAD", "NetworkFlowLogs2BEC3212",
+                                "ObservabilityContainerLogsF78DB9C9", "TeardownLogsC474B3B6"],
+        "AWS::SecretsManager::Secret": [],
+    },
+    "existing-cluster": {
+        "AWS::EC2::VPC": [], "AWS::EC2::Subnet": [], "AWS::S3::Bucket": BUCKETS,
+        "AWS::KMS::Key": ["ObservabilityTopicKey41264573"], "AWS::EKS::Cluster": [],
+        "AWS::SageMaker::Cluster": ["HyperPodED6AB1C4"], "AWS::APS::Workspace": ["ObservabilityWorkspace168A9E8F"],
+        "AWS::Logs::LogGroup": [DEPLOYMENT_LOGS, "EksKubectlProviderHandlerLogGroup66A40A22",
+                                "EksKubectlProviderframeworkonEventLogGroupEAFA1F94",
+                                "ObservabilityContainerLogsF78DB9C9", "TeardownLogsC474B3B6"],
+        "AWS::SecretsManager::Secret": [],
+    },
+    "hf-staged": {
+        **NEW_VPC, "AWS::S3::Bucket": BUCKETS, "AWS::KMS::Key": ["EksSecretsKey89C78FFD"],
+        "AWS::EKS::Cluster": ["EksBC5472D2"], "AWS::SageMaker::Cluster": ["HyperPodED6AB1C4"],
+        "AWS::APS::Workspace": [],
+        "AWS::Logs::LogGroup": [DEPLOYMENT_LOGS, "EksKubectlProviderHandlerLogGroup469A3006",
+                                "EksKubectlProviderframeworkonEventLogGroup6C228DAD", "NetworkFlowLogs2BEC3212",
+                                "TeardownLogsC474B3B6"],
+        "AWS::SecretsManager::Secret": ["HuggingFaceToken7442CC3C"],
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOGICAL_IDS))
+def test_the_stateful_resources_keep_their_logical_ids(all_apps: dict[str, Synthesized], name: str) -> None:
+    found = {type_: sorted(all_apps[name].resources(type_)) for type_ in STATEFUL}
+    assert found == LOGICAL_IDS[name]

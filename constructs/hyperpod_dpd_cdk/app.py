@@ -1,0 +1,395 @@
+"""The hyperpod-dpd CDK app: its context keys, how they become one ``HyperPodDpdStack``, and ``main``.
+
+The repository's ``app.py`` launches :func:`main`; its usage text is :func:`context_usage`. Every key is
+checked before anything is built: an unknown key (a typo) or an empty value is an error, all of them
+reported together. Nothing is looked up in an AWS account: the stack synthesizes offline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import shutil
+import sys
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import yaml
+
+from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError
+from hyperpod_dpd.contracts.stack_defaults import (
+    DEFAULT_AVAILABILITY_ZONE_ID,
+    DEFAULT_REGION,
+    DEFAULT_STACK_NAME,
+)
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.validation import load_checked_spec
+from hyperpod_dpd_cdk._private.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version
+from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster
+from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess
+from hyperpod_dpd_cdk.network import ExistingVpc
+from hyperpod_dpd_cdk.observability import ObservabilityOptions
+from hyperpod_dpd_cdk.stack import HyperPodDpdStack
+from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType
+from hyperpod_dpd_cdk.weights_staging import DEFAULT_WAIT
+
+MANIFESTS_DIR = "manifests"
+OBSERVABILITY_DIR = "observability"
+
+
+@dataclass(frozen=True)
+class ContextKey:
+    """One ``-c key=value`` option of the app: its name, the form of its value, its default and what it does."""
+
+    name: str
+    value: str
+    default: str
+    help: str
+    choices: tuple[str, ...] = ()
+
+
+FLAG = ("true", "false")
+
+# Every context key the app reads, one a line: the app's usage text (root app.py) and the table in
+# docs/stack.md are made from it. A key that is neither here nor CDK's own is refused with the nearest
+# name, so a typo never falls back to a default silently.
+CONTEXT_KEYS = (
+    ContextKey("spec", "PATH[,PATH...]", "the embedded Llama 3.3 70B example",
+               "endpoint spec files, comma-separated (one cluster, several endpoints)"),
+    ContextKey("region", "REGION", "the first spec's S3 region, else `us-west-2`",
+               "the stack's region; the account is never looked up"),
+    ContextKey("availability_zone_id", "AZ_ID", "`usw2-az2`", "the AZ ID of your GPU capacity"),
+    ContextKey("stack_name", "NAME", "`HyperPodDpd`", "the stack's name"),
+    ContextKey("model_bucket", "NAME", "the stack creates the bucket the specs name (retained)",
+               "that bucket exists already: use it (it must be the specs' bucket)"),
+    ContextKey("admin_role_arns", "ARN[,ARN...]", "none", "EKS cluster admins"),
+    ContextKey("dependency_chart", "DIR", "device plugins only",
+               "the prepared HyperPod dependency chart (`scripts/prepare_hyperpod_chart.sh`)"),
+    ContextKey("training_plan_arn", "ARN", "on-demand capacity", "reserved capacity for every instance group"),
+    ContextKey("hyperpod_cluster_name", "NAME", "`<stack_name>-hp`", "the HyperPod cluster's name"),
+    ContextKey("eks_cluster", "NAME", "a new cluster",
+               "an existing EKS cluster, in an existing VPC (`vpc_id`); needs `oidc_issuer_url` and "
+               "`oidc_provider_arn`"),
+    ContextKey("oidc_issuer_url", "URL", "none", "with `eks_cluster`: its OIDC issuer"),
+    ContextKey("oidc_provider_arn", "ARN", "none",
+               "with `eks_cluster`: its IAM OIDC provider (required: IAM holds one provider per issuer)"),
+    ContextKey("cluster_security_group_id", "SG", "none",
+               "with `eks_cluster`: its cluster security group (the kubectl provider then runs in the VPC)"),
+    ContextKey("vpc_id", "VPC_ID", "a new VPC", "an existing VPC, with `eks_subnets` and `hyperpod_subnets`"),
+    ContextKey("eks_subnets", "AZ=SUBNET[,...]", "none", "with `vpc_id`: the EKS subnets, by AZ name"),
+    ContextKey("hyperpod_subnets", "AZ_ID=SUBNET[,...]", "none", "with `vpc_id`: the HyperPod subnets, by AZ ID"),
+    ContextKey("observability", "true|false", "`true`", "`false` leaves out the observability add-on, AMP "
+               "workspace, DPD alerts, log alarms and alert topic", FLAG),
+    ContextKey("amp_workspace_arn", "ARN", "a new workspace",
+               "an existing AMP workspace for metrics and alert rules (its Alertmanager routing stays yours)"),
+    ContextKey("observability_log_group", "NAME",
+               "Container Insights' application group (the stack ships the pods' output there)",
+               "the log group holding the inference pods' output, when you ship it yourself"),
+    ContextKey("grafana_workspace_id", "ID", "none",
+               "an Amazon Managed Grafana workspace (`g-...`) to import the DPD dashboards into"),
+    ContextKey("benchmark", "true|false", "`true`",
+               "`false` leaves out the IAM role and ServiceAccount of `hyperpod-dpd bench`", FLAG),
+    ContextKey("aggregated_baseline", "true|false", "`false`", "`true` hosts each endpoint's aggregated twin "
+               "(`<name>-agg`) on one more one-node instance group, for `bench --aggregated`", FLAG),
+    ContextKey("allow_internet_facing_load_balancers", "true|false", "`false`",
+               "`true` lifts the deny on internet-facing load balancers from the ALB controller's role (a "
+               "warning follows; see docs/security.md)", FLAG),
+    ContextKey("eks_endpoint_access", "private|public|CIDR[,CIDR...]", "public and private",
+               "the EKS API endpoint: `private` only, `public` from anywhere, or public from these CIDRs only "
+               "(every call is IAM-authenticated)"),
+    ContextKey("network_policies", "true|false", "`false`", "`true` applies NetworkPolicies around the model "
+               "pods and turns on the VPC CNI's enforcement (unverified on HyperPod nodes)", FLAG),
+    ContextKey("eks_creator_admin", "true|false", "`true`", "`false` gives the cluster's creator no "
+               "cluster-admin entry (decide before the first deploy: a change replaces the cluster)", FLAG),
+    ContextKey("kubernetes_version", "1.33|1.34", "`1.34`", "a new EKS cluster's Kubernetes version"),
+    ContextKey("eks_support_type", "EXTENDED|STANDARD", "`EXTENDED`",
+               "a new cluster's upgrade policy (see docs/zero-to-endpoint.md for the cost)"),
+    ContextKey("inference_addon_version", "VERSION", "the version whose CRD ships in the package",
+               "another inference operator add-on version (a warning says the checks know only the shipped CRD)"),
+    ContextKey("preinstalled_addons", "ADDON[,ADDON...]", "none",
+               "on an existing cluster, prerequisite add-ons it runs already, named as `aws eks list-addons` "
+               "prints them; the stack creates none of them"),
+    ContextKey("weights_staging_hours", "HOURS", "`4`",
+               "how long a deploy waits for a `huggingface` source to be staged into the model bucket"),
+)
+
+
+def context_usage() -> str:
+    """The keys as the app's usage text: ``key=VALUE`` and, indented below, what it does and its default."""
+    lines = []
+    for key in CONTEXT_KEYS:
+        lines += [f"    {key.name}={key.value}",
+                  *textwrap.wrap(f"{key.help}; default: {key.default}".replace("`", ""), width=100,
+                                 initial_indent=" " * 8, subsequent_indent=" " * 8)]
+    return "\n".join(lines)
+
+
+def context_table() -> str:
+    """The keys as docs/stack.md's table (a ``|`` inside a cell is escaped, as Markdown tables need)."""
+    def row(*cells: str) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    return "\n".join([row("Key", "Value", "Default", "Meaning"), "| --- | --- | --- | --- |",
+                      *(row(f"`{key.name}`", f"`{key.value}`", key.default, key.help) for key in CONTEXT_KEYS)])
+
+
+def is_cdk_context_key(key: str) -> bool:
+    """CDK's own keys: feature flags (``@aws-cdk/...``), ``aws:cdk:...`` settings and cached lookups (``a:b=c``)."""
+    return key.startswith("@") or ":" in key
+
+
+def context_problems(context: Mapping[str, Any]) -> list[Problem]:
+    """Every problem with the app's context at once: unknown keys (with the nearest known one) and empty values."""
+    known = {key.name: key for key in CONTEXT_KEYS}
+    problems = []
+    for key, value in context.items():
+        if is_cdk_context_key(key):
+            continue
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            problems.append(Problem(field=key, value=value, message="is not a context key of this app",
+                                    fix=f"did you mean -c {near[0]}=...?" if near else
+                                    f"use one of: {', '.join(sorted(known))}"))
+        elif value is None or (isinstance(value, str) and not value.strip()):
+            problems.append(Problem(field=key, value=value, message="is empty (an unset shell variable?); an "
+                                    "empty value would silently mean the default",
+                                    fix=f"-c {key}={known[key].value}, or leave the key out for the default"))
+        elif known[key].choices and str(value).lower() not in known[key].choices:
+            problems.append(Problem(field=key, value=value, message=f"is not {' or '.join(known[key].choices)}",
+                                    fix=f"-c {key}={known[key].value.split('|')[0]}, or leave the key out"))
+    return problems
+
+
+def cdk_json_context(path: Path) -> dict[str, Any]:
+    """The ``context`` of cdk.json (feature flags and any defaults you add there)."""
+    context: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")).get("context", {})
+    return context
+
+
+def _list(value: Any) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return [part.strip() for part in str(value).split(",") if part.strip()]
+
+
+def _pairs(value: Any, *, field: str) -> dict[str, str]:
+    """``a=1,b=2`` as a mapping; a malformed item is a :class:`SpecError` naming the context key."""
+    pairs: dict[str, str] = {}
+    for item in _list(value):
+        key, sep, val = item.partition("=")
+        if not sep or not key or not val:
+            raise SpecError([Problem(field=field, value=item, message="is not KEY=VALUE",
+                                                  fix=f"-c {field}=KEY=VALUE,KEY=VALUE")])
+        pairs[key.strip()] = val.strip()
+    return pairs
+
+
+def _vpc(app: cdk.App) -> tuple[ExistingVpc | None, dict[str, str] | None]:
+    ctx = app.node.try_get_context
+    if not ctx("vpc_id"):
+        return None, None
+    eks_subnets = _pairs(ctx("eks_subnets"), field="eks_subnets")
+    vpc = ExistingVpc(vpc_id=str(ctx("vpc_id")), availability_zones=tuple(eks_subnets),
+                      private_subnet_ids=tuple(eks_subnets.values()))
+    return vpc, _pairs(ctx("hyperpod_subnets"), field="hyperpod_subnets")
+
+
+def _specs(app: cdk.App) -> list[DpdSpec]:
+    """The spec files, each checked as ``hyperpod-dpd validate`` checks it; every file's problems together."""
+    paths = _list(app.node.try_get_context("spec"))
+    if not paths:
+        return [default_spec()]
+    specs, problems = [], []
+    for path in paths:
+        try:
+            specs.append(load_checked_spec(path).spec)
+        except SpecError as error:
+            problems += [dataclasses.replace(p, field=f"{path}: {p.field}") for p in error.problems]
+    if problems:
+        raise SpecError(problems)
+    return specs
+
+
+def _observability(app: cdk.App) -> ObservabilityOptions | bool:
+    """``observability=false`` turns it off; the other keys tune it."""
+    ctx = app.node.try_get_context
+    if not _flag(app, "observability", default=True):
+        return False
+    return ObservabilityOptions(amp_workspace_arn=ctx("amp_workspace_arn") or None,
+                                log_group_name=ctx("observability_log_group") or None,
+                                grafana_workspace_id=ctx("grafana_workspace_id") or None)
+
+
+def fresh_folder(folder: Path) -> Path:
+    """An empty ``folder``: files of endpoints no longer in the stack must not linger beside the current ones."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def write_observability_files(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
+    """Each endpoint's alert rules and Grafana dashboard, for your own Prometheus and Grafana."""
+    from hyperpod_dpd.observability import write_observability  # noqa: PLC0415 - only when synthesizing
+    from hyperpod_dpd.observability.dashboard import MissingExtra  # noqa: PLC0415
+
+    try:
+        return write_observability(stack.endpoint_specs, fresh_folder(outdir / OBSERVABILITY_DIR))
+    except MissingExtra as error:
+        print(f"note: no dashboards written: {error}", file=sys.stderr)
+        return []
+
+
+def _flag(app: cdk.App, key: str, *, default: bool) -> bool:
+    """A true/false context key; anything else is a :class:`SpecError` naming it."""
+    value = app.node.try_get_context(key)
+    text = str(value if value is not None else default).lower()
+    if text not in ("true", "false"):
+        other = "false" if default else "true"
+        raise SpecError([Problem(field=key, value=value, message="is not true or false",
+                                 fix=f"-c {key}={other}, or omit it for {str(default).lower()}")])
+    return text == "true"
+
+
+def _support_type(app: cdk.App) -> SupportType:
+    value = str(app.node.try_get_context("eks_support_type") or SupportType.EXTENDED.value)
+    try:
+        return SupportType(value.upper())
+    except ValueError:
+        raise SpecError([Problem(field="eks_support_type", value=value, message="is not EXTENDED or STANDARD",
+                                 fix="-c eks_support_type=STANDARD, or omit it for EXTENDED")]) from None
+
+
+def _staging_wait(app: cdk.App) -> cdk.Duration:
+    value = app.node.try_get_context("weights_staging_hours")
+    if value is None or value == "":
+        return DEFAULT_WAIT
+    try:
+        return cdk.Duration.minutes(round(float(value) * 60))
+    except ValueError:
+        raise SpecError([Problem(field="weights_staging_hours", value=value, message="is not a number of hours",
+                                 fix="-c weights_staging_hours=6")]) from None
+
+
+def _region(app: cdk.App, specs: Sequence[DpdSpec]) -> str:
+    region = app.node.try_get_context("region")
+    if region:
+        return str(region)
+    for spec in specs:
+        if isinstance(spec.model.source, S3Source) and spec.model.source.region:
+            return spec.model.source.region
+    return DEFAULT_REGION
+
+
+def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None) -> tuple[cdk.App, HyperPodDpdStack]:
+    """The app and its one stack; raises :class:`SpecError` for bad input."""
+    app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
+    problems = context_problems(app.node.get_all_context())
+    if problems:
+        raise SpecError(problems, source="-c key=value and cdk.json", what="CDK context")
+    ctx = app.node.try_get_context
+    specs = _specs(app)
+    region = _region(app, specs)
+    account = os.environ.get("CDK_DEFAULT_ACCOUNT")  # set by the CLI when credentials exist; never looked up
+    existing = None
+    if ctx("eks_cluster"):
+        existing = ExistingEksCluster(cluster_name=str(ctx("eks_cluster")),
+                                      oidc_issuer_url=str(ctx("oidc_issuer_url") or ""),
+                                      oidc_provider_arn=ctx("oidc_provider_arn") or None,
+                                      cluster_security_group_id=ctx("cluster_security_group_id") or None)
+        if not existing.oidc_issuer_url:
+            raise SpecError([Problem(
+                field="oidc_issuer_url", value=None, message="is required with eks_cluster",
+                fix="-c oidc_issuer_url=$(aws eks describe-cluster --name NAME "
+                    "--query cluster.identity.oidc.issuer --output text)")])
+    vpc, hyperpod_subnets = _vpc(app)
+    stack = HyperPodDpdStack(
+        app, str(ctx("stack_name") or DEFAULT_STACK_NAME), endpoints=specs, vpc=vpc,
+        hyperpod_subnet_ids=hyperpod_subnets,
+        env=cdk.Environment(account=account, region=region),
+        availability_zone_id=str(ctx("availability_zone_id") or DEFAULT_AVAILABILITY_ZONE_ID),
+        model_bucket_name=ctx("model_bucket") or None, existing_cluster=existing,
+        admin_role_arns=_list(ctx("admin_role_arns")), dependency_chart_dir=ctx("dependency_chart") or None,
+        training_plan_arn=ctx("training_plan_arn") or None, hyperpod_cluster_name=ctx("hyperpod_cluster_name") or None,
+        description="SageMaker HyperPod (EKS) with Disaggregated Prefill and Decode endpoints (hyperpod-dpd)",
+        observability=_observability(app), benchmark=_flag(app, "benchmark", default=True),
+        aggregated_baseline=_flag(app, "aggregated_baseline", default=False),
+        allow_internet_facing_load_balancers=_flag(app, "allow_internet_facing_load_balancers", default=False),
+        eks_endpoint_access=(ClusterEndpointAccess.parse(str(ctx("eks_endpoint_access")))
+                             if ctx("eks_endpoint_access") else None),
+        cluster_creator_admin=_flag(app, "eks_creator_admin", default=True),
+        network_policies=_flag(app, "network_policies", default=False),
+        kubernetes_version=str(ctx("kubernetes_version") or KUBERNETES_VERSION), support_type=_support_type(app),
+        preinstalled_addons=_list(ctx("preinstalled_addons")), weights_staging_timeout=_staging_wait(app),
+        addon_versions=AddonVersions(**({"inference": str(ctx("inference_addon_version"))}
+                                        if ctx("inference_addon_version") else {})))
+    return app, stack
+
+
+def write_manifests(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
+    """Each endpoint's Kubernetes objects as YAML; CloudFormation references stay as ``{Ref: ...}``."""
+    folder = fresh_folder(outdir / MANIFESTS_DIR)
+    written = []
+    for endpoint in stack.endpoints:
+        path = folder / f"{endpoint.spec.namespace}-{endpoint.spec.name}.yaml"
+        objects = stack.resolve(endpoint.manifests())
+        header = ("# Rendered by app.py for reading; `cdk deploy` applies it. {Ref: ...}/{Fn::GetAtt: ...} are\n"
+                  "# CloudFormation values (the model bucket name) filled in at deploy time.\n")
+        path.write_text(header + yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+        written.append(path)
+    for staging in {id(s): s for s in stack.weights_staging.values()}.values():  # huggingface sources
+        path = folder / f"{staging.chart.namespace}-{staging.job_name}.yaml"
+        path.write_text(yaml.safe_dump_all(stack.resolve(staging.chart.to_json()), sort_keys=False), encoding="utf-8")
+        written.append(path)
+    for twin in stack.aggregated_twins:  # -c aggregated_baseline=true: the baseline of `hyperpod-dpd bench`
+        metadata = twin.document["metadata"]
+        path = folder / f"{metadata['namespace']}-{metadata['name']}.yaml"
+        path.write_text(yaml.safe_dump_all(stack.resolve([twin.document]), sort_keys=False), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _direct_context(argv: Sequence[str], cdk_json: Path) -> dict[str, Any]:
+    """cdk.json's context plus ``-c key=value`` arguments, for ``python app.py`` without the CLI."""
+    context = cdk_json_context(cdk_json)
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if arg in ("-c", "--context") and i + 1 < len(args) and "=" in args[i + 1]:
+            key, value = args[i + 1].split("=", 1)
+            context[key] = value
+    return context
+
+
+def main(argv: Sequence[str] = (), *, cdk_json: Path = Path("cdk.json")) -> int:
+    """Synthesize the app (under the CDK CLI, or directly with ``cdk_json``'s context); 2 for bad input."""
+    under_cli = "CDK_CONTEXT_JSON" in os.environ or CLI_VERSION_ENV in os.environ
+    too_old = cli_too_old(os.environ, minimum_cli_version())
+    if too_old:
+        print(f"error: {too_old}", file=sys.stderr)
+        return 2
+    try:
+        if under_cli:
+            app, stack = build()
+        else:
+            app, stack = build(_direct_context(argv, cdk_json), outdir=os.environ.get("CDK_OUTDIR", "cdk.out"))
+        assembly = app.synth()
+    except SpecError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    written = write_manifests(stack, Path(assembly.directory))
+    observed = write_observability_files(stack, Path(assembly.directory))
+    if not under_cli:  # the CLI prints its own summary; warnings are printed by synth() either way
+        print(f"cloud assembly: {assembly.directory}", file=sys.stderr)
+        for path in written:
+            print(f"manifest: {path}", file=sys.stderr)
+        for path in observed:
+            print(f"observability: {path}", file=sys.stderr)
+    return 0
+
