@@ -8,7 +8,8 @@ python="$root/.venv/bin/python"
 if [ ! -x "$python" ]; then
   python=$(command -v python3 || true)
 fi
-installed='import importlib.util, sys; sys.exit(importlib.util.find_spec("hyperpod_dpd_cdk") is None)'
+# The package and the libraries it runs on: a half-finished install gets the same one line.
+installed='import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ("hyperpod_dpd_cdk", "aws_cdk", "cdk8s", "jsii", "yaml")))'
 if [ -z "$python" ] || ! "$python" -c "$installed" >/dev/null 2>&1; then
   echo "error: hyperpod-dpd is not installed: run 'make synth' in $root (it creates .venv), or 'pip install -e .' in your own environment" >&2
   exit 2

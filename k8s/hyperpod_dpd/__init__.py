@@ -5,6 +5,7 @@
 charts live in :mod:`hyperpod_dpd.charts` and load the jsii runtime only when imported.
 """
 
+from hyperpod_dpd import _moved
 from hyperpod_dpd._node import ensure_node
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError, Warning
 from hyperpod_dpd.spec import (
@@ -36,6 +37,7 @@ from hyperpod_dpd.spec.units import ByteSize
 from hyperpod_dpd.validation import CheckedSpec, check
 
 ensure_node()
+_moved.install()
 
 __all__ = [
     "AlertThresholds",

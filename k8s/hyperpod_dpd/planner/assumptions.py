@@ -8,7 +8,7 @@ from __future__ import annotations
 # Peak dense (no 2:4 sparsity) BF16 tensor-core throughput per GPU, in TFLOP/s, from NVIDIA's
 # datasheets for the SXM/HGX parts: H100 SXM 989; H200 989 (same GH100 die); HGX B200 2,250;
 # HGX B300 2,250 (Blackwell Ultra raises FP4, not BF16). Kept here rather than in
-# ``instances.py`` because only the planner's prefill estimate uses it.
+# ``spec/instances.py`` because only the planner's prefill estimate uses it.
 PEAK_DENSE_BF16_TFLOPS: dict[str, float] = {"H100": 989.0, "H200": 989.0, "B200": 2250.0, "B300": 2250.0}
 
 # Model FLOPs utilisation of a long prefill: tensor-parallel GEMMs of a 70B-class model on Hopper
