@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import sys
 import types
 import typing
@@ -21,7 +22,7 @@ from typing import Any
 import yaml
 
 from hyperpod_dpd.errors import Problem, SpecError
-from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec import DpdSpec, _parsing
 from hyperpod_dpd.spec.fields import record_kinds
 from hyperpod_dpd.spec.instances import InstanceType, supported_names
 from hyperpod_dpd.spec.units import ByteSize
@@ -63,21 +64,45 @@ def read_spec_data(path: str | Path) -> Any:
     """The parsed content of a spec file (``.yaml``, ``.yml`` or ``.json``; ``-`` is standard input), not yet a spec."""
     name = str(path)
     if name == STDIN:
-        return parse_text(sys.stdin.read(), source="<stdin>")
+        stdin = getattr(sys.stdin, "buffer", None)  # None when replaced by a text stream, as tests do
+        head = sys.stdin.read(_parsing.MAX_FILE_BYTES + 1).encode() if stdin is None else stdin.read(
+            _parsing.MAX_FILE_BYTES + 1)
+        return _parse_bytes(head, source="<stdin>")
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        with file.open("rb") as stream:  # read one byte past the limit, not a wrong file's gigabytes
+            data = stream.read(_parsing.MAX_FILE_BYTES + 1)
+            size = max(len(data), file.stat().st_size)
     except OSError as err:
         reason = err.strerror or str(err)
         raise SpecError([Problem(field="<file>", value=name, message=f"cannot read the spec file: {reason}",
                                  fix="check the path and its permissions")], source=name) from err
-    return parse_text(text, source=name, json_only=file.suffix == ".json")
+    return _parse_bytes(data, source=name, size=size, json_only=file.suffix == ".json")
+
+
+def _parse_bytes(data: bytes, *, source: str, size: int | None = None, json_only: bool = False) -> Any:
+    """``size`` is the file's, when known; else ``data`` may be the first bytes of a longer stream."""
+    try:
+        _parsing.refuse_size(len(data) if size is None else size, unit="bytes", whole=size is not None)
+        text = _parsing.decode_utf8(data)
+    except _parsing.Refused as err:
+        raise _refusal(err, source=source) from None
+    # Universal newlines, as ``Path.read_text`` and text-mode standard input give them.
+    return parse_text(text.replace("\r\n", "\n").replace("\r", "\n"), source=source, json_only=json_only)
 
 
 def parse_text(text: str, *, source: str = "<text>", json_only: bool = False) -> Any:
-    """YAML (or, with ``json_only``, strict JSON); a syntax error names the file, line and column."""
+    """YAML (or, with ``json_only``, strict JSON); a syntax error names the file, line and column.
+
+    What a spec never holds is refused too, each with its position: a repeated key, more than
+    :data:`~hyperpod_dpd.spec._parsing.MAX_NODES` nodes (aliases counted expanded), deeper nesting than
+    :data:`~hyperpod_dpd.spec._parsing.MAX_DEPTH`, an integer too long to read, more than 1 MiB.
+    """
     try:
-        return json.loads(text) if json_only else yaml.safe_load(text)
+        _parsing.refuse_size(len(text), unit="characters", whole=True)
+        return _parsing.load_json(text) if json_only else _parsing.load_yaml(text)
+    except _parsing.Refused as err:
+        raise _refusal(err, source=source) from None
     except json.JSONDecodeError as err:
         raise _syntax_error("JSON", source, text, line=err.lineno, column=err.colno, problem=err.msg) from err
     except yaml.MarkedYAMLError as err:
@@ -87,8 +112,17 @@ def parse_text(text: str, *, source: str = "<text>", json_only: bool = False) ->
             problem = f"{problem} ({err.context} at line {err.context_mark.line + 1})"
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         raise _syntax_error("YAML", source, text, line=line, column=column, problem=problem) from err
-    except yaml.YAMLError as err:  # pragma: no cover - PyYAML raises marked errors for syntax
+    except yaml.reader.ReaderError as err:  # a control character: PyYAML names its index, not its line
+        line, column = _parsing.position(text, err.position)
+        problem = f"unacceptable character #x{err.character:04x}: {err.reason}"
+        raise _syntax_error("YAML", source, text, line=line, column=column, problem=problem) from err
+    except yaml.YAMLError as err:  # pragma: no cover - PyYAML raises marked or reader errors for syntax
         raise _syntax_error("YAML", source, text, line=1, column=1, problem=str(err)) from err
+
+
+def _refusal(err: _parsing.Refused, *, source: str) -> SpecError:
+    field = "<file>" if err.where is None else f"{source}:{err.where[0]}:{err.where[1]}"
+    return SpecError([Problem(field=field, value=err.value, message=err.message, fix=err.fix)], source=source)
 
 
 def _syntax_error(kind: str, source: str, text: str, *, line: int, column: int, problem: str) -> SpecError:
@@ -208,17 +242,36 @@ def _convert_scalar(hint: Any, value: Any, path: str, out: _Collector) -> Any:
         return out.add(path, value, f"must be true or false, not {_kind_of(value)}", "write true or false")
     if hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            return _usable_number(value, path, out)
         return out.add(path, value, f"must be an integer, not {_kind_of(value)}", "write a whole number")
     if hint is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            number = _usable_number(value, path, out)
+            return number if number is _MISSING else float(number)
         return out.add(path, value, f"must be a number, not {_kind_of(value)}", "write a number such as 0.75")
     if hint is str:
         if isinstance(value, str):
             return value
         return out.add(path, value, f"must be a string, not {_kind_of(value)}", f"quote it: '{value}'")
     raise TypeError(f"no conversion for {hint!r} at {path}")  # pragma: no cover - a spec field of a new type
+
+
+# Synth hands the spec's numbers to the CDK through jsii, as JavaScript numbers: IEEE 754 doubles, which round
+# an integer beyond Number.MAX_SAFE_INTEGER (ECMA-262 §21.1.2.6) and have no JSON form for NaN or the infinities
+# (RFC 8259 §6). YAML's .nan/.inf, a float literal past 1.8e308 and Python's json (NaN, Infinity) all give them.
+_MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def _usable_number(value: int | float, path: str, out: _Collector) -> Any:
+    """``value`` if it survives the trip to JavaScript (and ``float()``, which overflows past 1.8e308)."""
+    if isinstance(value, int) and abs(value) > _MAX_SAFE_INTEGER:
+        shown = value if value.bit_length() <= 256 else f"an integer of {value.bit_length()} bits"
+        return out.add(path, shown, f"is too large to be a number (more than {_MAX_SAFE_INTEGER}, the largest "
+                       "integer a JavaScript number holds exactly)", "write the number the field means")
+    if isinstance(value, float) and not math.isfinite(value):
+        return out.add(path, value, "must be a finite number (nan and infinities have no JSON or JavaScript form)",
+                       "write a number")
+    return value
 
 
 def _convert_tagged(kinds: dict[str, type], value: Any, path: str, out: _Collector) -> Any:
