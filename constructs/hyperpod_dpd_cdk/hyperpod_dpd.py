@@ -301,6 +301,18 @@ class Composition:
     benchmark_access: list[BenchmarkAccess]
     aggregated_twins: list[AggregatedTwin]
 
+    def _one_per_stack(self) -> Iterator[Problem]:
+        """A second platform in one stack would collide on the outputs bench and verify read, and on role names."""
+        first = next((c for c in self._stack.node.find_all() if isinstance(c, Composition) and c is not self), None)
+        if first is not None:
+            here = self._scope.node.path or self._stack.stack_name
+            yield Problem(field="HyperPodDpd", value=here,
+                          message=f"is the second platform in stack {self._stack.stack_name} (the first: "
+                                  f"{first.node.path or 'the stack itself'}): the stack's outputs and the "
+                                  "operator's role are named after the stack",
+                          fix="host the endpoint on the first with add_endpoint(spec), or put this one in a "
+                              "stack of its own")
+
     def _compose(self, scope: Construct, *, endpoints: Sequence[DpdSpec], vpc: ec2.IVpc | ExistingVpc | None,
                  model_bucket: s3.IBucket | str | None, hyperpod: HyperPodOptions, cluster: ClusterOptions,
                  observability: ObservabilityOptions | None, benchmark: bool, aggregated_baseline: bool,
@@ -318,7 +330,7 @@ class Composition:
         self._staging_wait = weights_staging_timeout
         self.cluster_name = hyperpod.cluster_name or default_cluster_name(self._stack.stack_name)
         specs = tuple(endpoints)
-        raise_if_any(self._problems(specs))
+        raise_if_any([*self._one_per_stack(), *self._problems(specs)])
         region = self._stack.region
         existing_name = model_bucket if isinstance(model_bucket, str) else None
 

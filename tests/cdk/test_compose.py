@@ -186,3 +186,14 @@ LOGICAL_IDS = {
 def test_the_stateful_resources_keep_their_logical_ids(all_apps: dict[str, Synthesized], name: str) -> None:
     found = {type_: sorted(all_apps[name].resources(type_)) for type_ in STATEFUL}
     assert found == LOGICAL_IDS[name]
+
+
+def test_a_second_platform_in_one_stack_is_refused_with_the_fix() -> None:
+    app = cdk.App()
+    stack = cdk.Stack(app, "Platform", env=cdk.Environment(region="us-west-2"))
+    HyperPodDpd(stack, "First", endpoints=[default_spec()])
+    with pytest.raises(SpecError) as raised:
+        HyperPodDpd(stack, "Second", endpoints=[dataclasses.replace(default_spec(), name="dpd-two")])
+    (problem,) = [p for p in raised.value.problems if p.field == "HyperPodDpd"]
+    assert problem.value == "Platform/Second"
+    assert "Platform/First" in problem.message and "add_endpoint" in problem.fix
