@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 from cdk_support import REPO, Synthesized
 from cdk_template_queries import by_type
-from iam_reference import Finding, check_statement, check_template, data_updated_at, expand, supports
+from iam_reference import (
+    Finding,
+    check_statement,
+    check_template,
+    data_updated_at,
+    expand,
+    policy_documents,
+    supports,
+)
 
 from hyperpod_dpd_cdk._private.alb_policy import policy_document
 from hyperpod_dpd_cdk.exposure import DENY_SID, INTERNET_FACING, SCHEME_CONDITION_KEY
@@ -75,6 +83,20 @@ def test_the_reference_is_the_pinned_one() -> None:
 def test_every_statement_means_what_it_says(findings: dict[str, list[Finding]], name: str) -> None:
     unexpected = [f for f in findings[name] if (f.resource, f.action, f.key) not in KNOWN_UNTIL_FIXED]
     assert not unexpected, "\n".join(map(str, unexpected))
+
+
+def test_the_walk_reads_every_kind_of_policy_document(default_app: Synthesized) -> None:
+    """Identity policies, trust policies and the resource policies the default app has."""
+    read = {(logical_id, path) for logical_id, resource in default_app.template["Resources"].items()
+            for path, _ in policy_documents(resource.get("Properties", {}))}
+    expected = {"AWS::IAM::Policy": "/PolicyDocument", "AWS::IAM::Role": "/AssumeRolePolicyDocument",
+                "AWS::S3::BucketPolicy": "/PolicyDocument", "AWS::KMS::Key": "/KeyPolicy",
+                "AWS::SNS::TopicPolicy": "/PolicyDocument"}
+    for type_, path in expected.items():
+        resources = by_type(default_app.template, type_)
+        assert resources, type_
+        assert all((logical_id, path) in read for logical_id in resources), type_
+    assert any(path.startswith("/Policies/") for _, path in read)  # a role's inline policy
 
 
 def test_known_findings_are_still_there(findings: dict[str, list[Finding]]) -> None:
