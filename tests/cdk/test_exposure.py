@@ -199,7 +199,6 @@ def test_network_policies_on_an_existing_cluster_warn_they_are_not_enforced(
     assert warnings and "enableNetworkPolicy=true" in warnings[0]
 
 
-
 @pytest.mark.parametrize("allowed", [False, True])
 def test_a_new_clusters_role_denies_internet_facing_unless_opted_out(allowed: bool) -> None:
     """The control plane's legacy cloud provider creates Service load balancers as the cluster role."""
