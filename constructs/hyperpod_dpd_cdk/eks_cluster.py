@@ -16,7 +16,7 @@ from constructs import Construct
 
 from hyperpod_dpd.contracts.operator import SYSTEM_POOL
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
-from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess
+from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess, deny_internet_facing
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType
 
 # The operator, its ALB controller and KEDA, cert-manager and CoreDNS run here, never on GPU nodes.
@@ -74,6 +74,8 @@ class HyperPodEksCluster(Construct):
     :param support_type: a new cluster's ``UpgradePolicy``. :default: ``SupportType.EXTENDED``
     :param preinstalled: add-ons an existing cluster runs already (``eks-pod-identity-agent`` is created
         otherwise: the observability add-on needs it). :default: - none
+    :param allow_internet_facing_load_balancers: leave out the new cluster's role's explicit deny on
+        internet-facing load balancers. :default: False
 
     A new cluster encrypts Kubernetes secrets with a customer-managed KMS key (rotated yearly, retained
     on ``cdk destroy`` like any key that may still decrypt backups). An existing cluster's kubectl
@@ -88,7 +90,7 @@ class HyperPodEksCluster(Construct):
                  addon_versions: AddonVersions | None = None, endpoint_access: ClusterEndpointAccess | None = None,
                  cluster_creator_admin: bool = True, network_policy: bool = False,
                  kubernetes_version: str = KUBERNETES_VERSION, support_type: SupportType = SupportType.EXTENDED,
-                 preinstalled: Sequence[str] = ()) -> None:
+                 preinstalled: Sequence[str] = (), allow_internet_facing_load_balancers: bool = False) -> None:
         super().__init__(scope, id)
         versions = addon_versions or AddonVersions()
         access = endpoint_access or ClusterEndpointAccess()
@@ -148,6 +150,15 @@ class HyperPodEksCluster(Construct):
             resource = cluster.node.default_child
             assert isinstance(resource, CfnResource)
             resource.add_property_override("UpgradePolicy", {"SupportType": support_type.value})
+            if not allow_internet_facing_load_balancers:
+                # The control plane's legacy cloud provider serves every Service of type LoadBalancer that
+                # the AWS Load Balancer Controller does not claim, as this role; AmazonEKSClusterPolicy (v9)
+                # allows it elasticloadbalancing:CreateLoadBalancer on "*", and its default is an
+                # internet-facing Classic LB. The same deny as the controller's role closes that path. The
+                # policy exists before the cluster, so no Service can come first.
+                denied = cluster.role.add_to_principal_policy(deny_internet_facing())
+                assert denied.policy_dependable is not None
+                resource.node.add_dependency(denied.policy_dependable)
             self.cluster_name = cluster.cluster_name
             self.cluster_arn = cluster.cluster_arn
             self.oidc_issuer_url = cluster.cluster_open_id_connect_issuer_url

@@ -2,9 +2,12 @@
 
 The operator's ALB is internal only because the bundled AWS Load Balancer Controller defaults an
 Ingress to ``internal`` (LBC v2.13.2 ``--default-load-balancer-scheme``); the controller's role, as
-upstream writes it, may create internet-facing load balancers too. :func:`deny_internet_facing`
-turns that default into a guarantee for every Ingress and Service in the cluster with the
-``elasticloadbalancing:Scheme`` condition key (ELB IAM condition keys, AWS What's New 2023-11-13).
+upstream writes it, may create internet-facing load balancers too, and so may a new cluster's role
+(``AmazonEKSClusterPolicy``), as which the control plane's legacy cloud provider serves a Service the
+controller does not claim. :func:`deny_internet_facing`, on both roles, turns that default into a
+guarantee for every load balancer the stack's roles can create, with the ``elasticloadbalancing:Scheme``
+condition key (ELB IAM condition keys, AWS What's New 2023-11-13; the Service Authorization Reference,
+"Actions, resources, and condition keys for Elastic Load Balancing V2", lists it for CreateLoadBalancer).
 """
 
 from __future__ import annotations

@@ -351,7 +351,8 @@ class Composition:
             existing=cluster.existing, addon_versions=cluster.addon_versions, endpoint_access=cluster.endpoint_access,
             cluster_creator_admin=cluster.creator_admin, network_policy=cluster.network_policies,
             kubernetes_version=cluster.kubernetes_version, support_type=cluster.support_type,
-            preinstalled=cluster.preinstalled_addons)
+            preinstalled=cluster.preinstalled_addons,
+            allow_internet_facing_load_balancers=allow_internet_facing_load_balancers)
         eks_cluster = self.eks.cluster
 
         self.lifecycle = LifecycleScripts(scope, "LifecycleScripts", log_bucket=logs.bucket,
@@ -641,8 +642,8 @@ class HyperPodDpd(Construct, Composition):
         (``BenchmarkAccess``). :default: True
     :param aggregated_baseline: host each endpoint's aggregated twin (``<name>-agg``) on one more one-node
         instance group, the baseline of ``hyperpod-dpd bench --aggregated`` (``AggregatedTwin``). :default: False
-    :param allow_internet_facing_load_balancers: lift the ALB controller role's explicit deny on
-        internet-facing load balancers (a synth warning follows). :default: False
+    :param allow_internet_facing_load_balancers: lift the explicit deny on internet-facing load balancers
+        that the ALB controller's role and a new cluster's role carry (a synth warning follows). :default: False
     :param teardown: how long ``cdk destroy`` waits for what the operator created outside CloudFormation
         (``TeardownBarrier``). :default: - ``TeardownTiming()``: 10 minutes' grace, failure at 50
     :param weights_staging_timeout: how long ``cdk deploy`` waits for a ``huggingface`` source to be staged

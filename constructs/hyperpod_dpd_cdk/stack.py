@@ -51,8 +51,8 @@ class HyperPodDpdStack(Stack, Composition):
         (``BenchmarkAccess``). :default: True
     :param aggregated_baseline: host each endpoint's aggregated twin (``<name>-agg``) on one more one-node
         instance group, the baseline of ``hyperpod-dpd bench --aggregated`` (``AggregatedTwin``). :default: False
-    :param allow_internet_facing_load_balancers: lift the ALB controller role's explicit deny on
-        internet-facing load balancers (a synth warning follows). :default: False
+    :param allow_internet_facing_load_balancers: lift the explicit deny on internet-facing load balancers
+        that the ALB controller's role and a new cluster's role carry (a synth warning follows). :default: False
     :param eks_endpoint_access: who reaches the EKS API endpoint (new cluster). :default: - public from
         anywhere and private (IAM and access entries authenticate every call)
     :param cluster_creator_admin: the cluster creator's bootstrap admin entry (new cluster; changing it

@@ -23,12 +23,13 @@ import pytest  # noqa: E402
 from support import load_module  # noqa: E402
 
 from hyperpod_dpd.spec.defaults import default_spec  # noqa: E402
-from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpdStack  # noqa: E402
+from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingEksCluster, HyperPodDpdStack  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
 
 load_module("cdk_template_queries", HERE / "cdk_template_queries.py")
+load_module("iam_reference", HERE / "iam_reference.py")
 cdk_support = load_module("cdk_support", HERE / "cdk_support.py")
 Synthesized = cdk_support.Synthesized
 REGION: str = cdk_support.REGION
@@ -124,6 +125,16 @@ def hf_app(cdk_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
         os.environ.pop("HF_TOKEN")
         if saved is not None:
             os.environ["HF_TOKEN"] = saved
+
+
+@pytest.fixture(scope="session")
+def private_endpoint_app(cdk_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The default endpoint with a private-only EKS API endpoint (``eks_endpoint_access=private``) and
+    NetworkPolicies enforced by the VPC CNI."""
+    app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("private")))
+    stack = HyperPodDpdStack(app, "PrivateApi", env=cdk.Environment(region=REGION), endpoints=[default_spec()],
+                             eks_endpoint_access=ClusterEndpointAccess.private_only(), network_policies=True)
+    return cdk_support.synthesize(app, stack)
 
 
 @pytest.fixture(scope="session")

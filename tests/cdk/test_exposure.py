@@ -9,12 +9,20 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3 as s3
-from cdk_support import ADMIN_NETWORK_ACCESS, EXISTING_VPC, HYPERPOD_SUBNETS, Synthesized, policy_statements
+from cdk_support import ADMIN_NETWORK_ACCESS, EXISTING_VPC, HYPERPOD_SUBNETS, Synthesized, logical_id, policy_statements
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.spec.defaults import default_spec
-from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingEksCluster, HyperPodDpdStack, InferenceOperator
+from hyperpod_dpd_cdk import (
+    ClusterEndpointAccess,
+    ExistingEksCluster,
+    HyperPodDpdStack,
+    HyperPodEksCluster,
+    InferenceOperator,
+)
 
 DENY = {"Sid": "DenyInternetFacingLoadBalancers", "Effect": "Deny",
         "Action": "elasticloadbalancing:CreateLoadBalancer", "Resource": "*",
@@ -189,3 +197,22 @@ def test_network_policies_on_an_existing_cluster_warn_they_are_not_enforced(
     messages = existing_cluster_app.app.synth().get_stack_artifact(existing_cluster_app.stack.artifact_id).messages
     warnings = [str(m.entry.data) for m in messages if "NetworkPolicyNotEnforced" in str(m.entry.data)]
     assert warnings and "enableNetworkPolicy=true" in warnings[0]
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_new_clusters_role_denies_internet_facing_unless_opted_out(allowed: bool) -> None:
+    """The control plane's legacy cloud provider creates Service load balancers as the cluster role."""
+    app = cdk.App()
+    stack = cdk.Stack(app, "Cluster", env=cdk.Environment(region="us-west-2"))
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=2)
+    built = HyperPodEksCluster(stack, "Eks", vpc=vpc,
+                               subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+                               security_group=ec2.SecurityGroup(stack, "Efa", vpc=vpc),
+                               allow_internet_facing_load_balancers=allowed)
+    template = app.synth().get_stack_artifact(stack.artifact_id).template
+    assert isinstance(built.cluster, eks.Cluster)
+    role = logical_id(built.cluster.role)
+    assert template["Resources"][role]["Type"] == "AWS::IAM::Role"
+    statements = [s for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
+                  and {"Ref": role} in r["Properties"]["Roles"] for s in r["Properties"]["PolicyDocument"]["Statement"]]
+    assert (DENY in statements) is not allowed
