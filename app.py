@@ -3,8 +3,9 @@
 
 Run it with the CDK CLI (``cdk synth``, ``cdk deploy``) or directly (``python app.py``), which
 reads cdk.json's context itself so both write the same cloud assembly. Options are CDK context
-(the table in hyperpod_dpd_cdk.app, where this list comes from):
+(``scripts/docs.py`` writes this list from the table in hyperpod_dpd_cdk.app):
 
+.. BEGIN generated: context-usage
     spec=PATH[,PATH...]
         endpoint spec files, comma-separated (one cluster, several endpoints); default: the embedded
         Llama 3.3 70B example
@@ -61,8 +62,8 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
         true hosts each endpoint's aggregated twin (<name>-agg) on one more one-node instance group,
         for bench --aggregated; default: false
     allow_internet_facing_load_balancers=true|false
-        true lifts the deny on internet-facing load balancers from the ALB controller's role (a
-        warning follows; see docs/security.md); default: false
+        true lifts the deny on internet-facing load balancers from the ALB controller's and a new
+        cluster's roles (a warning follows; see docs/security.md); default: false
     eks_endpoint_access=private|public|CIDR[,CIDR...]
         the EKS API endpoint: private only, public from anywhere, or public from these CIDRs only
         (every call is IAM-authenticated); default: public and private
@@ -86,6 +87,7 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     weights_staging_hours=HOURS
         how long a deploy waits for a huggingface source to be staged into the model bucket;
         default: 4
+.. END generated: context-usage
 
 Every key is checked before anything is built: an unknown key (a typo) or an empty value is an
 error, all of them reported together, exit status 2. Nothing is looked up in an AWS account: the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Regenerate the parts of docs/ that quote the code: the spec's field reference, the command list, the exit
-codes, the CDK app's context keys.
+codes, the CDK app's context keys (in docs/stack.md and in app.py's usage text).
 
 Each generated part sits between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``;
 the rest of the page is prose. ``python scripts/docs.py`` rewrites them; ``--check`` exits 1 when a page
@@ -129,17 +129,28 @@ def context_keys_table() -> str:
     return context_table()
 
 
+def context_usage_text() -> str:
+    """The same options as the launcher's usage text (app.py's docstring)."""
+    from hyperpod_dpd_cdk.app import context_usage  # noqa: PLC0415 - starts jsii; only app.py needs it
+
+    return context_usage()
+
+
 GENERATED: dict[str, dict[str, Callable[[], str]]] = {
     "docs/spec.md": {"spec-fields": spec_fields_table},
     "docs/commands.md": {"commands": command_table, "exit-codes": exit_codes_block},
     "docs/stack.md": {"context-keys": context_keys_table},
+    "app.py": {"context-usage": context_usage_text},
 }
 
 
 def render(page: str, text: str) -> str:
     """``text`` with every generated part of ``page`` replaced by its current content."""
     for name, make in GENERATED[page].items():
-        pattern = re.compile(rf"(<!-- BEGIN generated: {name} -->\n).*?(<!-- END generated: {name} -->)", re.DOTALL)
+        # Markdown hides its markers in comments; a Python docstring carries them as reST comments.
+        begin, end = ((f"<!-- BEGIN generated: {name} -->", f"<!-- END generated: {name} -->") if page.endswith(".md")
+                      else (f".. BEGIN generated: {name}", f".. END generated: {name}"))
+        pattern = re.compile(rf"({re.escape(begin)}\n).*?({re.escape(end)})", re.DOTALL)
         if not pattern.search(text):
             raise SystemExit(f"{page}: no generated part named {name}")
         content = make() + "\n"

@@ -98,8 +98,8 @@ CONTEXT_KEYS = (
     ContextKey("aggregated_baseline", "true|false", "`false`", "`true` hosts each endpoint's aggregated twin "
                "(`<name>-agg`) on one more one-node instance group, for `bench --aggregated`", FLAG),
     ContextKey("allow_internet_facing_load_balancers", "true|false", "`false`",
-               "`true` lifts the deny on internet-facing load balancers from the ALB controller's role (a "
-               "warning follows; see docs/security.md)", FLAG),
+               "`true` lifts the deny on internet-facing load balancers from the ALB controller's and a new "
+               "cluster's roles (a warning follows; see docs/security.md)", FLAG),
     ContextKey("eks_endpoint_access", "private|public|CIDR[,CIDR...]", "public and private",
                "the EKS API endpoint: `private` only, `public` from anywhere, or public from these CIDRs only "
                "(every call is IAM-authenticated)"),
