@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.spec import AutoscalingSpec, CloudWatchTrigger, PrometheusTrigger
 from hyperpod_dpd.validation.context import Finding, RuleContext, problem
@@ -46,7 +47,7 @@ def autoscaling(ctx: RuleContext) -> Iterator[Finding]:
             yield problem(f"{field}.triggers", [], "autoscaling needs at least one trigger",
                           "add a cloudwatch or prometheus trigger, or remove autoscaling")
         yield from _triggers(field, scaling.triggers)
-        if role_name == "decode" and scaling.max_replicas > 1:
+        if role_name == "decode" and scaling.max_replicas > DECODE_DEPLOYMENTS:
             yield SpecWarning(code="SingleDecoder", field=f"{field}.max_replicas",
                           message="the current operator runs one decode deployment per endpoint; scaling decode "
                                   "above 1 is unverified")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.contracts.zones import AZ_NAME, zone_settings
 from hyperpod_dpd.errors import SpecWarning
 from hyperpod_dpd.spec import Resources, S3Source
@@ -101,7 +102,7 @@ def roles(ctx: RuleContext) -> Iterator[Finding]:
                 yield problem(f"{role_name}.env", dict(role.env), "the operator has no per-role environment "
                               "variables; both roles share worker.environmentVariables",
                               "move shared variables to env, and role-specific behaviour to args")
-    if spec.decode.replicas > 1:
+    if spec.decode.replicas > DECODE_DEPLOYMENTS:
         yield SpecWarning(code="SingleDecoder", field="decode.replicas",
                       message=f"{spec.decode.replicas} decode replicas requested, but the current operator runs one "
                               "decode deployment per endpoint; scale prefill replicas or raise "
@@ -115,9 +116,11 @@ def idle_node_gpus(ctx: RuleContext) -> Iterator[Finding]:
     if usage.gpus_used >= usage.gpus_provisioned or any(r.gpus_per_pod < 1 for r in usage.roles):
         return
     per_node = spec.instance_type.facts.gpus
+    # More decoders are no fix while the operator runs one decode deployment (the SingleDecoder warning).
     fixes = [f"{r.role}.replicas up to {r.nodes * (per_node // r.gpus_per_pod)} (that many {r.gpus_per_pod}-GPU "
              f"pods fit on its {r.nodes} node{'s' if r.nodes != 1 else ''})"
-             for r in usage.roles if r.gpus < r.nodes * per_node and r.gpus_per_pod <= per_node]
+             for r in usage.roles if r.gpus < r.nodes * per_node and r.gpus_per_pod <= per_node
+             and not (r.role == "decode" and DECODE_DEPLOYMENTS == 1)]
     if spec.tensor_parallel_size < per_node:
         fixes.append(f"a larger tensor_parallel_size (up to {per_node})")
     smaller = sorted(t.api_name for t in type(spec.instance_type)
