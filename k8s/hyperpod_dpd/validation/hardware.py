@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_dpd.contracts.aws_names import MAX_INSTANCE_COUNT, label_value_error, qualified_name_error
 from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.contracts.zones import AZ_NAME, zone_settings
 from hyperpod_dpd.errors import SpecWarning
 from hyperpod_dpd.spec import Resources, S3Source
 from hyperpod_dpd.spec.units import parse_quantity
 from hyperpod_dpd.validation.context import Finding, RuleContext, is_token, problem
-from hyperpod_dpd.validation.naming import LABEL_KEY, LABEL_VALUE
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
@@ -83,10 +83,22 @@ def roles(ctx: RuleContext) -> Iterator[Finding]:
                           "set 1 or more, or drop pdSpec for a colocated endpoint")
         if role.max_num_seqs is not None and role.max_num_seqs < 1:
             yield problem(f"{role_name}.max_num_seqs", role.max_num_seqs, "must be at least 1", "set 1 or more")
+        nodes = spec.role_nodes(role)
+        if nodes > MAX_INSTANCE_COUNT:
+            scaled = role.autoscaling is not None and role.autoscaling.max_replicas >= role.replicas
+            yield problem(f"{role_name}.autoscaling.max_replicas" if scaled else f"{role_name}.replicas",
+                          role.autoscaling.max_replicas if scaled and role.autoscaling else role.replicas,
+                          f"needs {nodes} {spec.instance_type.api_name} nodes in one instance group; SageMaker "
+                          f"HyperPod allows at most {MAX_INSTANCE_COUNT} instances per group (InstanceCount)",
+                          "ask for fewer replicas (your account's HyperPod quota is lower still: see Service Quotas)")
         for key, value in role.node_selector.items():
-            if not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
-                yield problem(f"{role_name}.node_selector.{key}", value, "is not a valid label key and value",
-                              "use Kubernetes label syntax")
+            key_error, value_error = qualified_name_error(key), label_value_error(value)
+            if key_error is not None:
+                yield problem(f"{role_name}.node_selector.{key}", key, f"is not a Kubernetes label key: it {key_error}",
+                              "use a key such as 'example.com/pool' (prefix at most 253 characters, name at most 63)")
+            elif value_error is not None:
+                yield problem(f"{role_name}.node_selector.{key}", value, f"is not a Kubernetes label value: it "
+                              f"{value_error}", "use at most 63 letters, digits, '-', '_' and '.'")
             elif key == INSTANCE_TYPE_LABEL and value != spec.instance_type.api_name:
                 yield problem(f"{role_name}.node_selector.{key}", value, "contradicts instance_type "
                               f"{spec.instance_type.api_name}", "remove it or change instance_type")
