@@ -97,9 +97,10 @@ def longest_key_bytes(prefix: str) -> int:
     return len(f"{clean}/{LONGEST_MODEL_FILE}".lstrip("/").encode())
 
 
-# AWS tagging: "The aws: prefix is reserved for AWS use" in tag keys, in any combination of case
-# (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html, "Tag naming limits and requirements";
-# SageMaker API Tag: Key 1-128 characters, Value 0-256, at most 50 tags per resource, AddTags/CreateEndpoint).
+# AWS tagging: "Do not use aws:, AWS:, or any upper or lowercase combination of such as a prefix for either
+# keys or values as it is reserved for Amazon Web Services use" (ECS API reference, Tag; the tagging guide,
+# https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html, reserves the prefix for every
+# service). SageMaker API Tag: Key 1-128 characters, Value 0-256; at most 50 tags per resource.
 RESERVED_TAG_PREFIX = "aws:"
 MAX_TAGS = 50
 
