@@ -284,3 +284,12 @@ def test_single_series_queries_pass(query: str) -> None:
 def test_multi_series_or_scalar_queries_are_still_refused(query: str) -> None:
     problem = _one(_prometheus(query), QUERY)
     assert "at most one series" in problem.message
+
+
+def test_without_the_parser_the_patterns_still_decide(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperpod_dpd.validation import autoscaling
+
+    monkeypatch.setattr(autoscaling, "_promql", lambda: None)
+    check(_prometheus("sum(vllm:num_requests_waiting)"))
+    assert "at most one series" in _one(_prometheus("sum by (pod) (vllm:num_requests_waiting)"), QUERY).message
+    assert "Grafana" in _one(_prometheus("sum(rate(x[$__rate_interval]))"), QUERY).message
