@@ -15,6 +15,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE
 from hyperpod_dpd.contracts.stack_defaults import INFERENCE_ADDON
+from hyperpod_dpd_cdk._late import at_synthesis
 from hyperpod_dpd_cdk._private.alb_policy import controller_statements, wildcard_findings
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy
 from hyperpod_dpd_cdk.exposure import INTERNET_FACING_WARNING, deny_internet_facing
@@ -37,6 +38,23 @@ EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
 MAX_ROLE_NAME = 64
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
 DATA_CAPTURE_PREFIX = "data-capture/"
+
+
+def _after_inline_policy(addon: eks_l1.CfnAddon, role: iam.Role) -> None:
+    """Create ``addon`` after ``role``'s inline policy, if the role has one by synthesis.
+
+    The S3 CSI driver's role gets its statements from the first endpoint that reads S3, which may be
+    added later or never (FSx and PVC sources): a role without statements has no ``DefaultPolicy``.
+    """
+    def depend() -> None:
+        policy = role.node.try_find_child("DefaultPolicy")
+        if policy is not None:
+            addon.node.add_dependency(policy)
+
+    if role.node.try_find_child("DefaultPolicy") is not None:
+        depend()
+    else:
+        at_synthesis(role, depend)
 
 
 def execution_role_name(stack_name: str, region: str) -> str:
@@ -165,7 +183,7 @@ class InferenceOperator(Construct):
         for addon, roles in ((self.addon, (self.execution_role, self.alb_role, self.keda_role)),
                              *([(self.s3_csi, (self.s3_csi_role,))] if self.s3_csi is not None else [])):
             for role in roles:
-                addon.node.add_dependency(role.node.find_child("DefaultPolicy"))
+                _after_inline_policy(addon, role)
         self._acknowledge(model_bucket, model_prefixes)
 
     def after(self, *dependencies: IConstruct) -> None:

@@ -173,3 +173,14 @@ def test_errors_are_spec_errors_not_jsii_errors() -> None:
         build(availability_zone_id="nowhere")
     assert "RuntimeError" not in str(error.value)
     assert str(error.value).startswith("invalid DPD spec")
+
+
+def test_replicas_beyond_sagemakers_instance_count_are_a_problem_not_a_traceback() -> None:
+    """CloudFormation's schema caps an instance group at 6758 instances; cdk.json's template validation turned
+    that into a jsii error at synth. The stack refuses it first, naming the spec field."""
+    base = default_spec()
+    spec = dataclasses.replace(base, prefill=dataclasses.replace(base.prefill, replicas=100_000))
+    with pytest.raises(SpecError) as error:
+        build(endpoints=[spec])
+    problem = problems(error)["endpoints[0].prefill.replicas"]
+    assert problem.value == 100_000 and "6758" in problem.message and problem.fix

@@ -38,7 +38,18 @@ def test_idle_gpus_are_a_warning_that_names_the_count_and_the_fix(spec: DpdSpec)
     assert warning.field == "instance_type"
     assert warning.message.startswith("uses 3 of 16 GPUs on 2 ml.p5.48xlarge nodes (prefill 2 x 1 GPU on 1 node, "
                                       "decode 1 x 1 GPU on 1 node); 13 GPUs are paid for and idle. Fix: ")
-    assert "prefill.replicas up to 8" in warning.message and "decode.replicas up to 8" in warning.message
+    assert "prefill.replicas up to 8" in warning.message
+    assert "a larger tensor_parallel_size (up to 8)" in warning.message
+
+
+def test_idle_gpus_never_recommend_the_decoders_single_decoder_warns_against(spec: DpdSpec) -> None:
+    """The operator runs one decode deployment: NodeGpusIdle must not contradict SingleDecoder."""
+    (warning,) = [w for w in check(_small(spec, tp=4)).warnings if w.code == "NodeGpusIdle"]
+    assert "decode.replicas" not in warning.message
+    assert "prefill.replicas up to 2" in warning.message
+    more_decoders = check(_small(spec, tp=4, decode=2)).warnings
+    assert "SingleDecoder" in {w.code for w in more_decoders}
+    assert not any("decode.replicas up to" in w.message for w in more_decoders)
     assert "a larger tensor_parallel_size (up to 8)" in warning.message
 
 

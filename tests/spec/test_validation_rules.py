@@ -78,7 +78,7 @@ RULES = [
     ("decode.max_num_seqs", 0, "decode.max_num_seqs", "must be at least 1"),
     ("decode.node_selector", {"node.kubernetes.io/instance-type": "ml.p5en.48xlarge"},
      "decode.node_selector.node.kubernetes.io/instance-type", "contradicts instance_type"),
-    ("prefill.node_selector", {"bad key!": "x"}, "prefill.node_selector.bad key!", "label key and value"),
+    ("prefill.node_selector", {"bad key!": "x"}, "prefill.node_selector.bad key!", "is not a Kubernetes label key"),
     ("prefill.env", {"PYTHONHASHSEED": "42"}, "prefill.env.PYTHONHASHSEED", "differs between the roles"),
     ("decode.env", {"VLLM_LOGGING_LEVEL": "DEBUG"}, "decode.env", "no per-role environment"),
     ("max_model_len", 0, "max_model_len", "must be positive"),
@@ -328,9 +328,9 @@ DPD_BREAKERS = [
     ("env", {"PROMETHEUS_MULTIPROC_DIR": "/var/run/prom"}, "env.PROMETHEUS_MULTIPROC_DIR",
      "a directory that does not exist stops vLLM at start"),
     ("prefill.autoscaling", _trigger('vllm:num_requests_waiting{resource_name="prefill-dpd-test"}'),
-     "prefill.autoscaling.triggers[0].query", "KEDA's Prometheus scaler needs a query that returns exactly one"),
+     "prefill.autoscaling.triggers[0].query", "needs an instant vector of at most one series"),
     ("prefill.autoscaling", _trigger('sum by (pod) (vllm:num_requests_waiting{resource_name="prefill-dpd-test"})'),
-     "prefill.autoscaling.triggers[0].query", "returns exactly one value"),
+     "prefill.autoscaling.triggers[0].query", "may return several series"),
 ]
 
 

@@ -22,6 +22,9 @@ ROUTER_PORT = 443
 INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 SYSTEM_POOL_LABEL = "hyperpod-dpd/pool"
 SYSTEM_POOL = {SYSTEM_POOL_LABEL: "system"}
+# The operator (add-on v3.3) renders one decode Deployment per endpoint and routes every request's
+# decode phase to it: more decode replicas than one are unverified, so no rule recommends them.
+DECODE_DEPLOYMENTS = 1
 
 
 def role_deployment(spec: DpdSpec, role: str) -> str:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_dpd.contracts.aws_names import MAX_INSTANCE_COUNT, label_value_error, qualified_name_error
+from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.contracts.zones import AZ_NAME, zone_settings
 from hyperpod_dpd.errors import SpecWarning
 from hyperpod_dpd.spec import Resources, S3Source
 from hyperpod_dpd.spec.units import parse_quantity
 from hyperpod_dpd.validation.context import Finding, RuleContext, is_token, problem
-from hyperpod_dpd.validation.naming import LABEL_KEY, LABEL_VALUE
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
@@ -82,10 +83,22 @@ def roles(ctx: RuleContext) -> Iterator[Finding]:
                           "set 1 or more, or drop pdSpec for a colocated endpoint")
         if role.max_num_seqs is not None and role.max_num_seqs < 1:
             yield problem(f"{role_name}.max_num_seqs", role.max_num_seqs, "must be at least 1", "set 1 or more")
+        nodes = spec.role_nodes(role)
+        if nodes > MAX_INSTANCE_COUNT:
+            scaled = role.autoscaling is not None and role.autoscaling.max_replicas >= role.replicas
+            yield problem(f"{role_name}.autoscaling.max_replicas" if scaled else f"{role_name}.replicas",
+                          role.autoscaling.max_replicas if scaled and role.autoscaling else role.replicas,
+                          f"needs {nodes} {spec.instance_type.api_name} nodes in one instance group; SageMaker "
+                          f"HyperPod allows at most {MAX_INSTANCE_COUNT} instances per group (InstanceCount)",
+                          "ask for fewer replicas (your account's HyperPod quota is lower still: see Service Quotas)")
         for key, value in role.node_selector.items():
-            if not LABEL_KEY.match(key) or not LABEL_VALUE.match(value):
-                yield problem(f"{role_name}.node_selector.{key}", value, "is not a valid label key and value",
-                              "use Kubernetes label syntax")
+            key_error, value_error = qualified_name_error(key), label_value_error(value)
+            if key_error is not None:
+                yield problem(f"{role_name}.node_selector.{key}", key, f"is not a Kubernetes label key: it {key_error}",
+                              "use a key such as 'example.com/pool' (prefix at most 253 characters, name at most 63)")
+            elif value_error is not None:
+                yield problem(f"{role_name}.node_selector.{key}", value, f"is not a Kubernetes label value: it "
+                              f"{value_error}", "use at most 63 letters, digits, '-', '_' and '.'")
             elif key == INSTANCE_TYPE_LABEL and value != spec.instance_type.api_name:
                 yield problem(f"{role_name}.node_selector.{key}", value, "contradicts instance_type "
                               f"{spec.instance_type.api_name}", "remove it or change instance_type")
@@ -101,7 +114,7 @@ def roles(ctx: RuleContext) -> Iterator[Finding]:
                 yield problem(f"{role_name}.env", dict(role.env), "the operator has no per-role environment "
                               "variables; both roles share worker.environmentVariables",
                               "move shared variables to env, and role-specific behaviour to args")
-    if spec.decode.replicas > 1:
+    if spec.decode.replicas > DECODE_DEPLOYMENTS:
         yield SpecWarning(code="SingleDecoder", field="decode.replicas",
                       message=f"{spec.decode.replicas} decode replicas requested, but the current operator runs one "
                               "decode deployment per endpoint; scale prefill replicas or raise "
@@ -115,9 +128,11 @@ def idle_node_gpus(ctx: RuleContext) -> Iterator[Finding]:
     if usage.gpus_used >= usage.gpus_provisioned or any(r.gpus_per_pod < 1 for r in usage.roles):
         return
     per_node = spec.instance_type.facts.gpus
+    # More decoders are no fix while the operator runs one decode deployment (the SingleDecoder warning).
     fixes = [f"{r.role}.replicas up to {r.nodes * (per_node // r.gpus_per_pod)} (that many {r.gpus_per_pod}-GPU "
              f"pods fit on its {r.nodes} node{'s' if r.nodes != 1 else ''})"
-             for r in usage.roles if r.gpus < r.nodes * per_node and r.gpus_per_pod <= per_node]
+             for r in usage.roles if r.gpus < r.nodes * per_node and r.gpus_per_pod <= per_node
+             and not (r.role == "decode" and DECODE_DEPLOYMENTS == 1)]
     if spec.tensor_parallel_size < per_node:
         fixes.append(f"a larger tensor_parallel_size (up to {per_node})")
     smaller = sorted(t.api_name for t in type(spec.instance_type)

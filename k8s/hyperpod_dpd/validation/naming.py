@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from hyperpod_dpd.contracts.aws_names import MAX_TAGS, RESERVED_TAG_PREFIX
 from hyperpod_dpd.contracts.operator import router_service
 from hyperpod_dpd.errors import Problem
 from hyperpod_dpd.validation.context import Finding, RuleContext, problem
@@ -17,9 +18,6 @@ DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 # The CRD anchors modelName only at the start; the published example uses dots ("Llama-3.3-70B-Instruct").
 MODEL_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$")
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                       r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 HTTP_PATH = re.compile(r"^/[a-zA-Z0-9\-_./]*$")
 
 
@@ -58,3 +56,10 @@ def names(ctx: RuleContext) -> Iterator[Finding]:
         if not 1 <= len(key) <= 128 or len(value) > 256:
             yield problem(f"tags.{key}", value, "tag keys must be 1-128 characters and values at most 256",
                           "shorten the tag")
+        if key.lower().startswith(RESERVED_TAG_PREFIX):
+            yield problem(f"tags.{key}", value, f"has a key starting with {key[:4]!r}: AWS reserves the "
+                          f"{RESERVED_TAG_PREFIX!r} prefix (any case) for its own tags, and SageMaker refuses to "
+                          "create the endpoint", f"rename the key, e.g. {key[4:] or 'team'!r}")
+    if len(spec.tags) > MAX_TAGS:
+        yield problem("tags", len(spec.tags), f"holds more than the {MAX_TAGS} tags a SageMaker resource may have",
+                      f"keep at most {MAX_TAGS}")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from hyperpod_dpd.contracts.aws_names import ACM_ARN_REGION, bucket_name_error
+from hyperpod_dpd.contracts.zones import zone_settings
 from hyperpod_dpd.errors import SpecWarning
 from hyperpod_dpd.validation.context import Finding, RuleContext, is_token, problem
 
@@ -25,8 +27,15 @@ def tls(ctx: RuleContext) -> Iterator[Finding]:
     if tls_spec is None:
         return
     uri = tls_spec.certificate_output_s3_uri
-    if uri is not None and not is_token(uri) and not TLS_S3_URI.match(uri):
-        yield problem("tls.certificate_output_s3_uri", uri, "must be an s3:// URI", "write s3://bucket/prefix")
+    if uri is not None and not is_token(uri):
+        match = TLS_S3_URI.match(uri)
+        error = bucket_name_error(match.group(1)) if match else None
+        if match is None:
+            yield problem("tls.certificate_output_s3_uri", uri, "must be an s3:// URI", "write s3://bucket/prefix")
+        elif error is not None:
+            yield problem("tls.certificate_output_s3_uri", uri, f"names bucket {match.group(1)!r}, which {error} "
+                          "(S3 bucket naming rules); the operator could never write its certificate there",
+                          "write s3://<your bucket>/<prefix>")
     arn, domain = tls_spec.acm_certificate_arn, tls_spec.domain_name
     if (arn is None) != (domain is None):
         yield problem("tls.acm_certificate_arn" if arn is None else "tls.domain_name", arn or domain,
@@ -34,6 +43,13 @@ def tls(ctx: RuleContext) -> Iterator[Finding]:
     if arn is not None and not ACM_ARN.match(arn):
         yield problem("tls.acm_certificate_arn", arn, "is not an ACM certificate ARN",
                       "copy the ARN from ACM: arn:aws:acm:<region>:<account>:certificate/<id>")
+    region = ACM_ARN_REGION.match(arn) if arn is not None else None
+    endpoint_regions = {z.region for z in zone_settings(ctx.spec) if z.region is not None}
+    if arn is not None and region is not None and endpoint_regions and region.group(1) not in endpoint_regions:
+        yield problem("tls.acm_certificate_arn", arn, f"is a certificate in {region.group(1)}, but the endpoint "
+                      f"runs in {', '.join(sorted(endpoint_regions))} (its zone settings); a load balancer uses "
+                      "certificates of its own region only", "request or import the certificate in the endpoint's "
+                      "region and use that ARN")
     if domain is not None and (len(domain) > 253 or not DOMAIN.match(domain)):
         yield problem("tls.domain_name", domain, "is not a lower-case DNS name", "write e.g. 'llm.example.com'")
 
@@ -78,9 +94,14 @@ def audit_trail(ctx: RuleContext) -> Iterator[Finding]:
     if capture is None:
         return
     uri = capture.s3_uri
-    if uri is not None and not is_token(uri) and (len(uri) > CAPTURE_S3_URI_MAX or not CAPTURE_S3_URI.match(uri)):
+    capture_match = CAPTURE_S3_URI.match(uri) if uri is not None and not is_token(uri) else None
+    if uri is not None and not is_token(uri) and (len(uri) > CAPTURE_S3_URI_MAX or capture_match is None):
         yield problem("data_capture.s3_uri", uri, f"must be an s3:// URI of at most {CAPTURE_S3_URI_MAX} characters "
                       "without ',' or '='", "write s3://bucket/prefix, or leave it out for the operator's default")
+    elif capture_match is not None and (error := bucket_name_error(capture_match.group(1))) is not None:
+        yield problem("data_capture.s3_uri", uri, f"names bucket {capture_match.group(1)!r}, which {error} (S3 "
+                      "bucket naming rules)", "write s3://<your bucket>/<prefix>, or leave it out for the "
+                      "operator's default")
     if not capture.load_balancer:
         yield problem("data_capture.load_balancer", False, "captures nothing", "set it true, or remove data_capture")
     elif uri is not None:
