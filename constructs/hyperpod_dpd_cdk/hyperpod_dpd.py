@@ -18,6 +18,7 @@ from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, S3Source, SpecError, check
 from hyperpod_dpd.contracts import stack_outputs
+from hyperpod_dpd.contracts.aws_names import ACM_ARN_REGION
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, SYSTEM_POOL, router_service
 from hyperpod_dpd.contracts.stack_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.contracts.stack_defaults import hyperpod_cluster_name as default_cluster_name
@@ -147,6 +148,16 @@ class ClusterOptions:
     network_policies: bool = False
 
 
+def certificate_region_problems(spec: DpdSpec, *, region: str, field: str) -> Iterator[Problem]:
+    """ACM serves a certificate only to load balancers in its own region (ACM User Guide, "Supported Regions")."""
+    arn = spec.tls.acm_certificate_arn if spec.tls is not None else None
+    found = ACM_ARN_REGION.match(arn) if arn is not None else None
+    if found is not None and not Token.is_unresolved(region) and found.group(1) != region:
+        yield Problem(field=field, value=arn, message=f"is a certificate in {found.group(1)}, but the stack deploys "
+                      f"to {region}: the load balancer cannot use it",
+                      fix=f"request or import the certificate in ACM in {region}, and use that ARN")
+
+
 def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_arn: str | None,
                       availability_zone_id: str = DEFAULT_AVAILABILITY_ZONE_ID) -> Iterator[Problem]:
     """Every problem of the hosted endpoints, each field prefixed with ``endpoints[i].``."""
@@ -164,6 +175,7 @@ def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_ar
                                           training_plan_arn=training_plan_arn)
         yield from zone_problems(spec, region=region, availability_zone_id=availability_zone_id,
                                  field=f"endpoints[{i}]")
+        yield from certificate_region_problems(spec, region=region, field=f"endpoints[{i}].tls.acm_certificate_arn")
     keys = [stack_outputs.endpoint_output_key(spec.name) for spec in specs]
     for i, key in enumerate(keys):
         if keys.index(key) != i and specs[keys.index(key)].name != specs[i].name:
