@@ -17,9 +17,10 @@ import pytest
 import yaml
 
 from hyperpod_dpd import DpdSpec, SloSpec
-from hyperpod_dpd.contracts.operator import router_deployment
+from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, router_deployment
 from hyperpod_dpd.observability import alert_rules, rules_document, rules_yaml
 from hyperpod_dpd.observability.selectors import EndpointSelectors
+from hyperpod_dpd.spec.autoscaling import AutoscalingSpec
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.validation.observability import MAX_SCRAPE_INTERVAL_SECONDS, MIN_TPOT_MS
 
@@ -31,18 +32,33 @@ EVAL_TIME = "25m"  # 5m rate window + 10m 'for' + margin
 SAMPLES = "x40"
 
 
+DECODER = "6c9d8b7f5-q8w4z"  # the decode pod's ReplicaSet hash and suffix
+SECOND_DECODER = "6c9d8b7f5-m3n7t"
+ROUTER_POD_SUFFIX = "7f6d5c4b3-r9s8t"
+
+
+def _steps(every: int, by: int = 1, count: int = 41, start: int = 0) -> str:
+    """A counter that rises by ``by`` once every ``every`` scrapes (one request per ``every`` minutes)."""
+    return " ".join(str(start + by * (i // every)) for i in range(count))
+
+
 def _series(spec: DpdSpec) -> dict[str, str]:
-    """A healthy endpoint: 1 req/s disaggregated, KV puts under 10 ms, p90 TTFT 0.9 s, no errors.
+    """A healthy endpoint: 1 req/s of long prompts disaggregated, KV puts under 10 ms, p90 TTFT 0.9 s, no errors.
 
     Series names and labels are the ones the exporters emit (see ``hyperpod_dpd.observability.metrics``):
-    the router's under its Deployment name, kube-state-metrics' with ``namespace``/``deployment``/``pod``,
-    DCGM's with the pod mapping's ``pod``.
+    the router's under its Deployment name; vLLM's and the sidecar's with the pipeline's ``resource_name``,
+    ``namespace`` and ``pod_name``; kube-state-metrics' with ``namespace``/``deployment``/``pod``; DCGM's with
+    the pod mapping's ``pod``. Per minute on the decoder: 60 long prompts of ~6,000 tokens whose KV arrives
+    (``external_kv_transfer``), 30 short ones it computes (``local_compute`` also holds each long prompt's
+    partial last chunk), 90 requests in vLLM's prompt-length histogram (30 at or under 2,000 tokens).
     """
     s = EndpointSelectors.of(spec)
     router = f'resource_name="{router_deployment(spec)}"'
     ns = f'namespace="{spec.namespace}"'
     prefill, decode = f"prefill-{spec.name}", f"decode-{spec.name}"
+    pod = f'pod_name="{decode}-{DECODER}"'
     flat = f"0+0{SAMPLES}"
+    router_ksm = f'namespace="{OPERATOR_NAMESPACE}", deployment="{router_deployment(spec)}"'
     return {
         f'lmcache:store_put_time_bucket{{{s.prefill}, le="0.01"}}': f"0+10{SAMPLES}",
         f'lmcache:store_put_time_bucket{{{s.prefill}, le="0.1"}}': f"0+10{SAMPLES}",
@@ -53,31 +69,41 @@ def _series(spec: DpdSpec) -> dict[str, str]:
         f"dpd_routing_local_total{{{router}}}": f"0+30{SAMPLES}",
         f"dpd_routing_fallback_total{{{router}}}": flat,
         f"dpd_routing_inflight_prefill{{{router}}}": f"12{SAMPLES}",  # above the waiting threshold, below 16
-        f'vllm:prompt_tokens_by_source_total{{{s.decode}, source="external_kv_transfer"}}': f"0+6000{SAMPLES}",
-        f'vllm:prompt_tokens_by_source_total{{{s.decode}, source="local_compute"}}': f"0+90{SAMPLES}",
-        f'vllm:prompt_tokens_by_source_total{{{s.decode}, source="local_cache_hit"}}': f"0+30{SAMPLES}",
+        f'vllm:prompt_tokens_by_source_total{{{s.decode}, source="external_kv_transfer", {pod}}}':
+            f"0+360000{SAMPLES}",
+        f'vllm:prompt_tokens_by_source_total{{{s.decode}, source="local_compute", {pod}}}': f"0+9000{SAMPLES}",
+        f'vllm:prompt_tokens_by_source_total{{{s.decode}, source="local_cache_hit", {pod}}}': f"0+1000{SAMPLES}",
+        f'vllm:request_prompt_tokens_bucket{{{s.decode}, le="2000.0", {pod}}}': f"0+30{SAMPLES}",
+        f'vllm:request_prompt_tokens_bucket{{{s.decode}, le="5000.0", {pod}}}': f"0+30{SAMPLES}",
+        f'vllm:request_prompt_tokens_bucket{{{s.decode}, le="+Inf", {pod}}}': f"0+90{SAMPLES}",
+        f"vllm:request_prompt_tokens_count{{{s.decode}, {pod}}}": f"0+90{SAMPLES}",
+        f"vllm:generation_tokens_total{{{s.decode}, {pod}}}": f"0+1440{SAMPLES}",
         f'model_invocations_total{{{s.prefill}, method="POST"}}': f"0+60{SAMPLES}",
         f'model_invocations_total{{{s.decode}, method="POST"}}': f"0+90{SAMPLES}",
-        f'model_errors_total{{{s.prefill}, method="POST"}}': flat,
-        f'model_errors_total{{{s.decode}, method="POST"}}': flat,
+        f'model_errors_total{{{s.prefill}, method="POST", status="503"}}': flat,
+        f'model_errors_total{{{s.decode}, method="POST", status="503"}}': flat,
         f"vllm:num_requests_waiting{{{s.prefill}}}": f"1{SAMPLES}",
         f"vllm:num_requests_running{{{s.prefill}}}": f"4{SAMPLES}",
-        f"vllm:num_requests_running{{{s.decode}}}": f"8{SAMPLES}",
-        f"vllm:kv_cache_usage_perc{{{s.decode}}}": f"0.5{SAMPLES}",
-        f"vllm:num_preemptions_total{{{s.decode}}}": flat,
+        f"vllm:num_requests_running{{{s.decode}, {pod}}}": f"8{SAMPLES}",
+        f"vllm:kv_cache_usage_perc{{{s.decode}, {pod}}}": f"0.5{SAMPLES}",
+        f"vllm:num_preemptions_total{{{s.decode}, {pod}}}": flat,
         f'dpd_e2e_ttft_seconds_bucket{{{router}, le="1"}}': f"0+10{SAMPLES}",
         f'dpd_e2e_ttft_seconds_bucket{{{router}, le="10"}}': f"0+10{SAMPLES}",
         f'dpd_e2e_ttft_seconds_bucket{{{router}, le="+Inf"}}': f"0+10{SAMPLES}",
-        f'vllm:inter_token_latency_seconds_bucket{{{s.decode}, le="0.025"}}': f"0+10{SAMPLES}",
-        f'vllm:inter_token_latency_seconds_bucket{{{s.decode}, le="0.1"}}': f"0+10{SAMPLES}",
-        f'vllm:inter_token_latency_seconds_bucket{{{s.decode}, le="+Inf"}}': f"0+10{SAMPLES}",
+        f"dpd_e2e_ttft_seconds_count{{{router}}}": f"0+10{SAMPLES}",
+        f'vllm:inter_token_latency_seconds_bucket{{{s.decode}, le="0.025", {pod}}}': f"0+10{SAMPLES}",
+        f'vllm:inter_token_latency_seconds_bucket{{{s.decode}, le="0.1", {pod}}}': f"0+10{SAMPLES}",
+        f'vllm:inter_token_latency_seconds_bucket{{{s.decode}, le="+Inf", {pod}}}': f"0+10{SAMPLES}",
         f'kube_deployment_status_replicas_available{{{ns}, deployment="{prefill}"}}': f"1{SAMPLES}",
         f'kube_deployment_status_replicas_available{{{ns}, deployment="{decode}"}}': f"1{SAMPLES}",
         f'kube_deployment_spec_replicas{{{ns}, deployment="{prefill}"}}': f"1{SAMPLES}",
         f'kube_deployment_spec_replicas{{{ns}, deployment="{decode}"}}': f"1{SAMPLES}",
+        f"kube_deployment_status_replicas_available{{{router_ksm}}}": f"1{SAMPLES}",
+        f"kube_deployment_spec_replicas{{{router_ksm}}}": f"1{SAMPLES}",
         f'kube_pod_container_status_restarts_total{{{ns}, pod="{prefill}-5d8f7c9b4-x2k9p", '
         f'container="{prefill}"}}': flat,
-        f'DCGM_FI_DEV_XID_ERRORS{{{ns}, pod="{decode}-6c9d8b7f5-q8w4z", gpu="0", Hostname="hyperpod-i-0abc"}}':
+        f'kube_pod_container_status_restarts_total{{{ns}, pod="{decode}-{DECODER}", container="{decode}"}}': flat,
+        f'DCGM_FI_DEV_XID_ERRORS{{{ns}, pod="{decode}-{DECODER}", gpu="0", Hostname="hyperpod-i-0abc"}}':
             f"0{SAMPLES}",
     }
 
@@ -96,37 +122,34 @@ def _cases(spec: DpdSpec) -> dict[str, tuple[dict[str, str | None], Firing]]:
     ns = {"namespace": spec.namespace}
     prefill = {"resource_name": f"prefill-{spec.name}"}
     decode = {"resource_name": f"decode-{spec.name}", **ns}
+    decoder = {"pod_name": f"decode-{spec.name}-{DECODER}"}
     base = _series(spec)
     put = f"lmcache:store_put_time_bucket{{{s.prefill}"
     tokens = f"vllm:prompt_tokens_by_source_total{{{s.decode}"
     external = _key(base, f'{tokens}, source="external_kv_transfer"')
     decode_series = {k: None for k in base if s.decode in k}
     xid = _key(base, "DCGM_FI_DEV_XID_ERRORS")
+    prefill_errors = _key(base, f"model_errors_total{{{s.prefill}")
     return {
         "kv transfer slow": ({_key(base, f'{put}, le="0.01"'): f"0+0{SAMPLES}",
                               _key(base, f'{put}, le="0.1"'): f"0+0{SAMPLES}"}, {"DpdKvTransferSlow": [{}]}),
         "lmcache metrics not exported": ({k: None for k in base if k.startswith("lmcache:")},
                                          {"DpdKvStoreMetricsAbsent": [{}]}),
         "kv not transferred": ({external: f"0+0{SAMPLES}", _key(base, f'{tokens}, source="local_compute"'):
-                                f"0+6000{SAMPLES}"}, {"DpdKvNotTransferred": [{}]}),
+                                f"0+369000{SAMPLES}"}, {"DpdKvNotTransferred": [decoder]}),
         # Audit O4: repeated identical long prompts come from the decoder's own prefix cache.
         "repeated identical prompts": ({external: f"0+0{SAMPLES}",
-                                        _key(base, f'{tokens}, source="local_cache_hit"'): f"0+6000{SAMPLES}"},
+                                        _key(base, f'{tokens}, source="local_cache_hit"'): f"0+360000{SAMPLES}"},
                                        {}),
         "kv transfer counter absent": ({external: None},
-                                       {"DpdKvNotTransferred": [{}],
-                                        "DpdDecodeMetricsAbsent": [{**decode, "source": "external_kv_transfer"}]}),
+                                       {"DpdDecodeMetricsAbsent": [{**decode, "source": "external_kv_transfer"}]}),
         # Audit O4 (test B): a broken decoder scrape is an absent-input warning, not a critical KV failure.
         "decoder metrics missing": (decode_series, {"DpdDecodeMetricsAbsent": [
             decode, {**decode, "source": "external_kv_transfer"}]}),
         "router fallback": ({_key(base, "dpd_routing_fallback_total"): f"0+1{SAMPLES}"}, {"DpdRouterFallback": [{}]}),
-        "10% errors on prefill": ({_key(base, f"model_errors_total{{{s.prefill}"): f"0+6{SAMPLES}"},
-                                  {"DpdErrorRatioHigh": [prefill]}),
-        "50% errors on prefill": ({_key(base, f"model_errors_total{{{s.prefill}"): f"0+30{SAMPLES}"},
+        "10% errors on prefill": ({prefill_errors: f"0+6{SAMPLES}"}, {"DpdErrorRatioHigh": [prefill]}),
+        "50% errors on prefill": ({prefill_errors: f"0+30{SAMPLES}"},
                                   {"DpdErrorRatioHigh": [prefill], "DpdErrorRatioCritical": [prefill]}),
-        "all requests fail below the traffic floor": (
-            {_key(base, f"model_invocations_total{{{s.prefill}"): f"0+3{SAMPLES}",
-             _key(base, f"model_errors_total{{{s.prefill}"): f"0+3{SAMPLES}"}, {}),
         "prefill queue": ({_key(base, "vllm:num_requests_waiting"): f"20{SAMPLES}"}, {"DpdPrefillQueueDeep": [{}]}),
         # Audit O7: in flight at the router counts running prefills; only more than pods x max_num_seqs queue.
         "router prefill in flight beyond capacity": ({_key(base, "dpd_routing_inflight_prefill"): f"30{SAMPLES}"},
@@ -153,22 +176,26 @@ def _cases(spec: DpdSpec) -> dict[str, tuple[dict[str, str | None], Firing]]:
                  f"0{SAMPLES}"}, {}),
         "decode deployment gone": ({k: None for k in base if f'deployment="decode-{spec.name}"' in k},
                                    {"DpdNoReadyPod": [{**ns, "deployment": f"decode-{spec.name}"}]}),
-        "prefill restarted": ({_key(base, "kube_pod_container_status_restarts_total"): "0x20 1x20"},
-                              {"DpdPrefillRestarted": [{}]}),
-        "gpu xid": ({xid: f"79{SAMPLES}"}, {"DpdGpuXidError": [
-            {**ns, "pod": f"decode-{spec.name}-6c9d8b7f5-q8w4z", "gpu": "0"}]}),
+        # LMCache 0.4.3 pd_backend.py l.334-362: a prefill restart is harmless for KV; a decoder's is not.
+        "prefill restarted": ({_key(base, "kube_pod_container_status_restarts_total{" + f'namespace="{spec.namespace}"'
+                                    f', pod="prefill-'): "0x20 1x20"}, {"DpdPrefillRestarted": [{}]}),
+        # A new hardware Xid (79, fallen off the bus) 5 minutes before the evaluation.
+        "gpu xid": ({xid: "0x19 79x20"}, {"DpdGpuXidError": [
+            {**ns, "pod": f"decode-{spec.name}-{DECODER}", "gpu": "0"}]}),
     }
 
 
 def _test_group(spec: DpdSpec, name: str, changes: dict[str, str | None], firing: Firing, *,
-                interval: str = "1m", extra: dict[str, str] | None = None) -> dict[str, Any]:
+                interval: str = "1m", extra: dict[str, str] | None = None,
+                eval_time: str = EVAL_TIME) -> dict[str, Any]:
     rules = {r["alert"]: r for r in rules_document(spec)["groups"][0]["rules"]}
+    assert set(firing) <= set(rules), f"no such alert: {set(firing) - set(rules)}"
     series = {**_series(spec), **changes, **(extra or {})}
     checks = []
     for alert, rule in rules.items():
         expected = [{"exp_labels": {**labels, **rule["labels"]}, "exp_annotations": rule["annotations"]}
                     for labels in firing.get(alert, [])]
-        checks.append({"eval_time": EVAL_TIME, "alertname": alert, "exp_alerts": expected})
+        checks.append({"eval_time": eval_time, "alertname": alert, "exp_alerts": expected})
     return {"name": name, "interval": interval,
             "input_series": [{"series": k, "values": v} for k, v in series.items() if v is not None],
             "alert_rule_test": checks}
@@ -224,10 +251,17 @@ def test_the_slowest_accepted_scrape_still_fires(tmp_path: Path, spec: DpdSpec) 
                         {"DpdErrorRatioHigh": [prefill], "DpdErrorRatioCritical": [prefill]}, interval=interval)
     result = _promtool(tmp_path, spec, [group])
     assert result.returncode == 0, result.stdout + result.stderr
-    # The audit's D2: a 5-minute scrape leaves one sample per window, and the same total failure is silent.
-    slow = _test_group(spec, "5-minute scrape", changes, {}, interval="5m")
+    # The audit's D2: a 5-minute scrape leaves one sample per 5-minute window, so the 5-minute rules go
+    # silent (preemptions here); the error ratios still fire through their 30-minute window.
+    preempting = {**changes, _key(_series(spec), "vllm:num_preemptions_total"): f"0+2{SAMPLES}"}
+    slow = _test_group(spec, "5-minute scrape", preempting,
+                       {"DpdErrorRatioHigh": [prefill], "DpdErrorRatioCritical": [prefill]}, interval="5m")
     result = _promtool(tmp_path, spec, [slow])
     assert result.returncode == 0, "beyond the limit the rate() windows are empty: " + result.stdout + result.stderr
+    fast = _test_group(spec, "accepted scrape", preempting, {"DpdErrorRatioHigh": [prefill],
+                       "DpdErrorRatioCritical": [prefill], "DpdDecodePreempting": [{}]}, interval=interval)
+    result = _promtool(tmp_path, spec, [fast])
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_tokens_below_the_first_bucket_meet_the_smallest_accepted_slo(tmp_path: Path, spec: DpdSpec) -> None:
@@ -241,7 +275,8 @@ def test_tokens_below_the_first_bucket_meet_the_smallest_accepted_slo(tmp_path: 
 
 
 def test_every_alert_has_a_failure_case(slo_spec: DpdSpec) -> None:
-    covered = {alert for _, firing in _cases(slo_spec).values() for alert in firing}
+    covered = {alert for cases in (_cases(slo_spec), _audit_scenarios(slo_spec))
+               for _, firing in cases.values() for alert in firing}
     assert covered == {r.name for r in alert_rules(slo_spec)}
 
 
@@ -251,3 +286,166 @@ def test_promtool_notices_a_missing_alert(tmp_path: Path, slo_spec: DpdSpec) -> 
     result = _promtool(tmp_path, slo_spec, [group])
     assert result.returncode != 0
     assert "DpdRouterFallback" in result.stdout + result.stderr
+
+
+def _audit_scenarios(spec: DpdSpec) -> dict[str, tuple[dict[str, str | None], Firing]]:
+    """The second observability audit's scenarios (T4-*), each written the way its exporter emits it.
+
+    - vLLM 0.19.0 (``vllm/v1/metrics/loggers.py``): ``vllm:prompt_tokens_by_source`` counts each prompt's
+      tokens by ``source`` once per scheduled request (l.600-613), ``vllm:request_prompt_tokens`` observes
+      each finished request's prompt length in 1-2-5 buckets (l.661), ``vllm:generation_tokens`` rises on
+      every engine step that emits tokens (l.635), ``vllm:num_requests_running`` is the scheduler's gauge
+      (l.436); counters restart from 0 when the container restarts; the pipeline adds ``pod_name``.
+    - The sidecar: ``model_errors_total`` carries the HTTP ``status`` (AWS's Inference dashboard draws
+      failed requests per ``status``); its children appear with the first error.
+    - kube-state-metrics: ``kube_deployment_*`` per ``namespace``/``deployment``;
+      ``kube_pod_container_status_restarts_total`` per container, same pod on a container restart.
+    - DCGM exporter: ``DCGM_FI_DEV_XID_ERRORS`` is the last Xid's code and stays there (dcgm-exporter #500).
+    - The router: ``dpd_*`` under ``resource_name`` = its Deployment (with a pod suffix) or the bare name.
+    """
+    s = EndpointSelectors.of(spec)
+    base = _series(spec)
+    ns = {"namespace": spec.namespace}
+    prefill = {"resource_name": f"prefill-{spec.name}"}
+    decode_name = f"decode-{spec.name}"
+    first = {"pod_name": f"{decode_name}-{DECODER}"}
+    second_pod = f'pod_name="{decode_name}-{SECOND_DECODER}"'
+    tokens = f"vllm:prompt_tokens_by_source_total{{{s.decode}"
+    external = _key(base, f'{tokens}, source="external_kv_transfer"')
+    computed = _key(base, f'{tokens}, source="local_compute"')
+    cache_hit = _key(base, f'{tokens}, source="local_cache_hit"')
+    prompts = f"vllm:request_prompt_tokens_bucket{{{s.decode}"
+    short_bucket, long_bucket = _key(base, f'{prompts}, le="2000.0"'), _key(base, f'{prompts}, le="5000.0"')
+    inf_bucket, prompt_count = _key(base, f'{prompts}, le="+Inf"'), _key(base, "vllm:request_prompt_tokens_count")
+    router_series = {k: None for k in base if k.startswith("dpd_")}
+    router_ksm = f'namespace="{OPERATOR_NAMESPACE}", deployment="{router_deployment(spec)}"'
+    xid = _key(base, "DCGM_FI_DEV_XID_ERRORS")
+    prefill_invocations = _key(base, f"model_invocations_total{{{s.prefill}")
+    prefill_errors = _key(base, f"model_errors_total{{{s.prefill}")
+
+    def second_decoder(*, received: bool) -> dict[str, str | None]:
+        """A second decode pod taking half the long prompts; its KV arrives or it computes them itself."""
+        pod = second_pod
+        return {
+            f'{tokens}, source="external_kv_transfer", {pod}}}': f"0+{180000 if received else 0}{SAMPLES}",
+            f'{tokens}, source="local_compute", {pod}}}': f"0+{4500 if received else 184500}{SAMPLES}",
+            f'{tokens}, source="local_cache_hit", {pod}}}': f"0+500{SAMPLES}",
+            f'{prompts}, le="2000.0", {pod}}}': f"0+15{SAMPLES}", f'{prompts}, le="5000.0", {pod}}}': f"0+15{SAMPLES}",
+            f'{prompts}, le="+Inf", {pod}}}': f"0+45{SAMPLES}",
+            f"vllm:request_prompt_tokens_count{{{s.decode}, {pod}}}": f"0+45{SAMPLES}",
+            f"vllm:generation_tokens_total{{{s.decode}, {pod}}}": f"0+720{SAMPLES}",
+            f"vllm:num_requests_running{{{s.decode}, {pod}}}": f"4{SAMPLES}",
+        }
+
+    # One long prompt every 2 minutes (0.008 req/s, far under the 0.1 req/s floor) and nothing else.
+    low = {k: _steps(2) for k in (_key(base, "dpd_routing_disaggregated_total"), prompt_count, inf_bucket)}
+    low |= {short_bucket: f"0{SAMPLES}", long_bucket: f"0{SAMPLES}", _key(base, "dpd_routing_local_total"): flat0()}
+    # A 3,500-token system prompt every request shares: the decoder's prefix cache serves it, the
+    # 2,500-token rest must arrive from the prefiller.
+    shared = {cache_hit: f"0+210000{SAMPLES}"}
+    restart = "0x14 1x26"
+    return {
+        # T4-2
+        "one of two decoders not receiving": (second_decoder(received=False), {"DpdKvNotTransferred": [
+            {"pod_name": f"{decode_name}-{SECOND_DECODER}"}]}),
+        "two decoders receiving": (second_decoder(received=True), {}),
+        "shared prefix, kv not transferred": ({**shared, external: f"0+0{SAMPLES}", computed: f"0+153000{SAMPLES}"},
+                                              {"DpdKvNotTransferred": [first]}),
+        "shared prefix, kv transferred": ({**shared, external: f"0+150000{SAMPLES}"}, {}),
+        "low traffic, kv not transferred": ({**low, external: f"0{SAMPLES}", computed: _steps(2, by=6000)},
+                                            {"DpdKvNotTransferred": [first]}),
+        "low traffic, kv transferred": ({**low, external: _steps(2, by=5900), computed: _steps(2, by=100)}, {}),
+        # T4-3 and T4-8: one request per five minutes on the prefiller.
+        "low traffic, total outage": ({prefill_invocations: _steps(5), prefill_errors: _steps(5)},
+                                      {"DpdErrorRatioHigh": [prefill], "DpdErrorRatioCritical": [prefill]}),
+        "low traffic, one server error": ({prefill_invocations: _steps(5), prefill_errors: "0x20 1x20"}, {}),
+        "half the requests are client errors": ({prefill_errors: None,
+                                                 f'model_errors_total{{{s.prefill}, method="POST", status="400"}}':
+                                                     f"0+30{SAMPLES}"}, {"DpdClientErrorRatioHigh": [prefill]}),
+        # T4-1: the router Deployment has no Ready pod, its series are gone and no request reaches the pods.
+        "router down": ({**router_series, f"kube_deployment_status_replicas_available{{{router_ksm}}}": f"0{SAMPLES}",
+                         **{k: f"0{SAMPLES}" for k in (prompt_count, inf_bucket, short_bucket, long_bucket)},
+                         external: f"0{SAMPLES}", computed: f"0{SAMPLES}", cache_hit: f"0{SAMPLES}",
+                         _key(base, "vllm:num_requests_running{" + s.decode): f"0{SAMPLES}",
+                         _key(base, "vllm:generation_tokens_total"): f"0{SAMPLES}",
+                         _key(base, f"model_invocations_total{{{s.decode}"): f"0{SAMPLES}",
+                         prefill_invocations: f"0{SAMPLES}"},
+                        {"DpdRouterDown": [{"namespace": OPERATOR_NAMESPACE, "deployment": router_deployment(spec)}],
+                         "DpdRouterMetricsAbsent": [{}]}),
+        "router deployment gone": ({f"kube_deployment_status_replicas_available{{{router_ksm}}}": None,
+                                    f"kube_deployment_spec_replicas{{{router_ksm}}}": None},
+                                   {"DpdRouterDown": [{"namespace": OPERATOR_NAMESPACE,
+                                                       "deployment": router_deployment(spec)}]}),
+        "router pod replaced": ({k: None for k in router_series} | {
+            k.replace(f'"{router_deployment(spec)}"', f'"{router_deployment(spec)}-{ROUTER_POD_SUFFIX}"'): v
+            for k, v in base.items() if k in router_series}, {}),
+        # T4-6: the add-on does not ship kube-state-metrics' Deployment series at all.
+        "kube-state-metrics deployment series not shipped": (
+            {k: None for k in base if k.startswith("kube_deployment_")}, {"DpdKubeStateMetricsAbsent": [ns]}),
+        # T4-9
+        "decoder hung": ({_key(base, "vllm:generation_tokens_total"): "0+1440x10 14400x30"},
+                         {"DpdDecodeStalled": [first]}),
+        "decoder idle": ({_key(base, "vllm:generation_tokens_total"): "0+1440x10 14400x30",
+                          _key(base, "vllm:num_requests_running{" + s.decode): "8x10 0x30"}, {}),
+        # T4-4: the decode container restarts in its pod (same IP and ports); vLLM's counters restart at 0.
+        "decoder restarted": ({_key(base, "kube_pod_container_status_restarts_total{" + f'namespace="{spec.namespace}"'
+                                    f', pod="{decode_name}'): restart,
+                               **{k: f"0+{v.split('+')[1].split('x')[0]}x14 0+{v.split('+')[1].split('x')[0]}x25"
+                                  for k, v in base.items() if s.decode in k and v.startswith("0+")
+                                  and "+0x" not in v}},
+                              {"DpdDecodeRestarted": [{}]}),
+        # T4-5: DCGM keeps the last Xid's code.
+        "xid 45 after a process was killed": ({xid: "0x2 45x38"}, {}),
+        "old hardware xid": ({xid: "0x2 79x38"}, {}),
+        # T4-12: a router histogram with its +Inf bucket only, and requests observed.
+        "ttft histogram with only +Inf": ({k: None for k in base if k.startswith("dpd_e2e_ttft_seconds_bucket")
+                                           and '+Inf' not in k}, {"DpdTtftSloBreach": [{}]}),
+        "ttft histogram with only +Inf, no requests": (
+            {**{k: None for k in base if k.startswith("dpd_e2e_ttft_seconds_bucket") and '+Inf' not in k},
+             _key(base, 'dpd_e2e_ttft_seconds_bucket{resource_name="' + router_deployment(spec) + '", le="+Inf"'):
+                 f"0{SAMPLES}", _key(base, "dpd_e2e_ttft_seconds_count"): f"0{SAMPLES}"}, {}),
+        # The bare-name router form: only with this endpoint's namespace.
+        "same name in another namespace falls back": (
+            {f'dpd_routing_fallback_total{{resource_name="{spec.name}", namespace="other"}}': f"0+1{SAMPLES}"}, {}),
+        "bare router name in this namespace falls back": (
+            {f'dpd_routing_fallback_total{{resource_name="{spec.name}", namespace="{spec.namespace}"}}':
+                 f"0+1{SAMPLES}"}, {"DpdRouterFallback": [{}]}),
+    }
+
+
+def flat0() -> str:
+    return f"0{SAMPLES}"
+
+
+@pytest.mark.parametrize("case", list(_audit_scenarios(default_spec())))
+def test_audit_scenarios(tmp_path: Path, slo_spec: DpdSpec, case: str) -> None:
+    changes, firing = _audit_scenarios(slo_spec)[case]
+    # One request per five minutes needs the 30-minute window to fill and the alert's hold to pass.
+    late = case.startswith("low traffic") and "kv" not in case
+    group = _test_group(slo_spec, case, changes, firing, eval_time="40m" if late else EVAL_TIME)
+    result = _promtool(tmp_path, slo_spec, [group])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _scales_to_zero(spec: DpdSpec) -> DpdSpec:
+    return dataclasses.replace(spec, prefill=dataclasses.replace(spec.prefill, autoscaling=AutoscalingSpec(
+        min_replicas=0)))
+
+
+@pytest.mark.parametrize(("wanted", "firing"), [("0", {}), ("1", {"DpdPrefillMetricsAbsent": [{}]})])
+def test_prefill_scaled_to_zero_by_its_autoscaler(tmp_path: Path, slo_spec: DpdSpec, wanted: str,
+                                                  firing: Firing) -> None:
+    """T4-7: with prefill.autoscaling.min_replicas 0 and no prefill pod, no vLLM series arrive from prefill;
+    kube-state-metrics says whether that is on purpose (0 wanted) or a fault (1 wanted, none reporting)."""
+    zero = _scales_to_zero(slo_spec)
+    s = EndpointSelectors.of(zero)
+    base = _series(zero)
+    gone: dict[str, str | None] = {k: None for k in base if s.prefill in k}
+    ksm = {k: f"{wanted}{SAMPLES}" for k in base if f'deployment="prefill-{zero.name}"' in k}
+    labels = {"resource_name": f"prefill-{zero.name}", "namespace": zero.namespace}
+    expected = {name: [labels] for name in firing}
+    if wanted == "1":
+        ksm[_key(base, "kube_deployment_status_replicas_available{" + f'namespace="{zero.namespace}", '
+                 f'deployment="prefill-')] = f"1{SAMPLES}"
+    result = _promtool(tmp_path, zero, [_test_group(zero, f"prefill wanted {wanted}", {**gone, **ksm}, expected)])
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -14,7 +14,8 @@ pytest.importorskip("grafana_foundation_sdk", reason="pip install 'hyperpod-dpd[
 
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
-from hyperpod_dpd.observability.dashboard import MAX_UID, dashboard_json, dashboard_uid
+from hyperpod_dpd.observability import alert_rules
+from hyperpod_dpd.observability.dashboard import MAX_UID, alert_lines, dashboard_json, dashboard_uid, panel_queries
 
 
 def _panels(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -35,7 +36,7 @@ def test_layout_rows_follow_the_request_path(spec: DpdSpec) -> None:
     panels = _panels(document)
     for title in ("Routing decisions per second", "In-flight prefill requests", "End-to-end TTFT p90",
                   "Prefill queue", "KV store (put) time p90", "Inter-token latency (TPOT) p90", "KV cache usage",
-                  "Preemptions per second", "Prompt tokens per second by source", "Error ratio by role"):
+                  "Preemptions per second", "Prompt tokens per second by source", "Server error (5xx) ratio by role"):
         assert title in panels
     ids = [p["id"] for p in document["panels"]]
     assert len(ids) == len(set(ids))
@@ -77,3 +78,27 @@ def test_rules_snapshot(slo_spec: DpdSpec, snapshot: Any) -> None:
     from hyperpod_dpd.observability import rules_yaml
 
     assert rules_yaml(slo_spec) == snapshot
+
+
+def test_panels_that_show_an_alert_draw_its_expression_and_threshold(slo_spec: DpdSpec) -> None:
+    """Audit T4-14: a panel drawn beside an alert plots what the alert compares, with the alert's threshold."""
+    rules = {r.name: r.expr for r in alert_rules(slo_spec)}
+    queries = {title: exprs for panels in panel_queries(slo_spec).values() for title, exprs in panels.items()}
+    panels = _panels(json.loads(dashboard_json(slo_spec)))
+    lines = alert_lines(slo_spec)
+    assert len(lines) == 7
+    for title, (alert, compared) in lines.items():
+        assert compared in rules[alert], (title, alert)
+        assert any(compared in expr for expr in queries[title].values()), title
+        steps = panels[title].get("fieldConfig", {}).get("defaults", {}).get("thresholds", {}).get("steps", [])
+        if steps:
+            threshold = steps[-1]["value"]
+            assert f"{compared} > {threshold:g}" in rules[alert] or f"{compared}) > {threshold:g}" in rules[alert], (
+                title, threshold)
+    # In flight is compared with pods x max_num_seqs, which the panel draws as a second line, not a constant.
+    inflight = queries["In-flight prefill requests"]
+    assert any("* 16" in expr for expr in inflight.values()) and "* 16" in rules["DpdPrefillSaturated"]
+    assert "thresholds" not in panels["In-flight prefill requests"].get("fieldConfig", {}).get("defaults", {})
+    # The error panel shows 0, not No data, while nothing failed, and only server errors.
+    errors = next(iter(queries["Server error (5xx) ratio by role"].values()))
+    assert 'status=~"5.."' in errors and errors.endswith("* 0)")

@@ -16,9 +16,11 @@ from hyperpod_dpd.observability.metrics import ALL_METRICS, series_names
 promql_parser = pytest.importorskip("promql_parser", reason="pip install 'hyperpod-dpd[observability]'")
 
 BASE_ALERTS = ["DpdKvTransferSlow", "DpdKvStoreMetricsAbsent", "DpdKvNotTransferred", "DpdRouterFallback",
-               "DpdErrorRatioHigh", "DpdErrorRatioCritical", "DpdPrefillQueueDeep", "DpdPrefillSaturated",
-               "DpdDecodeKvCacheFull", "DpdDecodePreempting", "DpdPrefillMetricsAbsent", "DpdDecodeMetricsAbsent",
-               "DpdNoReadyPod", "DpdPrefillRestarted", "DpdGpuXidError"]
+               "DpdErrorRatioHigh", "DpdErrorRatioCritical", "DpdClientErrorRatioHigh", "DpdPrefillQueueDeep",
+               "DpdPrefillSaturated", "DpdDecodeKvCacheFull", "DpdDecodePreempting", "DpdDecodeStalled",
+               "DpdPrefillMetricsAbsent", "DpdDecodeMetricsAbsent", "DpdRouterMetricsAbsent", "DpdNoReadyPod",
+               "DpdRouterDown", "DpdKubeStateMetricsAbsent", "DpdDecodeRestarted", "DpdPrefillRestarted",
+               "DpdGpuXidError"]
 
 
 def test_every_alert_expression_parses(slo_spec: DpdSpec) -> None:
@@ -44,9 +46,9 @@ def test_the_parser_rejects_broken_promql() -> None:
 def test_latency_rules_exist_only_with_an_slo(spec: DpdSpec, slo_spec: DpdSpec) -> None:
     assert [r.name for r in alert_rules(spec)] == BASE_ALERTS
     names = [r.name for r in alert_rules(slo_spec)]
-    assert names[:10] == BASE_ALERTS[:10] and "DpdTtftSloBreach" in names and "DpdTpotSloBreach" in names
+    assert names[:12] == BASE_ALERTS[:12] and "DpdTtftSloBreach" in names and "DpdTpotSloBreach" in names
     ttft = next(r for r in alert_rules(slo_spec) if r.name == "DpdTtftSloBreach")
-    assert ttft.expr.endswith("> 2") and "dpd_e2e_ttft_seconds_bucket" in ttft.expr
+    assert ") > 2)" in ttft.expr and "dpd_e2e_ttft_seconds_bucket" in ttft.expr
     tpot = next(r for r in alert_rules(slo_spec) if r.name == "DpdTpotSloBreach")
     assert tpot.expr.endswith("> 0.05") and 'resource_name="decode-' in tpot.expr
 
@@ -137,3 +139,14 @@ def test_a_gauge_has_no_bucket_series() -> None:
 
     with pytest.raises(ValueError, match="gauge, not a histogram"):
         KV_CACHE_USAGE.bucket()
+
+
+def test_the_kv_check_counts_prompts_above_a_bucket_that_clears_the_threshold(spec: DpdSpec) -> None:
+    """vLLM's prompt-length buckets are 1-2-5 up to max_model_len: 4,096 -> 5,000; else the largest bound."""
+    from hyperpod_dpd.observability.alerts import long_prompt_bound
+
+    assert long_prompt_bound(spec) == 5000 and spec.routing.threshold == 4096
+    kv = next(r.expr for r in alert_rules(spec) if r.name == "DpdKvNotTransferred")
+    assert 'le=~"5000(\\\\.0)?"' in kv and "sum by (pod_name)" in kv
+    assert long_prompt_bound(dataclasses.replace(spec, max_model_len=4500)) == 2000
+    assert long_prompt_bound(dataclasses.replace(spec, max_model_len=5000)) == 5000

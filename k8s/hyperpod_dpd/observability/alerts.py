@@ -17,7 +17,7 @@ import yaml
 
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, ROUTER_CONTAINER, role_deployment, router_deployment
 from hyperpod_dpd.observability import metrics as m
-from hyperpod_dpd.observability.selectors import EndpointSelectors, select
+from hyperpod_dpd.observability.selectors import PIPELINE_POD, EndpointSelectors, select
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.spec import AlertThresholds, DpdSpec
 
@@ -79,9 +79,14 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def _quantile(histogram: m.Metric, matchers: str) -> str:
+def quantile(histogram: m.Metric, matchers: str) -> str:
     return (f"histogram_quantile({_num(QUANTILE)}, sum by (le) "
             f"(rate({select(histogram.bucket(), matchers)}[{RATE_WINDOW}])))")
+
+
+def router_quantile(histogram: m.Metric, s: EndpointSelectors) -> str:
+    rates = s.router_series(histogram.bucket(), lambda selector: f"rate({selector}[{RATE_WINDOW}])")
+    return f"histogram_quantile({_num(QUANTILE)}, sum by (le) {rates})"
 
 
 def thresholds_of(spec: DpdSpec) -> AlertThresholds:
@@ -94,6 +99,96 @@ def prefill_max_num_seqs(spec: DpdSpec) -> int:
     return seqs if seqs is not None else DEFAULT_MAX_NUM_SEQS["prefill"]
 
 
+def long_prompt_bound(spec: DpdSpec) -> int:
+    """The smallest bucket bound of vLLM's ``vllm:request_prompt_tokens`` at or above ``routing.threshold``.
+
+    vLLM 0.19.0 builds that histogram's buckets with ``build_1_2_5_buckets(max_model_len)`` (1, 2, 5, 10,
+    20, 50, ... up to ``max_model_len``), so a request counted above this bound had a prompt the router
+    sends to the prefiller. When ``max_model_len`` stops the buckets below the threshold, the largest
+    bound: the count then also holds prompts between it and the threshold.
+    """
+    bound, exponent = 1, 0
+    while True:
+        for mantissa in (1, 2, 5):
+            candidate: int = mantissa * 10 ** exponent
+            if candidate > spec.max_model_len:
+                return bound
+            bound = candidate
+            if bound >= spec.routing.threshold:
+                return bound
+        exponent += 1
+
+
+def prefill_may_scale_to_zero(spec: DpdSpec) -> bool:
+    """The spec lets the prefill Deployment have no pod on purpose."""
+    scaling = spec.prefill.autoscaling
+    return spec.prefill.replicas == 0 or (scaling is not None and scaling.min_replicas == 0)
+
+
+# DpdKvNotTransferred counts requests, not rates: at least this many long prompts on one decoder
+# within KV_WINDOW, so one request per five minutes is enough to check.
+KV_WINDOW = "15m"
+MIN_LONG_PROMPTS = 3
+# LMCache moves KV in chunks of 256 tokens (its default chunk_size): a transferred prompt leaves the
+# decoder at most a partial chunk (and the last token) to compute, a broken transfer the whole
+# uncached rest. Repeated identical prompts come from the decoder's own prefix cache and compute ~1.
+LMCACHE_CHUNK_TOKENS = 256
+# The error ratios' second, low-traffic window: enough requests in 30 minutes instead of a rate floor.
+SLOW_WINDOW = "30m"
+MIN_REQUESTS_SLOW_WINDOW = 5
+# ... and at least two failures in it, so that one failed request at low traffic pages nobody.
+MIN_FAILURES_SLOW_WINDOW = 2
+SERVER_ERROR = 'status=~"5.."'
+POST = 'method="POST"'
+CLIENT_ERROR = 'status=~"4.."'
+# Xids whose resolution in NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors, "Analyzing Xid
+# Errors with the Xid Catalog") is a GPU reset or a node reboot, i.e. hardware: 48 double-bit ECC,
+# 64 row-remapping failure, 74 NVLink, 79 fallen off the bus, 95 uncontained ECC, 119/120 GSP, 140
+# unrecovered ECC. Application Xids (13, 31, 43, 45 from a faulting or killed process) are not here.
+HARDWARE_XIDS = (48, 64, 74, 79, 95, 119, 120, 140)
+# DCGM_FI_DEV_XID_ERRORS keeps the last Xid until the exporter restarts (dcgm-exporter issues 500,
+# 95; DCGM 277): only a change within this window is a new error.
+XID_WINDOW = "15m"
+
+
+def error_ratio(matchers: str, window: str, errors: str = SERVER_ERROR) -> str:
+    """Failed (``errors``) over all POST invocations per role at the sidecar, over ``window``."""
+    failed = f"sum by (resource_name) (rate({select(m.MODEL_ERRORS.name, matchers, POST, errors)}[{window}]))"
+    return f"{failed} / {invocation_rate(matchers, window)}"
+
+
+def invocation_rate(matchers: str, window: str) -> str:
+    return (f"sum by (resource_name) "
+            f"(rate({select(m.MODEL_INVOCATIONS.name, matchers, POST)}[{window}]))")
+
+
+def _error_rule_expr(s: EndpointSelectors, ratio: float, floor: str, errors: str = SERVER_ERROR) -> str:
+    """Above ``ratio`` over 5 minutes at the rate floor, or over 30 minutes with a few requests at all."""
+    count = (f"sum by (resource_name) "
+             f"(increase({select(m.MODEL_INVOCATIONS.name, s.pods, POST)}[{SLOW_WINDOW}]))")
+    failed = (f"sum by (resource_name) "
+              f"(increase({select(m.MODEL_ERRORS.name, s.pods, POST, errors)}[{SLOW_WINDOW}]))")
+    return (f"(({error_ratio(s.pods, RATE_WINDOW, errors)} > {_num(ratio)}) "
+            f"and {invocation_rate(s.pods, RATE_WINDOW)} > {floor}) or "
+            f"(({error_ratio(s.pods, SLOW_WINDOW, errors)} > {_num(ratio)}) "
+            f"and {count} >= {MIN_REQUESTS_SLOW_WINDOW} and {failed} >= {MIN_FAILURES_SLOW_WINDOW})")
+
+
+def inflight_prefill(s: EndpointSelectors) -> str:
+    """Prefill requests in flight at the router (the dashboard draws the same)."""
+    return f"sum{s.router_series(m.DPD_INFLIGHT_PREFILL.name)}"
+
+
+def prefill_capacity(s: EndpointSelectors, seqs: int) -> str:
+    """What the reporting prefillers can run at once: pods x ``--max-num-seqs``."""
+    return f"(count({select(m.REQUESTS_RUNNING.name, s.prefill)}) * {seqs})"
+
+
+def prefill_waiting(s: EndpointSelectors) -> str:
+    """The longest prefill queue (the dashboard draws the same)."""
+    return f"max({select(m.REQUESTS_WAITING.name, s.prefill)})"
+
+
 def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
     """Every alert for ``spec``, in a fixed order; none when the spec turns metrics off."""
     if not spec.metrics.enabled:
@@ -101,27 +196,33 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
     t = thresholds_of(spec)
     s = EndpointSelectors.of(spec)
     floor = _num(t.min_requests_per_second)
-    post = 'method="POST"'
     prefill_name, decode_name = role_deployment(spec, "prefill"), role_deployment(spec, "decode")
+    pod = PIPELINE_POD
+
+    def per_decoder(metric: str, *extra: str, fn: str = "increase", window: str = KV_WINDOW) -> str:
+        return f"sum by ({pod}) ({fn}({select(metric, s.decode, *extra)}[{window}]))"
 
     def tokens(source: str) -> str:
-        matcher = f'source="{source}"'
-        return f"sum(rate({select(m.PROMPT_TOKENS_BY_SOURCE.name, s.decode, matcher)}[{LONG_WINDOW}]))"
+        return per_decoder(m.PROMPT_TOKENS_BY_SOURCE.name, f'source="{source}"')
 
-    invocations = f"sum by (resource_name) (rate({select(m.MODEL_INVOCATIONS.name, s.pods, post)}[{RATE_WINDOW}]))"
-    errors = f"sum by (resource_name) (rate({select(m.MODEL_ERRORS.name, s.pods, post)}[{RATE_WINDOW}]))"
-    prefill_traffic = f"sum(rate({select(m.MODEL_INVOCATIONS.name, s.prefill, post)}[{LONG_WINDOW}])) > {floor}"
+    bound = long_prompt_bound(spec)
+    bound_matcher = f'le=~"{bound}(\\\\.0)?"'  # prometheus_client writes 5000.0, the pipeline may write 5000
+    long_prompts = (f"({per_decoder(m.REQUEST_PROMPT_TOKENS.name + '_count')} - "
+                    f"{per_decoder(m.REQUEST_PROMPT_TOKENS.bucket(), bound_matcher)})")
     decoder_full_fix = ("Add decode replicas (decode.replicas or decode.autoscaling); or raise "
                         "decode.gpu_memory_utilization if the GPU has room; or lower max_model_len or "
                         "decode.max_num_seqs.")
     error_fix = ("Read the failing role's container log (kubectl logs deploy/<resource_name> -n "
                  f"{spec.namespace}) and describe its pods. 503s right after a deploy last until the endpoint "
                  "reports DeploymentComplete (loading the model takes 5-10 minutes).")
+    router_log = (f"kubectl logs -n {OPERATOR_NAMESPACE} deploy/{router_deployment(spec)} -c {ROUTER_CONTAINER}")
+    restart_prefill = (f"kubectl rollout restart deployment/{prefill_name} -n {spec.namespace}")
     seqs = prefill_max_num_seqs(spec)
+    disaggregated = s.router_series(m.DPD_DISAGGREGATED.name, lambda sel: f"increase({sel}[{KV_WINDOW}])")
     rules = [
         AlertRule(
             name="DpdKvTransferSlow",
-            expr=f"{_quantile(m.KV_STORE_PUT_TIME, s.prefill)} > {_num(t.kv_store_p90_seconds)}",
+            expr=f"{quantile(m.KV_STORE_PUT_TIME, s.prefill)} > {_num(t.kv_store_p90_seconds)}",
             hold=LONG_WINDOW, severity=Severity.WARNING,
             failure="KV cache transfer from prefill to decode is slow or stalled",
             meaning=(f"p90 of the prefiller's LMCache put (decoder buffer wait plus NIXL write) is above "
@@ -134,7 +235,8 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             inputs=(m.KV_STORE_PUT_TIME,)),
         AlertRule(
             name="DpdKvStoreMetricsAbsent",
-            expr=(f"({prefill_traffic}) unless on() "
+            expr=(f"(sum(rate({select(m.MODEL_INVOCATIONS.name, s.prefill, POST)}[{LONG_WINDOW}])) "
+                  f"> {floor}) unless on() "
                   f"(count({select(m.KV_STORE_PUT_TIME.name + '_count', s.prefill)}) > 0)"),
             hold=LONG_WINDOW, severity=Severity.WARNING,
             failure="the prefiller serves traffic but exports no LMCache store timings",
@@ -146,54 +248,80 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                  "environment); meanwhile the KvTransferBelow1GBps log alarm watches the 'Stored ... "
                  "throughput' lines."),
             inputs=(m.MODEL_INVOCATIONS, m.KV_STORE_PUT_TIME)),
-        AlertRule(
-            name="DpdKvNotTransferred",
-            # Fires only while the decoder reports, and computes more prompt tokens than its own prefix
-            # cache serves: a missing decoder scrape is DpdDecodeMetricsAbsent, and repeated identical
-            # prompts (served from the decoder's cache, so no external tokens) are not a failure.
-            expr=(f"(sum(rate({select(m.DPD_DISAGGREGATED.name, s.router)}[{LONG_WINDOW}])) > {floor}) "
-                  f"unless on() ({tokens(m.EXTERNAL_KV_TRANSFER)} > 0) "
-                  f"and on() ({tokens(m.LOCAL_COMPUTE)} > on() {tokens(m.LOCAL_CACHE_HIT)})"),
-            hold="5m", severity=Severity.CRITICAL,
-            failure="the router disaggregates but the decoder receives no KV cache",
-            meaning=("Requests take the prefill -> decode path, yet vLLM on the decoder counts no prompt tokens "
-                     "from external_kv_transfer and computes them itself: the decoder recomputes every prompt, "
-                     "so DPD costs a prefill and saves nothing."),
-            fix=("Both roles must hash alike and agree on roles: keep kv_cache.hash_seed (PYTHONHASHSEED) "
-                 "identical on prefill and decode, use the same image for both, and check the LMCache pd_role "
-                 "lines ('sender' on prefill, 'receiver' on decode) in the pod logs. After a prefill restart, "
-                 "restart the decoders too (DpdPrefillRestarted)."),
-            inputs=(m.DPD_DISAGGREGATED, m.PROMPT_TOKENS_BY_SOURCE)),
+    ]
+    rules.append(AlertRule(
+        name="DpdKvNotTransferred",
+        # Per decoder and by count: a decoder that served at least MIN_LONG_PROMPTS prompts above
+        # routing.threshold in 15 minutes, received no KV token, and computed more than a partial
+        # chunk per long prompt itself, while the router disaggregated as many.
+        expr=(f"({long_prompts} >= {MIN_LONG_PROMPTS}) "
+              f"unless on({pod}) ({tokens(m.EXTERNAL_KV_TRANSFER)} > 0) "
+              f"and on({pod}) ({tokens(m.LOCAL_COMPUTE)} > on({pod}) "
+              f"({long_prompts} * {LMCACHE_CHUNK_TOKENS})) "
+              f"and on() (sum{disaggregated} >= {MIN_LONG_PROMPTS})"),
+        hold="5m", severity=Severity.CRITICAL,
+        failure="a decoder serves long prompts but receives no KV cache",
+        meaning=(f"A decoder served at least {MIN_LONG_PROMPTS} prompts above routing.threshold (vLLM's "
+                 f"prompt-length histogram above {bound} tokens) in {KV_WINDOW} while the router "
+                 "disaggregated, yet vLLM on it counts no prompt token from external_kv_transfer and "
+                 f"computes more than {LMCACHE_CHUNK_TOKENS} tokens per long prompt itself: it recomputes "
+                 "every prompt, so DPD costs a prefill and saves nothing. Counted per decoder (pod_name), so "
+                 "one broken decoder of several shows, and by requests, so one request per five minutes is "
+                 "enough."),
+        fix=("Both roles must hash alike and agree on roles: keep kv_cache.hash_seed (PYTHONHASHSEED) "
+             "identical on prefill and decode, use the same image for both, and check the LMCache pd_role "
+             "lines ('sender' on prefill, 'receiver' on decode) in the pod logs. If the decoder's container "
+             f"restarted (DpdDecodeRestarted), the prefillers still write to its old NIXL agent: "
+             f"{restart_prefill}."),
+        inputs=(m.REQUEST_PROMPT_TOKENS, m.PROMPT_TOKENS_BY_SOURCE, m.DPD_DISAGGREGATED)))
+    rules += [
         AlertRule(
             name="DpdRouterFallback",
-            expr=f"sum(increase({select(m.DPD_FALLBACK.name, s.router)}[{LONG_WINDOW}])) > 0",
+            expr=(f"sum{s.router_series(m.DPD_FALLBACK.name, lambda sel: f'increase({sel}[{LONG_WINDOW}])')} "
+                  "> 0"),
             hold="5m", severity=Severity.WARNING,
             failure="the router falls back from the disaggregated path",
             meaning=("The router counted fallbacks, which AWS's dashboard labels 'Fallback (error)' (AWS's DPD "
                      "page calls them under-threshold requests; the router is closed source)."),
             fix=(f"Check that the prefill pods are Ready (kubectl get pods -n {spec.namespace}), read the router's "
-                 f"log (kubectl logs -n {OPERATOR_NAMESPACE} deploy/{router_deployment(spec)} "
-                 f"-c {ROUTER_CONTAINER}) and the prefiller's error ratio."),
+                 f"log ({router_log}) and the prefiller's error ratio."),
             inputs=(m.DPD_FALLBACK,)),
         AlertRule(
             name="DpdErrorRatioHigh",
-            expr=f"({errors} / {invocations} > {_num(t.error_ratio)}) and {invocations} > {floor}",
+            expr=_error_rule_expr(s, t.error_ratio, floor),
             hold=LONG_WINDOW, severity=Severity.WARNING,
-            failure=f"more than {t.error_ratio:.0%} of POST requests fail on one role",
-            meaning=(f"Failed over all POST invocations at the role's sidecar, above {t.error_ratio:.0%} for 10 "
-                     f"minutes while the role serves more than {floor} requests/s."),
+            failure=f"more than {t.error_ratio:.0%} of POST requests fail with a server error on one role",
+            meaning=(f"5xx over all POST invocations at the role's sidecar, above {t.error_ratio:.0%} for 10 "
+                     f"minutes: over 5 minutes while the role serves more than {floor} requests/s, or over 30 "
+                     f"minutes with at least {MIN_REQUESTS_SLOW_WINDOW} requests and {MIN_FAILURES_SLOW_WINDOW} "
+                     "failures. 4xx (the client's fault) are "
+                     "DpdClientErrorRatioHigh."),
             fix=error_fix, inputs=(m.MODEL_ERRORS, m.MODEL_INVOCATIONS)),
         AlertRule(
             name="DpdErrorRatioCritical",
-            expr=f"({errors} / {invocations} > {_num(t.error_ratio_critical)}) and {invocations} > {floor}",
+            expr=_error_rule_expr(s, t.error_ratio_critical, floor),
             hold="5m", severity=Severity.CRITICAL,
-            failure=f"more than {t.error_ratio_critical:.0%} of POST requests fail on one role",
-            meaning=(f"Failed over all POST invocations at the role's sidecar, above {t.error_ratio_critical:.0%} "
-                     f"for 5 minutes while the role serves more than {floor} requests/s."),
+            failure=f"more than {t.error_ratio_critical:.0%} of POST requests fail with a server error on one role",
+            meaning=(f"5xx over all POST invocations at the role's sidecar, above {t.error_ratio_critical:.0%} "
+                     f"for 5 minutes: over 5 minutes while the role serves more than {floor} requests/s, or over "
+                     f"30 minutes with at least {MIN_REQUESTS_SLOW_WINDOW} requests and {MIN_FAILURES_SLOW_WINDOW} "
+                     "failures, so a total outage at one "
+                     "request per five minutes pages."),
             fix=error_fix, inputs=(m.MODEL_ERRORS, m.MODEL_INVOCATIONS)),
         AlertRule(
+            name="DpdClientErrorRatioHigh",
+            expr=_error_rule_expr(s, t.error_ratio_critical, floor, CLIENT_ERROR),
+            hold=LONG_WINDOW, severity=Severity.WARNING,
+            failure=f"more than {t.error_ratio_critical:.0%} of POST requests are refused as client errors",
+            meaning=("4xx over all POST invocations at the role's sidecar (a prompt beyond max_model_len, a bad "
+                     "request body, a wrong model name): the clients' fault, so a warning, never a page."),
+            fix=("Read the failing role's log for the refused requests (kubectl logs deploy/<resource_name> -n "
+                 f"{spec.namespace}): prompts longer than max_model_len ({spec.max_model_len}) or a model name "
+                 "other than the served one are the usual causes."),
+            inputs=(m.MODEL_ERRORS, m.MODEL_INVOCATIONS)),
+        AlertRule(
             name="DpdPrefillQueueDeep",
-            expr=f"max({select(m.REQUESTS_WAITING.name, s.prefill)}) > {t.prefill_queue}",
+            expr=f"{prefill_waiting(s)} > {t.prefill_queue}",
             hold="5m", severity=Severity.WARNING,
             failure="requests queue for prefill",
             meaning=(f"More than {t.prefill_queue} requests wait on a prefiller for 5 minutes; TTFT grows with "
@@ -205,8 +333,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             name="DpdPrefillSaturated",
             # In flight at the router counts running prefills too: only more than every reporting
             # prefiller can run at once (pods x --max-num-seqs) means requests queue.
-            expr=(f"sum({select(m.DPD_INFLIGHT_PREFILL.name, s.router)}) > on() "
-                  f"(count({select(m.REQUESTS_RUNNING.name, s.prefill)}) * {seqs})"),
+            expr=f"{inflight_prefill(s)} > on() {prefill_capacity(s, seqs)}",
             hold="5m", severity=Severity.WARNING,
             failure="more prefill requests are in flight than the prefillers can run",
             meaning=(f"The router holds more prefill requests than the prefill pods x max_num_seqs ({seqs}) for "
@@ -230,16 +357,38 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             meaning="vLLM preempted requests on a decoder in each 5-minute window for 5 minutes: "
                     "it ran out of KV cache blocks and recomputes the preempted requests.",
             fix=decoder_full_fix, inputs=(m.PREEMPTIONS,)),
+        AlertRule(
+            name="DpdDecodeStalled",
+            # vLLM updates both on every engine step (loggers.py: the running gauge from the scheduler
+            # stats, the generation counter from the iteration stats): requests held for 5 minutes and no
+            # token is a hung engine, per decoder.
+            expr=(f"(sum by ({pod}) (min_over_time({select(m.REQUESTS_RUNNING.name, s.decode)}[{RATE_WINDOW}])) "
+                  f"> 0) and on({pod}) "
+                  f"({per_decoder(m.GENERATION_TOKENS.name, window=RATE_WINDOW)} == 0)"),
+            hold="5m", severity=Severity.CRITICAL,
+            failure="a decoder holds running requests and emits no token",
+            meaning=("vLLM on a decoder reports running requests throughout 5 minutes but its generation-token "
+                     "counter did not move for 10 minutes: the engine is hung (a stuck NCCL collective, a "
+                     "KV load that never completes) and its clients wait until they time out."),
+            fix=(f"kubectl logs the decoder pod (-n {spec.namespace}) for the last engine step and any NCCL or "
+                 "LMCache error, then delete the pod so it restarts (a restarted decoder needs the prefillers "
+                 f"restarted too: {restart_prefill})."),
+            inputs=(m.REQUESTS_RUNNING, m.GENERATION_TOKENS)),
     ]
     if spec.slo is not None and spec.slo.ttft_ms is not None:
         seconds = spec.slo.ttft_ms / 1000
+        p90 = router_quantile(m.DPD_E2E_TTFT, s)
+        observed = s.router_series(m.DPD_E2E_TTFT.name + "_count", lambda sel: f"rate({sel}[{RATE_WINDOW}])")
         rules.append(AlertRule(
             name="DpdTtftSloBreach",
-            expr=f"{_quantile(m.DPD_E2E_TTFT, s.router)} > {_num(seconds)}",
+            # histogram_quantile gives NaN for a histogram with only its +Inf bucket: with requests
+            # observed that is a breach nobody can measure, not health.
+            expr=f"({p90} > {_num(seconds)}) or (({p90} != {p90}) and on() (sum{observed} > 0))",
             hold=LONG_WINDOW, severity=Severity.WARNING,
-            failure=f"p90 end-to-end TTFT is above the {spec.slo.ttft_ms} ms SLO",
+            failure=f"p90 end-to-end TTFT is above the {spec.slo.ttft_ms} ms SLO, or cannot be measured",
             meaning="The router's end-to-end time to first token (prefill, KV transfer, first decode step) "
-                    "breaks slo.ttft_ms for 10 minutes.",
+                    "breaks slo.ttft_ms for 10 minutes, or requests are observed but the histogram has no "
+                    "finite bucket to read a p90 from (NaN).",
             fix=("If the prefill queue is deep, add prefill replicas; if the KV transfer is slow, see "
                  "DpdKvTransferSlow; raising routing.threshold sends more short prompts straight to the decoder."),
             inputs=(m.DPD_E2E_TTFT,)))
@@ -247,39 +396,62 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
         seconds = spec.slo.tpot_ms / 1000
         rules.append(AlertRule(
             name="DpdTpotSloBreach",
-            expr=f"{_quantile(m.INTER_TOKEN_LATENCY, s.decode)} > {_num(seconds)}",
+            expr=f"{quantile(m.INTER_TOKEN_LATENCY, s.decode)} > {_num(seconds)}",
             hold=LONG_WINDOW, severity=Severity.WARNING,
             failure=f"p90 time per output token is above the {spec.slo.tpot_ms} ms SLO",
             meaning="The decoder's inter-token latency breaks slo.tpot_ms for 10 minutes. If TPOT climbs while "
                     "output throughput plateaus, the single decoder is saturated.",
             fix=decoder_full_fix, inputs=(m.INTER_TOKEN_LATENCY,)))
+    prefill_wanted = select(m.DEPLOYMENT_WANTED.name, s.deployment(prefill_name))
     for role, matchers in (("prefill", s.prefill), ("decode", s.decode)):
         expr = f"absent_over_time({select(m.REQUESTS_RUNNING.name, matchers)}[{LONG_WINDOW}])"
         inputs: tuple[m.Metric, ...] = (m.REQUESTS_RUNNING,)
+        meaning = (f"Prometheus received no vLLM series from {role}-{spec.name} for 10 minutes: every other "
+                   "DPD alert of this endpoint is blind.")
         if role == "decode":
             # DpdKvNotTransferred reads this family; vLLM creates its children at start, so absence is a fault.
             external = select(m.PROMPT_TOKENS_BY_SOURCE.name, matchers, f'source="{m.EXTERNAL_KV_TRANSFER}"')
             expr += f" or absent_over_time({external}[{LONG_WINDOW}])"
             inputs += (m.PROMPT_TOKENS_BY_SOURCE,)
+        elif prefill_may_scale_to_zero(spec):
+            # The spec lets prefill scale to zero: no pod, no series, nothing wrong.
+            expr = f"({expr}) unless on() (max({prefill_wanted}) == 0)"
+            inputs += (m.DEPLOYMENT_WANTED,)
+            meaning += " Quiet while kube-state-metrics reports the Deployment scaled to zero, as the spec allows."
         rules.append(AlertRule(
             name=f"Dpd{role.capitalize()}MetricsAbsent",
             expr=expr, hold="5m", severity=Severity.WARNING,
             failure=f"no vLLM metrics from the {role} pods",
-            meaning=(f"Prometheus received no vLLM series from {role}-{spec.name} for 10 minutes: every other "
-                     "DPD alert of this endpoint is blind."),
+            meaning=meaning,
             fix=("Check that the pods run, that metrics.model_metrics_port equals port (vLLM serves /metrics on "
                  "its API port; the operator scrapes 8080 by default), that no --disable-log-stats is set, and "
                  f"`kubectl get inferenceendpointconfig {spec.name} -n {spec.namespace} "
                  "-o jsonpath='{.status.metricsStatus}'` (expect state Enabled)."),
             inputs=inputs))
+    rules.append(AlertRule(
+        name="DpdRouterMetricsAbsent",
+        expr=(f"absent_over_time({select(m.DPD_INFLIGHT_PREFILL.name, s.routers[0])}[{LONG_WINDOW}]) "
+              f"and on() absent_over_time({select(m.DPD_INFLIGHT_PREFILL.name, s.routers[1])}[{LONG_WINDOW}])"),
+        hold="5m", severity=Severity.WARNING,
+        failure="no series from the endpoint's router",
+        meaning=("Prometheus received no dpd_routing_inflight_prefill from the router for 10 minutes under "
+                 "either label form: the router is gone or not scraped, and every routing alert is blind. The "
+                 "router's series and their resource_name are named only by AWS's dashboard."),
+        fix=(f"kubectl get deploy/{router_deployment(spec)} -n {OPERATOR_NAMESPACE} and read its log "
+             f"({router_log}); if it runs, compare the resource_name of its dpd_* series in the workspace with "
+             "the rule."),
+        inputs=(m.DPD_INFLIGHT_PREFILL,)))
     available = select(m.DEPLOYMENT_AVAILABLE.name, s.namespace, f'deployment=~"{prefill_name}|{decode_name}"')
     wanted = select(m.DEPLOYMENT_WANTED.name, s.namespace, f'deployment=~"{prefill_name}|{decode_name}"')
+    namespace_wanted = select(m.DEPLOYMENT_WANTED.name, s.namespace)
     rules.append(AlertRule(
         name="DpdNoReadyPod",
-        # A role scaled to zero on purpose has nothing to be Ready; a decode Deployment that is not there
-        # at all (or kube-state-metrics not scraped) is as unavailable as one with no Ready pod.
+        # A role scaled to zero on purpose has nothing to be Ready. A decode Deployment gone while
+        # kube-state-metrics reports the namespace's other Deployments is as unavailable as one with no
+        # Ready pod; kube-state-metrics not shipped at all is DpdKubeStateMetricsAbsent, not a page.
         expr=(f"({available} == 0 and on(namespace, deployment) {wanted} > 0) or "
-              f"absent_over_time({select(m.DEPLOYMENT_WANTED.name, s.deployment(decode_name))}[{LONG_WINDOW}])"),
+              f"(absent_over_time({select(m.DEPLOYMENT_WANTED.name, s.deployment(decode_name))}[{LONG_WINDOW}]) "
+              f"and on() count({namespace_wanted}) > 0)"),
         hold=AVAILABILITY_HOLD, severity=Severity.CRITICAL,
         failure="a role of the endpoint has no Ready pod",
         meaning=("kube-state-metrics reports no available replica of the prefill or decode Deployment while it "
@@ -289,28 +461,79 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
              "node fits (GPUs, EFA), CrashLoopBackOff means read the container log (out of memory at start, a "
              "max_model_len beyond the model's context window, a bad flag)."),
         inputs=(m.DEPLOYMENT_AVAILABLE, m.DEPLOYMENT_WANTED)))
-    restarts = select(m.CONTAINER_RESTARTS.name, s.pod(prefill_name), f'container="{prefill_name}"')
+    router_ns = f'namespace="{OPERATOR_NAMESPACE}", deployment="{router_deployment(spec)}"'
+    router_available = select(m.DEPLOYMENT_AVAILABLE.name, router_ns)
+    router_wanted = select(m.DEPLOYMENT_WANTED.name, router_ns)
+    decode_wanted = select(m.DEPLOYMENT_WANTED.name, s.deployment(decode_name))
     rules.append(AlertRule(
-        name="DpdPrefillRestarted",
-        expr=f"sum(increase({restarts}[{LONG_WINDOW}])) > 0",
-        hold="0m", severity=Severity.WARNING,
-        failure="a prefill container restarted; the decoders may hold its stale NIXL agent",
-        meaning=("vLLM's NIXL connector on the decoder keeps the agent of the prefill process it first met "
-                 "(vLLM issue 49238): after a prefill restart transfers fail until the decoders restart too."),
-        fix=(f"kubectl rollout restart deployment/{decode_name} -n {spec.namespace}, then check that "
-             "DpdKvNotTransferred stays quiet; read the restarted container's previous log (kubectl logs "
-             f"--previous -c {prefill_name}) for why it restarted."),
-        inputs=(m.CONTAINER_RESTARTS,)))
+        name="DpdRouterDown",
+        # Every request enters through the router: with none Ready nothing reaches the pods, so no
+        # ratio or KV alert can fire. Gone altogether counts while kube-state-metrics reports the decoder.
+        expr=(f"({router_available} == 0 and on(namespace, deployment) {router_wanted} > 0) or "
+              f"(absent_over_time({router_wanted}[{LONG_WINDOW}]) and on() count({decode_wanted}) > 0)"),
+        hold="5m", severity=Severity.CRITICAL,
+        failure="the endpoint's router has no Ready pod",
+        meaning=(f"kube-state-metrics reports no available replica of {router_deployment(spec)} in "
+                 f"{OPERATOR_NAMESPACE} (or no such Deployment while the decoder exists) for 5 minutes: every "
+                 "request enters through the router, so the endpoint answers nothing."),
+        fix=(f"kubectl describe deploy/{router_deployment(spec)} -n {OPERATOR_NAMESPACE} and read its log "
+             f"({router_log} --previous); the operator recreates it from the InferenceEndpointConfig "
+             f"(kubectl get inferenceendpointconfig {spec.name} -n {spec.namespace} -o yaml, see its status)."),
+        inputs=(m.DEPLOYMENT_AVAILABLE, m.DEPLOYMENT_WANTED)))
+    rules.append(AlertRule(
+        name="DpdKubeStateMetricsAbsent",
+        expr=f"absent_over_time({wanted}[{LONG_WINDOW}])",
+        hold=AVAILABILITY_HOLD, severity=Severity.WARNING,
+        failure="no kube-state-metrics Deployment series for the endpoint's namespace",
+        meaning=("kube_deployment_spec_replicas is absent for both roles' Deployments for 25 minutes: DpdNoReadyPod "
+                 "and "
+                 "DpdRouterDown are blind. The HyperPod add-on's clusterMetrics is not documented to ship "
+                 "kube_deployment_*, so this may hold from the first deploy; it never pages."),
+        fix=("Check the add-on's clusterMetrics level and that kube-state-metrics runs (kubectl get pods -n "
+             "hyperpod-observability); meanwhile `hyperpod-dpd verify` reads the Deployments directly."),
+        inputs=(m.DEPLOYMENT_WANTED,)))
+    for role, name in (("decode", decode_name), ("prefill", prefill_name)):
+        restarts = select(m.CONTAINER_RESTARTS.name, s.pod(name), f'container="{name}"')
+        expr = f"sum(increase({restarts}[{KV_WINDOW}])) > 0"
+        if role == "decode":
+            rules.append(AlertRule(
+                name="DpdDecodeRestarted",
+                expr=expr, hold="0m", severity=Severity.WARNING,
+                failure="a decode container restarted; the prefillers still hold its old NIXL peer",
+                meaning=("LMCache 0.4.3's PD sender (on the prefiller) connects to each decoder once, keyed by "
+                         "its host and port, and never reconnects (pd_backend.py l.334-362 initialized_peers, "
+                         "l.423 receiver_id); every process gets a new NIXL agent (nixl_channel.py l.616). A "
+                         "restarted decode container keeps its pod IP and ports, so the prefillers keep writing "
+                         "to the dead agent: transfers fail or block (pd_backend.py l.364-372) until they restart."),
+                fix=(f"{restart_prefill}, then check that DpdKvNotTransferred stays quiet; read the restarted "
+                     f"container's previous log (kubectl logs --previous -c {name}) for why it restarted."),
+                inputs=(m.CONTAINER_RESTARTS,)))
+        else:
+            rules.append(AlertRule(
+                name="DpdPrefillRestarted",
+                expr=expr, hold="0m", severity=Severity.WARNING,
+                failure="a prefill container restarted",
+                meaning=("The requests it was prefilling failed. The decoders need nothing: LMCache 0.4.3's PD "
+                         "receiver registers a restarted sender's new NIXL agent when it first connects "
+                         "(nixl_channel.py l.258-286), so KV transfers resume by themselves."),
+                fix=(f"Read the restarted container's previous log (kubectl logs --previous -c {name} -n "
+                     f"{spec.namespace}) for why it restarted: out of memory, a failed health check, an "
+                     "LMCache or NIXL error. No decoder restart is needed."),
+                inputs=(m.CONTAINER_RESTARTS,)))
     xid = select(m.GPU_XID.name, s.pod(prefill_name, decode_name))
+    hardware = " or ".join(f"{xid} == {code}" for code in HARDWARE_XIDS)
     rules.append(AlertRule(
         name="DpdGpuXidError",
-        expr=f"max by (namespace, pod, gpu) ({xid}) > 0",
+        expr=(f"max by (namespace, pod, gpu) (({hardware}) "
+              f"and on(namespace, pod, gpu, Hostname) changes({xid}[{XID_WINDOW}]) > 0)"),
         hold="0m", severity=Severity.CRITICAL,
-        failure="a GPU of the endpoint raised an Xid error",
+        failure="a GPU of the endpoint raised a new hardware Xid error",
         meaning=("DCGM reports the code of the last Xid error on a GPU that serves this endpoint (value = the "
-                 "Xid). Codes such as 48, 63, 64, 74, 79, 94 and 95 are hardware or driver faults that stop "
-                 "or corrupt the engine."),
-        fix=("Look the code up in NVIDIA's Xid catalogue; for a hardware Xid let HyperPod replace the node "
+                 f"Xid) and keeps it until the exporter restarts, so only a value that changed within {XID_WINDOW} "
+                 f"is new. Only hardware Xids ({', '.join(map(str, HARDWARE_XIDS))}: NVIDIA's Xid catalog "
+                 "resolves them by a GPU reset or a node reboot) page; an application Xid (13, 31, 43, 45) from "
+                 "a faulting or killed process does not."),
+        fix=("Look the code up in NVIDIA's Xid catalog; for a hardware Xid let HyperPod replace the node "
              "(kubectl label node <node> sagemaker.amazonaws.com/node-health-status=UnschedulablePendingReplacement) "
              "so the pod reschedules."),
         inputs=(m.GPU_XID,)))
@@ -319,7 +542,8 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
 
 def inhibit_rules() -> list[dict[str, Any]]:
     """Alertmanager inhibitions: an alert whose input is missing silences the ones that would misread it."""
-    pairs = (("DpdDecodeMetricsAbsent", "DpdKvNotTransferred|DpdDecodeKvCacheFull|DpdDecodePreempting"),
+    pairs = (("DpdDecodeMetricsAbsent",
+              "DpdKvNotTransferred|DpdDecodeKvCacheFull|DpdDecodePreempting|DpdDecodeStalled"),
              ("DpdNoReadyPod", "DpdPrefillMetricsAbsent|DpdDecodeMetricsAbsent|DpdKvStoreMetricsAbsent"))
     return [{"source_matchers": [f'alertname="{source}"'], "target_matchers": [f'alertname=~"{targets}"'],
              "equal": ["dpd_namespace", "dpd_endpoint"]} for source, targets in pairs]

@@ -15,7 +15,18 @@ import json
 from typing import Any
 
 from hyperpod_dpd.observability import metrics as m
-from hyperpod_dpd.observability.alerts import QUANTILE, RATE_WINDOW, thresholds_of
+from hyperpod_dpd.observability.alerts import (
+    RATE_WINDOW,
+    error_ratio,
+    inflight_prefill,
+    invocation_rate,
+    prefill_capacity,
+    prefill_max_num_seqs,
+    prefill_waiting,
+    quantile,
+    router_quantile,
+    thresholds_of,
+)
 from hyperpod_dpd.observability.selectors import EndpointSelectors, select
 from hyperpod_dpd.spec import DpdSpec
 
@@ -55,67 +66,91 @@ def dashboard_uid(spec: DpdSpec) -> str:
     return f"{readable[:MAX_UID - 9]}-{digest}"
 
 
-def _quantile(histogram: m.Metric, matchers: str) -> str:
-    return (f"histogram_quantile({QUANTILE:g}, sum by (le) "
-            f"(rate({select(histogram.bucket(), matchers)}[{RATE_WINDOW}])))")
-
-
 def panel_queries(spec: DpdSpec) -> dict[str, dict[str, dict[str, str]]]:
-    """Every panel's PromQL by row and title (``legend -> expr`` per panel), in display order."""
+    """Every panel's PromQL by row and title (``legend -> expr`` per panel), in display order.
+
+    Where a panel shows what an alert compares, it draws the alert's own left-hand side (and, for the
+    in-flight panel, the alert's right-hand side as a second line): see :func:`alert_lines`.
+    """
     s = EndpointSelectors.of(spec)
-    post = 'method="POST"'
 
     def rate(metric: str, matchers: str, *extra: str) -> str:
         return f"rate({select(metric, matchers, *extra)}[{RATE_WINDOW}])"
 
+    def router_rate(metric: str) -> str:
+        return f"sum{s.router_series(metric, lambda selector: f'rate({selector}[{RATE_WINDOW}])')}"
+
+    server_errors = error_ratio(s.pods, RATE_WINDOW)
     return {
         "Router": {
             "Routing decisions per second": {
-                "disaggregated": f"sum({rate(m.DPD_DISAGGREGATED.name, s.router)})",
-                "local (short prompts)": f"sum({rate(m.DPD_LOCAL.name, s.router)})",
-                "fallback (error)": f"sum({rate(m.DPD_FALLBACK.name, s.router)})"},
+                "disaggregated": router_rate(m.DPD_DISAGGREGATED.name),
+                "local (short prompts)": router_rate(m.DPD_LOCAL.name),
+                "fallback (error)": router_rate(m.DPD_FALLBACK.name)},
             "Disaggregated share": {
-                "disaggregated / routed": (f"sum({rate(m.DPD_DISAGGREGATED.name, s.router)}) / "
-                                           f"(sum({rate(m.DPD_DISAGGREGATED.name, s.router)}) + "
-                                           f"sum({rate(m.DPD_LOCAL.name, s.router)}))")},
+                "disaggregated / routed": (f"{router_rate(m.DPD_DISAGGREGATED.name)} / "
+                                           f"({router_rate(m.DPD_DISAGGREGATED.name)} + "
+                                           f"{router_rate(m.DPD_LOCAL.name)})")},
             "In-flight prefill requests": {
-                "in flight": f"sum({select(m.DPD_INFLIGHT_PREFILL.name, s.router)})"},
-            "End-to-end TTFT p90": {"p90": _quantile(m.DPD_E2E_TTFT, s.router)},
+                "in flight": inflight_prefill(s),
+                "prefill capacity (pods x max_num_seqs)": prefill_capacity(s, prefill_max_num_seqs(spec))},
+            "End-to-end TTFT p90": {"p90": router_quantile(m.DPD_E2E_TTFT, s)},
         },
         "Prefill": {
             "Prefill queue": {
-                "waiting": f"sum({select(m.REQUESTS_WAITING.name, s.prefill)})",
-                "running": f"sum({select(m.REQUESTS_RUNNING.name, s.prefill)})"},
-            "Prefill TTFT p90": {"p90": _quantile(m.TTFT, s.prefill)},
-            "Prefill compute time p90": {"p90": _quantile(m.PREFILL_TIME, s.prefill)},
-            "KV store (put) time p90": {"p90": _quantile(m.KV_STORE_PUT_TIME, s.prefill)},
+                "waiting (longest queue)": prefill_waiting(s),
+                "running (all prefillers)": f"sum({select(m.REQUESTS_RUNNING.name, s.prefill)})"},
+            "Prefill TTFT p90": {"p90": quantile(m.TTFT, s.prefill)},
+            # vLLM's prefill-time buckets start at 0.3 s (loggers.py l.873), too coarse for a p90 of
+            # short prefills: the mean from _sum / _count is exact.
+            "Prefill compute time (mean)": {
+                "mean": (f"sum({rate(m.PREFILL_TIME.name + '_sum', s.prefill)}) / "
+                         f"sum({rate(m.PREFILL_TIME.name + '_count', s.prefill)})")},
+            "KV store (put) time p90": {"p90": quantile(m.KV_STORE_PUT_TIME, s.prefill)},
         },
         "Decode": {
-            "Inter-token latency (TPOT) p90": {"p90": _quantile(m.INTER_TOKEN_LATENCY, s.decode)},
+            "Inter-token latency (TPOT) p90": {"p90": quantile(m.INTER_TOKEN_LATENCY, s.decode)},
             "KV cache usage": {"max over decoders": f"max({select(m.KV_CACHE_USAGE.name, s.decode)})"},
             "Preemptions per second": {"preemptions": f"sum({rate(m.PREEMPTIONS.name, s.decode)})"},
             "Prompt tokens per second by source": {
                 "{{source}}": f"sum by (source) ({rate(m.PROMPT_TOKENS_BY_SOURCE.name, s.decode)})"},
         },
         "Errors": {
-            "Error ratio by role": {
-                "{{resource_name}}": (f"sum by (resource_name) ({rate(m.MODEL_ERRORS.name, s.pods, post)}) / "
-                                      f"sum by (resource_name) ({rate(m.MODEL_INVOCATIONS.name, s.pods, post)})")},
-            "Requests per second by role": {
-                "{{resource_name}}": f"sum by (resource_name) ({rate(m.MODEL_INVOCATIONS.name, s.pods, post)})"},
+            # 0 rather than No data while no request has failed (the sidecar creates the error series
+            # with the first error).
+            "Server error (5xx) ratio by role": {
+                "{{resource_name}}": f"({server_errors}) or ({invocation_rate(s.pods, RATE_WINDOW)} * 0)"},
+            "Requests per second by role": {"{{resource_name}}": invocation_rate(s.pods, RATE_WINDOW)},
         },
     }
 
 
+def alert_lines(spec: DpdSpec) -> dict[str, tuple[str, str]]:
+    """Panel title -> (alert, the PromQL the alert compares with its threshold), for panels that draw one."""
+    s = EndpointSelectors.of(spec)
+    lines = {"In-flight prefill requests": ("DpdPrefillSaturated", inflight_prefill(s)),
+             "Prefill queue": ("DpdPrefillQueueDeep", prefill_waiting(s)),
+             "KV store (put) time p90": ("DpdKvTransferSlow", quantile(m.KV_STORE_PUT_TIME, s.prefill)),
+             "KV cache usage": ("DpdDecodeKvCacheFull", f"max({select(m.KV_CACHE_USAGE.name, s.decode)})"),
+             "Server error (5xx) ratio by role": ("DpdErrorRatioHigh", error_ratio(s.pods, RATE_WINDOW))}
+    if spec.slo is not None and spec.slo.ttft_ms is not None:
+        lines["End-to-end TTFT p90"] = ("DpdTtftSloBreach", router_quantile(m.DPD_E2E_TTFT, s))
+    if spec.slo is not None and spec.slo.tpot_ms is not None:
+        lines["Inter-token latency (TPOT) p90"] = ("DpdTpotSloBreach", quantile(m.INTER_TOKEN_LATENCY, s.decode))
+    return lines
+
+
 def _thresholds(spec: DpdSpec) -> dict[str, tuple[float, str]]:
-    """Panel title -> (alert threshold, unit) drawn as a dashed red line."""
+    """Panel title -> (alert threshold, unit) drawn as a dashed red line.
+
+    The in-flight panel has none: its alert compares with the prefill capacity, which the panel draws.
+    """
     t = thresholds_of(spec)
     lines: dict[str, tuple[float, str]] = {
-        "In-flight prefill requests": (t.prefill_queue, "short"),
         "Prefill queue": (t.prefill_queue, "short"),
         "KV store (put) time p90": (t.kv_store_p90_seconds, "s"),
         "KV cache usage": (t.decode_kv_cache_usage, "percentunit"),
-        "Error ratio by role": (t.error_ratio, "percentunit"),
+        "Server error (5xx) ratio by role": (t.error_ratio, "percentunit"),
     }
     if spec.slo is not None and spec.slo.ttft_ms is not None:
         lines["End-to-end TTFT p90"] = (spec.slo.ttft_ms / 1000, "s")
@@ -124,9 +159,9 @@ def _thresholds(spec: DpdSpec) -> dict[str, tuple[float, str]]:
     return lines
 
 
-UNITS = {"End-to-end TTFT p90": "s", "Prefill TTFT p90": "s", "Prefill compute time p90": "s",
+UNITS = {"End-to-end TTFT p90": "s", "Prefill TTFT p90": "s", "Prefill compute time (mean)": "s",
          "KV store (put) time p90": "s", "Inter-token latency (TPOT) p90": "s", "KV cache usage": "percentunit",
-         "Disaggregated share": "percentunit", "Error ratio by role": "percentunit"}
+         "Disaggregated share": "percentunit", "Server error (5xx) ratio by role": "percentunit"}
 STAT_PANELS = {"Disaggregated share"}
 
 

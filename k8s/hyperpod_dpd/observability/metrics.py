@@ -116,6 +116,13 @@ TTFT = Metric(name="vllm:time_to_first_token_seconds", kind=Kind.HISTOGRAM, expo
 # first bound cannot be told apart from it, so a TPOT SLO under 10 ms would always read as breached.
 INTER_TOKEN_LATENCY = Metric(name="vllm:inter_token_latency_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
                              provenance=_VLLM, buckets=derived_buckets("vllm:inter_token_latency_seconds"))
+# Counted per request when it finishes (vllm/v1/metrics/loggers.py l.661), with 1-2-5 buckets up to
+# max_model_len (build_1_2_5_buckets): the requests above a bound that clears routing.threshold are the
+# long prompts this pod served, counted per pod.
+REQUEST_PROMPT_TOKENS = Metric(name="vllm:request_prompt_tokens", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
+                               provenance=f"{_VLLM} (buckets build_1_2_5_buckets(max_model_len))")
+GENERATION_TOKENS = Metric(name="vllm:generation_tokens_total", kind=Kind.COUNTER, exporter=Exporter.VLLM,
+                           provenance=_VLLM)
 PREFILL_TIME = Metric(name="vllm:request_prefill_time_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
                       provenance=_VLLM)
 
@@ -150,8 +157,8 @@ LOCAL_CACHE_HIT = "local_cache_hit"
 
 ALL_METRICS = (DPD_DISAGGREGATED, DPD_LOCAL, DPD_FALLBACK, DPD_INFLIGHT_PREFILL, DPD_E2E_TTFT, MODEL_INVOCATIONS,
                MODEL_ERRORS, REQUESTS_RUNNING, REQUESTS_WAITING, KV_CACHE_USAGE, PREEMPTIONS, PROMPT_TOKENS_BY_SOURCE,
-               TTFT, INTER_TOKEN_LATENCY, PREFILL_TIME, KV_STORE_PUT_TIME, DEPLOYMENT_AVAILABLE, DEPLOYMENT_WANTED,
-               CONTAINER_RESTARTS, GPU_XID)
+               TTFT, INTER_TOKEN_LATENCY, PREFILL_TIME, REQUEST_PROMPT_TOKENS, GENERATION_TOKENS, KV_STORE_PUT_TIME,
+               DEPLOYMENT_AVAILABLE, DEPLOYMENT_WANTED, CONTAINER_RESTARTS, GPU_XID)
 
 
 def series_names(metric: Metric) -> tuple[str, ...]:

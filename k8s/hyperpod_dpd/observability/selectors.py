@@ -3,14 +3,17 @@
 The HyperPod pipeline labels every inference series with ``resource_name`` (``prefill-<name>`` or
 ``decode-<name>``, the operator's Deployment names, as AWS's Inference dashboard matches them) and
 ``namespace``. The router's ``dpd_*`` series carry ``resource_name`` too, but its value is not
-documented: the matcher accepts the operator's router Deployment name ``<name>-<namespace>-router``
-(optionally with a pod suffix) or the bare endpoint name, and nothing else, so endpoint ``dpd`` never
-reads ``dpd-test``'s router (PromQL regexes are anchored at both ends). Kubernetes series
-(kube-state-metrics, DCGM) carry the object's own ``namespace``, ``deployment`` and ``pod`` labels.
+documented: the rules read the operator's router Deployment name ``<name>-<namespace>-router``
+(optionally with a pod suffix), which holds the namespace, or the bare endpoint name only together with
+the endpoint's ``namespace`` label, and nothing else: endpoint ``dpd`` never reads ``dpd-test``'s router
+(PromQL regexes are anchored at both ends), nor ``dpd`` in another namespace. Kubernetes series
+(kube-state-metrics, DCGM) carry the object's own ``namespace``, ``deployment`` and ``pod`` labels; the
+pipeline labels each model pod's series with ``pod_name`` (AWS's inference observability page).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hyperpod_dpd.contracts.operator import role_deployment, router_deployment
@@ -19,6 +22,9 @@ from hyperpod_dpd.spec import DpdSpec
 # A Deployment's pods are ``<deployment>-<replicaset hash>-<suffix>``: exactly two more parts, so the
 # pods of ``prefill-dpd`` never match those of ``prefill-dpd-test``.
 POD_OF_DEPLOYMENT = "-[a-z0-9]+-[a-z0-9]+"
+# The label the HyperPod pipeline puts the model pod's name in (AWS's Inference dashboard counts
+# replicas with ``count by (pod_name)``).
+PIPELINE_POD = "pod_name"
 
 
 def regex_literal(text: str) -> str:
@@ -30,14 +36,15 @@ def regex_literal(text: str) -> str:
 class EndpointSelectors:
     """PromQL label matchers (without braces) for one endpoint's series.
 
-    ``prefill``/``decode``/``pods`` select the HyperPod pipeline's model-pod series, ``router`` the
-    router's, ``deployments``-style matchers the Kubernetes objects (see :meth:`deployment`, :meth:`pod`).
+    ``prefill``/``decode``/``pods`` select the HyperPod pipeline's model-pod series, ``routers`` the
+    router's (two forms, see :meth:`router_series`), ``deployments``-style matchers the Kubernetes objects
+    (see :meth:`deployment`, :meth:`pod`).
     """
 
     prefill: str
     decode: str
     pods: str
-    router: str
+    routers: tuple[str, str]
     namespace: str
 
     @classmethod
@@ -48,8 +55,17 @@ class EndpointSelectors:
         return cls(prefill=f'resource_name="{prefill}", {namespace}',
                    decode=f'resource_name="{decode}", {namespace}',
                    pods=f'resource_name=~"{prefill}|{decode}", {namespace}',
-                   router=f'resource_name=~"{router}({POD_OF_DEPLOYMENT})?|{regex_literal(spec.name)}"',
+                   routers=(f'resource_name=~"{router}({POD_OF_DEPLOYMENT})?"',
+                            f'resource_name="{spec.name}", {namespace}'),
                    namespace=namespace)
+
+    def router_series(self, metric: str, per_series: Callable[[str], str] = lambda selector: selector) -> str:
+        """``per_series`` applied to the router's series of ``metric`` under either label form, joined by ``or``.
+
+        ``per_series`` takes a selector and returns an instant-vector expression, e.g. a ``rate()``.
+        """
+        first, second = (per_series(select(metric, matchers)) for matchers in self.routers)
+        return f"({first} or {second})"
 
     def deployment(self, name: str) -> str:
         """kube-state-metrics' series of one Deployment of the endpoint."""

@@ -59,8 +59,10 @@ ROLE_INPUTS = {"prefill": (m.REQUESTS_RUNNING, m.REQUESTS_WAITING, m.KV_STORE_PU
                           m.INTER_TOKEN_LATENCY)}
 NOT_TRANSFERRED_CAUSES = (
     "kv_cache.hash_seed (PYTHONHASHSEED) or the image differs between prefill and decode, so the keys never "
-    "match; the LMCache pd_role lines are not 'sender' on prefill and 'receiver' on decode; or a prefill pod "
-    "restarted and the decoders still hold its old NIXL agent (kubectl rollout restart deployment/decode-<name>)")
+    "match; the LMCache pd_role lines are not 'sender' on prefill and 'receiver' on decode; or a decode container "
+    "restarted in place and the prefillers still write to its old NIXL agent, since LMCache's PD sender never "
+    "reconnects to a host and port it knows (kubectl rollout restart deployment/prefill-<name>, or replace the "
+    "decode pods, which gives them new addresses: kubectl rollout restart deployment/decode-<name>)")
 
 
 @dataclass(frozen=True)
