@@ -6,6 +6,7 @@ See ``docs/checks.md`` and, for the settings that silently turn DPD or its signa
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Iterator, Sequence
 
@@ -164,6 +165,8 @@ def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | No
             yield problem(field, written, f"{flag.name} is a switch and takes no value; vLLM exits with "
                           "'ignored explicit argument'", f"write {flag.name} alone, or --no-{flag.name[2:]}"
                           if not flag.name.startswith("--no-") else f"write {flag.name} alone")
+        if flag.name not in OWNED_FLAGS:
+            yield from _values(field, flag, arity)
         if flag.name in OWNED_FLAGS:
             yield problem(field, written, "contradicts a spec field that sets this flag",
                           f"remove it and set {OWNED_FLAGS[flag.name]}")
@@ -181,6 +184,47 @@ def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | No
         elif flag.name in seen and flag.key is None:
             yield problem(field, flag.name, "is given twice", "keep one occurrence")
         seen.add(flag.name)
+
+
+def _values(field: str, flag: Flag, arity: Arity | None) -> Iterator[Finding]:
+    """A value vLLM's argparse refuses: not one of a ``Literal`` field's choices, not an ``int``/``float``,
+    not JSON (``type``/``choices`` from ``_compute_kwargs`` in vllm/engine/arg_utils.py, shipped in the
+    flags data); and a key a JSON config flag's class does not have (``@config`` in vllm/config/utils.py
+    builds pydantic dataclasses with ``extra="forbid"``)."""
+    known = vllm_flags()
+    rule = known.values.get(flag.name)
+    written = " ".join(flag.tokens)
+    if rule is not None and flag.key is None and flag.value is not None:
+        values = list(flag.tokens[1:]) if arity is Arity.MANY and not flag.inline_value else [flag.value]
+        for value in values:
+            reason = rule.refusal(value)
+            if reason is not None:
+                yield problem(field, written, f"{flag.name} {value!r} {reason}",
+                              f"give {flag.name} {rule.describe()}")
+                break
+    config = known.config_keys.get(flag.name)
+    if config is None:
+        return
+    if flag.key is not None:
+        keys = [flag.key.split(".")[0].rstrip("+")]
+    elif flag.value is None or flag.value in ("", "None"):
+        return
+    else:
+        try:
+            parsed = json.loads(flag.value)
+        except ValueError:
+            if rule is None:  # --speculative-config: json.loads (vllm/engine/arg_utils.py, add_cli_args)
+                yield problem(field, written, f"{flag.name} takes a JSON object; vLLM exits with 'invalid "
+                              "loads value'", f"write e.g. {flag.name} '{{\"{config.keys[0]}\": ...}}'")
+            return
+        keys = list(parsed) if isinstance(parsed, dict) else []
+    for key in keys:
+        if key not in config.keys:
+            near = difflib.get_close_matches(key, config.keys, n=1, cutoff=0.6)
+            yield problem(field, written, f"{key!r} is not a field of vLLM {VLLM_VERSION}'s {config.cls}, which "
+                          "forbids extra keys: vLLM exits with a validation error ('Extra inputs are not "
+                          "permitted')", f"did you mean {near[0]!r}?" if near else
+                          f"use one of its fields: {', '.join(config.keys)}")
 
 
 def _unknown_flag(field: str, flag: Flag) -> Problem:

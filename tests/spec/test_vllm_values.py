@@ -1,0 +1,108 @@
+"""vLLM 0.19.0's flag values, not only names: choices, types and the keys of JSON config flags."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from hyperpod_dpd import SpecError, check, spec_from_mapping, spec_to_mapping
+from hyperpod_dpd.contracts.vllm import ValueRule, human_readable_int, vllm_flags
+from hyperpod_dpd.spec.defaults import default_spec
+
+
+def _with_args(args: list[str], role: str | None = None) -> dict[str, Any]:
+    data = copy.deepcopy(spec_to_mapping(default_spec()))
+    if role is None:
+        data["args"] = list(data.get("args") or []) + args
+    else:
+        data.setdefault(role, {})["args"] = args
+    return data
+
+
+def _problems(data: dict[str, Any]) -> list[str]:
+    try:
+        check(spec_from_mapping(data))
+    except SpecError as err:
+        return [p.render() for p in err.problems]
+    return []
+
+
+def test_choices_are_the_literal_of_the_config_field() -> None:
+    values = vllm_flags().values
+    # vllm/config/cache.py: CacheDType = Literal["auto", "float16", "bfloat16", "fp8", ...]
+    assert values["--kv-cache-dtype"].choices == ("auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3",
+                                                  "fp8_e5m2", "fp8_inc")
+    # vllm/config/model.py: ModelDType | torch.dtype -> choices (torch.dtype is not str)
+    assert values["--dtype"].choices == ("auto", "bfloat16", "float", "float16", "float32", "half")
+    assert values["--max-lora-rank"].type == "int" and 64 in (values["--max-lora-rank"].choices or ())
+    # Literal with str beside it is a metavar, not choices (literal_to_kwargs)
+    assert "--quantization" not in values
+    # choices= in the add_argument call itself
+    assert values["--gdn-prefill-backend"].choices == ("flashinfer", "triton")
+
+
+def test_types_follow_compute_kwargs() -> None:
+    values = vllm_flags().values
+    assert values["--block-size"] == ValueRule(type="int")  # SkipValidation[int]
+    assert values["--max-num-batched-tokens"].type == "human_readable_int"
+    assert values["--gpu-memory-utilization"].type == "float"
+    assert values["--compilation-config"].type == "json"
+    assert "--enforce-eager" not in values  # a switch
+    assert "--collect-detailed-traces" not in values  # its choices are rewritten in add_cli_args
+    assert "--moe-backend" not in values  # its type is replaced by a lambda
+
+
+def test_human_readable_int_is_vllms() -> None:
+    assert human_readable_int("2k") == 2000 and human_readable_int("2K") == 2048
+    assert human_readable_int("25.6k") == 25600 and human_readable_int(" 8192 ") == 8192
+    with pytest.raises(ValueError):
+        human_readable_int("2.5K")
+
+
+def test_config_keys_are_the_dataclass_fields() -> None:
+    keys = vllm_flags().config_keys
+    assert keys["--compilation-config"].cls == "CompilationConfig"
+    assert "cudagraph_mode" in keys["--compilation-config"].keys and "level" not in keys["--compilation-config"].keys
+    assert keys["--speculative-config"].cls == "SpeculativeConfig"
+    assert {"method", "num_speculative_tokens", "model"} <= set(keys["--speculative-config"].keys)
+    assert {"kv_connector", "kv_role"} <= set(keys["--kv-transfer-config"].keys)
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--kv-cache-dtype", "float8_e4m3fn"], "'float8_e4m3fn' is not one of vLLM 0.19.0's choices (auto, bfloat16"),
+    (["--dtype", "fp16"], "--dtype 'fp16' is not one of"),
+    (["--block-size", "sixteen"], "--block-size 'sixteen' is not an integer"),
+    (["--max-num-batched-tokens", "2.5K"], "is not an integer (optionally with k"),
+    (["--max-num-partial-prefills=two"], "is not an integer"),
+    (["--cudagraph-capture-sizes", "1", "2", "x"], "'x' is not an integer"),
+    (["--compilation-config", '{"mode": 3, "cudagraph_mod": "FULL"}'],
+     "'cudagraph_mod' is not a field of vLLM 0.19.0's CompilationConfig"),
+    (["-cc.levle", "3"], "'levle' is not a field"),
+    (["--compilation-config", "{mode: 3}"], "--compilation-config '{mode: 3}' is not a JSON value"),
+    (["--speculative-config", '{"method": "ngram", "num_speculative_token": 3}'],
+     "'num_speculative_token' is not a field of vLLM 0.19.0's SpeculativeConfig"),
+    (["--speculative-config", "{bad"], "--speculative-config takes a JSON object"),
+])
+def test_values_vllm_refuses_are_refused(args: list[str], fragment: str) -> None:
+    problems = _problems(_with_args(args))
+    assert any(fragment in p for p in problems), problems
+
+
+@pytest.mark.parametrize("args", [
+    ["--kv-cache-dtype", "fp8"],
+    ["--dtype", "bfloat16"],
+    ["--block-size", "16"],
+    ["--max-num-batched-tokens", "16k"],
+    ["--compilation-config", '{"mode": 3, "cudagraph_mode": "FULL"}'],
+    ["-cc.mode", "3"],
+    ["--compilation-config.splitting_ops+", "a,b"],
+    ["--max-lora-rank", "64", "--enable-lora"],
+    ["--cudagraph-capture-sizes", "1", "2", "4"],
+    ["--max-log-len", "None"],
+    ["--seed", "7"],
+])
+def test_values_vllm_takes_pass(args: list[str]) -> None:
+    problems = [p for p in _problems(_with_args(args)) if p.startswith("args")]
+    assert problems == []
