@@ -53,6 +53,7 @@ ARG_UTILS = "vllm/engine/arg_utils.py"
 CLI_ARGS = "vllm/entrypoints/openai/cli_args.py"
 SERVE = "vllm/entrypoints/cli/serve.py"
 CONFIG_UTILS = "vllm/config/utils.py"
+ENTRYPOINTS = "vllm/entrypoints/"
 # Modules whose classes and type aliases the annotations of the flag-bearing fields refer to.
 TYPE_MODULES = ("vllm/config/", "vllm/entrypoints/chat_utils.py", "vllm/entrypoints/openai/models/protocol.py")
 
@@ -383,6 +384,8 @@ class Parser:
     aliases: dict[str, str] = field(default_factory=dict)
     values: dict[str, dict[str, object]] = field(default_factory=dict)
     config_keys: dict[str, dict[str, object]] = field(default_factory=dict)
+    routes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    mounts: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def add(self, option_strings: Iterable[str], arity: str, *, boolean_optional: bool,
             values: dict[str, object] | None = None, config: str | None = None) -> None:
@@ -579,6 +582,48 @@ def replay_frontend(tree: ast.Module, types: TypeIndex, parser: Parser) -> None:
                    boolean_optional=arity == NONE, values=values, config=types.dataclass_of(annotations[name]))
 
 
+HTTP_METHODS = ("get", "post", "put", "delete", "patch")
+# FastAPI's defaults for openapi_url, docs_url (with its OAuth2 redirect) and redoc_url.
+FASTAPI_DEFAULT_ROUTES = ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
+
+
+def derive_routes(sources: dict[str, str], parser: Parser) -> None:
+    """The HTTP routes vLLM's API server can serve: every ``@router.get("/path")`` (``post``, ...,
+    ``api_route``) decorator and every ``Mount("/path", app)`` under ``vllm/entrypoints/``. It is the
+    union over the conditions that include a router (model task, dev mode, ...), so a path outside it is
+    served by no configuration of vLLM 0.19.0."""
+    routes: dict[str, dict[str, set[str]]] = {}
+    for path, text in sorted(sources.items()):
+        if not path.startswith(ENTRYPOINTS):
+            continue
+        for node in ast.walk(ast.parse(text, filename=path)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for decorator in node.decorator_list:
+                    if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
+                            and decorator.args and _string(decorator.args[0]) is not None):
+                        continue
+                    attr, route = decorator.func.attr, str(_string(decorator.args[0]))
+                    methods = [attr.upper()] if attr in HTTP_METHODS else []
+                    if attr == "api_route":
+                        methods = [str(_string(m)) for k in decorator.keywords if k.arg == "methods"
+                                   and isinstance(k.value, ast.List | ast.Tuple) for m in k.value.elts] or ["GET"]
+                    for method in methods:
+                        entry = routes.setdefault(method, {}).setdefault(route, set())
+                        entry.add(f"{path}:{decorator.lineno}")
+            elif (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "FastAPI"
+                  and not any(k.arg == "openapi_url" for k in node.keywords)):
+                # FastAPI's own routes unless the call turns them off (--disable-fastapi-docs does).
+                for route in FASTAPI_DEFAULT_ROUTES:
+                    routes.setdefault("GET", {}).setdefault(route, set()).add(f"{path}:{node.lineno} (FastAPI)")
+            elif (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("Mount", "mount")
+                  and node.args and _string(node.args[0]) is not None and len(node.args) > 1):
+                app = node.args[1]
+                name = ast.unparse(app.func if isinstance(app, ast.Call) else app).split(".")[-1]
+                parser.mounts[str(_string(node.args[0]))] = {"app": name, "source": f"{path}:{node.lineno}"}
+    parser.routes = {method: {route: sorted(where) for route, where in sorted(found.items())}
+                     for method, found in sorted(routes.items())}
+
+
 def derive(sources: dict[str, str]) -> Parser:
     """The flags of ``vllm serve`` for the given ``vllm/...`` sources."""
     for required in (ARG_UTILS, CLI_ARGS, SERVE):
@@ -603,6 +648,7 @@ def derive(sources: dict[str, str]) -> Parser:
             entry["keys"] = types.init_keys(name)
         else:
             del parser.config_keys[flag]
+    derive_routes(sources, parser)
     return parser
 
 
@@ -614,7 +660,8 @@ def document(parser: Parser, *, artifact: str, artifact_sha256: str) -> dict[str
             "artifact": artifact,
             "artifact_sha256": artifact_sha256,
             "index": INDEX,
-            "source_files": sorted([ARG_UTILS, CLI_ARGS, SERVE, "vllm/config/*.py", CONFIG_UTILS]),
+            "source_files": sorted([ARG_UTILS, CLI_ARGS, SERVE, "vllm/config/*.py", CONFIG_UTILS,
+                                   ENTRYPOINTS + "**/*.py"]),
             "generator": "scripts/vllm_flags.py",
             "note": "argparse's allow_abbrev stays True in FlexibleArgumentParser (vllm/utils/argparse_utils.py), "
                     "so a unique prefix of a long flag is accepted; platform plugins may add flags not listed",
@@ -630,6 +677,12 @@ def document(parser: Parser, *, artifact: str, artifact_sha256: str) -> dict[str
         "config_keys_note": "the keyword arguments of the config class a JSON flag builds: its fields and InitVars; "
                             "@config (vllm/config/utils.py) makes it a pydantic dataclass with extra='forbid'",
         "config_keys": dict(sorted(parser.config_keys.items())),
+        "routes_note": "the HTTP routes of vLLM's API server: every @router.<method>(path) and api_route decorator "
+                       "under vllm/entrypoints/ (the union over the conditions that include a router), with "
+                       "file:line; mounts serve every path under their prefix (the /metrics Mount's path_regex is "
+                       "^/metrics(?P<path>.*)$, vllm/entrypoints/serve/instrumentator/metrics.py)",
+        "routes": parser.routes,
+        "mounts": dict(sorted(parser.mounts.items())),
     }
 
 

@@ -106,3 +106,51 @@ def test_values_vllm_refuses_are_refused(args: list[str], fragment: str) -> None
 def test_values_vllm_takes_pass(args: list[str]) -> None:
     problems = [p for p in _problems(_with_args(args)) if p.startswith("args")]
     assert problems == []
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--uds", "/tmp/vllm.sock"], "listen on a Unix socket"),
+    (["--ssl-keyfile", "/k.pem", "--ssl-certfile", "/c.pem"], "switches vLLM to HTTPS"),
+    (["--ssl-key", "/k.pem"], "switches vLLM to HTTPS"),  # an abbreviation of --ssl-keyfile
+    (["--grpc"], "gRPC API instead of the HTTP one"),
+    (["--headless"], "starts no API server"),
+])
+def test_flags_that_move_the_listener_are_refused(args: list[str], fragment: str) -> None:
+    problems = _problems(_with_args(args))
+    assert any(p.startswith("args:") and fragment in p for p in problems), problems
+
+
+def test_routes_are_derived_from_the_api_server() -> None:
+    from hyperpod_dpd.contracts.vllm import vllm_routes
+    from hyperpod_dpd.validation.routing import VLLM_GENERATION_ROUTES
+
+    routes = vllm_routes()
+    assert {"/health", "/ping", "/load", "/version", "/v1/models"} <= set(routes.by_method["GET"])
+    assert "/health" not in routes.by_method["POST"]
+    # every text-generation route the routing rule accepts is a POST route vLLM declares
+    assert sorted(f"/{r}" for r in VLLM_GENERATION_ROUTES if f"/{r}" not in routes.by_method["POST"]) == []
+    assert routes.metrics("/metrics") and routes.metrics("/metrics/") and not routes.metrics("/prometheus")
+    assert not routes.get("/healthz") and routes.get("/health")
+
+
+@pytest.mark.parametrize(("path", "value", "fragment"), [
+    ("health_check_path", "/healthz", "health_check_path: is not a path vLLM 0.19.0 serves (GET /docs"),
+    ("health_check_path", "/v1/health", "every probe or scrape gets 404"),
+    ("metrics.model_metrics_path", "/prometheus", "(GET /metrics and the paths under it)"),
+])
+def test_paths_vllm_serves_no_route_for_are_refused(path: str, value: str, fragment: str) -> None:
+    data = copy.deepcopy(spec_to_mapping(default_spec()))
+    parent, _, last = path.rpartition(".")
+    (data.setdefault(parent, {}) if parent else data)[last] = value
+    problems = _problems(data)
+    assert any(fragment in p for p in problems), problems
+
+
+@pytest.mark.parametrize(("path", "value"), [
+    ("health_check_path", "/health"), ("health_check_path", "/ping"), ("metrics.model_metrics_path", "/metrics"),
+])
+def test_paths_vllm_serves_pass(path: str, value: str) -> None:
+    data = copy.deepcopy(spec_to_mapping(default_spec()))
+    parent, _, last = path.rpartition(".")
+    (data.setdefault(parent, {}) if parent else data)[last] = value
+    assert [p for p in _problems(data) if p.startswith(path)] == []

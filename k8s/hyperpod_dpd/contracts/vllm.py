@@ -138,11 +138,47 @@ class FlagSet:
         return Match.UNKNOWN, ()
 
 
+@dataclass(frozen=True)
+class Routes:
+    """The HTTP routes vLLM 0.19.0's API server can serve (the union over its configurations), by method,
+    and the prefixes its ASGI mounts answer under, from the same package data."""
+
+    by_method: Mapping[str, tuple[str, ...]]
+    mounts: Mapping[str, str]
+
+    def get(self, path: str) -> bool:
+        """A GET of ``path`` reaches a route (path parameters are not matched)."""
+        return path in self.by_method.get("GET", ()) or self.metrics(path)
+
+    def metrics(self, path: str) -> bool:
+        """``path`` reaches the Prometheus app: the /metrics Mount's ``path_regex`` is ``^/metrics(?P<path>.*)$``
+        (vllm/entrypoints/serve/instrumentator/metrics.py), so every path that starts with it."""
+        return any(path.startswith(prefix) for prefix, app in self.mounts.items() if app == "make_asgi_app")
+
+    def listed(self, method: str = "GET") -> tuple[str, ...]:
+        """The concrete routes for ``method`` (no path parameters), for messages."""
+        return tuple(route for route in self.by_method.get(method, ()) if "{" not in route)
+
+
+@cache
+def vllm_routes() -> Routes:
+    """The routes of vLLM 0.19.0's API server, from the package data."""
+    data = _data()
+    return Routes(by_method={method: tuple(routes) for method, routes in data["routes"].items()},
+                  mounts={prefix: entry["app"] for prefix, entry in data["mounts"].items()})
+
+
+@cache
+def _data() -> dict[str, Any]:
+    text = resources.files("hyperpod_dpd.data").joinpath(FLAGS_FILE).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
 @cache
 def vllm_flags() -> FlagSet:
     """The flag set of vLLM 0.19.0 ``vllm serve``, from the package data."""
-    text = resources.files("hyperpod_dpd.data").joinpath(FLAGS_FILE).read_text(encoding="utf-8")
-    data = json.loads(text)
+    data = _data()
     values = {flag: ValueRule(type=rule["type"], none=bool(rule.get("none", False)),
                               choices=tuple(rule["choices"]) if "choices" in rule else None)
               for flag, rule in data["values"].items()}

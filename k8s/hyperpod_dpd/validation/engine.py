@@ -10,11 +10,21 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 
-from hyperpod_dpd.contracts.vllm import VLLM_VERSION, Arity, Flag, Match, flag_values, parse_flags, vllm_flags
+from hyperpod_dpd.contracts.vllm import (
+    VLLM_VERSION,
+    Arity,
+    Flag,
+    Match,
+    flag_values,
+    parse_flags,
+    vllm_flags,
+    vllm_routes,
+)
 from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV
 from hyperpod_dpd.spec import KNOWN_IMAGES
 from hyperpod_dpd.validation.context import Finding, RuleContext, problem
+from hyperpod_dpd.validation.naming import HTTP_PATH
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Environment variables that spec fields own; setting them in ``env`` would fight the field.
@@ -33,6 +43,17 @@ OWNED_FLAGS = {
     "--gpu-memory-utilization": "gpu_memory_utilization (shared) or <role>.gpu_memory_utilization",
     "--max-num-seqs": "<role>.max_num_seqs",
     "--kv-transfer-config": "nothing: the operator wires LMCache and NIXL itself; remove the flag",
+}
+# Flags that move vLLM's listener off http://0.0.0.0:<port> or stop it answering HTTP there, where the operator's
+# proxy, its probes (health_check_path) and the metrics scrape reach it (vLLM 0.19.0).
+LISTENER_FLAGS = {
+    "--uds": "makes vLLM listen on a Unix socket instead of host:port (vllm/entrypoints/openai/api_server.py:544)",
+    "--ssl-keyfile": "switches vLLM to HTTPS (api_server.py:564, the key and certificate go to uvicorn at :607), "
+                     "while the operator's proxy, probes and scrape speak plain HTTP to the port",
+    "--ssl-certfile": "switches vLLM to HTTPS (api_server.py:564, the key and certificate go to uvicorn at :607), "
+                      "while the operator's proxy, probes and scrape speak plain HTTP to the port",
+    "--grpc": "serves vLLM's gRPC API instead of the HTTP one (vllm/entrypoints/cli/serve.py:48)",
+    "--headless": "starts no API server at all (vllm/entrypoints/cli/serve.py:54), so nothing answers on the port",
 }
 # Flags that multiply vLLM's world size (TP x PP x prefill context parallel, vllm/config/parallel.py) or
 # run data-parallel engines: the pods, the PD buffer sizing and LMCache's keys (world size and worker
@@ -122,6 +143,7 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
         yield SpecWarning(code="UnknownImage", field="image",
                       message=f"{spec.image} is not one of the documented DPD images; it must bundle vLLM, LMCache, "
                               "NIXL and the EFA libfabric provider, or KV transfers fail")
+    yield from _served_paths(ctx)
     yield from _args("args", spec.args, shared=None)
     shared = flag_values(spec.args)
     per_role = {role_name: flag_values(role.args) for role_name, role in spec.roles()}
@@ -170,6 +192,10 @@ def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | No
         if flag.name in OWNED_FLAGS:
             yield problem(field, written, "contradicts a spec field that sets this flag",
                           f"remove it and set {OWNED_FLAGS[flag.name]}")
+        elif flag.name in LISTENER_FLAGS:
+            yield problem(field, written, f"{LISTENER_FLAGS[flag.name]}: the router, the health checks and the "
+                          "metrics scrape would reach nothing", "remove it; port sets where vLLM listens "
+                          "(plain HTTP on 0.0.0.0); terminate TLS in front of the endpoint instead")
         elif flag.name in PARALLEL_FLAGS and flag.key is None and flag.value != "1":
             yield problem(field, written, f"asks for {PARALLEL_FLAGS[flag.name]}: vLLM's world size becomes tensor x "
                           "pipeline x prefill-context parallel (times data-parallel engines), more GPUs than the pod "
@@ -184,6 +210,30 @@ def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | No
         elif flag.name in seen and flag.key is None:
             yield problem(field, flag.name, "is given twice", "keep one occurrence")
         seen.add(flag.name)
+
+
+def _served_paths(ctx: RuleContext) -> Iterator[Finding]:
+    """The health-check and metrics paths must be routes vLLM 0.19.0 serves: its GET routes are derived
+    from the ``@router.get`` decorators under vllm/entrypoints/ (``/health`` in
+    serve/instrumentator/health.py, ``/ping`` in sagemaker/api_router.py, ...), and /metrics is a Mount
+    of prometheus_client's app (serve/instrumentator/metrics.py) that answers every path under it."""
+    spec = ctx.spec
+    routes = vllm_routes()
+    paths = [("health_check_path", spec.health_check_path, routes.get(spec.health_check_path),
+              ", ".join(routes.listed("GET")), "'/health'")]
+    if spec.metrics.model_metrics_path is not None:
+        path = spec.metrics.model_metrics_path
+        paths.append(("metrics.model_metrics_path", path, routes.metrics(path),
+                      "/metrics and the paths under it", "'/metrics' (or leave it unset)"))
+    for field, path, served, listed, fix in paths:
+        if served or not HTTP_PATH.match(path):
+            continue  # the path's own shape is checked by the routing and observability rules
+        message = f"is not a path vLLM {VLLM_VERSION} serves (GET {listed}), so every probe or scrape gets 404"
+        if spec.image in KNOWN_IMAGES:
+            yield problem(field, path, message, f"use {fix}")
+        else:
+            yield SpecWarning(code="UnknownRoute", field=field, message=f"{path!r} {message} (checked because "
+                              "the image is not a documented DPD image; ignore if yours serves it)")
 
 
 def _values(field: str, flag: Flag, arity: Arity | None) -> Iterator[Finding]:
