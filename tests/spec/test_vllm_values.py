@@ -154,3 +154,35 @@ def test_paths_vllm_serves_pass(path: str, value: str) -> None:
     parent, _, last = path.rpartition(".")
     (data.setdefault(parent, {}) if parent else data)[last] = value
     assert [p for p in _problems(data) if p.startswith(path)] == []
+
+
+@pytest.mark.parametrize(("args", "role", "fragment"), [
+    (["--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"], None,
+     "args: is below max_model_len 16384 with chunked prefill off"),
+    (["--max-num-batched-tokens", "8"], "decode", "decode.args: is below decode.max_num_seqs 32"),
+    (["--max-num-partial-prefills", "2", "--no-enable-chunked-prefill"], None, "needs chunked prefill"),
+    (["--max-num-partial-prefills", "2", "--long-prefill-token-threshold", "99999"], None,
+     "is above max_model_len 16384 with --max-num-partial-prefills 2"),
+    (["--max-long-partial-prefills", "3"], None, "is above --max-num-partial-prefills 1"),
+    (["--enable-auto-tool-choice"], None, "requires --tool-call-parser"),
+    (["--enable-log-outputs"], "prefill", "prefill.args: requires --enable-log-requests"),
+])
+def test_vllms_own_cross_flag_checks(args: list[str], role: str | None, fragment: str) -> None:
+    data = _with_args(args, role)
+    data["max_model_len"] = 16384
+    data.setdefault("decode", {})["max_num_seqs"] = 32
+    problems = _problems(data)
+    assert any(fragment in p for p in problems), problems
+
+
+@pytest.mark.parametrize("args", [
+    ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "16k"],  # 16000 < 16384: see the refusal test
+    ["--enable-chunked-prefill", "--max-num-batched-tokens", "2048"],
+    ["--max-num-partial-prefills", "4", "--max-long-partial-prefills", "2", "--long-prefill-token-threshold", "512"],
+    ["--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"],
+    ["--enable-log-outputs", "--enable-log-requests"],
+])
+def test_flag_combinations_vllm_takes_pass(args: list[str]) -> None:
+    data = _with_args(args)
+    data["max_model_len"] = 16000
+    assert [p for p in _problems(data) if "args" in p.split(":")[0]] == []

@@ -16,6 +16,7 @@ from hyperpod_dpd.contracts.vllm import (
     Flag,
     Match,
     flag_values,
+    human_readable_int,
     parse_flags,
     vllm_flags,
     vllm_routes,
@@ -324,6 +325,94 @@ def engine_flags(ctx: RuleContext) -> Iterator[Finding]:
                           message=f"{what} on one role only; prefill and decode must agree on the KV layout, or "
                                   "the decoder never finds the KV the prefiller sent",
                           fix="move it to the shared args, or give both roles the same value")
+    yield from _cross_flag(ctx)
+
+
+def _effective(shared: Sequence[str], role: Sequence[str]) -> tuple[dict[str, str | None], dict[str, str]]:
+    """One role's flag values as vLLM sees them (the shared args, then the role's, a later flag winning), and
+    for each flag the field that set it last. A ``--no-x`` switch is recorded as ``--x`` with value ``"no"``."""
+    values: dict[str, str | None] = {}
+    where: dict[str, str] = {}
+    for field, args in (("args", shared), ("role", role)):
+        flags, _ = parse_flags(args)
+        for flag in flags:
+            if flag.key is not None or flag.match not in (Match.EXACT, Match.ABBREVIATION):
+                continue
+            name, value = flag.name, flag.value
+            if name.startswith("--no-") and "--" + name[5:] in vllm_flags().flags:
+                name, value = "--" + name[5:], "no"
+            values[name], where[name] = value, field
+    return values, where
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return human_readable_int(value)
+    except ValueError:
+        return None  # refused by the value rule already
+
+
+def _cross_flag(ctx: RuleContext) -> Iterator[Finding]:
+    """vLLM's own checks across flags that fail at start, where the spec states every input (explicit flags,
+    max_model_len, <role>.max_num_seqs); defaults vLLM picks at run time are not guessed."""
+    seen: set[tuple[str, str]] = set()
+    for role_name, role in ctx.spec.roles():
+        values, where = _effective(ctx.spec.args, role.args)
+
+        def field(*names: str, role_name: str = role_name, where: dict[str, str] = where) -> str:
+            return f"{role_name}.args" if any(where.get(n) == "role" for n in names) else "args"
+
+        model_len = ctx.spec.max_model_len
+        chunked_off = values.get("--enable-chunked-prefill", "") == "no"
+        batched = _int(values.get("--max-num-batched-tokens"))
+        found: list[tuple[str, str, str, str]] = []
+        # vllm/config/scheduler.py:260-271 (SchedulerConfig.verify_max_model_len)
+        if chunked_off and batched is not None and batched < model_len:
+            found.append((field("--enable-chunked-prefill", "--max-num-batched-tokens"),
+                          f"--no-enable-chunked-prefill with --max-num-batched-tokens {batched}",
+                          f"is below max_model_len {model_len} with chunked prefill off: vLLM refuses to start "
+                          "('max_num_batched_tokens ... is smaller than max_model_len', vllm/config/scheduler.py)",
+                          f"raise --max-num-batched-tokens to at least {model_len}, or keep chunked prefill on"))
+        # vllm/config/scheduler.py:273-278
+        if batched is not None and role.max_num_seqs is not None and batched < role.max_num_seqs:
+            found.append((field("--max-num-batched-tokens"), f"--max-num-batched-tokens {batched}",
+                          f"is below {role_name}.max_num_seqs {role.max_num_seqs}: vLLM refuses to start "
+                          "('max_num_batched_tokens ... must be greater than or equal to max_num_seqs', "
+                          "vllm/config/scheduler.py)", f"raise it to at least {role.max_num_seqs}"))
+        partial = _int(values.get("--max-num-partial-prefills")) or 1  # Field(default=1), scheduler.py:69
+        long_partial = _int(values.get("--max-long-partial-prefills")) or 1  # scheduler.py:73
+        threshold = _int(values.get("--long-prefill-token-threshold"))
+        # vllm/config/scheduler.py:288-300
+        if partial > 1 and chunked_off:
+            found.append((field("--max-num-partial-prefills", "--enable-chunked-prefill"),
+                          f"--max-num-partial-prefills {partial}", "needs chunked prefill, which "
+                          "--no-enable-chunked-prefill turns off: vLLM refuses to start (vllm/config/scheduler.py)",
+                          "remove one of the two"))
+        if partial > 1 and threshold is not None and threshold > model_len:
+            found.append((field("--long-prefill-token-threshold"), f"--long-prefill-token-threshold {threshold}",
+                          f"is above max_model_len {model_len} with --max-num-partial-prefills {partial}: vLLM "
+                          "refuses to start (vllm/config/scheduler.py)", f"use at most {model_len}"))
+        # vllm/config/scheduler.py:302-306
+        if long_partial > partial:
+            found.append((field("--max-long-partial-prefills", "--max-num-partial-prefills"),
+                          f"--max-long-partial-prefills {long_partial}", f"is above --max-num-partial-prefills "
+                          f"{partial}: vLLM refuses to start (vllm/config/scheduler.py)",
+                          f"use at most {partial}, or raise --max-num-partial-prefills"))
+        # vllm/entrypoints/openai/cli_args.py:363-366 (validate_parsed_serve_args)
+        for needs, needed in (("--enable-auto-tool-choice", "--tool-call-parser"),
+                              ("--enable-log-outputs", "--enable-log-requests")):
+            missing = needed not in values or values[needed] == "no" or (
+                vllm_flags().flags.get(needed) is not Arity.NONE and not values[needed])
+            if needs in values and values[needs] != "no" and missing:
+                found.append((field(needs), needs, f"requires {needed}: vLLM exits with 'Error: {needs} requires "
+                              f"{needed}' (vllm/entrypoints/openai/cli_args.py)", f"add {needed}" +
+                              (" <parser>, e.g. llama3_json or hermes" if needed == "--tool-call-parser" else "")))
+        for field_name, value, message, fix in found:
+            if (field_name, message) not in seen:
+                seen.add((field_name, message))
+                yield Problem(field=field_name, value=value, message=message, fix=fix)
 
 
 def environment(ctx: RuleContext) -> Iterator[Finding]:
