@@ -186,3 +186,34 @@ def test_flag_combinations_vllm_takes_pass(args: list[str]) -> None:
     data = _with_args(args)
     data["max_model_len"] = 16000
     assert [p for p in _problems(data) if "args" in p.split(":")[0]] == []
+
+
+def test_decode_context_parallelism_must_divide_tp_and_agree_across_roles() -> None:
+    data = _with_args(["-dcp", "3"])
+    data["tensor_parallel_size"] = 8
+    assert any("does not divide tensor_parallel_size 8" in p for p in _problems(data))
+    data = _with_args(["--dcp-comm-backend", "a2a"])
+    assert any("requires --decode-context-parallel-size above 1" in p for p in _problems(data))
+    one_role = _problems(_with_args(["--decode-context-parallel-size", "2"], "decode"))
+    assert any(p.startswith("decode.args: sets how each sequence's KV is split") for p in one_role), one_role
+    shared = _with_args(["--decode-context-parallel-size", "2", "--dcp-comm-backend", "a2a"])
+    shared["tensor_parallel_size"] = 8
+    assert [p for p in _problems(shared) if p.startswith("args")] == []
+
+
+@pytest.mark.parametrize(("value", "visible"), [
+    ("0,1", 2), ("", 0), ("-1", 0), ("0,1,x,3", 2), ("0,1,2,9", 3), ("GPU-abc,GPU-def", 2), ("0,1,2,3,4,5,6,7", 8),
+])
+def test_visible_gpus_counts_like_torch(value: str, visible: int) -> None:
+    from hyperpod_dpd.validation.engine import visible_gpus
+
+    assert visible_gpus(value, 8) == visible
+
+
+def test_cuda_visible_devices_hiding_gpus_from_tp_is_refused() -> None:
+    data = copy.deepcopy(spec_to_mapping(default_spec()))
+    data["tensor_parallel_size"] = 8
+    data["env"] = {**data.get("env", {}), "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert any(p.startswith("env.CUDA_VISIBLE_DEVICES: leaves 2 of the pod's 8 GPUs visible") for p in _problems(data))
+    data["env"]["CUDA_VISIBLE_DEVICES"] = "0,1,2,3,4,5,6,7"
+    assert [p for p in _problems(data) if p.startswith("env.")] == []

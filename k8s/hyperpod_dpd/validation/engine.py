@@ -81,6 +81,11 @@ KV_LAYOUT_FLAGS = {
     "--tokenizer-mode": "the tokenizer, whose token ids LMCache hashes into its keys",
     "--tokenizer-revision": "the tokenizer, whose token ids LMCache hashes into its keys",
     "--prefix-caching-hash-algo": "the hash that seeds the chain LMCache's chunk keys start from",
+    # Splits each sequence's KV across the TP ranks in DCP groups (vllm/config/parallel.py:271); no KV
+    # connector in vLLM 0.19.0 (vllm/distributed/kv_transfer/) reads the DCP layout, so both roles need it alike.
+    "--decode-context-parallel-size": "how each sequence's KV is split across the tensor-parallel ranks",
+    "--cp-kv-cache-interleave-size": "how each sequence's KV is split across the tensor-parallel ranks",
+    "--dcp-kv-cache-interleave-size": "how each sequence's KV is split across the tensor-parallel ranks",
 }
 # Ports something else in the model pod may bind. The router's log sends both hops to <pod-ip>:8081
 # (the operator's proxy container); 8080 is the CRD's default model-metrics port.
@@ -158,6 +163,16 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
         elif not ENV_NAME.match(key):
             yield problem(f"env.{key}", key, "is not a valid environment variable name",
                           "use letters, digits and '_', not starting with a digit")
+        elif key == "CUDA_VISIBLE_DEVICES":
+            pod_gpus = min(spec.role_gpus(role) for _, role in spec.roles())
+            visible = visible_gpus(spec.env[key], pod_gpus)
+            if visible < spec.tensor_parallel_size:
+                yield problem(f"env.{key}", spec.env[key], f"leaves {visible} of the pod's {pod_gpus} GPUs visible "
+                              f"to vLLM, fewer than tensor_parallel_size {spec.tensor_parallel_size}: vLLM exits "
+                              "with 'World size ... is larger than the number of available GPUs' "
+                              "(vllm/config/parallel.py, counted under CUDA_VISIBLE_DEVICES by "
+                              "vllm/utils/torch_utils.py)", "remove it: the device plugin gives the container "
+                              "exactly the GPUs the pod requests")
 
 
 def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | None,
@@ -211,6 +226,21 @@ def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | No
         elif flag.name in seen and flag.key is None:
             yield problem(field, flag.name, "is given twice", "keep one occurrence")
         seen.add(flag.name)
+
+
+def visible_gpus(value: str, physical: int) -> int:
+    """How many GPUs CUDA sees under ``CUDA_VISIBLE_DEVICES=value`` with ``physical`` present, as torch's
+    NVML count reads it (which vLLM's ``cuda_device_count_stateless`` calls): entries up to the first that is
+    not a device (a negative or non-numeric one) or is out of range; ``GPU-``/``MIG-`` UUIDs count."""
+    count = 0
+    for entry in (part.strip() for part in value.split(",")):
+        if entry.startswith(("GPU-", "MIG-")):
+            count += 1
+            continue
+        if not (entry.isascii() and entry.isdigit()) or int(entry) >= physical:
+            break
+        count += 1
+    return count
 
 
 def _served_paths(ctx: RuleContext) -> Iterator[Finding]:
@@ -400,6 +430,17 @@ def _cross_flag(ctx: RuleContext) -> Iterator[Finding]:
                           f"--max-long-partial-prefills {long_partial}", f"is above --max-num-partial-prefills "
                           f"{partial}: vLLM refuses to start (vllm/config/scheduler.py)",
                           f"use at most {partial}, or raise --max-num-partial-prefills"))
+        # vllm/config/parallel.py:391-400: DCP reuses the TP group's GPUs, so TP must divide into DCP groups
+        dcp = _int(values.get("--decode-context-parallel-size"))
+        if dcp is not None and dcp > 0 and ctx.spec.tensor_parallel_size % dcp:
+            found.append((field("--decode-context-parallel-size"), f"--decode-context-parallel-size {dcp}",
+                          f"does not divide tensor_parallel_size {ctx.spec.tensor_parallel_size}: vLLM refuses to "
+                          "start ('tp_size ... must be divisible by dcp_size', vllm/config/parallel.py)",
+                          "use a divisor of tensor_parallel_size, or 1"))
+        if values.get("--dcp-comm-backend") == "a2a" and (dcp is None or dcp <= 1):
+            found.append((field("--dcp-comm-backend"), "--dcp-comm-backend a2a", "requires "
+                          "--decode-context-parallel-size above 1: vLLM refuses to start (vllm/config/parallel.py)",
+                          "remove it, or set --decode-context-parallel-size"))
         # vllm/entrypoints/openai/cli_args.py:363-366 (validate_parsed_serve_args)
         for needs, needed in (("--enable-auto-tool-choice", "--tool-call-parser"),
                               ("--enable-log-outputs", "--enable-log-requests")):
