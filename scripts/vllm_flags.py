@@ -386,6 +386,7 @@ class Parser:
     config_keys: dict[str, dict[str, object]] = field(default_factory=dict)
     routes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     mounts: dict[str, dict[str, str]] = field(default_factory=dict)
+    quantization_dtypes: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, option_strings: Iterable[str], arity: str, *, boolean_optional: bool,
             values: dict[str, object] | None = None, config: str | None = None) -> None:
@@ -624,6 +625,57 @@ def derive_routes(sources: dict[str, str], parser: Parser) -> None:
                      for method, found in sorted(routes.items())}
 
 
+QUANTIZATION = "vllm/model_executor/layers/quantization/"
+# torch dtype attribute -> the --dtype spelling vLLM maps to it (_STR_DTYPE_TO_TORCH_DTYPE, vllm/config/model.py).
+TORCH_DTYPES = {"bfloat16": "bfloat16", "half": "float16", "float16": "float16", "float": "float32",
+                "float32": "float32"}
+
+
+def derive_quantization_dtypes(sources: dict[str, str]) -> dict[str, list[str]]:
+    """``--quantization`` method -> the model dtypes its config accepts: ``get_quantization_config``
+    (quantization/__init__.py) maps each method to a class, whose ``get_supported_act_dtypes`` (or a base's)
+    returns a literal list of torch dtypes; ``VllmConfig._get_quantization_config`` (vllm/config/vllm.py)
+    refuses any other model dtype. Methods whose list is computed are left out."""
+    init = ast.parse(sources[QUANTIZATION + "__init__.py"])
+    function = _top_function(init, "get_quantization_config")
+    methods: dict[str, str] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Dict):
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if key is not None and _string(key) is not None and isinstance(value, ast.Name):
+                    methods[str(_string(key))] = value.id
+    if not methods:
+        raise DerivationError("get_quantization_config has no method_to_config dict")
+    classes: dict[str, ast.ClassDef] = {}
+    for path, text in sorted(sources.items()):
+        if path.startswith(QUANTIZATION):
+            for node in ast.parse(text, filename=path).body:
+                if isinstance(node, ast.ClassDef):
+                    classes.setdefault(node.name, node)
+
+    def supported(name: str) -> list[str] | None:
+        node = classes.get(name)
+        if node is None:
+            return None
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef) and item.name == "get_supported_act_dtypes":
+                returned = item.body[-1]
+                if len(item.body) != 1 or not isinstance(returned, ast.Return) or not isinstance(
+                        returned.value, ast.List):
+                    return None
+                names = [ast.unparse(e) for e in returned.value.elts]
+                if not all(n.startswith("torch.") and n[6:] in TORCH_DTYPES for n in names):
+                    return None
+                return sorted({TORCH_DTYPES[n[6:]] for n in names})
+        for base in node.bases:
+            found = supported(ast.unparse(base).split(".")[-1])
+            if found is not None:
+                return found
+        return None
+
+    return {method: found for method, cls in sorted(methods.items()) if (found := supported(cls)) is not None}
+
+
 def derive(sources: dict[str, str]) -> Parser:
     """The flags of ``vllm serve`` for the given ``vllm/...`` sources."""
     for required in (ARG_UTILS, CLI_ARGS, SERVE):
@@ -649,6 +701,7 @@ def derive(sources: dict[str, str]) -> Parser:
         else:
             del parser.config_keys[flag]
     derive_routes(sources, parser)
+    parser.quantization_dtypes = derive_quantization_dtypes(sources)
     return parser
 
 
@@ -661,7 +714,7 @@ def document(parser: Parser, *, artifact: str, artifact_sha256: str) -> dict[str
             "artifact_sha256": artifact_sha256,
             "index": INDEX,
             "source_files": sorted([ARG_UTILS, CLI_ARGS, SERVE, "vllm/config/*.py", CONFIG_UTILS,
-                                   ENTRYPOINTS + "**/*.py"]),
+                                   ENTRYPOINTS + "**/*.py", QUANTIZATION + "**/*.py"]),
             "generator": "scripts/vllm_flags.py",
             "note": "argparse's allow_abbrev stays True in FlexibleArgumentParser (vllm/utils/argparse_utils.py), "
                     "so a unique prefix of a long flag is accepted; platform plugins may add flags not listed",
@@ -683,6 +736,10 @@ def document(parser: Parser, *, artifact: str, artifact_sha256: str) -> dict[str
                        "^/metrics(?P<path>.*)$, vllm/entrypoints/serve/instrumentator/metrics.py)",
         "routes": parser.routes,
         "mounts": dict(sorted(parser.mounts.items())),
+        "quantization_dtypes_note": "--quantization method -> the --dtype values (as torch dtypes) its config's "
+                                    "get_supported_act_dtypes returns (vllm/model_executor/layers/quantization/); "
+                                    "vllm/config/vllm.py refuses any other model dtype",
+        "quantization_dtypes": parser.quantization_dtypes,
     }
 
 

@@ -50,6 +50,9 @@ def test_provenance_names_the_artifact_and_the_sources_read() -> None:
     assert flags.provenance["artifact_sha256"] == SDIST_SHA256
     assert "vllm/engine/arg_utils.py" in flags.provenance["source_files"]
     assert "vllm/entrypoints/openai/cli_args.py" in flags.provenance["source_files"]
+    # the values, config keys, routes and quantization dtypes are derived from these too
+    assert {"vllm/config/utils.py", "vllm/entrypoints/**/*.py",
+            "vllm/model_executor/layers/quantization/**/*.py"} <= set(flags.provenance["source_files"])
 
 
 def test_every_flag_the_library_emits_or_names_is_a_real_flag() -> None:

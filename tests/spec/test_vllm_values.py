@@ -217,3 +217,20 @@ def test_cuda_visible_devices_hiding_gpus_from_tp_is_refused() -> None:
     assert any(p.startswith("env.CUDA_VISIBLE_DEVICES: leaves 2 of the pod's 8 GPUs visible") for p in _problems(data))
     data["env"]["CUDA_VISIBLE_DEVICES"] = "0,1,2,3,4,5,6,7"
     assert [p for p in _problems(data) if p.startswith("env.")] == []
+
+
+def test_quantization_dtypes_are_derived_from_the_quantization_configs() -> None:
+    from hyperpod_dpd.contracts.vllm import quantization_dtypes
+
+    dtypes = quantization_dtypes()
+    assert dtypes["fp8"] == ("bfloat16", "float16")  # Fp8Config.get_supported_act_dtypes, quantization/fp8.py
+    assert "float32" in dtypes["bitsandbytes"] and dtypes["awq"] == ("float16",)
+
+
+def test_fp8_with_float32_is_refused_and_bfloat16_passes() -> None:
+    problems = _problems(_with_args(["--quantization", "fp8", "--dtype", "float32"]))
+    assert any("fp8 supports the model dtypes bfloat16, float16 only" in p for p in problems), problems
+    assert [p for p in _problems(_with_args(["--quantization", "fp8", "--dtype", "bfloat16"]))
+            if p.startswith("args")] == []
+    assert [p for p in _problems(_with_args(["--quantization", "bitsandbytes", "--dtype", "float"]))
+            if p.startswith("args")] == []

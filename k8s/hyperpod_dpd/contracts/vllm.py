@@ -169,6 +169,13 @@ def vllm_routes() -> Routes:
 
 
 @cache
+def quantization_dtypes() -> Mapping[str, tuple[str, ...]]:
+    """``--quantization`` method -> the model dtypes (``float16``, ``bfloat16``, ``float32``) its config
+    accepts, for the methods whose ``get_supported_act_dtypes`` is a literal list, from the package data."""
+    return {method: tuple(dtypes) for method, dtypes in _data()["quantization_dtypes"].items()}
+
+
+@cache
 def _data() -> dict[str, Any]:
     text = resources.files("hyperpod_dpd.data").joinpath(FLAGS_FILE).read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)

@@ -18,6 +18,7 @@ from hyperpod_dpd.contracts.vllm import (
     flag_values,
     human_readable_int,
     parse_flags,
+    quantization_dtypes,
     vllm_flags,
     vllm_routes,
 )
@@ -441,6 +442,16 @@ def _cross_flag(ctx: RuleContext) -> Iterator[Finding]:
             found.append((field("--dcp-comm-backend"), "--dcp-comm-backend a2a", "requires "
                           "--decode-context-parallel-size above 1: vLLM refuses to start (vllm/config/parallel.py)",
                           "remove it, or set --decode-context-parallel-size"))
+        # vllm/config/vllm.py:522-528: the model dtype must be one the quantization method supports. Only
+        # float32 is judged: a method vLLM may swap for another (gptq -> gptq_marlin, ...) keeps fp16/bf16 but
+        # none of those swaps adds float32.
+        method, dtype = values.get("--quantization"), values.get("--dtype")
+        supported = quantization_dtypes().get(method or "")
+        if dtype in ("float", "float32") and supported is not None and "float32" not in supported:
+            found.append((field("--quantization", "--dtype"), f"--quantization {method} --dtype {dtype}",
+                          f"is refused by vLLM at start: {method} supports the model dtypes {', '.join(supported)} "
+                          "only ('... is not supported for quantization method', vllm/config/vllm.py)",
+                          f"use --dtype {supported[0]} (or auto)"))
         # vllm/entrypoints/openai/cli_args.py:363-366 (validate_parsed_serve_args)
         for needs, needed in (("--enable-auto-tool-choice", "--tool-call-parser"),
                               ("--enable-log-outputs", "--enable-log-requests")):
