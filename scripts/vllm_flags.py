@@ -284,7 +284,7 @@ class TypeIndex:
                              "human_readable_int", "kv_cache_memory_bytes": "human_readable_int"}.get(name, "int")}
         elif "float" in names:
             spec = {"type": "float"}
-        elif "dict" in names and not any(n not in BUILTIN_NAMES for n in names):
+        elif names & {"dict", "Dict"} and "str" not in names and all(n in BUILTIN_NAMES for n in names):
             spec = {"type": "json"}
         else:
             return None

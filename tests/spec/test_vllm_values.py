@@ -52,6 +52,8 @@ def test_types_follow_compute_kwargs() -> None:
     assert "--enforce-eager" not in values  # a switch
     assert "--collect-detailed-traces" not in values  # its choices are rewritten in add_cli_args
     assert "--moe-backend" not in values  # its type is replaced by a lambda
+    assert "--pt-load-map-location" not in values  # str | dict: union_dict_and_str takes any text
+    assert values["--limit-mm-per-prompt"].type == "json"  # a bare dict: json.loads
 
 
 def test_human_readable_int_is_vllms() -> None:
