@@ -16,7 +16,10 @@ what vLLM does at parser-construction time:
 
 Each flag gets its arity: ``none`` (a switch), ``optional``, ``one`` or ``many`` values; where
 ``_compute_kwargs`` gives it a checkable ``type`` or ``choices``, those too (``values``), and a JSON
-config flag the keys its config class takes (``config_keys``).
+config flag the keys its config class takes (``config_keys``). The same file carries the HTTP routes
+of the API server (``@router.get(...)`` decorators and ``Mount`` calls under ``vllm/entrypoints/``) and,
+per ``--quantization`` method, the model dtypes its config supports (``get_supported_act_dtypes`` under
+``vllm/model_executor/layers/quantization/``).
 
 ``scripts/vllm_flags_check_installed.py`` compares the result with the parser an installed vLLM builds
 itself; for 0.19.0 the two agree exactly (295 long flags with their arity, 22 short aliases).
