@@ -14,7 +14,12 @@ what vLLM does at parser-construction time:
   JSON value;
 - ``vllm/entrypoints/cli/serve.py`` adds ``--grpc``; argparse adds ``-h``/``--help``.
 
-Each flag gets its arity: ``none`` (a switch), ``optional``, ``one`` or ``many`` values.
+Each flag gets its arity: ``none`` (a switch), ``optional``, ``one`` or ``many`` values; where
+``_compute_kwargs`` gives it a checkable ``type`` or ``choices``, those too (``values``), and a JSON
+config flag the keys its config class takes (``config_keys``). The same file carries the HTTP routes
+of the API server (``@router.get(...)`` decorators and ``Mount`` calls under ``vllm/entrypoints/``) and,
+per ``--quantization`` method, the model dtypes its config supports (``get_supported_act_dtypes`` under
+``vllm/model_executor/layers/quantization/``).
 
 ``scripts/vllm_flags_check_installed.py`` compares the result with the parser an installed vLLM builds
 itself; for 0.19.0 the two agree exactly (295 long flags with their arity, 22 short aliases).
@@ -50,6 +55,8 @@ OUT = Path(__file__).resolve().parents[1] / "k8s" / "hyperpod_dpd" / "data" / f"
 ARG_UTILS = "vllm/engine/arg_utils.py"
 CLI_ARGS = "vllm/entrypoints/openai/cli_args.py"
 SERVE = "vllm/entrypoints/cli/serve.py"
+CONFIG_UTILS = "vllm/config/utils.py"
+ENTRYPOINTS = "vllm/entrypoints/"
 # Modules whose classes and type aliases the annotations of the flag-bearing fields refer to.
 TYPE_MODULES = ("vllm/config/", "vllm/entrypoints/chat_utils.py", "vllm/entrypoints/openai/models/protocol.py")
 
@@ -185,7 +192,7 @@ class TypeIndex:
             origin = ast.unparse(annotation.value).split(".")[-1]
             inner = annotation.slice
             elements = list(inner.elts) if isinstance(inner, ast.Tuple) else [inner]
-            if origin == "Annotated":
+            if origin in ("Annotated", "SkipValidation"):  # pydantic: Annotated[T, SkipValidation()]
                 yield from self.members(elements[0], seen)
             elif origin in ("Union", "Optional"):
                 for element in elements:
@@ -201,6 +208,144 @@ class TypeIndex:
             else:
                 yield name
 
+    def leaves(self, annotation: ast.expr, seen: frozenset[str] = frozenset()) -> Iterator[ast.expr]:
+        """The leaf nodes :meth:`members` names, so ``Literal[...]`` and ``list[...]`` keep their arguments."""
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            yield from self.leaves(ast.parse(annotation.value, mode="eval").body, seen)
+        elif isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            yield from self.leaves(annotation.left, seen)
+            yield from self.leaves(annotation.right, seen)
+        elif isinstance(annotation, ast.Subscript):
+            origin = _origin(annotation)
+            elements = _elements(annotation)
+            if origin in ("Annotated", "SkipValidation"):  # pydantic: Annotated[T, SkipValidation()]
+                yield from self.leaves(elements[0], seen)
+            elif origin in ("Union", "Optional"):
+                for element in elements:
+                    yield from self.leaves(element, seen)
+                if origin == "Optional":
+                    yield ast.Constant(None)
+            else:
+                yield annotation
+        else:
+            name = ast.unparse(annotation).split(".")[-1]
+            if name in self.aliases and name not in seen:
+                yield from self.leaves(self.aliases[name], seen | {name})
+            else:
+                yield annotation
+
+    def literal_options(self, node: ast.Subscript, seen: frozenset[str] = frozenset()) -> list[object]:
+        """``Literal["a", "b"]`` -> ``["a", "b"]``; a nested ``Literal`` (or an alias of one) is flattened,
+        as ``typing.get_args`` flattens it."""
+        options: list[object] = []
+        for element in _elements(node):
+            name = ast.unparse(element).split(".")[-1]
+            if isinstance(element, ast.Subscript) and _origin(element) == "Literal":
+                options += self.literal_options(element, seen)
+            elif isinstance(element, ast.Name | ast.Attribute) and name in self.aliases and name not in seen:
+                (inner,) = list(self.leaves(self.aliases[name], seen | {name}))
+                if not (isinstance(inner, ast.Subscript) and _origin(inner) == "Literal"):
+                    raise DerivationError(f"Literal member {name} is not a Literal")
+                options += self.literal_options(inner, seen | {name})
+            else:
+                options.append(ast.literal_eval(element))
+        return options
+
+    def value_spec(self, annotation: ast.expr, name: str) -> dict[str, object] | None:
+        """What ``_compute_kwargs`` (vllm/engine/arg_utils.py) gives the flag as ``type`` and ``choices``, in
+        its order of checks, for the types this project can check without vLLM: ``choices`` (a ``Literal``
+        without ``str`` beside it, ``literal_to_kwargs``), ``int``/``float``, vLLM's ``human_readable_int``
+        (``1k``, ``2M``) and ``human_readable_int_or_auto``, and ``json`` (a dataclass, or a bare ``dict``,
+        parsed by ``json.loads``). ``none`` records that ``optional_type`` also takes ``""`` and ``"None"``.
+        None when the value is free text (``str`` and other non-builtin types) or the flag is a switch."""
+        leaves = list(self.leaves(annotation))
+        names = {_leaf_name(leaf) for leaf in leaves}
+        optional = "None" in names
+        spec: dict[str, object] | None
+        if any(self.is_dataclass(n) for n in names):
+            spec = {"type": "json"}
+        elif "bool" in names:
+            return None
+        elif "Literal" in names:
+            spec = self._literal_spec(leaves, names)
+        elif names & {"tuple", "list", "set", "Tuple", "List", "Set"}:
+            (collection,) = [leaf for leaf in leaves if _leaf_name(leaf) in {"tuple", "list", "set", "Tuple",
+                                                                            "List", "Set"}]
+            elements = _elements(collection) if isinstance(collection, ast.Subscript) else []
+            element = elements[0] if elements else ast.Name("str")
+            # collection_to_kwargs: a union element must include str and becomes str.
+            inner = list(self.leaves(element))
+            inner_names = {_leaf_name(leaf) for leaf in inner}
+            if len(inner) > 1 or ("Literal" not in inner_names and not inner_names & {"int", "float"}):
+                return None
+            if "Literal" in inner_names:
+                spec = self._literal_spec(inner, inner_names)
+            else:
+                spec = {"type": "int" if "int" in inner_names else "float"}
+        elif "int" in names:
+            spec = {"type": {"max_model_len": "human_readable_int_or_auto", "max_num_batched_tokens":
+                             "human_readable_int", "kv_cache_memory_bytes": "human_readable_int"}.get(name, "int")}
+        elif "float" in names:
+            spec = {"type": "float"}
+        elif names & {"dict", "Dict"} and "str" not in names and all(n in BUILTIN_NAMES for n in names):
+            spec = {"type": "json"}
+        else:
+            return None
+        if spec is None:
+            return None
+        if optional:
+            spec["none"] = True
+        return spec
+
+    def _literal_spec(self, leaves: list[ast.expr], names: set[str]) -> dict[str, object] | None:
+        literals = [leaf for leaf in leaves if _leaf_name(leaf) == "Literal"]
+        if len(literals) != 1 or not isinstance(literals[0], ast.Subscript):
+            raise DerivationError(f"expected one Literal among {[ast.unparse(leaf) for leaf in leaves]}")
+        options = self.literal_options(literals[0])
+        kinds = {type(option).__name__ for option in options}
+        if len(kinds) != 1:
+            raise DerivationError(f"Literal options of mixed types: {options}")
+        (kind,) = kinds
+        if "str" in names:  # literal_to_kwargs: a metavar, not choices
+            return None if kind == "str" else {"type": kind}
+        return {"type": kind, "choices": sorted(options)}  # type: ignore[type-var]
+
+    def init_keys(self, name: str) -> list[str]:
+        """The keyword arguments a ``@config`` dataclass takes: its fields and ``InitVar``s, bases included
+        (``ClassVar``s are not fields). ``config`` (vllm/config/utils.py) makes it a pydantic dataclass
+        with ``extra="forbid"``, so any other key is a validation error."""
+        node = self.classes.get(name)
+        if node is None:
+            raise DerivationError(f"class {name} not found")
+        keys: list[str] = []
+        for base in node.bases:
+            base_name = ast.unparse(base).split(".")[-1]
+            if base_name in self.classes:
+                keys += self.init_keys(base_name)
+        for item in node.body:
+            if (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                    and "ClassVar" not in ast.unparse(item.annotation)):
+                keys.append(item.target.id)
+        return sorted(set(keys))
+
+    def forbids_extra(self, name: str) -> bool:
+        """``@config`` (extra forbidden unless its ``config=`` says otherwise) or ``extra="forbid"``."""
+        node = self.classes.get(name)
+        if node is None:
+            return False
+        for decorator in node.decorator_list:
+            text = ast.unparse(decorator)
+            head = text.split("(")[0].split(".")[-1]
+            if head == "config" and "extra=" not in text:
+                return True
+            if "extra='forbid'" in text or 'extra="forbid"' in text:
+                return True
+        return False
+
+    def dataclass_of(self, annotation: ast.expr) -> str | None:
+        found = [n for n in map(_leaf_name, self.leaves(annotation)) if self.is_dataclass(n)]
+        return found[0] if found else None
+
     def arity(self, annotation: ast.expr) -> str:
         """What ``get_kwargs`` makes of a field: the same order of checks as vLLM's ``_compute_kwargs``."""
         members = set(self.members(annotation))
@@ -215,14 +360,39 @@ class TypeIndex:
         return ONE
 
 
+BUILTIN_NAMES = frozenset({"None", "int", "float", "str", "bool", "bytes", "dict", "list", "tuple", "set"})
+
+
+def _origin(node: ast.Subscript) -> str:
+    return ast.unparse(node.value).split(".")[-1]
+
+
+def _elements(node: ast.Subscript) -> list[ast.expr]:
+    return list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+
+
+def _leaf_name(leaf: ast.expr) -> str:
+    if isinstance(leaf, ast.Constant) and leaf.value is None:
+        return "None"
+    if isinstance(leaf, ast.Subscript):
+        return _origin(leaf)
+    return ast.unparse(leaf).split(".")[-1]
+
+
 # --- replaying the parser construction ------------------------------------------------------------
 
 @dataclass
 class Parser:
     flags: dict[str, str] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
+    values: dict[str, dict[str, object]] = field(default_factory=dict)
+    config_keys: dict[str, dict[str, object]] = field(default_factory=dict)
+    routes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    mounts: dict[str, dict[str, str]] = field(default_factory=dict)
+    quantization_dtypes: dict[str, list[str]] = field(default_factory=dict)
 
-    def add(self, option_strings: Iterable[str], arity: str, *, boolean_optional: bool) -> None:
+    def add(self, option_strings: Iterable[str], arity: str, *, boolean_optional: bool,
+            values: dict[str, object] | None = None, config: str | None = None) -> None:
         options = list(option_strings)
         longs = [o for o in options if o.startswith("--")]
         if not longs:
@@ -230,6 +400,12 @@ class Parser:
         for option in options:
             if option.startswith("--"):
                 self.flags[option] = arity
+                self.values.pop(option, None)
+                self.config_keys.pop(option, None)
+                if values is not None and arity != NONE:
+                    self.values[option] = values
+                if config is not None:
+                    self.config_keys[option] = {"class": config}
                 if boolean_optional:
                     self.flags["--no-" + option[2:]] = NONE
             else:
@@ -312,15 +488,54 @@ def _field_reference(call: ast.Call) -> tuple[str, str] | None:
     return None
 
 
+def _modified_fields(function: ast.FunctionDef) -> set[tuple[str, str]]:
+    """``(variable, field)`` pairs whose kwargs the function rewrites before adding the flag
+    (``observability_kwargs["collect_detailed_traces"]["choices"] += [...]``): their ``type`` and
+    ``choices`` are no longer what ``get_kwargs`` derived, so no value check is derived for them."""
+    modified: set[tuple[str, str]] = set()
+    for node in ast.walk(function):
+        targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else (
+            [node.target] if isinstance(node, ast.AugAssign) else [])
+        for target in targets:
+            if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Subscript)
+                    and isinstance(target.value.value, ast.Name) and _string(target.value.slice) is not None
+                    and _string(target.slice) in ("type", "choices", "action", "nargs")):
+                modified.add((target.value.value.id, str(_string(target.value.slice))))
+    return modified
+
+
+def _call_values(call: ast.Call, values: dict[str, object] | None) -> dict[str, object] | None:
+    """The call's own ``type=`` and ``choices=`` override what ``get_kwargs`` gave."""
+    for keyword in call.keywords:
+        if keyword.arg == "type":
+            text = ast.unparse(keyword.value)
+            values = {"type": text} if text in ("int", "float") else None
+        elif keyword.arg == "choices":
+            try:
+                choices = ast.literal_eval(keyword.value)
+            except ValueError:
+                return None
+            values = {"type": type(choices[0]).__name__, "choices": sorted(choices)}
+        elif keyword.arg is None and not isinstance(keyword.value, ast.Subscript | ast.Dict):
+            values = None  # ``**some_kwargs``: not traceable to one field
+        elif isinstance(keyword.value, ast.Dict) and {_string(k) for k in keyword.value.keys
+                                                      if k is not None} & {"type", "choices"}:
+            values = None
+    return values
+
+
 def replay_explicit(function: ast.FunctionDef, types: TypeIndex, parser: Parser) -> None:
     """Every ``add_argument`` call of a function such as ``EngineArgs.add_cli_args``."""
     sources = _kwargs_sources(function)
+    modified = _modified_fields(function)
     for call in _add_argument_calls(function):
         options = [s for s in map(_string, call.args) if s is not None]
         if not options or not all(o.startswith("-") for o in options):
             continue  # a positional such as model_tag
         reference = _field_reference(call)
         field_arity = None
+        values: dict[str, object] | None = None
+        config = None
         if reference is not None:
             variable, name = reference
             if variable not in sources:
@@ -329,13 +544,18 @@ def replay_explicit(function: ast.FunctionDef, types: TypeIndex, parser: Parser)
             if name not in fields:
                 raise DerivationError(f"{sources[variable]} has no field {name}")
             field_arity = types.arity(fields[name])
+            values = None if reference in modified else types.value_spec(fields[name], name)
+            config = types.dataclass_of(fields[name])
         arity, boolean_optional = _call_arity(call, field_arity)
-        parser.add(options, arity, boolean_optional=boolean_optional)
+        values = _call_values(call, values)
+        parser.add(options, arity, boolean_optional=boolean_optional, values=values, config=config)
 
 
 def replay_frontend(tree: ast.Module, types: TypeIndex, parser: Parser) -> None:
     """``FrontendArgs.add_cli_args``: every field becomes ``--field-name`` after the customisations."""
-    arities = {name: types.arity(annotation) for name, annotation in types.fields("FrontendArgs").items()}
+    annotations = types.fields("FrontendArgs")
+    arities = {name: types.arity(annotation) for name, annotation in annotations.items()}
+    customised: set[str] = set()
     extra_flags: dict[str, list[str]] = {}
     for class_name in ("BaseFrontendArgs", "FrontendArgs"):
         for node in ast.walk(_function(tree, class_name, "_customize_cli_kwargs")):
@@ -351,6 +571,8 @@ def replay_frontend(tree: ast.Module, types: TypeIndex, parser: Parser) -> None:
                 continue
             if name not in arities:
                 raise DerivationError(f"_customize_cli_kwargs names unknown field {name}")
+            if key in ("type", "choices", "action", "nargs"):
+                customised.add(name)
             if key == "nargs":
                 arities[name] = ONE if value is None else _call_arity(
                     ast.Call(func=ast.Name("x"), args=[], keywords=[ast.keyword("nargs", value)]), None)[0]
@@ -359,8 +581,102 @@ def replay_frontend(tree: ast.Module, types: TypeIndex, parser: Parser) -> None:
             elif key == "flags" and isinstance(value, ast.List):
                 extra_flags[name] = [s for s in map(_string, value.elts) if s is not None]
     for name, arity in arities.items():
+        values = None if name in customised else types.value_spec(annotations[name], name)
         parser.add([*extra_flags.get(name, []), "--" + name.replace("_", "-")], arity,
-                   boolean_optional=arity == NONE)
+                   boolean_optional=arity == NONE, values=values, config=types.dataclass_of(annotations[name]))
+
+
+HTTP_METHODS = ("get", "post", "put", "delete", "patch")
+# FastAPI's defaults for openapi_url, docs_url (with its OAuth2 redirect) and redoc_url.
+FASTAPI_DEFAULT_ROUTES = ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
+
+
+def derive_routes(sources: dict[str, str], parser: Parser) -> None:
+    """The HTTP routes vLLM's API server can serve: every ``@router.get("/path")`` (``post``, ...,
+    ``api_route``) decorator and every ``Mount("/path", app)`` under ``vllm/entrypoints/``. It is the
+    union over the conditions that include a router (model task, dev mode, ...), so a path outside it is
+    served by no configuration of vLLM 0.19.0."""
+    routes: dict[str, dict[str, set[str]]] = {}
+    for path, text in sorted(sources.items()):
+        if not path.startswith(ENTRYPOINTS):
+            continue
+        for node in ast.walk(ast.parse(text, filename=path)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for decorator in node.decorator_list:
+                    if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)
+                            and decorator.args and _string(decorator.args[0]) is not None):
+                        continue
+                    attr, route = decorator.func.attr, str(_string(decorator.args[0]))
+                    methods = [attr.upper()] if attr in HTTP_METHODS else []
+                    if attr == "api_route":
+                        methods = [str(_string(m)) for k in decorator.keywords if k.arg == "methods"
+                                   and isinstance(k.value, ast.List | ast.Tuple) for m in k.value.elts] or ["GET"]
+                    for method in methods:
+                        entry = routes.setdefault(method, {}).setdefault(route, set())
+                        entry.add(f"{path}:{decorator.lineno}")
+            elif (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "FastAPI"
+                  and not any(k.arg == "openapi_url" for k in node.keywords)):
+                # FastAPI's own routes unless the call turns them off (--disable-fastapi-docs does).
+                for route in FASTAPI_DEFAULT_ROUTES:
+                    routes.setdefault("GET", {}).setdefault(route, set()).add(f"{path}:{node.lineno} (FastAPI)")
+            elif (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("Mount", "mount")
+                  and node.args and _string(node.args[0]) is not None and len(node.args) > 1):
+                app = node.args[1]
+                name = ast.unparse(app.func if isinstance(app, ast.Call) else app).split(".")[-1]
+                parser.mounts[str(_string(node.args[0]))] = {"app": name, "source": f"{path}:{node.lineno}"}
+    parser.routes = {method: {route: sorted(where) for route, where in sorted(found.items())}
+                     for method, found in sorted(routes.items())}
+
+
+QUANTIZATION = "vllm/model_executor/layers/quantization/"
+# torch dtype attribute -> the --dtype spelling vLLM maps to it (_STR_DTYPE_TO_TORCH_DTYPE, vllm/config/model.py).
+TORCH_DTYPES = {"bfloat16": "bfloat16", "half": "float16", "float16": "float16", "float": "float32",
+                "float32": "float32"}
+
+
+def derive_quantization_dtypes(sources: dict[str, str]) -> dict[str, list[str]]:
+    """``--quantization`` method -> the model dtypes its config accepts: ``get_quantization_config``
+    (quantization/__init__.py) maps each method to a class, whose ``get_supported_act_dtypes`` (or a base's)
+    returns a literal list of torch dtypes; ``VllmConfig._get_quantization_config`` (vllm/config/vllm.py)
+    refuses any other model dtype. Methods whose list is computed are left out."""
+    init = ast.parse(sources[QUANTIZATION + "__init__.py"])
+    function = _top_function(init, "get_quantization_config")
+    methods: dict[str, str] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Dict):
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if key is not None and _string(key) is not None and isinstance(value, ast.Name):
+                    methods[str(_string(key))] = value.id
+    if not methods:
+        raise DerivationError("get_quantization_config has no method_to_config dict")
+    classes: dict[str, ast.ClassDef] = {}
+    for path, text in sorted(sources.items()):
+        if path.startswith(QUANTIZATION):
+            for node in ast.parse(text, filename=path).body:
+                if isinstance(node, ast.ClassDef):
+                    classes.setdefault(node.name, node)
+
+    def supported(name: str) -> list[str] | None:
+        node = classes.get(name)
+        if node is None:
+            return None
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef) and item.name == "get_supported_act_dtypes":
+                returned = item.body[-1]
+                if len(item.body) != 1 or not isinstance(returned, ast.Return) or not isinstance(
+                        returned.value, ast.List):
+                    return None
+                names = [ast.unparse(e) for e in returned.value.elts]
+                if not all(n.startswith("torch.") and n[6:] in TORCH_DTYPES for n in names):
+                    return None
+                return sorted({TORCH_DTYPES[n[6:]] for n in names})
+        for base in node.bases:
+            found = supported(ast.unparse(base).split(".")[-1])
+            if found is not None:
+                return found
+        return None
+
+    return {method: found for method, cls in sorted(methods.items()) if (found := supported(cls)) is not None}
 
 
 def derive(sources: dict[str, str]) -> Parser:
@@ -381,6 +697,14 @@ def derive(sources: dict[str, str]) -> Parser:
     replay_explicit(_function(arg_utils, "EngineArgs", "add_cli_args"), types, parser)
     replay_explicit(_function(arg_utils, "AsyncEngineArgs", "add_cli_args"), types, parser)
     replay_explicit(_function(ast.parse(sources[SERVE]), "ServeSubcommand", "subparser_init"), types, parser)
+    for flag, entry in list(parser.config_keys.items()):
+        name = str(entry["class"])
+        if types.forbids_extra(name):
+            entry["keys"] = types.init_keys(name)
+        else:
+            del parser.config_keys[flag]
+    derive_routes(sources, parser)
+    parser.quantization_dtypes = derive_quantization_dtypes(sources)
     return parser
 
 
@@ -392,13 +716,33 @@ def document(parser: Parser, *, artifact: str, artifact_sha256: str) -> dict[str
             "artifact": artifact,
             "artifact_sha256": artifact_sha256,
             "index": INDEX,
-            "source_files": sorted([ARG_UTILS, CLI_ARGS, SERVE, "vllm/config/*.py"]),
+            "source_files": sorted([ARG_UTILS, CLI_ARGS, SERVE, "vllm/config/*.py", CONFIG_UTILS,
+                                   ENTRYPOINTS + "**/*.py", QUANTIZATION + "**/*.py"]),
             "generator": "scripts/vllm_flags.py",
             "note": "argparse's allow_abbrev stays True in FlexibleArgumentParser (vllm/utils/argparse_utils.py), "
                     "so a unique prefix of a long flag is accepted; platform plugins may add flags not listed",
         },
         "flags": dict(sorted(parser.flags.items())),
         "aliases": dict(sorted(parser.aliases.items())),
+        "values_note": "what _compute_kwargs in vllm/engine/arg_utils.py gives each flag as type and choices: "
+                       "choices from a Literal without str beside it (literal_to_kwargs, sorted), int, float, "
+                       "human_readable_int, human_readable_int_or_auto, json (a dataclass or a bare dict); none: "
+                       "true where optional_type also takes '' and 'None'. A flag whose kwargs add_cli_args or "
+                       "_customize_cli_kwargs rewrite, or whose value is free text, is not listed",
+        "values": dict(sorted(parser.values.items())),
+        "config_keys_note": "the keyword arguments of the config class a JSON flag builds: its fields and InitVars; "
+                            "@config (vllm/config/utils.py) makes it a pydantic dataclass with extra='forbid'",
+        "config_keys": dict(sorted(parser.config_keys.items())),
+        "routes_note": "the HTTP routes of vLLM's API server: every @router.<method>(path) and api_route decorator "
+                       "under vllm/entrypoints/ (the union over the conditions that include a router), with "
+                       "file:line; mounts serve every path under their prefix (the /metrics Mount's path_regex is "
+                       "^/metrics(?P<path>.*)$, vllm/entrypoints/serve/instrumentator/metrics.py)",
+        "routes": parser.routes,
+        "mounts": dict(sorted(parser.mounts.items())),
+        "quantization_dtypes_note": "--quantization method -> the --dtype values (as torch dtypes) its config's "
+                                    "get_supported_act_dtypes returns (vllm/model_executor/layers/quantization/); "
+                                    "vllm/config/vllm.py refuses any other model dtype",
+        "quantization_dtypes": parser.quantization_dtypes,
     }
 
 

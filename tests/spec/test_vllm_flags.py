@@ -12,7 +12,7 @@ import pytest
 from support import load_module
 
 from hyperpod_dpd.contracts.vllm import Arity, Match, canonical, canonical_args, parse_flags, vllm_flags
-from hyperpod_dpd.validation.engine import KV_LAYOUT_FLAGS, OWNED_FLAGS, PARALLEL_FLAGS
+from hyperpod_dpd.validation.engine import KV_LAYOUT_FLAGS, LISTENER_FLAGS, OWNED_FLAGS, PARALLEL_FLAGS
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "k8s" / "hyperpod_dpd" / "data" / "vllm-0.19.0-flags.json"
@@ -50,13 +50,16 @@ def test_provenance_names_the_artifact_and_the_sources_read() -> None:
     assert flags.provenance["artifact_sha256"] == SDIST_SHA256
     assert "vllm/engine/arg_utils.py" in flags.provenance["source_files"]
     assert "vllm/entrypoints/openai/cli_args.py" in flags.provenance["source_files"]
+    # the values, config keys, routes and quantization dtypes are derived from these too
+    assert {"vllm/config/utils.py", "vllm/entrypoints/**/*.py",
+            "vllm/model_executor/layers/quantization/**/*.py"} <= set(flags.provenance["source_files"])
 
 
 def test_every_flag_the_library_emits_or_names_is_a_real_flag() -> None:
     known = vllm_flags().flags
     emitted = {"--model", "--host", "--port", "--tensor-parallel-size", "--max-model-len",
                "--gpu-memory-utilization", "--max-num-seqs"}
-    named = set(OWNED_FLAGS) | set(PARALLEL_FLAGS) | set(KV_LAYOUT_FLAGS)
+    named = set(OWNED_FLAGS) | set(PARALLEL_FLAGS) | set(KV_LAYOUT_FLAGS) | set(LISTENER_FLAGS)
     assert sorted((emitted | named) - set(known)) == []
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from importlib import resources
@@ -43,6 +43,75 @@ class Match(Enum):
     UNKNOWN = "unknown"
 
 
+# vllm/engine/arg_utils.py ``human_readable_int``: ``1k`` is 1,000, ``1K`` 1,024; decimals only with k/m/g/t.
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def human_readable_int(value: str) -> int:
+    """vLLM 0.19.0's ``human_readable_int`` (vllm/engine/arg_utils.py), for ``--max-num-batched-tokens``."""
+    value = value.strip()
+    found = _HUMAN_INT.fullmatch(value)
+    if found:
+        number, suffix = found.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        return int(number) * _BINARY[suffix]  # a decimal with a binary suffix raises ValueError, as in vLLM
+    return int(value)
+
+
+def _human_readable_int_or_auto(value: str) -> int:
+    value = value.strip()
+    return -1 if value == "-1" or value.lower() == "auto" else human_readable_int(value)
+
+
+_CONVERTERS: dict[str, Any] = {"int": int, "float": float, "str": str, "json": json.loads,
+                               "human_readable_int": human_readable_int,
+                               "human_readable_int_or_auto": _human_readable_int_or_auto}
+_DESCRIBED = {"int": "an integer", "float": "a number", "json": "a JSON value",
+              "human_readable_int": "an integer (optionally with k, m, g, t or K, M, G, T: 2k is 2000, 2K 2048)",
+              "human_readable_int_or_auto": "an integer (with k/K... suffixes), -1 or auto"}
+
+
+@dataclass(frozen=True)
+class ValueRule:
+    """The ``type`` and ``choices`` argparse applies to one flag's values (from ``get_kwargs``).
+
+    ``none``: the flag is optional, so vLLM's ``optional_type`` also takes ``""`` and ``"None"``.
+    """
+
+    type: str
+    choices: tuple[str | int | float, ...] | None = None
+    none: bool = False
+
+    def refusal(self, value: str) -> str | None:
+        """Why vLLM's argparse would refuse ``value`` (its exit message), or None when it takes it."""
+        if self.none and value in ("", "None"):
+            return None
+        try:
+            converted = _CONVERTERS[self.type](value)
+        except (ValueError, ArithmeticError):
+            return f"is not {_DESCRIBED.get(self.type, self.type)}; vLLM exits with 'invalid ... value'"
+        if self.choices is not None and converted not in self.choices:
+            return (f"is not one of vLLM {VLLM_VERSION}'s choices ({', '.join(map(str, self.choices))}); vLLM "
+                    "exits with 'invalid choice'")
+        return None
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(map(str, self.choices))
+        return _DESCRIBED.get(self.type, self.type)
+
+
+@dataclass(frozen=True)
+class ConfigKeys:
+    """The keys a JSON config flag's class takes (``@config``: a pydantic dataclass, ``extra="forbid"``)."""
+
+    cls: str
+    keys: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class FlagSet:
     """The long flags of one vLLM version, their arity, and the short aliases."""
@@ -51,6 +120,8 @@ class FlagSet:
     flags: Mapping[str, Arity]
     aliases: Mapping[str, str]
     provenance: Mapping[str, Any]
+    values: Mapping[str, ValueRule] = field(default_factory=dict)
+    config_keys: Mapping[str, ConfigKeys] = field(default_factory=dict)
 
     def resolve(self, name: str) -> tuple[Match, tuple[str, ...]]:
         """The flag argparse would pick for ``name`` (already normalised), or the candidates."""
@@ -67,13 +138,62 @@ class FlagSet:
         return Match.UNKNOWN, ()
 
 
+@dataclass(frozen=True)
+class Routes:
+    """The HTTP routes vLLM 0.19.0's API server can serve (the union over its configurations), by method,
+    and the prefixes its ASGI mounts answer under, from the same package data."""
+
+    by_method: Mapping[str, tuple[str, ...]]
+    mounts: Mapping[str, str]
+
+    def get(self, path: str) -> bool:
+        """A GET of ``path`` reaches a route (path parameters are not matched)."""
+        return path in self.by_method.get("GET", ()) or self.metrics(path)
+
+    def metrics(self, path: str) -> bool:
+        """``path`` reaches the Prometheus app: the /metrics Mount's ``path_regex`` is ``^/metrics(?P<path>.*)$``
+        (vllm/entrypoints/serve/instrumentator/metrics.py), so every path that starts with it."""
+        return any(path.startswith(prefix) for prefix, app in self.mounts.items() if app == "make_asgi_app")
+
+    def listed(self, method: str = "GET") -> tuple[str, ...]:
+        """The concrete routes for ``method`` (no path parameters), for messages."""
+        return tuple(route for route in self.by_method.get(method, ()) if "{" not in route)
+
+
+@cache
+def vllm_routes() -> Routes:
+    """The routes of vLLM 0.19.0's API server, from the package data."""
+    data = _data()
+    return Routes(by_method={method: tuple(routes) for method, routes in data["routes"].items()},
+                  mounts={prefix: entry["app"] for prefix, entry in data["mounts"].items()})
+
+
+@cache
+def quantization_dtypes() -> Mapping[str, tuple[str, ...]]:
+    """``--quantization`` method -> the model dtypes (``float16``, ``bfloat16``, ``float32``) its config
+    accepts, for the methods whose ``get_supported_act_dtypes`` is a literal list, from the package data."""
+    return {method: tuple(dtypes) for method, dtypes in _data()["quantization_dtypes"].items()}
+
+
+@cache
+def _data() -> dict[str, Any]:
+    text = resources.files("hyperpod_dpd.data").joinpath(FLAGS_FILE).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
 @cache
 def vllm_flags() -> FlagSet:
     """The flag set of vLLM 0.19.0 ``vllm serve``, from the package data."""
-    text = resources.files("hyperpod_dpd.data").joinpath(FLAGS_FILE).read_text(encoding="utf-8")
-    data = json.loads(text)
+    data = _data()
+    values = {flag: ValueRule(type=rule["type"], none=bool(rule.get("none", False)),
+                              choices=tuple(rule["choices"]) if "choices" in rule else None)
+              for flag, rule in data["values"].items()}
+    config_keys = {flag: ConfigKeys(cls=entry["class"], keys=tuple(entry["keys"]))
+                   for flag, entry in data["config_keys"].items()}
     return FlagSet(version=data["vllm_version"], flags={k: Arity(v) for k, v in data["flags"].items()},
-                   aliases=dict(data["aliases"]), provenance=dict(data["provenance"]))
+                   aliases=dict(data["aliases"]), provenance=dict(data["provenance"]), values=values,
+                   config_keys=config_keys)
 
 
 @dataclass(frozen=True)

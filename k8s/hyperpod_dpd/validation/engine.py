@@ -6,14 +6,27 @@ See ``docs/checks.md`` and, for the settings that silently turn DPD or its signa
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Iterator, Sequence
 
-from hyperpod_dpd.contracts.vllm import VLLM_VERSION, Arity, Flag, Match, flag_values, parse_flags, vllm_flags
+from hyperpod_dpd.contracts.vllm import (
+    VLLM_VERSION,
+    Arity,
+    Flag,
+    Match,
+    flag_values,
+    human_readable_int,
+    parse_flags,
+    quantization_dtypes,
+    vllm_flags,
+    vllm_routes,
+)
 from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV
 from hyperpod_dpd.spec import KNOWN_IMAGES
 from hyperpod_dpd.validation.context import Finding, RuleContext, problem
+from hyperpod_dpd.validation.naming import HTTP_PATH
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Environment variables that spec fields own; setting them in ``env`` would fight the field.
@@ -32,6 +45,17 @@ OWNED_FLAGS = {
     "--gpu-memory-utilization": "gpu_memory_utilization (shared) or <role>.gpu_memory_utilization",
     "--max-num-seqs": "<role>.max_num_seqs",
     "--kv-transfer-config": "nothing: the operator wires LMCache and NIXL itself; remove the flag",
+}
+# Flags that move vLLM's listener off http://0.0.0.0:<port> or stop it answering HTTP there, where the operator's
+# proxy, its probes (health_check_path) and the metrics scrape reach it (vLLM 0.19.0).
+LISTENER_FLAGS = {
+    "--uds": "makes vLLM listen on a Unix socket instead of host:port (vllm/entrypoints/openai/api_server.py:544)",
+    "--ssl-keyfile": "switches vLLM to HTTPS (api_server.py:564, the key and certificate go to uvicorn at :607), "
+                     "while the operator's proxy, probes and scrape speak plain HTTP to the port",
+    "--ssl-certfile": "switches vLLM to HTTPS (api_server.py:564, the key and certificate go to uvicorn at :607), "
+                      "while the operator's proxy, probes and scrape speak plain HTTP to the port",
+    "--grpc": "serves vLLM's gRPC API instead of the HTTP one (vllm/entrypoints/cli/serve.py:48)",
+    "--headless": "starts no API server at all (vllm/entrypoints/cli/serve.py:54), so nothing answers on the port",
 }
 # Flags that multiply vLLM's world size (TP x PP x prefill context parallel, vllm/config/parallel.py) or
 # run data-parallel engines: the pods, the PD buffer sizing and LMCache's keys (world size and worker
@@ -58,6 +82,11 @@ KV_LAYOUT_FLAGS = {
     "--tokenizer-mode": "the tokenizer, whose token ids LMCache hashes into its keys",
     "--tokenizer-revision": "the tokenizer, whose token ids LMCache hashes into its keys",
     "--prefix-caching-hash-algo": "the hash that seeds the chain LMCache's chunk keys start from",
+    # Splits each sequence's KV across the TP ranks in DCP groups (vllm/config/parallel.py:271); no KV
+    # connector in vLLM 0.19.0 (vllm/distributed/kv_transfer/) reads the DCP layout, so both roles need it alike.
+    "--decode-context-parallel-size": "how each sequence's KV is split across the tensor-parallel ranks",
+    "--cp-kv-cache-interleave-size": "how each sequence's KV is split across the tensor-parallel ranks",
+    "--dcp-kv-cache-interleave-size": "how each sequence's KV is split across the tensor-parallel ranks",
 }
 # Ports something else in the model pod may bind. The router's log sends both hops to <pod-ip>:8081
 # (the operator's proxy container); 8080 is the CRD's default model-metrics port.
@@ -121,6 +150,7 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
         yield SpecWarning(code="UnknownImage", field="image",
                       message=f"{spec.image} is not one of the documented DPD images; it must bundle vLLM, LMCache, "
                               "NIXL and the EFA libfabric provider, or KV transfers fail")
+    yield from _served_paths(ctx)
     yield from _args("args", spec.args, shared=None)
     shared = flag_values(spec.args)
     per_role = {role_name: flag_values(role.args) for role_name, role in spec.roles()}
@@ -134,6 +164,16 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
         elif not ENV_NAME.match(key):
             yield problem(f"env.{key}", key, "is not a valid environment variable name",
                           "use letters, digits and '_', not starting with a digit")
+        elif key == "CUDA_VISIBLE_DEVICES":
+            pod_gpus = min(spec.role_gpus(role) for _, role in spec.roles())
+            visible = visible_gpus(spec.env[key], pod_gpus)
+            if visible < spec.tensor_parallel_size:
+                yield problem(f"env.{key}", spec.env[key], f"leaves {visible} of the pod's {pod_gpus} GPUs visible "
+                              f"to vLLM, fewer than tensor_parallel_size {spec.tensor_parallel_size}: vLLM exits "
+                              "with 'World size ... is larger than the number of available GPUs' "
+                              "(vllm/config/parallel.py, counted under CUDA_VISIBLE_DEVICES by "
+                              "vllm/utils/torch_utils.py)", "remove it: the device plugin gives the container "
+                              "exactly the GPUs the pod requests")
 
 
 def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | None,
@@ -164,9 +204,15 @@ def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | No
             yield problem(field, written, f"{flag.name} is a switch and takes no value; vLLM exits with "
                           "'ignored explicit argument'", f"write {flag.name} alone, or --no-{flag.name[2:]}"
                           if not flag.name.startswith("--no-") else f"write {flag.name} alone")
+        if flag.name not in OWNED_FLAGS:
+            yield from _values(field, flag, arity)
         if flag.name in OWNED_FLAGS:
             yield problem(field, written, "contradicts a spec field that sets this flag",
                           f"remove it and set {OWNED_FLAGS[flag.name]}")
+        elif flag.name in LISTENER_FLAGS:
+            yield problem(field, written, f"{LISTENER_FLAGS[flag.name]}: the router, the health checks and the "
+                          "metrics scrape would reach nothing", "remove it; port sets where vLLM listens "
+                          "(plain HTTP on 0.0.0.0); terminate TLS in front of the endpoint instead")
         elif flag.name in PARALLEL_FLAGS and flag.key is None and flag.value != "1":
             yield problem(field, written, f"asks for {PARALLEL_FLAGS[flag.name]}: vLLM's world size becomes tensor x "
                           "pipeline x prefill-context parallel (times data-parallel engines), more GPUs than the pod "
@@ -181,6 +227,86 @@ def _args(field: str, args: Sequence[str], *, shared: dict[str, str | None] | No
         elif flag.name in seen and flag.key is None:
             yield problem(field, flag.name, "is given twice", "keep one occurrence")
         seen.add(flag.name)
+
+
+def visible_gpus(value: str, physical: int) -> int:
+    """How many GPUs CUDA sees under ``CUDA_VISIBLE_DEVICES=value`` with ``physical`` present, as torch's
+    NVML count reads it (which vLLM's ``cuda_device_count_stateless`` calls): entries up to the first that is
+    not a device (a negative or non-numeric one) or is out of range; ``GPU-``/``MIG-`` UUIDs count."""
+    count = 0
+    for entry in (part.strip() for part in value.split(",")):
+        if entry.startswith(("GPU-", "MIG-")):
+            count += 1
+            continue
+        if not (entry.isascii() and entry.isdigit()) or int(entry) >= physical:
+            break
+        count += 1
+    return count
+
+
+def _served_paths(ctx: RuleContext) -> Iterator[Finding]:
+    """The health-check and metrics paths must be routes vLLM 0.19.0 serves: its GET routes are derived
+    from the ``@router.get`` decorators under vllm/entrypoints/ (``/health`` in
+    serve/instrumentator/health.py, ``/ping`` in sagemaker/api_router.py, ...), and /metrics is a Mount
+    of prometheus_client's app (serve/instrumentator/metrics.py) that answers every path under it."""
+    spec = ctx.spec
+    routes = vllm_routes()
+    paths = [("health_check_path", spec.health_check_path, routes.get(spec.health_check_path),
+              ", ".join(routes.listed("GET")), "'/health'")]
+    if spec.metrics.model_metrics_path is not None:
+        path = spec.metrics.model_metrics_path
+        paths.append(("metrics.model_metrics_path", path, routes.metrics(path),
+                      "/metrics and the paths under it", "'/metrics' (or leave it unset)"))
+    for field, path, served, listed, fix in paths:
+        if served or not HTTP_PATH.match(path):
+            continue  # the path's own shape is checked by the routing and observability rules
+        message = f"is not a path vLLM {VLLM_VERSION} serves (GET {listed}), so every probe or scrape gets 404"
+        if spec.image in KNOWN_IMAGES:
+            yield problem(field, path, message, f"use {fix}")
+        else:
+            yield SpecWarning(code="UnknownRoute", field=field, message=f"{path!r} {message} (checked because "
+                              "the image is not a documented DPD image; ignore if yours serves it)")
+
+
+def _values(field: str, flag: Flag, arity: Arity | None) -> Iterator[Finding]:
+    """A value vLLM's argparse refuses: not one of a ``Literal`` field's choices, not an ``int``/``float``,
+    not JSON (``type``/``choices`` from ``_compute_kwargs`` in vllm/engine/arg_utils.py, shipped in the
+    flags data); and a key a JSON config flag's class does not have (``@config`` in vllm/config/utils.py
+    builds pydantic dataclasses with ``extra="forbid"``)."""
+    known = vllm_flags()
+    rule = known.values.get(flag.name)
+    written = " ".join(flag.tokens)
+    if rule is not None and flag.key is None and flag.value is not None:
+        values = list(flag.tokens[1:]) if arity is Arity.MANY and not flag.inline_value else [flag.value]
+        for value in values:
+            reason = rule.refusal(value)
+            if reason is not None:
+                yield problem(field, written, f"{flag.name} {value!r} {reason}",
+                              f"give {flag.name} {rule.describe()}")
+                break
+    config = known.config_keys.get(flag.name)
+    if config is None:
+        return
+    if flag.key is not None:
+        keys = [flag.key.split(".")[0].rstrip("+")]
+    elif flag.value is None or flag.value in ("", "None"):
+        return
+    else:
+        try:
+            parsed = json.loads(flag.value)
+        except ValueError:
+            if rule is None:  # --speculative-config: json.loads (vllm/engine/arg_utils.py, add_cli_args)
+                yield problem(field, written, f"{flag.name} takes a JSON object; vLLM exits with 'invalid "
+                              "loads value'", f"write e.g. {flag.name} '{{\"{config.keys[0]}\": ...}}'")
+            return
+        keys = list(parsed) if isinstance(parsed, dict) else []
+    for key in keys:
+        if key not in config.keys:
+            near = difflib.get_close_matches(key, config.keys, n=1, cutoff=0.6)
+            yield problem(field, written, f"{key!r} is not a field of vLLM {VLLM_VERSION}'s {config.cls}, which "
+                          "forbids extra keys: vLLM exits with a validation error ('Extra inputs are not "
+                          "permitted')", f"did you mean {near[0]!r}?" if near else
+                          f"use one of its fields: {', '.join(config.keys)}")
 
 
 def _unknown_flag(field: str, flag: Flag) -> Problem:
@@ -230,6 +356,115 @@ def engine_flags(ctx: RuleContext) -> Iterator[Finding]:
                           message=f"{what} on one role only; prefill and decode must agree on the KV layout, or "
                                   "the decoder never finds the KV the prefiller sent",
                           fix="move it to the shared args, or give both roles the same value")
+    yield from _cross_flag(ctx)
+
+
+def _effective(shared: Sequence[str], role: Sequence[str]) -> tuple[dict[str, str | None], dict[str, str]]:
+    """One role's flag values as vLLM sees them (the shared args, then the role's, a later flag winning), and
+    for each flag the field that set it last. A ``--no-x`` switch is recorded as ``--x`` with value ``"no"``."""
+    values: dict[str, str | None] = {}
+    where: dict[str, str] = {}
+    for field, args in (("args", shared), ("role", role)):
+        flags, _ = parse_flags(args)
+        for flag in flags:
+            if flag.key is not None or flag.match not in (Match.EXACT, Match.ABBREVIATION):
+                continue
+            name, value = flag.name, flag.value
+            if name.startswith("--no-") and "--" + name[5:] in vllm_flags().flags:
+                name, value = "--" + name[5:], "no"
+            values[name], where[name] = value, field
+    return values, where
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return human_readable_int(value)
+    except ValueError:
+        return None  # refused by the value rule already
+
+
+def _cross_flag(ctx: RuleContext) -> Iterator[Finding]:
+    """vLLM's own checks across flags that fail at start, where the spec states every input (explicit flags,
+    max_model_len, <role>.max_num_seqs); defaults vLLM picks at run time are not guessed."""
+    seen: set[tuple[str, str]] = set()
+    for role_name, role in ctx.spec.roles():
+        values, where = _effective(ctx.spec.args, role.args)
+
+        def field(*names: str, role_name: str = role_name, where: dict[str, str] = where) -> str:
+            return f"{role_name}.args" if any(where.get(n) == "role" for n in names) else "args"
+
+        model_len = ctx.spec.max_model_len
+        chunked_off = values.get("--enable-chunked-prefill", "") == "no"
+        batched = _int(values.get("--max-num-batched-tokens"))
+        found: list[tuple[str, str, str, str]] = []
+        # vllm/config/scheduler.py:260-271 (SchedulerConfig.verify_max_model_len)
+        if chunked_off and batched is not None and batched < model_len:
+            found.append((field("--enable-chunked-prefill", "--max-num-batched-tokens"),
+                          f"--no-enable-chunked-prefill with --max-num-batched-tokens {batched}",
+                          f"is below max_model_len {model_len} with chunked prefill off: vLLM refuses to start "
+                          "('max_num_batched_tokens ... is smaller than max_model_len', vllm/config/scheduler.py)",
+                          f"raise --max-num-batched-tokens to at least {model_len}, or keep chunked prefill on"))
+        # vllm/config/scheduler.py:273-278
+        if batched is not None and role.max_num_seqs is not None and batched < role.max_num_seqs:
+            found.append((field("--max-num-batched-tokens"), f"--max-num-batched-tokens {batched}",
+                          f"is below {role_name}.max_num_seqs {role.max_num_seqs}: vLLM refuses to start "
+                          "('max_num_batched_tokens ... must be greater than or equal to max_num_seqs', "
+                          "vllm/config/scheduler.py)", f"raise it to at least {role.max_num_seqs}"))
+        partial = _int(values.get("--max-num-partial-prefills")) or 1  # Field(default=1), scheduler.py:69
+        long_partial = _int(values.get("--max-long-partial-prefills")) or 1  # scheduler.py:73
+        threshold = _int(values.get("--long-prefill-token-threshold"))
+        # vllm/config/scheduler.py:288-300
+        if partial > 1 and chunked_off:
+            found.append((field("--max-num-partial-prefills", "--enable-chunked-prefill"),
+                          f"--max-num-partial-prefills {partial}", "needs chunked prefill, which "
+                          "--no-enable-chunked-prefill turns off: vLLM refuses to start (vllm/config/scheduler.py)",
+                          "remove one of the two"))
+        if partial > 1 and threshold is not None and threshold > model_len:
+            found.append((field("--long-prefill-token-threshold"), f"--long-prefill-token-threshold {threshold}",
+                          f"is above max_model_len {model_len} with --max-num-partial-prefills {partial}: vLLM "
+                          "refuses to start (vllm/config/scheduler.py)", f"use at most {model_len}"))
+        # vllm/config/scheduler.py:302-306
+        if long_partial > partial:
+            found.append((field("--max-long-partial-prefills", "--max-num-partial-prefills"),
+                          f"--max-long-partial-prefills {long_partial}", f"is above --max-num-partial-prefills "
+                          f"{partial}: vLLM refuses to start (vllm/config/scheduler.py)",
+                          f"use at most {partial}, or raise --max-num-partial-prefills"))
+        # vllm/config/parallel.py:391-400: DCP reuses the TP group's GPUs, so TP must divide into DCP groups
+        dcp = _int(values.get("--decode-context-parallel-size"))
+        if dcp is not None and dcp > 0 and ctx.spec.tensor_parallel_size % dcp:
+            found.append((field("--decode-context-parallel-size"), f"--decode-context-parallel-size {dcp}",
+                          f"does not divide tensor_parallel_size {ctx.spec.tensor_parallel_size}: vLLM refuses to "
+                          "start ('tp_size ... must be divisible by dcp_size', vllm/config/parallel.py)",
+                          "use a divisor of tensor_parallel_size, or 1"))
+        if values.get("--dcp-comm-backend") == "a2a" and (dcp is None or dcp <= 1):
+            found.append((field("--dcp-comm-backend"), "--dcp-comm-backend a2a", "requires "
+                          "--decode-context-parallel-size above 1: vLLM refuses to start (vllm/config/parallel.py)",
+                          "remove it, or set --decode-context-parallel-size"))
+        # vllm/config/vllm.py:522-528: the model dtype must be one the quantization method supports. Only
+        # float32 is judged: a method vLLM may swap for another (gptq -> gptq_marlin, ...) keeps fp16/bf16 but
+        # none of those swaps adds float32.
+        method, dtype = values.get("--quantization"), values.get("--dtype")
+        supported = quantization_dtypes().get(method or "")
+        if dtype in ("float", "float32") and supported is not None and "float32" not in supported:
+            found.append((field("--quantization", "--dtype"), f"--quantization {method} --dtype {dtype}",
+                          f"is refused by vLLM at start: {method} supports the model dtypes {', '.join(supported)} "
+                          "only ('... is not supported for quantization method', vllm/config/vllm.py)",
+                          f"use --dtype {supported[0]} (or auto)"))
+        # vllm/entrypoints/openai/cli_args.py:363-366 (validate_parsed_serve_args)
+        for needs, needed in (("--enable-auto-tool-choice", "--tool-call-parser"),
+                              ("--enable-log-outputs", "--enable-log-requests")):
+            missing = needed not in values or values[needed] == "no" or (
+                vllm_flags().flags.get(needed) is not Arity.NONE and not values[needed])
+            if needs in values and values[needs] != "no" and missing:
+                found.append((field(needs), needs, f"requires {needed}: vLLM exits with 'Error: {needs} requires "
+                              f"{needed}' (vllm/entrypoints/openai/cli_args.py)", f"add {needed}" +
+                              (" <parser>, e.g. llama3_json or hermes" if needed == "--tool-call-parser" else "")))
+        for field_name, value, message, fix in found:
+            if (field_name, message) not in seen:
+                seen.add((field_name, message))
+                yield Problem(field=field_name, value=value, message=message, fix=fix)
 
 
 def environment(ctx: RuleContext) -> Iterator[Finding]:
