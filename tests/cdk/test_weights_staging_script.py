@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -346,3 +347,31 @@ def test_a_redirect_on_the_hub_keeps_the_token() -> None:
     assert script.same_or_hub_host("https://mirror.example/a", "https://hf.co/a")
     assert not script.same_or_hub_host("https://huggingface.co/a", "https://cas-bridge.xethub.hf.co/x?sig=1")
     assert not script.same_or_hub_host("https://huggingface.co/a", "https://cdn-lfs-us-1.hf.co/x?sig=1")
+
+
+def test_the_wait_handle_url_is_read_from_the_mounted_secret(aws: dict[str, Any], hub: FakeHub, tmp_path: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    urls: list[str | None] = []
+    monkeypatch.setattr(script, "_boto3", lambda requirements: boto3)
+    monkeypatch.setattr(script, "signal", lambda url, **kw: urls.append(url))
+    path = tmp_path / "url"
+    path.write_text("https://cloudformation-waitcondition-us-west-2.s3.amazonaws.com/signed\n")
+    assert script.main(env(hub, WAIT_HANDLE_URL_FILE=str(path))) == 0
+    assert urls == ["https://cloudformation-waitcondition-us-west-2.s3.amazonaws.com/signed"]
+
+
+def test_boto3_is_installed_only_with_hash_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setitem(sys.modules, "boto3", None)  # as in the stock image: no boto3
+
+    def run(command: list[str], check: bool) -> None:
+        calls.append(command)
+        monkeypatch.delitem(sys.modules, "boto3")
+
+    monkeypatch.setattr(script.subprocess, "run", run)
+    monkeypatch.setattr(script.sys, "path", list(sys.path))
+    assert script._boto3("/opt/staging/requirements.txt").__name__ == "boto3"
+    (command,) = calls
+    assert "--require-hashes" in command and "--no-deps" in command and "--only-binary=:all:" in command
+    assert command[-2:] == ["-r", "/opt/staging/requirements.txt"]
+    assert not any(arg.startswith("boto3==") for arg in command), "nothing unhashed on the command line"

@@ -8,11 +8,14 @@ redeploy of a staged revision does nothing. Success or failure (with the last lo
 to the wait handle, and a watchdog signals failure before the wait condition's own timeout.
 
 The Hub is read through its REST API (``/api/models/<id>/revision/<sha>?blobs=true`` for the file list,
-``/<id>/resolve/<sha>/<file>`` for the bytes), so only boto3 is installed. The Hugging Face token is read
-from Secrets Manager with the pod's IAM role and kept in memory; it never enters an environment variable
-or a file. Configuration, all from the environment: ``MODEL_ID``, ``REVISION``, ``BUCKET``, ``PREFIX``,
-``TOKEN_SECRET_ARN`` (optional), ``WAIT_HANDLE_URL``, ``DEADLINE_SECONDS``, ``EXCLUDE`` (comma-separated
-globs), ``HF_ENDPOINT`` (default https://huggingface.co), ``BOTO3_VERSION``.
+``/<id>/resolve/<sha>/<file>`` for the bytes), so only boto3 is installed, from ``REQUIREMENTS`` (every
+wheel pinned with its hash, ``pip install --require-hashes``). The Hugging Face token is read from
+Secrets Manager with the pod's IAM role and kept in memory; it never enters an environment variable or
+a file. The wait handle's presigned URL is read from ``WAIT_HANDLE_URL_FILE`` (a Kubernetes Secret the
+Job mounts), not from the Job's spec. Configuration, all from the environment: ``MODEL_ID``,
+``REVISION``, ``BUCKET``, ``PREFIX``, ``TOKEN_SECRET_ARN`` (optional), ``WAIT_HANDLE_URL_FILE`` (or
+``WAIT_HANDLE_URL``), ``DEADLINE_SECONDS``, ``EXCLUDE`` (comma-separated globs), ``HF_ENDPOINT``
+(default https://huggingface.co), ``REQUIREMENTS``.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def log(message: str) -> None:
 def signal(url: str | None, *, success: bool, reason: str, unique_id: str) -> None:
     """PUT the wait condition's JSON body to its presigned handle URL (empty Content-Type, as signed)."""
     if not url:
-        log("no WAIT_HANDLE_URL: not signalling")
+        log("no wait handle URL: not signalling")
         return
     body = json.dumps({"Status": "SUCCESS" if success else "FAILURE", "Reason": reason[-MAX_REASON:],
                        "UniqueId": unique_id, "Data": reason[-MAX_REASON:] if success else ""}).encode()
@@ -302,22 +305,35 @@ def run(env: dict[str, str], *, s3: Any, secrets: Any, clock: Callable[[], float
         stage(hub, s3, bucket=env["BUCKET"], prefix=env["PREFIX"].strip("/"), exclude=exclude)
 
 
-def _boto3(version: str) -> Any:
+def _boto3(requirements: str) -> Any:
     try:
         import boto3  # noqa: PLC0415
     except ImportError:
         target = "/tmp/pkgs"
-        log(f"installing boto3=={version}")
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-cache-dir", "--target", target,
-                        f"boto3=={version}"], check=True)
+        log(f"installing boto3 from {requirements} (hash-checked)")
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-cache-dir", "--require-hashes",
+                        "--no-deps", "--only-binary=:all:", "--target", target, "-r", requirements], check=True)
         sys.path.insert(0, target)
         import boto3  # noqa: PLC0415
     return boto3
 
 
+def handle_url(env: dict[str, str]) -> str | None:
+    """The wait handle's URL: from the mounted Secret's file, else the environment (a direct run)."""
+    path = env.get("WAIT_HANDLE_URL_FILE")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as file:
+                return file.read().strip() or None
+        except OSError as error:
+            log(f"cannot read the wait handle URL from {path}: {error}")
+            return None
+    return env.get("WAIT_HANDLE_URL") or None
+
+
 def main(env: dict[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
-    url = env.get("WAIT_HANDLE_URL")
+    url = handle_url(env)
     unique = f"{env.get('MODEL_ID', '?')}@{env.get('REVISION', '?')}"
     seconds = float(env.get("DEADLINE_SECONDS", "21000"))
 
@@ -330,7 +346,7 @@ def main(env: dict[str, str] | None = None) -> int:
     watchdog.daemon = True
     watchdog.start()
     try:
-        boto3 = _boto3(env.get("BOTO3_VERSION", "1.40.0"))
+        boto3 = _boto3(env.get("REQUIREMENTS", "/opt/staging/requirements.txt"))
         run(env, s3=boto3.client("s3"), secrets=boto3.client("secretsmanager"))
     except Exception as error:  # every failure, expected (StagingError) or not, must reach CloudFormation
         log(f"FAILED: {error}")
