@@ -47,3 +47,10 @@ def test_the_stack_refuses_standard_on_1_33_at_synth(cdk_context: dict[str, Any]
                          kubernetes_version="1.33", support_type=SupportType.STANDARD, benchmark=False,
                          observability=False)
     assert [p.field for p in error.value.problems] == ["eks_support_type"]
+
+
+def test_the_context_key_is_refused_the_same_way(app_module: Any, cdk_context: dict[str, Any]) -> None:
+    with pytest.raises(SpecError) as error:
+        app_module.build({**cdk_context, "eks_support_type": "standard", "kubernetes_version": "1.33"})
+    (problem,) = [p for p in error.value.problems if p.field == "eks_support_type"]
+    assert problem.value == "STANDARD" and "2026-07-29" in problem.message
