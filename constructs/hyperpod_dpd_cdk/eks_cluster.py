@@ -14,10 +14,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
+from hyperpod_dpd import SpecError
 from hyperpod_dpd.contracts.operator import SYSTEM_POOL
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
 from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess, deny_internet_facing
-from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType
+from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType, support_type_problems
 
 # The operator, its ALB controller and KEDA, cert-manager and CoreDNS run here, never on GPU nodes.
 # Two nodes for availability; m5.xlarge because the operator image is amd64 only (operator v3.2).
@@ -71,7 +72,8 @@ class HyperPodEksCluster(Construct):
     :param network_policy: turn on the VPC CNI's NetworkPolicy enforcement (off by default: not yet
         verified on HyperPod nodes). :default: False
     :param kubernetes_version: a new cluster's version. :default: 1.34
-    :param support_type: a new cluster's ``UpgradePolicy``. :default: ``SupportType.EXTENDED``
+    :param support_type: a new cluster's ``UpgradePolicy``; ``STANDARD`` is refused for a version already
+        past its end of standard support (``versions.EKS_SUPPORT_CALENDAR``). :default: ``SupportType.EXTENDED``
     :param preinstalled: add-ons an existing cluster runs already (``eks-pod-identity-agent`` is created
         otherwise: the observability add-on needs it). :default: - none
     :param allow_internet_facing_load_balancers: leave out the new cluster's role's explicit deny on
@@ -132,6 +134,9 @@ class HyperPodEksCluster(Construct):
             if existing.cluster_security_group_id is not None:
                 self._connect(existing.cluster_security_group_id, security_group)
         else:
+            problems = support_type_problems(kubernetes_version, support_type)
+            if problems:
+                raise SpecError(problems)
             self.secrets_key = kms.Key(
                 self, "SecretsKey", enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
                 description="Envelope encryption of the EKS cluster's Kubernetes secrets")

@@ -74,11 +74,12 @@ def network_problems(availability_zone_id: str, region: str, *, vpc: ec2.IVpc | 
 class HyperPodNetwork(Construct):
     """A new VPC, or an existing one, with the single-AZ HyperPod subnet.
 
-    New VPC: two AZs of public and private (NAT) subnets: the private ones (tagged
-    ``kubernetes.io/role/internal-elb``) for the EKS control plane, the system node group and the
-    operator's internal ALB, the public ones for the NAT gateway only; one NAT gateway; an S3
+    New VPC: two AZs of public and private (NAT) subnets: the private ones for the EKS control plane
+    and the system node group, the public ones for the NAT gateway only; one NAT gateway; an S3
     gateway endpoint; VPC flow logs; and a secondary CIDR holding the HyperPod subnet, created by
-    AZ ID and routed to the NAT gateway.
+    AZ ID and routed to the NAT gateway. The private subnets and the HyperPod subnet are tagged
+    ``kubernetes.io/role/internal-elb``, so the operator's internal ALB is enabled in the AZ of the
+    model pods whichever AZ names the account maps to which AZ IDs.
 
     :param availability_zone_id: the AZ ID (``usw2-az2``) where your accelerated capacity is;
         every HyperPod node goes there, because EFA only connects prefill and decode in one AZ and
@@ -90,7 +91,8 @@ class HyperPodNetwork(Construct):
         existing VPC's routes are left alone.
     :param eks_subnets: with ``vpc``: the EKS control-plane and system-node subnets (two AZs or
         more). The operator's internal ALB goes to the VPC's subnets tagged
-        ``kubernetes.io/role/internal-elb`` (else, controller v2.12.1+, its private subnets).
+        ``kubernetes.io/role/internal-elb`` (else, controller v2.12.1+, its private subnets); one of
+        them must be in the HyperPod subnet's AZ, or the ALB cannot reach the model pods.
         :default: - the VPC's private subnets with egress
     :param vpc_cidr: new VPC only. :default: 10.192.0.0/16
     :param hyperpod_cidr: new VPC only, the secondary CIDR and HyperPod subnet. :default: 10.1.0.0/16
@@ -136,11 +138,15 @@ class HyperPodNetwork(Construct):
         log_group = logs.LogGroup(self, "FlowLogs", retention=FLOW_LOG_RETENTION)
         vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(log_group))
         # The operator's ALB is internal (the controller's default scheme): the controller places it in
-        # the subnets tagged internal-elb, the two private ones, which give it the two AZs an ALB needs.
-        # The public subnets get no kubernetes.io/role/elb tag (aws_eks_v2.Cluster adds one to every public
-        # subnet; the removal outranks it): only an internet-facing load balancer would use it, and the
-        # controller's role is denied those (see exposure.py). AWS's reference HyperPod VPC tags its
-        # private subnets only, the same way.
+        # the subnets tagged internal-elb. The two private ones give it the two AZs an ALB needs, but they
+        # are the region's first two AZ *names*, which need not include the HyperPod subnet's AZ *ID*, and
+        # an ALB sends nothing to a target in an AZ it is not enabled in (ELB API reference, TargetHealth
+        # reason Target.NotInUse). So the HyperPod subnet is tagged too (_hyperpod_subnet), as AWS's own
+        # HyperPod setup tags its HyperPod subnets internal-elb (aws/sagemaker-hyperpod-cluster-setup,
+        # main-stack-eks-based-template.yaml passes PrivateSubnetStack's subnets to
+        # private-subnet-tagging-template.yaml). The public subnets get no kubernetes.io/role/elb tag
+        # (aws_eks_v2.Cluster adds one to every public subnet; the removal outranks it): only an
+        # internet-facing load balancer would use it, and the controller's role is denied those (exposure.py).
         for subnet in vpc.private_subnets:
             Tags.of(subnet).add(INTERNAL_ELB_TAG, "1")
         for subnet in vpc.public_subnets:
@@ -153,7 +159,8 @@ class HyperPodNetwork(Construct):
         cidr_block = ec2.CfnVPCCidrBlock(self, "HyperPodCidr", vpc_id=vpc.vpc_id, cidr_block=cidr)
         subnet = ec2.CfnSubnet(self, "HyperPodSubnet", vpc_id=vpc.vpc_id, cidr_block=cidr,
                                availability_zone_id=self.availability_zone_id, map_public_ip_on_launch=False,
-                               tags=[{"key": "Name", "value": f"{Stack.of(self).stack_name}/hyperpod-private"}])
+                               tags=[{"key": "Name", "value": f"{Stack.of(self).stack_name}/hyperpod-private"},
+                                     {"key": INTERNAL_ELB_TAG, "value": "1"}])
         subnet.node.add_dependency(cidr_block)
         table = ec2.CfnRouteTable(self, "HyperPodRouteTable", vpc_id=vpc.vpc_id)
         nat = vpc.public_subnets[0].node.find_child("NATGateway")

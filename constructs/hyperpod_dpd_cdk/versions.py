@@ -6,15 +6,18 @@ Bump a version here and nowhere else; the snapshot tests then show exactly what 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from enum import Enum
 
+from hyperpod_dpd import Problem
 from hyperpod_dpd.contracts import stack_defaults as _defaults
 
 # Kubernetes of the EKS control plane. HyperPod lists 1.28-1.34 ("Getting started with Amazon EKS
 # support in SageMaker HyperPod"); AWS's cluster-setup templates default to 1.34. 1.33 left EKS
 # standard support on 2026-07-29 (a new cluster would be billed for extended support); 1.34 is in
-# standard support until 2026-12-02, and 1.35 is not yet listed for HyperPod. The kubectl Lambda layer
-# must match within one minor version: ``aws-cdk.lambda-layer-kubectl-v34`` (KubectlV34Layer).
+# standard support until 2026-12-02 (EKS_SUPPORT_CALENDAR below), and 1.35 is not yet listed for
+# HyperPod. The kubectl Lambda layer must match within one minor version:
+# ``aws-cdk.lambda-layer-kubectl-v34`` (KubectlV34Layer).
 KUBERNETES_VERSION = _defaults.KUBERNETES_VERSION
 # What ``kubernetes_version`` accepts: versions HyperPod lists that the v34 kubectl layer drives (kubectl
 # supports one minor version of skew either way). 1.35 is not listed for HyperPod yet.
@@ -25,10 +28,53 @@ class SupportType(Enum):
     """The EKS cluster's ``UpgradePolicy.SupportType``. ``EXTENDED`` keeps the version after its standard
     support ends, billed at the extended-support rate ($0.60 instead of $0.10 per cluster-hour, about
     $365 a month more); ``STANDARD`` lets EKS upgrade the control plane then, under running HyperPod
-    nodes whose AMI HyperPod may not offer for the new version yet."""
+    nodes whose AMI HyperPod may not offer for the new version yet. ``STANDARD`` exists only while the
+    version is in standard support: from its end (``EKS_SUPPORT_CALENDAR``) it is refused at synth."""
 
     STANDARD = "STANDARD"
     EXTENDED = "EXTENDED"
+
+
+@dataclass(frozen=True)
+class SupportWindow:
+    """When EKS stops a Kubernetes version's standard and extended support (UTC days)."""
+
+    end_of_standard: date
+    end_of_extended: date
+
+
+# The Amazon EKS Kubernetes release calendar ("Understand the Kubernetes version lifecycle on EKS",
+# awsdocs/amazon-eks-user-guide latest/ug/versioning/kubernetes-versions.adoc at 01385604, the table
+# "Amazon EKS Kubernetes release calendar"; ``aws eks describe-cluster-versions`` gives the same dates).
+# "Billing for extended support starts at the beginning of the day that the version reaches end of
+# standard support, in the UTC+0 timezone": on that day the version is in extended support.
+EKS_SUPPORT_CALENDAR: dict[str, SupportWindow] = {
+    "1.33": SupportWindow(end_of_standard=date(2026, 7, 29), end_of_extended=date(2027, 7, 29)),
+    "1.34": SupportWindow(end_of_standard=date(2026, 12, 2), end_of_extended=date(2027, 12, 2)),
+}
+
+
+def support_type_problems(kubernetes_version: str, support_type: SupportType, *,
+                          today: date | None = None) -> list[Problem]:
+    """``STANDARD`` on a version already past its end of standard support.
+
+    EKS: "You cannot disable extended support once your cluster has entered it. You can only disable
+    extended support for clusters on standard support" (EKS user guide, "Disable EKS extended support",
+    latest/ug/clusters/disable-extended-support.adoc). A deployed stack switched to ``STANDARD`` then
+    fails its update, and a new cluster would not get what the option promises.
+    """
+    window = EKS_SUPPORT_CALENDAR.get(kubernetes_version)
+    day = today or datetime.now(UTC).date()
+    if support_type is not SupportType.STANDARD or window is None or day < window.end_of_standard:
+        return []
+    return [Problem(
+        field="eks_support_type", value=support_type.value,
+        message=f"cannot be set on Kubernetes {kubernetes_version}: its EKS standard support ended on "
+                f"{window.end_of_standard.isoformat()} (extended support runs to "
+                f"{window.end_of_extended.isoformat()}), "
+                "and EKS lets a cluster leave extended support only while its version is in standard support",
+        fix="leave eks_support_type out (EXTENDED, billed at the extended-support rate), or use a Kubernetes "
+            "version in standard support once HyperPod lists one")]
 
 
 # The add-ons the stack installs on an existing cluster unless they are declared pre-installed

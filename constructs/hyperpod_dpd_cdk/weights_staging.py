@@ -6,22 +6,39 @@ token must sit in a Kubernetes Secret. The stack instead copies the revision onc
 ``s3://<model bucket>/huggingface/<model id>/<revision>/`` and points the endpoint at it, as AWS's DPD
 example reads S3.
 
-Order: wait handle -> staging Job (ServiceAccount with its own IAM role, script in a ConfigMap) ->
-``AWS::CloudFormation::WaitCondition`` -> endpoint manifest. The Job signals the handle (success, or
-failure with its last log lines); the condition's ``Timeout`` bounds the wait and the script's watchdog
-fails before it. Construct ids (and the Job's name) carry a hash of model, revision and prefix, because a
-wait condition cannot be reused and a Job's pod template cannot change.
+Order: wait handle -> staging Job (ServiceAccount with its own IAM role, script and hash-pinned
+requirements in a ConfigMap, the handle's URL in a Secret) -> ``AWS::CloudFormation::WaitCondition`` ->
+endpoint manifest. The Job signals the handle (success, or failure with its last log lines); the
+condition's ``Timeout`` bounds the wait and the script's watchdog fails before it.
+
+Updates: a wait condition's ``Handle``, ``Count`` and ``Timeout`` cannot be updated ("Updates aren't
+supported", AWS::CloudFormation::WaitCondition reference; aws-cloudformation/cloudformation-coverage-roadmap
+#1097 gives new logical ids as the way), and a Job's pod template is immutable. So the handle, the wait,
+the Job manifest and every Kubernetes name in it carry a digest of the whole rendered Job and the wait's
+timeout: any change (``weights_staging_hours``, the image, the script, the pins) makes new ones, which
+the script resumes from what S3 holds, and CloudFormation deletes the old ones after. The role and the
+ServiceAccount's trust are keyed by model, revision and prefix only, so they stay.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import cdk8s
-from aws_cdk import Aws, CfnOutput, CfnWaitCondition, CfnWaitConditionHandle, Duration, RemovalPolicy, Stack
+from aws_cdk import (
+    Annotations,
+    Aws,
+    CfnOutput,
+    CfnWaitCondition,
+    CfnWaitConditionHandle,
+    Duration,
+    RemovalPolicy,
+    Stack,
+)
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -37,6 +54,11 @@ from hyperpod_dpd_cdk.inference_operator import IrsaTrust
 from hyperpod_dpd_cdk.lifecycle import prefix_findings
 
 SCRIPT = Path(__file__).resolve().parent / "assets" / "weights_staging" / "stage_weights.py"
+# boto3 and its dependencies, each wheel with its sha256 (scripts/pin_staging_requirements.py writes it).
+REQUIREMENTS = SCRIPT.with_name("requirements.txt")
+SCRIPT_DIR = "/opt/staging"
+HANDLE_DIR = "/var/run/hyperpod-dpd/wait-handle"
+HANDLE_KEY = "url"
 STAGED_ROOT = "huggingface"
 # A WaitCondition may wait at most 12 hours (AWS::CloudFormation::WaitCondition Timeout).
 MAX_WAIT = Duration.hours(12)
@@ -45,8 +67,10 @@ DEFAULT_WAIT = Duration.hours(4)
 WATCHDOG_MARGIN = Duration.minutes(10)
 # The consolidated-checkpoint copy Meta ships beside the safetensors; vLLM reads the safetensors.
 DEFAULT_EXCLUDE = ("original/*",)
-BOTO3_VERSION = "1.40.0"
 SERVICE_ACCOUNT = "hyperpod-dpd-weights"
+# A node the staging Job may run on without the stack's system pool (an existing cluster): any Linux node
+# that is not a HyperPod node (well-known label kubernetes.io/os, Kubernetes "Well-Known Labels").
+OS_LABEL = "kubernetes.io/os"
 SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$")
 MANAGED_BY = {"app.kubernetes.io/managed-by": "hyperpod-dpd", "app.kubernetes.io/name": "hyperpod-dpd-weights"}
 
@@ -95,20 +119,34 @@ def staging_wait_problems(wait: Duration) -> list[Problem]:
 
 
 def staging_digest(source: HuggingFaceSource, prefix: str) -> str:
+    """What is staged: keys the role and its ServiceAccount, which stay across changes to the Job."""
     return hashlib.sha256(f"{source.model_id}@{source.revision}:{prefix}".encode()).hexdigest()[:10]
 
 
-class WeightsStagingChart(cdk8s.Chart):
-    """ServiceAccount (IRSA), the script as a ConfigMap, and the Job, on the system nodes."""
+def job_digest(identity: str, rendered: object, wait: Duration) -> str:
+    """What is waited for: the rendered Job (tokens resolved to CloudFormation) and the wait's timeout."""
+    payload = json.dumps({"staged": identity, "job": rendered, "wait": int(wait.to_seconds())}, sort_keys=True,
+                         separators=(",", ":"), default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:10]
 
-    def __init__(self, scope: Construct, id: str, *, namespace: str, name: str, role_arn: str,
-                 environment: dict[str, str], deadline: Duration) -> None:
+
+class WeightsStagingChart(cdk8s.Chart):
+    """ServiceAccount (IRSA), the script and its pinned requirements as a ConfigMap, the wait handle's URL
+    as a Secret, and the Job, on a Linux node that is not a HyperPod node (the system pool when there is
+    one)."""
+
+    def __init__(self, scope: Construct, id: str, *, namespace: str, name: str, service_account: str,
+                 role_arn: str, environment: dict[str, str], handle_url: str, deadline: Duration) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True, namespace=namespace)
         self.service_account = kplus.ServiceAccount(
             self, "ServiceAccount", automount_token=False, metadata=cdk8s.ApiObjectMetadata(
-                name=SERVICE_ACCOUNT, labels=dict(MANAGED_BY), annotations={ROLE_ARN_ANNOTATION: role_arn}))
+                name=service_account, labels=dict(MANAGED_BY), annotations={ROLE_ARN_ANNOTATION: role_arn}))
         script = kplus.ConfigMap(self, "Script", metadata=cdk8s.ApiObjectMetadata(name=name, labels=dict(MANAGED_BY)),
-                                 data={SCRIPT.name: SCRIPT.read_text(encoding="utf-8")})
+                                 data={SCRIPT.name: SCRIPT.read_text(encoding="utf-8"),
+                                       REQUIREMENTS.name: REQUIREMENTS.read_text(encoding="utf-8")})
+        # Not in the Job's env: whoever may read Jobs or Pods in the namespace could signal the wait early.
+        handle = kplus.Secret(self, "WaitHandle", metadata=cdk8s.ApiObjectMetadata(name=name, labels=dict(MANAGED_BY)),
+                              string_data={HANDLE_KEY: handle_url})
         self.job = kplus.Job(
             self, "Job", metadata=cdk8s.ApiObjectMetadata(name=name, labels=dict(MANAGED_BY)),
             pod_metadata=cdk8s.ApiObjectMetadata(labels=dict(MANAGED_BY)), select=False, backoff_limit=0,
@@ -118,10 +156,14 @@ class WeightsStagingChart(cdk8s.Chart):
             security_context=kplus.PodSecurityContextProps(ensure_non_root=True, user=RUN_USER, group=RUN_USER,
                                                            fs_group=RUN_USER))
         scripts = kplus.Volume.from_config_map(self, "ScriptVolume", script)
+        handle_volume = kplus.Volume.from_secret(self, "WaitHandleVolume", handle, default_mode=0o440)
         tmp = kplus.Volume.from_empty_dir(self, "TmpVolume", "tmp")
+        files = {"REQUIREMENTS": f"{SCRIPT_DIR}/{REQUIREMENTS.name}",
+                 "WAIT_HANDLE_URL_FILE": f"{HANDLE_DIR}/{HANDLE_KEY}"}
         self.job.add_container(
-            name="stage", image=DEFAULT_IMAGE, command=["python", f"/opt/staging/{SCRIPT.name}"],
-            env_variables={key: kplus.EnvValue.from_value(value) for key, value in sorted(environment.items())},
+            name="stage", image=DEFAULT_IMAGE, command=["python", f"{SCRIPT_DIR}/{SCRIPT.name}"],
+            env_variables={key: kplus.EnvValue.from_value(value)
+                           for key, value in sorted({**environment, **files}.items())},
             image_pull_policy=kplus.ImagePullPolicy.IF_NOT_PRESENT,
             resources=kplus.ContainerResources(
                 cpu=kplus.CpuResources(request=kplus.Cpu.millis(1000), limit=kplus.Cpu.millis(2000)),
@@ -129,11 +171,16 @@ class WeightsStagingChart(cdk8s.Chart):
             security_context=kplus.ContainerSecurityContextProps(
                 ensure_non_root=True, user=RUN_USER, group=RUN_USER, privileged=False,
                 allow_privilege_escalation=False, read_only_root_filesystem=True),
-            volume_mounts=[kplus.VolumeMount(path="/opt/staging", volume=scripts, read_only=True),
+            volume_mounts=[kplus.VolumeMount(path=SCRIPT_DIR, volume=scripts, read_only=True),
+                           kplus.VolumeMount(path=HANDLE_DIR, volume=handle_volume, read_only=True),
                            kplus.VolumeMount(path="/tmp", volume=tmp)])
-        queries = [kplus.NodeLabelQuery.is_(key, value) for key, value in sorted(SYSTEM_POOL.items())]
-        self.job.scheduling.attract(kplus.Node.labeled(*queries, kplus.NodeLabelQuery.does_not_exist(
-            INSTANCE_GROUP_LABEL)))
+        # Required: a Linux node that is not a HyperPod node, which every cluster that can run the stack has;
+        # preferred: the stack's own system pool, which only a cluster the stack creates has. Requiring the
+        # pool would leave the pod Pending on an existing cluster until the wait times out.
+        self.job.scheduling.attract(kplus.Node.labeled(kplus.NodeLabelQuery.is_(OS_LABEL, "linux"),
+                                                       kplus.NodeLabelQuery.does_not_exist(INSTANCE_GROUP_LABEL)))
+        self.job.scheduling.attract(kplus.Node.labeled(
+            *(kplus.NodeLabelQuery.is_(key, value) for key, value in sorted(SYSTEM_POOL.items()))), weight=100)
 
 
 class HuggingFaceTokenSecret(Construct):
@@ -187,12 +234,14 @@ class WeightsStaging(Construct):
         source = spec.model.source
         assert isinstance(source, HuggingFaceSource) and source.revision is not None
         self.prefix = staged_prefix(source)
-        digest = staging_digest(source, self.prefix)
-        self.job_name = f"stage-weights-{spec.name}-{digest}"[:63].rstrip("-")
+        identity = staging_digest(source, self.prefix)
+        self.service_account_prefix = f"{SERVICE_ACCOUNT}-{identity}-"
 
         self.secret_arn = token_secret_arn
-        subject = f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}"
-        self.role = iam.Role(self, "Role", assumed_by=trust.principal(f"Weights{digest}", subject),
+        # The ServiceAccount is renamed with the Job (CloudFormation deletes the old manifest, names and all,
+        # after creating the new one); the trust takes any of its names for this staged revision.
+        subject = f"system:serviceaccount:{namespace}:{self.service_account_prefix}*"
+        self.role = iam.Role(self, "Role", assumed_by=trust.principal(f"Weights{identity}", subject, like=True),
                              description=f"hyperpod-dpd: stage {source.model_id} into {self.prefix}/")
         self.role.add_to_policy(iam.PolicyStatement(
             actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
@@ -205,17 +254,27 @@ class WeightsStaging(Construct):
         acknowledge(self.role, "IAM5", "The staging Job writes the revision's files, whose names the Hub lists, "
                     "under its own prefix only.", prefix_findings(model_bucket, [self.prefix]))
 
+        environment = {
+            "MODEL_ID": source.model_id, "REVISION": source.revision, "BUCKET": model_bucket.bucket_name,
+            "PREFIX": self.prefix, "TOKEN_SECRET_ARN": self.secret_arn, "AWS_REGION": Aws.REGION,
+            "EXCLUDE": ",".join(exclude),
+            "DEADLINE_SECONDS": str(int(wait.to_seconds() - WATCHDOG_MARGIN.to_seconds())),
+            "HOME": "/tmp", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+        def chart(suffix: str, handle_url: str) -> WeightsStagingChart:
+            name = f"stage-weights-{spec.name[:38].rstrip('-')}-{suffix}"  # a Job name is at most 63 characters
+            return WeightsStagingChart(
+                cdk8s.App(), name, namespace=namespace, name=name, service_account=self.service_account_prefix + suffix,
+                role_arn=self.role.role_arn, deadline=wait, environment=environment, handle_url=handle_url)
+
+        # The digest of the Job as rendered with placeholders for its own names and the handle it signals.
+        digest = job_digest(identity, Stack.of(self).resolve(chart("draft", "<wait handle URL>").to_json()), wait)
+        self.digest = digest
         self.handle = CfnWaitConditionHandle(self, f"Handle{digest}")
-        chart = WeightsStagingChart(
-            cdk8s.App(), self.job_name, namespace=namespace, name=self.job_name, role_arn=self.role.role_arn,
-            deadline=wait, environment={
-                "MODEL_ID": source.model_id, "REVISION": source.revision, "BUCKET": model_bucket.bucket_name,
-                "PREFIX": self.prefix, "TOKEN_SECRET_ARN": self.secret_arn, "WAIT_HANDLE_URL": self.handle.ref,
-                "AWS_REGION": Aws.REGION, "EXCLUDE": ",".join(exclude), "BOTO3_VERSION": BOTO3_VERSION,
-                "DEADLINE_SECONDS": str(int(wait.to_seconds() - WATCHDOG_MARGIN.to_seconds())),
-                "HOME": "/tmp", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-        self.chart = chart
-        self.manifest = cluster.add_cdk8s_chart(f"Job{digest}", chart)
+        self.chart = chart(digest, self.handle.ref)
+        self.job_name = self.chart.job.name
+        self.service_account_name = self.chart.service_account.name
+        self.manifest = cluster.add_cdk8s_chart(f"Job{digest}", self.chart)
         self.manifest.node.add_dependency(self.role.node.find_child("DefaultPolicy"))
         for dependency in after:
             self.manifest.node.add_dependency(dependency)
@@ -223,3 +282,9 @@ class WeightsStaging(Construct):
                                      timeout=str(int(wait.to_seconds())))
         # The timer starts when CloudFormation creates the condition: only once the Job is applied.
         self.wait.node.add_dependency(self.manifest)
+        if not isinstance(cluster, eks.Cluster):
+            Annotations.of(self).add_warning_v2(
+                "hyperpod-dpd:StagingNeedsCpuNode",
+                f"the weights staging Job {namespace}/{self.job_name} runs on a Linux node of the existing cluster "
+                "that is not a HyperPod node, with 1 CPU and 1 GiB free; without one it stays Pending and cdk "
+                f"deploy waits {wait.to_human_string()} before it fails")

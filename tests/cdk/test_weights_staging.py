@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from cdk_template_queries import by_type, depends_on
 from hyperpod_dpd import HuggingFaceSource, SpecError
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import HyperPodDpdStack
-from hyperpod_dpd_cdk.weights_staging import MAX_WAIT, SERVICE_ACCOUNT, staged_prefix, staging_digest
+from hyperpod_dpd_cdk.weights_staging import MAX_WAIT, REQUIREMENTS, staged_prefix, staging_digest
 
 REVISION = cdk_support.HF_REVISION
 SECRET_ARN = cdk_support.HF_SECRET_ARN
@@ -56,16 +57,51 @@ def test_one_job_per_revision_however_many_endpoints_serve_it(hf_app: Synthesize
     assert len(by_type(hf_app.template, "AWS::CloudFormation::WaitCondition")) == 2
 
 
+def rendered(s: Synthesized, name: str = "dpd-test") -> dict[str, Any]:
+    """The staging chart's objects by kind, tokens resolved."""
+    return {o["kind"]: o for o in s.stack.resolve(s.stack.weights_staging[name].chart.to_json())}
+
+
 def test_the_token_is_referenced_only_by_arn(hf_app: Synthesized) -> None:
     text = json.dumps(hf_app.template)
     assert TOKEN_SENTINEL not in text
-    assert '"kind":"Secret"' not in text.replace(" ", "").replace('\\"', '"')
     staging = hf_app.stack.weights_staging["dpd-test"]
     env = {e["name"]: e for c in staging.chart.to_json()[-1]["spec"]["template"]["spec"]["containers"]
            for e in c["env"]}
     assert env["TOKEN_SECRET_ARN"]["value"] == SECRET_ARN
     assert not any("TOKEN" in name and name != "TOKEN_SECRET_ARN" for name in env)
-    assert all("valueFrom" not in e for e in env.values()), "no Kubernetes Secret is read"
+    assert all("valueFrom" not in e for e in env.values()), "no Kubernetes Secret is read into the env"
+    # The only Kubernetes Secret is the wait handle's URL; the token never is one.
+    secret = rendered(hf_app)["Secret"]
+    assert secret["stringData"] == {"url": {"Ref": logical_id(staging.handle)}}
+
+
+def test_the_wait_handle_url_is_a_mounted_secret_not_in_the_job_spec(hf_app: Synthesized) -> None:
+    staging = hf_app.stack.weights_staging["dpd-test"]
+    objects = rendered(hf_app)
+    handle = json.dumps({"Ref": logical_id(staging.handle)})
+    assert handle not in json.dumps(objects["Job"]), "whoever reads Jobs or Pods could signal the wait"
+    pod = objects["Job"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert "WAIT_HANDLE_URL" not in env
+    path = env["WAIT_HANDLE_URL_FILE"]
+    mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == objects["Secret"]["metadata"]["name"]
+    assert path.rsplit("/", 1)[-1] in objects["Secret"]["stringData"]
+
+
+def test_boto3_is_installed_from_hash_pinned_requirements(hf_app: Synthesized) -> None:
+    objects = rendered(hf_app)
+    requirements = objects["ConfigMap"]["data"][REQUIREMENTS.name]
+    pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
+    names = {line.split("==")[0] for line in pins}
+    assert {"boto3", "botocore", "s3transfer", "jmespath", "python-dateutil", "six", "urllib3"} <= names
+    assert all(re.fullmatch(r"[a-z0-9.-]+==[A-Za-z0-9.]+ --hash=sha256:[0-9a-f]{64}", line) for line in pins), pins
+    env = {e["name"]: e.get("value") for e in objects["Job"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["REQUIREMENTS"].endswith(f"/{REQUIREMENTS.name}")
+    assert "BOTO3_VERSION" not in env
 
 
 def test_only_the_staging_role_reads_the_secret_and_writes_only_its_prefix(hf_app: Synthesized) -> None:
@@ -78,9 +114,11 @@ def test_only_the_staging_role_reads_the_secret_and_writes_only_its_prefix(hf_ap
     assert len(writes) == 1
     resource = json.dumps(writes[0]["Resource"])
     assert f"/{staged_prefix(staging_source(hf_app))}/*" in resource
-    trust = hf_app.template["Resources"][logical_id(staging.role)]["Properties"]["AssumeRolePolicyDocument"]
-    assert f"serviceaccount:default:{SERVICE_ACCOUNT}" in json.dumps(hf_app.stack.resolve(trust)) or \
-        f"serviceaccount:default:{SERVICE_ACCOUNT}" in json.dumps(hf_app.template)
+    pattern = f"system:serviceaccount:default:{staging.service_account_prefix}*"
+    assert pattern in json.dumps(hf_app.template), "the role trusts the staging ServiceAccount's names only"
+    assert staging.service_account_name.startswith(staging.service_account_prefix)
+    others = [s for name, s in hf_app.stack.weights_staging.items() if s is not staging]
+    assert all(not o.service_account_name.startswith(staging.service_account_prefix) for o in others)
 
 
 def staging_source(s: Synthesized) -> HuggingFaceSource:
@@ -105,19 +143,19 @@ def test_job_name_and_wait_ids_follow_the_revision(hf_app: Synthesized) -> None:
     assert staging_digest(source, staged_prefix(source)) == staging_digest(source, staged_prefix(source))
     assert staging_digest(source, staged_prefix(source)) != staging_digest(other, staged_prefix(other))
     staging = hf_app.stack.weights_staging["dpd-test"]
-    assert staging_digest(source, staged_prefix(source)) in staging.job_name
-    assert staging_digest(source, staged_prefix(source)) in logical_id(staging.wait)
+    assert staging_digest(source, staged_prefix(source)) in staging.service_account_prefix
+    assert staging.digest in staging.job_name and staging.digest in logical_id(staging.wait)
 
 
 def test_the_job_manifest_is_what_the_cluster_accepts(hf_app: Synthesized, tmp_path: Path) -> None:
     staging = hf_app.stack.weights_staging["dpd-test"]
     objects = hf_app.stack.resolve(staging.chart.to_json())
     kinds = [o["kind"] for o in objects]
-    assert sorted(kinds) == ["ConfigMap", "Job", "ServiceAccount"]
+    assert sorted(kinds) == ["ConfigMap", "Job", "Secret", "ServiceAccount"]
     job = next(o for o in objects if o["kind"] == "Job")
     assert job["spec"]["backoffLimit"] == 0
     pod = job["spec"]["template"]["spec"]
-    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == SERVICE_ACCOUNT
+    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == staging.service_account_name
     yaml.safe_dump_all(objects)  # plain data, no CDK objects left
 
 
@@ -137,5 +175,5 @@ def test_the_app_writes_the_staging_job_beside_the_endpoints(app_module: Any, hf
     staging = [p for p in written if "stage-weights-" in p.name]
     assert len(staging) == 2  # one per staged revision, not per endpoint
     documents = list(yaml.safe_load_all(staging[0].read_text()))
-    assert [d["kind"] for d in documents] == ["ServiceAccount", "ConfigMap", "Job"]
+    assert [d["kind"] for d in documents] == ["ServiceAccount", "ConfigMap", "Secret", "Job"]
     assert cdk_support.HF_TOKEN_SENTINEL not in staging[0].read_text()

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 from support import FakeClock, load_module
 
@@ -30,11 +33,39 @@ FILES = {"config.json": b'{"architectures": ["LlamaForCausalLM"]}',
 LFS = {"model-00001-of-00001.safetensors", "original/consolidated.00.pth"}
 
 
+class FakeCdn:
+    """The download CDN the Hub redirects file reads to: another host, serving signed URLs."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.files = files
+        self.authorization: list[str | None] = []
+        cdn = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                cdn.authorization.append(self.headers.get("Authorization"))
+                body = cdn.files[urllib.parse.unquote(self.path.split("?")[0].lstrip("/"))]
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        # Another loopback address: another hostname, as cdn-lfs.hf.co is to huggingface.co.
+        self.server = ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+        self.url = f"http://127.0.0.2:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
 class FakeHub:
-    def __init__(self, *, gated: bool = False, files: dict[str, bytes] | None = None) -> None:
+    def __init__(self, *, gated: bool = False, files: dict[str, bytes] | None = None,
+                 cdn: FakeCdn | None = None) -> None:
         self.gated = gated
         self.files = dict(FILES if files is None else files)
         self.downloads: list[str] = []
+        self.cdn = cdn
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -56,6 +87,11 @@ class FakeHub:
                 if self.path.startswith(resolve):
                     name = self.path[len(resolve):]
                     hub.downloads.append(name)
+                    if hub.cdn is not None and name.endswith(".safetensors"):  # LFS files live on the CDN
+                        self.send_response(302)
+                        self.send_header("Location", f"{hub.cdn.url}/{name}?X-Amz-Signature=signed")
+                        self.send_header("Content-Length", "0")
+                        return self.end_headers()
                     return self.send(hub.served(name))
                 return self.fail(404, "RepoNotFound")
 
@@ -222,3 +258,120 @@ def test_the_signal_body_is_what_cloudformation_reads(monkeypatch: pytest.Monkey
     body = json.loads(request.data)
     assert body["Status"] == "FAILURE" and body["UniqueId"] == "m@r"
     assert len(body["Reason"]) <= script.MAX_REASON
+
+
+class PrefixScopedS3:
+    """moto's S3 as the staging role sees it: without s3:ListBucket on a missing key, S3 answers 403, not
+    404 (S3 API reference, GetObject/HeadObject "Permissions": "If you don't have the s3:ListBucket
+    permission, Amazon S3 returns an HTTP status code 403 Access Denied error"); listing is allowed only
+    under the role's prefix (its ``s3:prefix`` condition). moto evaluates no IAM, so this wrapper does."""
+
+    def __init__(self, s3: Any) -> None:
+        self.s3 = s3
+        self.listed: list[str] = []
+
+    def _denied(self, operation: str, code: str) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": "Access Denied"},
+                            "ResponseMetadata": {"HTTPStatusCode": 403}}, operation)
+
+    def get_object(self, **kw: Any) -> Any:
+        try:
+            return self.s3.get_object(**kw)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "NoSuchKey":
+                raise self._denied("GetObject", "AccessDenied") from None
+            raise
+
+    def head_object(self, **kw: Any) -> Any:
+        try:
+            return self.s3.head_object(**kw)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "404":
+                raise self._denied("HeadObject", "403") from None  # HEAD has no body: the code is the status
+            raise
+
+    def list_objects_v2(self, **kw: Any) -> Any:
+        if not str(kw.get("Prefix", "")).startswith(f"{PREFIX}/"):
+            raise self._denied("ListObjectsV2", "AccessDenied")
+        self.listed.append(kw["Prefix"])
+        return self.s3.list_objects_v2(**kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.s3, name)
+
+
+def test_a_prefix_scoped_role_reads_the_403_of_a_missing_key_as_absent(aws: dict[str, Any], hub: FakeHub) -> None:
+    scoped = PrefixScopedS3(aws["s3"])
+    script.run(env(hub), s3=scoped, secrets=aws["secrets"])
+    assert f"{PREFIX}/{script.MARKER}" in keys(aws["s3"])
+    assert f"{PREFIX}/{script.MARKER}" in scoped.listed, "the 403 on the marker was checked by listing that key"
+    hub.downloads.clear()
+    script.run(env(hub), s3=scoped, secrets=aws["secrets"])  # the marker is there now: nothing is read again
+    assert hub.downloads == []
+
+
+def test_a_403_on_a_key_that_exists_is_a_clear_failure(aws: dict[str, Any], hub: FakeHub) -> None:
+    scoped = PrefixScopedS3(aws["s3"])
+    aws["s3"].put_object(Bucket=BUCKET, Key=f"{PREFIX}/{script.MARKER}", Body=b"old")
+    denied = scoped._denied("GetObject", "AccessDenied")
+
+    def get_object(**kw: Any) -> Any:
+        raise denied
+
+    scoped.get_object = get_object  # type: ignore[method-assign]
+    with pytest.raises(script.StagingError, match="exists but the staging role may not read it"):
+        script.run(env(hub), s3=scoped, secrets=aws["secrets"])
+
+
+def test_a_403_the_role_cannot_list_either_names_the_permissions(aws: dict[str, Any], hub: FakeHub) -> None:
+    scoped = PrefixScopedS3(aws["s3"])
+    with pytest.raises(script.StagingError, match="s3:ListBucket under its prefix"):
+        script.run(env(hub, PREFIX="elsewhere/model"), s3=scoped, secrets=aws["secrets"])
+
+
+def test_the_token_is_not_sent_to_the_download_cdn(aws: dict[str, Any]) -> None:
+    cdn = FakeCdn(FILES)
+    gated = FakeHub(gated=True, cdn=cdn)
+    try:
+        script.run(env(gated, TOKEN_SECRET_ARN=aws["arn"]), s3=aws["s3"], secrets=aws["secrets"])
+    finally:
+        gated.server.shutdown()
+        cdn.server.shutdown()
+    assert cdn.authorization == [None], "the signed CDN URL got the Hub token"
+    body = aws["s3"].get_object(Bucket=BUCKET, Key=f"{PREFIX}/model-00001-of-00001.safetensors")["Body"].read()
+    assert body == FILES["model-00001-of-00001.safetensors"]
+
+
+def test_a_redirect_on_the_hub_keeps_the_token() -> None:
+    assert script.same_or_hub_host("https://huggingface.co/a/resolve/x/f", "https://huggingface.co/b/resolve/x/f")
+    assert script.same_or_hub_host("https://mirror.example/a", "https://hf.co/a")
+    assert not script.same_or_hub_host("https://huggingface.co/a", "https://cas-bridge.xethub.hf.co/x?sig=1")
+    assert not script.same_or_hub_host("https://huggingface.co/a", "https://cdn-lfs-us-1.hf.co/x?sig=1")
+
+
+def test_the_wait_handle_url_is_read_from_the_mounted_secret(aws: dict[str, Any], hub: FakeHub, tmp_path: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    urls: list[str | None] = []
+    monkeypatch.setattr(script, "_boto3", lambda requirements: boto3)
+    monkeypatch.setattr(script, "signal", lambda url, **kw: urls.append(url))
+    path = tmp_path / "url"
+    path.write_text("https://cloudformation-waitcondition-us-west-2.s3.amazonaws.com/signed\n")
+    assert script.main(env(hub, WAIT_HANDLE_URL_FILE=str(path))) == 0
+    assert urls == ["https://cloudformation-waitcondition-us-west-2.s3.amazonaws.com/signed"]
+
+
+def test_boto3_is_installed_only_with_hash_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setitem(sys.modules, "boto3", None)  # as in the stock image: no boto3
+
+    def run(command: list[str], check: bool) -> None:
+        calls.append(command)
+        monkeypatch.delitem(sys.modules, "boto3")
+
+    monkeypatch.setattr(script.subprocess, "run", run)
+    monkeypatch.setattr(script.sys, "path", list(sys.path))
+    assert script._boto3("/opt/staging/requirements.txt").__name__ == "boto3"
+    (command,) = calls
+    assert "--require-hashes" in command and "--no-deps" in command and "--only-binary=:all:" in command
+    assert command[-2:] == ["-r", "/opt/staging/requirements.txt"]
+    assert not any(arg.startswith("boto3==") for arg in command), "nothing unhashed on the command line"

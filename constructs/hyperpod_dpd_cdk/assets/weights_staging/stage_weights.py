@@ -8,11 +8,14 @@ redeploy of a staged revision does nothing. Success or failure (with the last lo
 to the wait handle, and a watchdog signals failure before the wait condition's own timeout.
 
 The Hub is read through its REST API (``/api/models/<id>/revision/<sha>?blobs=true`` for the file list,
-``/<id>/resolve/<sha>/<file>`` for the bytes), so only boto3 is installed. The Hugging Face token is read
-from Secrets Manager with the pod's IAM role and kept in memory; it never enters an environment variable
-or a file. Configuration, all from the environment: ``MODEL_ID``, ``REVISION``, ``BUCKET``, ``PREFIX``,
-``TOKEN_SECRET_ARN`` (optional), ``WAIT_HANDLE_URL``, ``DEADLINE_SECONDS``, ``EXCLUDE`` (comma-separated
-globs), ``HF_ENDPOINT`` (default https://huggingface.co), ``BOTO3_VERSION``.
+``/<id>/resolve/<sha>/<file>`` for the bytes), so only boto3 is installed, from ``REQUIREMENTS`` (every
+wheel pinned with its hash, ``pip install --require-hashes``). The Hugging Face token is read from
+Secrets Manager with the pod's IAM role and kept in memory; it never enters an environment variable or
+a file. The wait handle's presigned URL is read from ``WAIT_HANDLE_URL_FILE`` (a Kubernetes Secret the
+Job mounts), not from the Job's spec. Configuration, all from the environment: ``MODEL_ID``,
+``REVISION``, ``BUCKET``, ``PREFIX``, ``TOKEN_SECRET_ARN`` (optional), ``WAIT_HANDLE_URL_FILE`` (or
+``WAIT_HANDLE_URL``), ``DEADLINE_SECONDS``, ``EXCLUDE`` (comma-separated globs), ``HF_ENDPOINT``
+(default https://huggingface.co), ``REQUIREMENTS``.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def log(message: str) -> None:
 def signal(url: str | None, *, success: bool, reason: str, unique_id: str) -> None:
     """PUT the wait condition's JSON body to its presigned handle URL (empty Content-Type, as signed)."""
     if not url:
-        log("no WAIT_HANDLE_URL: not signalling")
+        log("no wait handle URL: not signalling")
         return
     body = json.dumps({"Status": "SUCCESS" if success else "FAILURE", "Reason": reason[-MAX_REASON:],
                        "UniqueId": unique_id, "Data": reason[-MAX_REASON:] if success else ""}).encode()
@@ -65,6 +68,40 @@ def signal(url: str | None, *, success: bool, reason: str, unique_id: str) -> No
         except OSError as error:
             print(f"signal attempt {attempt + 1} failed: {error}", flush=True)
             time.sleep(2 ** attempt)
+
+
+# Hosts that are the Hub itself: the token is kept on a redirect to one (huggingface_hub's HF_URL_HOSTS).
+HUB_HOSTS = frozenset({"huggingface.co", "hf.co"})
+
+
+def same_or_hub_host(url: str, target: str) -> bool:
+    """Whether a redirect from ``url`` to ``target`` stays on the Hub (huggingface_hub 1.33
+    ``utils/_http.py`` ``_is_same_or_hub_host``: same hostname, or a known Hub host)."""
+    host = (urllib.parse.urlsplit(target).hostname or "").lower()
+    return host == (urllib.parse.urlsplit(url).hostname or "").lower() or host in HUB_HOSTS
+
+
+class HubRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects, but drop the token when one leaves the Hub.
+
+    ``resolve/<sha>/<file>`` answers with a redirect to a signed URL on the download CDN
+    (``cdn-lfs*.hf.co``, ``cas-bridge.xethub.hf.co``); urllib would copy ``Authorization`` to it.
+    huggingface_hub removes it there ("Otherwise it's a signed CDN url => don't send auth",
+    ``file_download.py``), and so does this; a same-host redirect (a renamed repository) keeps it.
+    """
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,  # noqa: PLR0917
+                         newurl: str) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and not same_or_hub_host(req.full_url, newurl):
+            for name in [h for h in new.headers if h.lower() == "authorization"]:
+                del new.headers[name]
+            for name in [h for h in new.unredirected_hdrs if h.lower() == "authorization"]:
+                del new.unredirected_hdrs[name]
+        return new
+
+
+OPENER = urllib.request.build_opener(HubRedirects)
 
 
 @dataclass(frozen=True)
@@ -88,7 +125,7 @@ class Hub:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         try:
-            return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60)
+            return OPENER.open(urllib.request.Request(url, headers=headers), timeout=60)
         except urllib.error.HTTPError as error:
             code = error.headers.get("X-Error-Code", "")
             page = f"https://huggingface.co/{self.model_id}"
@@ -141,11 +178,43 @@ def wanted(files: list[HubFile], exclude: list[str]) -> list[HubFile]:
             and f.name != ".gitattributes"]
 
 
+ABSENT = ("404", "NoSuchKey", "NotFound")
+DENIED = ("403", "AccessDenied")
+
+
+def error_code(error: BaseException) -> str:
+    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
+
+
+def absent(s3: Any, bucket: str, key: str, error: BaseException) -> bool:
+    """Whether a failed GetObject/HeadObject of ``key`` means the key does not exist.
+
+    S3 answers 404 for a missing key only to a caller allowed ``s3:ListBucket`` on the bucket, and
+    403 otherwise (S3 API reference, GetObject and HeadObject, "Permissions"). The staging role may
+    list only under its prefix, so a 403 is checked against a listing of exactly that key, which its
+    ``s3:prefix`` condition allows: the key absent from the listing means "not there yet".
+    """
+    code = error_code(error)
+    if code in ABSENT:
+        return True
+    if code not in DENIED:
+        return False
+    try:
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("Contents", [])
+    except Exception as listing:  # botocore ClientError
+        raise StagingError(f"cannot read s3://{bucket}/{key} ({code}) nor list it ({error_code(listing) or listing}): "
+                           "the staging role needs s3:GetObject and s3:ListBucket under its prefix") from None
+    if any(o.get("Key") == key for o in listed):
+        raise StagingError(f"s3://{bucket}/{key} exists but the staging role may not read it ({code}): check the "
+                           "bucket policy and the key's KMS key policy") from None
+    return True
+
+
 def already_there(s3: Any, bucket: str, key: str, file: HubFile) -> bool:
     try:
         head = s3.head_object(Bucket=bucket, Key=key)
-    except Exception as error:  # botocore ClientError; 404 means "not there yet"
-        if getattr(error, "response", {}).get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+    except Exception as error:  # botocore ClientError; a missing key is 404, or 403 to a prefix-scoped role
+        if absent(s3, bucket, key, error):
             return False
         raise
     if head["ContentLength"] != file.size:
@@ -159,7 +228,7 @@ def stage(hub: Hub, s3: Any, *, bucket: str, prefix: str, exclude: list[str]) ->
     try:
         done = s3.get_object(Bucket=bucket, Key=marker)["Body"].read().decode().strip()
     except Exception as error:
-        if getattr(error, "response", {}).get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
+        if not absent(s3, bucket, marker, error):
             raise StagingError(f"cannot read s3://{bucket}/{marker}: {error}") from None
         done = ""
     if done == hub.revision:
@@ -236,22 +305,35 @@ def run(env: dict[str, str], *, s3: Any, secrets: Any, clock: Callable[[], float
         stage(hub, s3, bucket=env["BUCKET"], prefix=env["PREFIX"].strip("/"), exclude=exclude)
 
 
-def _boto3(version: str) -> Any:
+def _boto3(requirements: str) -> Any:
     try:
         import boto3  # noqa: PLC0415
     except ImportError:
         target = "/tmp/pkgs"
-        log(f"installing boto3=={version}")
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-cache-dir", "--target", target,
-                        f"boto3=={version}"], check=True)
+        log(f"installing boto3 from {requirements} (hash-checked)")
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-cache-dir", "--require-hashes",
+                        "--no-deps", "--only-binary=:all:", "--target", target, "-r", requirements], check=True)
         sys.path.insert(0, target)
         import boto3  # noqa: PLC0415
     return boto3
 
 
+def handle_url(env: dict[str, str]) -> str | None:
+    """The wait handle's URL: from the mounted Secret's file, else the environment (a direct run)."""
+    path = env.get("WAIT_HANDLE_URL_FILE")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as file:
+                return file.read().strip() or None
+        except OSError as error:
+            log(f"cannot read the wait handle URL from {path}: {error}")
+            return None
+    return env.get("WAIT_HANDLE_URL") or None
+
+
 def main(env: dict[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
-    url = env.get("WAIT_HANDLE_URL")
+    url = handle_url(env)
     unique = f"{env.get('MODEL_ID', '?')}@{env.get('REVISION', '?')}"
     seconds = float(env.get("DEADLINE_SECONDS", "21000"))
 
@@ -264,7 +346,7 @@ def main(env: dict[str, str] | None = None) -> int:
     watchdog.daemon = True
     watchdog.start()
     try:
-        boto3 = _boto3(env.get("BOTO3_VERSION", "1.40.0"))
+        boto3 = _boto3(env.get("REQUIREMENTS", "/opt/staging/requirements.txt"))
         run(env, s3=boto3.client("s3"), secrets=boto3.client("secretsmanager"))
     except Exception as error:  # every failure, expected (StagingError) or not, must reach CloudFormation
         log(f"FAILED: {error}")
