@@ -9,6 +9,7 @@ from hyperpod_dpd.advisor import estimates
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout
 from hyperpod_dpd.advisor.prices import node_price
+from hyperpod_dpd.contracts.prices import unpriced_reason
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import Sla, Traffic
@@ -215,7 +216,8 @@ def assumptions(estimator: Estimator, spec: DpdSpec, *, transfer_s: float) -> di
     found["factors"] = (f"prefill x{estimator.factors.prefill:.3g}, decode step x{estimator.factors.decode:.3g}, "
                         f"+{estimator.factors.overhead_s * 1000:.0f} ms per request: {estimator.factors.source}")
     found["cost"] = (estimator.price.describe() if estimator.price is not None else
-                     f"no price for {spec.instance_type.facts.name} in the table: give --price-per-node-hour")
+                     f"no price for {spec.instance_type.facts.name} "
+                     f"({unpriced_reason(spec.instance_type.facts.name)}): give --price-per-node-hour")
     found["layouts"] = ("DPD: one prefill at a time per prefiller, each decoder up to its max_num_seqs; baseline: "
                         "the same model, TP, engine flags and gpu_memory_utilization without pdSpec, a replica on "
                         "every GPU of its nodes; every engine's batch is capped by the KV cache the planner sizes; "

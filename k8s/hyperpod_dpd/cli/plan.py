@@ -1,6 +1,7 @@
 """``hyperpod-dpd plan [SPEC] [--model-config PATH_OR_S3_URI] [--prompt-tokens N] [--json]``.
 
-Prints the sizing plan as a table, or with ``--json`` as one JSON object on stdout. A plan with
+Prints the nodes the stack creates (per role) and what they cost per hour first, then the sizing plan as a
+table; with ``--json`` one JSON object on stdout, the cost under ``"cost"``. A plan with
 sizing errors is still printed (so the figures explain the errors); the errors then go to stderr
 and the exit status is 2, as for every user-fixable failure.
 """
@@ -12,6 +13,7 @@ import json
 
 from hyperpod_dpd.cli._argtypes import tokens
 from hyperpod_dpd.cli._common import add_spec_argument, read_spec_with_problems
+from hyperpod_dpd.contracts.prices import node_cost
 from hyperpod_dpd.errors import SpecError, UsageError
 
 
@@ -42,9 +44,11 @@ def run(args: argparse.Namespace) -> int:
         sized = plan(spec, architecture=architecture, prompt_tokens=args.prompt_tokens)
     except SpecError as err:
         raise UsageError(_cannot_plan(err)) from None
+    cost = node_cost(spec.node_usage())
     if args.json:
-        print(json.dumps(sized.to_json(), indent=2))
+        print(json.dumps({"cost": cost.to_json(), **sized.to_json()}, indent=2))
     else:
+        print("\n".join(cost.lines()) + "\n")
         print(render_table(sized), end="")
     problems = [*refused, *(p for p in sized.problems if p not in refused)]
     if problems:
