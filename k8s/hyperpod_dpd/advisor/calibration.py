@@ -190,11 +190,11 @@ def _refusals(spec: DpdSpec, traffic: Traffic, bench: Bench) -> list[Problem]:
         found.append(Problem(field="calibrate.problem", value=bench.problem, message="bench reported this run as "
                              "failed", fix="rerun 'hyperpod-dpd bench --json' until the run succeeds"))
     if bench.layout is not None:
-        ours = layout_identity(spec)
+        deployed = layout_identity(spec)
         for key, value in bench.layout.items():
-            if key in ours and _comparable(value) != _comparable(ours[key]):
+            if key in deployed and _comparable(value) != _comparable(deployed[key]):
                 found.append(Problem(field=f"calibrate.layout.{key}", value=value, message=f"is not the spec's "
-                                     f"{ours[key]!r}: the run measured another layout or engine setting under "
+                                     f"{deployed[key]!r}: the run measured another layout or engine setting under "
                                      "the same endpoint name", fix="calibrate with a benchmark of this spec "
                                      "as deployed"))
     for level in bench.levels:

@@ -1,4 +1,4 @@
-"""The price of a node for the advisor: the user's rate, else the shipped table's (:mod:`hyperpod_dpd.contracts.prices`).
+"""The price of a node for the advisor: the user's rate, else the shipped table's (``contracts.prices``).
 
 Every table figure carries its kind (SageMaker ``ml.*`` rate, EC2 list price, derived), source, region and
 date, and every result that shows dollars prints them; ``--price-per-node-hour`` replaces the table.
