@@ -100,3 +100,20 @@ def test_plan_and_validate_price_without_the_advisor_extra() -> None:
                           env={"PYTHONPATH": f"{REPO / 'k8s'}:{REPO / 'constructs'}", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("cost: $126.59/hour") == 2
+
+
+def test_the_users_rate_replaces_the_table_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--price-per-node-hour", "70", "--json"]) == 0
+    cost = json.loads(capsys.readouterr().out)["cost"]
+    assert cost["usd_per_hour"] == 140.0 and cost["price"]["kind"] == "user"
+    assert main(["validate", "--price-per-node-hour", "70"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == ("cost: $140.00/hour = 2 x $70.00 per node-hour "
+                                                       "(your rate: --price-per-node-hour)")
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "nan", "inf", "cheap"])
+def test_a_bad_rate_is_a_usage_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["plan", "--price-per-node-hour", bad])
+    assert caught.value.code == 2
+    assert "is not a positive number of US dollars" in capsys.readouterr().err

@@ -13,8 +13,22 @@ import json
 
 from hyperpod_dpd.cli._argtypes import tokens
 from hyperpod_dpd.cli._common import add_spec_argument, read_spec_with_problems
-from hyperpod_dpd.contracts.prices import node_cost
+from hyperpod_dpd.contracts.prices import node_cost, user_price
 from hyperpod_dpd.errors import SpecError, UsageError
+
+
+def usd(text: str) -> float:
+    """``--price-per-node-hour``: a positive number of US dollars."""
+    try:
+        return user_price(float(text)).usd_per_node_hour
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of US dollars") from None
+
+
+def add_price_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--price-per-node-hour", type=usd, metavar="USD",
+                        help="your rate per node-hour for the cost line; replaces the shipped price table, whose "
+                             "figures are labelled SageMaker ml.* rate or EC2 list price")
 
 
 def _cannot_plan(err: SpecError) -> str:
@@ -31,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "name; overrides the spec's architecture")
     parser.add_argument("--prompt-tokens", type=tokens, metavar="N",
                         help="prompt length for the per-request figures (default: the routing threshold)")
+    add_price_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.set_defaults(handler=run)
 
@@ -44,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         sized = plan(spec, architecture=architecture, prompt_tokens=args.prompt_tokens)
     except SpecError as err:
         raise UsageError(_cannot_plan(err)) from None
-    cost = node_cost(spec.node_usage())
+    cost = node_cost(spec.node_usage(), override=args.price_per_node_hour)
     if args.json:
         print(json.dumps({"cost": cost.to_json(), **sized.to_json()}, indent=2))
     else:

@@ -13,6 +13,7 @@ import argparse
 import json
 
 from hyperpod_dpd.cli._common import add_json_argument, add_spec_argument, check_spec_file, print_warnings, source_name
+from hyperpod_dpd.cli.plan import add_price_argument
 from hyperpod_dpd.contracts.prices import NodeCost, node_cost
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError
 
@@ -33,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                "  hyperpod-dpd validate my-spec.yaml --json | jq .warnings",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
+    add_price_argument(parser)
     add_json_argument(parser, shape=JSON_SHAPE)
     parser.set_defaults(handler=run)
 
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             _print_json(source, None, err.problems, ())
             return EXIT_INVALID
         raise UsageError(str(SpecError(err.problems, source=source))) from None
-    cost = node_cost(checked.spec.node_usage())
+    cost = node_cost(checked.spec.node_usage(), override=args.price_per_node_hour)
     if args.json:
         _print_json(source, cost, (), checked.warnings)
         return 0

@@ -10,6 +10,7 @@ sourced figure has none; ``--price-per-node-hour`` (the advisor's) replaces the 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -88,7 +89,7 @@ class NodeCost:
         first = f"nodes: {roles} = {self.usage.nodes} node{'s' * (self.usage.nodes != 1)}"
         if self.price is None:
             return [first, f"cost: no price for {name} ({unpriced_reason(name)}); "
-                           "hyperpod-dpd advise --price-per-node-hour USD takes your rate"]
+                           "--price-per-node-hour USD takes your rate"]
         return [first, f"cost: ${self.usd_per_hour:,.2f}/hour = {self.usage.nodes} x {self.price.describe()}",
                 "  plus EKS, NAT and the system nodes; the GPU nodes bill from cluster creation, weight staging "
                 "included"]
@@ -100,5 +101,14 @@ class NodeCost:
                 **({"unpriced": unpriced_reason(self.usage.instance_type.facts.name)} if self.price is None else {})}
 
 
-def node_cost(usage: NodeUsage) -> NodeCost:
-    return NodeCost(usage=usage, price=table_price(usage.instance_type.facts.name))
+def user_price(usd_per_node_hour: float) -> NodePrice:
+    """The user's own rate (``--price-per-node-hour``); ``ValueError`` unless a positive, finite number."""
+    if isinstance(usd_per_node_hour, bool) or not math.isfinite(usd_per_node_hour) or usd_per_node_hour <= 0:
+        raise ValueError(f"{usd_per_node_hour!r} is not a positive number of US dollars")
+    return NodePrice(usd_per_node_hour=float(usd_per_node_hour), kind="user", source="--price-per-node-hour")
+
+
+def node_cost(usage: NodeUsage, *, override: float | None = None) -> NodeCost:
+    """The nodes of ``usage`` at the user's rate when given, else at the table's figure (or none)."""
+    price = user_price(override) if override is not None else table_price(usage.instance_type.facts.name)
+    return NodeCost(usage=usage, price=price)
