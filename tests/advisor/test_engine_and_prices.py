@@ -8,6 +8,7 @@ from importlib import resources
 
 import pytest
 
+from hyperpod_dpd.advisor import Advice
 from hyperpod_dpd.advisor.engine import DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineSettings, engine_settings
 from hyperpod_dpd.advisor.prices import PRICE_FILE, node_price
 from hyperpod_dpd.errors import SpecError
@@ -63,6 +64,13 @@ def test_price_table_gives_kind_source_region_and_date_per_type() -> None:
     assert ec2 is not None and ec2.kind == "ec2-list"
     assert "EC2 list price, not the SageMaker rate" in ec2.describe()
     assert node_price(InstanceType.P6_B300_48XLARGE) is None
+
+
+def test_advice_json_names_the_price_kind(blog_advice: Advice) -> None:
+    price = blog_advice.to_json()["price"]
+    assert isinstance(price, dict) and price["kind"] == "sagemaker-ml" and price["region"] == "us-west-2"
+    assert all(p.disaggregated.usd_per_million_output_tokens and p.aggregated.usd_per_million_output_tokens
+               for p in blog_advice.points)
 
 
 def test_the_users_rate_is_labelled_as_such() -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from hyperpod_dpd.advisor import estimates
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout
-from hyperpod_dpd.advisor.prices import node_price
+from hyperpod_dpd.advisor.prices import Price, node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import Sla, Traffic
@@ -60,6 +60,7 @@ class Advice:
     assumptions: Mapping[str, str]
     sla: Sla = field(default_factory=Sla)
     warnings: tuple[str, ...] = ()
+    price: Price | None = None
 
     @property
     def meets_sla(self) -> bool:
@@ -71,6 +72,7 @@ class Advice:
                 "baseline_nodes": self.baseline_nodes,
                 "sla": {"ttft_s": self.sla.ttft_s, "tpot_s": self.sla.tpot_s},
                 "points": [point.to_json() for point in self.points],
+                "price": None if self.price is None else self.price.to_json(),
                 "assumptions": dict(self.assumptions), "warnings": list(self.warnings)}
 
 
@@ -191,7 +193,7 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
                         "prefill nodes stay idle; lower the threshold to disaggregate them")
     return Advice(model=spec.model.name, instance_type=facts.name, isl=traffic.isl, osl=traffic.osl,
                   baseline_nodes=nodes, points=tuple(points), sla=traffic.sla, warnings=tuple(warnings),
-                  assumptions=assumptions(estimator, spec, transfer_s=transfer_s))
+                  assumptions=assumptions(estimator, spec, transfer_s=transfer_s), price=estimator.price)
 
 
 def dpd_node_count(spec: DpdSpec) -> int:
