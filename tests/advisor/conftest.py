@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from hyperpod_dpd.advisor import Advice, Traffic, advise
+from hyperpod_dpd.advisor.calibration import layout_identity
 from hyperpod_dpd.benchmark.report import results_object
 from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
 from hyperpod_dpd.benchmark.scenario import Scenario
@@ -30,13 +31,13 @@ def equal_cost_advice() -> Advice:
     return advise(default_spec(), BLOG_TRAFFIC)
 
 
-# What bench --json records of the default spec's run (the model, its architecture and the instance type).
-DEFAULT_IDENTITY = {"model": "Llama-3.3-70B-Instruct", "architecture": "llama-3.3-70b",
-                    "instance_type": "ml.p5.48xlarge"}
+# What bench --json records of the default spec's run (the model, its architecture, the instance type, the layout).
+DEFAULT_IDENTITY: dict[str, Any] = {"model": "Llama-3.3-70B-Instruct", "architecture": "llama-3.3-70b",
+                                    "instance_type": "ml.p5.48xlarge", "layout": layout_identity(default_spec())}
 
 
 def bench_document(advice: Advice, *, endpoint: str = "dpd-test", failed: int = 0,
-                   identity: dict[str, str | None] | None = DEFAULT_IDENTITY) -> dict[str, Any]:
+                   identity: dict[str, Any] | None = DEFAULT_IDENTITY) -> dict[str, Any]:
     """The DPD side of ``advice`` as ``hyperpod-dpd bench --json`` prints a run of ``endpoint``.
 
     Built with the benchmark's own writer (``results_object``), p50 = the predicted mean, so a

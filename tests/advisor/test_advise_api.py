@@ -122,10 +122,46 @@ def test_verdict_wording() -> None:
 
     text = verdict(side(0.020, 1000, 16), side(0.0128, 880, 16), load="concurrency 32")
     assert text == ("DPD cuts TPOT by 36% but gives 12% less throughput at concurrency 32 on the same 2 node(s); "
-                    "TTFT rises 0%")
+                    "TTFT about the same")
     text = verdict(side(0.010, 500, 8), side(0.012, 400, 16), load="concurrency 8")
     assert text.startswith("DPD raises TPOT by 20% and gives 20% less throughput at concurrency 8 on 2 nodes "
                            "against 1")
+
+
+def test_verdict_never_says_zero_percent() -> None:
+    """C2: a change that rounds to 0% is "about the same", not "raises TPOT by 0% but gives 0% more"."""
+    same = Estimate(layout=Layout.AGGREGATED, description="x", concurrency=1, ttft_s=0.013, ttft_p90_s=0.013,
+                    tpot_s=0.010, e2e_s=0.2, queue_s=0.0, requests_per_s=5.0, output_tokens_per_s=80.0,
+                    output_tokens_per_s_per_gpu=5.0, output_tokens_per_s_per_user=100.0, gpus=16, gpus_used=8,
+                    nodes=2, tensor_parallel_size=8, decoding=1.0, capacity_requests_per_s=9.0)
+    text = verdict(same, replace(same, tpot_s=0.01001, output_tokens_per_s=80.1), load="concurrency 1")
+    assert "0%" not in text
+    assert text == ("DPD leaves TPOT about the same and gives about the same throughput at concurrency 1 on the "
+                    "same 2 node(s); TTFT about the same")
+
+
+def test_one_output_token_has_no_tpot_and_no_tpot_verdict() -> None:
+    """W4: with osl 1 there is no second token; TPOT is n/a, not 0 ms and "DPD cuts TPOT by 100%"."""
+    from hyperpod_dpd.advisor.render import render_advice
+
+    advice = advise(default_spec(), Traffic(isl=4096, osl=1, concurrency=(1,)))
+    (point,) = advice.points
+    for side in (point.aggregated, point.disaggregated):
+        assert math.isnan(side.tpot_s) and side.to_json()["tpot_s"] is None and side.sustains_load
+    assert "100%" not in point.verdict and "has no TPOT to change (fewer than 2 output tokens)" in point.verdict
+    rows = [row for row in map(str.split, render_advice(advice).splitlines())
+            if row[:1] in (["aggregated"], ["DPD"]) and row[1].isdigit()]
+    assert len(rows) == 2 and all(row[5] == "n/a" for row in rows)
+
+
+def test_closed_loop_capacity_is_the_saturation_rate_not_the_throughput(blog_advice: Advice) -> None:
+    """C1: at concurrency 8 the DPD layout completes ~2.6 requests/s but can sustain ~5.35."""
+    point = blog_advice.points[0]
+    dpd = point.disaggregated.to_json()
+    assert dpd["capacity_requests_per_s"] == pytest.approx(5.35, rel=0.05)
+    assert dpd["requests_per_s"] < 0.6 * dpd["capacity_requests_per_s"]
+    (at_rate,) = advise(default_spec(), Traffic(isl=4096, osl=256, request_rate=2.0), baseline_nodes=1).points
+    assert point.disaggregated.capacity_per_s == pytest.approx(at_rate.disaggregated.capacity_per_s, rel=0.01)
 
 
 @pytest.mark.parametrize(("traffic", "field"), [

@@ -196,7 +196,8 @@ def test_json_has_nodes_and_dollars_for_both_layouts(capsys: pytest.CaptureFixtu
             expected = 200.0 / (figures["output_tokens_per_s"] * 3600) * 1e6
             assert figures["usd_per_million_output_tokens"] == pytest.approx(expected, rel=1e-3)
             assert figures["ttft_p90_s"] >= figures["ttft_s"]
-    assert data["assumptions"]["cost"] == "$100.00 per node-hour (--price-per-node-hour)"
+    assert data["assumptions"]["cost"] == "$100.00 per node-hour (your rate: --price-per-node-hour)"
+    assert data["price"]["kind"] == "user" and data["price"]["usd_per_node_hour"] == 100.0
 
 
 def test_partial_node_layout_is_costed_on_whole_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

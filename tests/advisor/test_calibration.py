@@ -65,18 +65,18 @@ def test_a_file_naming_this_model_and_instance_type_is_checked_without_a_warning
 def test_a_file_from_an_older_bench_is_used_with_a_warning(tmp_path: Path, measured: Advice, bench_of: Bench,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     bench = parse_bench(bench_of(measured, identity=None), where="old.json")
-    assert bench.unchecked() == ["model", "architecture", "instance_type"]
+    assert bench.unchecked() == ["model", "architecture", "instance_type", "layout"]
     fit = calibrate(default_spec(), TRAFFIC, bench, source="old.json")
-    assert fit.warnings == ("old.json does not name the model, architecture, instance_type it measured (a bench "
-                            "older than those fields): calibration could not check it is the spec's "
-                            "Llama-3.3-70B-Instruct on ml.p5.48xlarge; rerun 'hyperpod-dpd bench --json' to have it "
-                            "checked",)
+    assert fit.warnings == ("old.json does not name the model, architecture, instance_type, layout it measured: "
+                            "calibration could not check it is the spec's Llama-3.3-70B-Instruct on ml.p5.48xlarge "
+                            "at TP 8, 1P+1D with the spec's engine flags",)
     path = tmp_path / "old.json"
     path.write_text(json.dumps(bench_of(measured, identity=None)))
     assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8,16,32", "--baseline-nodes", "1",
                  "--calibrate", str(path), "--json"]) == 0
     err = capsys.readouterr().err
-    assert err.startswith(f"warning: {path} does not name the model, architecture, instance_type it measured")
+    assert err.startswith(f"warning: {path} does not name the model, architecture, instance_type, layout it "
+                          "measured")
 
 
 def test_cli_refuses_a_file_of_another_instance_type_with_exit_2(tmp_path: Path, measured: Advice, bench_of: Bench,
@@ -88,6 +88,47 @@ def test_cli_refuses_a_file_of_another_instance_type_with_exit_2(tmp_path: Path,
     assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8,16,32", "--calibrate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "calibrate.instance_type" in err and "ml.p5en.48xlarge" in err and "Traceback" not in err
+
+
+def test_a_run_bench_marked_untrusted_is_refused_with_its_reasons(measured: Advice, bench_of: Bench) -> None:
+    document = bench_of(measured)
+    document["runs"]["dpd"].update(trusted=False, warnings=[{"code": "NotDisaggregated", "concurrency": 8,
+                                                             "message": "prefill served 0 requests"}])
+    with pytest.raises(SpecError) as caught:
+        calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
+    refused = {p.field: p for p in caught.value.problems}
+    assert "prefill served 0 requests" in refused["calibrate.trusted"].message
+
+
+def test_a_run_bench_reported_as_failed_is_refused(measured: Advice, bench_of: Bench) -> None:
+    document = bench_of(measured)
+    document["runs"]["dpd"]["problem"] = "Job hyperpod-dpd-bench failed: BackoffLimitExceeded"
+    with pytest.raises(SpecError) as caught:
+        calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
+    assert [p.field for p in caught.value.problems] == ["calibrate.problem"]
+
+
+@pytest.mark.parametrize(("key", "value"), [("tensor_parallel_size", 4), ("prefill_replicas", 2),
+                                            ("args", ["--quantization", "fp8"])])
+def test_a_run_of_another_layout_under_the_same_endpoint_name_is_refused(measured: Advice, bench_of: Bench,
+                                                                         key: str, value: object) -> None:
+    document = bench_of(measured)
+    document["runs"]["dpd"]["layout"] = {**document["runs"]["dpd"]["layout"], key: value}
+    with pytest.raises(SpecError) as caught:
+        calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
+    problem = caught.value.problems[0]
+    assert problem.field == f"calibrate.layout.{key}" and "another layout or engine setting" in problem.message
+
+
+def test_a_level_with_no_throughput_is_refused_not_a_traceback(tmp_path: Path, measured: Advice, bench_of: Bench,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    document = bench_of(measured)
+    document["runs"]["dpd"]["levels"][1]["output_tokens_per_s"] = 0
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps(document))
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8,16,32", "--calibrate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "calibrate.levels[concurrency 16]" in err and "output_tokens_per_s 0" in err and "Traceback" not in err
 
 
 def test_another_request_shape_is_refused(measured: Advice, bench_of: Bench) -> None:

@@ -8,6 +8,7 @@ from importlib import resources
 
 import pytest
 
+from hyperpod_dpd.advisor import Advice
 from hyperpod_dpd.advisor.engine import DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineSettings, engine_settings
 from hyperpod_dpd.advisor.prices import PRICE_FILE, node_price
 from hyperpod_dpd.errors import SpecError
@@ -52,12 +53,29 @@ def test_harmless_flags_pass() -> None:
     assert engine_settings(spec) == EngineSettings()
 
 
-def test_price_table_names_its_source_and_date_and_covers_every_instance_type() -> None:
+def test_price_table_gives_kind_source_region_and_date_per_type() -> None:
     table = json.loads(resources.files("hyperpod_dpd.data").joinpath(PRICE_FILE).read_text(encoding="utf-8"))
-    assert table["source"] and table["retrieved"] and table["currency"] == "USD"
-    assert set(table["usd_per_node_hour"]) == {member.facts.name for member in InstanceType}
+    assert table["currency"] == "USD"
+    assert set(table["prices"]) | set(table["unpriced"]) == {member.facts.name for member in InstanceType}
     price = node_price(InstanceType.P5_48XLARGE)
-    assert price is not None and price.usd_per_node_hour == table["usd_per_node_hour"]["ml.p5.48xlarge"]
+    assert price is not None and price.usd_per_node_hour == table["prices"]["ml.p5.48xlarge"]["usd_per_node_hour"]
+    assert price.kind == "sagemaker-ml" and price.region and price.date
+    ec2 = node_price(InstanceType.P5EN_48XLARGE)
+    assert ec2 is not None and ec2.kind == "ec2-list"
+    assert "EC2 list price, not the SageMaker rate" in ec2.describe()
+    assert node_price(InstanceType.P6_B300_48XLARGE) is None
+
+
+def test_advice_json_names_the_price_kind(blog_advice: Advice) -> None:
+    price = blog_advice.to_json()["price"]
+    assert isinstance(price, dict) and price["kind"] == "sagemaker-ml" and price["region"] == "us-west-2"
+    assert all(p.disaggregated.usd_per_million_output_tokens and p.aggregated.usd_per_million_output_tokens
+               for p in blog_advice.points)
+
+
+def test_the_users_rate_is_labelled_as_such() -> None:
+    price = node_price(InstanceType.P5_48XLARGE, override=40.0)
+    assert price is not None and price.describe() == "$40.00 per node-hour (your rate: --price-per-node-hour)"
 
 
 @pytest.mark.parametrize("bad", [0.0, -3.0, float("nan"), float("inf")])

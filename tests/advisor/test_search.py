@@ -69,7 +69,7 @@ def test_nodes_are_the_stacks_node_count(found: SearchResult) -> None:
     for candidate in found.best:
         spec = candidate.spec
         assert candidate.nodes == sum(spec.role_nodes(role) for _, role in spec.roles())
-        assert candidate.estimate.usd_per_hour == pytest.approx(candidate.nodes * 55.04)
+        assert candidate.estimate.usd_per_hour == pytest.approx(candidate.nodes * 63.296)
 
 
 def test_pd_buffer_holds_the_decoders_transfers_and_leaves_headroom(found: SearchResult) -> None:

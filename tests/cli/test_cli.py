@@ -101,7 +101,8 @@ def test_validate_reports_warnings_and_succeeds(tmp_path: Path, capsys: pytest.C
     assert main(["validate", str(spec)]) == 0
     captured = capsys.readouterr()
     assert "warning: [SingleDecoder] decode.replicas" in captured.err
-    assert captured.out.strip() == f"{spec}: valid (1 warnings)"
+    assert captured.out.splitlines()[0] == "nodes: prefill 1 x ml.p5.48xlarge, decode 2 x ml.p5.48xlarge = 3 nodes"
+    assert captured.out.splitlines()[-1] == f"{spec}: valid (1 warnings)"
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -34,7 +34,7 @@ def test_prompt_tokens_flag(capsys: pytest.CaptureFixture[str]) -> None:
 def test_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("DPD sizing plan: Llama-3.3-70B-Instruct")
+    assert out.startswith("nodes: ") and "\nDPD sizing plan: Llama-3.3-70B-Instruct" in out
     assert "transfers the PD buffer holds" in out
 
 

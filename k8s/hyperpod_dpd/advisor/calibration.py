@@ -11,7 +11,10 @@ seconds, output tokens per second). Three factors are fitted on the DPD run, one
   on the logarithm over the levels; TTFT holds the prefill queue, so it is solved through the model).
 
 Data from another endpoint, model (``model.name`` or the architecture it is sized as), instance type,
-request shape or a failed run is refused, and so are factors outside ``FACTOR_RANGE``: a benchmark
+request shape or layout (``runs.dpd.layout``: TP, replicas per role and engine flags, when the bench
+names them; see :func:`layout_identity`), a failed run, a run bench itself marked untrusted
+(``trusted: false``) or failed (``problem``), and a level with a zero or negative figure are refused,
+and so are factors outside ``FACTOR_RANGE``: a benchmark
 that far from the kernel data measured something else. A file from a bench older than the
 ``model``/``architecture``/``instance_type`` fields is still used, with a warning that those could not
 be checked.
@@ -59,11 +62,23 @@ class Bench:
     model: str | None = None
     architecture: str | None = None
     instance_type: str | None = None
+    layout: Mapping[str, Any] | None = None
+    trusted: bool = True
+    distrust: tuple[str, ...] = ()
+    problem: str | None = None
 
     def unchecked(self) -> list[str]:
         """The identity fields the file does not carry (a bench older than them)."""
         return [name for name, value in (("model", self.model), ("architecture", self.architecture),
-                                         ("instance_type", self.instance_type)) if value is None]
+                                         ("instance_type", self.instance_type), ("layout", self.layout))
+                if value is None]
+
+
+def layout_identity(spec: DpdSpec) -> dict[str, Any]:
+    """What a DPD run's figures depend on beyond model and hardware: recorded by bench, compared by calibration."""
+    return {"tensor_parallel_size": spec.tensor_parallel_size, "prefill_replicas": spec.prefill.replicas,
+            "decode_replicas": spec.decode.replicas, "args": list(spec.args),
+            "prefill_args": list(spec.prefill.args), "decode_args": list(spec.decode.args)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,12 +133,21 @@ def parse_bench(document: Any, *, where: str) -> Bench:
             Measured(concurrency=int(level["concurrency"]), ttft_s=float(level["ttft_s"]["p50"]),
                      tpot_s=float(level["tpot_s"]["p50"]), output_tokens_per_s=float(level["output_tokens_per_s"]))
             for level in run["levels"] if level.get("completed") and not level.get("failed"))
+        layout = run.get("layout")
+        distrust = tuple(str(w.get("message", w)) if isinstance(w, Mapping) else str(w)
+                         for w in run.get("warnings") or [])
         return Bench(endpoint=str(run["endpoint"]), isl=int(scenario["isl"]), osl=int(scenario["osl"]),
                      levels=levels, model=_text(run.get("model")), architecture=_text(run.get("architecture")),
-                     instance_type=_text(run.get("instance_type")))
+                     instance_type=_text(run.get("instance_type")),
+                     layout=layout if isinstance(layout, Mapping) else None,
+                     trusted=run.get("trusted") is not False, distrust=distrust, problem=_text(run.get("problem")))
     except (KeyError, TypeError, ValueError) as err:
         raise UsageError(f"--calibrate: {where}: runs.{DPD_RUN} lacks {err} or has a non-number there; give "
                               "the output of 'hyperpod-dpd bench --json'") from None
+
+
+def _comparable(value: Any) -> Any:
+    return [str(item) for item in value] if isinstance(value, list | tuple) else value
 
 
 def _text(value: Any) -> str | None:
@@ -158,6 +182,29 @@ def _refusals(spec: DpdSpec, traffic: Traffic, bench: Bench) -> list[Problem]:
         found.append(Problem(field="calibrate.scenario", value=f"{bench.isl} in / {bench.osl} out",
                              message=f"is not the traffic asked about ({traffic.isl} in / {traffic.osl} out); the "
                                      "factors are per request shape", fix="benchmark D(isl,osl) of this traffic"))
+    if not bench.trusted:
+        found.append(Problem(field="calibrate.trusted", value=False, message="bench marked this run as not to be "
+                             "trusted as measured" + (f": {'; '.join(bench.distrust)}" if bench.distrust else ""),
+                             fix="fix what bench reported and rerun 'hyperpod-dpd bench --json'"))
+    if bench.problem:
+        found.append(Problem(field="calibrate.problem", value=bench.problem, message="bench reported this run as "
+                             "failed", fix="rerun 'hyperpod-dpd bench --json' until the run succeeds"))
+    if bench.layout is not None:
+        deployed = layout_identity(spec)
+        for key, value in bench.layout.items():
+            if key in deployed and _comparable(value) != _comparable(deployed[key]):
+                found.append(Problem(field=f"calibrate.layout.{key}", value=value, message=f"is not the spec's "
+                                     f"{deployed[key]!r}: the run measured another layout or engine setting under "
+                                     "the same endpoint name", fix="calibrate with a benchmark of this spec "
+                                     "as deployed"))
+    for level in bench.levels:
+        bad = [name for name, value in (("ttft_s", level.ttft_s), ("tpot_s", level.tpot_s),
+                                        ("output_tokens_per_s", level.output_tokens_per_s))
+               if not math.isfinite(value) or value <= 0]
+        if bad:
+            found.append(Problem(field=f"calibrate.levels[concurrency {level.concurrency}]", value=", ".join(
+                f"{name} {getattr(level, name):g}" for name in bad), message="must be positive: a completed "
+                "level cannot have served no tokens or taken no time", fix="rerun that level of the benchmark"))
     if not bench.levels:
         found.append(Problem(field="calibrate.levels", value=0, message="no level completed without failures",
                              fix="rerun the benchmark until its levels succeed"))
@@ -215,8 +262,8 @@ def calibrate(spec: DpdSpec, traffic: Traffic, bench: Bench, *, source: str) -> 
     factors = PhaseFactors(prefill=prefill, decode=decode, overhead_s=overhead, source=f"calibrated on {source}")
     after = _predict(spec, bench, factors)
     missing = bench.unchecked()
-    warnings = (f"{source} does not name the {', '.join(missing)} it measured (a bench older than those fields): "
-                f"calibration could not check it is the spec's {spec.model.name} on {spec.instance_type.api_name}; "
-                "rerun 'hyperpod-dpd bench --json' to have it checked",) if missing else ()
+    warnings = (f"{source} does not name the {', '.join(missing)} it measured: calibration could not check it is "
+                f"the spec's {spec.model.name} on {spec.instance_type.api_name} at TP {spec.tensor_parallel_size}, "
+                f"{spec.prefill.replicas}P+{spec.decode.replicas}D with the spec's engine flags",) if missing else ()
     return Fit(factors=factors, error_before=_errors(levels, before), error_after=_errors(levels, after),
                levels=tuple(m.concurrency for m in levels), warnings=warnings)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from hyperpod_dpd.advisor import estimates
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout
-from hyperpod_dpd.advisor.prices import node_price
+from hyperpod_dpd.advisor.prices import Price, node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import Sla, Traffic
+from hyperpod_dpd.contracts.prices import unpriced_reason
 from hyperpod_dpd.contracts.vllm import VLLM_VERSION
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.load_point import Load
@@ -58,6 +60,7 @@ class Advice:
     assumptions: Mapping[str, str]
     sla: Sla = field(default_factory=Sla)
     warnings: tuple[str, ...] = ()
+    price: Price | None = None
 
     @property
     def meets_sla(self) -> bool:
@@ -69,6 +72,7 @@ class Advice:
                 "baseline_nodes": self.baseline_nodes,
                 "sla": {"ttft_s": self.sla.ttft_s, "tpot_s": self.sla.tpot_s},
                 "points": [point.to_json() for point in self.points],
+                "price": None if self.price is None else self.price.to_json(),
                 "assumptions": dict(self.assumptions), "warnings": list(self.warnings)}
 
 
@@ -83,7 +87,14 @@ def misses(estimate: Estimate, sla: Sla) -> tuple[str, ...]:
 
 
 def _change(new: float, old: float) -> float:
+    if math.isnan(new) or math.isnan(old):
+        return math.nan
     return new / old - 1 if old else 0.0
+
+
+def _sign(change: float) -> int:
+    """-1, 0 or 1, with a change that prints as 0% counted as none."""
+    return 0 if round(abs(change) * 100) == 0 else (1 if change > 0 else -1)
 
 
 def verdict(aggregated: Estimate, disaggregated: Estimate, *, load: str, fixed_rate: bool = False) -> str:
@@ -93,18 +104,24 @@ def verdict(aggregated: Estimate, disaggregated: Estimate, *, load: str, fixed_r
     """
     if not aggregated.sustains_load or not disaggregated.sustains_load:
         short = [e for e in (disaggregated, aggregated) if not e.sustains_load]
-        return "; ".join(f"{e.layout} is saturated at {load} (capacity {e.capacity_requests_per_s:.2f} "
+        return "; ".join(f"{e.layout} is saturated at {load} (capacity {e.capacity_per_s:.2f} "
                          "requests/s)" for e in short)
     tpot = _change(disaggregated.tpot_s, aggregated.tpot_s)
     throughput = _change(disaggregated.output_tokens_per_s, aggregated.output_tokens_per_s)
     ttft = _change(disaggregated.ttft_s, aggregated.ttft_s)
-    tpot_text = f"cuts TPOT by {-tpot:.0%}" if tpot < 0 else f"raises TPOT by {tpot:.0%}"
-    gain_text = (f"gives {throughput:.0%} more throughput" if throughput >= 0
-                 else f"gives {-throughput:.0%} less throughput")
-    joint = "and" if (tpot < 0) == (throughput >= 0) else "but"
+    if math.isnan(tpot):
+        tpot_text, tpot_sign = "has no TPOT to change (fewer than 2 output tokens)", 0
+    else:
+        tpot_sign = _sign(tpot)
+        tpot_text = {-1: f"cuts TPOT by {-tpot:.0%}", 0: "leaves TPOT about the same",
+                     1: f"raises TPOT by {tpot:.0%}"}[tpot_sign]
+    gain_sign = _sign(throughput)
+    gain_text = {1: f"gives {throughput:.0%} more throughput", 0: "gives about the same throughput",
+                 -1: f"gives {-throughput:.0%} less throughput"}[gain_sign]
+    joint = "but" if tpot_sign * gain_sign > 0 else "and"
     gpus = (f"on the same {aggregated.nodes} node(s)" if aggregated.nodes == disaggregated.nodes
             else f"on {disaggregated.nodes} nodes against {aggregated.nodes}")
-    ttft_text = f"TTFT {'rises' if ttft >= 0 else 'falls'} {abs(ttft):.0%}"
+    ttft_text = {1: f"TTFT rises {ttft:.0%}", 0: "TTFT about the same", -1: f"TTFT falls {-ttft:.0%}"}[_sign(ttft)]
     if fixed_rate:
         return f"DPD {tpot_text} at {load} {gpus}; {ttft_text}"
     return f"DPD {tpot_text} {joint} {gain_text} at {load} {gpus}; {ttft_text}"
@@ -176,7 +193,7 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
                         "prefill nodes stay idle; lower the threshold to disaggregate them")
     return Advice(model=spec.model.name, instance_type=facts.name, isl=traffic.isl, osl=traffic.osl,
                   baseline_nodes=nodes, points=tuple(points), sla=traffic.sla, warnings=tuple(warnings),
-                  assumptions=assumptions(estimator, spec, transfer_s=transfer_s))
+                  assumptions=assumptions(estimator, spec, transfer_s=transfer_s), price=estimator.price)
 
 
 def dpd_node_count(spec: DpdSpec) -> int:
@@ -215,7 +232,8 @@ def assumptions(estimator: Estimator, spec: DpdSpec, *, transfer_s: float) -> di
     found["factors"] = (f"prefill x{estimator.factors.prefill:.3g}, decode step x{estimator.factors.decode:.3g}, "
                         f"+{estimator.factors.overhead_s * 1000:.0f} ms per request: {estimator.factors.source}")
     found["cost"] = (estimator.price.describe() if estimator.price is not None else
-                     f"no price for {spec.instance_type.facts.name} in the table: give --price-per-node-hour")
+                     f"no price for {spec.instance_type.facts.name} "
+                     f"({unpriced_reason(spec.instance_type.facts.name)}): give --price-per-node-hour")
     found["layouts"] = ("DPD: one prefill at a time per prefiller, each decoder up to its max_num_seqs; baseline: "
                         "the same model, TP, engine flags and gpu_memory_utilization without pdSpec, a replica on "
                         "every GPU of its nodes; every engine's batch is capped by the KV cache the planner sizes; "

@@ -15,8 +15,8 @@ import importlib
 import json
 import logging
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
@@ -65,6 +65,8 @@ class Estimate:
     the decoders run at once. ``gpus`` and the per-GPU figure count every GPU of ``nodes`` (the nodes
     the stack creates, idle GPUs included); ``gpus_used`` those the engines occupy. A load the layout
     cannot sustain (``sustains_load`` false) has no latency figures (``nan``, ``null`` in JSON).
+    :attr:`capacity_per_s` is the layout's saturation rate; at a concurrency it is simulated only when
+    read (``capacity_of``), since a closed loop's own rate is its throughput, not its capacity.
     """
 
     layout: Layout
@@ -88,6 +90,14 @@ class Estimate:
     usd_per_hour: float | None = None
     usd_per_million_output_tokens: float | None = None
     sustains_load: bool = True
+    capacity_of: Callable[[], float] | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def capacity_per_s(self) -> float:
+        """Requests per second the layout completes with every decoder slot busy."""
+        if math.isnan(self.capacity_requests_per_s) and self.capacity_of is not None:
+            return self.capacity_of()
+        return self.capacity_requests_per_s
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -99,7 +109,7 @@ class Estimate:
             "output_tokens_per_s_per_gpu": _round(self.output_tokens_per_s_per_gpu, 3),
             "output_tokens_per_s_per_user": _round(self.output_tokens_per_s_per_user, 3),
             "decoder_mean_batch": _round(self.decoding, 2),
-            "capacity_requests_per_s": _round(self.capacity_requests_per_s, 4),
+            "capacity_requests_per_s": _round(self.capacity_per_s, 4),
             "gpus": self.gpus, "gpus_used": self.gpus_used, "nodes": self.nodes,
             "tensor_parallel_size": self.tensor_parallel_size,
             "usd_per_hour": _round(self.usd_per_hour, 2),
@@ -267,20 +277,24 @@ class Estimator:
         if load.concurrency is not None:
             outcome = queueing.closed_loop(stations, osl=self.osl, concurrency=load.concurrency)
             in_flight = load.concurrency
+            capacity, capacity_of = math.nan, functools.partial(queueing.capacity, stations, osl=self.osl)
         else:
             outcome = queueing.open_loop(stations, osl=self.osl, rate=load.rate or 0.0)
             in_flight = 0 if outcome.saturated else round(outcome.in_flight)
+            capacity, capacity_of = outcome.capacity_per_s, None
         tokens = outcome.requests_per_s * self.osl
+        # One output token has no time per output token after the first: TPOT does not exist.
+        tpot = outcome.tpot_s if self.osl >= 2 else math.nan
         gpus = nodes * self.gpus_per_node
         usd = None if self.price is None else nodes * self.price.usd_per_node_hour
         per_million = None if usd is None or tokens <= 0 else usd / (tokens * 3600) * 1e6
         return Estimate(
             layout=layout, description=description, concurrency=in_flight, ttft_s=outcome.ttft_s,
-            ttft_p90_s=outcome.ttft_p90_s, tpot_s=outcome.tpot_s, e2e_s=outcome.e2e_s, queue_s=outcome.queue_s,
+            ttft_p90_s=outcome.ttft_p90_s, tpot_s=tpot, e2e_s=outcome.e2e_s, queue_s=outcome.queue_s,
             requests_per_s=outcome.requests_per_s, output_tokens_per_s=tokens,
             output_tokens_per_s_per_gpu=tokens / gpus,
-            output_tokens_per_s_per_user=1 / outcome.tpot_s if outcome.tpot_s > 0 else math.nan,
+            output_tokens_per_s_per_user=1 / tpot if tpot > 0 else math.nan,
             gpus=gpus, gpus_used=(stations.prefill_lanes + (0 if stations.colocated else stations.decoders)) * tp,
             nodes=nodes, tensor_parallel_size=tp, decoding=outcome.decoding,
-            capacity_requests_per_s=outcome.capacity_per_s, usd_per_hour=usd,
+            capacity_requests_per_s=capacity, capacity_of=capacity_of, usd_per_hour=usd,
             usd_per_million_output_tokens=per_million, sustains_load=not outcome.saturated)

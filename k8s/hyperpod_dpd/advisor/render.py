@@ -24,8 +24,12 @@ def _usd(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+NO_TPOT = "n/a"
+
+
 def _cells(label: str, e: Estimate) -> list[str]:
-    return [label, str(e.nodes), _ms(e.ttft_s), _ms(e.ttft_p90_s), _ms(e.queue_s), _ms(e.tpot_s, 1),
+    tpot = NO_TPOT if e.sustains_load and math.isnan(e.tpot_s) else _ms(e.tpot_s, 1)
+    return [label, str(e.nodes), _ms(e.ttft_s), _ms(e.ttft_p90_s), _ms(e.queue_s), tpot,
             SATURATED if math.isnan(e.e2e_s) else f"{e.e2e_s:.2f}", f"{e.output_tokens_per_s:,.0f}",
             f"{e.output_tokens_per_s_per_gpu:.1f}", _usd(e.usd_per_hour, 2), _usd(e.usd_per_million_output_tokens, 2)]
 
@@ -51,7 +55,7 @@ def render_advice(advice: Advice) -> str:
         lines.append(f"SLA: {sla_text(advice.sla)}")
     for point in advice.points:
         load = (f"{point.request_rate:g} requests/s (Poisson arrivals; capacity: aggregated "
-                f"{point.aggregated.capacity_requests_per_s:.2f}, DPD {point.disaggregated.capacity_requests_per_s:.2f}"
+                f"{point.aggregated.capacity_per_s:.2f}, DPD {point.disaggregated.capacity_per_s:.2f}"
                 " requests/s)" if point.request_rate is not None else f"concurrency {point.concurrency}")
         lines += ["", load]
         lines += render_columns(_HEADERS, [_cells("aggregated", point.aggregated), _cells("DPD", point.disaggregated)],

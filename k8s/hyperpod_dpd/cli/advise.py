@@ -52,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="with --search: also try layouts the operator does not run today (several decoders, "
                              "roles of part of a node); they are shown, never written")
     parser.add_argument("--price-per-node-hour", type=number, metavar="USD",
-                        help="your on-demand rate per node-hour (default: the shipped us-east-1 price table)")
+                        help="your rate per node-hour; replaces the shipped price table, whose figures are labelled "
+                             "SageMaker ml.* rate or EC2 list price")
     parser.add_argument("--calibrate", metavar="BENCH_JSON",
                         help="fit the model's prefill, decode and overhead factors to a 'hyperpod-dpd bench "
                              "--json' result of this spec, report its error, and use them")

@@ -1,6 +1,7 @@
 """``hyperpod-dpd plan [SPEC] [--model-config PATH_OR_S3_URI] [--prompt-tokens N] [--json]``.
 
-Prints the sizing plan as a table, or with ``--json`` as one JSON object on stdout. A plan with
+Prints the nodes the stack creates (per role) and what they cost per hour first, then the sizing plan as a
+table; with ``--json`` one JSON object on stdout, the cost under ``"cost"``. A plan with
 sizing errors is still printed (so the figures explain the errors); the errors then go to stderr
 and the exit status is 2, as for every user-fixable failure.
 """
@@ -12,7 +13,22 @@ import json
 
 from hyperpod_dpd.cli._argtypes import tokens
 from hyperpod_dpd.cli._common import add_spec_argument, read_spec_with_problems
+from hyperpod_dpd.contracts.prices import node_cost, user_price
 from hyperpod_dpd.errors import SpecError, UsageError
+
+
+def usd(text: str) -> float:
+    """``--price-per-node-hour``: a positive number of US dollars."""
+    try:
+        return user_price(float(text)).usd_per_node_hour
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of US dollars") from None
+
+
+def add_price_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--price-per-node-hour", type=usd, metavar="USD",
+                        help="your rate per node-hour for the cost line; replaces the shipped price table, whose "
+                             "figures are labelled SageMaker ml.* rate or EC2 list price")
 
 
 def _cannot_plan(err: SpecError) -> str:
@@ -29,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "name; overrides the spec's architecture")
     parser.add_argument("--prompt-tokens", type=tokens, metavar="N",
                         help="prompt length for the per-request figures (default: the routing threshold)")
+    add_price_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.set_defaults(handler=run)
 
@@ -42,9 +59,11 @@ def run(args: argparse.Namespace) -> int:
         sized = plan(spec, architecture=architecture, prompt_tokens=args.prompt_tokens)
     except SpecError as err:
         raise UsageError(_cannot_plan(err)) from None
+    cost = node_cost(spec.node_usage(), override=args.price_per_node_hour)
     if args.json:
-        print(json.dumps(sized.to_json(), indent=2))
+        print(json.dumps({"cost": cost.to_json(), **sized.to_json()}, indent=2))
     else:
+        print("\n".join(cost.lines()) + "\n")
         print(render_table(sized), end="")
     problems = [*refused, *(p for p in sized.problems if p not in refused)]
     if problems:

@@ -1,9 +1,10 @@
 """``hyperpod-dpd validate [SPEC] [--json]``: check a spec, and the manifest it renders against the operator's CRD.
 
-With ``--json`` the result is one object on standard output, valid or not::
+A valid spec's nodes (per role) and their cost per hour come first. With ``--json`` the result is one
+object on standard output, valid or not (``cost`` is ``null`` for an invalid spec)::
 
-    {"spec": "my.yaml", "valid": false, "problems": [{"field", "value", "message", "fix"}, ...],
-     "warnings": [{"code", "field", "message"}, ...]}
+    {"spec": "my.yaml", "valid": false, "cost": {"nodes", "nodes_per_role", "usd_per_hour", "price"},
+     "problems": [{"field", "value", "message", "fix"}, ...], "warnings": [{"code", "field", "message"}, ...]}
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ import argparse
 import json
 
 from hyperpod_dpd.cli._common import add_json_argument, add_spec_argument, check_spec_file, print_warnings, source_name
+from hyperpod_dpd.cli.plan import add_price_argument
+from hyperpod_dpd.contracts.prices import NodeCost, node_cost
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError
 
 EXIT_INVALID = 2
-JSON_SHAPE = ('{"spec", "valid", "problems": [{"field", "value", "message", "fix"}], '
+JSON_SHAPE = ('{"spec", "valid", "cost": {"nodes", "nodes_per_role", "usd_per_hour", "price"}, '
+              '"problems": [{"field", "value", "message", "fix"}], '
               '"warnings": [{"code", "field", "message"}]}')
 
 
@@ -30,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                "  hyperpod-dpd validate my-spec.yaml --json | jq .warnings",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
+    add_price_argument(parser)
     add_json_argument(parser, shape=JSON_SHAPE)
     parser.set_defaults(handler=run)
 
@@ -43,17 +48,21 @@ def run(args: argparse.Namespace) -> int:
         check_against_crd(checked)
     except SpecError as err:
         if args.json:
-            _print_json(source, err.problems, ())
+            _print_json(source, None, err.problems, ())
             return EXIT_INVALID
         raise UsageError(str(SpecError(err.problems, source=source))) from None
+    cost = node_cost(checked.spec.node_usage(), override=args.price_per_node_hour)
     if args.json:
-        _print_json(source, (), checked.warnings)
+        _print_json(source, cost, (), checked.warnings)
         return 0
+    print("\n".join(cost.lines()))
     print_warnings(checked.warnings)
     print(f"{source}: valid ({len(checked.warnings)} warnings)")
     return 0
 
 
-def _print_json(source: str, problems: tuple[Problem, ...], warnings: tuple[SpecWarning, ...]) -> None:
-    print(json.dumps({"spec": source, "valid": not problems, "problems": [p.to_json() for p in problems],
+def _print_json(source: str, cost: NodeCost | None, problems: tuple[Problem, ...],
+                warnings: tuple[SpecWarning, ...]) -> None:
+    print(json.dumps({"spec": source, "valid": not problems, "cost": None if cost is None else cost.to_json(),
+                      "problems": [p.to_json() for p in problems],
                       "warnings": [w.to_json() for w in warnings]}, indent=2))
