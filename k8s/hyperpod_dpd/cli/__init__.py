@@ -7,6 +7,7 @@ terminal as a Python, jsii or Node stack trace.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from hyperpod_dpd.benchmark.session import Seams
 
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader left
 # The subcommands in the order they are used: write a spec, check and size it, render, deploy checks.
 # Those with heavier imports (boto3, the Kubernetes client, the advisor) register only when importable.
 SUBCOMMANDS = ("example", "schema", "validate", "plan", "advise", "synth", "observe", "preflight", "verify", "bench")
@@ -29,7 +31,8 @@ EXIT_CODES = """exit status (every command):
      run (verify reports a missing kubeconfig or AWS credentials this way), an SLA was missed
      (advise), a benchmark cannot be trusted (bench)
   2  the command could not run as asked: a bad spec, option or file; no AWS credentials
-     (preflight) or kubeconfig (bench); an optional extra that is not installed"""
+     (preflight) or kubeconfig (bench); an optional extra that is not installed
+  141  the reader of standard output went away (`| head`): stopped quietly, as git does"""
 
 
 def _subcommand_modules() -> list[object]:
@@ -82,7 +85,22 @@ def main(argv: Sequence[str] | None = None, *, seams: Seams | None = None) -> in
     _common.reset_run()
     try:
         code: int = args.handler(args) if seams is None else args.handler(args, seams=seams)
+        sys.stdout.flush()  # inside the try: a reader that left (`| head`) is noticed here, not at exit
     except UsageError as err:
         print(f"hyperpod-dpd: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        return _reader_left()
     return code
+
+
+def _reader_left() -> int:
+    """Stop quietly when the reader of standard output went away, as a shell tool stopped by SIGPIPE does.
+
+    Python's own advice (the ``signal`` module's docs, "Note on SIGPIPE"): point standard output at
+    /dev/null so the interpreter's last flush cannot raise again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
