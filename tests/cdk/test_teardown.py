@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
-from cdk_support import Synthesized, logical_id
+from cdk_support import REGION, Synthesized, logical_id, synthesize
 from cdk_template_queries import by_addon, by_type, depends_on
 
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, load_balancer_ingress
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd_cdk import HyperPodDpdStack
 from hyperpod_dpd_cdk.teardown import DEFAULT_DEADLINE, PROVIDER_TIMEOUT
 
 
@@ -190,3 +193,17 @@ def test_on_its_own_cluster_the_barrier_may_revoke_only_on_the_node_groups(defau
                if st.get("Condition", {}).get("StringEquals", {}).get("aws:ResourceTag/elbv2.k8s.aws/resource")]
     assert [actions(st) for st in backend] == [["ec2:DeleteSecurityGroup"]]
     assert backend[0]["Condition"]["StringEquals"]["aws:ResourceTag/elbv2.k8s.aws/resource"] == "backend-sg"
+
+
+def test_the_aggregated_twin_is_waited_for_too(cdk_context: dict[str, Any],
+                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("twin-teardown")))
+    stack = HyperPodDpdStack(app, "WithTwin", env=cdk.Environment(region=REGION), endpoints=[default_spec()],
+                             aggregated_baseline=True, benchmark=False, observability=False)
+    s = synthesize(app, stack)
+    properties = s.template["Resources"][barrier(s, "operator")]["Properties"]
+    assert properties["EndpointNames"] == ["dpd-test", "dpd-test-agg"]
+    assert properties["IngressStacks"] == [f"{OPERATOR_NAMESPACE}/alb-dpd-test-agg-default",
+                                           f"{OPERATOR_NAMESPACE}/alb-dpd-test-default"]
+    assert operator_delete_statement(s)["Condition"]["StringEquals"][
+        "aws:ResourceTag/ingress.k8s.aws/stack"] == properties["IngressStacks"]
