@@ -69,7 +69,7 @@ TRANSIENT = frozenset({
     "RequestThrottled", "RequestThrottledException", "SlowDown", "PriorRequestNotComplete",
     "LoadBalancerNotFound", "TargetGroupNotFound", "InvalidGroup.NotFound", "InvalidGroupId.NotFound",
     "InvalidVpcEndpointId.NotFound", "InvalidSecurityGroupRuleId.NotFound", "ResourceNotFoundException",
-    "DependencyViolation", "ResourceInUse", "OperationNotPermitted",
+    "DependencyViolation", "ResourceInUse",
     "InternalError", "InternalFailure", "InternalServerError", "ServiceUnavailable", "Unavailable",
 })
 # Not-found answers of describe calls: the resource is gone, which is what the barrier waits for.
