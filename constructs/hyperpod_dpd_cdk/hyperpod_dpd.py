@@ -17,6 +17,7 @@ from aws_cdk.aws_eks_v2 import KubernetesManifest
 from constructs import Construct
 
 from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, S3Source, SpecError, check
+from hyperpod_dpd.charts.aggregated import aggregated_spec
 from hyperpod_dpd.contracts import stack_outputs
 from hyperpod_dpd.contracts.aws_names import ACM_ARN_REGION
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, SYSTEM_POOL, router_service
@@ -407,7 +408,9 @@ class Composition:
         self.teardown_handler = TeardownHandler(scope, "Teardown")
         self.teardown = TeardownBarrier(
             scope, "TeardownBarrier", handler=self.teardown_handler, cluster_name=self.eks.cluster_name,
-            endpoint_names=[s.endpoint_name for s in specs if s.endpoint_name], timing=teardown)
+            owns_cluster=self.eks.created, timing=teardown, node_security_group_ids=[
+                self.security_group.security_group_id,
+                *([self.eks.cluster.cluster_security_group_id] if self.eks.created else [])])
         self.teardown.node.add_dependency(self.operator.addon)
         self.log_groups = CausedLogGroups(
             scope, "CausedLogGroups", handler=self.teardown_handler, hyperpod_cluster_name=self.cluster_name,
@@ -470,7 +473,6 @@ class Composition:
             self.execution_role.add_model_prefixes(new_prefixes)
             self.operator.add_model_prefixes(new_prefixes)
         self._allow_data_capture([spec])
-        self.teardown.add_endpoint_names([spec.endpoint_name] if spec.endpoint_name else [])
         self._build_endpoints((spec,))
         return self.endpoints[-1]
 
@@ -579,6 +581,8 @@ class Composition:
         self.aggregated_twins += [AggregatedTwin(
             scope, f"Aggregated-{spec.name}", cluster=cluster, spec=spec, staged_bucket=bucket.bucket_name,
             after=self._endpoint_after(spec)) for spec in (specs if self._aggregated_baseline else ())]
+        # cdk destroy waits for what the operator made for these endpoints and their twins, and only that.
+        self.teardown.add_endpoints([*specs, *(aggregated_spec(s) for s in specs if self._aggregated_baseline)])
         for endpoint in built:
             self._endpoint_output(endpoint.spec)
 

@@ -10,17 +10,20 @@ the subnets and the VPC. :class:`TeardownBarrier` holds the delete until they ar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Aws, CustomResource, Duration, RemovalPolicy, Stack
+import jsii
+from aws_cdk import ArnFormat, Aws, CustomResource, Duration, IListProducer, IResolveContext, Lazy, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, load_balancer_ingress
+from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd_cdk._late import late_list
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy, policy_wildcard_findings, role_of
 from hyperpod_dpd_cdk.observability import CLUSTER_LOG_PREFIX, hyperpod_log_group_name
@@ -35,7 +38,14 @@ DEFAULT_GRACE = Duration.minutes(10)
 POLL_INTERVAL = Duration.seconds(30)
 # Retention of every log group the stack creates or causes; all are deleted with the stack.
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+# aws-load-balancer-controller pkg/deploy/tracking/provider.go and docs/deploy/security_groups.md
 ALB_CLUSTER_TAG = "elbv2.k8s.aws/cluster"
+INGRESS_STACK_TAG = "ingress.k8s.aws/stack"
+ALB_RESOURCE_TAG = "elbv2.k8s.aws/resource"
+BACKEND_SG = "backend-sg"
+# The stack tag value the deletes require when no endpoint is hosted: no Ingress is named so, nothing matches.
+NO_INGRESS = "none/none"
+GUARDDUTY_TAG = "GuardDutyManaged"
 # aws-cdk-lib's one log retention function per stack (LogRetention's singleton id).
 RETENTION_SINGLETON = "LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8a"
 
@@ -111,33 +121,75 @@ class TeardownHandler(Construct):
                     policy_wildcard_findings(machine.node.find_child("Role").node.find_child("DefaultPolicy")))
 
 
+@jsii.implements(IListProducer)
+class _Ingresses:
+    """The Ingress stacks as they are whenever resolved: the cdk-nag acknowledgment resolves the policy at
+    construction, before :meth:`TeardownBarrier.add_endpoints`, so a cached (stable) value would be stale."""
+
+    def __init__(self, produce: Callable[[], list[str]]) -> None:
+        self._produce = produce
+
+    def produce(self, context: IResolveContext) -> list[str]:
+        del context
+        return self._produce()
+
+
 class TeardownBarrier(Construct):
-    """Between the endpoint manifests and the operator add-on: on delete, waits until the operator's load
-    balancers, target groups, security groups (tag ``elbv2.k8s.aws/cluster``) and SageMaker endpoints are
-    gone, deletes what the operator left after ``timing.grace``, and fails at ``timing.deadline`` with the
+    """Between the endpoint manifests and the operator add-on: on delete, waits until what the operator and
+    its AWS Load Balancer Controller made for *these* endpoints is gone (load balancers, target groups and
+    security groups tagged with the cluster and one of the endpoints' Ingress stacks, the SageMaker
+    endpoints), deletes what they left after ``timing.grace``, and fails at ``timing.deadline`` with the
     ids and the commands. Make the add-on a dependency of it, and it a dependency of each manifest.
 
+    The controller tags what it makes for an Ingress ``elbv2.k8s.aws/cluster=<cluster>`` and
+    ``ingress.k8s.aws/stack=<namespace>/<ingress>`` (aws-load-balancer-controller
+    ``pkg/deploy/tracking/provider.go``); the operator's Ingress for a DPD endpoint is
+    :func:`~hyperpod_dpd.contracts.operator.load_balancer_ingress` in ``hyperpod-inference-system``. So
+    another workload's load balancers on a shared cluster, which carry other stack tags, are neither waited
+    for nor deleted, and the deletes' IAM requires both tags.
+
     :param handler: the stack's :class:`TeardownHandler`. :param cluster_name: the EKS cluster.
-    :param endpoint_names: SageMaker endpoint names the operator registers (``endpoint_name`` of each spec).
+    :param endpoints: the endpoints (and twins) whose SageMaker endpoints and Ingresses it waits for;
+        :meth:`add_endpoints` adds more. :default: - none
+    :param owns_cluster: the stack created the cluster, so the controller's shared backend security group
+        (``k8s-traffic-<cluster>-<hash>``, tag ``elbv2.k8s.aws/resource=backend-sg``) is the stack's to
+        delete too; on a cluster someone else runs it is shared with their load balancers and never
+        touched. :default: False
+    :param node_security_group_ids: the groups of the nodes' network interfaces, where the controller adds
+        rules naming its groups; with ``owns_cluster`` the barrier may revoke those rules (only those) so
+        the groups can be deleted. :default: - none
     :param timing: :default: - ``TeardownTiming()``
     """
 
     def __init__(self, scope: Construct, id: str, *, handler: TeardownHandler, cluster_name: str,
-                 endpoint_names: Sequence[str], timing: TeardownTiming | None = None) -> None:
+                 endpoints: Sequence[DpdSpec] = (), owns_cluster: bool = False,
+                 node_security_group_ids: Sequence[str] = (), timing: TeardownTiming | None = None) -> None:
         super().__init__(scope, id)
         timing = timing or TeardownTiming()
-        self.endpoint_names = list(endpoint_names)
+        self.endpoint_names: list[str] = []
+        self.ingress_stacks: list[str] = []
+        self.add_endpoints(endpoints)
         stack = Stack.of(self)
         sagemaker = [f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:{kind}/*"
                      for kind in ("endpoint", "endpoint-config", "model")]
+        balancing = [stack.format_arn(service="elasticloadbalancing", resource=kind, resource_name="*")
+                     for kind in ("loadbalancer", "targetgroup")]
+        security_groups = stack.format_arn(service="ec2", resource="security-group", resource_name="*")
+        # Service Authorization Reference (cfn-lint's copy, AdditionalSpecs/Policies.json): DeleteLoadBalancer
+        # (loadbalancer/*) and DeleteTargetGroup (targetgroup) support aws:ResourceTag/${TagKey}, as does
+        # DeleteSecurityGroup (security-group); the Describe calls have no resource types, so no scoping.
         statements = [
             iam.PolicyStatement(
                 actions=["elasticloadbalancing:DescribeLoadBalancers", "elasticloadbalancing:DescribeTargetGroups",
-                         "elasticloadbalancing:DescribeTags", "ec2:DescribeSecurityGroups"], resources=["*"]),
+                         "elasticloadbalancing:DescribeTags", "ec2:DescribeSecurityGroups",
+                         "ec2:DescribeSecurityGroupRules"], resources=["*"]),
             iam.PolicyStatement(
                 actions=["elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:DeleteTargetGroup",
-                         "ec2:DeleteSecurityGroup"], resources=["*"],
-                conditions={"StringEquals": {f"aws:ResourceTag/{ALB_CLUSTER_TAG}": cluster_name}}),
+                         "ec2:DeleteSecurityGroup"], resources=[*balancing, security_groups],
+                conditions={"StringEquals": {
+                    f"aws:ResourceTag/{ALB_CLUSTER_TAG}": cluster_name,
+                    f"aws:ResourceTag/{INGRESS_STACK_TAG}": Lazy.uncached_list(
+                        _Ingresses(lambda: sorted(self.ingress_stacks) or [NO_INGRESS]))}}),
             iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[
                 stack.format_arn(service="eks", resource="cluster", resource_name=cluster_name)]),
             iam.PolicyStatement(actions=["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig",
@@ -146,17 +198,37 @@ class TeardownBarrier(Construct):
                 actions=["sagemaker:DeleteEndpoint", "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel"],
                 resources=sagemaker, conditions={"StringEquals": {"aws:ResourceTag/CreatedBy": "HyperPodInference"}}),
         ]
+        if owns_cluster:
+            statements.append(iam.PolicyStatement(
+                actions=["ec2:DeleteSecurityGroup"], resources=[security_groups],
+                conditions={"StringEquals": {f"aws:ResourceTag/{ALB_CLUSTER_TAG}": cluster_name,
+                                             f"aws:ResourceTag/{ALB_RESOURCE_TAG}": BACKEND_SG}}))
+            if node_security_group_ids:
+                # RevokeSecurityGroupIngress acts on a security-group resource (Service Authorization Reference).
+                statements.append(iam.PolicyStatement(
+                    actions=["ec2:RevokeSecurityGroupIngress"], resources=[
+                        stack.format_arn(service="ec2", resource="security-group", resource_name=group)
+                        for group in node_security_group_ids]))
         self.resource = handler.barrier(
             self, "Resource", kind="operator", timing=timing, statements=statements,
             why="Describe calls of ELB and EC2 have no resource-level permissions; deletes require the "
-                "controller's elbv2.k8s.aws/cluster tag with this cluster's name, or (SageMaker) the operator's "
-                "CreatedBy=HyperPodInference tag, whose names the operator chooses.",
-                                        properties={"ClusterName": cluster_name, "EndpointNames": late_list(
-                                            lambda: sorted(self.endpoint_names))})
+                "controller's elbv2.k8s.aws/cluster tag with this cluster's name and its ingress.k8s.aws/stack tag "
+                "with one of these endpoints' Ingresses (or, on a cluster the stack created, its backend-sg tag), "
+                "or (SageMaker) the operator's CreatedBy=HyperPodInference tag; the names are the controller's "
+                "and the operator's.",
+            properties={"ClusterName": cluster_name,
+                        "EndpointNames": late_list(lambda: sorted(self.endpoint_names)),
+                        "IngressStacks": late_list(lambda: sorted(self.ingress_stacks)),
+                        "DeleteBackendSecurityGroup": owns_cluster})
 
-    def add_endpoint_names(self, names: Sequence[str]) -> None:
-        """Wait for these SageMaker endpoints too (an endpoint added after construction)."""
-        self.endpoint_names += names
+    def add_endpoints(self, specs: Sequence[DpdSpec]) -> None:
+        """Wait for these endpoints too: their SageMaker endpoint and the operator's Ingress for each."""
+        for spec in specs:
+            if spec.endpoint_name and spec.endpoint_name not in self.endpoint_names:
+                self.endpoint_names.append(spec.endpoint_name)
+            ingress = f"{OPERATOR_NAMESPACE}/{load_balancer_ingress(spec)}"
+            if ingress not in self.ingress_stacks:
+                self.ingress_stacks.append(ingress)
 
 
 class GuardDutyCleanup(Construct):
@@ -173,20 +245,29 @@ class GuardDutyCleanup(Construct):
         super().__init__(scope, id)
         timing = timing or TeardownTiming(grace=Duration.seconds(0))
         stack = Stack.of(self)
+        vpc_arn = stack.format_arn(service="ec2", resource="vpc", resource_name=vpc_id)
+        # Service Authorization Reference (cfn-lint's copy, AdditionalSpecs/Policies.json): vpc-endpoint has no
+        # ec2:Vpc key (aws:ResourceTag/${TagKey}, ec2:VpceServiceName, ec2:Region, ...), security-group has it.
+        # GuardDuty's own service-linked role deletes its endpoints on the GuardDutyManaged tag
+        # (AmazonGuardDutyServiceRolePolicy, Sid GuardDutyModifyDeleteVpcEndpointPolicy); the handler picks only
+        # those in this VPC.
         statements = [
             iam.PolicyStatement(actions=["ec2:DescribeVpcEndpoints", "ec2:DescribeSecurityGroups",
                                          "ec2:DescribeNetworkInterfaces"], resources=["*"]),
             iam.PolicyStatement(
-                actions=["ec2:DeleteVpcEndpoints", "ec2:DeleteSecurityGroup"],
-                resources=[stack.format_arn(service="ec2", resource=kind, resource_name="*")
-                           for kind in ("vpc-endpoint", "security-group")],
-                conditions={"StringEquals": {"ec2:Vpc": stack.format_arn(service="ec2", resource="vpc",
-                                                                          resource_name=vpc_id)}})]
+                actions=["ec2:DeleteVpcEndpoints"],
+                resources=[stack.format_arn(service="ec2", resource="vpc-endpoint", resource_name="*")],
+                conditions={"Null": {f"aws:ResourceTag/{GUARDDUTY_TAG}": "false"}}),
+            iam.PolicyStatement(
+                actions=["ec2:DeleteSecurityGroup"],
+                resources=[stack.format_arn(service="ec2", resource="security-group", resource_name="*")],
+                conditions={"StringEquals": {"ec2:Vpc": vpc_arn}})]
         self.resource = handler.barrier(
             self, "Resource", kind="guardduty", timing=timing, statements=statements,
-            why="GuardDuty names its endpoint and group itself; deletes are limited to this VPC (ec2:Vpc) and "
-                "describe calls have no resource-level permissions.",
-                                        properties={"VpcId": vpc_id})
+            why="GuardDuty names its endpoint and group itself; endpoint deletes require GuardDuty's "
+                "GuardDutyManaged tag, group deletes this VPC (ec2:Vpc), and describe calls have no resource-level "
+                "permissions.",
+            properties={"VpcId": vpc_id})
 
 
 class CausedLogGroups(Construct):
