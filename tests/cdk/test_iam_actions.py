@@ -31,14 +31,6 @@ from hyperpod_dpd_cdk.exposure import DENY_SID, INTERNET_FACING, SCHEME_CONDITIO
 
 VARIANTS = ("default", "hf-staged", "existing-cluster", "network-policies", "private-endpoint")
 
-# Findings whose fix belongs to work under way elsewhere, each asserted to be still found: the entry
-# must go when the fix lands (the test below then fails until it does).
-# T5 (audit 3): the GuardDuty cleanup's ec2:DeleteVpcEndpoints is conditioned on ec2:Vpc, which the
-# reference lists for security-group but not for vpc-endpoint, so the endpoint is never deleted.
-KNOWN_UNTIL_FIXED = {
-    ("GuardDutyCleanupResourcePolicyC7A29336", "ec2:DeleteVpcEndpoints", "ec2:Vpc"),
-}
-
 CREATE_LOAD_BALANCER = "elasticloadbalancing:CreateLoadBalancer"
 # Whether each AWS managed policy the stack attaches allows CreateLoadBalancer, read from the policies'
 # default versions (zoph-io/MAMIP policies/<name>; AmazonEKSClusterPolicy v9 of 2026-02-11 lists it on
@@ -81,8 +73,7 @@ def test_the_reference_is_the_pinned_one() -> None:
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_every_statement_means_what_it_says(findings: dict[str, list[Finding]], name: str) -> None:
-    unexpected = [f for f in findings[name] if (f.resource, f.action, f.key) not in KNOWN_UNTIL_FIXED]
-    assert not unexpected, "\n".join(map(str, unexpected))
+    assert not findings[name], "\n".join(map(str, findings[name]))
 
 
 def test_the_walk_reads_every_kind_of_policy_document(default_app: Synthesized) -> None:
@@ -97,12 +88,6 @@ def test_the_walk_reads_every_kind_of_policy_document(default_app: Synthesized) 
         assert resources, type_
         assert all((logical_id, path) in read for logical_id in resources), type_
     assert any(path.startswith("/Policies/") for _, path in read)  # a role's inline policy
-
-
-def test_known_findings_are_still_there(findings: dict[str, list[Finding]]) -> None:
-    """Each ``KNOWN_UNTIL_FIXED`` entry is found in the default app; remove it once fixed."""
-    found = {(f.resource, f.action, f.key) for f in findings["default"]}
-    assert found >= KNOWN_UNTIL_FIXED, sorted(KNOWN_UNTIL_FIXED - found)
 
 
 def test_the_alb_controller_policy_from_aws_cdk_lib() -> None:
