@@ -21,7 +21,7 @@ from support import FakeClock, write_spec
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.cluster import parse_job_log
-from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.job import UPLOAD_MANIFEST, JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.levels import ResultsError
 from hyperpod_dpd.benchmark.results import collect
 from hyperpod_dpd.benchmark.route import largest_direct_isl
@@ -226,6 +226,7 @@ def _upload(s3: Any, files: Mapping[str, str | bytes], key_prefix: str = UPLOADE
     s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     for name, body in files.items():
         s3.put_object(Bucket=BUCKET, Key=key_prefix + name, Body=body.encode() if isinstance(body, str) else body)
+    s3.put_object(Bucket=BUCKET, Key=key_prefix + UPLOAD_MANIFEST, Body="\n".join(files).encode())
     return S3Seam(s3)
 
 

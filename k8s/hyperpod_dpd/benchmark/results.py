@@ -58,12 +58,18 @@ def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
     errors = [r.get("error_message") for r in requests if r.get("error_code") is not None]
     answered = tuple((float(r["ttft"]) * scale, _number(r.get("tpot"), scale)) for r in requests
                      if r.get("error_code") is None and r.get("ttft") is not None)
+    duration = float(metrics.get("run_duration") or 0.0)
+    throughput = float(_get(metrics, "mean_output_throughput_tokens_per_s", where) or 0.0)
+    streamed = [r.get("num_output_tokens") for r in requests if r.get("error_code") is None]
+    if streamed and duration and all(isinstance(tokens, int | float) for tokens in streamed):
+        # genai-bench divides the measured requests' tokens (its warm-up left out) by the whole level's time
+        # (warm-up included): the tokens of every answered request over that same time instead.
+        throughput = sum(float(tokens) for tokens in streamed if tokens is not None) / duration
     return LevelResult(
         load=Load(concurrency=int(_get(metrics, "num_concurrency", where))),
         scenario=str(_get(metrics, "scenario", where)),
         ttft=latencies["ttft"], tpot=latencies["tpot"], e2e=latencies["e2e_latency"],
-        output_tokens_per_s=float(_get(metrics, "mean_output_throughput_tokens_per_s", where) or 0.0),
-        completed=completed, failed=failed, duration_s=float(metrics.get("run_duration") or 0.0),
+        output_tokens_per_s=throughput, completed=completed, failed=failed, duration_s=duration,
         mean_input_tokens=_number(_get(stats, "num_input_tokens.mean", where)),
         mean_output_tokens=_number(_get(stats, "num_output_tokens.mean", where)),
         error_codes=codes, first_error=str(errors[0])[:300] if errors else None, answered=answered)

@@ -30,9 +30,12 @@ class Trust(Enum):
     BUFFERED_STREAM = "buffered-stream"
     NOT_DISAGGREGATED = "not-disaggregated"
     NO_KV_TRANSFER = "no-kv-transfer"
+    PARTIAL_KV_TRANSFER = "partial-kv-transfer"
+    POD_RESTARTED = "pod-restarted"
     NOT_DIRECT = "not-direct"
     ROUTING_UNKNOWN = "routing-unknown"
     CLIENT_OVERHEAD = "client-overhead"
+    OVERHEAD_UNKNOWN = "client-overhead-unknown"
 
 
 @dataclass(frozen=True, kw_only=True)
