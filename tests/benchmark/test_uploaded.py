@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
+from hyperpod_dpd.benchmark import BenchmarkTarget, ResultsError, S3Location, Scenario, Trust, trust_warnings
 from hyperpod_dpd.benchmark.cluster import JobLog
 from hyperpod_dpd.benchmark.job import UPLOAD_FAILED, UPLOAD_MANIFEST, JobOptions, render_benchmark_job, results_folder
 from hyperpod_dpd.benchmark.results import PLAN_FILE, collect
 from hyperpod_dpd.benchmark.uploaded import read_uploaded, result_files
+from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
 
 BUCKET, RUN = "results", "20261201-0300"
@@ -134,3 +135,24 @@ def test_the_publish_script_uploads_its_manifest_of_the_files() -> None:
     manifest = next(i for i, line in enumerate(lines) if UPLOAD_MANIFEST in line and line.startswith("(cd"))
     upload = next(i for i, line in enumerate(lines) if line.startswith("aws s3 cp"))
     assert manifest < upload and f'--include "{UPLOAD_MANIFEST}"' in lines[upload]
+
+
+def test_a_cut_s3_copy_gives_way_to_the_logs_whole_one(s3: Any) -> None:
+    _put(s3, {f"{FOLDER}{FRESH}": _level(500)[:40], f"{FOLDER}{UPLOAD_MANIFEST}": f"{FRESH}\n".encode()})
+    log = JobLog(files={FRESH: _level(500).decode()}, exit_code=0)
+    found = result_files(log, results=RESULTS, endpoint="dpd-test", run_id=RUN, s3=lambda region: s3,
+                         note=[].append)
+    assert found == log.files
+
+
+def test_a_copy_cut_in_both_places_is_reported_as_its_level_not_an_exit_2() -> None:
+    """Before, the ResultsError of the cut file ended the run with exit 2 and no level reported."""
+    files = {FRESH: _level(500).decode()[:40], "D64_16_text-to-text_num_concurrency_4_time_9s.json":
+             _level(600).decode().replace('"num_concurrency": 2', '"num_concurrency": 4')}
+    with pytest.raises(ResultsError):
+        collect(files)
+    results = collect(files, expected=[Load(concurrency=2), Load(concurrency=4)], tolerant=True)
+    assert [level.load for level in results.levels] == [Load(concurrency=4)]
+    assert results.missing == (Load(concurrency=2),) and results.unreadable[0].startswith(f"{FRESH}: not JSON")
+    (warning,) = trust_warnings(results, Scenario(isl=64, osl=16, concurrency=(2, 4), requests=8, max_seconds=60))
+    assert warning.code is Trust.LEVEL_NOT_RUN and f"no readable result: {FRESH}: not JSON" in warning.message

@@ -14,12 +14,14 @@ log still supplies names the folder lacks. Only the objects the run's own manife
 (:data:`~hyperpod_dpd.benchmark.job.UPLOAD_MANIFEST`, uploaded with them) names are read: an earlier
 run under the same run id leaves objects this run did not overwrite, which are ignored with a note.
 When S3 cannot be read (no credentials, access denied, no such bucket, an empty folder), the log's
-copy is used and a one-line note says why. The read uses the credentials of whoever runs ``bench`` (not the pod's role): they need ``s3:ListBucket`` on the
-bucket for that prefix and ``s3:GetObject`` on its objects.
+copy is used and a one-line note says why. The read uses the credentials of whoever runs ``bench``
+(not the pod's role): they need ``s3:ListBucket`` on the bucket for that prefix and ``s3:GetObject``
+on its objects.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -100,4 +102,18 @@ def result_files(log: JobLog, *, results: S3Location | None, endpoint: str, run_
     if stale:
         note(f"ignored {len(stale)} object(s) in {folder.uri} that this run did not upload ({', '.join(stale[:5])}"
              f"{', ...' if len(stale) > 5 else ''}): an earlier run's under the same --run-id")
-    return {**log.files, **{name: text for name, text in uploaded.items() if name in listed}}
+    return {**log.files, **{name: text for name, text in uploaded.items()
+                            if name in listed and (_whole(text, name) or not _whole(log.files.get(name), name))}}
+
+
+def _whole(text: str | None, name: str) -> bool:
+    """Whether a JSON result file's copy parses (a ``.jsonl`` or other file is taken as it is)."""
+    if text is None:
+        return False
+    if not name.endswith(".json"):
+        return True
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
