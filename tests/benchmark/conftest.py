@@ -12,6 +12,7 @@ from genai-bench's sonnet and aiperf's Shakespeare corpus, so nothing is downloa
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -114,6 +115,13 @@ class Run:
     metrics: dict[int, tuple[str, str]] = field(default_factory=dict)
     stdout: str = ""
     loads: tuple[Load, ...] = ()
+    prompts: tuple[str, ...] = ()  # every prompt the stub was sent, in order
+    prompts_seen: dict[int, int] = field(default_factory=dict)  # how many, in each quiet window
+
+    def prompts_by_level(self) -> list[tuple[str, ...]]:
+        """The prompts of each level: those sent between its two quiet windows."""
+        marks = [self.prompts_seen[window] for window in sorted(self.prompts_seen)]
+        return [self.prompts[start:end] for start, end in itertools.pairwise(marks)]
 
     def files(self) -> dict[str, str]:
         return {path.name: path.read_text(encoding="utf-8") for path in sorted(self.folder.iterdir())
@@ -170,6 +178,7 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                     "HOME": str(base)})
         command = [*container["command"][:2], mapped(container["command"][2]), *container["command"][3:]]
         metrics: dict[int, tuple[str, str]] = {}
+        seen: dict[int, int] = {}
         lines: list[str] = []
         with subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                               cwd=base) as process:
@@ -180,11 +189,12 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                 if quiet:  # the script now sleeps: nothing is in flight
                     metrics[int(quiet[1])] = (server.metrics("/router/metrics") or "",
                                               server.metrics("/decoder/metrics") or "")
+                    seen[int(quiet[1])] = len(server.prompts)
             stderr = process.stderr.read()
             process.wait(timeout=240)
-        served = server.requests
+        served, prompts = server.requests, tuple(server.prompts)
     code = int((results / "exit-code").read_text().strip())
-    return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads)
+    return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen)
 
 
 def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any,

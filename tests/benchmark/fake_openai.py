@@ -113,6 +113,7 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(behaviour.per_token_s)
             self._event({"id": f"r{number}", "object": "chat.completion.chunk", "model": body.get("model"),
                          "choices": [{"index": 0, "delta": {"content": "word "}, "finish_reason": None}]})
+            self.server.generated()
             if not index:  # the router's TTFT: request in, first token out
                 self.server.first_token(time.perf_counter() - received)
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens,
@@ -148,13 +149,19 @@ class _Server(ThreadingHTTPServer):
         self.requests = 0
         self._lock = threading.Lock()
 
-        self.counters = {"disaggregated": 0, "local": 0, "external": 0, "computed": 0}
+        self.counters = {"disaggregated": 0, "local": 0, "external": 0, "computed": 0, "prompt": 0, "generated": 0}
         self.ttft_sum, self.ttft_count = 0.0, 0
+        self.prompts: list[str] = []  # every routed prompt, in arrival order
 
     def first_token(self, seconds: float) -> None:
         with self._lock:
             self.ttft_sum += seconds
             self.ttft_count += 1
+
+    def generated(self) -> None:
+        """One output token streamed (vLLM's generation_tokens_total counts it when generated)."""
+        with self._lock:
+            self.counters["generated"] += 1
 
     def next_number(self) -> int:
         with self._lock:
@@ -166,6 +173,8 @@ class _Server(ThreadingHTTPServer):
         words = len(prompt.split())
         estimate = max(words, len(prompt) // 4)
         with self._lock:
+            self.prompts.append(prompt)
+            self.counters["prompt"] += words
             if estimate >= self.behaviour.routing_threshold:
                 self.counters["disaggregated"] += 1
                 self.counters["external" if self.behaviour.kv_transfer else "computed"] += words
@@ -190,7 +199,9 @@ class _Server(ThreadingHTTPServer):
                     "# TYPE vllm:prompt_tokens_by_source_total counter\n"
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="local_compute"}} {c["computed"]}.0\n'
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 0.0\n'
-                    f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {c["external"]}.0\n')
+                    f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {c["external"]}.0\n'
+                    f'vllm:prompt_tokens_total{{{labels}}} {c["prompt"]}.0\n'
+                    f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n')
         return None
 
 

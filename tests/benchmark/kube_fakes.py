@@ -152,14 +152,34 @@ class FakeAccess:
         return k8s_model("V1SelfSubjectAccessReview", {**body, "status": {"allowed": key not in self.denied}})
 
 
+def deployment_pod(name: str, namespace: str, *, container: str, port: int | None = None, phase: str = "Running",
+                   restarts: int = 0, deleting: bool = False) -> dict[str, Any]:
+    """A pod as a Deployment's ReplicaSet makes it: ``<deployment>-<hash>-<id>``, labelled and owned accordingly."""
+    replica_set, template = name.rsplit("-", 1)[0], name.rsplit("-", 2)[1]
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"pod-template-hash": template},
+                                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": replica_set,
+                                                     "uid": f"uid-{replica_set}", "controller": True}]}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-12-01T03:00:00Z"
+    ports = [{"containerPort": port}] if port else []
+    return {"metadata": metadata, "spec": {"containers": [{"name": container, "image": "x", "ports": ports}]},
+            "status": {"phase": phase, "containerStatuses": [
+                {"name": container, "image": "x", "imageID": "", "ready": True, "restartCount": restarts}]}}
+
+
+def router_pod(name: str = "dpd-test-default-router-6d5f-abc", **kwargs: Any) -> dict[str, Any]:
+    return deployment_pod(name, "hyperpod-inference-system", container="router-container", port=8080, **kwargs)
+
+
+def decoder_pod(name: str = "decode-dpd-test-7c9-xyz", namespace: str = "default", **kwargs: Any) -> dict[str, Any]:
+    return deployment_pod(name, namespace, container="vllm", **kwargs)
+
+
 def router_and_decoder(name: str = "dpd-test", namespace: str = "default") -> dict[str, list[dict[str, Any]]]:
     """One router pod (port 8080 on its router-container) and one decoder pod, named as the operator does."""
-    router = {"metadata": {"name": f"{name}-{namespace}-router-6d5f-abc", "namespace": "hyperpod-inference-system"},
-              "spec": {"containers": [{"name": "router-container", "image": "x", "ports": [{"containerPort": 8080}]}]}}
-    decoder = {"metadata": {"name": f"decode-{name}-7c9-xyz", "namespace": namespace},
-               "spec": {"containers": [{"name": "vllm", "image": "x"}]}}
-    return {"hyperpod-inference-system|": [router],
-            f"{namespace}|inference.sagemaker.aws.amazon.com/dpd-role=decode": [decoder]}
+    return {"hyperpod-inference-system|": [router_pod(f"{name}-{namespace}-router-6d5f-abc")],
+            f"{namespace}|inference.sagemaker.aws.amazon.com/dpd-role=decode": [
+                decoder_pod(f"decode-{name}-7c9-xyz", namespace)]}
 
 
 @dataclass

@@ -21,7 +21,7 @@ from support import FakeClock, write_spec
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.cluster import parse_job_log
-from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.job import UPLOAD_MANIFEST, JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.levels import ResultsError
 from hyperpod_dpd.benchmark.results import collect
 from hyperpod_dpd.benchmark.route import largest_direct_isl
@@ -226,6 +226,7 @@ def _upload(s3: Any, files: Mapping[str, str | bytes], key_prefix: str = UPLOADE
     s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     for name, body in files.items():
         s3.put_object(Bucket=BUCKET, Key=key_prefix + name, Body=body.encode() if isinstance(body, str) else body)
+    s3.put_object(Bucket=BUCKET, Key=key_prefix + UPLOAD_MANIFEST, Body="\n".join(files).encode())
     return S3Seam(s3)
 
 
@@ -254,13 +255,13 @@ def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixtur
                                                                            "Background")]
     assert clock.slept == [15] * 5
     header = next(line for line in out.splitlines() if line.startswith("CONC"))
-    assert header.split()[-6:] == ["DISAGG", "KV", "IN", "tok", "CLIENT", "+ms"]
+    assert header.split()[-8:] == ["DISAGG", "KV", "IN", "tok", "SRV", "tok/s", "CLIENT", "+ms"]
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
     assert [row[0] for row in rows] == ["2", "4"]
-    for row in rows:  # DISAGG is "n/n 100%", then the external KV tokens, then the client's overhead
-        done, routed = row[-4].split("/")
-        assert done == routed and row[-3] == "100%" and int(row[-2].replace(",", "")) > 0
-        assert int(row[-1].lstrip("+")) > 0
+    for row in rows:  # DISAGG is "n/n 100%", the external KV tokens, the server's tok/s, the client's overhead
+        done, routed = row[-5].split("/")
+        assert done == routed and row[-4] == "100%" and int(row[-3].replace(",", "")) > 0
+        assert float(row[-2].replace(",", "")) > 0 and int(row[-1].lstrip("+")) > 0
     seams = _on_cluster(_cluster(fakes, healthy_run), aws)
     json_code, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json", seams=seams)
     run = json.loads(text)["runs"]["dpd"]
@@ -522,10 +523,10 @@ def test_an_open_loop_sweep_on_the_cluster_proves_disaggregation_per_rate(
     code, out, err = run_cli(capsys, stub_spec, *OPEN_LOOP_TRAFFIC, seams=seams)
     assert "request rate 8,16/s, aiperf" in err
     header = next(line for line in out.splitlines() if line.startswith("RATE"))
-    assert header.split()[-6:] == ["DISAGG", "KV", "IN", "tok", "CLIENT", "+ms"]
+    assert header.split()[-8:] == ["DISAGG", "KV", "IN", "tok", "SRV", "tok/s", "CLIENT", "+ms"]
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
     assert [row[0] for row in rows] == ["8/s", "16/s"]
-    assert all(row[-3] == "100%" and int(row[-2].replace(",", "")) > 0 for row in rows)
+    assert all(row[-4] == "100%" and int(row[-3].replace(",", "")) > 0 for row in rows)
     assert "24 requests per level, aiperf" in out and "using the copy in" not in err
     seams = _on_cluster(_cluster(fakes, open_loop_run), aws)
     json_code, text, _ = run_cli(capsys, stub_spec, *OPEN_LOOP_TRAFFIC, "--json", seams=seams)

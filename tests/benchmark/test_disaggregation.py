@@ -15,6 +15,7 @@ from support import FakeClock
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.cluster import run_job
 from hyperpod_dpd.benchmark.disaggregation import (
+    KV_MIN_FRACTION,
     DpdCounters,
     LevelDisaggregation,
     LevelSnapshots,
@@ -123,10 +124,139 @@ def test_the_edges_of_the_verdict() -> None:
 
 
 def test_a_restarted_pod_counts_from_zero() -> None:
-    before = DpdCounters(disaggregated=500, local=3, fallback=0, external_kv_tokens=10**6)
-    after = DpdCounters(disaggregated=40, local=0, fallback=0, external_kv_tokens=9000)
+    before = DpdCounters.parse({"r": "dpd_routing_disaggregated_total 500\ndpd_routing_local_total 3\n"},
+                               {"d": f"{KV_IN} {10**6}\n"})
+    after = DpdCounters.parse({"r": "dpd_routing_disaggregated_total 40\ndpd_routing_local_total 0\n"},
+                              {"d": f"{KV_IN} 9000\n"})
     seen = LevelDisaggregation.between(before, after, load=C8)
     assert (seen.disaggregated, seen.local, seen.external_kv_tokens) == (40, 0, 9000)
+    assert seen.pod_changes == ("router/r restarted", "decoder/d restarted")
+
+
+KV_IN = 'vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}'
+
+
+def _router(disaggregated: int, local: int) -> str:
+    return f"dpd_routing_disaggregated_total {disaggregated}\ndpd_routing_local_total {local}\n"
+
+
+def test_one_of_two_routers_restarting_does_not_count_the_others_lifetime() -> None:
+    """Router a carries 10,000 decisions from before the level; router b restarts. The level itself routed 100
+    requests, 40 of them disaggregated (the truth). On the sum over pods the total went down, so bench read the
+    sums after as the level's: 9,040 of 10,100 disaggregated (90%), a's lifetime counted in."""
+    before = DpdCounters.parse({"a": _router(9000, 1000), "b": _router(5000, 5000)}, {"d": f"{KV_IN} 0\n"})
+    # during the level: a routes 20 disaggregated + 30 local; b restarts, then routes 20 + 30
+    after = DpdCounters.parse({"a": _router(9020, 1030), "b": _router(20, 30)}, {"d": f"{KV_IN} 174080\n"})
+    seen = LevelDisaggregation.between(before, after, load=C8)
+    assert (seen.disaggregated, seen.routed) == (40, 100) and seen.fraction == 0.4
+    assert seen.pod_changes == ("router/b restarted",)
+    codes = [w.code for w in disaggregation_warnings(RoutePath.DPD, [C8], {C8: seen})]
+    assert codes == [Trust.NOT_DISAGGREGATED, Trust.POD_RESTARTED]
+
+
+def test_one_of_two_decoders_restarting_does_not_hide_a_broken_transfer() -> None:
+    """Decoder y restarts mid-level and then receives nothing (every transfer failed): its old total is not this
+    level's (truth: 0 KV tokens this level). Before, the sum over pods went down and was read whole: KV IN
+    600,000, trusted."""
+    before = DpdCounters.parse({"r": _router(0, 0)}, {"x": f"{KV_IN} 600000\n", "y": f"{KV_IN} 50000\n"})
+    after = DpdCounters.parse({"r": _router(40, 0)}, {"x": f"{KV_IN} 600000\n", "y": f"{KV_IN} 0\n"})
+    seen = LevelDisaggregation.between(before, after, load=C8)
+    assert seen.external_kv_tokens == 0
+    codes = [w.code for w in disaggregation_warnings(RoutePath.DPD, [C8], {C8: seen})]
+    assert codes == [Trust.NO_KV_TRANSFER, Trust.POD_RESTARTED]
+
+
+def test_a_container_restart_counts_from_zero_even_when_its_counters_caught_up() -> None:
+    before = DpdCounters.parse({"r": _router(10, 0)}, {"d": f"{KV_IN} 1000\n"}, restarts={"decoder/d": 0})
+    after = DpdCounters.parse({"r": _router(20, 0)}, {"d": f"{KV_IN} 1500\n"}, restarts={"decoder/d": 1})
+    seen = LevelDisaggregation.between(before, after, load=C8)
+    assert seen.external_kv_tokens == 1500 and seen.pod_changes == ("decoder/d restarted",)
+
+
+def test_a_pod_that_appears_or_goes_away_mid_level_is_reported() -> None:
+    before = DpdCounters.parse({"r": _router(10, 0)}, {"x": f"{KV_IN} 1000\n"})
+    after = DpdCounters.parse({"r": _router(20, 0)}, {"y": f"{KV_IN} 300\n"})
+    seen = LevelDisaggregation.between(before, after, load=C8)
+    assert seen.external_kv_tokens == 300
+    assert seen.pod_changes == ("decoder/y started", "decoder/x went away")
+    (warning,) = [w for w in disaggregation_warnings(RoutePath.DPD, [C8], {C8: seen}) if w.code is Trust.POD_RESTARTED]
+    assert "decoder/y started, decoder/x went away during this level" in warning.message
+
+
+PROMPT = 4304  # the server's prompt tokens per request (the audit's genai-bench prompts)
+
+
+def _kv_level(kv: int, *, cache_hit: int = 0, prompt_tokens: int | None = 45 * PROMPT) -> LevelDisaggregation:
+    return LevelDisaggregation(load=C8, disaggregated=45, local=0, fallback=0, external_kv_tokens=kv,
+                               cache_hit_tokens=cache_hit, prompt_tokens=prompt_tokens)
+
+
+def test_a_partial_kv_failure_is_flagged() -> None:
+    """70% of transfers failed: KV IN 60,258 of the 45 x 4,304 = 193,680 prompt tokens the decoder counted. Only
+    exactly zero was flagged before."""
+    (warning,) = disaggregation_warnings(RoutePath.DPD, [C8], {C8: _kv_level(60258)})
+    assert warning.code is Trust.PARTIAL_KV_TRANSFER
+    assert "took 60,258 prompt tokens" in warning.message and "31% of the 193,680" in warning.message
+    assert "below 90%" in warning.message
+    # without the decoder's prompt count, the server's per-request count (usage.prompt_tokens) gives the same
+    (same,) = disaggregation_warnings(RoutePath.DPD, [C8], {C8: _kv_level(60258, prompt_tokens=None)},
+                                      prompt_tokens={C8: float(PROMPT)})
+    assert "31% of the 193,680" in same.message
+
+
+@pytest.mark.parametrize("kv", [45 * (PROMPT - 15), int(KV_MIN_FRACTION * 45 * PROMPT) + 1])
+def test_whole_transfers_less_a_partial_block_pass(kv: int) -> None:
+    assert disaggregation_warnings(RoutePath.DPD, [C8], {C8: _kv_level(kv)}) == []
+
+
+def test_prefix_cache_hits_are_not_failed_transfers() -> None:
+    assert disaggregation_warnings(RoutePath.DPD, [C8], {C8: _kv_level(45 * 1000, cache_hit=45 * 3300)}) == []
+    assert disaggregation_warnings(RoutePath.DPD, [C8], {C8: _kv_level(0, cache_hit=45 * PROMPT)}) == []
+
+
+# --- which pods are the endpoint's ----------------------------------------------------------------
+
+def _pods(fakes: ModuleType, *decoders: dict[str, Any], routers: tuple[dict[str, Any], ...] = ()) -> Any:
+    texts = {"decode-dpd-test-7c9-xyz": f"{KV_IN} 100\n", "decode-dpd-test-7c9-abc": f"{KV_IN} 200\n",
+             "decode-dpd-test-70b-5f4-qrs": f"{KV_IN} 2000000\n"}
+
+    def metrics(namespace: str, pod_port: str) -> str:
+        if namespace == "hyperpod-inference-system":
+            return _router(5, 0)
+        return texts[pod_port.split(":", maxsplit=1)[0]]
+
+    pods = fakes.router_and_decoder()
+    pods["hyperpod-inference-system|"] += list(routers)
+    pods["default|inference.sagemaker.aws.amazon.com/dpd-role=decode"] += list(decoders)
+    core = fakes.FakeCore(pods=[[]], logs={}, other_pods=pods, metrics=metrics)
+    return fakes.benchmark_kube(fakes.FakeBatch(states=[]), core), core
+
+
+def test_another_endpoints_decoders_are_not_counted(spec: DpdSpec, fakes: ModuleType) -> None:
+    """Endpoint dpd-test-70b's decoders share the name prefix decode-dpd-test-; they are its Deployment's, not
+    this one's (before: KV IN 2,000,100 for this endpoint)."""
+    kube, _ = _pods(fakes, fakes.decoder_pod("decode-dpd-test-70b-5f4-qrs"),
+                       routers=(fakes.router_pod("dpd-test-default-router-x-9a8-def"),))
+    counters = read_counters(kube, MetricsSources.for_spec(spec))
+    assert counters.total("external_kv_tokens") == 100
+    assert sorted(counters.pods) == ["decoder/decode-dpd-test-7c9-xyz", "router/dpd-test-default-router-6d5f-abc"]
+
+
+@pytest.mark.parametrize("other", [{"phase": "Failed"}, {"phase": "Pending"}, {"deleting": True}],
+                         ids=["evicted", "pending", "terminating"])
+def test_a_pod_that_is_not_running_is_left_out(spec: DpdSpec, fakes: ModuleType, other: dict[str, Any]) -> None:
+    """Before, its proxy read failed and every level became routing-unknown."""
+    kube, core = _pods(fakes, fakes.decoder_pod("decode-dpd-test-7c9-abc", **other))
+    counters = read_counters(kube, MetricsSources.for_spec(spec))
+    assert counters.total("external_kv_tokens") == 100
+    assert ("default", "decode-dpd-test-7c9-abc:8000", "metrics") not in core.proxied
+
+
+def test_every_running_decoder_is_counted_with_its_restarts(spec: DpdSpec, fakes: ModuleType) -> None:
+    kube, _ = _pods(fakes, fakes.decoder_pod("decode-dpd-test-7c9-abc", restarts=2))
+    counters = read_counters(kube, MetricsSources.for_spec(spec))
+    assert counters.total("external_kv_tokens") == 300
+    assert counters.pods["decoder/decode-dpd-test-7c9-abc"]["restarts"] == 2
 
 
 def test_prometheus_text_is_summed_by_label() -> None:
@@ -215,14 +345,14 @@ def test_the_router_log_counts_when_its_metrics_do_not(spec: DpdSpec, fakes: Mod
                                                        router_metrics: str | None) -> None:
     kube, core = _kube(fakes, router_metrics)
     counters = read_counters(kube, MetricsSources.for_spec(spec))
-    assert (counters.disaggregated, counters.local, counters.external_kv_tokens) == (2, 1, 9000)
+    assert [counters.total(n) for n in ("disaggregated", "local", "external_kv_tokens")] == [2, 1, 9000]
     assert core.log_reads == ["router-container"]
 
 
 def test_the_router_metrics_win_when_they_carry_the_counters(spec: DpdSpec, fakes: ModuleType) -> None:
     kube, core = _kube(fakes, "dpd_routing_disaggregated_total 40\ndpd_routing_local_total 5\n")
     counters = read_counters(kube, MetricsSources.for_spec(spec))
-    assert (counters.disaggregated, counters.local) == (40, 5)
+    assert [counters.total(n) for n in ("disaggregated", "local")] == [40, 5]
     assert core.log_reads == []
 
 

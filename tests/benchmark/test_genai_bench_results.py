@@ -131,3 +131,39 @@ def test_other_files_are_ignored_and_levels_sorted() -> None:
                        "D64_16_text-to-text_num_concurrency_2_time_1s.json": level},
                       expected=tuple(Load(concurrency=c) for c in (2, 8, 16)))
     assert [lv.load.concurrency for lv in results.levels] == [2, 8] and results.missing == (Load(concurrency=16),)
+
+
+def _genai_bench_level(tokens: list[int], *, measured: int, duration: float) -> dict[str, Any]:
+    """A genai-bench 0.0.5 run file: its throughput is the measured requests' tokens over the whole level's time."""
+    stats = {name: {"p50": 0.5, "p90": 0.6, "p99": 0.7} for name in ("ttft", "tpot", "e2e_latency")}
+    stats |= {"num_input_tokens": {"mean": 4304.0}, "num_output_tokens": {"mean": 256.0}}
+    return {"aggregated_metrics": {
+        "stats": stats, "num_concurrency": 32, "scenario": "D(4352,256)", "num_completed_requests": measured,
+        "mean_output_throughput_tokens_per_s": sum(tokens[-measured:]) / duration, "run_duration": duration},
+        "individual_request_metrics": [{"ttft": 0.5, "tpot": 0.02, "num_output_tokens": n, "error_code": None}
+                                       for n in tokens]}
+
+
+def test_output_throughput_counts_the_tokens_of_the_same_window_as_the_time() -> None:
+    """96 answered requests of 256 tokens in a 22.9 s level, 9 of them warm-up: genai-bench divides the 87 measured
+    ones' 22,272 tokens by the whole 22.9 s (972.6 tok/s). Every answered request's tokens over that time are
+    24,576 / 22.9 = 1,073.2 tok/s, what the server streamed for them (the truth, less requests cut at the bound)."""
+    level = parse_run(_genai_bench_level([256] * 96, measured=87, duration=22.9))
+    assert round(22272 / 22.9, 1) == 972.6  # genai-bench's own figure, the one reported before
+    assert round(level.output_tokens_per_s, 1) == round(96 * 256 / 22.9, 1) == 1073.2
+
+
+def test_the_server_counts_its_own_output_tokens_per_level(healthy_run: Any) -> None:
+    """The stub counted every token it streamed (vllm:generation_tokens_total): SRV tok/s is that increase over
+    the level's time, beside the client's figure, which counts only what it received whole."""
+    from hyperpod_dpd.benchmark.report import server_output_tokens_per_s
+
+    results = read_directory(healthy_run.folder, expected=LEVELS)
+    routing = healthy_run.routing()
+    streamed = [level.generation_tokens for level in routing.values()]
+    assert 0 < sum(t or 0 for t in streamed) <= healthy_run.served * 16  # requests cut at the bound streamed fewer
+    for level in results.levels:
+        seen = routing[level.load]
+        served = server_output_tokens_per_s(level, seen)
+        assert seen.generation_tokens is not None and served == seen.generation_tokens / level.duration_s
+        assert served >= level.output_tokens_per_s * 0.999  # the client cannot receive more than was streamed

@@ -18,6 +18,7 @@ from hyperpod_dpd.benchmark.job import (
     deadline_seconds,
     render_benchmark_job,
 )
+from hyperpod_dpd.benchmark.scenario import arrival_seed
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES
 from hyperpod_dpd.spec import DpdSpec
@@ -110,11 +111,13 @@ def test_aiperf_runs_each_request_rate_against_the_router(spec: DpdSpec,
                              ".cluster.local:443"]
     assert flag("--isl") == ["4352"] and flag("--osl") == ["256"] and flag("--isl-stddev") == ["0"]
     assert flag("--extra-inputs") == ["ignore_eos:true"] and "--use-legacy-max-tokens" in args
-    assert flag("--arrival-pattern") == ["poisson"] and flag("--random-seed") == ["20261201"]
+    assert flag("--arrival-pattern") == ["poisson"] and flag("--random-seed") == []  # per level
     assert flag("--wait-for-model-timeout") == ["0"] and flag("--benchmark-duration") == ["1800"]
     assert flag("--workers-max") == ["3"] and flag("--request-rate") == []  # per level, from LEVELS
     env = {e["name"]: e["value"] for e in bench["env"]}
-    assert env["LEVELS"] == "1:155:16 2.5:300:30" and env["LEVELS_JSON"] == '{"request_rate": [1.0, 2.5]}'
+    seeds = [arrival_seed(RUN, level) for level in (0, 1)]
+    assert env["LEVELS"] == f"1:155:16:{seeds[0]} 2.5:300:30:{seeds[1]}"
+    assert env["LEVELS_JSON"] == '{"request_rate": [1.0, 2.5]}'
     assert env["CLIENT_VERSION"] == "0.13.0" and "aiperf==0.13.0 --hash=sha256:" in env["CLIENT_LOCK"]
     assert "HF_HUB_OFFLINE" not in env and "TRANSFORMERS_OFFLINE" not in env
     # the records go to S3 and the log with the summaries; a failed run's tail is aiperf's log

@@ -14,15 +14,18 @@ from typing import Any
 
 import pytest
 
-from hyperpod_dpd.benchmark import Scenario, Trust, trust_warnings
+from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario, Trust, trust_warnings
 from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.disaggregation import disaggregation_warnings
+from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.levels import ResultsError
 from hyperpod_dpd.benchmark.overhead import BOUND_S, client_overhead, overhead_warnings
 from hyperpod_dpd.benchmark.results import collect, read_directory
 from hyperpod_dpd.benchmark.route import RoutePath, default_isl, largest_direct_isl
+from hyperpod_dpd.benchmark.scenario import arrival_seed
 from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.spec.defaults import default_spec
 
 RATES = (Load(rate=8.0), Load(rate=16.0))
 REQUESTS, WARMUP = 24, 3  # per rate (conftest's open_loop scenario), and its warm-up: ceil(10%)
@@ -31,7 +34,8 @@ SCENARIO = Scenario(isl=64, osl=16, request_rates=(8.0, 16.0), requests=REQUESTS
 
 def test_the_scenario_runs_aiperf_with_its_warm_up_and_bound() -> None:
     assert SCENARIO.client is Client.AIPERF and SCENARIO.loads == RATES and SCENARIO.concurrency == ()
-    assert SCENARIO.level_plan() == f"8:{REQUESTS}:{WARMUP} 16:{REQUESTS}:{WARMUP}"
+    first, second = arrival_seed("", 0), arrival_seed("", 1)
+    assert SCENARIO.level_plan() == f"8:{REQUESTS}:{WARMUP}:{first} 16:{REQUESTS}:{WARMUP}:{second}"
     by_default = Scenario(request_rates=(0.5, 4.0))  # 120 s of arrivals, never under the p90 sample
     assert by_default.requests_per_level == [155, 480] and by_default.warmup_at(Load(rate=4.0)) == 48
 
@@ -115,3 +119,31 @@ def test_aiperf_prompts_need_their_own_direct_bound() -> None:
     path's longest input is shorter; the DPD default clears the threshold for both."""
     assert default_isl(4096, client=Client.AIPERF) == default_isl(4096) == 4352
     assert largest_direct_isl(4096, Client.AIPERF) < largest_direct_isl(4096)
+
+
+def test_each_level_and_each_run_sends_aiperf_a_seed_of_its_own() -> None:
+    """aiperf 0.13 draws its prompts from --random-seed alone: one seed for every level re-sent the previous
+    level's prompts (40 of 40 in the audit's run), so levels 2+ timed the prefix cache. The rendered pod now
+    passes each level the seed of its plan entry, and another run id moves every seed."""
+    scenario = Scenario(isl=4352, osl=256, request_rates=(1.0, 2.0, 4.0))
+
+    def rendered(run_id: str) -> tuple[list[str], str, list[str]]:
+        objects = render_benchmark_job(BenchmarkTarget.for_spec(default_spec()), scenario, JobOptions(run_id=run_id))
+        pod = next(o for o in objects if o["kind"] == "Job")["spec"]["template"]["spec"]
+        container = next(c for c in pod["initContainers"] if c["name"] == "benchmark")
+        levels = next(e["value"] for e in container["env"] if e["name"] == "LEVELS").split()
+        return [plan.rsplit(":", 1)[1] for plan in levels], container["command"][2], container["args"]
+
+    seeds, script, args = rendered("20261201-0300")
+    assert len(set(seeds)) == 3  # one per level
+    assert "--random-seed" not in args  # no seed shared by every level
+    assert '--random-seed "${rest##*:}"' in script
+    other, _, _ = rendered("20261201-0400")
+    assert not set(seeds) & set(other)
+
+
+def test_the_second_rate_sends_none_of_the_first_rates_prompts(open_loop_run: Any) -> None:
+    """The stub kept every prompt it was sent, by level (the quiet windows split them)."""
+    first, second = open_loop_run.prompts_by_level()
+    assert len(first) == len(second) == REQUESTS + WARMUP
+    assert not set(first) & set(second)

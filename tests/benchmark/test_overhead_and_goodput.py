@@ -5,10 +5,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
-from hyperpod_dpd.benchmark.overhead import BOUND_S, client_overhead, overhead_bound, overhead_warnings
+from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation
+from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
+from hyperpod_dpd.benchmark.overhead import (
+    BOUND_S,
+    TAIL_BOUND_RATIO,
+    client_overhead,
+    overhead_bound,
+    overhead_warnings,
+    tail_bound,
+)
 from hyperpod_dpd.benchmark.results import parse_run, read_directory
 from hyperpod_dpd.benchmark.trust import Trust
+from hyperpod_dpd.load_point import Load
 
 
 def test_the_client_overhead_is_measured_and_bounded_at_each_level(healthy_run: Any) -> None:
@@ -56,3 +65,57 @@ def test_goodput_counts_requests_within_both_targets(healthy_run: Any) -> None:
             assert level.goodput(ttft_s=ttft_s, tpot_s=tpot_s) == (good, good / level.duration_s)
         assert level.goodput(ttft_s=0.001, tpot_s=None)[0] == 0
         assert level.goodput(ttft_s=None, tpot_s=None)[0] == len(answered)
+
+
+def _level(client_ttfts: list[float]) -> LevelResult:
+    none = Percentiles(None, None, None)
+    return LevelResult(load=C64, scenario="D(4352,256)", ttft=none, tpot=none, e2e=none, output_tokens_per_s=0.0,
+                       completed=len(client_ttfts), failed=0, duration_s=30.0, mean_input_tokens=4352.0,
+                       mean_output_tokens=256.0, answered=tuple((ttft, 0.02) for ttft in client_ttfts))
+
+
+C64 = Load(concurrency=64)
+# The router's TTFT histogram for 100 requests: 98 at 520 ms, 2 at 730 ms (its buckets as Prometheus text).
+ROUTER_TTFT = "".join(f'dpd_e2e_ttft_seconds_bucket{{le="{le}"}} {count}\n' for le, count in (
+    ("0.25", 0), ("0.5", 0), ("0.55", 98), ("0.6", 98), ("0.75", 100), ("1.0", 100), ("2.5", 100), ("+Inf", 100)))
+ROUTER_TTFT += "dpd_e2e_ttft_seconds_sum 52.42\ndpd_e2e_ttft_seconds_count 100\n"
+ROUTING = "dpd_routing_disaggregated_total 100\n"
+
+
+def _seen(router_text: str) -> LevelDisaggregation:
+    before = DpdCounters.parse({"r": ""}, {"d": ""})
+    return LevelDisaggregation.between(before, DpdCounters.parse({"r": router_text}, {"d": ""}), load=C64)
+
+
+def test_the_tail_of_the_client_overhead_is_bounded() -> None:
+    """The audit's aiperf level at 64 streams: the mean overhead +39 ms passes its 52 ms bound, but two requests the
+    client held 250 ms longer put the client's p99 at 980 ms against the router's at most 750 ms. Before: trusted."""
+    seen = _seen(ROUTING + ROUTER_TTFT)
+    assert seen.router_ttft_mean_s is not None and abs(seen.router_ttft_mean_s - 0.5242) < 1e-9
+    assert seen.router_ttft_bounds(0.99) == (0.6, 0.75) and seen.router_ttft_bounds(0.5) == (0.5, 0.55)
+    level = _level([0.555] * 98 + [0.98] * 2)
+    overhead = client_overhead(level, seen)
+    assert overhead is not None and overhead < overhead_bound(seen.router_ttft_mean_s)  # the mean passes
+    (warning,) = overhead_warnings([level], {C64: seen})
+    assert warning.code is Trust.CLIENT_OVERHEAD
+    assert "TTFT p99 is 980 ms, at least 230 ms above the router's (at most 750 ms" in warning.message
+    assert f"{tail_bound(0.75) * 1e3:.0f} ms bound" in warning.message and tail_bound(0.75) == TAIL_BOUND_RATIO * 0.75
+
+
+def test_a_client_within_the_bounds_at_every_quantile_passes() -> None:
+    seen = _seen(ROUTING + ROUTER_TTFT)
+    assert overhead_warnings([_level([0.53] * 98 + [0.74] * 2)], {C64: seen}) == []
+    # a histogram of one bucket says nothing of the quantiles: only the mean is bounded
+    coarse = ROUTING + 'dpd_e2e_ttft_seconds_bucket{le="+Inf"} 100\n' + ROUTER_TTFT.split("\n", 8)[-1]
+    assert overhead_warnings([_level([0.555] * 98 + [0.98] * 2)], {C64: _seen(coarse)}) == []
+
+
+def test_a_router_without_its_ttft_histogram_leaves_the_level_unverified(healthy_run: Any) -> None:
+    """The audit's run: the router served its routing counts but no dpd_e2e_ttft_seconds, and a client TTFT p50 of
+    979 ms against the server's 505 ms was reported trusted, exit 0. Now the level says it is unverified."""
+    results = read_directory(healthy_run.folder)
+    seen = _seen(ROUTING)
+    assert seen.router_ttft_mean_s is None and client_overhead(results.levels[0], seen) is None
+    warnings = overhead_warnings(results.levels, {level.load: seen for level in results.levels})
+    assert [w.code for w in warnings] == [Trust.OVERHEAD_UNKNOWN] * len(results.levels)
+    assert "client's own share of TTFT could not be measured" in warnings[0].message

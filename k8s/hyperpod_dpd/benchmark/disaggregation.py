@@ -18,6 +18,7 @@ router's, whose documented routing line counts when its metrics carry no routing
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from hyperpod_dpd.contracts.operator import (
 )
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.ops.dpd_counters import DEFAULT_METRICS_PATH as METRICS_PATH
-from hyperpod_dpd.ops.dpd_counters import routing_decisions, sample_value
+from hyperpod_dpd.ops.dpd_counters import LABEL, SAMPLE, routing_decisions, sample_value
 from hyperpod_dpd.spec import DpdSpec
 
 DISAGGREGATED = "dpd_routing_disaggregated_total"
@@ -45,7 +46,15 @@ FALLBACK = "dpd_routing_fallback_total"
 E2E_TTFT = "dpd_e2e_ttft_seconds"  # the router's histogram: prefill, KV transfer and the first decode step
 EXTERNAL_KV = "vllm:prompt_tokens_by_source_total"
 EXTERNAL_SOURCE = "external_kv_transfer"
+CACHE_HIT_SOURCE = "local_cache_hit"  # the decoder's own prefix cache: not recomputed, not transferred
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+POD_TEMPLATE_HASH = "pod-template-hash"  # set by the Deployment controller on every pod it makes
 MIN_FRACTION = 0.95  # a DPD level below this did not measure DPD
+# A disaggregated prompt's KV arrives whole but for its last, partly filled block, which the decoder computes
+# (vLLM loads whole blocks: at most 16 tokens of a 4,352-token prompt, under 1%); a tenth missing is transfers
+# that failed and were recomputed (kv_load_failure_policy=recompute), not rounding.
+KV_MIN_FRACTION = 0.90
 
 
 def sample_sum(text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
@@ -53,32 +62,103 @@ def sample_sum(text: str, name: str, labels: Mapping[str, str] | None = None) ->
     return sample_value(text, name, labels) or 0.0
 
 
+def histogram_buckets(text: str, name: str) -> dict[float, float]:
+    """``name``'s cumulative buckets in Prometheus text, by upper bound (``+Inf`` as infinity), summed over labels."""
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        found = SAMPLE.match(line)
+        if found is None or found["name"] != f"{name}_bucket":
+            continue
+        labels = {pair["key"]: pair["value"] for pair in LABEL.finditer(found["labels"] or "")}
+        try:
+            bound, value = float(labels.get("le", "nan")), float(found["value"])
+        except ValueError:
+            continue
+        if not math.isnan(bound):
+            buckets[bound] = buckets.get(bound, 0.0) + value
+    return buckets
+
+
+def quantile_bounds(buckets: Mapping[float, float], q: float) -> tuple[float, float] | None:
+    """The bucket ``[lower, upper]`` that holds the ``q`` quantile of a histogram's counts, as Prometheus'
+    ``histogram_quantile`` finds it; None when nothing was counted or it lies in the ``+Inf`` bucket."""
+    ordered = sorted(buckets.items())
+    total = ordered[-1][1] if ordered else 0.0
+    if total <= 0:
+        return None
+    rank, lower = q * total, 0.0
+    for bound, count in ordered:
+        if count >= rank:
+            return None if math.isinf(bound) else (lower, bound)
+        lower = bound
+    return None
+
+
+# One pod's counters, by name: a router's (routing decisions, its TTFT histogram) or a decoder's (prompt tokens
+# by source, prompt and generated tokens), and its containers' restarts.
+RESTARTS = "restarts"
+BUCKET = "ttft_le:"  # a router TTFT bucket, by its upper bound
+ROUTER_SERIES = {"disaggregated": (DISAGGREGATED, None), "local": (LOCAL, None), "fallback": (FALLBACK, None),
+                 "ttft_seconds": (f"{E2E_TTFT}_sum", None), "ttft_count": (f"{E2E_TTFT}_count", None)}
+DECODER_SERIES = {"external_kv_tokens": (EXTERNAL_KV, {"source": EXTERNAL_SOURCE}),
+                  "cache_hit_tokens": (EXTERNAL_KV, {"source": CACHE_HIT_SOURCE}),
+                  "prompt_tokens": (PROMPT_TOKENS, None), "generation_tokens": (GENERATION_TOKENS, None)}
+
+
+def pod_sample(text: str, *, router: bool, restarts: int = 0) -> dict[str, float]:
+    """The counters of one pod's ``/metrics`` text; a series the pod does not export is left out (not 0)."""
+    found: dict[str, float] = {RESTARTS: float(restarts)}
+    for key, (name, labels) in (ROUTER_SERIES if router else DECODER_SERIES).items():
+        value = sample_value(text, name, labels)
+        if value is not None:
+            found[key] = value
+    if router:
+        found.update({f"{BUCKET}{bound!r}": count for bound, count in histogram_buckets(text, E2E_TTFT).items()})
+    return found
+
+
+def _named(texts: Iterable[str] | Mapping[str, str], role: str) -> dict[str, str]:
+    if isinstance(texts, Mapping):
+        return {f"{role}/{name}": text for name, text in texts.items()}
+    return {f"{role}/{index}": text for index, text in enumerate(texts)}
+
+
 @dataclass(frozen=True, kw_only=True)
 class DpdCounters:
-    """One snapshot of the router's routing decisions and the decoder's externally received prompt tokens."""
+    """One snapshot of every router and decoder pod's counters, by ``router/<pod>`` or ``decoder/<pod>``."""
 
-    disaggregated: float
-    local: float
-    fallback: float
-    external_kv_tokens: float
-    ttft_seconds: float = 0.0
-    ttft_count: float = 0.0
+    pods: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, router: Iterable[str], decoder: Iterable[str]) -> DpdCounters:
-        """From the ``/metrics`` text of every router pod and every decoder pod (summed)."""
-        routers, decoders = list(router), list(decoder)
-        return cls(disaggregated=sum(sample_sum(t, DISAGGREGATED) for t in routers),
-                   local=sum(sample_sum(t, LOCAL) for t in routers),
-                   fallback=sum(sample_sum(t, FALLBACK) for t in routers),
-                   external_kv_tokens=sum(sample_sum(t, EXTERNAL_KV, {"source": EXTERNAL_SOURCE}) for t in decoders),
-                   ttft_seconds=sum(sample_sum(t, f"{E2E_TTFT}_sum") for t in routers),
-                   ttft_count=sum(sample_sum(t, f"{E2E_TTFT}_count") for t in routers))
+    def parse(cls, router: Iterable[str] | Mapping[str, str], decoder: Iterable[str] | Mapping[str, str], *,
+              restarts: Mapping[str, int] | None = None) -> DpdCounters:
+        """From the ``/metrics`` text of every router pod and every decoder pod (by pod name when a mapping),
+        with each pod's container restarts when known."""
+        restarts = restarts or {}
+        pods = {key: pod_sample(text, router=True, restarts=restarts.get(key, 0))
+                for key, text in _named(router, "router").items()}
+        pods |= {key: pod_sample(text, router=False, restarts=restarts.get(key, 0))
+                 for key, text in _named(decoder, "decoder").items()}
+        return cls(pods=pods)
+
+    def total(self, name: str) -> float:
+        return sum(sample.get(name, 0.0) for sample in self.pods.values())
+
+
+def _grew(before: Mapping[str, float] | None, after: Mapping[str, float]) -> tuple[dict[str, float], bool]:
+    """One pod's increase between two snapshots, and whether it restarted in between: a pod that was not there
+    before, a container restart, or any counter that went down counts from zero (as Prometheus' ``increase``)."""
+    if before is None:
+        return dict(after), False
+    reset = after.get(RESTARTS, 0.0) != before.get(RESTARTS, 0.0) or any(
+        value < before.get(key, 0.0) for key, value in after.items() if key != RESTARTS)
+    return ({key: value if reset else value - before.get(key, 0.0) for key, value in after.items()
+             if key != RESTARTS}, reset)
 
 
 @dataclass(frozen=True, kw_only=True)
 class LevelDisaggregation:
-    """What the router and decoder counted while one level ran (the difference of two snapshots)."""
+    """What the router and decoder counted while one level ran: per pod, the difference of two snapshots."""
 
     load: Load
     disaggregated: int
@@ -86,18 +166,42 @@ class LevelDisaggregation:
     fallback: int
     external_kv_tokens: int
     router_ttft_mean_s: float | None = None
+    cache_hit_tokens: int = 0
+    prompt_tokens: int | None = None  # the decoders' vllm:prompt_tokens_total, when exported
+    generation_tokens: int | None = None  # the decoders' vllm:generation_tokens_total, when exported
+    router_ttft_buckets: Mapping[float, float] = field(default_factory=dict)
+    pod_changes: tuple[str, ...] = ()  # pods that restarted, appeared or went away during the level
 
     @classmethod
     def between(cls, before: DpdCounters, after: DpdCounters, *, load: Load) -> LevelDisaggregation:
-        """A counter that went down (a pod restarted) counts from zero, as Prometheus' ``increase`` does."""
-        def grew(name: str) -> float:
-            old, new = float(getattr(before, name)), float(getattr(after, name))
-            return new - old if new >= old else new
+        """Each pod's increase, summed: a pod whose counter went down (it restarted) counts from zero, as
+        Prometheus' ``increase`` does, without making any other pod's lifetime total this level's."""
+        grown: dict[str, float] = {}
+        changes = []
+        for pod, sample in after.pods.items():
+            delta, reset = _grew(before.pods.get(pod), sample)
+            if pod not in before.pods:
+                changes.append(f"{pod} started")
+            elif reset:
+                changes.append(f"{pod} restarted")
+            for key, value in delta.items():
+                grown[key] = grown.get(key, 0.0) + value
+        changes += [f"{pod} went away" for pod in before.pods if pod not in after.pods]
 
-        count = grew("ttft_count")
-        return cls(load=load, disaggregated=round(grew("disaggregated")), local=round(grew("local")),
-                   fallback=round(grew("fallback")), external_kv_tokens=round(grew("external_kv_tokens")),
-                   router_ttft_mean_s=grew("ttft_seconds") / count if count else None)
+        def known(key: str) -> int | None:
+            present = any(key in sample for sample in after.pods.values())
+            return round(grown.get(key, 0.0)) if present else None
+
+        count = grown.get("ttft_count", 0.0)
+        return cls(load=load, disaggregated=round(grown.get("disaggregated", 0.0)),
+                   local=round(grown.get("local", 0.0)), fallback=round(grown.get("fallback", 0.0)),
+                   external_kv_tokens=round(grown.get("external_kv_tokens", 0.0)),
+                   cache_hit_tokens=round(grown.get("cache_hit_tokens", 0.0)),
+                   prompt_tokens=known("prompt_tokens"), generation_tokens=known("generation_tokens"),
+                   router_ttft_mean_s=grown.get("ttft_seconds", 0.0) / count if count else None,
+                   router_ttft_buckets={float(key.removeprefix(BUCKET)): value for key, value in grown.items()
+                                        if key.startswith(BUCKET)},
+                   pod_changes=tuple(changes))
 
     @property
     def routed(self) -> int:
@@ -108,10 +212,23 @@ class LevelDisaggregation:
         """Disaggregated over routed; None when the router counted nothing."""
         return self.disaggregated / self.routed if self.routed else None
 
+    def router_ttft_bounds(self, q: float) -> tuple[float, float] | None:
+        """The router TTFT histogram bucket holding this level's ``q`` quantile (None when it has no finite one)."""
+        return quantile_bounds(self.router_ttft_buckets, q)
+
+    def kv_expected(self, mean_prompt_tokens: float | None) -> float | None:
+        """Prompt tokens the disaggregated requests should have brought from the prefiller: the decoders' own
+        prompt-token count for the level, shared out by request (else the server's per-request count)."""
+        if self.prompt_tokens is not None and self.routed:
+            return self.prompt_tokens * self.disaggregated / self.routed
+        return None if mean_prompt_tokens is None else mean_prompt_tokens * self.disaggregated
+
     def as_dict(self) -> dict[str, Any]:
         return {**self.load.as_dict(), "disaggregated": self.disaggregated, "local": self.local,
                 "fallback": self.fallback, "fraction": self.fraction, "external_kv_tokens": self.external_kv_tokens,
-                "router_ttft_mean_s": self.router_ttft_mean_s}
+                "cache_hit_tokens": self.cache_hit_tokens, "prompt_tokens": self.prompt_tokens,
+                "generation_tokens": self.generation_tokens, "router_ttft_mean_s": self.router_ttft_mean_s,
+                "pod_changes": list(self.pod_changes)}
 
 
 def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: Mapping[Load, LevelDisaggregation],
@@ -144,36 +261,58 @@ def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: M
                 f"the router disaggregated {seen.disaggregated} of {seen.routed} requests ({fraction:.0%}, below "
                 f"{MIN_FRACTION:.0%}; {seen.local} went straight to the decoder, {seen.fallback} fell back): these "
                 f"numbers are not DPD's. {fix[0].upper()}{fix[1:]}")))
-        elif path is RoutePath.DPD and seen.disaggregated and seen.external_kv_tokens == 0:
+        elif path is RoutePath.DPD and seen.disaggregated and seen.external_kv_tokens + seen.cache_hit_tokens == 0:
             found.append(TrustWarning(code=Trust.NO_KV_TRANSFER, load=level, message=(
                 f"the router disaggregated {seen.disaggregated} requests but the decoder received no KV tokens from "
                 "the prefiller: it recomputed every prompt (see 'Retrieved 0 out of N' in its log; check "
                 "PYTHONHASHSEED and the KV connector)")))
+        elif path is RoutePath.DPD and seen.disaggregated and (partial := _partial_kv(
+                seen, (prompt_tokens or {}).get(level))) is not None:
+            found.append(TrustWarning(code=Trust.PARTIAL_KV_TRANSFER, load=level, message=partial))
         elif path is RoutePath.DIRECT and fraction > 1 - MIN_FRACTION:
             found.append(TrustWarning(code=Trust.NOT_DIRECT, load=level, message=(
                 f"--path direct, but the router disaggregated {seen.disaggregated} of {seen.routed} requests "
                 f"({fraction:.0%}): these numbers are not the decoder's alone")))
+        if seen.pod_changes:
+            found.append(TrustWarning(code=Trust.POD_RESTARTED, load=level, message=(
+                f"{', '.join(seen.pod_changes)} during this level: its requests were served by a changing set of "
+                "pods, and the counts of a pod that went away are lost")))
     return found
+
+
+def _partial_kv(seen: LevelDisaggregation, mean_prompt_tokens: float | None) -> str | None:
+    """Why a level's KV transfers fell short, or None: the tokens the decoders took from the prefiller (or
+    their own prefix cache) against :data:`KV_MIN_FRACTION` of the disaggregated requests' prompt tokens."""
+    expected = seen.kv_expected(mean_prompt_tokens)
+    if not expected:
+        return None
+    received = seen.external_kv_tokens + seen.cache_hit_tokens
+    if received >= KV_MIN_FRACTION * expected:
+        return None
+    return (f"the decoders took {received:,} prompt tokens from the prefiller or their prefix cache, "
+            f"{received / expected:.0%} of the {expected:,.0f} the {seen.disaggregated} disaggregated requests' "
+            f"prompts hold (below {KV_MIN_FRACTION:.0%}): some transfers failed and the decoder recomputed those "
+            "prompts (see 'Retrieved 0 out of N' in its log), so TTFT mixes DPD with recomputation")
 
 
 @dataclass(frozen=True, kw_only=True)
 class MetricsSources:
-    """Where the counters are: the router pods (by name prefix) and the decoder pods (by label)."""
+    """Where the counters are: the pods of the router Deployment and of the decode Deployment (by label)."""
 
     router_namespace: str
-    router_prefix: str
+    router_deployment: str
     router_container: str
     decoder_namespace: str
     decoder_selector: str
-    decoder_prefix: str
+    decoder_deployment: str
     decoder_port: int
 
     @classmethod
     def for_spec(cls, spec: DpdSpec) -> MetricsSources:
         """The operator's names for this endpoint (see :mod:`hyperpod_dpd.contracts.operator`)."""
-        return cls(router_namespace=OPERATOR_NAMESPACE, router_prefix=f"{router_deployment(spec)}-",
+        return cls(router_namespace=OPERATOR_NAMESPACE, router_deployment=router_deployment(spec),
                    router_container=ROUTER_CONTAINER, decoder_namespace=spec.namespace,
-                   decoder_selector=f"{ROLE_LABEL}=decode", decoder_prefix=f"{role_deployment(spec, 'decode')}-",
+                   decoder_selector=f"{ROLE_LABEL}=decode", decoder_deployment=role_deployment(spec, "decode"),
                    decoder_port=spec.port)
 
 
@@ -199,18 +338,47 @@ def _container_port(pod: JsonDict, container: str) -> int | None:
     return None
 
 
+def of_deployment(pod: JsonDict, deployment: str) -> bool:
+    """Whether ``pod`` belongs to the Deployment ``deployment``: the Deployment controller labels each of its pods
+    ``pod-template-hash=H`` and owns them through the ReplicaSet ``<deployment>-H``. A name prefix alone would
+    also take ``decode-<name>-70b``'s pods for ``decode-<name>``'s."""
+    metadata = pod.get("metadata") or {}
+    template = (metadata.get("labels") or {}).get(POD_TEMPLATE_HASH)
+    owners = {str(o.get("name")) for o in metadata.get("ownerReferences") or [] if o.get("kind") == "ReplicaSet"}
+    if template is not None:
+        return f"{deployment}-{template}" in owners or (not owners and _name(pod).startswith(
+            f"{deployment}-{template}-"))
+    return any(owner.startswith(f"{deployment}-") and owner.count("-") == deployment.count("-") + 1
+               for owner in owners)
+
+
+def serving(pod: JsonDict) -> bool:
+    """Running and not being deleted: an Evicted, Pending or Terminating pod serves nothing and answers nothing."""
+    return (pod.get("status") or {}).get("phase") == "Running" and not (pod.get("metadata") or {}).get(
+        "deletionTimestamp")
+
+
+def restarts(pod: JsonDict) -> int:
+    """The restarts of a pod's containers so far (a restarted container's counters start from zero)."""
+    return sum(int(c.get("restartCount") or 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
 def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
-    """One snapshot from every running router and decoder pod; raises :class:`KubeError` when none answers."""
-    routers = [p for p in kube.pods(sources.router_namespace, "") if _name(p).startswith(sources.router_prefix)]
+    """One snapshot from every running pod of the router and decode Deployments; raises :class:`KubeError`
+    when either has none."""
+    routers = [p for p in kube.pods(sources.router_namespace, "")
+               if of_deployment(p, sources.router_deployment) and serving(p)]
     decoders = [p for p in kube.pods(sources.decoder_namespace, sources.decoder_selector)
-                if _name(p).startswith(sources.decoder_prefix)]
+                if of_deployment(p, sources.decoder_deployment) and serving(p)]
     if not routers or not decoders:
-        raise KubeError(f"no router pod {sources.router_prefix}* in {sources.router_namespace} or no decoder pod "
-                        f"{sources.decoder_prefix}* in {sources.decoder_namespace}")
-    router_texts = [_router_counters(kube, sources, pod) for pod in routers]
-    decoder_texts = [kube.pod_get(sources.decoder_namespace, _name(p), sources.decoder_port, METRICS_PATH)
-                     for p in decoders]
-    return DpdCounters.parse(router_texts, decoder_texts)
+        raise KubeError(f"no running pod of Deployment {sources.router_deployment} in {sources.router_namespace} "
+                        f"or of {sources.decoder_deployment} in {sources.decoder_namespace}")
+    router_texts = {_name(pod): _router_counters(kube, sources, pod) for pod in routers}
+    decoder_texts = {_name(p): kube.pod_get(sources.decoder_namespace, _name(p), sources.decoder_port, METRICS_PATH)
+                     for p in decoders}
+    counts = {f"router/{_name(p)}": restarts(p) for p in routers} | {f"decoder/{_name(p)}": restarts(p)
+                                                                       for p in decoders}
+    return DpdCounters.parse(router_texts, decoder_texts, restarts=counts)
 
 
 def _router_counters(kube: MetricsKube, sources: MetricsSources, pod: JsonDict) -> str:

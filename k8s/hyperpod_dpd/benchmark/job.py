@@ -61,6 +61,7 @@ RESULTS_PREFIX = "benchmarks"  # where the stack's benchmark role may write in t
 QUIET_SECONDS = 40  # two default polls (15 s) and some slack: bench sees every quiet window
 RUN_USER = 1000
 PUBLISH_CONTAINER = "publish"
+UPLOAD_MANIFEST = "hyperpod-dpd-upload.txt"  # the names of the files one run uploaded, one a line
 UPLOAD_FAILED = 96  # the publish container's exit code when its upload failed (its script's `code=96`)
 BENCHMARK_CONTAINER = "benchmark"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "hyperpod-dpd", "app.kubernetes.io/name": "hyperpod-dpd-bench"}
@@ -177,9 +178,9 @@ def _run_level(client: Client) -> str:
     # aiperf writes its artifacts per run; keep the summary and the per-request records under names
     # that carry the rate as Scenario.level_plan prints it (%g, which aiperf_results.AIPERF_FILE reads
     # back), and its log for the publish step.
-    return ('  rest="${plan#*:}"; out="/results/aiperf/$level"\n'
-            '  aiperf "$@" --request-rate "$level" --request-count "${rest%%:*}" '
-            '--warmup-request-count "${rest##*:}" --artifact-dir "$out"\n'
+    return ('  rest="${plan#*:}"; count="${rest%%:*}"; rest="${rest#*:}"; out="/results/aiperf/$level"\n'
+            '  aiperf "$@" --request-rate "$level" --request-count "$count" '
+            '--warmup-request-count "${rest%%:*}" --random-seed "${rest##*:}" --artifact-dir "$out"\n'
             "  code=$?\n"
             f'  cp "$out/profile_export_aiperf.json" "/results/$RUN_ID/{FILE_PREFIX}$level.json" 2>/dev/null\n'
             f'  cp "$out/profile_export.jsonl" "/results/$RUN_ID/{FILE_PREFIX}$level.jsonl" 2>/dev/null\n'
@@ -214,8 +215,11 @@ def results_folder(results: S3Location, endpoint: str, run_id: str) -> S3Locatio
 def _publish_script(results: S3Location | None, endpoint: str, client: Client) -> str:
     upload = ""
     if results is not None:
-        upload = (f'aws s3 cp "$dir/" "{results.uri}{endpoint}/$RUN_ID/" --recursive --only-show-errors '
-                  '--exclude "*" --include "*.json" --include "*.jsonl" --include "*.xlsx" || code=96\n')
+        # The manifest names this run's files: an earlier run's objects left under the same run id are not its.
+        upload = (f'(cd "$dir" && ls -1 -- *.json *.jsonl *.xlsx 2>/dev/null) > "$dir/{UPLOAD_MANIFEST}"\n'
+                  f'aws s3 cp "$dir/" "{results.uri}{endpoint}/$RUN_ID/" --recursive --only-show-errors '
+                  '--exclude "*" --include "*.json" --include "*.jsonl" --include "*.xlsx" '
+                  f'--include "{UPLOAD_MANIFEST}" || code=96\n')
     return (
         "set -u\n"
         'dir="/results/$RUN_ID"\n'
@@ -311,7 +315,7 @@ class BenchmarkJobChart(cdk8s.Chart):
             command=["sh", "-c", _benchmark_script(scenario.client), scenario.client.value],
             args=client_args(target, scenario, options),
             env={**home, "CLIENT_VERSION": kplus.EnvValue.from_value(client_version(scenario, options)),
-                 "LEVELS": kplus.EnvValue.from_value(scenario.level_plan()),
+                 "LEVELS": kplus.EnvValue.from_value(scenario.level_plan(options.run_id)),
                  "LEVELS_JSON": kplus.EnvValue.from_value(json.dumps(plan_document(scenario.loads))),
                  "RUN_ID": kplus.EnvValue.from_value(options.run_id),
                  "CLIENT_LOCK": kplus.EnvValue.from_value(_lock_text(scenario.client,

@@ -18,7 +18,7 @@ from hyperpod_dpd.load_point import Load, column_header
 Slo = tuple[float | None, float | None]  # TTFT and TPOT targets in seconds, from the spec's slo
 HEADERS = ("TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",
            "FAILED", "ERR")
-ROUTING_HEADERS = ("DISAGG", "KV IN tok", "CLIENT +ms")  # from the router's and the decoder's counters
+ROUTING_HEADERS = ("DISAGG", "KV IN tok", "SRV tok/s", "CLIENT +ms")  # from the router's and the decoder's counters
 GOODPUT_HEADER = "GOOD req/s"
 
 
@@ -35,12 +35,22 @@ def level_row(level: LevelResult) -> list[str]:
 
 def routing_cells(level: LevelResult, seen: LevelDisaggregation | None) -> list[str]:
     """``DISAGG`` as disaggregated/routed and percent, ``KV IN tok`` the decoder's external prompt tokens,
-    ``CLIENT +ms`` the client's mean TTFT above the router's."""
+    ``SRV tok/s`` the decoders' own output tokens per second, ``CLIENT +ms`` the client's mean TTFT above the
+    router's."""
     if seen is None or seen.fraction is None:
-        return ["?", "?", "?"]
+        return ["?", "?", "?", "?"]
     overhead = client_overhead(level, seen)
+    served = server_output_tokens_per_s(level, seen)
     return [f"{seen.disaggregated}/{seen.routed} {seen.fraction:.0%}", f"{seen.external_kv_tokens:,}",
-            "-" if overhead is None else f"{overhead * 1e3:+.0f}"]
+            "-" if served is None else f"{served:,.1f}", "-" if overhead is None else f"{overhead * 1e3:+.0f}"]
+
+
+def server_output_tokens_per_s(level: LevelResult, seen: LevelDisaggregation | None) -> float | None:
+    """The decoders' ``vllm:generation_tokens_total`` increase over the level, per second of the client's run
+    (every token streamed, the warm-up's and the requests cut at the bound included); None when not exported."""
+    if seen is None or seen.generation_tokens is None or not level.duration_s:
+        return None
+    return seen.generation_tokens / level.duration_s
 
 
 def goodput_cell(level: LevelResult, slo: Slo) -> str:
@@ -75,7 +85,8 @@ def results_object(*, endpoint: str, scenario: Scenario, results: BenchmarkResul
                 **results.as_dict(), "trusted": not warnings, "warnings": [w.as_dict() for w in warnings]}
     if routing is not None:
         document["routing"] = [{**(routing[lv.load].as_dict() if lv.load in routing else lv.load.as_dict()),
-                                "client_overhead_s": client_overhead(lv, routing.get(lv.load))}
+                                "client_overhead_s": client_overhead(lv, routing.get(lv.load)),
+                                "server_output_tokens_per_s": server_output_tokens_per_s(lv, routing.get(lv.load))}
             for lv in results.levels]
     if slo:
         document["goodput"] = {"slo": {"ttft_s": slo[0], "tpot_s": slo[1]}, "levels": [

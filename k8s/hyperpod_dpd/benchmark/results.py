@@ -58,12 +58,18 @@ def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
     errors = [r.get("error_message") for r in requests if r.get("error_code") is not None]
     answered = tuple((float(r["ttft"]) * scale, _number(r.get("tpot"), scale)) for r in requests
                      if r.get("error_code") is None and r.get("ttft") is not None)
+    duration = float(metrics.get("run_duration") or 0.0)
+    throughput = float(_get(metrics, "mean_output_throughput_tokens_per_s", where) or 0.0)
+    streamed = [r.get("num_output_tokens") for r in requests if r.get("error_code") is None]
+    if streamed and duration and all(isinstance(tokens, int | float) for tokens in streamed):
+        # genai-bench divides the measured requests' tokens (its warm-up left out) by the whole level's time
+        # (warm-up included): the tokens of every answered request over that same time instead.
+        throughput = sum(float(tokens) for tokens in streamed if tokens is not None) / duration
     return LevelResult(
         load=Load(concurrency=int(_get(metrics, "num_concurrency", where))),
         scenario=str(_get(metrics, "scenario", where)),
         ttft=latencies["ttft"], tpot=latencies["tpot"], e2e=latencies["e2e_latency"],
-        output_tokens_per_s=float(_get(metrics, "mean_output_throughput_tokens_per_s", where) or 0.0),
-        completed=completed, failed=failed, duration_s=float(metrics.get("run_duration") or 0.0),
+        output_tokens_per_s=throughput, completed=completed, failed=failed, duration_s=duration,
         mean_input_tokens=_number(_get(stats, "num_input_tokens.mean", where)),
         mean_output_tokens=_number(_get(stats, "num_output_tokens.mean", where)),
         error_codes=codes, first_error=str(errors[0])[:300] if errors else None, answered=answered)
@@ -75,6 +81,7 @@ class BenchmarkResults:
 
     levels: tuple[LevelResult, ...]
     missing: tuple[Load, ...] = ()
+    unreadable: tuple[str, ...] = ()  # result files that could not be read, each with why
 
     def level(self, load: Load) -> LevelResult | None:
         return next((level for level in self.levels if level.load == load), None)
@@ -84,7 +91,8 @@ class BenchmarkResults:
         return tuple(level.load for level in self.levels)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"levels": [level.as_dict() for level in self.levels], "not_run": [load.value for load in self.missing]}
+        return {"levels": [level.as_dict() for level in self.levels], "not_run": [load.value for load in self.missing],
+                "unreadable": list(self.unreadable)}
 
 
 METADATA_FILE = "experiment_metadata.json"
@@ -126,15 +134,34 @@ def _json_object(name: str, text: str) -> Mapping[str, Any]:
 
 
 def collect(files: Mapping[str, str], *, expected: Iterable[Load] = (), isl: int = 0,
-            osl: int = 0) -> BenchmarkResults:
+            osl: int = 0, tolerant: bool = False) -> BenchmarkResults:
     """Result files by name (their text) as results, genai-bench's and aiperf's; other names are ignored.
 
     ``expected`` are the levels that should be there. :default: - those the run's plan lists
     ``isl`` and ``osl`` name the scenario of an aiperf level whose every request failed (it writes no
     summary). :default: - another level's
+    ``tolerant`` reads on past a file that is not its client's (a copy cut mid-JSON), listing it in
+    ``unreadable`` and its level among the missing, instead of raising :class:`ResultsError`.
     """
     found: dict[Load, LevelResult] = {}
+    unreadable: list[str] = []
     for name in sorted(files):
+        try:
+            _collect_one(name, files, found, isl=isl, osl=osl)
+        except ResultsError as err:
+            if not tolerant:
+                raise
+            unreadable.append(str(err))
+    known = next((level.scenario for level in found.values() if level.completed), None)
+    if not isl and known is not None:  # a level that wrote only failed records runs the same scenario
+        found = {key: replace(level, scenario=known) if not level.completed else level for key, level in found.items()}
+    wanted = sorted(set(expected) or set(_planned_levels(files)), key=Load.sort_key)
+    missing = tuple(level for level in wanted if level not in found)
+    return BenchmarkResults(levels=tuple(found[key] for key in sorted(found, key=Load.sort_key)), missing=missing,
+                            unreadable=tuple(unreadable))
+
+
+def _collect_one(name: str, files: Mapping[str, str], found: dict[Load, LevelResult], *, isl: int, osl: int) -> None:
         if RUN_FILE.match(name) or DEBUG_FILE.match(name):
             level = parse_run(_json_object(name, files[name]), where=name)
             if level.load not in found or RUN_FILE.match(name):
@@ -146,12 +173,6 @@ def collect(files: Mapping[str, str], *, expected: Iterable[Load] = (), isl: int
         elif (match := RECORDS_FILE.match(name)) is not None and name.removesuffix("l") not in files:
             level = parse_failed_records(files[name], rate=float(match["rate"]), isl=isl, osl=osl, where=name)
             found[level.load] = level
-    known = next((level.scenario for level in found.values() if level.completed), None)
-    if not isl and known is not None:  # a level that wrote only failed records runs the same scenario
-        found = {key: replace(level, scenario=known) if not level.completed else level for key, level in found.items()}
-    wanted = sorted(set(expected) or set(_planned_levels(files)), key=Load.sort_key)
-    missing = tuple(level for level in wanted if level not in found)
-    return BenchmarkResults(levels=tuple(found[key] for key in sorted(found, key=Load.sort_key)), missing=missing)
 
 
 def read_files(folder: Path) -> dict[str, str]:

@@ -9,7 +9,8 @@ not move in lock-step waves.
 
 Closed-loop levels (``concurrency``) run genai-bench, the blog's client. Open-loop levels
 (``request_rates``: Poisson arrivals per second, which genai-bench 0.0.5 cannot send) run NVIDIA's
-aiperf, one ``aiperf profile --request-rate`` per rate with a fixed seed, its warm-up requests sent at
+aiperf, one ``aiperf profile --request-rate`` per rate with a seed of its own (fresh prompts), its
+warm-up requests sent at
 the same rate and left out, and at least :data:`OPEN_LOOP_SECONDS` of arrivals per rate so the queue
 reaches its steady state.
 """
@@ -17,6 +18,7 @@ reaches its steady state.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -41,7 +43,7 @@ WARMUP_RATIO = 0.1  # genai-bench --warmup-ratio: the first 10% of a level's req
 STAGGER_SECONDS = 5  # users of a level start over about this many seconds (genai-bench --spawn-rate)
 P90_SAMPLE = 139  # measured requests for p90 to lie between the 85th and 95th percentile at 95% confidence
 OPEN_LOOP_SECONDS = 120  # arrivals per rate, by default: long enough for a queue to settle
-ARRIVAL_SEED = 20261201  # aiperf --random-seed: the same prompts and arrival times in every run
+SEEDS_PER_RUN = 1024  # aiperf --random-seed values per run, one per level (a run has far fewer levels)
 MIN_REQUEST_RATE, MAX_REQUEST_RATE = 0.01, 1000.0
 
 
@@ -117,11 +119,12 @@ class Scenario:
         """Users started per second at ``level``: all of them within :data:`STAGGER_SECONDS`."""
         return max(1, math.ceil(level / STAGGER_SECONDS))
 
-    def level_plan(self) -> str:
+    def level_plan(self, run_id: str = "") -> str:
         """Space-separated, for the pod's loop: ``LEVEL:SPAWN_RATE`` per genai-bench level, or
-        ``RATE:REQUESTS:WARMUP`` per aiperf level."""
+        ``RATE:REQUESTS:WARMUP:SEED`` per aiperf level, with :func:`arrival_seed` of ``run_id`` and the level."""
         if self.request_rates:
-            return " ".join(f"{load.rate:g}:{self.requests_at(load)}:{self.warmup_at(load)}" for load in self.loads)
+            return " ".join(f"{load.rate:g}:{self.requests_at(load)}:{self.warmup_at(load)}:{arrival_seed(run_id, i)}"
+                            for i, load in enumerate(self.loads))
         return " ".join(f"{level}:{self.spawn_rate(level)}" for level in self.concurrency)
 
     @property
@@ -147,13 +150,22 @@ class Scenario:
 
     def aiperf_args(self) -> list[str]:
         """The load-shape flags of ``aiperf profile`` shared by every rate (the pod adds ``--request-rate``,
-        ``--request-count`` and ``--warmup-request-count`` per level, from :meth:`level_plan`): fixed
-        lengths, ``ignore_eos`` so every answer is ``osl`` tokens, Poisson arrivals from a fixed seed,
+        ``--request-count``, ``--warmup-request-count`` and ``--random-seed`` per level, from :meth:`level_plan`):
+        fixed lengths, ``ignore_eos`` so every answer is ``osl`` tokens, Poisson arrivals from the level's seed,
         and the level's time bound (requests still in flight get :data:`GRACE_SECONDS`)."""
         return ["--isl", str(self.isl), "--isl-stddev", "0", "--osl", str(self.osl), "--osl-stddev", "0",
                 "--extra-inputs", "ignore_eos:true", "--arrival-pattern", "poisson",
-                "--random-seed", str(ARRIVAL_SEED), "--benchmark-duration", str(self.max_seconds),
+                "--benchmark-duration", str(self.max_seconds),
                 "--benchmark-grace-period", str(GRACE_SECONDS)]
+
+
+def arrival_seed(run_id: str, level: int) -> int:
+    """aiperf's ``--random-seed`` for the ``level``-th level of run ``run_id``: aiperf 0.13 builds its prompts from
+    the seed alone, so one seed for every level would re-send the previous level's prompts (all of them: it makes
+    ``--request-count`` distinct ones), timing the endpoint's prefix cache rather than its prefills. The same run
+    id and level give the same seed, so a rerun under that id replays it."""
+    run = zlib.crc32(run_id.encode()) % (2**31 // SEEDS_PER_RUN)
+    return SEEDS_PER_RUN * run + level % SEEDS_PER_RUN
 
 
 def scenario_problems(s: Scenario) -> Iterator[Problem]:

@@ -30,9 +30,12 @@ class Trust(Enum):
     BUFFERED_STREAM = "buffered-stream"
     NOT_DISAGGREGATED = "not-disaggregated"
     NO_KV_TRANSFER = "no-kv-transfer"
+    PARTIAL_KV_TRANSFER = "partial-kv-transfer"
+    POD_RESTARTED = "pod-restarted"
     NOT_DIRECT = "not-direct"
     ROUTING_UNKNOWN = "routing-unknown"
     CLIENT_OVERHEAD = "client-overhead"
+    OVERHEAD_UNKNOWN = "client-overhead-unknown"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,7 +83,9 @@ def level_warnings(level: LevelResult, scenario: Scenario) -> list[TrustWarning]
 def trust_warnings(results: BenchmarkResults, scenario: Scenario) -> list[TrustWarning]:
     """Warnings for every level, in load order, then the levels that never ran."""
     found = [warning for level in results.levels for warning in level_warnings(level, scenario)]
-    found += [TrustWarning(code=Trust.LEVEL_NOT_RUN, load=level, message=(
-        "no result: the benchmark stops after a level where every request failed, or the run hit its deadline"))
-        for level in results.missing]
+    cause = ("no readable result: " + "; ".join(results.unreadable) + " (a copy cut short: the Job's log after "
+             "kubelet rotated it, or an upload that stopped part-way); if its file is not among these, the benchmark "
+             "stopped after a level where every request failed, or the run hit its deadline") if results.unreadable \
+        else "no result: the benchmark stops after a level where every request failed, or the run hit its deadline"
+    found += [TrustWarning(code=Trust.LEVEL_NOT_RUN, load=level, message=cause) for level in results.missing]
     return found

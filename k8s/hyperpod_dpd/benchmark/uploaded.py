@@ -10,18 +10,22 @@ So when the Job uploaded (an upload location was set and the publish container d
 :data:`~hyperpod_dpd.benchmark.job.UPLOAD_FAILED`), ``bench`` reads every object directly in the
 run's folder, by base name and whatever its extension (sub-folders skipped, binary files such as
 genai-bench's ``.xlsx`` summary left out), and each one wins over the log's copy of that name; the
-log still supplies names the folder lacks. When S3 cannot be read (no credentials, access denied, no
-such bucket, an empty folder), the log's copy is used and a one-line note says why. The read uses
-the credentials of whoever runs ``bench`` (not the pod's role): they need ``s3:ListBucket`` on the
-bucket for that prefix and ``s3:GetObject`` on its objects.
+log still supplies names the folder lacks. Only the objects the run's own manifest
+(:data:`~hyperpod_dpd.benchmark.job.UPLOAD_MANIFEST`, uploaded with them) names are read: an earlier
+run under the same run id leaves objects this run did not overwrite, which are ignored with a note.
+When S3 cannot be read (no credentials, access denied, no such bucket, an empty folder), the log's
+copy is used and a one-line note says why. The read uses the credentials of whoever runs ``bench``
+(not the pod's role): they need ``s3:ListBucket`` on the bucket for that prefix and ``s3:GetObject``
+on its objects.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from hyperpod_dpd.benchmark.job import UPLOAD_FAILED, results_folder
+from hyperpod_dpd.benchmark.job import UPLOAD_FAILED, UPLOAD_MANIFEST, results_folder
 from hyperpod_dpd.benchmark.target import S3Location
 from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsUnavailable, describe_error
 
@@ -89,4 +93,27 @@ def result_files(log: JobLog, *, results: S3Location | None, endpoint: str, run_
     if not uploaded:
         note(f"no result files in {folder.uri}; using the copy in the Job's log")
         return log.files
-    return {**log.files, **uploaded}
+    if UPLOAD_MANIFEST not in uploaded:
+        note(f"{folder.uri} holds no {UPLOAD_MANIFEST} naming this run's files, so its objects may be an earlier "
+             "run's under the same run id; using the copy in the Job's log")
+        return log.files
+    listed = {line.strip() for line in uploaded[UPLOAD_MANIFEST].splitlines() if line.strip()}
+    stale = sorted(name for name in uploaded if name not in listed and name != UPLOAD_MANIFEST)
+    if stale:
+        note(f"ignored {len(stale)} object(s) in {folder.uri} that this run did not upload ({', '.join(stale[:5])}"
+             f"{', ...' if len(stale) > 5 else ''}): an earlier run's under the same --run-id")
+    return {**log.files, **{name: text for name, text in uploaded.items()
+                            if name in listed and (_whole(text, name) or not _whole(log.files.get(name), name))}}
+
+
+def _whole(text: str | None, name: str) -> bool:
+    """Whether a JSON result file's copy parses (a ``.jsonl`` or other file is taken as it is)."""
+    if text is None:
+        return False
+    if not name.endswith(".json"):
+        return True
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
