@@ -4,10 +4,16 @@ scaling given through ``--hf-overrides``."""
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
+
+import pytest
+import yaml
 
 from hyperpod_dpd import SpecError, check, spec_from_mapping, spec_to_mapping
 from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.validation import load_checked_spec
 
 
 def _mapping() -> dict[str, Any]:
@@ -86,3 +92,64 @@ def test_without_overrides_qwen_keeps_its_32k_window() -> None:
     assert len(problems) == 1 and "context window of 32768 tokens" in problems[0]
     # An override that says nothing about rope or length leaves the window alone.
     assert len(_context_problems(_qwen(131_072, "--hf-overrides", '{"foo": 1}'))) == 1
+
+
+# A Mistral-7B-shaped config.json (32 heads, 8 KV heads); the numbers only need to be a sizable config.
+ACME_CONFIG = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
+               "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+               "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 32768, "max_position_embeddings": 32768,
+               "rope_theta": 1000000.0, "sliding_window": None, "torch_dtype": "bfloat16",
+               "tie_word_embeddings": False, "_name_or_path": "acme/Acme-7B"}
+
+
+def _spec_file(folder: Path, architecture: Any, *, tp: int = 4) -> Path:
+    data = _set(_set(_mapping(), "model.name", "Acme-7B"), "model.architecture", architecture)
+    data = _set(_set(data, "tensor_parallel_size", tp), "max_model_len", 8192)
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def _problems_of(path: Path) -> list[str]:
+    with pytest.raises(SpecError) as caught:
+        load_checked_spec(path)
+    return [p.render() for p in caught.value.problems]
+
+
+def test_config_json_relative_to_the_spec_file_gives_the_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "config.json").write_text(json.dumps(ACME_CONFIG), encoding="utf-8")
+    monkeypatch.chdir("/")
+    spec_path = _spec_file(tmp_path, {"config_json": "models/config.json"}, tp=3)
+    problems = _problems_of(spec_path)
+    assert "tensor_parallel_size: does not divide the 32 attention heads of acme/Acme-7B (got 3). Fix: use a " \
+           "divisor of 32, such as 8" in problems
+    checked = load_checked_spec(_spec_file(tmp_path, {"config_json": "models/config.json"}, tp=4))
+    assert checked.architecture is not None
+    assert (checked.architecture.num_attention_heads, checked.architecture.max_context_length) == (32, 32768)
+    assert not [w for w in checked.warnings if w.code == "ArchitectureUnknown"]
+
+
+@pytest.mark.parametrize(("content", "fragment"), [
+    (None, "does not exist ("),
+    ("{not json", "is not valid JSON"),
+    (json.dumps({"model_type": "mistral", "hidden_size": 4096}), "num_hidden_layers is missing"),
+    (json.dumps({**ACME_CONFIG, "model_type": "deepseek_v3", "kv_lora_rank": 512}), "multi-head latent attention"),
+])
+def test_a_bad_config_json_is_a_problem_with_field_value_and_fix(tmp_path: Path, content: str | None,
+                                                                 fragment: str) -> None:
+    if content is not None:
+        (tmp_path / "config.json").write_text(content, encoding="utf-8")
+    problems = [p for p in _problems_of(_spec_file(tmp_path, {"config_json": "config.json"}))
+                if p.startswith("model.architecture")]
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("model.architecture.config_json: ")
+    assert fragment in problems[0] and "(got 'config.json'). Fix: " in problems[0]
+
+
+def test_config_json_beside_explicit_fields_is_a_problem(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(ACME_CONFIG), encoding="utf-8")
+    problems = _problems_of(_spec_file(tmp_path, {"config_json": "config.json", "num_layers": 3}))
+    assert "model.architecture: mixes config_json with explicit fields (num_layers) (got ['num_layers']). Fix: " \
+           "give either {config_json: PATH} or the explicit fields, not both" in problems
