@@ -108,8 +108,8 @@ def context_window(ctx: RuleContext) -> Iterator[Finding]:
     for field, flags in flags_by_field.items():
         value = _length(flags.get("--max-model-len")) if "--max-model-len" in flags else None
         if value is not None:
-            limit = _overridden_limit(arch, base, flags.get("--hf-overrides") or shared)
-            lengths.append((field, value, limit))
+            window = _overridden_limit(arch, base, flags.get("--hf-overrides") or shared)
+            lengths.append((field, value, window))
     for field, length, (limit, source) in lengths:
         if length > limit:
             shown = length if field == "max_model_len" else f"--max-model-len {length}"
