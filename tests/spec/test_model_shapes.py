@@ -153,3 +153,27 @@ def test_config_json_beside_explicit_fields_is_a_problem(tmp_path: Path) -> None
     problems = _problems_of(_spec_file(tmp_path, {"config_json": "config.json", "num_layers": 3}))
     assert "model.architecture: mixes config_json with explicit fields (num_layers) (got ['num_layers']). Fix: " \
            "give either {config_json: PATH} or the explicit fields, not both" in problems
+
+
+def _mismatches(data: dict[str, Any]) -> list[str]:
+    return [w.render() for w in check(spec_from_mapping(data)).warnings if w.code == "ArchitectureMismatch"]
+
+
+def test_an_architecture_that_contradicts_the_model_name_warns() -> None:
+    data = _set(_mapping(), "model.name", "Llama-3.3-70B-Instruct")
+    data = _set(_set(data, "model.architecture", "llama-3.1-8b"), "max_model_len", 8192)
+    found = _mismatches(data)
+    assert len(found) == 1
+    assert found[0].startswith("[ArchitectureMismatch] model.architecture: llama-3.1-8b (num_layers 32, "
+                               "hidden_size 4096, num_attention_heads 32, num_kv_heads 8, head_dim 128, num_experts 1) "
+                               "is not the shape model name 'Llama-3.3-70B-Instruct' is published with "
+                               "(llama-3.3-70b: num_layers 80, hidden_size 8192, num_attention_heads 64")
+    assert found[0].endswith("Fix: remove model.architecture to use llama-3.3-70b, or correct model.name if the "
+                             "weights are another model's")
+
+
+def test_a_matching_or_same_shaped_architecture_does_not_warn() -> None:
+    data = _set(_mapping(), "model.name", "Llama-3.3-70B-Instruct")
+    assert _mismatches(_set(data, "model.architecture", "llama-3.3-70b")) == []
+    assert _mismatches(_set(data, "model.architecture", "llama-3.1-70b")) == []  # the same shape
+    assert _mismatches(_set(data, "model.architecture", None)) == []
