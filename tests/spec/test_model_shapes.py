@@ -177,3 +177,29 @@ def test_a_matching_or_same_shaped_architecture_does_not_warn() -> None:
     assert _mismatches(_set(data, "model.architecture", "llama-3.3-70b")) == []
     assert _mismatches(_set(data, "model.architecture", "llama-3.1-70b")) == []  # the same shape
     assert _mismatches(_set(data, "model.architecture", None)) == []
+
+
+@pytest.mark.parametrize(("model_name", "preset"), [
+    ("Mistral-7B-Instruct-v0.3", "mistral-7b-v0.3"),
+    ("mistralai/Mistral-7B-v0.3", "mistral-7b-v0.3"),
+    ("Mistral-7B-Instruct-v0.1", None),  # a sliding window and another vocabulary: not v0.3's shape
+    ("Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+])
+def test_versioned_presets_match_only_their_version(model_name: str, preset: str | None) -> None:
+    from hyperpod_dpd.spec.architecture import preset_for_model_name
+
+    found = preset_for_model_name(model_name)
+    assert (found.name if found else None) == preset
+
+
+def test_the_audits_mistral_tp3_spec_is_now_refused() -> None:
+    data = _set(_set(_mapping(), "model.name", "Mistral-7B-Instruct-v0.3"), "tensor_parallel_size", 3)
+    data = _set(_set(data, "model.architecture", None), "max_model_len", 8192)
+    problems = [p.render() for p in _problems_or_raise(data) if p.field == "tensor_parallel_size"]
+    assert any("does not divide the 32 attention heads of mistral-7b-v0.3" in p for p in problems), problems
+
+
+def _problems_or_raise(data: dict[str, Any]) -> list[Any]:
+    with pytest.raises(SpecError) as caught:
+        check(spec_from_mapping(data))
+    return list(caught.value.problems)
