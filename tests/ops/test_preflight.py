@@ -353,12 +353,16 @@ def _unsizable(*args: Any, **kwargs: Any) -> Any:
                              fix="name a preset or give the architecture")])
 
 
-def test_planner_skipped_when_the_architecture_is_unknown(spec: DpdSpec) -> None:
+def test_planner_fails_when_the_architecture_is_unknown(spec: DpdSpec) -> None:
     unknown = dataclasses.replace(spec, model=dataclasses.replace(spec.model, name="my-finetune"))
-    _, planner_row = check_spec(unknown, planner=_unsizable)
-    assert planner_row.status is Status.SKIP
-    assert planner_row.detail == ("the model architecture is unknown, nothing to size: model.architecture: "
-                                  "unknown architecture (got None). Fix: name a preset or give the architecture")
+    spec_row, planner_row = check_spec(unknown, planner=_unsizable)
+    assert "[ArchitectureUnknown] model.architecture: no preset matches model name 'my-finetune'" in spec_row.detail
+    assert planner_row.status is Status.FAIL
+    assert planner_row.detail == (
+        "the model architecture is unknown, so tensor parallelism, memory and KV sizing were not checked: "
+        "model.architecture: unknown architecture (got None). Fix: name a preset or give the architecture. "
+        "To check them, set model.architecture to a preset, to explicit fields or to {config_json: PATH}, or put the "
+        "model's config.json beside the weights in S3")
 
 
 def test_planner_error_with_a_known_architecture_fails(spec: DpdSpec) -> None:
@@ -431,8 +435,9 @@ def test_unknown_architecture_is_read_from_the_weights_config(spec: DpdSpec) -> 
                                                      "config.json) (0 warnings)")
     assert seen == [marker]
     _, skipped_row = check_spec(unknown, planner=plan, architecture_loader=_unsizable)
-    assert skipped_row.status is Status.SKIP
-    assert skipped_row.detail.startswith("the model architecture is unknown, nothing to size: model.architecture")
+    assert skipped_row.status is Status.FAIL
+    assert skipped_row.detail.startswith("the model architecture is unknown, so tensor parallelism, memory and KV "
+                                         "sizing were not checked: model.architecture")
 
 
 def test_the_real_planner_sizes_the_default_spec(spec: DpdSpec) -> None:

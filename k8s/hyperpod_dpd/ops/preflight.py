@@ -72,6 +72,12 @@ def _load_planner() -> Planner | None:
     return found
 
 
+# An unknown architecture fails the row: tensor parallelism, memory and KV sizing went unchecked.
+_UNKNOWN = ("the model architecture is unknown, so tensor parallelism, memory and KV sizing were not checked")
+_UNKNOWN_FIX = ("To check them, set model.architecture to a preset, to explicit fields or to {config_json: PATH}, "
+                "or put the model's config.json beside the weights in S3")
+
+
 def check_spec(spec: DpdSpec, *, source: str | None = None, planner: Planner | None = None,
                architecture_loader: Callable[[], ModelArchitecture] | None = None) -> tuple[Check, Check]:
     """Validation, then the planner (``hyperpod_dpd.planner.plan``, imported lazily, unless given).
@@ -97,8 +103,7 @@ def check_spec(spec: DpdSpec, *, source: str | None = None, planner: Planner | N
         try:
             architecture, origin = architecture_loader(), " (architecture read from the weights' config.json)"
         except SpecError as err:
-            return spec_row, skipped(PLANNER, f"the model architecture is unknown, nothing to size: "
-                                              f"{_problems(err)}")
+            return spec_row, failed(PLANNER, f"{_UNKNOWN}: {_problems(err)}. {_UNKNOWN_FIX}")
     return spec_row, _run_planner(plan, checked.spec, architecture, origin)
 
 
@@ -107,7 +112,7 @@ def _run_planner(plan: Planner, spec: DpdSpec, architecture: ModelArchitecture |
         result = plan(spec, architecture=architecture)
     except SpecError as err:
         if architecture is None:
-            return skipped(PLANNER, f"the model architecture is unknown, nothing to size: {_problems(err)}")
+            return failed(PLANNER, f"{_UNKNOWN}: {_problems(err)}. {_UNKNOWN_FIX}")
         return failed(PLANNER, _problems(err))
     problems = [_render(p) for p in getattr(result, "problems", ())]
     warnings = [_render(w) for w in getattr(result, "warnings", ())]

@@ -148,7 +148,17 @@ PRESETS: dict[str, ModelArchitecture] = {
                 head_dim=128, num_parameters=46_702_792_704, vocab_size=32_000, intermediate_size=14_336,
                 num_experts=8, num_experts_per_token=2, max_context_length=32_768,
                 context_source="max_position_embeddings 32768 in mistralai/Mixtral-8x7B-Instruct-v0.1 "
-                               "config.json"),
+                               "config.json (revision eba92302a2861cdc0098cc54bc9f17cb2c47eb61)"),
+        # mistralai/Mistral-7B-Instruct-v0.3 config.json at revision c170c708c41dac9275d15a8fff4eca08d52bab71
+        # (read 2026-12-01): MistralForCausalLM, 32 layers, hidden 4096, 32 heads, 8 KV heads, head_dim
+        # 4096 / 32, intermediate 14336, vocab 32768, sliding_window null, untied embeddings, bfloat16.
+        # The parameter count is estimate_parameters() of those numbers. Only v0.3 matches: v0.1 has a
+        # 4096-token sliding window and a 32000-token vocabulary.
+        _preset(name="mistral-7b-v0.3", num_layers=32, hidden_size=4096, num_attention_heads=32, num_kv_heads=8,
+                head_dim=128, num_parameters=7_248_023_552, vocab_size=32_768, intermediate_size=14_336,
+                max_context_length=32_768,
+                context_source="max_position_embeddings 32768 in mistralai/Mistral-7B-Instruct-v0.3 config.json "
+                               "(revision c170c708c41dac9275d15a8fff4eca08d52bab71)"),
     )
 }
 
@@ -212,8 +222,11 @@ def unsizable_reason_for_model_name(model_name: str) -> str | None:
 def preset_for_model_name(model_name: str) -> ModelArchitecture | None:
     """The preset a model name refers to (``Llama-3.3-70B-Instruct`` -> ``llama-3.3-70b``), if any."""
     key = _normalise(model_name)
+    # Presets whose name carries a version (mistral-7b-v0.3) match only that version.
+    versioned = re.sub(r"-(instruct|chat|hf|it|base)\b", "",
+                       model_name.lower().replace("_", "-").split("/")[-1].removeprefix("meta-"))
     for name, arch in PRESETS.items():
-        if key in (name, name.replace("-", "")):
+        if key in (name, name.replace("-", "")) or versioned == name:
             return arch
     return None
 

@@ -12,6 +12,12 @@ from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.contracts.zones import AZ_NAME, zone_settings
 from hyperpod_dpd.errors import SpecWarning
 from hyperpod_dpd.spec import Resources, S3Source
+from hyperpod_dpd.spec.architecture import (
+    PRESETS,
+    ModelArchitecture,
+    preset_for_model_name,
+    unsizable_reason_for_model_name,
+)
 from hyperpod_dpd.spec.units import parse_quantity
 from hyperpod_dpd.validation.context import Finding, RuleContext, is_token, problem
 
@@ -61,6 +67,10 @@ def hardware(ctx: RuleContext) -> Iterator[Finding]:
     if spec.worker_resources is not None:
         yield from _resources("worker_resources", spec.worker_resources, ctx)
     arch = ctx.architecture
+    if arch is None:
+        yield architecture_unknown(ctx)
+    else:
+        yield from _architecture_mismatch(ctx, arch)
     if arch is not None and tp >= 1:
         if arch.num_attention_heads % tp:
             yield problem("tensor_parallel_size", tp, f"does not divide the {arch.num_attention_heads} attention "
@@ -69,6 +79,47 @@ def hardware(ctx: RuleContext) -> Iterator[Finding]:
         elif arch.num_kv_heads % tp and tp % arch.num_kv_heads:
             yield problem("tensor_parallel_size", tp, f"neither divides nor is a multiple of the {arch.num_kv_heads} "
                           f"KV heads of {arch.name}", f"use a divisor or multiple of {arch.num_kv_heads}")
+
+
+def architecture_unknown(ctx: RuleContext) -> SpecWarning:
+    """``ArchitectureUnknown``: no preset, explicit shape or config.json, so the shape checks did not run."""
+    spec = ctx.spec
+    chosen = spec.model.architecture
+    why = (f"model.architecture {chosen!r} is not a preset" if isinstance(chosen, str)
+           else f"no preset matches model name {spec.model.name!r} and model.architecture is not set")
+    reason = unsizable_reason_for_model_name(spec.model.name)
+    if reason is not None and not isinstance(chosen, str):
+        why += f" (and this model cannot be sized with the dense-attention formula: {reason})"
+    return SpecWarning(
+        code="ArchitectureUnknown", field="model.architecture",
+        message=f"{why}, so these checks were skipped: tensor_parallel_size divides the attention and KV heads, "
+                "the weights and KV cache fit the GPUs (memory and KV sizing, the PD buffer) and max_model_len "
+                "within the context window. Fix: set model.architecture to a preset "
+                f"({', '.join(PRESETS)}), to explicit fields (num_layers, hidden_size, num_attention_heads, "
+                "num_kv_heads, head_dim, num_parameters), or to {config_json: PATH} (the model's config.json)")
+
+
+_SHAPE = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "num_experts")
+
+
+def _shape(arch: ModelArchitecture) -> str:
+    return ", ".join(f"{key} {getattr(arch, key)}" for key in _SHAPE)
+
+
+def _architecture_mismatch(ctx: RuleContext, arch: ModelArchitecture) -> Iterator[Finding]:
+    """``ArchitectureMismatch``: a given shape that is not the one the model's name is published with."""
+    spec = ctx.spec
+    implied = preset_for_model_name(spec.model.name)
+    if spec.model.architecture is None or implied is None or implied is arch:
+        return
+    if all(getattr(arch, key) == getattr(implied, key) for key in _SHAPE):
+        return
+    yield SpecWarning(
+        code="ArchitectureMismatch", field="model.architecture",
+        message=f"{arch.name} ({_shape(arch)}) is not the shape model name {spec.model.name!r} is published with "
+                f"({implied.name}: {_shape(implied)}), and tensor parallelism, memory and KV sizing are checked "
+                f"against the given shape. Fix: remove model.architecture to use {implied.name}, or correct "
+                "model.name if the weights are another model's")
 
 
 def _largest_divisor(number: int, cap: int) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +75,55 @@ def known_architecture(spec: DpdSpec) -> ModelArchitecture | None:
     return preset_for_model_name(spec.model.name)
 
 
+CONFIG_JSON = "config_json"
+
+
+def _read_config_json(data: object, source: str | None) -> tuple[object, list[Problem]]:
+    """``model.architecture: {config_json: PATH}`` replaced by the fields read from that config.json.
+
+    A relative PATH is taken from the spec file's folder (the working directory for stdin or data).
+    A file that is missing, not JSON, or not a sizable decoder config is a problem at
+    ``model.architecture.config_json``; the architecture is then left unset.
+    """
+    if not isinstance(data, Mapping) or not isinstance(model := data.get("model"), Mapping):
+        return data, []
+    chosen = model.get("architecture")
+    if not isinstance(chosen, Mapping) or CONFIG_JSON not in chosen:
+        return data, []
+    field = f"model.architecture.{CONFIG_JSON}"
+    path_text = chosen[CONFIG_JSON]
+    found: list[Problem] = []
+    extra = sorted(str(key) for key in chosen if key != CONFIG_JSON)
+    if extra:
+        found.append(Problem(field="model.architecture", value=extra,
+                             message=f"mixes {CONFIG_JSON} with explicit fields ({', '.join(extra)})",
+                             fix=f"give either {{{CONFIG_JSON}: PATH}} or the explicit fields, not both"))
+    arch: ModelArchitecture | None = None
+    if not isinstance(path_text, str) or not path_text.strip():
+        found.append(Problem(field=field, value=path_text, message="must be the path of the model's config.json",
+                             fix=f"write {CONFIG_JSON}: path/to/config.json (relative to the spec file)"))
+    else:
+        path = Path(path_text).expanduser()
+        spec_file = Path(source) if source else None
+        if not path.is_absolute() and spec_file is not None and spec_file.is_file():
+            path = spec_file.parent / path
+        if not path.exists():
+            found.append(Problem(field=field, value=path_text, message=f"does not exist ({path})",
+                                 fix="give the path of the model's config.json from Hugging Face, relative to "
+                                     "the spec file or absolute"))
+        else:
+            from hyperpod_dpd.planner.sources import load_architecture  # noqa: PLC0415 - only for this form
+
+            try:
+                arch = load_architecture(str(path))
+            except SpecError as err:
+                found.extend(Problem(field=field, value=path_text, message=p.message, fix=p.fix)
+                             for p in err.problems)
+    fields = ({key: value for key, value in dataclasses.asdict(arch).items() if value is not None}
+              if arch is not None and not found else None)
+    return {**data, "model": {**model, "architecture": fields}}, found
+
+
 def check(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, source: str | None = None) -> CheckedSpec:
     """Check ``spec``; raise :class:`SpecError` listing every problem, else return it with its warnings.
 
@@ -85,7 +136,9 @@ def check(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, sourc
 def check_data(data: object, *, architecture: ModelArchitecture | None = None,
                source: str | None = None) -> CheckedSpec:
     """Parse and check plain data (a loaded YAML or JSON file), reporting type and rule problems together."""
+    data, read_problems = _read_config_json(data, source)
     typed, problems = parse_spec(data)
+    problems = [*read_problems, *problems]
     if typed is None:
         raise SpecError(problems, source=source)
     context = RuleContext(spec=typed, architecture=architecture or known_architecture(typed))
