@@ -40,8 +40,9 @@ EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
 MAX_ROLE_NAME = 64
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
 # The operator's chart installs its AWS Load Balancer Controller and KEDA subcharts only under these
-# conditions (aws/sagemaker-hyperpod-cli helm_chart/HyperPodHelmChart/charts/inference-operator/Chart.yaml:
-# ``alias: alb ... condition: alb.enabled``, ``alias: keda ... condition: keda.enabled``); the add-on takes
+# conditions (aws/sagemaker-hyperpod-cli helm_chart/HyperPodHelmChart/charts/inference-operator/Chart.yaml at
+# 0986f2cc, operator v3.3: ``alias: alb ... condition: alb.enabled``, ``alias: keda ... condition:
+# keda.enabled``); the add-on takes
 # the chart's values as its configuration, the same ``alb``/``keda`` objects AWS's add-on setup passes.
 BUNDLED_ALB = "alb"
 BUNDLED_KEDA = "keda"
