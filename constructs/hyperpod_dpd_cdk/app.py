@@ -348,6 +348,11 @@ def write_manifests(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
         path = folder / f"{staging.chart.namespace}-{staging.job_name}.yaml"
         path.write_text(yaml.safe_dump_all(stack.resolve(staging.chart.to_json()), sort_keys=False), encoding="utf-8")
         written.append(path)
+    for policies in stack.network_policies:  # -c network_policies=true
+        objects = stack.resolve(policies.chart.to_json())
+        path = folder / f"{objects[0]['metadata']['namespace']}-{policies.chart.node.id}.yaml"
+        path.write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+        written.append(path)
     for twin in stack.aggregated_twins:  # -c aggregated_baseline=true: the baseline of `hyperpod-dpd bench`
         metadata = twin.document["metadata"]
         path = folder / f"{metadata['namespace']}-{metadata['name']}.yaml"

@@ -135,6 +135,10 @@ class ClusterOptions:
     :param network_policies: NetworkPolicies that let only their peers, the operator's namespace and the metrics
         collectors reach each endpoint's model pods, and the VPC CNI's enforcement of them (new cluster). Off by
         default: not yet verified on HyperPod nodes. :default: False
+    :param bundled_load_balancer_controller: the inference add-on runs its own AWS Load Balancer Controller;
+        ``False`` on an existing cluster that runs one (see ``InferenceOperator``). :default: True
+    :param bundled_keda: the inference add-on runs its own KEDA; ``False`` on an existing cluster that runs
+        KEDA. :default: True
     """
 
     existing: ExistingEksCluster | None = None
@@ -147,6 +151,8 @@ class ClusterOptions:
     preinstalled_addons: Sequence[str] = ()
     addon_versions: AddonVersions | None = None
     network_policies: bool = False
+    bundled_load_balancer_controller: bool = True
+    bundled_keda: bool = True
 
 
 def certificate_region_problems(spec: DpdSpec, *, region: str, field: str) -> Iterator[Problem]:
@@ -216,9 +222,18 @@ def option_problems(*, cluster_name: str, ebs_volume_gb: int, groups: int, train
                           fix="use arn:aws:iam::<account>:role/<name>")
 
 
-def cluster_option_problems(*, kubernetes_version: str, preinstalled_addons: Sequence[str],
-                            existing: bool) -> Iterator[Problem]:
-    """The Kubernetes version a new cluster gets, and the add-ons declared already running."""
+def cluster_option_problems(*, kubernetes_version: str, preinstalled_addons: Sequence[str], existing: bool,
+                            bundled_load_balancer_controller: bool = True,
+                            bundled_keda: bool = True) -> Iterator[Problem]:
+    """The Kubernetes version a new cluster gets, and the add-ons and controllers declared already running."""
+    for field, bundled, what in (("bundled_load_balancer_controller", bundled_load_balancer_controller,
+                                  "no Ingress would get a load balancer"),
+                                 ("bundled_keda", bundled_keda, "no endpoint's autoscaling would run")):
+        if not bundled and not existing:
+            yield Problem(field=field, value=False,
+                          message=f"applies only to an existing cluster that runs its own; a new cluster has none, "
+                                  f"so {what}",
+                          fix=f"drop {field}, or pass the existing cluster")
     if kubernetes_version not in SUPPORTED_KUBERNETES_VERSIONS:
         yield Problem(field="kubernetes_version", value=kubernetes_version,
                       message=f"is not one of {', '.join(SUPPORTED_KUBERNETES_VERSIONS)}: HyperPod lists Kubernetes "
@@ -393,7 +408,9 @@ class Composition:
             oidc_provider_arn=self.eks.oidc_provider_arn, hyperpod_cluster_arn=self.hyperpod.cluster_arn,
             model_bucket=bucket, model_prefixes=prefixes, log_bucket=logs.bucket, addon_versions=cluster.addon_versions,
             allow_internet_facing_load_balancers=allow_internet_facing_load_balancers,
-            preinstalled=cluster.preinstalled_addons)
+            preinstalled=cluster.preinstalled_addons,
+            bundled_load_balancer_controller=cluster.bundled_load_balancer_controller,
+            bundled_keda=cluster.bundled_keda)
         self.operator.after(self.hyperpod)
         self._allow_data_capture(specs)
         inference_version = (cluster.addon_versions or AddonVersions()).inference
@@ -491,7 +508,9 @@ class Composition:
                 *(cluster.endpoint_access.problems("eks_endpoint_access") if cluster.endpoint_access else ()),
                 *cluster_option_problems(kubernetes_version=cluster.kubernetes_version,
                                          preinstalled_addons=cluster.preinstalled_addons,
-                                         existing=cluster.existing is not None),
+                                         existing=cluster.existing is not None,
+                                         bundled_load_balancer_controller=cluster.bundled_load_balancer_controller,
+                                         bundled_keda=cluster.bundled_keda),
                 *(p for i, spec in enumerate(specs) for p in staging_problems(spec, field=f"endpoints[{i}]")),
                 *staging_wait_problems(self._staging_wait),
                 *network_problems(hyperpod.availability_zone_id, region, vpc=self._vpc,

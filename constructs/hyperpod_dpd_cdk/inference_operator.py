@@ -13,8 +13,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
+from hyperpod_dpd import Problem
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE
 from hyperpod_dpd.contracts.stack_defaults import INFERENCE_ADDON
+from hyperpod_dpd.errors import raise_if_any
 from hyperpod_dpd_cdk._late import at_synthesis
 from hyperpod_dpd_cdk._private.alb_policy import controller_statements, wildcard_findings
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy
@@ -37,6 +39,13 @@ STS_AUDIENCE = "sts.amazonaws.com"
 EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
 MAX_ROLE_NAME = 64
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
+# The operator's chart installs its AWS Load Balancer Controller and KEDA subcharts only under these
+# conditions (aws/sagemaker-hyperpod-cli helm_chart/HyperPodHelmChart/charts/inference-operator/Chart.yaml at
+# 0986f2cc, operator v3.3: ``alias: alb ... condition: alb.enabled``, ``alias: keda ... condition:
+# keda.enabled``); the add-on takes
+# the chart's values as its configuration, the same ``alb``/``keda`` objects AWS's add-on setup passes.
+BUNDLED_ALB = "alb"
+BUNDLED_KEDA = "keda"
 DATA_CAPTURE_PREFIX = "data-capture/"
 
 
@@ -118,14 +127,30 @@ class InferenceOperator(Construct):
     :param preinstalled: prerequisite add-ons the cluster runs already; they are not created (their
         running copies need what the stack would have given them, such as read access to the model
         prefixes for the S3 CSI driver's role). :default: - none
+    :param bundled_load_balancer_controller: let the add-on run its own AWS Load Balancer Controller
+        (``alb.enabled``). ``False`` on a cluster that runs one already: two controllers would manage the
+        same Ingresses and share one backend security group name. No controller role is created then;
+        the cluster's controller needs the ``elasticloadbalancing`` permissions for the operator's
+        Ingresses. :default: True
+    :param bundled_keda: let the add-on run its own KEDA (``keda.enabled``). ``False`` on a cluster that
+        runs KEDA already (two KEDA operators fight over the external metrics API); no KEDA role is
+        created then, and the cluster's KEDA needs read access to the metrics endpoints scale on.
+        :default: True
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster_name: str, oidc_issuer_url: str,
                  hyperpod_cluster_arn: str, model_bucket: s3.IBucket, model_prefixes: Sequence[str],
                  log_bucket: s3.IBucket, oidc_provider_arn: str | None = None,
                  addon_versions: AddonVersions | None = None,
-                 allow_internet_facing_load_balancers: bool = False, preinstalled: Sequence[str] = ()) -> None:
+                 allow_internet_facing_load_balancers: bool = False, preinstalled: Sequence[str] = (),
+                 bundled_load_balancer_controller: bool = True, bundled_keda: bool = True) -> None:
         super().__init__(scope, id)
+        if allow_internet_facing_load_balancers and not bundled_load_balancer_controller:
+            raise_if_any([Problem(
+                field="allow_internet_facing_load_balancers", value=True,
+                message="lifts a deny from the bundled AWS Load Balancer Controller's role, but the bundled "
+                        "controller is off: the cluster's own controller keeps whatever its role allows",
+                fix="drop allow_internet_facing_load_balancers, or keep the bundled controller")])
         versions = addon_versions or AddonVersions()
         self._cluster_name = cluster_name
         self._preinstalled = frozenset(preinstalled)
@@ -134,20 +159,25 @@ class InferenceOperator(Construct):
         self.tls_bucket = secure_bucket(self, "TlsBucket", log_bucket=log_bucket, log_prefix="tls-bucket/")
 
         self.execution_role = self._execution_role()
-        self.alb_role = iam.Role(self, "AlbControllerRole", assumed_by=self.trust.principal("Alb", ALB_SA),
-                                 description="HyperPod inference: AWS Load Balancer Controller")
-        for statement in controller_statements():
-            self.alb_role.add_to_policy(statement)
-        if allow_internet_facing_load_balancers:
-            Annotations.of(self.alb_role).add_warning_v2("hyperpod-dpd:InternetFacingAllowed", INTERNET_FACING_WARNING)
-        else:
-            self.alb_role.add_to_policy(deny_internet_facing())
-        self.keda_role = iam.Role(self, "KedaRole", assumed_by=self.trust.principal("Keda", KEDA_SA),
-                                  description="HyperPod inference: KEDA reads the metrics it scales on")
-        self.keda_role.add_to_policy(iam.PolicyStatement(
-            actions=["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics",
-                     "aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"],
-            resources=["*"]))
+        self.alb_role: iam.Role | None = None
+        if bundled_load_balancer_controller:
+            self.alb_role = iam.Role(self, "AlbControllerRole", assumed_by=self.trust.principal("Alb", ALB_SA),
+                                     description="HyperPod inference: AWS Load Balancer Controller")
+            for statement in controller_statements():
+                self.alb_role.add_to_policy(statement)
+            if allow_internet_facing_load_balancers:
+                Annotations.of(self.alb_role).add_warning_v2("hyperpod-dpd:InternetFacingAllowed",
+                                                             INTERNET_FACING_WARNING)
+            else:
+                self.alb_role.add_to_policy(deny_internet_facing())
+        self.keda_role: iam.Role | None = None
+        if bundled_keda:
+            self.keda_role = iam.Role(self, "KedaRole", assumed_by=self.trust.principal("Keda", KEDA_SA),
+                                      description="HyperPod inference: KEDA reads the metrics it scales on")
+            self.keda_role.add_to_policy(iam.PolicyStatement(
+                actions=["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics",
+                         "aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"],
+                resources=["*"]))
         self.gated_model_role = iam.Role(
             self, "GatedModelRole", description="HyperPod inference: gated JumpStart model downloads",
             assumed_by=iam.CompositePrincipal(iam.ServicePrincipal("sagemaker.amazonaws.com"),
@@ -174,13 +204,17 @@ class InferenceOperator(Construct):
             "tlsCertificateS3Bucket": self.tls_bucket.bucket_name,
             "hyperpodClusterArn": hyperpod_cluster_arn,
             "jumpstartGatedModelDownloadRoleArn": self.gated_model_role.role_arn,
-            "alb": {"enabled": True, "serviceAccount": {"create": True, "roleArn": self.alb_role.role_arn}},
-            "keda": {"enabled": True, "auth": {"aws": {"irsa": {"enabled": True, "roleArn": self.keda_role.role_arn}}}},
+            BUNDLED_ALB: ({"enabled": True, "serviceAccount": {"create": True, "roleArn": self.alb_role.role_arn}}
+                          if self.alb_role is not None else {"enabled": False}),
+            BUNDLED_KEDA: ({"enabled": True, "auth": {"aws": {"irsa": {"enabled": True,
+                                                                       "roleArn": self.keda_role.role_arn}}}}
+                           if self.keda_role is not None else {"enabled": False}),
         })
         for prerequisite in self.prerequisites:
             self.addon.node.add_dependency(prerequisite)
         # A controller that starts before its role's inline policy exists logs AccessDenied until IAM catches up.
-        for addon, roles in ((self.addon, (self.execution_role, self.alb_role, self.keda_role)),
+        operator_roles = [r for r in (self.execution_role, self.alb_role, self.keda_role) if r is not None]
+        for addon, roles in ((self.addon, operator_roles),
                              *([(self.s3_csi, (self.s3_csi_role,))] if self.s3_csi is not None else [])):
             for role in roles:
                 _after_inline_policy(addon, role)
@@ -262,12 +296,14 @@ class InferenceOperator(Construct):
                     "tags the ACM certificates it imports, whose ids are not known in advance.",
                     [f"Resource::{arn_of(self.tls_bucket)}/*",
                      "Resource::arn:<AWS::Partition>:acm:<AWS::Region>:<AWS::AccountId>:certificate/*"])
-        acknowledge(self.keda_role, "IAM5",
-                    "CloudWatch GetMetricData/ListMetrics and the AMP query APIs that KEDA triggers call have no "
-                    "resource-level permissions for metrics; workspaces are chosen per endpoint.", ["Resource::*"])
-        acknowledge(self.alb_role, "IAM5",
-                    "Upstream's policy for the bundled controller version, unchanged: the controller creates load "
-                    "balancers, target groups, listeners, rules and security groups that do not exist yet, every "
-                    "change to an existing one requires the elbv2.k8s.aws/cluster tag it sets, and reads have no "
-                    "resource-level permissions.", wildcard_findings())
+        if self.keda_role is not None:
+            acknowledge(self.keda_role, "IAM5",
+                        "CloudWatch GetMetricData/ListMetrics and the AMP query APIs that KEDA triggers call have no "
+                        "resource-level permissions for metrics; workspaces are chosen per endpoint.", ["Resource::*"])
+        if self.alb_role is not None:
+            acknowledge(self.alb_role, "IAM5",
+                        "Upstream's policy for the bundled controller version, unchanged: the controller creates load "
+                        "balancers, target groups, listeners, rules and security groups that do not exist yet, every "
+                        "change to an existing one requires the elbv2.k8s.aws/cluster tag it sets, and reads have no "
+                        "resource-level permissions.", wildcard_findings())
         acknowledge(self.s3_csi_role, "IAM5", S3_CSI_REASON, prefix_findings(model_bucket, model_prefixes))

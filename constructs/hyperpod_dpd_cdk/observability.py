@@ -45,6 +45,7 @@ from hyperpod_dpd.observability.alerts import alert_rules, inhibit_rules, rule_g
 from hyperpod_dpd.observability.log_patterns import LOG_PATTERNS, METRIC_NAMESPACE, LogPattern
 from hyperpod_dpd_cdk._private.nag import acknowledge, pseudo
 from hyperpod_dpd_cdk.grafana_dashboards import GrafanaDashboards, workspace_problems
+from hyperpod_dpd_cdk.versions import CONTAINER_LOGS_ADDON_VERSION, OBSERVABILITY_ADDON_VERSION
 
 OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 # The add-on's OTel collector runs as this service account; the pod identity association names it
@@ -83,7 +84,7 @@ class ObservabilityOptions:
 
     :param amp_workspace_arn: an existing AMP workspace to write metrics and rules into; its
         Alertmanager routing stays yours. :default: - a new workspace routing alerts to the stack's topic
-    :param addon_version: :default: - the version EKS installs by default for the cluster
+    :param addon_version: :default: - ``OBSERVABILITY_ADDON_VERSION`` (versions.py)
     :param efa_metrics: the add-on's EFA (network) metrics, ``ADVANCED`` level; off in AWS's defaults.
         :default: False
     :param container_logs: install the ``amazon-cloudwatch-observability`` add-on so that the pods'
@@ -101,7 +102,7 @@ class ObservabilityOptions:
     """
 
     amp_workspace_arn: str | None = None
-    addon_version: str | None = None
+    addon_version: str | None = OBSERVABILITY_ADDON_VERSION
     efa_metrics: bool = False
     container_logs: bool = True
     log_group_name: str | None = None
@@ -137,7 +138,16 @@ def rule_namespace_name(spec: DpdSpec) -> str:
 
 
 def addon_configuration(*, prometheus_endpoint: str, workspace_arn: str, efa_metrics: bool) -> dict[str, object]:
-    """The add-on's ``configurationValues``, with the keys AWS's observability template uses."""
+    """The add-on's ``configurationValues``, in the shape AWS's current templates send.
+
+    AWS's sources disagree on three keys. An older ``observability-template.yaml`` of
+    aws/sagemaker-hyperpod-cluster-setup (0ab564d7) nests ``clusterMetrics``, ``rayMetrics`` and ``logging``
+    inside ``metricsProvider``. The same file at 12abe330 (``EksAddOnWithoutAmgWithLogging``) and AWS's
+    Terraform (awsome-distributed-training ``hyperpod-eks-tf/modules/observability/eks_addon.tf``) send
+    ``customMetrics`` in its place, no ``rayMetrics``, and ``logging`` at the top level. The second shape
+    wins: it is the one both of AWS's maintained deployers send today. EKS checks the values against the
+    add-on version's schema (``aws eks describe-addon-configuration``), so a wrong key fails ``CreateAddon``.
+    """
     def level(value: str) -> dict[str, object]:
         return {"level": value, "scrapeInterval": SCRAPE_INTERVAL_SECONDS}
 
@@ -148,13 +158,12 @@ def addon_configuration(*, prometheus_endpoint: str, workspace_arn: str, efa_met
             "inferenceMetrics": level("BASIC"),
             "taskGovernanceMetrics": level("DISABLED"),
             "scalingMetrics": level("DISABLED"),
-            "clusterMetrics": level("BASIC"),
+            "customMetrics": level("BASIC"),
             "nodeMetrics": level("BASIC"),
             "acceleratedComputeMetrics": level("BASIC"),
             "networkMetrics": level("ADVANCED" if efa_metrics else "DISABLED"),
-            "rayMetrics": level("DISABLED"),
-            "logging": {"enabled": True},
         },
+        "logging": {"enabled": True},
     }
 
 
@@ -261,6 +270,9 @@ class DpdObservability(Construct):
             # reference to it orders them after it).
             self.log_group = logs.LogGroup(self, "ContainerLogs", log_group_name=container_log_group(cluster_name),
                                            retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY)
+            # Created after the group and deleted before it: Fluent Bit's last flush on delete cannot recreate
+            # the group (without retention) once CloudFormation has deleted it.
+            self.container_logs.node.add_dependency(self.log_group)
             self.log_group_name = self.log_group.log_group_name
             self._filters_follow = True
         else:
@@ -362,7 +374,7 @@ class DpdObservability(Construct):
                     [f"Policy::arn:<AWS::Partition>:iam::aws:policy/{CONTAINER_LOGS_POLICY}"])
         addon = eks_l1.CfnAddon(
             self, "ContainerLogsAddon", addon_name=CONTAINER_LOGS_ADDON, cluster_name=cluster_name,
-            resolve_conflicts="OVERWRITE",
+            addon_version=CONTAINER_LOGS_ADDON_VERSION, resolve_conflicts="OVERWRITE",
             pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
                 role_arn=role.role_arn, service_account=CONTAINER_LOGS_SERVICE_ACCOUNT)],
             configuration_values=Stack.of(self).to_json_string({"containerLogs": {"enabled": True}}))

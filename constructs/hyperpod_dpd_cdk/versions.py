@@ -87,6 +87,14 @@ PREREQUISITE_ADDONS = _defaults.PREREQUISITE_ADDONS
 # against this version's CRD (hyperpod_dpd.contracts.crd).
 INFERENCE_ADDON_VERSION = _defaults.INFERENCE_ADDON_VERSION
 
+# amazon-sagemaker-hyperpod-observability and amazon-cloudwatch-observability: no public source names a
+# build of either that was shown working with the configuration the stack sends (AWS's templates and
+# Terraform leave both unpinned), so EKS installs its default for the cluster's Kubernetes. Set a version
+# here, from ``aws eks describe-addon-versions --addon-name NAME --kubernetes-version 1.34``, to freeze
+# it; ``hyperpod-dpd preflight`` checks that the versions the stack installs are offered.
+OBSERVABILITY_ADDON_VERSION: str | None = None
+CONTAINER_LOGS_ADDON_VERSION: str | None = None
+
 # The operator's chart bundles the AWS Load Balancer Controller chart 1.13.2, i.e. controller v2.13.2
 # (aws/sagemaker-hyperpod-cli inference-operator/Chart.yaml, unchanged from operator v3.2 to v3.6). Its
 # IAM policy is the one aws-cdk-lib ships for that version (aws_eks_v2.AlbControllerVersion.V2_13_2).

@@ -29,6 +29,15 @@ def test_default_app_region_and_account(default_app: Synthesized) -> None:
     assert default_app.stack.account.startswith("${Token")  # unresolved: no lookups, no credentials
 
 
+def test_network_policies_are_written_beside_the_endpoint(existing_cluster_app: Synthesized, app_module: ModuleType,
+                                                          tmp_path: Path) -> None:
+    written = app_module.write_manifests(existing_cluster_app.stack, tmp_path)
+    assert [p.name for p in written] == ["default-dpd-test.yaml", "default-dpd-test-network-policies.yaml"]
+    policies = list(yaml.safe_load_all(written[1].read_text()))
+    assert policies and {p["kind"] for p in policies} == {"NetworkPolicy"}
+    assert {p["metadata"]["namespace"] for p in policies} == {"default"}
+
+
 def test_manifests_are_written_for_reading(default_app: Synthesized, app_module: ModuleType,
                                            tmp_path: Path) -> None:
     (path,) = app_module.write_manifests(default_app.stack, tmp_path)

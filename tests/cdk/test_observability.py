@@ -90,7 +90,11 @@ def test_addon_writes_to_the_stacks_workspace_through_pod_identity(default_app: 
     assert config["ampWorkspace"]["prometheusEndpoint"].startswith(f"https://aps-workspaces.{REGION}.")
     assert config["metricsProvider"]["inferenceMetrics"]["level"] == "BASIC"
     assert config["metricsProvider"]["networkMetrics"]["level"] == "DISABLED"
-    assert config["metricsProvider"]["logging"] == {"enabled": True}
+    # The shape of AWS's current template and Terraform: logging at the top level, customMetrics, no rayMetrics.
+    assert config["logging"] == {"enabled": True}
+    assert set(config["metricsProvider"]) == {"trainingMetrics", "inferenceMetrics", "taskGovernanceMetrics",
+                                              "scalingMetrics", "customMetrics", "nodeMetrics",
+                                              "acceleratedComputeMetrics", "networkMetrics"}
 
 
 def test_addon_comes_after_the_hyperpod_cluster_and_the_pod_identity_agent(default_app: Synthesized) -> None:
@@ -206,6 +210,10 @@ def test_container_logs_addon_ships_through_pod_identity(default_app: Synthesize
     assert "CloudWatchAgentServerPolicy" in json.dumps(role["Properties"]["ManagedPolicyArns"])
     hyperpod_id, _ = default_app.one("AWS::SageMaker::Cluster")
     assert depends_on(template, addon_id, hyperpod_id)
+    # Deleted before its log group, so Fluent Bit's last flush cannot recreate the group without retention.
+    (group_id,) = [k for k, v in by_type(template, "AWS::Logs::LogGroup").items()
+                   if "/aws/containerinsights/" in json.dumps(v["Properties"].get("LogGroupName"))]
+    assert depends_on(template, addon_id, group_id)
 
 
 def test_each_log_pattern_has_an_alarm_to_the_topic(default_app: Synthesized) -> None:
