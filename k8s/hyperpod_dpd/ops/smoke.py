@@ -30,6 +30,7 @@ from hyperpod_dpd.clients.checks import Check, failed, passed, skipped
 from hyperpod_dpd.clients.kube import KubeApi, KubeError
 from hyperpod_dpd.contracts.operator import (
     OPERATOR_NAMESPACE,
+    ROLE_LABEL,
     ROUTER_PORT,
     router_deployment,
     router_service,
@@ -430,3 +431,167 @@ def _judge_transfers(spec: DpdSpec, name: str, head: str, deltas: dict[str, PodD
     lines = [f"{head}; {counted}, every decoder received its KV cache (at least {MIN_TRANSFERRED_SHARE:.0%} of "
              "its prompt tokens):", *(f"  {line}" for line in received)]
     return passed(name, "\n".join(lines))
+
+
+# --- the correctness gate ------------------------------------------------------------------------
+
+CORRECTNESS = "smoke: same answers"
+CORRECTNESS_TOKENS = 16
+CORRECTNESS_SEED = 27
+# Questions with one obvious greedy continuation, behind the long prompt's sentences: a corrupted or
+# mis-keyed KV cache changes the answer from the first token (vllm-project/vllm#52617), while two
+# healthy engines agree on it.
+QUESTIONS = ("Now count from 1 to 20, separated by spaces.",
+             "Now write the English alphabet in capital letters, separated by spaces.",
+             "Now repeat the word 'decode' five times, separated by commas.")
+WRONG_ANSWER_CAUSES = (
+    "the decoder read KV cache that is not this prompt's: the KV layout or dtype differs between the roles "
+    "(--kv-cache-dtype, tensor parallel size, the model revision or the image: render both roles from one spec, "
+    "`hyperpod-dpd validate` checks the KV-shape flags); --block-size or LMCache's chunk_size differs between the "
+    "roles (set them once for both); the prefix-hash seed differs (PYTHONHASHSEED and kv_cache.hash_seed must be "
+    "the same on both roles); or a decode container restarted in place and the prefillers write to its old NIXL "
+    "agent (kubectl rollout restart deployment/prefill-<name>). One prompt diverging after several equal tokens "
+    "can be a near-tie between two GPUs' kernels: rerun before acting on it")
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    text: str
+    error: str = ""
+
+
+def correctness_body(spec: DpdSpec, text: str, *, cache_salt: str | None = None) -> dict[str, Any]:
+    """A greedy, seeded, unstreamed request for :data:`CORRECTNESS_TOKENS` tokens; ``cache_salt`` keeps
+    vLLM's prefix cache from serving it (``vllm/v1/core/kv_cache_utils.py`` l.518-526 adds the salt to
+    the first block's hash)."""
+    body: dict[str, Any] = {"model": spec.model.mount_path, "max_tokens": CORRECTNESS_TOKENS, "stream": False,
+                            "temperature": 0, "seed": CORRECTNESS_SEED}
+    if "chat" in spec.invocation_path:
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    if cache_salt is not None:
+        body["cache_salt"] = cache_salt
+    return body
+
+
+def answer_of(status: int, raw: bytes) -> Answer:
+    """The generated text of an OpenAI-style answer, unstreamed or streamed (``data:`` events)."""
+    text = raw.decode("utf-8", "replace")
+    if status >= 400:
+        return Answer(status, "", _error_text(text))
+    events: list[Any] = []
+    if text.lstrip().startswith("data:"):
+        for line in text.splitlines():
+            if line.startswith("data:") and line.strip() != "data: [DONE]":
+                try:
+                    events.append(json.loads(line[5:]))
+                except ValueError:
+                    continue
+    else:
+        try:
+            events.append(json.loads(text))
+        except ValueError:
+            return Answer(status, "", f"not an OpenAI-style answer: {text.strip()[:200]}")
+    pieces: list[str] = []
+    for event in events:
+        choices = event.get("choices") if isinstance(event, dict) else None
+        if not choices or not isinstance(choices[0], dict):
+            continue
+        choice = choices[0]
+        piece = ((choice.get("message") or {}).get("content") or (choice.get("delta") or {}).get("content")
+                 or choice.get("text") or "")
+        pieces.append(str(piece))
+    if not events or not any(isinstance(e, dict) and e.get("choices") for e in events):
+        return Answer(status, "", f"no choices in the answer: {text.strip()[:200]}")
+    return Answer(status, "".join(pieces))
+
+
+def _read(response: Any) -> bytes:
+    received = bytearray()
+    for chunk in response.chunks():
+        received += chunk
+    return bytes(received)
+
+
+def _decode_pods(kube: KubeApi, spec: DpdSpec) -> list[str]:
+    names = EndpointNames.of(spec)
+    prefix = f"{names.decode_deployment}-"
+    return [str(p["metadata"]["name"]) for p in kube.pods(names.namespace, f"{ROLE_LABEL}=decode")
+            if str((p.get("metadata") or {}).get("name", "")).startswith(prefix)]
+
+
+def _first_difference(left: str, right: str) -> int:
+    for index, (a, b) in enumerate(zip(left, right, strict=False)):
+        if a != b:
+            return index
+    return min(len(left), len(right))
+
+
+def run_correctness(kube: KubeApi, spec: DpdSpec, *, twin_service: str | None = None, timeout: float = 300.0,
+                    nonce: str | None = None) -> Check:
+    """The same greedy prompts through the DPD path (the router) and through an engine that computes the
+    prefill itself; the answers must be the same text.
+
+    The reference is the aggregated twin's router when the stack has one (``twin_service``), else a
+    decode pod straight through the pod proxy on vLLM's port: without ``kv_transfer_params`` and with a
+    fresh ``cache_salt`` it finds no KV cache (LMCache's receiver drops what it loaded,
+    ``lmcache@0.4.3:lmcache/v1/cache_engine.py`` l.181 and l.859-863, and its PD lookup is a plain
+    dictionary, ``lmcache/v1/storage_backend/pd_backend.py`` l.309-316, so the connector reports 0 hit
+    tokens) and computes the whole prefill itself, as an aggregated engine does. The prompts are the
+    long smoke prompt's sentences with a question after them, so the router disaggregates them.
+    """
+    transport = kube.transport
+    if transport is None:
+        return failed(CORRECTNESS, "no HTTP transport to the router")
+    _, long = prompts(spec)
+    if isinstance(long, str):
+        return skipped(CORRECTNESS, long)
+    try:
+        pods = [] if twin_service is not None else _decode_pods(kube, spec)
+    except KubeError as err:
+        return failed(CORRECTNESS, f"cannot list the decode pods: {err}")
+    if twin_service is None and not pods:
+        return failed(CORRECTNESS, "no decode pod to compute the reference answers on")
+    reference = (f"the aggregated twin ({twin_service})" if twin_service is not None
+                 else "a decode pod computing the prefill itself")
+    seed = nonce or secrets.token_hex(4)
+    lines: list[str] = []
+    for index, question in enumerate(QUESTIONS):
+        text = f"[{seed}-c{index}] {long.text}{question}"
+        try:
+            dpd = answer_of(*_status_and_body(transport.post(
+                OPERATOR_NAMESPACE, router_service(spec), ROUTER_PORT, spec.invocation_path,
+                correctness_body(spec, text), timeout=timeout)))
+            if twin_service is not None:
+                where = twin_service
+                ref = answer_of(*_status_and_body(transport.post(
+                    OPERATOR_NAMESPACE, twin_service, ROUTER_PORT, spec.invocation_path,
+                    correctness_body(spec, text), timeout=timeout)))
+            else:
+                where = pods[index % len(pods)]
+                ref = answer_of(*_status_and_body(transport.pod_post(
+                    spec.namespace, where, spec.port, spec.invocation_path,
+                    correctness_body(spec, text, cache_salt=secrets.token_urlsafe(32)), timeout=timeout)))
+        except KubeError as err:
+            return failed(CORRECTNESS, f"prompt {index + 1}: {err}")
+        for label, answer in (("the router", dpd), (where, ref)):
+            if answer.status >= 400 or answer.error:
+                status = f"HTTP {answer.status}: " if answer.status >= 400 else ""
+                return failed(CORRECTNESS, f"prompt {index + 1}: {label} answered {status}{answer.error}")
+        if dpd.text != ref.text:
+            at = _first_difference(dpd.text, ref.text)
+            return failed(CORRECTNESS, "\n".join([
+                f"prompt {index + 1} ({long.size(0)}, greedy, seed {CORRECTNESS_SEED}, {CORRECTNESS_TOKENS} "
+                f"tokens): the DPD path and {reference} answer differently from character {at}:",
+                f"  router: {dpd.text[:120]!r}", f"  {where}: {ref.text[:120]!r}",
+                f"  likely: {WRONG_ANSWER_CAUSES.replace('<name>', spec.name)}"]))
+        lines.append(f"  prompt {index + 1}: {dpd.text[:60]!r} from both")
+    return passed(CORRECTNESS, "\n".join([
+        f"{len(QUESTIONS)} greedy prompts ({long.size(0)}, temperature 0, seed {CORRECTNESS_SEED}, "
+        f"{CORRECTNESS_TOKENS} tokens): the DPD path answers as {reference} does", *lines]))
+
+
+def _status_and_body(response: Any) -> tuple[int, bytes]:
+    return int(response.status), _read(response)
