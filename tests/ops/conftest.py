@@ -443,6 +443,12 @@ class FakeTransport:
                         f"disaggregate={tokens >= self.threshold}")
         return self.respond(body)
 
+    def pod_post(self, namespace: str, pod: str, port: int, path: str, body: Mapping[str, Any],
+                 *, timeout: float) -> FakeResponse:
+        """A decode pod answering straight through the pod proxy (no routing line)."""
+        self.requests.append((namespace, pod, port, path, body))
+        return self.respond(body)
+
 
 DECODE_METRICS = "decode-dpd-test-5c4b-fghij:8000"
 PREFILL_METRICS = "prefill-dpd-test-7d9f-abcde:8000"

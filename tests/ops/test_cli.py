@@ -167,7 +167,8 @@ def _cluster_ok(stubs: Any, fakes: Any) -> None:
     stubs.nodes("dpd", [fakes.node("workers", "ml.p5.48xlarge", 1), fakes.node("workers", "ml.p5.48xlarge", 2)])
 
 
-def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
+@pytest.mark.parametrize("flag", ["--smoke", "--correctness"])
+def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any, flag: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     stubs.clusters({"ClusterName": "dpd"})
     _cluster_ok(stubs, fakes)
@@ -181,19 +182,24 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
     log: list[str] = []
     transport = fakes.FakeTransport(respond=lambda body: fakes.sse("Blue"), log=log)
     seams(transport=transport, logs={"dpd-test-default-router-6f8d-klmno": log})
-    assert main(["verify", "--smoke"]) == 0
+    assert main(["verify", flag]) == 0
     captured = capsys.readouterr()
     out = captured.out
+    correctness = ["sending the correctness prompts through dpd-test-default-routing-service and a decode pod..."]
     assert captured.err.splitlines() == [
         "note: guessed from the spec: hyperpod cluster the only HyperPod cluster in the region, else HyperPodDpd-hp; "
         "endpoint default/dpd-test; router hyperpod-inference-system/dpd-test-default-routing-service. Pass --stack "
         "NAME or --outputs-file FILE to use what the stack deployed",
         "sending the short prompt (~12-14 tokens) through dpd-test-default-routing-service...",
-        "sending the long prompt (~4180-4703 tokens) through dpd-test-default-routing-service..."]
+        "sending the long prompt (~4180-4703 tokens) through dpd-test-default-routing-service...",
+        *(correctness if flag == "--correctness" else [])]
     rows = [line.split("  ")[0] for line in out.splitlines()[2:] if not line.startswith(" ")]
     assert rows == ["hyperpod cluster", "endpoint config", "prefill", "decode", "router", "operator CRD", "kv roles",
                     "load balancer", "alb", "sagemaker", "network policy",
-                    "smoke: short prompt", "smoke: long prompt", "smoke: alert inputs"]
+                    "smoke: short prompt", "smoke: long prompt", "smoke: alert inputs",
+                    *(["smoke: same answers"] if flag == "--correctness" else [])]
+    pod_posts = [request for request in transport.requests if request[1].startswith("decode-")]
+    assert len(pod_posts) == (3 if flag == "--correctness" else 0)
     assert "FAIL" not in out and "ERROR" not in out
     assert f"{group} tcp/443 from 0.0.0.0/0 (VPC-wide" in out
     assert "path prefill -> decode" in out and "path decode only" in out
