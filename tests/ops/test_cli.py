@@ -341,3 +341,18 @@ def test_verify_fails_on_an_internet_facing_ingress(seams: Any, stubs: Any, fake
     assert main(["verify", "--cluster-name", "dpd", "--json"]) == 1
     rows = {row["check"]: row["status"] for row in json.loads(capsys.readouterr().out)["checks"]}
     assert (rows["load balancer"], rows["alb"], rows["router"]) == ("FAIL", "FAIL", "PASS")
+
+
+def test_correctness_asks_the_aggregated_twin_when_the_stack_hosts_one(make_kube: Any, fakes: Any, spec: Any) -> None:
+    from hyperpod_dpd.clients.checks import passed
+
+    transport = fakes.FakeTransport(respond=lambda body: fakes.sse("Blue"), log=[])
+    kube, _ = make_kube(transport=transport, logs={"dpd-test-default-router-6f8d-klmno": transport.log})
+    ready = [passed(name, "") for name in ("endpoint config", "prefill", "decode", "router")]
+    rows = verify_cli._smoke(kube, spec, ready, 60.0, quiet=True, correctness=True,
+                             twin_service="dpd-test-agg-default-routing-service")
+    assert (rows[-1].name, rows[-1].status.value) == ("smoke: same answers", "PASS")
+    assert [request[1] for request in transport.requests[-6:]] == [
+        "dpd-test-default-routing-service", "dpd-test-agg-default-routing-service"] * 3
+    skipped = verify_cli._smoke(None, spec, [], 60.0, quiet=True, correctness=True)
+    assert [row.name for row in skipped][-1] == "smoke: same answers" and skipped[-1].status.value == "SKIP"
