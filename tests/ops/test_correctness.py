@@ -224,3 +224,19 @@ def test_answers_are_read_unstreamed_streamed_or_not_at_all() -> None:
     assert answer_of(200, streamed + b"data: [DONE]\n\n").text == "1 2"
     assert answer_of(200, b"<html>bad gateway</html>").error == "not an OpenAI-style answer: <html>bad gateway</html>"
     assert answer_of(200, b'{"object": "list"}').error.startswith("no choices in the answer")
+
+
+def test_the_requests_share_one_time_budget(make_kube: MakeKube, spec: DpdSpec,
+                                            engines: Callable[..., Engine]) -> None:
+    """Each request may take what is left of the timeout, and none is sent once it is spent."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 4.0
+        return now[0]
+
+    router = engines(healthy)
+    check = run_correctness(_kube(make_kube, LocalTransport({ROUTER: router, TWIN: engines(healthy)}, {})), spec,
+                            twin_service=TWIN, timeout=10.0, clock=clock)
+    assert (check.status, check.detail) == (Status.FAIL, "prompt 2: no answer within the 10s timeout")
+    assert len(router.bodies) == 1

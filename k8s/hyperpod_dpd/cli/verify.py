@@ -245,5 +245,6 @@ def _smoke(kube: KubeApi | None, spec: DpdSpec, checks: list[Check], timeout: fl
         if announce is not None:
             announce(f"sending the correctness prompts through {router_service(spec)} and "
                      f"{twin_service or 'a decode pod'}...")
-        rows.append(run_correctness(kube, spec, twin_service=twin_service, timeout=min(timeout, 300.0)))
+        rows.append(run_correctness(kube, spec, twin_service=twin_service, timeout=min(timeout, 300.0),
+                                    clock=clock))
     return rows

@@ -530,7 +530,7 @@ def _first_difference(left: str, right: str) -> int:
 
 
 def run_correctness(kube: KubeApi, spec: DpdSpec, *, twin_service: str | None = None, timeout: float = 300.0,
-                    nonce: str | None = None) -> Check:
+                    nonce: str | None = None, clock: Callable[[], float] = time.monotonic) -> Check:
     """The same greedy prompts through the DPD path (the router) and through an engine that computes the
     prefill itself; the answers must be the same text.
 
@@ -541,6 +541,7 @@ def run_correctness(kube: KubeApi, spec: DpdSpec, *, twin_service: str | None = 
     dictionary, ``lmcache/v1/storage_backend/pd_backend.py`` l.309-316, so the connector reports 0 hit
     tokens) and computes the whole prefill itself, as an aggregated engine does. The prompts are the
     long smoke prompt's sentences with a question after them, so the router disaggregates them.
+    ``timeout`` bounds all the requests together.
     """
     transport = kube.transport
     if transport is None:
@@ -558,22 +559,30 @@ def run_correctness(kube: KubeApi, spec: DpdSpec, *, twin_service: str | None = 
                  else "a decode pod computing the prefill itself")
     seed = nonce or secrets.token_hex(4)
     lines: list[str] = []
+    deadline = clock() + timeout
+
+    def left() -> float:
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise KubeError(f"no answer within the {timeout:.0f}s timeout")
+        return remaining
+
     for index, question in enumerate(QUESTIONS):
         text = f"[{seed}-c{index}] {long.text}{question}"
         try:
             dpd = answer_of(*_status_and_body(transport.post(
                 OPERATOR_NAMESPACE, router_service(spec), ROUTER_PORT, spec.invocation_path,
-                correctness_body(spec, text), timeout=timeout)))
+                correctness_body(spec, text), timeout=left())))
             if twin_service is not None:
                 where = twin_service
                 ref = answer_of(*_status_and_body(transport.post(
                     OPERATOR_NAMESPACE, twin_service, ROUTER_PORT, spec.invocation_path,
-                    correctness_body(spec, text), timeout=timeout)))
+                    correctness_body(spec, text), timeout=left())))
             else:
                 where = pods[index % len(pods)]
                 ref = answer_of(*_status_and_body(transport.pod_post(
                     spec.namespace, where, spec.port, spec.invocation_path,
-                    correctness_body(spec, text, cache_salt=secrets.token_urlsafe(32)), timeout=timeout)))
+                    correctness_body(spec, text, cache_salt=secrets.token_urlsafe(32)), timeout=left())))
         except KubeError as err:
             return failed(CORRECTNESS, f"prompt {index + 1}: {err}")
         for label, answer in (("the router", dpd), (where, ref)):
