@@ -443,17 +443,28 @@ class FakeTransport:
                         f"disaggregate={tokens >= self.threshold}")
         return self.respond(body)
 
+    def pod_post(self, namespace: str, pod: str, port: int, path: str, body: Mapping[str, Any],
+                 *, timeout: float) -> FakeResponse:
+        """A decode pod answering straight through the pod proxy (no routing line)."""
+        self.requests.append((namespace, pod, port, path, body))
+        return self.respond(body)
+
 
 DECODE_METRICS = "decode-dpd-test-5c4b-fghij:8000"
 PREFILL_METRICS = "prefill-dpd-test-7d9f-abcde:8000"
 _VLLM_LABELS = 'engine="0",model_name="/opt/ml/model"'
 
 
-def vllm_metrics(external: float, *, local_compute: float = 14.0) -> str:
+def vllm_metrics(external: float, *, local_compute: float = 14.0, prompt: float | None = None) -> str:
     """vLLM 0.19.0's exposition of the series the alerts read (format as ``prometheus_client`` writes it;
-    names, kinds and labels as ``vllm/v1/metrics/loggers.py`` defines them)."""
+    names, kinds and labels as ``vllm/v1/metrics/loggers.py`` defines them). ``prompt`` is
+    ``vllm:prompt_tokens_total``: by default every token counted by source (no cache hit)."""
     labels = _VLLM_LABELS
+    total = external + local_compute if prompt is None else prompt
     return "\n".join([
+        "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.",
+        "# TYPE vllm:prompt_tokens_total counter",
+        f"vllm:prompt_tokens_total{{{labels}}} {total}",
         "# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.",
         "# TYPE vllm:prompt_tokens_by_source_total counter",
         f'vllm:prompt_tokens_by_source_total{{{labels},source="local_compute"}} {local_compute}',
@@ -491,7 +502,9 @@ def prefill_metrics(*, lmcache: bool = True) -> str:
 
 def transferring_decoder() -> dict[str, list[str]]:
     """The decoder's counter before and after the long prompt (its KV arrived), and the prefiller's metrics."""
-    return {DECODE_METRICS: [vllm_metrics(0.0), vllm_metrics(6120.0)], PREFILL_METRICS: [prefill_metrics()]}
+    # All prompt tokens but the last arrive; the decoder computes that one itself (LMCache's full-hit rule).
+    return {DECODE_METRICS: [vllm_metrics(0.0), vllm_metrics(6120.0, local_compute=15.0)],
+            PREFILL_METRICS: [prefill_metrics()]}
 
 
 def sse(*tokens: str) -> FakeResponse:

@@ -167,7 +167,8 @@ def _cluster_ok(stubs: Any, fakes: Any) -> None:
     stubs.nodes("dpd", [fakes.node("workers", "ml.p5.48xlarge", 1), fakes.node("workers", "ml.p5.48xlarge", 2)])
 
 
-def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
+@pytest.mark.parametrize("flag", ["--smoke", "--correctness"])
+def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any, flag: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     stubs.clusters({"ClusterName": "dpd"})
     _cluster_ok(stubs, fakes)
@@ -181,19 +182,24 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any,
     log: list[str] = []
     transport = fakes.FakeTransport(respond=lambda body: fakes.sse("Blue"), log=log)
     seams(transport=transport, logs={"dpd-test-default-router-6f8d-klmno": log})
-    assert main(["verify", "--smoke"]) == 0
+    assert main(["verify", flag]) == 0
     captured = capsys.readouterr()
     out = captured.out
+    correctness = ["sending the correctness prompts through dpd-test-default-routing-service and a decode pod..."]
     assert captured.err.splitlines() == [
         "note: guessed from the spec: hyperpod cluster the only HyperPod cluster in the region, else HyperPodDpd-hp; "
         "endpoint default/dpd-test; router hyperpod-inference-system/dpd-test-default-routing-service. Pass --stack "
         "NAME or --outputs-file FILE to use what the stack deployed",
         "sending the short prompt (~12-14 tokens) through dpd-test-default-routing-service...",
-        "sending the long prompt (~4180-4703 tokens) through dpd-test-default-routing-service..."]
+        "sending the long prompt (~4180-4703 tokens) through dpd-test-default-routing-service...",
+        *(correctness if flag == "--correctness" else [])]
     rows = [line.split("  ")[0] for line in out.splitlines()[2:] if not line.startswith(" ")]
     assert rows == ["hyperpod cluster", "endpoint config", "prefill", "decode", "router", "operator CRD", "kv roles",
                     "load balancer", "alb", "sagemaker", "network policy",
-                    "smoke: short prompt", "smoke: long prompt", "smoke: alert inputs"]
+                    "smoke: short prompt", "smoke: long prompt", "smoke: alert inputs",
+                    *(["smoke: same answers"] if flag == "--correctness" else [])]
+    pod_posts = [request for request in transport.requests if request[1].startswith("decode-")]
+    assert len(pod_posts) == (3 if flag == "--correctness" else 0)
     assert "FAIL" not in out and "ERROR" not in out
     assert f"{group} tcp/443 from 0.0.0.0/0 (VPC-wide" in out
     assert "path prefill -> decode" in out and "path decode only" in out
@@ -335,3 +341,18 @@ def test_verify_fails_on_an_internet_facing_ingress(seams: Any, stubs: Any, fake
     assert main(["verify", "--cluster-name", "dpd", "--json"]) == 1
     rows = {row["check"]: row["status"] for row in json.loads(capsys.readouterr().out)["checks"]}
     assert (rows["load balancer"], rows["alb"], rows["router"]) == ("FAIL", "FAIL", "PASS")
+
+
+def test_correctness_asks_the_aggregated_twin_when_the_stack_hosts_one(make_kube: Any, fakes: Any, spec: Any) -> None:
+    from hyperpod_dpd.clients.checks import passed
+
+    transport = fakes.FakeTransport(respond=lambda body: fakes.sse("Blue"), log=[])
+    kube, _ = make_kube(transport=transport, logs={"dpd-test-default-router-6f8d-klmno": transport.log})
+    ready = [passed(name, "") for name in ("endpoint config", "prefill", "decode", "router")]
+    rows = verify_cli._smoke(kube, spec, ready, 60.0, quiet=True, correctness=True,
+                             twin_service="dpd-test-agg-default-routing-service")
+    assert (rows[-1].name, rows[-1].status.value) == ("smoke: same answers", "PASS")
+    assert [request[1] for request in transport.requests[-6:]] == [
+        "dpd-test-default-routing-service", "dpd-test-agg-default-routing-service"] * 3
+    skipped = verify_cli._smoke(None, spec, [], 60.0, quiet=True, correctness=True)
+    assert [row.name for row in skipped][-1] == "smoke: same answers" and skipped[-1].status.value == "SKIP"

@@ -82,6 +82,24 @@ def test_service_proxy_posts_json_with_the_bearer_token(monkeypatch: pytest.Monk
     assert raw.released
 
 
+def test_pod_proxy_posts_to_the_pods_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = ApiClient(Configuration(host="https://eks.example:443"))
+    sent: dict[str, Any] = {}
+
+    def call_api(method: str, url: str, header_params: Any = None, body: Any = None, post_params: Any = None,
+                 _request_timeout: Any = None) -> _RestResponse:
+        sent.update(method=method, url=url, body=body)
+        return _RestResponse(200, _Raw([b"{}"], False))
+
+    monkeypatch.setattr(api, "call_api", call_api)
+    response = ServiceProxyTransport(api).pod_post("default", "decode-dpd-test-5c4b-fghij", 8000,
+                                                   "/v1/chat/completions", {"seed": 1}, timeout=30)
+    assert (sent["method"], sent["body"]) == ("POST", {"seed": 1})
+    assert sent["url"] == ("https://eks.example:443/api/v1/namespaces/default/pods/decode-dpd-test-5c4b-fghij:8000/"
+                           "proxy/v1/chat/completions")
+    assert b"".join(response.chunks()) == b"{}"
+
+
 def test_a_missing_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(KubeError, match=r"^cannot load the kubeconfig \(context 'prod'\): .*aws eks update-kubeconfig"):
         load_kube("prod", str(tmp_path / "nope"))

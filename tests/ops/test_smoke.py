@@ -130,7 +130,11 @@ def test_short_goes_to_the_decoder_and_long_is_disaggregated(make_kube: MakeKube
     assert short.detail.endswith("threshold=4096, disaggregate=False)")
     assert (long.name, long.status) == (LONG, Status.PASS)
     assert long.detail.splitlines()[1].startswith("path prefill -> decode (router: estimated_tokens=")
-    assert long.detail.endswith("disaggregate=True); decoders received 6120 prompt tokens of KV cache")
+    assert long.detail.splitlines()[1].endswith(
+        "disaggregate=True); 1 long prompt(s) sent, every decoder received its KV cache (at least 90% of its prompt "
+        "tokens):")
+    assert long.detail.splitlines()[2] == ("  decode-dpd-test-5c4b-fghij: 6,120 of 6,121 prompt tokens from the KV "
+                                           "connector (100.0%)")
     assert ("proxy", "default", "decode-dpd-test-5c4b-fghij:8000", "metrics") in core.calls
     namespace, service, port, path, body = transport.requests[1]
     assert (namespace, service, port, path) == ("hyperpod-inference-system", "dpd-test-default-routing-service",
@@ -242,8 +246,9 @@ def test_disaggregated_without_kv_transfer_fails_with_the_causes(make_kube: Make
     short, long, _ = run_smoke(kube, spec, clock=ticking)
     assert short.status is Status.PASS
     assert long.status is Status.FAIL
-    assert "disaggregate=True); but the decoders received no KV cache (external_kv_transfer prompt tokens " \
-           "unchanged on 1 pod(s)): kv_cache.hash_seed" in long.detail
+    assert "disaggregate=True); 4 long prompt(s) sent, but not every decoder received its KV cache:\n" \
+           "  decode-dpd-test-5c4b-fghij received no KV cache: it computed all 6,286 prompt tokens itself " \
+           "(external_kv_transfer unchanged)\n  likely: kv_cache.hash_seed" in long.detail
     assert "kubectl rollout restart deployment/decode-dpd-test" in long.detail
 
 
@@ -339,3 +344,113 @@ def test_the_alerts_page_quotes_the_gates_sizing_as_it_is(spec: DpdSpec) -> None
     assert f"`{long.size(4096)}`" in page
     low, high = long.estimate
     assert f"it is {long.text.count(FOX)} sentences, estimated at {low:,}-{high:,} tokens" in page
+
+
+# --- the gate per decoder (audit T4-10) ------------------------------------------------------------
+
+DECODER_B = "decode-dpd-test-5c4b-vwxyz"
+
+
+def _two_decoders(fakes: Any) -> dict[tuple[str, ...], Any]:
+    return fakes.healthy_cluster() | {("pods", "default", fakes.DECODE_SELECTOR): fakes.pod_list(
+        fakes.pod("decode-dpd-test-5c4b-fghij", "default", "decode", 3),
+        fakes.pod(DECODER_B, "default", "decode", 3))}
+
+
+def _gate(make_kube: MakeKube, spec: DpdSpec, fakes: Any, ticking: Ticking, decoders: dict[str, list[str]], *,
+          answers: dict[tuple[str, ...], Any] | None = None) -> tuple[Any, Any]:
+    transport = _router(fakes, ticking)
+    kube, _ = make_kube(answers, transport=transport, logs={ROUTER_POD: transport.log},
+                        metrics={**decoders, fakes.PREFILL_METRICS: [fakes.prefill_metrics()]})
+    _, long, _ = run_smoke(kube, spec, clock=ticking)
+    return long, transport
+
+
+def test_two_decoders_both_receiving_pass_with_each_ones_share(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                              ticking: Ticking) -> None:
+    """The router sends the first long prompt to one decoder and the second to the other: two prompts suffice."""
+    a, b = fakes.vllm_metrics, fakes.vllm_metrics
+    decoders = {fakes.DECODE_METRICS: [a(0.0), a(4179.0, local_compute=15.0)],
+                f"{DECODER_B}:8000": [b(0.0), b(0.0), b(4179.0, local_compute=15.0)]}
+    long, transport = _gate(make_kube, spec, fakes, ticking, decoders, answers=_two_decoders(fakes))
+    assert long.status is Status.PASS
+    assert long.detail.splitlines()[1].endswith("; 2 long prompt(s) sent, every decoder received its KV cache "
+                                                "(at least 90% of its prompt tokens):")
+    assert long.detail.splitlines()[2:] == [
+        "  decode-dpd-test-5c4b-fghij: 4,179 of 4,180 prompt tokens from the KV connector (100.0%)",
+        "  decode-dpd-test-5c4b-vwxyz: 4,179 of 4,180 prompt tokens from the KV connector (100.0%)"]
+    first, second = (body["messages"][0]["content"] for *_, body in transport.requests[1:])
+    assert first.startswith("[") and first != second, "each long prompt has its own nonce"
+
+
+def test_one_of_two_decoders_not_receiving_fails_naming_it(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                          ticking: Ticking) -> None:
+    """Audit probe P1: the sum over decoders rose, but decoder B computed its prompts itself."""
+    a, b = fakes.vllm_metrics, fakes.vllm_metrics
+    decoders = {fakes.DECODE_METRICS: [a(0.0), a(4179.0, local_compute=15.0)],
+                f"{DECODER_B}:8000": [b(0.0), b(0.0), b(0.0, local_compute=4194.0)]}
+    long, transport = _gate(make_kube, spec, fakes, ticking, decoders, answers=_two_decoders(fakes))
+    assert long.status is Status.FAIL
+    assert len(transport.requests) == 1 + 6, "at most 2 x decoders + 2 long prompts"
+    lines = long.detail.splitlines()
+    assert lines[1].endswith("; 6 long prompt(s) sent, but not every decoder received its KV cache:")
+    assert lines[2] == ("  decode-dpd-test-5c4b-vwxyz received no KV cache: it computed all 4,180 prompt tokens "
+                        "itself (external_kv_transfer unchanged)")
+    assert lines[3].startswith("  ok decode-dpd-test-5c4b-fghij: 4,179 of 4,180")
+    assert lines[4].startswith("  likely: kv_cache.hash_seed (PYTHONHASHSEED)")
+
+
+def test_a_decoder_the_router_never_used_fails(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                              ticking: Ticking) -> None:
+    a = fakes.vllm_metrics
+    decoders = {fakes.DECODE_METRICS: [a(0.0), a(4179.0, local_compute=15.0)], f"{DECODER_B}:8000": [a(0.0)]}
+    long, _ = _gate(make_kube, spec, fakes, ticking, decoders, answers=_two_decoders(fakes))
+    assert long.status is Status.FAIL
+    assert "  decode-dpd-test-5c4b-vwxyz served none of the 6 long prompt(s)\n" in long.detail
+    assert "the router sent it none of the long prompts" in long.detail
+
+
+def test_a_fraction_of_the_prompt_transferred_fails_with_the_numbers(make_kube: MakeKube, spec: DpdSpec,
+                                                                     fakes: Any, ticking: Ticking) -> None:
+    """Audit probe P3: 255 of about 4,180 prompt tokens arrive; the counter rose, but that is no transfer."""
+    a = fakes.vllm_metrics
+    decoders = {fakes.DECODE_METRICS: [a(0.0), a(255.0, local_compute=14.0 + 3925.0)]}
+    long, _ = _gate(make_kube, spec, fakes, ticking, decoders)
+    assert long.status is Status.FAIL
+    assert ("  decode-dpd-test-5c4b-fghij received 255 of 4,180 prompt tokens from the KV connector (6.1%, below "
+            "90%)") in long.detail.splitlines()
+    assert "'Retrieved N out of M required tokens'" in long.detail
+
+
+def test_a_decoder_restart_between_the_reads_passes_with_a_note(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                               ticking: Ticking) -> None:
+    """Audit probe P2: the counters reset; the values since the restart are the delta, not a drop."""
+    a = fakes.vllm_metrics
+    decoders = {fakes.DECODE_METRICS: [a(90_000.0, local_compute=500.0), a(4179.0, local_compute=1.0)]}
+    long, _ = _gate(make_kube, spec, fakes, ticking, decoders)
+    assert long.status is Status.PASS
+    assert long.detail.splitlines()[2] == (
+        "  decode-dpd-test-5c4b-fghij: 4,179 of 4,180 prompt tokens from the KV connector (100.0%) (its counters "
+        "went down: vLLM restarted between the readings, so the values since the restart are used)")
+
+
+def test_a_decoder_replaced_between_the_reads_counts_from_zero(fakes: Any) -> None:
+    from hyperpod_dpd.ops.dpd_counters import DecoderCounts, PodDelta, pod_deltas
+
+    old = {"decode-a": DecoderCounts(external_kv_tokens=10.0, prompt_tokens=20.0)}
+    new = {"decode-b": DecoderCounts(external_kv_tokens=4179.0, prompt_tokens=4180.0)}
+    assert pod_deltas(old, new) == {"decode-b": PodDelta(pod="decode-b", external_kv_tokens=4179.0,
+                                                         prompt_tokens=4180.0, note="new since the first reading")}
+
+
+def test_the_long_prompts_stop_at_the_time_budget(make_kube: MakeKube, spec: DpdSpec, fakes: Any,
+                                                  ticking: Ticking) -> None:
+    """Each send takes 4 s on the ticking clock; a 9 s budget stops the loop long before 6 prompts."""
+    a = fakes.vllm_metrics
+    decoders = {fakes.DECODE_METRICS: [a(0.0), a(4179.0, local_compute=15.0)], f"{DECODER_B}:8000": [a(0.0)]}
+    transport = _router(fakes, ticking)
+    kube, _ = make_kube(_two_decoders(fakes), transport=transport, logs={ROUTER_POD: transport.log},
+                        metrics={**decoders, fakes.PREFILL_METRICS: [fakes.prefill_metrics()]})
+    _, long, _ = run_smoke(kube, spec, clock=ticking, timeout=9.0)
+    assert long.status is Status.FAIL
+    assert len(transport.requests) == 1 + 3

@@ -9,7 +9,12 @@ short and a long prompt through the router (via the API server's service proxy) 
 status, time to first token and the path the router took (from its 'Conditional routing' log line).
 The long prompt fails unless it was disaggregated and the decoders' external_kv_transfer prompt-token
 counter rose (read from their /metrics through the pod proxy); 'smoke: alert inputs' then checks
-that every vLLM series the alerts read is served.
+that every vLLM series the alerts read is served. The long prompt is judged per decoder: it is sent
+until each decode pod has received one (at most 2 x decoders + 2 times), and each must take at least
+90% of its prompt tokens from the KV connector. --correctness (implies --smoke) also sends three
+greedy, seeded prompts through the router and through an engine that computes the prefill itself
+(the aggregated twin when the stack hosts one, else a decode pod through the pod proxy) and fails
+when the answers differ.
 
 The 'operator CRD' row compares the cluster's InferenceEndpointConfig CRD with the one this package
 ships: it fails on a field the spec's manifest sets that the live CRD lacks, and lists fields added
@@ -30,7 +35,8 @@ Exit status: 0 when every check passed or was skipped, 1 when any failed, errore
 
 Kubernetes RBAC: get inferenceendpointconfigs, deployments, services, ingresses; list pods,
 networkpolicies; get pods/log in hyperpod-inference-system; create services/proxy there and get
-pods/proxy in the endpoint's namespace for --smoke; get customresourcedefinitions (cluster-scoped)
+pods/proxy in the endpoint's namespace for --smoke (and create pods/proxy for --correctness without
+an aggregated twin); get customresourcedefinitions (cluster-scoped)
 for the CRD row, which is SKIP without it.
 """
 
@@ -69,7 +75,7 @@ from hyperpod_dpd.contracts.stack_outputs import (
 )
 from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.ops.exposure import exposure_checks
-from hyperpod_dpd.ops.smoke import INPUTS, LONG, SHORT, run_smoke
+from hyperpod_dpd.ops.smoke import CORRECTNESS, INPUTS, LONG, SHORT, run_correctness, run_smoke
 from hyperpod_dpd.ops.table import render_json, render_table
 from hyperpod_dpd.ops.verify import (
     CLUSTER,
@@ -122,6 +128,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="the default (accepted for older scripts)")
     parser.add_argument("--smoke", action="store_true",
                         help="send a short and a long prompt through the router and report each one's path")
+    parser.add_argument("--correctness", action="store_true",
+                        help="with --smoke (implied): the same greedy prompts through the router and through an "
+                             "engine computing the prefill itself must give the same answers")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(handler=run, crd_diff=True)
 
@@ -202,8 +211,10 @@ def run(args: argparse.Namespace) -> int:
 
     checks.append(_kv_roles(kube, spec, checks))
     checks += exposure_checks(spec, kube=kube, aws=clients)
-    if args.smoke:
-        checks += _smoke(kube, spec, checks, args.timeout, quiet=args.json)
+    if args.smoke or args.correctness:
+        twin = deployed.endpoint(spec.name).aggregated if deployed is not None else None
+        checks += _smoke(kube, spec, checks, args.timeout, quiet=args.json, correctness=args.correctness,
+                         twin_service=twin.router_service if twin is not None else None)
     if args.json:
         print(render_json(checks, region=region, namespace=spec.namespace, name=spec.name))
     else:
@@ -220,12 +231,20 @@ def _kv_roles(kube: KubeApi | None, spec: DpdSpec, checks: list[Check]) -> Check
 
 
 def _smoke(kube: KubeApi | None, spec: DpdSpec, checks: list[Check], timeout: float, *,
-           quiet: bool) -> list[Check]:
+           quiet: bool, correctness: bool = False, twin_service: str | None = None) -> list[Check]:
     needed = {ENDPOINT, "prefill", "decode", ROUTER}
     ready = {check.name for check in checks if check.status is Status.PASS}
     if kube is None or not needed <= ready:
         missing = ", ".join(sorted(needed - ready)) or "kubernetes"
         reason = f"the endpoint is not ready ({missing}), so no prompt was sent"
-        return [skipped(SHORT, reason), skipped(LONG, reason), skipped(INPUTS, reason)]
+        return [skipped(SHORT, reason), skipped(LONG, reason), skipped(INPUTS, reason),
+                *([skipped(CORRECTNESS, reason)] if correctness else [])]
     announce = None if quiet else (lambda line: print(line, file=sys.stderr))
-    return run_smoke(kube, spec, timeout=min(timeout, 300.0), clock=clock, announce=announce)
+    rows = run_smoke(kube, spec, timeout=min(timeout, 300.0), clock=clock, announce=announce)
+    if correctness:
+        if announce is not None:
+            announce(f"sending the correctness prompts through {router_service(spec)} and "
+                     f"{twin_service or 'a decode pod'}...")
+        rows.append(run_correctness(kube, spec, twin_service=twin_service, timeout=min(timeout, 300.0),
+                                    clock=clock))
+    return rows

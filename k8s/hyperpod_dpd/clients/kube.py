@@ -62,6 +62,9 @@ class RouterTransport(Protocol):
     def post(self, namespace: str, service: str, port: int, path: str, body: Mapping[str, Any],
              *, timeout: float) -> StreamedResponse: ...
 
+    def pod_post(self, namespace: str, pod: str, port: int, path: str, body: Mapping[str, Any],
+                 *, timeout: float) -> StreamedResponse: ...
+
 
 class KubeError(Exception):
     """A Kubernetes API call failed; the message is one line with the next step."""
@@ -232,8 +235,17 @@ class ServiceProxyTransport:
 
     def post(self, namespace: str, service: str, port: int, path: str, body: Mapping[str, Any],
              *, timeout: float) -> StreamedResponse:
-        resource = (f"/api/v1/namespaces/{quote(namespace)}/services/{quote(service)}:{port}/proxy/"
-                    f"{quote(path.lstrip('/'), safe='/')}")
+        return self._post(f"/api/v1/namespaces/{quote(namespace)}/services/{quote(service)}:{port}/proxy/"
+                          f"{quote(path.lstrip('/'), safe='/')}", f"POST {service}:{port}/{path}", body, timeout)
+
+    def pod_post(self, namespace: str, pod: str, port: int, path: str, body: Mapping[str, Any],
+                 *, timeout: float) -> StreamedResponse:
+        """POST to one pod's ``port`` through the pod proxy (RBAC: ``create`` on ``pods/proxy``)."""
+        return self._post(f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(pod)}:{port}/proxy/"
+                          f"{quote(path.lstrip('/'), safe='/')}", f"POST {namespace}/{pod}:{port}/{path}", body,
+                          timeout)
+
+    def _post(self, resource: str, what: str, body: Mapping[str, Any], timeout: float) -> StreamedResponse:
         method, url, headers, payload, _ = self._api.param_serialize(
             "POST", resource, header_params={"Content-Type": "application/json",
                                              "Accept": "text/event-stream, application/json"},
@@ -242,7 +254,7 @@ class ServiceProxyTransport:
             response = self._api.call_api(method, url, header_params=headers, body=payload,
                                           _request_timeout=(10.0, timeout))
         except _api_errors() as err:
-            raise KubeError(describe_api_error(err, f"POST {service}:{port}/{path}")) from None
+            raise KubeError(describe_api_error(err, what)) from None
         return _Urllib3Response(int(response.status), response.response)
 
 

@@ -10,6 +10,11 @@ Two counts, read from a laptop through the API server (no port-forward, no Prome
 
 Read them before and after a request (:func:`read_counters`, :meth:`DpdCounters.since`): a
 disaggregated request that moved no KV tokens is the silent failure DPD is known for.
+
+Per decoder pod, :func:`decoder_counts` reads that counter and ``vllm:prompt_tokens_total`` (every
+prompt token the pod's scheduler saw, ``vllm/v1/metrics/loggers.py`` l.591 and l.1117), and
+:func:`pod_deltas` subtracts two readings pod by pod, taking a restarted pod's (or a new pod's)
+reading as its whole delta, since its counters started again from zero.
 """
 
 from __future__ import annotations
@@ -117,6 +122,68 @@ def external_kv_tokens(kube: KubeApi, names: EndpointNames) -> tuple[float, int]
                              "(is --disable-log-stats set?)")
         total += value
     return total, len(texts)
+
+
+# vLLM 0.19.0's total prompt-token counter (the contract's ``vllm:prompt_tokens`` family): it grows by
+# each prompt's full length when the request is prefilled, whatever the tokens' source.
+PROMPT_TOKENS_TOTAL = str(m.derived_families()["vllm:prompt_tokens"]["series"][0])
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecoderCounts:
+    """One decode pod's counters: prompt tokens it took from the KV connector, and all it was given."""
+
+    external_kv_tokens: float
+    prompt_tokens: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodDelta:
+    """How much one decode pod's counters grew between two readings; ``note`` says when they restarted."""
+
+    pod: str
+    external_kv_tokens: float
+    prompt_tokens: float
+    note: str = ""
+
+
+def decoder_counts(kube: KubeApi, names: EndpointNames) -> dict[str, DecoderCounts]:
+    """Each decode pod's :class:`DecoderCounts`; raises as :func:`external_kv_tokens` does."""
+    counts: dict[str, DecoderCounts] = {}
+    for pod, text in role_metrics(kube, names, "decode").items():
+        external = sample_value(text, m.PROMPT_TOKENS_BY_SOURCE.name, {"source": m.EXTERNAL_KV_TRANSFER})
+        total = sample_value(text, PROMPT_TOKENS_TOTAL)
+        if external is None or total is None:
+            series = (f'{m.PROMPT_TOKENS_BY_SOURCE.name}{{source="{m.EXTERNAL_KV_TRANSFER}"}}' if external is None
+                      else PROMPT_TOKENS_TOTAL)
+            raise ValueError(f"{pod} exports no {series} on :{names.metrics_port}{names.metrics_path} "
+                             "(is --disable-log-stats set?)")
+        counts[pod] = DecoderCounts(external_kv_tokens=external, prompt_tokens=total)
+    return counts
+
+
+def pod_deltas(before: Mapping[str, DecoderCounts], after: Mapping[str, DecoderCounts]) -> dict[str, PodDelta]:
+    """The growth of each pod in ``after`` since ``before``.
+
+    A pod absent from ``before`` is new, and a pod whose counter went down restarted between the
+    readings: both started from zero, so their ``after`` values are the delta, and the note says so.
+    A pod that is gone from ``after`` is left out.
+    """
+    deltas: dict[str, PodDelta] = {}
+    for pod, now in after.items():
+        then = before.get(pod)
+        if then is None:
+            deltas[pod] = PodDelta(pod=pod, external_kv_tokens=now.external_kv_tokens,
+                                   prompt_tokens=now.prompt_tokens, note="new since the first reading")
+        elif now.prompt_tokens < then.prompt_tokens or now.external_kv_tokens < then.external_kv_tokens:
+            deltas[pod] = PodDelta(pod=pod, external_kv_tokens=now.external_kv_tokens,
+                                   prompt_tokens=now.prompt_tokens,
+                                   note="its counters went down: vLLM restarted between the readings, so the "
+                                        "values since the restart are used")
+        else:
+            deltas[pod] = PodDelta(pod=pod, external_kv_tokens=now.external_kv_tokens - then.external_kv_tokens,
+                                   prompt_tokens=now.prompt_tokens - then.prompt_tokens)
+    return deltas
 
 
 def router_pods(kube: KubeApi, router: str) -> list[str]:
