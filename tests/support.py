@@ -6,12 +6,15 @@ folder's own helper modules, the scripts and ``app.py`` are loaded by path with 
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-from hyperpod_dpd.spec.defaults import default_spec_text
+from hyperpod_dpd import spec_to_mapping
+from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
 
 
 def load_module(name: str, path: Path) -> ModuleType:
@@ -51,3 +54,19 @@ def write_spec(tmp_path: Path, *replacements: tuple[str, str]) -> str:
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     return str(path)
+
+
+def default_mapping() -> dict[str, Any]:
+    """The embedded default spec as the plain data a spec file holds."""
+    return spec_to_mapping(default_spec())
+
+
+def with_value(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A deep copy of ``data`` with the dotted ``path`` set to ``value`` (missing parents made)."""
+    changed = copy.deepcopy(data)
+    *parents, last = path.split(".")
+    node = changed
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return changed

@@ -3,31 +3,18 @@ scaling given through ``--hf-overrides``."""
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support import default_mapping as _mapping
+from support import with_value as _set
 
-from hyperpod_dpd import SpecError, check, spec_from_mapping, spec_to_mapping
+from hyperpod_dpd import SpecError, check, spec_from_mapping
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.validation import load_checked_spec
-
-
-def _mapping() -> dict[str, Any]:
-    return spec_to_mapping(default_spec())
-
-
-def _set(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    changed = copy.deepcopy(data)
-    *parents, last = path.split(".")
-    node = changed
-    for key in parents:
-        node = node.setdefault(key, {})
-    node[last] = value
-    return changed
 
 
 def _mistral_tp3() -> dict[str, Any]:

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any
 
 import pytest
+from support import default_mapping as _mapping
+from support import with_value as _set
 
-from hyperpod_dpd import DpdSpec, RoleSpec, SpecError, check, spec_from_mapping, spec_to_mapping
+from hyperpod_dpd import DpdSpec, RoleSpec, SpecError, check, spec_from_mapping
 from hyperpod_dpd.spec.defaults import default_spec
-
-
-def _mapping() -> dict[str, Any]:
-    return spec_to_mapping(default_spec())
-
-
-def _set(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    changed = copy.deepcopy(data)
-    *parents, last = path.split(".")
-    node = changed
-    for key in parents:
-        node = node.setdefault(key, {})
-    node[last] = value
-    return changed
 
 
 def _problems(data: dict[str, Any]) -> list[str]:
