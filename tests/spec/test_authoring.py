@@ -173,3 +173,22 @@ def test_schema_accepts_what_the_loader_accepts(data: Any) -> None:
     assert not problems
     errors = [e.message for e in VALIDATOR.iter_errors(data)]
     assert errors == []
+
+
+def test_schema_knows_the_config_json_form_the_checked_loader_reads(tmp_path: Any) -> None:
+    """``model.architecture: {config_json: PATH}`` is read by ``check_data``; an editor must not flag it."""
+    from hyperpod_dpd.validation.run import check_data
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 32768, "intermediate_size": 14336,
+        "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}))
+    good = {**MINIMAL, "model": {**MINIMAL["model"], "architecture": {"config_json": "config.json"}}}
+    assert [e.message for e in VALIDATOR.iter_errors(good)] == []
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(good))
+    assert check_data(good, source=str(spec_file)).architecture is not None
+    for wrong in ({"config_json": 3}, {"config_json": ""}, {"config_json": "config.json", "num_layers": 3},
+                  {"config_jsn": "config.json"}):
+        bad = {**MINIMAL, "model": {**MINIMAL["model"], "architecture": wrong}}
+        assert not VALIDATOR.is_valid(bad), wrong

@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# The key of ``model.architecture: {config_json: PATH}``, the file form that reads a local config.json.
+CONFIG_JSON = "config_json"
+
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "float8_e4m3fn": 1}
 
 # vLLM's ``--dtype auto`` serves float32 checkpoints in 16 bits, so their KV cache is 2 bytes per value.

@@ -19,6 +19,9 @@ from hyperpod_dpd.spec.units import ByteSize
 # A spec field's metadata key: the loader reads the field (so a ported spec gets a precise error) but a
 # rule refuses any value, so the example leaves it out and the schema allows it only empty.
 REFUSED = "refused"
+# A spec field's metadata key: a one-key mapping ``{KEY: PATH}`` the file may hold in place of the value,
+# which the checked loader replaces by what it reads from PATH (so the schema must allow it too).
+FILE_REFERENCE = "file_reference"
 
 _PARAM = re.compile(r":param (\w+):(.*?)(?=:param \w+:|\Z)", re.DOTALL)
 
@@ -37,6 +40,7 @@ class SpecField:
     description: str
     default_text: str
     refused: str | None
+    file_reference: str | None = None
 
     @property
     def required(self) -> bool:
@@ -58,7 +62,8 @@ def spec_fields(cls: type) -> tuple[SpecField, ...]:
         description, _, default_text = docs.get(item.name, "").partition(":default:")
         result.append(SpecField(name=item.name, hint=hints[item.name], default=default,
                                 description=description.strip(), default_text=default_text.strip(),
-                                refused=item.metadata.get(REFUSED)))
+                                refused=item.metadata.get(REFUSED),
+                                file_reference=item.metadata.get(FILE_REFERENCE)))
     return tuple(result)
 
 

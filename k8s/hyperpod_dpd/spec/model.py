@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from hyperpod_dpd.spec._frozen import Frozen
-from hyperpod_dpd.spec.architecture import ModelArchitecture
+from hyperpod_dpd.spec.architecture import CONFIG_JSON, ModelArchitecture
+from hyperpod_dpd.spec.fields import FILE_REFERENCE
 
 DEFAULT_MOUNT_PATH = "/opt/ml/model"
 
@@ -78,13 +79,14 @@ class ModelSpec(Frozen):
 
     :param name: the model name (``spec.modelName``); with an ``endpoint_name`` the manifest carries it
         as a valid SageMaker model name (other characters become ``-``: ``Llama-3.3-70B`` -> ``Llama-3-3-70B``).
-    :param architecture: a preset name (see ``hyperpod_dpd.spec.architecture.PRESETS``) or an explicit
-        architecture, used to check tensor parallelism and size the KV transfer.
+    :param architecture: a preset name (see ``hyperpod_dpd.spec.architecture.PRESETS``), an explicit
+        architecture, or ``{config_json: PATH}`` (the model's config.json, relative to the spec file), used to
+        check tensor parallelism and size the KV transfer.
         :default: - the preset matching ``name``, if there is one
     :param mount_path: where the weights appear inside the worker. :default: /opt/ml/model
     """
 
     name: str
     source: ModelSource
-    architecture: str | ModelArchitecture | None = None
+    architecture: str | ModelArchitecture | None = field(default=None, metadata={FILE_REFERENCE: CONFIG_JSON})
     mount_path: str = DEFAULT_MOUNT_PATH

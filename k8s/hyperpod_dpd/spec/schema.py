@@ -50,6 +50,8 @@ def _record(cls: type) -> dict[str, Any]:
             prop: dict[str, Any] = {"type": "object", "maxProperties": 0, "description": f"refused: {item.refused}"}
         else:
             prop = _type(item.hint)
+            if item.file_reference:
+                prop = _with_file_reference(prop, item.file_reference)
             unset = _unset_sentence(item.default_text) if item.default is None else ""
             text = " ".join(part for part in (item.description, unset) if part)
             if text:
@@ -67,6 +69,21 @@ def _record(cls: type) -> dict[str, Any]:
         schema["required"] = required
     schema["additionalProperties"] = False
     return schema
+
+
+def _with_file_reference(prop: dict[str, Any], key: str) -> dict[str, Any]:
+    """``prop`` or ``{key: PATH}``, the one-key form the checked loader reads from a file."""
+    reference = {"type": "object", "properties": {key: {"type": "string", "minLength": 1,
+                                                         "description": "a path, relative to the spec file"}},
+                 "required": [key], "additionalProperties": False}
+    return {"anyOf": [*_options(prop), reference]}
+
+
+def _options(prop: dict[str, Any]) -> list[dict[str, Any]]:
+    """The alternatives of a bare ``anyOf`` (nested ones flattened), or ``[prop]``."""
+    if set(prop) != {"anyOf"}:
+        return [prop]
+    return [option for inner in prop["anyOf"] for option in _options(inner)]
 
 
 def _unset_sentence(text: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec.architecture import PRESETS, ModelArchitecture, preset_for_model_name
+from hyperpod_dpd.spec.architecture import CONFIG_JSON, PRESETS, ModelArchitecture, preset_for_model_name
 from hyperpod_dpd.spec.loading import parse_spec, read_spec_data, spec_to_mapping
 from hyperpod_dpd.validation import (
     autoscaling,
@@ -73,9 +73,6 @@ def known_architecture(spec: DpdSpec) -> ModelArchitecture | None:
     if isinstance(chosen, str):
         return PRESETS.get(chosen)
     return preset_for_model_name(spec.model.name)
-
-
-CONFIG_JSON = "config_json"
 
 
 def _read_config_json(data: object, source: str | None) -> tuple[object, list[Problem]]:
