@@ -96,12 +96,13 @@ def test_spec_matching_the_published_example_renders_it_field_by_field(
     assert crd_errors(published_example) == []
     # Intended differences: a SageMaker model name without dots (SageMaker refuses them when the endpoint
     # is registered); vLLM's metrics port instead of the CRD default 8080, where nothing listens;
-    # PROMETHEUS_MULTIPROC_DIR, without which vLLM 0.19 never serves LMCache's metrics; and a worker CPU
+    # PROMETHEUS_MULTIPROC_DIR, without which vLLM 0.19 never serves LMCache's metrics; LMCache's chunk and CPU
+    # cache sizes, so that LMCache uses the numbers the planner and the memory check use; and a worker CPU
     # request that fits a node with one thread per core (96 CPUs less the kubelet's and DaemonSets' share).
     assert _field_differences(published_example, rendered) == [
         ".spec.metrics.modelMetrics: unexpected {'port': 8000}",
         ".spec.modelName: 'Llama-3-3-70B-Instruct' instead of 'Llama-3.3-70B-Instruct'",
-        ".spec.worker.environmentVariables: 5 items instead of 4",
+        ".spec.worker.environmentVariables: 7 items instead of 4",
         ".spec.worker.resources.limits.cpu: '88' instead of '96'",
         ".spec.worker.resources.requests.cpu: '88' instead of '96'",
     ]
@@ -261,11 +262,22 @@ def test_shared_environment_is_what_both_roles_need(spec: DpdSpec) -> None:
         {"name": "PD_BUFFER_SIZE", "value": "8589934592"},
         {"name": "LMCACHE_SAVE_DECODE_CACHE", "value": "True"},
         {"name": "PYTHONHASHSEED", "value": "0"},
+        {"name": "LMCACHE_CHUNK_SIZE", "value": "256"},
+        {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": "5.0"},
         {"name": "PROMETHEUS_MULTIPROC_DIR", "value": "/tmp"},
     ]
     quiet = dataclasses.replace(spec, metrics=MetricsSpec(enabled=False))
     names = [e["name"] for e in render_inference_endpoint_config(quiet)["spec"]["worker"]["environmentVariables"]]
     assert "PROMETHEUS_MULTIPROC_DIR" not in names, "audit O1: only an observed endpoint needs LMCache's registry"
+
+
+def test_lmcache_gets_the_chunk_and_cpu_cache_sizes_the_planner_uses(spec: DpdSpec) -> None:
+    """LMCache 0.4.3 reads LMCACHE_CHUNK_SIZE and LMCACHE_MAX_LOCAL_CPU_SIZE (float GiB) over any config file."""
+    sized = dataclasses.replace(spec, kv_cache=KvCacheSpec(chunk_tokens=512, cpu_cache_size=ByteSize.parse("1536Mi")))
+    env = {e["name"]: e["value"] for e in render_inference_endpoint_config(sized)["spec"]["worker"]
+           ["environmentVariables"]}
+    assert (env["LMCACHE_CHUNK_SIZE"], env["LMCACHE_MAX_LOCAL_CPU_SIZE"]) == ("512", "1.5")
+    assert int(float(env["LMCACHE_MAX_LOCAL_CPU_SIZE"]) * 1024**3) == 1536 * 2**20  # LMCache's own conversion
 
 
 def test_s3_region_comes_from_the_caller_when_the_spec_has_none(spec: DpdSpec) -> None:

@@ -66,3 +66,18 @@ def test_slo_with_metrics_off_warns(spec: DpdSpec) -> None:
     off = dataclasses.replace(spec, metrics=MetricsSpec(enabled=False), slo=SloSpec(ttft_ms=2000))
     codes = [w.code for w in check(off).warnings]
     assert "ALERTS_WITHOUT_METRICS" in codes
+
+
+def test_the_kv_alert_allows_the_chunk_lmcache_is_given(spec: DpdSpec) -> None:
+    """A transferred prompt leaves the decoder at most one partial chunk: kv_cache.chunk_tokens, which the chart
+    renders as LMCACHE_CHUNK_SIZE, not LMCache's default."""
+    from hyperpod_dpd.observability.alerts import alert_rules
+    from hyperpod_dpd.spec import KvCacheSpec
+
+    def kv_rule(chunk: int) -> str:
+        sized = dataclasses.replace(spec, kv_cache=KvCacheSpec(chunk_tokens=chunk))
+        (rule,) = [r for r in alert_rules(sized) if r.name == "DpdKvNotTransferred"]
+        return rule.expr
+
+    assert " * 1024))" in kv_rule(1024) and " * 256))" not in kv_rule(1024)
+    assert " * 256))" in kv_rule(256)

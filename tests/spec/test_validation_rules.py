@@ -396,3 +396,49 @@ def test_an_explicit_architectures_context_window_is_enforced() -> None:
                         "and the pods would crash-loop; the limit is acme/8B config.json (got 16384). Fix: set "
                         "max_model_len to 8192 or less"]
     assert not any("context window" in p for p in _problems_or_none(_set(data, "max_model_len", 8192)))
+
+
+def _host_memory_problems(data: dict[str, Any]) -> list[str]:
+    try:
+        check(spec_from_mapping(data))
+    except SpecError as err:
+        return [p.render() for p in err.problems if "host memory" in p.render()]
+    return []
+
+
+def test_lmcache_cpu_cache_counts_against_the_pod_memory_limit() -> None:
+    """Each of the 8 ranks pins kv_cache.cpu_cache_size (LMCache 0.4.3, local_cpu_backend.py:373): 8 x 5Gi = 40Gi."""
+    tight = _set(_mapping(), "decode.resources", {"memory": "32Gi"})
+    assert _host_memory_problems(tight) == [
+        "decode.resources.memory: is below the host memory each decode pod allocates before vLLM's own: "
+        "LMCache's CPU cache 5Gi x 8 ranks (kv_cache.cpu_cache_size) = 40.0 GiB, 40.0 GiB in all, so the pod is "
+        "OOM-killed when it starts (got '32Gi'). Fix: raise decode.resources.memory above 40.0 GiB (plus vLLM's "
+        "process memory), or lower kv_cache.cpu_cache_size or the offload flags"]
+    assert _host_memory_problems(_set(tight, "decode.resources", {"memory": "64Gi"})) == []
+    assert _host_memory_problems(_set(tight, "kv_cache.l1_cache", False)) == []
+    assert _host_memory_problems(_set(tight, "kv_cache.cpu_cache_size", "3Gi")) == []
+
+
+def test_vllm_cpu_offload_adds_to_the_pinned_host_memory() -> None:
+    """--cpu-offload-gb is per GPU (vllm/config/offload.py:23), --kv-offloading-size the TP total (cache.py:144)."""
+    data = _set(_set(_mapping(), "prefill.resources", {"memory": "100Gi"}), "prefill.args", ["--cpu-offload-gb", "8"])
+    found = _host_memory_problems(data)
+    assert len(found) == 1 and "--cpu-offload-gb 8 x 8 GPUs = 64.0 GiB, 104.0 GiB in all" in found[0], found
+    summed = _set(_set(_mapping(), "prefill.resources", {"memory": "100Gi"}),
+                  "prefill.args", ["--kv-offloading-size", "32"])
+    assert _host_memory_problems(summed) == []  # 40 GiB of LMCache cache + 32 GiB over all ranks = 72 GiB
+
+
+def test_a_cpu_cache_larger_than_the_node_is_refused() -> None:
+    found = _host_memory_problems(_set(_mapping(), "kv_cache.cpu_cache_size", "300Gi"))
+    assert len(found) == 2, found  # one per role; no memory limit is set, so only the node bounds it
+    assert found[0] == (
+        "kv_cache.cpu_cache_size: makes each prefill pod allocate more host memory than one ml.p5.48xlarge has "
+        "(2.0 TiB): LMCache's CPU cache 300Gi x 8 ranks (kv_cache.cpu_cache_size) = 2.3 TiB, 2.3 TiB in all "
+        "(got '300Gi'). Fix: lower kv_cache.cpu_cache_size (it is per tensor-parallel rank) or the offload flags")
+
+
+def test_lmcache_sizes_in_env_are_refused_for_the_fields_that_own_them() -> None:
+    found = _problems(_set(_mapping(), "env", {"LMCACHE_CHUNK_SIZE": "512", "LMCACHE_MAX_LOCAL_CPU_SIZE": "20"}))
+    assert any(p.startswith("env.LMCACHE_CHUNK_SIZE") and "kv_cache.chunk_tokens" in p for p in found), found
+    assert any(p.startswith("env.LMCACHE_MAX_LOCAL_CPU_SIZE") and "kv_cache.cpu_cache_size" in p for p in found)

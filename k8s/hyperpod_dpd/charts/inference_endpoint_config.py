@@ -265,11 +265,23 @@ def environment(s: DpdSpec) -> list[dict[str, str]]:
         "PD_BUFFER_SIZE": str(s.kv_cache.pd_buffer_size.bytes),
         "LMCACHE_SAVE_DECODE_CACHE": str(s.kv_cache.save_decode_cache),
         "PYTHONHASHSEED": s.kv_cache.hash_seed,
+        **lmcache_sizes(s),
     }
     if s.metrics.enabled:
         owned[METRICS_DIR_ENV] = METRICS_DIR
     merged: Mapping[str, str] = {**s.env, **owned}
     return [{"name": k, "value": v} for k, v in merged.items()]
+
+
+def lmcache_sizes(s: DpdSpec) -> dict[str, str]:
+    """The LMCache sizes the planner and the memory check use, as LMCache 0.4.3 reads them from the environment.
+
+    LMCache reads ``LMCACHE_<KEY>`` for every config key (lmcache/v1/config_base.py:349) and lets those
+    override a config file (config_base.py:546-547), so these win over whatever file the operator writes:
+    ``chunk_size`` (an int, lmcache/v1/config.py:64) and ``max_local_cpu_size`` (float GiB, config.py:70).
+    """
+    return {"LMCACHE_CHUNK_SIZE": str(s.kv_cache.chunk_tokens),
+            "LMCACHE_MAX_LOCAL_CPU_SIZE": repr(s.kv_cache.cpu_cache_size.gib)}
 
 
 def worker_resources(s: DpdSpec) -> Resources:

@@ -129,10 +129,9 @@ def prefill_may_scale_to_zero(spec: DpdSpec) -> bool:
 # within KV_WINDOW, so one request per five minutes is enough to check.
 KV_WINDOW = "15m"
 MIN_LONG_PROMPTS = 3
-# LMCache moves KV in chunks of 256 tokens (its default chunk_size): a transferred prompt leaves the
-# decoder at most a partial chunk (and the last token) to compute, a broken transfer the whole
-# uncached rest. Repeated identical prompts come from the decoder's own prefix cache and compute ~1.
-LMCACHE_CHUNK_TOKENS = 256
+# LMCache moves KV in chunks of kv_cache.chunk_tokens (rendered as LMCACHE_CHUNK_SIZE): a transferred
+# prompt leaves the decoder at most a partial chunk (and the last token) to compute, a broken transfer the
+# whole uncached rest. Repeated identical prompts come from the decoder's own prefix cache and compute ~1.
 # The error ratios' second, low-traffic window: enough requests in 30 minutes instead of a rate floor.
 SLOW_WINDOW = "30m"
 MIN_REQUESTS_SLOW_WINDOW = 5
@@ -257,14 +256,14 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
         expr=(f"({long_prompts} >= {MIN_LONG_PROMPTS}) "
               f"unless on({pod}) ({tokens(m.EXTERNAL_KV_TRANSFER)} > 0) "
               f"and on({pod}) ({tokens(m.LOCAL_COMPUTE)} > on({pod}) "
-              f"({long_prompts} * {LMCACHE_CHUNK_TOKENS})) "
+              f"({long_prompts} * {spec.kv_cache.chunk_tokens})) "
               f"and on() (sum{disaggregated} >= {MIN_LONG_PROMPTS})"),
         hold="5m", severity=Severity.CRITICAL,
         failure="a decoder serves long prompts but receives no KV cache",
         meaning=(f"A decoder served at least {MIN_LONG_PROMPTS} prompts above routing.threshold (vLLM's "
                  f"prompt-length histogram above {bound} tokens) in {KV_WINDOW} while the router "
                  "disaggregated, yet vLLM on it counts no prompt token from external_kv_transfer and "
-                 f"computes more than {LMCACHE_CHUNK_TOKENS} tokens per long prompt itself: it recomputes "
+                 f"computes more than {spec.kv_cache.chunk_tokens} tokens per long prompt itself: it recomputes "
                  "every prompt, so DPD costs a prefill and saves nothing. Counted per decoder (pod_name), so "
                  "one broken decoder of several shows, and by requests, so one request per five minutes is "
                  "enough."),

@@ -34,6 +34,8 @@ OWNED_ENV = {
     "PD_BUFFER_SIZE": "kv_cache.pd_buffer_size",
     "PYTHONHASHSEED": "kv_cache.hash_seed",
     "LMCACHE_SAVE_DECODE_CACHE": "kv_cache.save_decode_cache",
+    "LMCACHE_CHUNK_SIZE": "kv_cache.chunk_tokens",
+    "LMCACHE_MAX_LOCAL_CPU_SIZE": "kv_cache.cpu_cache_size",
 }
 # vLLM flags that spec fields own, and the field to set instead.
 OWNED_FLAGS = {
@@ -359,7 +361,7 @@ def engine_flags(ctx: RuleContext) -> Iterator[Finding]:
     yield from _cross_flag(ctx)
 
 
-def _effective(shared: Sequence[str], role: Sequence[str]) -> tuple[dict[str, str | None], dict[str, str]]:
+def effective_flags(shared: Sequence[str], role: Sequence[str]) -> tuple[dict[str, str | None], dict[str, str]]:
     """One role's flag values as vLLM sees them (the shared args, then the role's, a later flag winning), and
     for each flag the field that set it last. A ``--no-x`` switch is recorded as ``--x`` with value ``"no"``."""
     values: dict[str, str | None] = {}
@@ -390,7 +392,7 @@ def _cross_flag(ctx: RuleContext) -> Iterator[Finding]:
     max_model_len, <role>.max_num_seqs); defaults vLLM picks at run time are not guessed."""
     seen: set[tuple[str, str]] = set()
     for role_name, role in ctx.spec.roles():
-        values, where = _effective(ctx.spec.args, role.args)
+        values, where = effective_flags(ctx.spec.args, role.args)
 
         def field(*names: str, role_name: str = role_name, where: dict[str, str] = where) -> str:
             return f"{role_name}.args" if any(where.get(n) == "role" for n in names) else "args"

@@ -18,8 +18,9 @@ from hyperpod_dpd.spec.architecture import (
     preset_for_model_name,
     unsizable_reason_for_model_name,
 )
-from hyperpod_dpd.spec.units import parse_quantity
+from hyperpod_dpd.spec.units import format_bytes, parse_quantity
 from hyperpod_dpd.validation.context import Finding, RuleContext, is_token, problem
+from hyperpod_dpd.validation.engine import effective_flags
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
@@ -66,6 +67,7 @@ def hardware(ctx: RuleContext) -> Iterator[Finding]:
                           message=f"{gpus} GPUs requested but tensor parallelism uses {tp}; {gpus - tp} stay idle")
     if spec.worker_resources is not None:
         yield from _resources("worker_resources", spec.worker_resources, ctx)
+    yield from host_memory(ctx)
     arch = ctx.architecture
     if arch is None:
         yield architecture_unknown(ctx)
@@ -79,6 +81,69 @@ def hardware(ctx: RuleContext) -> Iterator[Finding]:
         elif arch.num_kv_heads % tp and tp % arch.num_kv_heads:
             yield problem("tensor_parallel_size", tp, f"neither divides nor is a multiple of the {arch.num_kv_heads} "
                           f"KV heads of {arch.name}", f"use a divisor or multiple of {arch.num_kv_heads}")
+
+
+def _gib_flag(value: str | None) -> float:
+    """A GiB flag's value; 0 for unset or what the value rule already refuses."""
+    try:
+        amount = float(value) if value is not None else 0.0
+    except ValueError:
+        return 0.0
+    return amount if amount > 0 else 0.0
+
+
+def pinned_host_memory(ctx: RuleContext, role_args: tuple[str, ...]) -> list[tuple[str, int]]:
+    """The host memory one pod of a role allocates up front, by its source: ``[(what, bytes), ...]``.
+
+    - LMCache's CPU cache: each rank's engine allocates ``max_local_cpu_size`` GiB when the PD backend runs with
+      ``local_cpu`` (LMCache 0.4.3, lmcache/v1/storage_backend/__init__.py:156, local_cpu_backend.py:373);
+    - vLLM's ``--cpu-offload-gb``: GiB per GPU (vllm/config/offload.py:23-24 in 0.19.0);
+    - vLLM's ``--kv-offloading-size``: GiB summed over the TP ranks (vllm/config/cache.py:144-146).
+    vLLM's own process memory comes on top; it is not counted, so a pod this refuses surely does not fit.
+    """
+    spec = ctx.spec
+    ranks = spec.tensor_parallel_size
+    values, _ = effective_flags(spec.args, role_args)
+    parts: list[tuple[str, int]] = []
+    if spec.kv_cache.l1_cache and spec.kv_cache.cpu_cache_size.bytes:
+        parts.append((f"LMCache's CPU cache {spec.kv_cache.cpu_cache_size} x {ranks} ranks "
+                      "(kv_cache.cpu_cache_size)", spec.kv_cache.cpu_cache_size.bytes * ranks))
+    if offload := _gib_flag(values.get("--cpu-offload-gb")):
+        parts.append((f"--cpu-offload-gb {offload:g} x {ranks} GPUs", int(offload * 2**30) * ranks))
+    if kv_offload := _gib_flag(values.get("--kv-offloading-size")):
+        parts.append((f"--kv-offloading-size {kv_offload:g}", int(kv_offload * 2**30)))
+    return parts
+
+
+def host_memory(ctx: RuleContext) -> Iterator[Finding]:
+    """A pod's pinned host memory must fit its memory limit and one node, or the pod is OOM-killed at start."""
+    spec = ctx.spec
+    facts = spec.instance_type.facts
+    node = facts.memory_gib * 2**30
+    for role_name, role in spec.roles():
+        parts = pinned_host_memory(ctx, role.args)
+        need = sum(amount for _, amount in parts)
+        if not need:
+            continue
+        breakdown = " + ".join(f"{what} = {format_bytes(amount)}" for what, amount in parts)
+        limit_text = role.resources.memory
+        try:
+            limit = int(parse_quantity(limit_text)) if limit_text is not None else None
+        except ValueError:
+            limit = None  # refused by _resources already
+        if limit is not None and need > limit:
+            yield problem(f"{role_name}.resources.memory", limit_text,
+                          f"is below the host memory each {role_name} pod allocates before vLLM's own: {breakdown}, "
+                          f"{format_bytes(need)} in all, so the pod is OOM-killed when it starts",
+                          f"raise {role_name}.resources.memory above {format_bytes(need)} (plus vLLM's process "
+                          "memory), or lower kv_cache.cpu_cache_size or the offload flags")
+        if need > node:
+            cached = spec.kv_cache.l1_cache and spec.kv_cache.cpu_cache_size.bytes > 0
+            field, value = (("kv_cache.cpu_cache_size", str(spec.kv_cache.cpu_cache_size)) if cached
+                            else (f"{role_name}.args", breakdown))
+            yield problem(field, value, f"makes each {role_name} pod allocate more host memory than one "
+                          f"{facts.name} has ({format_bytes(node)}): {breakdown}, {format_bytes(need)} in all",
+                          "lower kv_cache.cpu_cache_size (it is per tensor-parallel rank) or the offload flags")
 
 
 def architecture_unknown(ctx: RuleContext) -> SpecWarning:
