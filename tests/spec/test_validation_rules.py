@@ -442,3 +442,32 @@ def test_lmcache_sizes_in_env_are_refused_for_the_fields_that_own_them() -> None
     found = _problems(_set(_mapping(), "env", {"LMCACHE_CHUNK_SIZE": "512", "LMCACHE_MAX_LOCAL_CPU_SIZE": "20"}))
     assert any(p.startswith("env.LMCACHE_CHUNK_SIZE") and "kv_cache.chunk_tokens" in p for p in found), found
     assert any(p.startswith("env.LMCACHE_MAX_LOCAL_CPU_SIZE") and "kv_cache.cpu_cache_size" in p for p in found)
+
+
+def _api_key_findings(data: dict[str, Any]) -> tuple[list[str], list[str]]:
+    try:
+        checked = check(spec_from_mapping(data))
+    except SpecError as err:
+        return [p.render() for p in err.problems if "401" in p.render()], []
+    return [], [w.render() for w in checked.warnings if w.code == "ApiKeyOnWorkers"]
+
+
+@pytest.mark.parametrize(("path", "value"), [("args", ["--api-key", "s3cret"]), ("decode.args", ["--api-k=s3cret"]),
+                                             ("env", {"HF_HOME": "/tmp/hf", "VLLM_API_KEY": "s3cret"})])
+def test_an_api_key_on_the_workers_warns_why_requests_get_401(path: str, value: Any) -> None:
+    """vLLM 0.19.0's AuthenticationMiddleware guards /v1 only (vllm/entrypoints/openai/server_utils.py:38-47)."""
+    problems, warnings = _api_key_findings(_set(_mapping(), path, value))
+    assert problems == []  # /health is served without a token
+    assert len(warnings) == 1 and "answer 401 to every /v1 request without the key" in warnings[0], warnings
+    assert warnings[0].startswith(f"[ApiKeyOnWorkers] {path if path != 'env' else 'env.VLLM_API_KEY'}: ")
+    assert "s3cret" not in warnings[0]
+
+
+def test_an_api_key_with_a_v1_health_check_is_refused() -> None:
+    data = _set(_set(_mapping(), "args", ["--api-key", "s3cret"]), "health_check_path", "/v1/models")
+    problems, _ = _api_key_findings(data)
+    assert problems == [
+        "health_check_path: is under /v1, which vLLM 0.19.0 answers with 401 once --api-key or VLLM_API_KEY is set "
+        "(args): the ALB's probe carries no token, so every target is unhealthy (got '/v1/models'). Fix: use "
+        "'/health', which vLLM serves without a token"]
+    assert _api_key_findings(_set(_mapping(), "health_check_path", "/v1/models")) == ([], [])

@@ -359,6 +359,40 @@ def engine_flags(ctx: RuleContext) -> Iterator[Finding]:
                                   "the decoder never finds the KV the prefiller sent",
                           fix="move it to the shared args, or give both roles the same value")
     yield from _cross_flag(ctx)
+    yield from _api_key(ctx)
+
+
+# vLLM 0.19.0 turns on its AuthenticationMiddleware when --api-key or VLLM_API_KEY is set
+# (vllm/entrypoints/openai/api_server.py:265-266); it answers 401 to every request without the Bearer token
+# whose path starts with /v1, and lets every other path (/health, /ping, /metrics) through
+# (vllm/entrypoints/openai/server_utils.py:38-47).
+API_KEY_FLAG = "--api-key"
+API_KEY_ENV = "VLLM_API_KEY"
+AUTHENTICATED_PREFIX = "/v1"
+
+
+def _api_key(ctx: RuleContext) -> Iterator[Finding]:
+    """An API key on the workers: the probes of a /v1 path surely fail, the DPD request path likely does."""
+    spec = ctx.spec
+    where = [field for field, flags in all_args(ctx) if API_KEY_FLAG in flags]
+    if spec.env.get(API_KEY_ENV):
+        where.append(f"env.{API_KEY_ENV}")
+    if not where:
+        return
+    what = f"{API_KEY_FLAG} or {API_KEY_ENV}"
+    path = "/" + spec.health_check_path.lstrip("/")
+    if path == AUTHENTICATED_PREFIX or path.startswith(AUTHENTICATED_PREFIX + "/"):
+        yield problem("health_check_path", spec.health_check_path,
+                      f"is under {AUTHENTICATED_PREFIX}, which vLLM {VLLM_VERSION} answers with 401 once {what} "
+                      f"is set ({', '.join(where)}): the ALB's probe carries no token, so every target is unhealthy",
+                      "use '/health', which vLLM serves without a token")
+    yield SpecWarning(code="ApiKeyOnWorkers", field=where[0],
+                      message=f"{what} makes vLLM answer 401 to every {AUTHENTICATED_PREFIX} request without the "
+                              "key: the operator's router sends the prefill request itself and is not documented "
+                              "to carry a key, and `verify --smoke` and `bench` send none, so DPD requests and the "
+                              "checks fail; the key also sits in plain text in the manifest and the CloudFormation "
+                              "template. Remove it and restrict who reaches the endpoint at the load balancer "
+                              "instead (an internal scheme, security groups)")
 
 
 def effective_flags(shared: Sequence[str], role: Sequence[str]) -> tuple[dict[str, str | None], dict[str, str]]:
