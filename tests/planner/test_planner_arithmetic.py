@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hyperpod_dpd import ByteSize, InstanceType, RoleSpec, RoutingSpec
 from hyperpod_dpd.planner import chunks_for, kv_bytes_per_token, kv_bytes_per_token_per_rank, plan, prefill_flops
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec.architecture import PRESETS, estimate_parameters
+from hyperpod_dpd.spec.architecture import PRESETS, architectures_data, estimate_parameters
 from hyperpod_dpd.spec.defaults import default_spec
 
 GIB = 2**30
@@ -129,10 +129,14 @@ def test_mixtral_counts_active_parameters_for_compute() -> None:
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_preset_parameter_counts_match_their_shape(name: str) -> None:
     arch = PRESETS[name]
+    # The published table records each config.json: its tied embeddings and attention bias are known exactly.
+    config = {e["name"]: e["config"] for e in architectures_data()["entries"]}.get(name)
+    tied = bool(config.get("tie_word_embeddings")) if config else False
+    bias = bool(config.get("attention_bias")) if config else name.startswith("qwen")
     estimate = estimate_parameters(
         layers=arch.num_layers, hidden=arch.hidden_size, heads=arch.num_attention_heads, kv_heads=arch.num_kv_heads,
         head_dim=arch.head_dim, vocab=arch.vocab_size, intermediate=arch.intermediate_size,
-        experts=arch.num_experts, attention_bias=name.startswith("qwen"))
+        experts=arch.num_experts, tied=tied, attention_bias=bias)
     assert abs(estimate - arch.num_parameters) / arch.num_parameters < 1e-3
     assert arch.num_attention_heads % arch.num_kv_heads == 0
     assert arch.problems() == []

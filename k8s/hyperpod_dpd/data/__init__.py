@@ -1,4 +1,5 @@
 """Package data, each file with its provenance.
 
-vLLM's flag set, the operator CRD, the metrics contract, node prices, the clients' locks, the default spec.
+vLLM's flag set, the published architectures, the operator CRD, the metrics contract, node prices, the
+clients' locks, the default spec.
 """

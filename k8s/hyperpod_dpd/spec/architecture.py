@@ -9,9 +9,12 @@ chunked-local or hybrid state-space layers) are refused as unsizable rather than
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from typing import Any
 
 # The key of ``model.architecture: {config_json: PATH}``, the file form that reads a local config.json.
@@ -165,6 +168,30 @@ PRESETS: dict[str, ModelArchitecture] = {
     )
 }
 
+# The table of published architectures: each entry the shape architecture_from_config() reads from one
+# config.json, with that config and where it was read (scripts/architectures.py derives it; a test re-derives it).
+ARCHITECTURES_FILE = "architectures.json"
+
+
+@cache
+def architectures_data() -> dict[str, Any]:
+    text = resources.files("hyperpod_dpd.data").joinpath(ARCHITECTURES_FILE).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def _published() -> dict[str, ModelArchitecture]:
+    found: dict[str, ModelArchitecture] = {}
+    for item in architectures_data()["entries"]:
+        arch = ModelArchitecture(**item["shape"])
+        if arch.name in PRESETS or arch.name in found:
+            raise RuntimeError(f"{ARCHITECTURES_FILE}: {arch.name!r} is listed twice")  # pragma: no cover - a test
+        found[arch.name] = arch
+    return found
+
+
+PRESETS.update(_published())
+
 _MLA = "multi-head latent attention (MLA) stores a compressed latent per token, not per-head keys and values"
 _HYBRID = "hybrid state-space or linear-attention layers keep a fixed state, not a per-token KV cache"
 _LOCAL = "it interleaves sliding-window (local) and global attention layers, so the KV cache per layer differs"
@@ -224,11 +251,21 @@ def unsizable_reason_for_model_name(model_name: str) -> str | None:
 
 def preset_for_model_name(model_name: str) -> ModelArchitecture | None:
     """The preset a model name refers to (``Llama-3.3-70B-Instruct`` -> ``llama-3.3-70b``), if any."""
+    # The published table's entries match only the model they were read from (``Qwen/Qwen3-8B`` or ``Qwen3-8B``):
+    # a -Base or -Instruct-2507 sibling can have another context window.
+    written = model_name.strip().lower()
+    for item in architectures_data()["entries"]:
+        model = str(item["model"]).lower()
+        if written in (model, model.split("/")[-1], item["name"]):
+            return PRESETS[item["name"]]
+    published = {str(item["name"]) for item in architectures_data()["entries"]}
     key = _normalise(model_name)
     # Presets whose name carries a version (mistral-7b-v0.3) match only that version.
     versioned = re.sub(r"-(instruct|chat|hf|it|base)\b", "",
                        model_name.lower().replace("_", "-").split("/")[-1].removeprefix("meta-"))
     for name, arch in PRESETS.items():
+        if name in published:
+            continue
         if key in (name, name.replace("-", "")) or versioned == name:
             return arch
     return None
