@@ -342,6 +342,27 @@ class TypeIndex:
                 return True
         return False
 
+    def nested_configs(self, name: str, seen: tuple[str, ...] = ()) -> dict[str, dict[str, object]]:
+        """The fields of ``name`` typed as another config class that forbids extra keys (``pass_config:
+        PassConfig``), each with that class's keys and its own nested fields. A field whose type also admits a
+        free mapping (``dict[str, Any]``, ``Any``), such as ``kv_connector_extra_config``, takes any key, and so does
+        one pydantic never validates (``SkipValidation[ModelConfig]``, speculative.py's ``draft_model_config``):
+        such fields get no entry, and stay free."""
+        found: dict[str, dict[str, object]] = {}
+        for field_name, annotation in self.fields(name).items():
+            sub = self.dataclass_of(annotation)
+            members = set(self.members(annotation))
+            if (sub is None or sub in seen or sub == name or not self.forbids_extra(sub)
+                    or "SkipValidation" in ast.unparse(annotation)
+                    or members & {"dict", "Dict", "Mapping", "Any", "object"}):
+                continue
+            entry: dict[str, object] = {"class": sub, "keys": self.init_keys(sub)}
+            deeper = self.nested_configs(sub, (*seen, name))
+            if deeper:
+                entry["nested"] = deeper
+            found[field_name] = entry
+        return dict(sorted(found.items()))
+
     def dataclass_of(self, annotation: ast.expr) -> str | None:
         found = [n for n in map(_leaf_name, self.leaves(annotation)) if self.is_dataclass(n)]
         return found[0] if found else None
@@ -701,6 +722,9 @@ def derive(sources: dict[str, str]) -> Parser:
         name = str(entry["class"])
         if types.forbids_extra(name):
             entry["keys"] = types.init_keys(name)
+            nested = types.nested_configs(name)
+            if nested:
+                entry["nested"] = nested
         else:
             del parser.config_keys[flag]
     derive_routes(sources, parser)
@@ -731,7 +755,9 @@ def document(parser: Parser, *, artifact: str, artifact_sha256: str) -> dict[str
                        "_customize_cli_kwargs rewrite, or whose value is free text, is not listed",
         "values": dict(sorted(parser.values.items())),
         "config_keys_note": "the keyword arguments of the config class a JSON flag builds: its fields and InitVars; "
-                            "@config (vllm/config/utils.py) makes it a pydantic dataclass with extra='forbid'",
+                            "@config (vllm/config/utils.py) makes it a pydantic dataclass with extra='forbid'; "
+                            "'nested' gives the same for fields typed as another such class (a field that also "
+                            "admits a free dict takes any key and has no entry)",
         "config_keys": dict(sorted(parser.config_keys.items())),
         "routes_note": "the HTTP routes of vLLM's API server: every @router.<method>(path) and api_route decorator "
                        "under vllm/entrypoints/ (the union over the conditions that include a router), with "

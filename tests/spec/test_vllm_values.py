@@ -70,6 +70,12 @@ def test_config_keys_are_the_dataclass_fields() -> None:
     assert keys["--speculative-config"].cls == "SpeculativeConfig"
     assert {"method", "num_speculative_tokens", "model"} <= set(keys["--speculative-config"].keys)
     assert {"kv_connector", "kv_role"} <= set(keys["--kv-transfer-config"].keys)
+    nested = keys["--compilation-config"].nested
+    assert nested["pass_config"].cls == "PassConfig" and "fuse_norm_quant" in nested["pass_config"].keys
+    assert set(nested) == {"pass_config", "dynamic_shapes_config"}
+    # Free dicts and fields pydantic never validates take any key: no nested entry for them.
+    assert keys["--kv-transfer-config"].nested == {}  # kv_connector_extra_config: dict[str, Any]
+    assert set(keys["--speculative-config"].nested) == {"draft_load_config"}  # not SkipValidation[ModelConfig]
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
@@ -86,6 +92,14 @@ def test_config_keys_are_the_dataclass_fields() -> None:
     (["--speculative-config", '{"method": "ngram", "num_speculative_token": 3}'],
      "'num_speculative_token' is not a field of vLLM 0.19.0's SpeculativeConfig"),
     (["--speculative-config", "{bad"], "--speculative-config takes a JSON object"),
+    # Nested config classes forbid extra keys too (PassConfig is @config, vllm/config/compilation.py:104).
+    (["--compilation-config", '{"pass_config": {"enable_fusion": true}}'],
+     "'pass_config.enable_fusion' is not a field of vLLM 0.19.0's PassConfig"),
+    (["-cc.pass_config.fuse_norm_qaunt", "true"], "'pass_config.fuse_norm_qaunt' is not a field of vLLM 0.19.0's "
+     "PassConfig, which forbids extra keys: vLLM exits with a validation error ('Extra inputs are not permitted')"
+     " (got '-cc.pass_config.fuse_norm_qaunt true'). Fix: did you mean 'fuse_norm_quant'?"),
+    (["--speculative-config", '{"method": "ngram", "draft_load_config": {"load_fmt": "auto"}}'],
+     "'draft_load_config.load_fmt' is not a field of vLLM 0.19.0's LoadConfig"),
 ])
 def test_values_vllm_refuses_are_refused(args: list[str], fragment: str) -> None:
     problems = _problems(_with_args(args))
@@ -104,6 +118,9 @@ def test_values_vllm_refuses_are_refused(args: list[str], fragment: str) -> None
     ["--cudagraph-capture-sizes", "1", "2", "4"],
     ["--max-log-len", "None"],
     ["--seed", "7"],
+    ["--compilation-config", '{"pass_config": {"fuse_norm_quant": true}, "dynamic_shapes_config": {"type": "backed"}}'],
+    ["-cc.pass_config.fuse_norm_quant", "true"],
+    ["--compilation-config", '{"inductor_compile_config": {"any_key": 1}}'],  # a free dict stays free
 ])
 def test_values_vllm_takes_pass(args: list[str]) -> None:
     problems = [p for p in _problems(_with_args(args)) if p.startswith("args")]

@@ -110,6 +110,13 @@ class ConfigKeys:
 
     cls: str
     keys: tuple[str, ...]
+    # Fields typed as another such class (``pass_config``), with its keys; a free-dict field has no entry.
+    nested: Mapping[str, ConfigKeys] = field(default_factory=dict)
+
+    @classmethod
+    def from_data(cls, entry: Mapping[str, Any]) -> ConfigKeys:
+        return cls(cls=entry["class"], keys=tuple(entry["keys"]),
+                   nested={name: cls.from_data(sub) for name, sub in entry.get("nested", {}).items()})
 
 
 @dataclass(frozen=True)
@@ -189,8 +196,7 @@ def vllm_flags() -> FlagSet:
     values = {flag: ValueRule(type=rule["type"], none=bool(rule.get("none", False)),
                               choices=tuple(rule["choices"]) if "choices" in rule else None)
               for flag, rule in data["values"].items()}
-    config_keys = {flag: ConfigKeys(cls=entry["class"], keys=tuple(entry["keys"]))
-                   for flag, entry in data["config_keys"].items()}
+    config_keys = {flag: ConfigKeys.from_data(entry) for flag, entry in data["config_keys"].items()}
     return FlagSet(version=data["vllm_version"], flags={k: Arity(v) for k, v in data["flags"].items()},
                    aliases=dict(data["aliases"]), provenance=dict(data["provenance"]), values=values,
                    config_keys=config_keys)

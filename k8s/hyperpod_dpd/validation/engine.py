@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from hyperpod_dpd.contracts.vllm import (
     VLLM_VERSION,
     Arity,
+    ConfigKeys,
     Flag,
     Match,
     flag_values,
@@ -290,7 +291,7 @@ def _values(field: str, flag: Flag, arity: Arity | None) -> Iterator[Finding]:
     if config is None:
         return
     if flag.key is not None:
-        keys = [flag.key.split(".")[0].rstrip("+")]
+        stale = list(_stale_dotted(config, [part.rstrip("+") for part in flag.key.split(".")]))
     elif flag.value is None or flag.value in ("", "None"):
         return
     else:
@@ -301,14 +302,38 @@ def _values(field: str, flag: Flag, arity: Arity | None) -> Iterator[Finding]:
                 yield problem(field, written, f"{flag.name} takes a JSON object; vLLM exits with 'invalid "
                               "loads value'", f"write e.g. {flag.name} '{{\"{config.keys[0]}\": ...}}'")
             return
-        keys = list(parsed) if isinstance(parsed, dict) else []
-    for key in keys:
+        stale = list(_stale_json(config, parsed, ""))
+    for path, owner in stale:
+        key = path.rsplit(".", 1)[-1]
+        near = difflib.get_close_matches(key, owner.keys, n=1, cutoff=0.6)
+        yield problem(field, written, f"{path!r} is not a field of vLLM {VLLM_VERSION}'s {owner.cls}, which "
+                      "forbids extra keys: vLLM exits with a validation error ('Extra inputs are not "
+                      "permitted')", f"did you mean {near[0]!r}?" if near else
+                      f"use one of its fields: {', '.join(owner.keys)}")
+
+
+def _stale_json(config: ConfigKeys, value: object, prefix: str) -> Iterator[tuple[str, ConfigKeys]]:
+    """Keys of a JSON object that its config class (or a nested one, ``pass_config``) does not have, by dotted
+    path. A free-dict field (``kv_connector_extra_config``) is not looked into."""
+    if not isinstance(value, dict):
+        return
+    for key, inner in value.items():
+        path = f"{prefix}{key}"
         if key not in config.keys:
-            near = difflib.get_close_matches(key, config.keys, n=1, cutoff=0.6)
-            yield problem(field, written, f"{key!r} is not a field of vLLM {VLLM_VERSION}'s {config.cls}, which "
-                          "forbids extra keys: vLLM exits with a validation error ('Extra inputs are not "
-                          "permitted')", f"did you mean {near[0]!r}?" if near else
-                          f"use one of its fields: {', '.join(config.keys)}")
+            yield path, config
+        elif key in config.nested:
+            yield from _stale_json(config.nested[key], inner, f"{path}.")
+
+
+def _stale_dotted(config: ConfigKeys, parts: list[str]) -> Iterator[tuple[str, ConfigKeys]]:
+    """The first part of ``--flag.a.b`` that its config class does not have (vLLM nests the dotted keys)."""
+    for depth, part in enumerate(parts):
+        if part not in config.keys:
+            yield ".".join(parts[:depth + 1]), config
+            return
+        if part not in config.nested:
+            return  # a scalar or a free dict: whatever follows is the value's business
+        config = config.nested[part]
 
 
 def _unknown_flag(field: str, flag: Flag) -> Problem:
