@@ -123,3 +123,37 @@ def test_values_are_read_by_arity() -> None:
     assert stray == ["oops"]
     assert canonical_args(["-O", "2", "--max_model=8192", "stray"]) == ["--optimization-level", "2",
                                                                        "--max-model-len=8192", "stray"]
+
+
+def _checker() -> ModuleType:
+    return load_module("vllm_flags_check_installed", REPO / "scripts" / "vllm_flags_check_installed.py")
+
+
+def _like_vllm(rule: dict[str, object]) -> tuple[object, list[object] | None]:
+    """An argparse ``type``/``choices`` pair that behaves as vLLM's for one shipped rule."""
+    from hyperpod_dpd.contracts import vllm
+
+    convert = {"int": int, "float": float, "str": str, "json": json.loads,
+               "human_readable_int": vllm.human_readable_int,
+               "human_readable_int_or_auto": vllm._human_readable_int_or_auto}[str(rule["type"])]
+    if rule.get("none"):
+        inner = convert
+
+        def convert(text: str) -> object:
+            return None if text in ("", "None") else inner(text)
+    return convert, list(rule["choices"]) if "choices" in rule else None  # type: ignore[call-overload]
+
+
+def test_the_installed_check_compares_types_and_choices_not_only_names() -> None:
+    shipped = json.loads(SHIPPED.read_text())["values"]
+    real = {flag: _like_vllm(rule) for flag, rule in shipped.items()}
+    assert _checker().value_differences(shipped, real) == []
+    int_flag = next(f for f, r in sorted(shipped.items()) if r["type"] == "int" and "choices" not in r)
+    choice_flag = next(f for f, r in sorted(shipped.items()) if "choices" in r)
+    wrong = {**real, int_flag: (float, None), choice_flag: (str, real[choice_flag][1][:-1]),
+             "--made-up": (str, ["a", "b"])}
+    found = _checker().value_differences(shipped, wrong)
+    assert f"type of {int_flag}: shipped int, installed turns '7' into 7.0" in found, found
+    assert f"type of {int_flag}: shipped int, installed accepts '7.5'" in found, found
+    assert any(line.startswith(f"choices of {choice_flag}: shipped") for line in found), found
+    assert "choices of --made-up: shipped no rule, installed ['a', 'b']" in found
