@@ -278,6 +278,9 @@ def test_lmcache_gets_the_chunk_and_cpu_cache_sizes_the_planner_uses(spec: DpdSp
            ["environmentVariables"]}
     assert (env["LMCACHE_CHUNK_SIZE"], env["LMCACHE_MAX_LOCAL_CPU_SIZE"]) == ("512", "1.5")
     assert int(float(env["LMCACHE_MAX_LOCAL_CPU_SIZE"]) * 1024**3) == 1536 * 2**20  # LMCache's own conversion
+    off = dataclasses.replace(spec, kv_cache=KvCacheSpec(l1_cache=False, cpu_cache_size=ByteSize.parse("8Gi")))
+    names = [e["name"] for e in render_inference_endpoint_config(off)["spec"]["worker"]["environmentVariables"]]
+    assert "LMCACHE_CHUNK_SIZE" in names and "LMCACHE_MAX_LOCAL_CPU_SIZE" not in names  # never re-enables it
 
 
 def test_s3_region_comes_from_the_caller_when_the_spec_has_none(spec: DpdSpec) -> None:

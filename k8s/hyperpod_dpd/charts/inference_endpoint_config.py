@@ -278,10 +278,13 @@ def lmcache_sizes(s: DpdSpec) -> dict[str, str]:
 
     LMCache reads ``LMCACHE_<KEY>`` for every config key (lmcache/v1/config_base.py:349) and lets those
     override a config file (config_base.py:546-547), so these win over whatever file the operator writes:
-    ``chunk_size`` (an int, lmcache/v1/config.py:64) and ``max_local_cpu_size`` (float GiB, config.py:70).
+    ``chunk_size`` (an int, lmcache/v1/config.py:64) and ``max_local_cpu_size`` (float GiB, config.py:70). The
+    CPU cache size is left to the operator when ``l1_cache`` is off, so it cannot turn a disabled cache back on.
     """
-    return {"LMCACHE_CHUNK_SIZE": str(s.kv_cache.chunk_tokens),
-            "LMCACHE_MAX_LOCAL_CPU_SIZE": repr(s.kv_cache.cpu_cache_size.gib)}
+    sizes = {"LMCACHE_CHUNK_SIZE": str(s.kv_cache.chunk_tokens)}
+    if s.kv_cache.l1_cache:
+        sizes["LMCACHE_MAX_LOCAL_CPU_SIZE"] = repr(s.kv_cache.cpu_cache_size.gib)
+    return sizes
 
 
 def worker_resources(s: DpdSpec) -> Resources:

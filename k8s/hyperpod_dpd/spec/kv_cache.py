@@ -28,9 +28,9 @@ class KvCacheSpec(Frozen):
         for cache hits, so the decoder keeps none. :default: False
     :param chunk_tokens: LMCache's chunk size, the unit in which transfers are allocated
         (``LMCACHE_CHUNK_SIZE``, rendered so that LMCache uses the size the planner sizes with). :default: 256
-    :param cpu_cache_size: LMCache's CPU cache per tensor-parallel rank (``LMCACHE_MAX_LOCAL_CPU_SIZE``):
-        pinned host memory every rank of both roles allocates when ``l1_cache`` is on, counted against the
-        pod's memory limit and the node. :default: 5Gi, LMCache's default
+    :param cpu_cache_size: LMCache's CPU cache per tensor-parallel rank (``LMCACHE_MAX_LOCAL_CPU_SIZE``, set
+        only while ``l1_cache`` is on): pinned host memory every rank of both roles allocates, counted against
+        the pod's memory limit and the node. :default: 5Gi, LMCache's default
     """
 
     pd_buffer_size: ByteSize = field(default_factory=lambda: DEFAULT_PD_BUFFER)
