@@ -428,6 +428,8 @@ def test_vllm_cpu_offload_adds_to_the_pinned_host_memory() -> None:
     summed = _set(_set(_mapping(), "prefill.resources", {"memory": "100Gi"}),
                   "prefill.args", ["--kv-offloading-size", "32"])
     assert _host_memory_problems(summed) == []  # 40 GiB of LMCache cache + 32 GiB over all ranks = 72 GiB
+    for odd in ("inf", "nan", "-4"):  # vLLM's own value rules judge these; the memory check never crashes on them
+        assert _host_memory_problems(_set(summed, "prefill.args", ["--cpu-offload-gb", odd])) == []
 
 
 def test_a_cpu_cache_larger_than_the_node_is_refused() -> None:

@@ -5,6 +5,7 @@ See ``docs/checks.md`` for what is checked and why.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from hyperpod_dpd.contracts.aws_names import MAX_INSTANCE_COUNT, label_value_error, qualified_name_error
@@ -89,7 +90,7 @@ def _gib_flag(value: str | None) -> float:
         amount = float(value) if value is not None else 0.0
     except ValueError:
         return 0.0
-    return amount if amount > 0 else 0.0
+    return amount if math.isfinite(amount) and amount > 0 else 0.0
 
 
 def pinned_host_memory(ctx: RuleContext, role_args: tuple[str, ...]) -> list[tuple[str, int]]:
