@@ -454,9 +454,10 @@ class Composition:
                 hyperpod_cluster_name=self.cluster_name, hyperpod_cluster_arn=self.hyperpod.cluster_arn,
                 endpoints=(), options=options)
             self.observability.after(self.hyperpod, *self.eks.addons)
-            if self.observability.container_logs is not None and self.log_groups.swept_names:
-                # Its agents write the groups until the add-on is gone; the sweep runs after that.
-                self.observability.container_logs.node.add_dependency(self.log_groups.sweep)
+            if self.observability.log_group is not None and self.log_groups.swept_names:
+                # Delete order: the add-on (its agents write the groups until then), the metric filters, the
+                # application group CloudFormation owns, then the sweep of whatever the agents left or remade.
+                self.observability.log_group.node.add_dependency(self.log_groups.sweep)
 
         self.endpoint_specs = ()
         self.namespaces = {}

@@ -151,6 +151,13 @@ def test_a_cluster_the_stack_created_sweeps_exactly_its_four_groups_after_the_ad
     assert all(parts[-3:-1] == [":log-group:/aws/containerinsights/", cluster] for parts in insights), insights
     addon = by_addon(default_app.template, "amazon-cloudwatch-observability")
     assert depends_on(default_app.template, addon, key), "the add-on must be deleted before the sweep runs"
+    # The group CloudFormation owns (and its metric filters) goes first; the sweep takes what was remade.
+    observability = default_app.stack.observability
+    assert observability is not None and observability.log_group is not None
+    group = logical_id(observability.log_group)
+    assert depends_on(default_app.template, group, key)
+    for metric_filter in by_type(default_app.template, "AWS::Logs::MetricFilter"):
+        assert depends_on(default_app.template, metric_filter, key), metric_filter
 
 
 def test_an_existing_cluster_never_has_its_container_insights_groups_touched(existing_cluster_app: Synthesized) -> None:
