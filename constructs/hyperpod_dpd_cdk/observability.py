@@ -188,9 +188,11 @@ def container_logs_configuration() -> dict[str, object]:
 
     * ``containerLogs.enabled`` ("Opt out of collecting container logs" shows the key): Fluent Bit is what
       the log alarms read.
-    * ``manager.applicationSignals.autoMonitor.monitorAllServices: false`` ("Opt out of Application
-      Signals"): by default the add-on's manager injects Application Signals instrumentation into every
-      workload behind a Service when its pods start, the model pods (Python) included, and bills each request.
+    * ``manager.applicationSignals.autoMonitor.monitorAllServices: false`` ("Enabling APM through Application
+      Signals for your Amazon EKS cluster", Auto monitor, from add-on 5.0.0, defaults to true; "Opt out of
+      Application Signals" gives the same key): otherwise the add-on's manager injects Application Signals
+      instrumentation into every workload behind a Service when its pods start, the model pods (Python)
+      included, and each request is billed.
     * ``agent.config``: a custom agent configuration replaces the default ("Use a custom CloudWatch agent
       configuration" gives the default: ``application_signals`` under logs and traces, plus
       ``kubernetes.enhanced_container_insights``). This one keeps only Container Insights, as the page's
