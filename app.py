@@ -84,6 +84,12 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     preinstalled_addons=ADDON[,ADDON...]
         on an existing cluster, prerequisite add-ons it runs already, named as aws eks list-addons
         prints them; the stack creates none of them; default: none
+    bundled_load_balancer_controller=true|false
+        false on an existing cluster that runs its own AWS Load Balancer Controller: the inference
+        add-on then installs none (and the stack creates no role for one); default: true
+    bundled_keda=true|false
+        false on an existing cluster that runs its own KEDA: the inference add-on then installs
+        none; default: true
     weights_staging_hours=HOURS
         how long a deploy waits for a huggingface source to be staged into the model bucket;
         default: 4

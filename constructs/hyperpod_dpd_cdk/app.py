@@ -115,6 +115,12 @@ CONTEXT_KEYS = (
     ContextKey("preinstalled_addons", "ADDON[,ADDON...]", "none",
                "on an existing cluster, prerequisite add-ons it runs already, named as `aws eks list-addons` "
                "prints them; the stack creates none of them"),
+    ContextKey("bundled_load_balancer_controller", "true|false", "`true`",
+               "`false` on an existing cluster that runs its own AWS Load Balancer Controller: the inference "
+               "add-on then installs none (and the stack creates no role for one)", FLAG),
+    ContextKey("bundled_keda", "true|false", "`true`",
+               "`false` on an existing cluster that runs its own KEDA: the inference add-on then installs none",
+               FLAG),
     ContextKey("weights_staging_hours", "HOURS", "`4`",
                "how long a deploy waits for a `huggingface` source to be staged into the model bucket"),
 )
@@ -328,6 +334,8 @@ def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None
         network_policies=_flag(app, "network_policies", default=False),
         kubernetes_version=str(ctx("kubernetes_version") or KUBERNETES_VERSION), support_type=_support_type(app),
         preinstalled_addons=_list(ctx("preinstalled_addons")), weights_staging_timeout=_staging_wait(app),
+        bundled_load_balancer_controller=_flag(app, "bundled_load_balancer_controller", default=True),
+        bundled_keda=_flag(app, "bundled_keda", default=True),
         addon_versions=AddonVersions(**({"inference": str(ctx("inference_addon_version"))}
                                         if ctx("inference_addon_version") else {})))
     return app, stack

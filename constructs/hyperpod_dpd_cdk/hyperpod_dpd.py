@@ -429,10 +429,12 @@ class Composition:
                 self.security_group.security_group_id,
                 *([self.eks.cluster.cluster_security_group_id] if self.eks.created else [])])
         self.teardown.node.add_dependency(self.operator.addon)
+        options = self._observability_options(observability, cluster)
         self.log_groups = CausedLogGroups(
             scope, "CausedLogGroups", handler=self.teardown_handler, hyperpod_cluster_name=self.cluster_name,
             hyperpod_cluster_arn=self.hyperpod.cluster_arn,
-            eks_cluster_name=self.eks.cluster_name if self.eks.created else None)
+            eks_cluster_name=self.eks.cluster_name if self.eks.created else None,
+            container_insights=options is not None and options.container_logs and options.log_group_name is None)
         self.hyperpod.node.add_dependency(self.log_groups.sweep)
         self.guardduty_cleanup = None
         if vpc is None:  # only the stack's own VPC; GuardDuty's endpoint in yours is yours
@@ -446,19 +448,16 @@ class Composition:
             self.eks.node.add_dependency(self.guardduty_cleanup)
 
         self.observability = None
-        if observability is not None:
-            options = observability
-            if OBSERVABILITY_ADDON in cluster.preinstalled_addons:
-                options = dataclasses.replace(options, install_addon=False)
-            if CONTAINER_LOGS_ADDON in cluster.preinstalled_addons and options.log_group_name is None:
-                # Its Fluent Bit writes the Container Insights application group already: watch that one.
-                options = dataclasses.replace(options, container_logs=False,
-                                              log_group_name=container_log_group(self.eks.cluster_name))
+        if options is not None:
             self.observability = DpdObservability(
                 scope, "Observability", cluster_name=self.eks.cluster_name, cluster_arn=self.eks.cluster_arn,
                 hyperpod_cluster_name=self.cluster_name, hyperpod_cluster_arn=self.hyperpod.cluster_arn,
                 endpoints=(), options=options)
             self.observability.after(self.hyperpod, *self.eks.addons)
+            if self.observability.log_group is not None and self.log_groups.swept_names:
+                # Delete order: the add-on (its agents write the groups until then), the metric filters, the
+                # application group CloudFormation owns, then the sweep of whatever the agents left or remade.
+                self.observability.log_group.node.add_dependency(self.log_groups.sweep)
 
         self.endpoint_specs = ()
         self.namespaces = {}
@@ -471,6 +470,20 @@ class Composition:
         self.aggregated_twins = []
         self._build_endpoints(specs)
         self._deployed_outputs()
+
+    def _observability_options(self, observability: ObservabilityOptions | None,
+                               cluster: ClusterOptions) -> ObservabilityOptions | None:
+        """The options with what the cluster already runs taken out: an add-on it has is not installed again."""
+        if observability is None:
+            return None
+        options = observability
+        if OBSERVABILITY_ADDON in cluster.preinstalled_addons:
+            options = dataclasses.replace(options, install_addon=False)
+        if CONTAINER_LOGS_ADDON in cluster.preinstalled_addons and options.log_group_name is None:
+            # Its Fluent Bit writes the Container Insights application group already: watch that one.
+            options = dataclasses.replace(options, container_logs=False,
+                                          log_group_name=container_log_group(self.eks.cluster_name))
+        return options
 
     def add_endpoint(self, spec: DpdSpec) -> DpdEndpoint:
         """Host one more endpoint, exactly as if it had been passed at construction.

@@ -65,9 +65,23 @@ SILENT_LOG_PERIODS = 4
 SILENT_LOG_PERIOD = Duration.minutes(15)
 
 
-def container_log_group(eks_cluster_name: str) -> str:
-    """Where Container Insights' Fluent Bit puts every container's stdout and stderr."""
-    return f"/aws/containerinsights/{eks_cluster_name}/application"
+# The log groups the add-on's agents create under /aws/containerinsights/<cluster>/, outside CloudFormation:
+# Fluent Bit's three outputs (aws-observability/helm-charts charts/amazon-cloudwatch-observability/values.yaml,
+# containerLogs.fluentBit.config.extraFiles application-log.conf, dataplane-log.conf, host-log.conf, each
+# ``log_group_name /aws/containerinsights/${CLUSTER_NAME}/<kind>`` with ``auto_create_group true``) and the
+# CloudWatch agent's Container Insights performance events (CloudWatch User Guide, "Container Insights
+# performance log events": /aws/containerinsights/<cluster>/performance).
+CONTAINER_INSIGHTS_GROUPS = ("application", "dataplane", "host", "performance")
+
+
+def container_log_group(eks_cluster_name: str, kind: str = "application") -> str:
+    """Where Container Insights' Fluent Bit puts every container's stdout and stderr (or ``kind``'s lines)."""
+    return f"/aws/containerinsights/{eks_cluster_name}/{kind}"
+
+
+def container_insights_log_groups(eks_cluster_name: str) -> list[str]:
+    """Every group the add-on's agents create for this cluster, by exact name."""
+    return [container_log_group(eks_cluster_name, kind) for kind in CONTAINER_INSIGHTS_GROUPS]
 SCRAPE_INTERVAL_SECONDS = 30
 AMP_WORKSPACE_ARN = re.compile(r"^arn:aws[a-z-]*:aps:[a-z0-9-]+:[0-9]{12}:workspace/ws-[a-zA-Z0-9-]+$")
 MAX_RULE_NAMESPACE = 64  # AWS::APS::RuleGroupsNamespace Name
@@ -164,6 +178,35 @@ def addon_configuration(*, prometheus_endpoint: str, workspace_arn: str, efa_met
             "networkMetrics": level("ADVANCED" if efa_metrics else "DISABLED"),
         },
         "logging": {"enabled": True},
+    }
+
+
+def container_logs_configuration() -> dict[str, object]:
+    """The ``amazon-cloudwatch-observability`` add-on's ``configurationValues``: container logs on, and off
+    what the stack does not use, each with the key AWS documents for it (CloudWatch User Guide, "Install the
+    CloudWatch agent with the Amazon CloudWatch Observability EKS add-on or the Helm chart"):
+
+    * ``containerLogs.enabled`` ("Opt out of collecting container logs" shows the key): Fluent Bit is what
+      the log alarms read.
+    * ``manager.applicationSignals.autoMonitor.monitorAllServices: false`` ("Enabling APM through Application
+      Signals for your Amazon EKS cluster", Auto monitor, from add-on 5.0.0, defaults to true; "Opt out of
+      Application Signals" gives the same key): otherwise the add-on's manager injects Application Signals
+      instrumentation into every workload behind a Service when its pods start, the model pods (Python)
+      included, and each request is billed.
+    * ``agent.config``: a custom agent configuration replaces the default ("Use a custom CloudWatch agent
+      configuration" gives the default: ``application_signals`` under logs and traces, plus
+      ``kubernetes.enhanced_container_insights``). This one keeps only Container Insights, as the page's
+      "Considerations for large Kubernetes clusters" configures an agent that must not run Application
+      Signals, and sets ``accelerated_compute_metrics: false`` ("Opt out of accelerated compute metrics
+      collection"): the HyperPod observability add-on collects the GPU and EFA metrics already.
+
+    Container Insights' own metrics stay on (and billed): no AWS page shows an agent configuration without
+    them that the add-on accepts (docs/limits.md)."""
+    return {
+        "containerLogs": {"enabled": True},
+        "manager": {"applicationSignals": {"autoMonitor": {"monitorAllServices": False}}},
+        "agent": {"config": {"logs": {"metrics_collected": {"kubernetes": {
+            "enhanced_container_insights": True, "accelerated_compute_metrics": False}}}}},
     }
 
 
@@ -377,7 +420,7 @@ class DpdObservability(Construct):
             addon_version=CONTAINER_LOGS_ADDON_VERSION, resolve_conflicts="OVERWRITE",
             pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
                 role_arn=role.role_arn, service_account=CONTAINER_LOGS_SERVICE_ACCOUNT)],
-            configuration_values=Stack.of(self).to_json_string({"containerLogs": {"enabled": True}}))
+            configuration_values=Stack.of(self).to_json_string(container_logs_configuration()))
         return addon
 
     def _silence_alarm(self) -> None:

@@ -69,6 +69,10 @@ class HyperPodDpdStack(Stack, Composition):
         :default: ``SupportType.EXTENDED``
     :param preinstalled_addons: on an existing cluster, add-ons it runs already (names from ``aws eks
         list-addons``, any of ``PREREQUISITE_ADDONS``); the stack creates none of them. :default: - none
+    :param bundled_load_balancer_controller: the inference add-on runs its own AWS Load Balancer Controller;
+        ``False`` on an existing cluster that runs one. :default: True
+    :param bundled_keda: the inference add-on runs its own KEDA; ``False`` on an existing cluster that runs
+        KEDA. :default: True
     :param stack_props: passed to ``Stack`` (``env``, ``synthesizer``, ``description``, ...).
     """
 
@@ -86,6 +90,7 @@ class HyperPodDpdStack(Stack, Composition):
                  network_policies: bool = False, teardown: TeardownTiming | None = None,
                  weights_staging_timeout: Duration = DEFAULT_WAIT, kubernetes_version: str = KUBERNETES_VERSION,
                  support_type: SupportType = SupportType.EXTENDED, preinstalled_addons: Sequence[str] = (),
+                 bundled_load_balancer_controller: bool = True, bundled_keda: bool = True,
                  **stack_props: Any) -> None:
         super().__init__(scope, id, **stack_props)
         self._compose(
@@ -98,7 +103,9 @@ class HyperPodDpdStack(Stack, Composition):
                                    endpoint_access=eks_endpoint_access, creator_admin=cluster_creator_admin,
                                    kubernetes_version=kubernetes_version, support_type=support_type,
                                    preinstalled_addons=preinstalled_addons, addon_versions=addon_versions,
-                                   network_policies=network_policies),
+                                   network_policies=network_policies,
+                                   bundled_load_balancer_controller=bundled_load_balancer_controller,
+                                   bundled_keda=bundled_keda),
             observability=(observability if isinstance(observability, ObservabilityOptions)
                            else ObservabilityOptions() if observability else None),
             benchmark=benchmark, aggregated_baseline=aggregated_baseline,

@@ -26,7 +26,7 @@ from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, load_balancer_in
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd_cdk._late import late_list
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy, policy_wildcard_findings, role_of
-from hyperpod_dpd_cdk.observability import CLUSTER_LOG_PREFIX, hyperpod_log_group_name
+from hyperpod_dpd_cdk.observability import CLUSTER_LOG_PREFIX, container_insights_log_groups, hyperpod_log_group_name
 
 HANDLER_DIR = Path(__file__).resolve().parent / "assets" / "teardown"
 # The provider framework's waiter may run at most one hour (a custom resource's ServiceTimeout, 1-3600 s).
@@ -282,10 +282,16 @@ class CausedLogGroups(Construct):
     :param hyperpod_cluster_name: :param hyperpod_cluster_arn: the HyperPod cluster.
     :param eks_cluster_name: a cluster the stack creates (an existing cluster's logs are not the stack's).
         :default: - none
+    :param container_insights: the stack installs the ``amazon-cloudwatch-observability`` add-on on
+        ``eks_cluster_name``, so the groups its agents create (:func:`container_insights_log_groups`, none of
+        them in the template but ``application``) are swept too, by exact name, once the add-on and HyperPod
+        are gone. On an existing cluster they hold other workloads' logs and are never touched.
+        :default: False
     """
 
     def __init__(self, scope: Construct, id: str, *, handler: TeardownHandler, hyperpod_cluster_name: str,
-                 hyperpod_cluster_arn: str, eks_cluster_name: str | None = None) -> None:
+                 hyperpod_cluster_arn: str, eks_cluster_name: str | None = None,
+                 container_insights: bool = False) -> None:
         super().__init__(scope, id)
         self.names = [hyperpod_log_group_name(hyperpod_cluster_name, hyperpod_cluster_arn)]
         if eks_cluster_name is not None:
@@ -294,15 +300,28 @@ class CausedLogGroups(Construct):
                                              removal_policy=RemovalPolicy.DESTROY)
                            for i, name in enumerate(self.names)]
         prefix = f"{CLUSTER_LOG_PREFIX}{hyperpod_cluster_name}/"
+        # Without eks_cluster_name the cluster is not the stack's, and neither are its Container Insights groups.
+        self.swept_names = container_insights_log_groups(eks_cluster_name) if eks_cluster_name is not None \
+            and container_insights else []
+
+        def log_group_arn(name: str) -> str:
+            return Stack.of(self).format_arn(service="logs", resource="log-group", resource_name=name,
+                                             arn_format=ArnFormat.COLON_RESOURCE_NAME)
+
+        # The ARNs end in ``:*`` (the group's streams), as aws-cdk-lib's LogRetention grants DeleteLogGroup.
         statements = [
             iam.PolicyStatement(actions=["logs:DescribeLogGroups"], resources=["*"]),
-            iam.PolicyStatement(actions=["logs:DeleteLogGroup"], resources=[Stack.of(self).format_arn(
-                service="logs", resource="log-group", resource_name=f"{prefix}*",
-                arn_format=ArnFormat.COLON_RESOURCE_NAME)])]
+            iam.PolicyStatement(actions=["logs:DeleteLogGroup"], resources=[
+                log_group_arn(f"{prefix}*"), *(log_group_arn(f"{name}:*") for name in self.swept_names)])]
+        properties: dict[str, object] = {"LogGroupPrefixes": [prefix]}
+        if self.swept_names:
+            properties["LogGroupNames"] = self.swept_names
         self.sweep = handler.barrier(self, "Sweep", kind="logs", timing=TeardownTiming(grace=Duration.seconds(0)),
-                                     statements=statements, properties={"LogGroupPrefixes": [prefix]},
+                                     statements=statements, properties=properties,
                                      why="HyperPod names the log group after the cluster id; only groups under "
-                                         "this cluster's prefix may be deleted. DescribeLogGroups is not scoped.")
+                                         "this cluster's prefix, and the Container Insights groups of the cluster "
+                                         "the stack created (by name), may be deleted. DescribeLogGroups is not "
+                                         "scoped.")
         retention = Stack.of(self).node.try_find_child(RETENTION_SINGLETON)
         if retention is not None:
             role = retention.node.find_child("ServiceRole")

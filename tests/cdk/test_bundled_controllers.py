@@ -84,3 +84,35 @@ def test_lifting_the_internet_facing_deny_needs_the_bundled_controller(cdk_conte
                     cluster=ClusterOptions(existing=EXISTING, bundled_load_balancer_controller=False),
                     allow_internet_facing_load_balancers=True)
     assert "allow_internet_facing_load_balancers" in [p.field for p in error.value.problems]
+
+
+EXISTING_CONTEXT = {"eks_cluster": "platform", "oidc_issuer_url": EXISTING.oidc_issuer_url,
+                    "oidc_provider_arn": cdk_support.EXISTING_OIDC_PROVIDER, "vpc_id": "vpc-0123456789abcdef0",
+                    "eks_subnets": "us-west-2a=subnet-0aaa0000000000001,us-west-2b=subnet-0bbb0000000000002",
+                    "hyperpod_subnets": "usw2-az2=subnet-0ccc0000000000003"}
+
+
+@pytest.mark.parametrize(("key", "alb", "keda"), [("bundled_load_balancer_controller", False, True),
+                                                  ("bundled_keda", True, False)])
+def test_the_cdk_app_turns_them_off_with_a_context_key(app_module: Any, cdk_context: dict[str, Any], key: str,
+                                                        alb: bool, keda: bool) -> None:
+    """N2 from the command line: ``-c bundled_load_balancer_controller=false`` / ``-c bundled_keda=false``."""
+    _, stack = app_module.build({**cdk_context, **EXISTING_CONTEXT, key: "false"})
+    assert (stack.operator.alb_role is not None, stack.operator.keda_role is not None) == (alb, keda)
+    _, default = app_module.build({**cdk_context, **EXISTING_CONTEXT})
+    assert default.operator.alb_role is not None and default.operator.keda_role is not None
+
+
+@pytest.mark.parametrize("key", ["bundled_load_balancer_controller", "bundled_keda"])
+def test_the_cdk_app_refuses_a_bad_value_and_a_new_cluster_with_field_value_and_fix(
+        app_module: Any, cdk_context: dict[str, Any], key: str) -> None:
+    with pytest.raises(SpecError) as error:
+        app_module.build({**cdk_context, **EXISTING_CONTEXT, key: "off"})
+    (problem,) = error.value.problems
+    assert (problem.field, problem.value) == (key, "off")
+    assert problem.message == "is not true or false" and problem.fix == f"-c {key}=true, or leave the key out"
+    with pytest.raises(SpecError) as error:
+        app_module.build({**cdk_context, key: "false"})  # a new cluster has no controller of its own
+    (problem,) = error.value.problems
+    assert (problem.field, problem.value) == (key, False)
+    assert "existing cluster" in problem.message and problem.fix == f"drop {key}, or pass the existing cluster"

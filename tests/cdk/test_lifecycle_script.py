@@ -122,6 +122,46 @@ def test_kubelet_moves_to_the_data_disk(tmp_path: Path) -> None:
     assert node.path("/opt/sagemaker/kubelet/pki/kubelet.crt").read_text() == "cert"
 
 
+def test_kubelet_gets_the_data_disk_before_it_has_written_anything(tmp_path: Path) -> None:
+    """N9: with no /var/lib/kubelet yet the link is made all the same, as AWS's script does."""
+    node = make_node(tmp_path, os_version="2023")
+    shutil.rmtree(node.path("/var/lib/kubelet"))
+    assert run(node, tmp_path).returncode == 0
+    link = node.path("/var/lib/kubelet")
+    assert link.is_symlink() and os.readlink(link) == "/opt/sagemaker/kubelet"
+    assert node.path("/opt/sagemaker/kubelet").is_dir()
+
+
+def test_a_leftover_kubelet_copy_is_replaced_and_an_only_copy_kept(tmp_path: Path) -> None:
+    node = make_node(tmp_path, os_version="2023")
+    leftover = node.path("/opt/sagemaker/kubelet/from-an-interrupted-run")
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text("old")
+    assert run(node, tmp_path).returncode == 0
+    assert not leftover.exists()
+    assert node.path("/opt/sagemaker/kubelet/pki/kubelet.crt").read_text() == "cert"
+    # Interrupted after the original was removed: the copy is all there is, and it stays.
+    (tmp_path / "again").mkdir()
+    node = make_node(tmp_path / "again", os_version="2023")
+    shutil.rmtree(node.path("/var/lib/kubelet"))
+    only = node.path("/opt/sagemaker/kubelet/pki/kubelet.crt")
+    only.parent.mkdir(parents=True)
+    only.write_text("copied")
+    assert run(node, tmp_path / "again").returncode == 0
+    assert node.path("/var/lib/kubelet").is_symlink() and only.read_text() == "copied"
+
+
+def test_the_root_prefix_may_be_empty_as_it_is_on_a_node() -> None:
+    """On a node HYPERPOD_LIFECYCLE_ROOT is unset and ROOT is empty: ``${ROOT:?}`` would stop the script there
+    ("ROOT: parameter null or not set"), so the guards sit on the fixed paths instead."""
+    text = SCRIPT.read_text()
+    assert 'ROOT="${HYPERPOD_LIFECYCLE_ROOT:-}"' in text
+    assert "${ROOT:?}" not in text and "${ROOT?}" not in text
+    result = subprocess.run(["bash", "-c", 'ROOT=""; KUBELET_DIR=/opt/sagemaker/kubelet; '
+                             'echo "$ROOT${KUBELET_DIR:?}"'], capture_output=True, text=True, check=False)
+    assert (result.returncode, result.stdout) == (0, "/opt/sagemaker/kubelet\n")
+
+
 def test_al2_sets_the_root_in_the_eks_template(tmp_path: Path) -> None:
     node = make_node(tmp_path, os_version="2")
     template = node.path("/etc/eks/containerd/containerd-config.toml")

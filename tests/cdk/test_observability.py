@@ -205,7 +205,13 @@ def test_container_logs_addon_ships_through_pod_identity(default_app: Synthesize
     props = template["Resources"][addon_id]["Properties"]
     (association,) = props["PodIdentityAssociations"]
     assert association["ServiceAccount"] == CONTAINER_LOGS_SERVICE_ACCOUNT
-    assert rendered(props["ConfigurationValues"], placeholder="TOKEN") == {"containerLogs": {"enabled": True}}
+    # Logs on; Application Signals' auto-instrumentation, its agent pipelines and the accelerated compute
+    # metrics off, with the keys of AWS's add-on page (container_logs_configuration).
+    assert rendered(props["ConfigurationValues"], placeholder="TOKEN") == {
+        "containerLogs": {"enabled": True},
+        "manager": {"applicationSignals": {"autoMonitor": {"monitorAllServices": False}}},
+        "agent": {"config": {"logs": {"metrics_collected": {"kubernetes": {
+            "enhanced_container_insights": True, "accelerated_compute_metrics": False}}}}}}
     role = template["Resources"][association["RoleArn"]["Fn::GetAtt"][0]]
     assert "CloudWatchAgentServerPolicy" in json.dumps(role["Properties"]["ManagedPolicyArns"])
     hyperpod_id, _ = default_app.one("AWS::SageMaker::Cluster")

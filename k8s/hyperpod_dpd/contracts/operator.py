@@ -44,5 +44,10 @@ def router_service(spec: DpdSpec) -> str:
 
 def load_balancer_ingress(spec: DpdSpec) -> str:
     """``alb-<name>-<namespace>``, in ``hyperpod-inference-system``: the Ingress behind the operator's ALB
-    when intelligent routing is on, as it always is for DPD (custom-certificates page of the HyperPod docs)."""
+    when intelligent routing is on, as it always is for DPD (custom-certificates page of the HyperPod docs).
+
+    The operator's source is not public. AWS's add-on migration script confirms the ``alb-`` prefix only: it
+    finds the "ingress resources created by inference models" with ``select(.metadata.name | test("alb-.*"))``
+    over every namespace (aws/sagemaker-hyperpod-cli
+    ``helm_chart/HyperPodHelmChart/charts/inference-operator/migration/helm_to_addon.sh`` L370-371, 9ffefae2)."""
     return f"alb-{spec.name}-{spec.namespace}"

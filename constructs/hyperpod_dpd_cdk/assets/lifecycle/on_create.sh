@@ -100,7 +100,7 @@ EOF
     systemctl stop containerd || fail "stopping containerd"
   fi
   # A data root left by an earlier boot of another OS is not compatible: start from the AMI's own.
-  rm -rf "${ROOT:?}$CONTAINERD_ROOT"
+  rm -rf "$ROOT${CONTAINERD_ROOT:?}"
   if [ -d "$ROOT/var/lib/containerd" ]; then
     cp -a "$ROOT/var/lib/containerd" "$ROOT$CONTAINERD_ROOT" || fail "copying /var/lib/containerd"
     log "copied /var/lib/containerd -> $CONTAINERD_ROOT"
@@ -113,14 +113,23 @@ EOF
   fi
 }
 
+# As AWS's on_create_main.sh does: the link exists whether or not kubelet has written anything yet, so
+# kubelet's state never lands on the root volume; a leftover copy from an interrupted run is replaced
+# while the original is still there, and kept when it is the only copy.
 move_kubelet() {
-  if [ -d "$ROOT/var/lib/kubelet" ] && [ ! -L "$ROOT/var/lib/kubelet" ]; then
+  if [ -L "$ROOT/var/lib/kubelet" ]; then
+    return
+  fi
+  if [ -d "$ROOT/var/lib/kubelet" ]; then
+    rm -rf "$ROOT${KUBELET_DIR:?}"
     mkdir -p "$ROOT$KUBELET_DIR"
     cp -a "$ROOT/var/lib/kubelet/." "$ROOT$KUBELET_DIR"/ || fail "copying /var/lib/kubelet"
     rm -rf "$ROOT/var/lib/kubelet"
-    ln -s "$KUBELET_DIR" "$ROOT/var/lib/kubelet"
-    log "/var/lib/kubelet -> $KUBELET_DIR"
+  else
+    mkdir -p "$ROOT$KUBELET_DIR" "$ROOT/var/lib"
   fi
+  ln -s "$KUBELET_DIR" "$ROOT/var/lib/kubelet"
+  log "/var/lib/kubelet -> $KUBELET_DIR"
 }
 
 log "start $(date -u +%FT%TZ)"

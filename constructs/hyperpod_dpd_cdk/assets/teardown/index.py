@@ -27,7 +27,11 @@ Two kinds of barrier share this handler (property ``Kind``):
 
 ``logs``
     Sits before the HyperPod cluster: once the cluster is deleted, deletes the log groups under the
-    given prefixes (``/aws/sagemaker/Clusters/<name>/``), which nodes write to until their last moment.
+    given prefixes (``/aws/sagemaker/Clusters/<name>/``), which nodes write to until their last moment,
+    and the groups named exactly in ``LogGroupNames`` (on a cluster the stack created, the Container
+    Insights groups its add-on's agents made, ``/aws/containerinsights/<cluster>/{application,dataplane,
+    host,performance}``; the add-on is gone by then). A group that does not exist, or vanishes before its
+    delete, is simply not there on the next look.
 
 It runs under the CDK provider framework: ``on_event`` once, then ``is_complete`` every poll until it
 returns ``IsComplete`` or raises. An exception there fails the resource at once (the framework does not
@@ -213,9 +217,10 @@ def _poll(props: dict[str, Any], data: dict[str, Any], elapsed: float, clients: 
             delete_operator_leftovers(clients, leftovers)
     elif props["Kind"] == "logs":
         logs = clients("logs")
-        leftovers = Leftovers(log_groups=sorted(
-            g["logGroupName"] for prefix in props["LogGroupPrefixes"]
-            for g in _pages(logs, "describe_log_groups", "logGroups", logGroupNamePrefix=prefix)))
+        leftovers = Leftovers(log_groups=sorted({
+            *(g["logGroupName"] for prefix in props.get("LogGroupPrefixes", [])
+              for g in _pages(logs, "describe_log_groups", "logGroups", logGroupNamePrefix=prefix)),
+            *exact_log_groups(logs, props.get("LogGroupNames", []))}))
         if not leftovers:
             return None
         log(f"deleting log groups: {leftovers.summary()}")
@@ -229,6 +234,14 @@ def _poll(props: dict[str, Any], data: dict[str, Any], elapsed: float, clients: 
         log(f"{elapsed:.0f}s: deleting GuardDuty leftovers: {leftovers.summary()}")
         delete_guardduty_leftovers(clients("ec2"), leftovers)
     return leftovers
+
+
+def exact_log_groups(logs: Any, names: list[str]) -> list[str]:
+    """Those of ``names`` that exist. DescribeLogGroups lists by prefix, so a group whose name merely starts
+    with one of them (``.../application-archive``) is someone else's and is left alone."""
+    return [g["logGroupName"] for name in names
+            for g in _pages(logs, "describe_log_groups", "logGroups", logGroupNamePrefix=name)
+            if g["logGroupName"] == name]
 
 
 def cluster_exists(eks: Any, name: str) -> bool:
