@@ -564,14 +564,16 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
 
 
 def inhibit_rules() -> list[dict[str, Any]]:
-    """Alertmanager inhibitions: an alert whose input is missing silences the ones that would misread it."""
+    """Alertmanager inhibitions: an alert whose input is missing silences the ones that would misread it, and
+    a burn-rate page its own ticket (SRE workbook ch.5: the slow tiers are for burns no page sees), per role
+    for the server-error budget."""
+    endpoint = ["dpd_namespace", "dpd_endpoint"]
     pairs = (("DpdDecodeMetricsAbsent",
-              "DpdKvNotTransferred|DpdDecodeKvCacheFull|DpdDecodePreempting|DpdDecodeStalled"),
-             ("DpdNoReadyPod", "DpdPrefillMetricsAbsent|DpdDecodeMetricsAbsent|DpdKvStoreMetricsAbsent"),
-             # A page says what its ticket would (SRE workbook ch.5: the slow tiers are for burns no page sees).
-             *((f"{name}Fast", f"{name}Slow") for name in BURN_ALERTS))
+              "DpdKvNotTransferred|DpdDecodeKvCacheFull|DpdDecodePreempting|DpdDecodeStalled", endpoint),
+             ("DpdNoReadyPod", "DpdPrefillMetricsAbsent|DpdDecodeMetricsAbsent|DpdKvStoreMetricsAbsent", endpoint),
+             *((f"{name}Fast", f"{name}Slow", [*endpoint, "resource_name"]) for name in BURN_ALERTS.values()))
     return [{"source_matchers": [f'alertname="{source}"'], "target_matchers": [f'alertname=~"{targets}"'],
-             "equal": ["dpd_namespace", "dpd_endpoint"]} for source, targets in pairs]
+             "equal": equal} for source, targets, equal in pairs]
 
 
 def rule_group_name(spec: DpdSpec) -> str:
