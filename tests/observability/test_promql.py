@@ -38,6 +38,18 @@ def test_every_alert_and_recording_expression_parses(slo_spec: DpdSpec) -> None:
         promql_parser.parse(expr)  # raises ValueError on a syntax error
 
 
+def test_recording_rules_are_named_level_metric_operations(slo_spec: DpdSpec) -> None:
+    """Prometheus's naming practice for recording rules: ``level:metric:operations``, the window last."""
+    import re
+
+    for rule in recording_rules(slo_spec):
+        level, metric, operations = rule.record.split(":")
+        assert level in {"dpd_endpoint", "resource_name"} and metric.startswith("dpd_"), rule.record
+        assert re.fullmatch(r"(ratio_rate|rate)(5m|30m|1h|2h|6h|1d|3d)", operations), rule.record
+        assert ("sum by (resource_name)" in rule.expr) is (level == "resource_name"), rule.record
+    assert recording_rules(dataclasses.replace(slo_spec, slo=None)) == ()
+
+
 def test_every_dashboard_query_parses(slo_spec: DpdSpec) -> None:
     queries = [expr for panels in panel_queries(slo_spec).values() for panel in panels.values()
                for expr in panel.values()]

@@ -46,8 +46,10 @@ class BurnTier:
     severity: Severity
 
 
-# The SRE workbook, ch.5 "Alerting on SLOs", table 5-8 (multiwindow, multi-burn-rate): page on 2% of a
-# 30-day budget in 1 hour (14.4x) or 5% in 6 hours (6x); ticket on 10% in 1 day (3x) or 3 days (1x).
+# The SRE workbook, ch.5 "Alerting on SLOs" (multiwindow, multi-burn-rate alerts): page on 2% of a 30-day
+# budget spent in 1 hour (14.4x) or 5% in 6 hours (6x), ticket on 10% in 3 days (1x), each with a short
+# window of 1/12 of its long one. The 3x ticket over 1 day (10% in a day) is added so that a burn between
+# the 6x page and the 1x ticket is seen within a day rather than three.
 BURN_TIERS = (BurnTier(factor=14.4, long="1h", short="5m", severity=Severity.CRITICAL),
               BurnTier(factor=6, long="6h", short="30m", severity=Severity.CRITICAL),
               BurnTier(factor=3, long="1d", short="2h", severity=Severity.WARNING),
@@ -203,11 +205,12 @@ def burn_rate_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                 name=f"{BURN_ALERTS[sli.key]}{suffix}",
                 expr=" or ".join(_condition(spec, sli, t) for t in tiers),
                 hold=BURN_HOLD, severity=tiers[0].severity,
-                failure=f"the {sli.title} SLO burns its error budget {'fast' if suffix == 'Fast' else 'slowly'}",
-                meaning=(f"The share of {sli.events}s with {sli.title} (objective {objective} good, budget "
-                         f"{num(budget(spec) * 100)}%) burns the budget at {_tiers_text(spec, tiers)}, with at "
-                         f"least {MIN_BAD_EVENTS} bad {sli.events}s in the long window; this {kind[:-1]} "
-                         "follows the SRE workbook's multi-window, multi-burn-rate alerts."),
+                failure=f"{sli.title}: the SLO's error budget burns {'fast' if suffix == 'Fast' else 'slowly'}",
+                meaning=(f"{sli.events.capitalize()}s with {sli.title} spend the error budget (objective "
+                         f"{objective} good, so {num(budget(spec) * 100)}% may be bad) at "
+                         f"{_tiers_text(spec, tiers)}, with at least {MIN_BAD_EVENTS} bad {sli.events}s in the "
+                         f"long window. This {kind[:-1]} follows the SRE workbook's multi-window, multi-burn-rate "
+                         "alerts: the long window says the burn is big enough, the short one that it still goes on."),
                 fix=fixes[sli.key], commands=commands[sli.key], inputs=sli.inputs))
     if spec.slo.ttft_ms is not None:
         s = EndpointSelectors.of(spec)
