@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Regenerate the parts of docs/ that quote the code: the spec's field reference, the command list, the exit
-codes, the CDK app's context keys (in docs/stack.md and in app.py's usage text).
+codes, the CDK app's context keys (in docs/stack.md and in app.py's usage text), the alerts' runbooks.
 
 Each generated part sits between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->``;
 the rest of the page is prose. ``python scripts/docs.py`` rewrites them; ``--check`` exits 1 when a page
@@ -10,6 +10,7 @@ is stale (the docs tests run the same comparison), so a new spec field or comman
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 import typing
@@ -122,6 +123,30 @@ def exit_codes_block() -> str:
     return f"```text\n{EXIT_CODES}\n```"
 
 
+def runbook_spec() -> DpdSpec:
+    """The default spec under placeholder names, so the runbooks read ``decode-<name> -n <namespace>``."""
+    from hyperpod_dpd.observability.alerts import RUNBOOK_ENDPOINT, RUNBOOK_NAMESPACE  # noqa: PLC0415
+    from hyperpod_dpd.spec.defaults import default_spec  # noqa: PLC0415
+
+    return dataclasses.replace(default_spec(), name=RUNBOOK_ENDPOINT, namespace=RUNBOOK_NAMESPACE)
+
+
+def runbooks() -> str:
+    """One section per alert the code can emit: what it means, the first three commands, the fix.
+
+    Each heading is the alert's name, whose anchor the alert's ``runbook_url`` annotation names.
+    """
+    from hyperpod_dpd.observability.alerts import alert_variants  # noqa: PLC0415
+
+    sections = []
+    for rule in alert_variants(runbook_spec()):
+        commands = "\n".join(rule.commands)
+        sections.append(f"### {rule.name}\n\n**{rule.severity.value}**: {rule.failure}.\n\n"
+                        f"**What it means.** {rule.meaning}\n\n**First three commands.**\n\n```sh\n{commands}\n```\n\n"
+                        f"**Fix.** {rule.fix}\n")
+    return "\n".join(sections).rstrip("\n")
+
+
 def context_keys_table() -> str:
     """The CDK app's ``-c key=value`` options, from the one table the app reads them by."""
     from hyperpod_dpd_cdk.app import context_table  # noqa: PLC0415 - starts jsii; only this page needs it
@@ -140,6 +165,7 @@ GENERATED: dict[str, dict[str, Callable[[], str]]] = {
     "docs/spec.md": {"spec-fields": spec_fields_table},
     "docs/commands.md": {"commands": command_table, "exit-codes": exit_codes_block},
     "docs/stack.md": {"context-keys": context_keys_table},
+    "docs/alerts.md": {"runbooks": runbooks},
     "app.py": {"context-usage": context_usage_text},
 }
 

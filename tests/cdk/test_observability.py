@@ -29,6 +29,7 @@ from hyperpod_dpd import SpecError
 from hyperpod_dpd.observability import rules_yaml
 from hyperpod_dpd.observability.alerts import inhibit_rules
 from hyperpod_dpd.observability.log_patterns import LOG_PATTERNS
+from hyperpod_dpd.observability.slo import BURN_ALERTS
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import HyperPodDpdStack, ObservabilityOptions
 from hyperpod_dpd_cdk.observability import (
@@ -343,7 +344,12 @@ def test_alertmanager_definition_passes_amtool(tmp_path: Path) -> None:
     result = subprocess.run([AMTOOL, "check-config", str(good)], capture_output=True, text=True, timeout=60,
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 inhibit rules" in result.stdout and "1 receivers" in result.stdout
+    # The two input-absent inhibitions, and each burn-rate page silencing its ticket.
+    assert len(inhibit_rules()) == 2 + len(BURN_ALERTS)
+    assert f"{len(inhibit_rules())} inhibit rules" in result.stdout and "1 receivers" in result.stdout
+    assert {"source_matchers": ['alertname="DpdErrorBudgetBurnFast"'],
+            "target_matchers": ['alertname=~"DpdErrorBudgetBurnSlow"'],
+            "equal": ["dpd_namespace", "dpd_endpoint", "resource_name"]} in inhibit_rules()
     bad = tmp_path / "bad.yml"
     bad.write_text(definition["alertmanager_config"].replace('alertname="DpdNoReadyPod"', 'alertname=="x'))
     assert subprocess.run([AMTOOL, "check-config", str(bad)], capture_output=True, text=True, timeout=60,

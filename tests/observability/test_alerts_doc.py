@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from hyperpod_dpd import DpdSpec
@@ -31,3 +32,57 @@ def test_rows_of_alerts_with_unverified_inputs_say_assumed(slo_spec: DpdSpec) ->
             assert "assumed" in rows[rule.name], rule.name
         for metric in rule.inputs:
             assert metric.name.removesuffix("_total").split("{")[0] in rows[rule.name], (rule.name, metric.name)
+
+
+def _emittable() -> set[str]:
+    """Every alert name any spec variant renders, collected independently of alert_variants()."""
+    import dataclasses
+
+    from hyperpod_dpd import SloSpec
+    from hyperpod_dpd.spec.defaults import default_spec
+
+    base = default_spec()
+    variants = [base, dataclasses.replace(base, slo=SloSpec()), dataclasses.replace(base, slo=SloSpec(ttft_ms=900)),
+                dataclasses.replace(base, slo=SloSpec(tpot_ms=75)),
+                dataclasses.replace(base, slo=SloSpec(ttft_ms=2000, tpot_ms=50, objective=0.999)),
+                dataclasses.replace(base, prefill=dataclasses.replace(base.prefill, replicas=0))]
+    return {rule.name for variant in variants for rule in alert_rules(variant)}
+
+
+def _runbook_headings() -> list[str]:
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("<!-- BEGIN generated: runbooks -->"):text.index("<!-- END generated: runbooks -->")]
+    return re.findall(r"^### (\S+)$", section, re.MULTILINE)
+
+
+def _github_anchors() -> list[str]:
+    """The anchor GitHub gives every heading of the page (lower case, punctuation dropped, spaces to hyphens)."""
+    headings = re.findall(r"^#+ (.+)$", DOC.read_text(encoding="utf-8"), re.MULTILINE)
+    return [re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings]
+
+
+def test_every_alert_the_code_can_emit_has_exactly_one_runbook_section() -> None:
+    headings = _runbook_headings()
+    assert sorted(headings) == sorted(set(headings)), "a runbook section appears twice"
+    assert set(headings) == _emittable()
+    assert {"DpdErrorBudgetBurnFast", "DpdTtftSloBucketMissing", "DpdPrefillMetricsAbsent"} <= set(headings)
+
+
+def test_every_runbook_has_its_meaning_three_commands_and_fix() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    for name in _runbook_headings():
+        section = text.split(f"### {name}\n", 1)[1].split("\n### ", 1)[0]
+        assert "**What it means.**" in section and "**Fix.**" in section, name
+        commands = section.split("```sh\n", 1)[1].split("\n```", 1)[0].splitlines()
+        assert len(commands) == 3 and all(c.strip() for c in commands), name
+
+
+def test_every_runbook_url_resolves_to_its_section(slo_spec: DpdSpec) -> None:
+    anchors = _github_anchors()
+    sections = {heading.lower(): heading for heading in _runbook_headings()}
+    for rule in alert_rules(slo_spec):
+        url = rule.to_prometheus(slo_spec)["annotations"]["runbook_url"]
+        page, anchor = url.split("#")
+        assert (DOC.parents[1] / page).resolve() == DOC
+        assert anchors.count(anchor) == 1, (rule.name, anchor)
+        assert sections[anchor] == rule.name

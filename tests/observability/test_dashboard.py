@@ -15,6 +15,7 @@ pytest.importorskip("grafana_foundation_sdk", reason="pip install 'hyperpod-dpd[
 from grafana_foundation_sdk.models.dashboard import Dashboard
 
 from hyperpod_dpd.observability import alert_rules
+from hyperpod_dpd.observability.alerts import thresholds_of
 from hyperpod_dpd.observability.dashboard import MAX_UID, alert_lines, dashboard_json, dashboard_uid, panel_queries
 
 
@@ -32,7 +33,7 @@ def test_dashboard_json_loads_back_into_the_library_model(slo_spec: DpdSpec) -> 
 def test_layout_rows_follow_the_request_path(spec: DpdSpec) -> None:
     document = json.loads(dashboard_json(spec))
     rows = [p["title"] for p in document["panels"] if p["type"] == "row"]
-    assert rows == ["Router", "Prefill", "Decode", "Errors"]
+    assert rows == ["DPD health", "Router", "Prefill", "Decode", "Errors"]
     panels = _panels(document)
     for title in ("Routing decisions per second", "In-flight prefill requests", "End-to-end TTFT p90",
                   "Prefill queue", "KV store (put) time p90", "Inter-token latency (TPOT) p90", "KV cache usage",
@@ -102,3 +103,68 @@ def test_panels_that_show_an_alert_draw_its_expression_and_threshold(slo_spec: D
     # The error panel shows 0, not No data, while nothing failed, and only server errors.
     errors = next(iter(queries["Server error (5xx) ratio by role"].values()))
     assert 'status=~"5.."' in errors and errors.endswith("* 0)")
+
+
+def _steps(panel: dict[str, Any]) -> list[dict[str, Any]]:
+    return panel.get("fieldConfig", {}).get("defaults", {}).get("thresholds", {}).get("steps", [])
+
+
+def test_the_health_row_comes_first_and_draws_the_alerts_own_thresholds(slo_spec: DpdSpec) -> None:
+    """Each health panel plots what its alert compares, and its red step is the alert's threshold, read from the
+    alert's constants and the spec; a spec with other thresholds moves both together."""
+    from hyperpod_dpd import AlertThresholds, SloSpec
+    from hyperpod_dpd.observability.alerts import MIN_AVAILABLE, MIN_LONG_PROMPTS
+    from hyperpod_dpd.observability.rule import endpoint_labels, num
+    from hyperpod_dpd.observability.slo import FASTEST, burn_threshold, slis
+
+    other = dataclasses.replace(slo_spec, alerts=AlertThresholds(error_ratio=0.07),
+                                slo=SloSpec(ttft_ms=1500, tpot_ms=75, objective=0.995))
+    for spec in (slo_spec, other):
+        document = json.loads(dashboard_json(spec))
+        assert document["panels"][0]["title"] == "DPD health"
+        health = {p["title"]: p for p in document["panels"][1:7]}
+        rules = {r.name: r.expr for r in alert_rules(spec)}
+        assert spec.slo is not None and spec.slo.ttft_ms is not None and spec.slo.tpot_ms is not None
+        expected = {"KV transfer per decoder (15m)": ("DpdKvNotTransferred", MIN_LONG_PROMPTS),
+                    "Router available replicas": ("DpdRouterDown", MIN_AVAILABLE),
+                    "Server error (5xx) ratio": ("DpdErrorRatioHigh", thresholds_of(spec).error_ratio),
+                    "TTFT p90 vs SLO": ("DpdTtftSloBreach", spec.slo.ttft_ms / 1000),
+                    "TPOT p90 vs SLO": ("DpdTpotSloBreach", spec.slo.tpot_ms / 1000),
+                    "Error budget burn rate (1h)": ("DpdErrorBudgetBurnFast", FASTEST.factor)}
+        assert set(health) == set(expected)
+        for title, (alert, value) in expected.items():
+            assert _steps(health[title])[-1]["value"] == value, title
+            for target in health[title]["targets"]:
+                expr = target["expr"]
+                if title == "Error budget burn rate (1h)":
+                    continue
+                if title == "Server error (5xx) ratio":
+                    expr = expr.split(") or (")[0].removeprefix("(")
+                assert expr in rules[alert], (title, expr)
+        assert f"{rules_expr_value(rules['DpdErrorRatioHigh'])}" == num(thresholds_of(spec).error_ratio)
+        assert f"< {MIN_AVAILABLE} and" in rules["DpdRouterDown"]
+        assert f">= {MIN_LONG_PROMPTS})" in rules["DpdKvNotTransferred"]
+        # Router up: red below the line, green at or above it.
+        assert [s["color"] for s in _steps(health["Router available replicas"])] == ["red", "green"]
+        # Burn rate: 1h bad share / budget against the fastest tier; the alert compares the same share with
+        # factor x budget.
+        labels = ", ".join(f'{k}="{v}"' for k, v in endpoint_labels(spec).items())
+        burns = [t["expr"] for t in health["Error budget burn rate (1h)"]["targets"]]
+        assert len(burns) == len(slis(spec)) == 3
+        for sli, burn in zip(slis(spec), burns, strict=True):
+            record = f"{sli.ratio_record(FASTEST.long)}{{{labels}}}"
+            assert burn == f"{record} / {num(1 - spec.slo.objective)}"
+            fast = next(v for k, v in rules.items() if k.endswith("BudgetBurnFast") and record in v)
+            assert f"{record} > {num(burn_threshold(spec, FASTEST))}" in fast
+
+
+def rules_expr_value(expr: str) -> str:
+    """The ratio threshold of an error rule (``... > 0.05) and ...``)."""
+    return expr.split(" > ", 1)[1].split(")", 1)[0]
+
+
+def test_without_slo_the_health_row_has_no_latency_or_burn_panels(spec: DpdSpec) -> None:
+    document = json.loads(dashboard_json(spec))
+    rows = [i for i, p in enumerate(document["panels"]) if p["type"] == "row"]
+    health = [p["title"] for p in document["panels"][rows[0] + 1:rows[1]]]
+    assert health == ["KV transfer per decoder (15m)", "Router available replicas", "Server error (5xx) ratio"]

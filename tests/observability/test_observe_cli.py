@@ -28,7 +28,7 @@ def test_observe_reads_slo_and_threshold_overrides_from_the_spec(tmp_path: Path)
     spec.write_text(default_spec_text() + "slo:\n  ttft_ms: 1500\nalerts:\n  prefill_queue: 3\n")
     assert main(["observe", str(spec), "--output-dir", str(tmp_path / "o")]) == 0
     rules = yaml.safe_load((tmp_path / "o" / "default-dpd-test.rules.yaml").read_text())["groups"][0]["rules"]
-    by_name = {r["alert"]: r["expr"] for r in rules}
+    by_name = {r["alert"]: r["expr"] for r in rules if "alert" in r}
     assert ") > 1.5)" in by_name["DpdTtftSloBreach"]
     assert "DpdTpotSloBreach" not in by_name
     assert by_name["DpdPrefillQueueDeep"].endswith("> 3")

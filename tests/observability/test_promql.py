@@ -12,6 +12,7 @@ from hyperpod_dpd import AlertThresholds, DpdSpec, MetricsSpec
 from hyperpod_dpd.observability import alert_rules, rules_document, rules_yaml
 from hyperpod_dpd.observability.dashboard import panel_queries
 from hyperpod_dpd.observability.metrics import ALL_METRICS, series_names
+from hyperpod_dpd.observability.slo import recording_rules
 
 promql_parser = pytest.importorskip("promql_parser", reason="pip install 'hyperpod-dpd[observability]'")
 
@@ -23,11 +24,30 @@ BASE_ALERTS = ["DpdKvTransferSlow", "DpdKvStoreMetricsAbsent", "DpdKvNotTransfer
                "DpdGpuXidError"]
 
 
-def test_every_alert_expression_parses(slo_spec: DpdSpec) -> None:
+SLO_ALERTS = ["DpdTtftSloBreach", "DpdTpotSloBreach", "DpdTtftBudgetBurnFast", "DpdTtftBudgetBurnSlow",
+              "DpdTpotBudgetBurnFast", "DpdTpotBudgetBurnSlow", "DpdErrorBudgetBurnFast", "DpdErrorBudgetBurnSlow",
+              "DpdTtftSloBucketMissing"]
+
+
+def test_every_alert_and_recording_expression_parses(slo_spec: DpdSpec) -> None:
     rules = alert_rules(slo_spec)
-    assert len(rules) == len(BASE_ALERTS) + 2
-    for rule in rules:
-        promql_parser.parse(rule.expr)  # raises ValueError on a syntax error
+    assert sorted(r.name for r in rules) == sorted(BASE_ALERTS + SLO_ALERTS)
+    records = recording_rules(slo_spec)
+    assert len(records) == 3 * (7 + 4), "per indicator: the bad share over 7 windows, the event rate over 4"
+    for expr in [r.expr for r in rules] + [r.expr for r in records]:
+        promql_parser.parse(expr)  # raises ValueError on a syntax error
+
+
+def test_recording_rules_are_named_level_metric_operations(slo_spec: DpdSpec) -> None:
+    """Prometheus's naming practice for recording rules: ``level:metric:operations``, the window last."""
+    import re
+
+    for rule in recording_rules(slo_spec):
+        level, metric, operations = rule.record.split(":")
+        assert level in {"dpd_endpoint", "resource_name"} and metric.startswith("dpd_"), rule.record
+        assert re.fullmatch(r"(ratio_rate|rate)(5m|30m|1h|2h|6h|1d|3d)", operations), rule.record
+        assert ("sum by (resource_name)" in rule.expr) is (level == "resource_name"), rule.record
+    assert recording_rules(dataclasses.replace(slo_spec, slo=None)) == ()
 
 
 def test_every_dashboard_query_parses(slo_spec: DpdSpec) -> None:
@@ -76,7 +96,10 @@ def test_rules_select_only_this_endpoint(spec: DpdSpec) -> None:
 def test_every_rule_says_what_broke_and_what_to_do(slo_spec: DpdSpec) -> None:
     group = rules_document(slo_spec)["groups"][0]
     assert group["name"] == f"dpd-{slo_spec.namespace}-{slo_spec.name}"
-    for rule in group["rules"]:
+    records = [r for r in group["rules"] if "record" in r]
+    assert records and group["rules"][:len(records)] == records, "recording rules come first"
+    assert all(r["labels"] == {"dpd_endpoint": slo_spec.name, "dpd_namespace": slo_spec.namespace} for r in records)
+    for rule in group["rules"][len(records):]:
         assert rule["labels"]["severity"] in {"warning", "critical"}
         assert rule["labels"]["dpd_endpoint"] == slo_spec.name
         assert rule["annotations"]["summary"].startswith(f"{slo_spec.namespace}/{slo_spec.name}: ")
@@ -114,10 +137,11 @@ def test_the_walker_finds_every_selector() -> None:
 def test_every_series_read_is_in_the_metrics_contract(slo_spec: DpdSpec) -> None:
     """A name typed into a rule or panel without an entry in the contract would be an unsourced guess."""
     known = {name for metric in ALL_METRICS for name in series_names(metric)}
-    expressions = [r.expr for r in alert_rules(slo_spec)] + [
+    recorded = {r.record for r in recording_rules(slo_spec)}
+    expressions = [r.expr for r in alert_rules(slo_spec)] + [r.expr for r in recording_rules(slo_spec)] + [
         expr for panels in panel_queries(slo_spec).values() for panel in panels.values() for expr in panel.values()]
     used = {name for expr in expressions for name in _selected(promql_parser.parse(expr))}
-    assert used and used <= known, used - known
+    assert used and used <= known | recorded, used - known - recorded
     assert all(m.provenance for m in ALL_METRICS)
     assert {m.name for m in ALL_METRICS if not m.verified} == {
         "dpd_routing_disaggregated_total", "dpd_routing_local_total", "dpd_routing_fallback_total",
@@ -126,8 +150,14 @@ def test_every_series_read_is_in_the_metrics_contract(slo_spec: DpdSpec) -> None
 
 def test_each_rule_declares_what_it_reads_and_names_its_assumptions(slo_spec: DpdSpec) -> None:
     by_family = {name: metric for metric in ALL_METRICS for name in series_names(metric)}
+    records = {r.record: r.expr for r in recording_rules(slo_spec)}
+
+    def read_by(expr: str) -> set[str]:
+        names = set(_selected(promql_parser.parse(expr)))
+        return {n for name in names for n in (read_by(records[name]) if name in records else {name})}
+
     for rule in alert_rules(slo_spec):
-        read = {by_family[name] for name in _selected(promql_parser.parse(rule.expr))}
+        read = {by_family[name] for name in read_by(rule.expr)}
         assert read == set(rule.inputs), rule.name
         annotation = rule.to_prometheus(slo_spec)["annotations"].get("unverified_inputs", "")
         for metric in rule.inputs:

@@ -25,7 +25,7 @@ def test_defaults_leave_the_spec_file_unchanged(spec: DpdSpec) -> None:
 
 def test_fields_round_trip(slo_spec: DpdSpec) -> None:
     data = spec_to_mapping(slo_spec)
-    assert data["slo"] == {"ttft_ms": 2000, "tpot_ms": 50}
+    assert data["slo"] == {"ttft_ms": 2000, "tpot_ms": 50, "objective": 0.99}
     assert data["alerts"]["prefill_queue"] == 5
     assert spec_from_mapping(data) == slo_spec
 
@@ -81,3 +81,34 @@ def test_the_kv_alert_allows_the_chunk_lmcache_is_given(spec: DpdSpec) -> None:
 
     assert " * 1024))" in kv_rule(1024) and " * 256))" not in kv_rule(1024)
     assert " * 256))" in kv_rule(256)
+
+
+@pytest.mark.parametrize(("objective", "message"), [
+    (1.0, "must be between 0 and 1"), (0, "must be between 0 and 1"),
+    # 14.4 x (1 - 0.93) = 1.008: the fastest page would need more than every request to fail.
+    (0.93, "can never fire"),
+])
+def test_slo_objectives_without_a_burnable_budget_are_refused(spec: DpdSpec, objective: float, message: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        check(dataclasses.replace(spec, slo=SloSpec(ttft_ms=2000, objective=objective)))
+    assert [p.field for p in raised.value.problems] == ["slo.objective"]
+    assert message in raised.value.problems[0].message
+    assert raised.value.problems[0].fix
+
+
+def test_slo_objective_defaults_to_99_percent_and_0_95_is_accepted(spec: DpdSpec) -> None:
+    assert SloSpec().objective == 0.99
+    looser = dataclasses.replace(spec, slo=SloSpec(objective=0.95))
+    assert check(looser).spec == looser
+
+
+def test_a_tpot_target_between_buckets_warns_which_bucket_the_burn_rate_uses(spec: DpdSpec) -> None:
+    from hyperpod_dpd.observability.slo import slis
+
+    between = dataclasses.replace(spec, slo=SloSpec(tpot_ms=60))
+    (warning,) = [w for w in check(between).warnings if w.code == "SLO_BETWEEN_BUCKETS"]
+    assert "under the 50 ms bucket" in warning.message
+    tpot = next(sli for sli in slis(between) if sli.key == "tpot")
+    assert 'le=~"0\\\\.05"' in tpot.bad_ratio("1h")
+    exact = dataclasses.replace(spec, slo=SloSpec(tpot_ms=50))
+    assert not [w for w in check(exact).warnings if w.code == "SLO_BETWEEN_BUCKETS"]

@@ -9,17 +9,27 @@ Amazon Managed Service for Prometheus (``AWS::APS::RuleGroupsNamespace``) or any
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
+import dataclasses
 from typing import Any
 
 import yaml
 
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, ROUTER_CONTAINER, role_deployment, router_deployment
 from hyperpod_dpd.observability import metrics as m
-from hyperpod_dpd.observability.selectors import PIPELINE_POD, EndpointSelectors, select
+from hyperpod_dpd.observability.rule import (
+    CLIENT_ERROR,
+    POST,
+    SERVER_ERROR,
+    AlertRule,
+    Severity,
+    error_ratio,
+    invocation_rate,
+)
+from hyperpod_dpd.observability.rule import num as _num
+from hyperpod_dpd.observability.selectors import PIPELINE_POD, EndpointSelectors, le_matcher, select
+from hyperpod_dpd.observability.slo import BURN_ALERTS, MIN_BAD_EVENTS, burn_rate_rules, recording_rules
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
-from hyperpod_dpd.spec import AlertThresholds, DpdSpec
+from hyperpod_dpd.spec import AlertThresholds, DpdSpec, SloSpec
 
 RATE_WINDOW_SECONDS = 300
 RATE_WINDOW = f"{RATE_WINDOW_SECONDS // 60}m"
@@ -28,55 +38,6 @@ QUANTILE = 0.9
 EVALUATION_INTERVAL = "1m"
 # Longer than a 70B model takes to load from a cold S3 fetch (5-10 minutes), so a deploy does not page.
 AVAILABILITY_HOLD = "15m"
-
-
-class Severity(Enum):
-    WARNING = "warning"
-    CRITICAL = "critical"
-
-
-@dataclass(frozen=True, kw_only=True)
-class AlertRule:
-    """One alert: the PromQL, how long it must hold, and what to tell the person paged.
-
-    :param failure: the failure mode, one short sentence (the ``summary``).
-    :param meaning: what the signal means and why the threshold (the ``description``).
-    :param fix: the troubleshooting step (the ``fix`` annotation).
-    :param inputs: the series families the expression reads; those no upstream source defines are named
-        in an ``unverified_inputs`` annotation, so whoever is paged knows which part is an assumption.
-    """
-
-    name: str
-    expr: str
-    hold: str
-    severity: Severity
-    failure: str
-    meaning: str
-    fix: str
-    inputs: tuple[m.Metric, ...]
-
-    @property
-    def unverified(self) -> tuple[m.Metric, ...]:
-        return tuple(metric for metric in self.inputs if not metric.verified)
-
-    def to_prometheus(self, spec: DpdSpec) -> dict[str, Any]:
-        annotations = {"summary": f"{spec.namespace}/{spec.name}: {self.failure}", "description": self.meaning,
-                       "fix": self.fix}
-        if self.unverified:
-            annotations["unverified_inputs"] = ", ".join(
-                f"{metric.name} ({metric.exporter.value})" for metric in self.unverified)
-        return {
-            "alert": self.name,
-            "expr": self.expr,
-            "for": self.hold,
-            "labels": {"severity": self.severity.value, "dpd_endpoint": spec.name,
-                       "dpd_namespace": spec.namespace},
-            "annotations": annotations,
-        }
-
-
-def _num(value: float) -> str:
-    return f"{value:g}"
 
 
 def quantile(histogram: m.Metric, matchers: str) -> str:
@@ -125,6 +86,8 @@ def prefill_may_scale_to_zero(spec: DpdSpec) -> bool:
     return spec.prefill.replicas == 0 or (scaling is not None and scaling.min_replicas == 0)
 
 
+# DpdRouterDown: fewer available router replicas than this is no router.
+MIN_AVAILABLE = 1
 # DpdKvNotTransferred counts requests, not rates: at least this many long prompts on one decoder
 # within KV_WINDOW, so one request per five minutes is enough to check.
 KV_WINDOW = "15m"
@@ -135,11 +98,9 @@ MIN_LONG_PROMPTS = 3
 # The error ratios' second, low-traffic window: enough requests in 30 minutes instead of a rate floor.
 SLOW_WINDOW = "30m"
 MIN_REQUESTS_SLOW_WINDOW = 5
-# ... and at least two failures in it, so that one failed request at low traffic pages nobody.
-MIN_FAILURES_SLOW_WINDOW = 2
-SERVER_ERROR = 'status=~"5.."'
-POST = 'method="POST"'
-CLIENT_ERROR = 'status=~"4.."'
+# ... and at least two failures in it, so that one failed request at low traffic pages nobody (the
+# burn-rate alerts' floor).
+MIN_FAILURES_SLOW_WINDOW = MIN_BAD_EVENTS
 # Xids whose resolution in NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors, "Analyzing Xid
 # Errors with the Xid Catalog") is a GPU reset or a node reboot, i.e. hardware: 48 double-bit ECC,
 # 64 row-remapping failure, 74 NVLink, 79 fallen off the bus, 95 uncontained ECC, 119/120 GSP, 140
@@ -148,17 +109,6 @@ HARDWARE_XIDS = (48, 64, 74, 79, 95, 119, 120, 140)
 # DCGM_FI_DEV_XID_ERRORS keeps the last Xid until the exporter restarts (dcgm-exporter issues 500,
 # 95; DCGM 277): only a change within this window is a new error.
 XID_WINDOW = "15m"
-
-
-def error_ratio(matchers: str, window: str, errors: str = SERVER_ERROR) -> str:
-    """Failed (``errors``) over all POST invocations per role at the sidecar, over ``window``."""
-    failed = f"sum by (resource_name) (rate({select(m.MODEL_ERRORS.name, matchers, POST, errors)}[{window}]))"
-    return f"{failed} / {invocation_rate(matchers, window)}"
-
-
-def invocation_rate(matchers: str, window: str) -> str:
-    return (f"sum by (resource_name) "
-            f"(rate({select(m.MODEL_INVOCATIONS.name, matchers, POST)}[{window}]))")
 
 
 def _error_rule_expr(s: EndpointSelectors, ratio: float, floor: str, errors: str = SERVER_ERROR) -> str:
@@ -188,6 +138,34 @@ def prefill_waiting(s: EndpointSelectors) -> str:
     return f"max({select(m.REQUESTS_WAITING.name, s.prefill)})"
 
 
+def per_decoder_of(s: EndpointSelectors, metric: str, *extra: str, fn: str = "increase",
+                   window: str = KV_WINDOW) -> str:
+    """``fn`` of a decode series over ``window``, per decoder pod."""
+    return f"sum by ({PIPELINE_POD}) ({fn}({select(metric, s.decode, *extra)}[{window}]))"
+
+
+def decoder_tokens(s: EndpointSelectors, source: str) -> str:
+    """Prompt tokens per decoder from ``source`` over the KV window (the dashboard draws the same)."""
+    return per_decoder_of(s, m.PROMPT_TOKENS_BY_SOURCE.name, f'source="{source}"')
+
+
+def long_prompts_per_decoder(spec: DpdSpec) -> str:
+    """Requests per decoder over the KV window whose prompt was above ``routing.threshold`` (its bucket bound)."""
+    s = EndpointSelectors.of(spec)
+    above = le_matcher(long_prompt_bound(spec))
+    return (f"({per_decoder_of(s, m.REQUEST_PROMPT_TOKENS.name + '_count')} - "
+            f"{per_decoder_of(s, m.REQUEST_PROMPT_TOKENS.bucket(), above)})")
+
+
+def router_available(spec: DpdSpec) -> str:
+    """Available replicas of the endpoint's router Deployment (kube-state-metrics)."""
+    return select(m.DEPLOYMENT_AVAILABLE.name, _router_deployment_matchers(spec))
+
+
+def _router_deployment_matchers(spec: DpdSpec) -> str:
+    return f'namespace="{OPERATOR_NAMESPACE}", deployment="{router_deployment(spec)}"'
+
+
 def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
     """Every alert for ``spec``, in a fixed order; none when the spec turns metrics off."""
     if not spec.metrics.enabled:
@@ -199,15 +177,13 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
     pod = PIPELINE_POD
 
     def per_decoder(metric: str, *extra: str, fn: str = "increase", window: str = KV_WINDOW) -> str:
-        return f"sum by ({pod}) ({fn}({select(metric, s.decode, *extra)}[{window}]))"
+        return per_decoder_of(s, metric, *extra, fn=fn, window=window)
 
     def tokens(source: str) -> str:
-        return per_decoder(m.PROMPT_TOKENS_BY_SOURCE.name, f'source="{source}"')
+        return decoder_tokens(s, source)
 
     bound = long_prompt_bound(spec)
-    bound_matcher = f'le=~"{bound}(\\\\.0)?"'  # prometheus_client writes 5000.0, the pipeline may write 5000
-    long_prompts = (f"({per_decoder(m.REQUEST_PROMPT_TOKENS.name + '_count')} - "
-                    f"{per_decoder(m.REQUEST_PROMPT_TOKENS.bucket(), bound_matcher)})")
+    long_prompts = long_prompts_per_decoder(spec)
     decoder_full_fix = ("Add decode replicas (decode.replicas or decode.autoscaling); or raise "
                         "decode.gpu_memory_utilization if the GPU has room; or lower max_model_len or "
                         "decode.max_num_seqs.")
@@ -217,6 +193,28 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
     router_log = (f"kubectl logs -n {OPERATOR_NAMESPACE} deploy/{router_deployment(spec)} -c {ROUTER_CONTAINER}")
     restart_prefill = (f"kubectl rollout restart deployment/{prefill_name} -n {spec.namespace}")
     seqs = prefill_max_num_seqs(spec)
+    ns = spec.namespace
+    get_pods = f"kubectl get pods -n {ns} -o wide"
+
+    def logs(deployment: str) -> str:
+        return f"kubectl logs deploy/{deployment} -n {ns} --tail=200"
+
+    def metrics_of(deployment: str, pattern: str) -> str:
+        return f"kubectl exec deploy/{deployment} -n {ns} -- curl -s localhost:{spec.port}/metrics | grep {pattern}"
+
+    smoke = "hyperpod-dpd verify <spec.yaml> --smoke"
+    verify = "hyperpod-dpd verify <spec.yaml>"
+    router_get = f"kubectl get deploy/{router_deployment(spec)} -n {OPERATOR_NAMESPACE}"
+    metrics_status = (f"kubectl get inferenceendpointconfig {spec.name} -n {ns} "
+                      "-o jsonpath='{.status.metricsStatus}'")
+    error_commands = (get_pods, logs(prefill_name), logs(decode_name))
+    prefill_load_commands = (metrics_of(prefill_name, "vllm:num_requests"),
+                             f"kubectl get deploy/{prefill_name} -n {ns}", f"kubectl get scaledobject,hpa -n {ns}")
+    decode_load_commands = (metrics_of(decode_name, "-e vllm:kv_cache_usage_perc -e vllm:num_preemptions"),
+                            metrics_of(decode_name, "vllm:num_requests_running"),
+                            f"kubectl get deploy/{decode_name} -n {ns}")
+    ttft_commands = (metrics_of(prefill_name, "vllm:num_requests_waiting"),
+                     f"{router_log} --tail=200 | grep 'Conditional routing'", f"{logs(prefill_name)} | grep Stored")
     disaggregated = s.router_series(m.DPD_DISAGGREGATED.name, lambda sel: f"increase({sel}[{KV_WINDOW}])")
     rules = [
         AlertRule(
@@ -231,6 +229,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                  "(keep both roles on EFA nodes in one AZ, check `kubectl describe node | grep efa`, use an image "
                  "with the EFA libfabric provider). If the decoder logs 'Failed to allocate memory object', raise "
                  "kv_cache.pd_buffer_size or add decode replicas."),
+            commands=(f"{logs(prefill_name)} | grep Stored", get_pods, "kubectl describe nodes | grep -i efa"),
             inputs=(m.KV_STORE_PUT_TIME,)),
         AlertRule(
             name="DpdKvStoreMetricsAbsent",
@@ -246,6 +245,8 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                  "the worker does not see the PROMETHEUS_MULTIPROC_DIR the chart sets (check the pod's "
                  "environment); meanwhile the KvTransferBelow1GBps log alarm watches the 'Stored ... "
                  "throughput' lines."),
+            commands=(metrics_of(prefill_name, "lmcache:"),
+                      f"kubectl exec deploy/{prefill_name} -n {ns} -- env | grep PROMETHEUS_MULTIPROC_DIR", smoke),
             inputs=(m.MODEL_INVOCATIONS, m.KV_STORE_PUT_TIME)),
     ]
     rules.append(AlertRule(
@@ -272,6 +273,8 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
              "lines ('sender' on prefill, 'receiver' on decode) in the pod logs. If the decoder's container "
              f"restarted (DpdDecodeRestarted), the prefillers still write to its old NIXL agent: "
              f"{restart_prefill}."),
+        commands=(f"{logs(decode_name)} | grep Retrieved", metrics_of(decode_name, "vllm:prompt_tokens_by_source"),
+                  smoke),
         inputs=(m.REQUEST_PROMPT_TOKENS, m.PROMPT_TOKENS_BY_SOURCE, m.DPD_DISAGGREGATED)))
     rules += [
         AlertRule(
@@ -284,6 +287,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                      "page calls them under-threshold requests; the router is closed source)."),
             fix=(f"Check that the prefill pods are Ready (kubectl get pods -n {spec.namespace}), read the router's "
                  f"log ({router_log}) and the prefiller's error ratio."),
+            commands=(get_pods, f"{router_log} --tail=200", logs(prefill_name)),
             inputs=(m.DPD_FALLBACK,)),
         AlertRule(
             name="DpdErrorRatioHigh",
@@ -295,7 +299,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                      f"minutes with at least {MIN_REQUESTS_SLOW_WINDOW} requests and {MIN_FAILURES_SLOW_WINDOW} "
                      "failures. 4xx (the client's fault) are "
                      "DpdClientErrorRatioHigh."),
-            fix=error_fix, inputs=(m.MODEL_ERRORS, m.MODEL_INVOCATIONS)),
+            fix=error_fix, commands=error_commands, inputs=(m.MODEL_ERRORS, m.MODEL_INVOCATIONS)),
         AlertRule(
             name="DpdErrorRatioCritical",
             expr=_error_rule_expr(s, t.error_ratio_critical, floor),
@@ -306,7 +310,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                      f"30 minutes with at least {MIN_REQUESTS_SLOW_WINDOW} requests and {MIN_FAILURES_SLOW_WINDOW} "
                      "failures, so a total outage at one "
                      "request per five minutes pages."),
-            fix=error_fix, inputs=(m.MODEL_ERRORS, m.MODEL_INVOCATIONS)),
+            fix=error_fix, commands=error_commands, inputs=(m.MODEL_ERRORS, m.MODEL_INVOCATIONS)),
         AlertRule(
             name="DpdClientErrorRatioHigh",
             expr=_error_rule_expr(s, t.error_ratio_critical, floor, CLIENT_ERROR),
@@ -317,6 +321,9 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             fix=("Read the failing role's log for the refused requests (kubectl logs deploy/<resource_name> -n "
                  f"{spec.namespace}): prompts longer than max_model_len ({spec.max_model_len}) or a model name "
                  "other than the served one are the usual causes."),
+            commands=(f"{logs(decode_name)} | grep -E ' 4[0-9]{{2}} '",
+                      f"{logs(prefill_name)} | grep -E ' 4[0-9]{{2}} '",
+                      f"kubectl exec deploy/{decode_name} -n {ns} -- curl -s localhost:{spec.port}/v1/models"),
             inputs=(m.MODEL_ERRORS, m.MODEL_INVOCATIONS)),
         AlertRule(
             name="DpdPrefillQueueDeep",
@@ -327,6 +334,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                      "the queue."),
             fix=("Add prefill replicas (prefill.replicas or prefill.autoscaling); or raise routing.threshold so "
                  "that shorter prompts go straight to the decoder."),
+            commands=prefill_load_commands,
             inputs=(m.REQUESTS_WAITING,)),
         AlertRule(
             name="DpdPrefillSaturated",
@@ -339,6 +347,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                      "5 minutes: the rest queue and TTFT grows."),
             fix=("Add prefill replicas (prefill.replicas or prefill.autoscaling); or raise routing.threshold so "
                  "that shorter prompts go straight to the decoder."),
+            commands=prefill_load_commands,
             inputs=(m.DPD_INFLIGHT_PREFILL, m.REQUESTS_RUNNING)),
         AlertRule(
             name="DpdDecodeKvCacheFull",
@@ -347,7 +356,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             failure="the decoder's KV cache is nearly full",
             meaning=(f"vLLM's KV cache usage on a decoder is above {t.decode_kv_cache_usage:.0%} for 5 minutes: "
                      "the decoder is at capacity and will preempt requests."),
-            fix=decoder_full_fix, inputs=(m.KV_CACHE_USAGE,)),
+            fix=decoder_full_fix, commands=decode_load_commands, inputs=(m.KV_CACHE_USAGE,)),
         AlertRule(
             name="DpdDecodePreempting",
             expr=f"sum(increase({select(m.PREEMPTIONS.name, s.decode)}[{RATE_WINDOW}])) > 0",
@@ -355,7 +364,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             failure="the decoder preempts requests",
             meaning="vLLM preempted requests on a decoder in each 5-minute window for 5 minutes: "
                     "it ran out of KV cache blocks and recomputes the preempted requests.",
-            fix=decoder_full_fix, inputs=(m.PREEMPTIONS,)),
+            fix=decoder_full_fix, commands=decode_load_commands, inputs=(m.PREEMPTIONS,)),
         AlertRule(
             name="DpdDecodeStalled",
             # vLLM updates both on every engine step (loggers.py: the running gauge from the scheduler
@@ -372,6 +381,8 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             fix=(f"kubectl logs the decoder pod (-n {spec.namespace}) for the last engine step and any NCCL or "
                  "LMCache error, then delete the pod so it restarts (a restarted decoder needs the prefillers "
                  f"restarted too: {restart_prefill})."),
+            commands=(get_pods, logs(decode_name),
+                      metrics_of(decode_name, "-e vllm:num_requests_running -e vllm:generation_tokens")),
             inputs=(m.REQUESTS_RUNNING, m.GENERATION_TOKENS)),
     ]
     if spec.slo is not None and spec.slo.ttft_ms is not None:
@@ -390,6 +401,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                     "finite bucket to read a p90 from (NaN).",
             fix=("If the prefill queue is deep, add prefill replicas; if the KV transfer is slow, see "
                  "DpdKvTransferSlow; raising routing.threshold sends more short prompts straight to the decoder."),
+            commands=ttft_commands,
             inputs=(m.DPD_E2E_TTFT,)))
     if spec.slo is not None and spec.slo.tpot_ms is not None:
         seconds = spec.slo.tpot_ms / 1000
@@ -400,7 +412,8 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             failure=f"p90 time per output token is above the {spec.slo.tpot_ms} ms SLO",
             meaning="The decoder's inter-token latency breaks slo.tpot_ms for 10 minutes. If TPOT climbs while "
                     "output throughput plateaus, the single decoder is saturated.",
-            fix=decoder_full_fix, inputs=(m.INTER_TOKEN_LATENCY,)))
+            fix=decoder_full_fix, commands=decode_load_commands, inputs=(m.INTER_TOKEN_LATENCY,)))
+    rules.extend(burn_rate_rules(spec))
     prefill_wanted = select(m.DEPLOYMENT_WANTED.name, s.deployment(prefill_name))
     for role, matchers in (("prefill", s.prefill), ("decode", s.decode)):
         expr = f"absent_over_time({select(m.REQUESTS_RUNNING.name, matchers)}[{LONG_WINDOW}])"
@@ -419,6 +432,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             meaning += " Quiet while kube-state-metrics reports the Deployment scaled to zero, as the spec allows."
         rules.append(AlertRule(
             name=f"Dpd{role.capitalize()}MetricsAbsent",
+            commands=(get_pods, metrics_of(role_deployment(spec, role), m.REQUESTS_RUNNING.name), metrics_status),
             expr=expr, hold="5m", severity=Severity.WARNING,
             failure=f"no vLLM metrics from the {role} pods",
             meaning=meaning,
@@ -439,6 +453,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
         fix=(f"kubectl get deploy/{router_deployment(spec)} -n {OPERATOR_NAMESPACE} and read its log "
              f"({router_log}); if it runs, compare the resource_name of its dpd_* series in the workspace with "
              "the rule."),
+        commands=(router_get, f"{router_log} --tail=200", f"kubectl get pods -n {OPERATOR_NAMESPACE}"),
         inputs=(m.DPD_INFLIGHT_PREFILL,)))
     available = select(m.DEPLOYMENT_AVAILABLE.name, s.namespace, f'deployment=~"{prefill_name}|{decode_name}"')
     wanted = select(m.DEPLOYMENT_WANTED.name, s.namespace, f'deployment=~"{prefill_name}|{decode_name}"')
@@ -459,16 +474,16 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
         fix=(f"kubectl get pods -n {spec.namespace} and describe the pods that are not Ready: Pending means no "
              "node fits (GPUs, EFA), CrashLoopBackOff means read the container log (out of memory at start, a "
              "max_model_len beyond the model's context window, a bad flag)."),
+        commands=(get_pods, f"kubectl describe deploy/{decode_name} deploy/{prefill_name} -n {ns}",
+                  f"kubectl get events -n {ns} --sort-by=.lastTimestamp"),
         inputs=(m.DEPLOYMENT_AVAILABLE, m.DEPLOYMENT_WANTED)))
-    router_ns = f'namespace="{OPERATOR_NAMESPACE}", deployment="{router_deployment(spec)}"'
-    router_available = select(m.DEPLOYMENT_AVAILABLE.name, router_ns)
-    router_wanted = select(m.DEPLOYMENT_WANTED.name, router_ns)
+    router_wanted = select(m.DEPLOYMENT_WANTED.name, _router_deployment_matchers(spec))
     decode_wanted = select(m.DEPLOYMENT_WANTED.name, s.deployment(decode_name))
     rules.append(AlertRule(
         name="DpdRouterDown",
         # Every request enters through the router: with none Ready nothing reaches the pods, so no
         # ratio or KV alert can fire. Gone altogether counts while kube-state-metrics reports the decoder.
-        expr=(f"({router_available} == 0 and on(namespace, deployment) {router_wanted} > 0) or "
+        expr=(f"({router_available(spec)} < {MIN_AVAILABLE} and on(namespace, deployment) {router_wanted} > 0) or "
               f"(absent_over_time({router_wanted}[{LONG_WINDOW}]) and on() count({decode_wanted}) > 0)"),
         hold="5m", severity=Severity.CRITICAL,
         failure="the endpoint's router has no Ready pod",
@@ -478,6 +493,8 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
         fix=(f"kubectl describe deploy/{router_deployment(spec)} -n {OPERATOR_NAMESPACE} and read its log "
              f"({router_log} --previous); the operator recreates it from the InferenceEndpointConfig "
              f"(kubectl get inferenceendpointconfig {spec.name} -n {spec.namespace} -o yaml, see its status)."),
+        commands=(router_get, f"kubectl describe deploy/{router_deployment(spec)} -n {OPERATOR_NAMESPACE}",
+                  f"{router_log} --previous"),
         inputs=(m.DEPLOYMENT_AVAILABLE, m.DEPLOYMENT_WANTED)))
     rules.append(AlertRule(
         name="DpdKubeStateMetricsAbsent",
@@ -490,6 +507,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                  "kube_deployment_*, so this may hold from the first deploy; it never pages."),
         fix=("Check the add-on's clusterMetrics level and that kube-state-metrics runs (kubectl get pods -n "
              "hyperpod-observability); meanwhile `hyperpod-dpd verify` reads the Deployments directly."),
+        commands=("kubectl get pods -n hyperpod-observability", f"kubectl get deploy -n {ns}", verify),
         inputs=(m.DEPLOYMENT_WANTED,)))
     for role, name in (("decode", decode_name), ("prefill", prefill_name)):
         restarts = select(m.CONTAINER_RESTARTS.name, s.pod(name), f'container="{name}"')
@@ -497,6 +515,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
         if role == "decode":
             rules.append(AlertRule(
                 name="DpdDecodeRestarted",
+                commands=(f"kubectl logs deploy/{name} -n {ns} -c {name} --previous", restart_prefill, smoke),
                 expr=expr, hold="0m", severity=Severity.WARNING,
                 failure="a decode container restarted; the prefillers still hold its old NIXL peer",
                 meaning=("LMCache 0.4.3's PD sender (on the prefiller) connects to each decoder once, keyed by "
@@ -510,6 +529,8 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
         else:
             rules.append(AlertRule(
                 name="DpdPrefillRestarted",
+                commands=(f"kubectl logs deploy/{name} -n {ns} -c {name} --previous", get_pods,
+                          f"kubectl get events -n {ns} --sort-by=.lastTimestamp"),
                 expr=expr, hold="0m", severity=Severity.WARNING,
                 failure="a prefill container restarted",
                 meaning=("The requests it was prefilling failed. The decoders need nothing: LMCache 0.4.3's PD "
@@ -535,17 +556,23 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
         fix=("Look the code up in NVIDIA's Xid catalog; for a hardware Xid let HyperPod replace the node "
              "(kubectl label node <node> sagemaker.amazonaws.com/node-health-status=UnschedulablePendingReplacement) "
              "so the pod reschedules."),
+        commands=(get_pods, "kubectl describe node <node>",
+                  "kubectl get node <node> -L sagemaker.amazonaws.com/node-health-status"),
         inputs=(m.GPU_XID,)))
     return tuple(rules)
 
 
 def inhibit_rules() -> list[dict[str, Any]]:
-    """Alertmanager inhibitions: an alert whose input is missing silences the ones that would misread it."""
+    """Alertmanager inhibitions: an alert whose input is missing silences the ones that would misread it, and
+    a burn-rate page its own ticket (SRE workbook ch.5: the slow tiers are for burns no page sees), per role
+    for the server-error budget."""
+    endpoint = ["dpd_namespace", "dpd_endpoint"]
     pairs = (("DpdDecodeMetricsAbsent",
-              "DpdKvNotTransferred|DpdDecodeKvCacheFull|DpdDecodePreempting|DpdDecodeStalled"),
-             ("DpdNoReadyPod", "DpdPrefillMetricsAbsent|DpdDecodeMetricsAbsent|DpdKvStoreMetricsAbsent"))
+              "DpdKvNotTransferred|DpdDecodeKvCacheFull|DpdDecodePreempting|DpdDecodeStalled", endpoint),
+             ("DpdNoReadyPod", "DpdPrefillMetricsAbsent|DpdDecodeMetricsAbsent|DpdKvStoreMetricsAbsent", endpoint),
+             *((f"{name}Fast", f"{name}Slow", [*endpoint, "resource_name"]) for name in BURN_ALERTS.values()))
     return [{"source_matchers": [f'alertname="{source}"'], "target_matchers": [f'alertname=~"{targets}"'],
-             "equal": ["dpd_namespace", "dpd_endpoint"]} for source, targets in pairs]
+             "equal": equal} for source, targets, equal in pairs]
 
 
 def rule_group_name(spec: DpdSpec) -> str:
@@ -553,11 +580,37 @@ def rule_group_name(spec: DpdSpec) -> str:
 
 
 def rules_document(spec: DpdSpec) -> dict[str, Any]:
-    """The Prometheus rule file for ``spec``: one group evaluated every minute."""
+    """The Prometheus rule file for ``spec``: one group evaluated every minute, the SLO recording rules first.
+
+    Prometheus evaluates a group's rules in order, so the burn-rate alerts read this evaluation's records.
+    """
+    recorded = [rule.to_prometheus(spec) for rule in recording_rules(spec)]
     return {"groups": [{"name": rule_group_name(spec), "interval": EVALUATION_INTERVAL,
-                        "rules": [rule.to_prometheus(spec) for rule in alert_rules(spec)]}]}
+                        "rules": [*recorded, *(rule.to_prometheus(spec) for rule in alert_rules(spec))]}]}
 
 
 def rules_yaml(spec: DpdSpec) -> str:
     """The rule file as YAML, byte-identical for the same spec."""
     return yaml.safe_dump(rules_document(spec), sort_keys=False, width=10_000, allow_unicode=False)
+
+
+# The endpoint the runbooks are written for: placeholders a reader replaces with their own names.
+RUNBOOK_ENDPOINT = "<name>"
+RUNBOOK_NAMESPACE = "<namespace>"
+
+
+def alert_variants(spec: DpdSpec) -> tuple[AlertRule, ...]:
+    """Every alert the code can emit, once each, in render order, rendered for ``spec`` with every option that
+    adds an alert or changes one: both SLO targets, and prefill allowed to scale to zero.
+
+    ``docs/alerts.md`` has one runbook section per rule here (``scripts/docs.py`` writes them).
+    """
+    slo = spec.slo if spec.slo is not None else SloSpec()
+    full = dataclasses.replace(spec, slo=dataclasses.replace(slo, ttft_ms=slo.ttft_ms or 2000,
+                                                             tpot_ms=slo.tpot_ms or 50))
+    zero = dataclasses.replace(full, prefill=dataclasses.replace(full.prefill, replicas=0))
+    seen: dict[str, AlertRule] = {}
+    for variant in (full, zero):
+        for rule in alert_rules(variant):
+            seen.setdefault(rule.name, rule)
+    return tuple(seen.values())

@@ -1,9 +1,11 @@
 """The per-endpoint DPD Grafana dashboard, built with Grafana's own dashboards-as-code library.
 
-Four rows, top to bottom in the order a request travels: the router (how traffic splits, in-flight
-prefill, end-to-end TTFT), the prefiller (queue, TTFT, compute time, KV store time), the decoder
-(inter-token latency, KV cache usage, preemptions, where prompt tokens came from) and errors. Panels
-draw the spec's alert thresholds, so a graph crossing its line is the alert about to fire.
+First the DPD health row (KV transfer per decoder, the router, errors, TTFT and TPOT against the SLO, the
+error budget's burn rate, each at its alert's own threshold), then four rows in the order a request
+travels: the router (how traffic splits, in-flight prefill, end-to-end TTFT), the prefiller (queue,
+TTFT, compute time, KV store time), the decoder (inter-token latency, KV cache usage, preemptions,
+where prompt tokens came from) and errors. Panels draw the spec's alert thresholds, so a graph crossing
+its line is the alert about to fire.
 
 Needs the ``observability`` extra (``grafana-foundation-sdk``); nothing imports this module eagerly.
 """
@@ -12,22 +14,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.observability.alerts import (
+    MIN_AVAILABLE,
+    MIN_LONG_PROMPTS,
     RATE_WINDOW,
-    error_ratio,
+    decoder_tokens,
     inflight_prefill,
-    invocation_rate,
+    long_prompts_per_decoder,
     prefill_capacity,
     prefill_max_num_seqs,
     prefill_waiting,
     quantile,
+    router_available,
     router_quantile,
     thresholds_of,
 )
+from hyperpod_dpd.observability.rule import endpoint_labels, error_ratio, invocation_rate, num
 from hyperpod_dpd.observability.selectors import EndpointSelectors, select
+from hyperpod_dpd.observability.slo import FASTEST, budget, slis
 from hyperpod_dpd.spec import DpdSpec
 
 EXTRA_HINT = "pip install 'hyperpod-dpd[observability]'"
@@ -80,8 +88,8 @@ def panel_queries(spec: DpdSpec) -> dict[str, dict[str, dict[str, str]]]:
     def router_rate(metric: str) -> str:
         return f"sum{s.router_series(metric, lambda selector: f'rate({selector}[{RATE_WINDOW}])')}"
 
-    server_errors = error_ratio(s.pods, RATE_WINDOW)
     return {
+        HEALTH_ROW: {title: queries for title, (queries, _line) in health_panels(spec).items()},
         "Router": {
             "Routing decisions per second": {
                 "disaggregated": router_rate(m.DPD_DISAGGREGATED.name),
@@ -116,13 +124,64 @@ def panel_queries(spec: DpdSpec) -> dict[str, dict[str, dict[str, str]]]:
                 "{{source}}": f"sum by (source) ({rate(m.PROMPT_TOKENS_BY_SOURCE.name, s.decode)})"},
         },
         "Errors": {
-            # 0 rather than No data while no request has failed (the sidecar creates the error series
-            # with the first error).
-            "Server error (5xx) ratio by role": {
-                "{{resource_name}}": f"({server_errors}) or ({invocation_rate(s.pods, RATE_WINDOW)} * 0)"},
+            "Server error (5xx) ratio by role": {"{{resource_name}}": server_errors_or_zero(s)},
             "Requests per second by role": {"{{resource_name}}": invocation_rate(s.pods, RATE_WINDOW)},
         },
     }
+
+
+HEALTH_ROW = "DPD health"
+
+
+def server_errors_or_zero(s: EndpointSelectors) -> str:
+    """The 5xx ratio per role, 0 rather than No data while no request has failed (the sidecar creates the error
+    series with the first error)."""
+    return f"({error_ratio(s.pods, RATE_WINDOW)}) or ({invocation_rate(s.pods, RATE_WINDOW)} * 0)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Line:
+    """A panel's threshold: the alert it belongs to, the value the alert compares with, and which side is bad."""
+
+    alert: str
+    value: float
+    unit: str
+    below_is_bad: bool = False
+
+
+def health_panels(spec: DpdSpec) -> dict[str, tuple[dict[str, str], Line]]:
+    """The first row: one panel per DPD failure, each drawing what its alert compares, at the alert's own threshold.
+
+    The values come from the alert's constants and the spec, never restated here.
+    """
+    s = EndpointSelectors.of(spec)
+    t = thresholds_of(spec)
+    panels: dict[str, tuple[dict[str, str], Line]] = {
+        "KV transfer per decoder (15m)": (
+            {"{{pod_name}} long prompts served": long_prompts_per_decoder(spec),
+             "{{pod_name}} KV tokens received": decoder_tokens(s, m.EXTERNAL_KV_TRANSFER)},
+            Line(alert="DpdKvNotTransferred", value=MIN_LONG_PROMPTS, unit="short")),
+        "Router available replicas": (
+            {"available": router_available(spec)},
+            Line(alert="DpdRouterDown", value=MIN_AVAILABLE, unit="short", below_is_bad=True)),
+        "Server error (5xx) ratio": (
+            {"{{resource_name}}": server_errors_or_zero(s)},
+            Line(alert="DpdErrorRatioHigh", value=t.error_ratio, unit="percentunit")),
+    }
+    slo = spec.slo
+    if slo is not None and slo.ttft_ms is not None:
+        panels["TTFT p90 vs SLO"] = ({"p90": router_quantile(m.DPD_E2E_TTFT, s)},
+                                     Line(alert="DpdTtftSloBreach", value=slo.ttft_ms / 1000, unit="s"))
+    if slo is not None and slo.tpot_ms is not None:
+        panels["TPOT p90 vs SLO"] = ({"p90": quantile(m.INTER_TOKEN_LATENCY, s.decode)},
+                                     Line(alert="DpdTpotSloBreach", value=slo.tpot_ms / 1000, unit="s"))
+    if slo is not None:
+        labels = ", ".join(f'{k}="{v}"' for k, v in endpoint_labels(spec).items())
+        burns = {f"{sli.key}" + (" {{resource_name}}" if sli.level == "resource_name" else ""):
+                 f"{sli.ratio_record(FASTEST.long)}{{{labels}}} / {num(budget(spec))}" for sli in slis(spec)}
+        panels[f"Error budget burn rate ({FASTEST.long})"] = (
+            burns, Line(alert="DpdErrorBudgetBurnFast", value=FASTEST.factor, unit="short"))
+    return panels
 
 
 def alert_lines(spec: DpdSpec) -> dict[str, tuple[str, str]]:
@@ -159,17 +218,24 @@ def _thresholds(spec: DpdSpec) -> dict[str, tuple[float, str]]:
     return lines
 
 
+def panel_lines(spec: DpdSpec) -> dict[str, Line]:
+    """Every panel's threshold line: the health row's and the rows' below."""
+    lines = {title: Line(alert="", value=value, unit=unit) for title, (value, unit) in _thresholds(spec).items()}
+    lines.update({title: line for title, (_queries, line) in health_panels(spec).items()})
+    return lines
+
+
 UNITS = {"End-to-end TTFT p90": "s", "Prefill TTFT p90": "s", "Prefill compute time (mean)": "s",
          "KV store (put) time p90": "s", "Inter-token latency (TPOT) p90": "s", "KV cache usage": "percentunit",
          "Disaggregated share": "percentunit", "Server error (5xx) ratio by role": "percentunit"}
-STAT_PANELS = {"Disaggregated share"}
+STAT_PANELS = {"Disaggregated share", "Router available replicas"}
 
 
 def build_dashboard(spec: DpdSpec) -> Any:
     """The dashboard model (``grafana_foundation_sdk.models.dashboard.Dashboard``) for ``spec``."""
     dashboard, prometheus, stat, timeseries, common, common_models, models = _sdk()
     datasource = models.DataSourceRef(type_val="prometheus", uid=f"${{{DATASOURCE_VARIABLE}}}")
-    lines = _thresholds(spec)
+    lines = panel_lines(spec)
     builder = (dashboard.Dashboard(f"DPD {spec.namespace}/{spec.name}")
                .uid(dashboard_uid(spec))
                .description(f"Disaggregated prefill/decode endpoint {spec.name} in namespace {spec.namespace} "
@@ -190,12 +256,15 @@ def build_dashboard(spec: DpdSpec) -> Any:
             for index, (legend, expr) in enumerate(queries.items()):
                 panel = panel.with_target(prometheus.Dataquery().expr(expr).legend_format(legend)
                                           .ref_id(chr(ord("A") + index)).datasource(datasource))
-            if title in UNITS:
+            if title in lines:
+                panel = panel.unit(lines[title].unit)
+            elif title in UNITS:
                 panel = panel.unit(UNITS[title])
             if title in lines:
-                value, _unit = lines[title]
+                line = lines[title]
+                below, above = ("red", "green") if line.below_is_bad else ("green", "red")
                 panel = panel.thresholds(dashboard.ThresholdsConfig().mode(models.ThresholdsMode.ABSOLUTE).steps([
-                    models.Threshold(value=None, color="green"), models.Threshold(value=value, color="red")]))
+                    models.Threshold(value=None, color=below), models.Threshold(value=line.value, color=above)]))
                 if kind is timeseries:
                     panel = panel.thresholds_style(common.GraphThresholdsStyleConfig().mode(
                         common_models.GraphThresholdsStyleMode.DASHED))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from hyperpod_dpd.observability.alerts import Severity
+from hyperpod_dpd.observability.rule import Severity
 
 # The CloudWatch namespace the metric filters publish to.
 METRIC_NAMESPACE = "HyperPodDPD"

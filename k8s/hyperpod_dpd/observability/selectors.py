@@ -59,12 +59,14 @@ class EndpointSelectors:
                             f'resource_name="{spec.name}", {namespace}'),
                    namespace=namespace)
 
-    def router_series(self, metric: str, per_series: Callable[[str], str] = lambda selector: selector) -> str:
+    def router_series(self, metric: str, per_series: Callable[[str], str] = lambda selector: selector,
+                      *extra: str) -> str:
         """``per_series`` applied to the router's series of ``metric`` under either label form, joined by ``or``.
 
-        ``per_series`` takes a selector and returns an instant-vector expression, e.g. a ``rate()``.
+        ``per_series`` takes a selector and returns an instant-vector expression, e.g. a ``rate()``;
+        ``extra`` matchers are added to both forms.
         """
-        first, second = (per_series(select(metric, matchers)) for matchers in self.routers)
+        first, second = (per_series(select(metric, matchers, *extra)) for matchers in self.routers)
         return f"({first} or {second})"
 
     def deployment(self, name: str) -> str:
@@ -75,6 +77,17 @@ class EndpointSelectors:
         """Series labelled with a pod of the given Deployments (kube-state-metrics, DCGM)."""
         names = "|".join(regex_literal(d) for d in deployments)
         return f'{self.namespace}, pod=~"({names}){POD_OF_DEPLOYMENT}"'
+
+
+def le_matcher(bound: float) -> str:
+    """The ``le`` matcher of one finite bucket bound, in either of the forms exporters write it.
+
+    prometheus_client (vLLM, LMCache) writes ``5000.0`` and ``0.05``, Go's client and some pipelines
+    ``5000``: an integral bound matches with or without ``.0``.
+    """
+    text = f"{bound:g}"
+    optional = "" if "." in text or "e" in text else "(\\\\.0)?"
+    return f'le=~"{regex_literal(text)}{optional}"'
 
 
 def select(metric: str, matchers: str, *extra: str) -> str:

@@ -23,19 +23,29 @@ DEFAULT_DECODE_KV_CACHE_USAGE = 0.9
 # Ratio rules stay silent below this request rate: 0.1/s is 30 requests in a 5-minute window, enough
 # that one failed request cannot read as a 5% error ratio.
 DEFAULT_MIN_REQUESTS_PER_SECOND = 0.1
+# The share of requests (of output tokens, for TPOT) that must meet each SLO target: 99% leaves a 1% error
+# budget, which the burn-rate alerts' fastest tier (14.4x, Google's SRE workbook ch.5) can still exceed.
+DEFAULT_SLO_OBJECTIVE = 0.99
 
 
 @dataclass(frozen=True, kw_only=True)
 class SloSpec(Frozen):
-    """Latency targets; each adds an alert on its p90 over 5 minutes.
+    """Latency targets and the objective they are held to.
+
+    Each target adds an alert on its p90 over 5 minutes and multi-window burn-rate alerts on its error
+    budget; the block alone adds burn-rate alerts on server errors (5xx).
 
     :param ttft_ms: end-to-end time to first token at the router (prefill, KV transfer, first decode step).
         :default: - no TTFT alert
     :param tpot_ms: time per output token (inter-token latency) on the decoder. :default: - no TPOT alert
+    :param objective: the share of requests that must meet the TTFT target and not fail with a 5xx, and
+        of output tokens that must meet the TPOT target; 1 - objective is the error budget the burn-rate
+        alerts spend. :default: 0.99
     """
 
     ttft_ms: int | None = None
     tpot_ms: int | None = None
+    objective: float = DEFAULT_SLO_OBJECTIVE
 
 
 @dataclass(frozen=True, kw_only=True)

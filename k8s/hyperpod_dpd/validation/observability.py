@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.observability.alerts import RATE_WINDOW_SECONDS
 from hyperpod_dpd.observability.metrics import INTER_TOKEN_LATENCY
-from hyperpod_dpd.spec.observability import AlertThresholds
+from hyperpod_dpd.observability.slo import FASTEST, tpot_bound
+from hyperpod_dpd.spec.observability import DEFAULT_SLO_OBJECTIVE, AlertThresholds
 from hyperpod_dpd.validation.context import Finding, RuleContext, problem
 from hyperpod_dpd.validation.naming import HTTP_PATH
 
@@ -91,10 +92,23 @@ def slo_targets(ctx: RuleContext) -> Iterator[Finding]:
                       fix=f"give a p90 target of at least {MIN_TPOT_MS} ms, e.g. 50")
     elif slo.tpot_ms is not None and slo.tpot_ms / 1000 not in INTER_TOKEN_LATENCY.buckets:
         bounds = ", ".join(f"{b * 1000:g}" for b in INTER_TOKEN_LATENCY.buckets if b <= 1)
+        used = tpot_bound(slo.tpot_ms) * 1000
         yield SpecWarning(code="SLO_BETWEEN_BUCKETS", field="slo.tpot_ms",
                       message=f"{slo.tpot_ms} is not a bucket bound of vLLM's inter-token latency histogram "
                               f"({bounds} ms): the p90 is interpolated between bounds, so the alert may fire "
-                              "early or late; choose a bound for an exact threshold")
+                              f"early or late, and the burn-rate alerts count a token as good only under the "
+                              f"{used:g} ms bucket; choose a bound for an exact threshold")
+    if not 0 < slo.objective < 1:
+        yield Problem(field="slo.objective", value=slo.objective,
+                      message="is the share of requests that must meet the SLO and must be between 0 and 1 "
+                              "(exclusive): 1 leaves no error budget to burn",
+                      fix=f"use e.g. {DEFAULT_SLO_OBJECTIVE}")
+    elif FASTEST.factor * (1 - slo.objective) >= 1:
+        floor = 1 - 1 / FASTEST.factor
+        yield Problem(field="slo.objective", value=slo.objective,
+                      message=f"leaves a budget so large that the fastest burn-rate page ({FASTEST.factor:g}x "
+                              f"over {FASTEST.long}) needs more than 100% of requests to fail, so it can never fire",
+                      fix=f"use an objective above {floor:.4f}, e.g. {DEFAULT_SLO_OBJECTIVE}")
 
 
 def scrape_interval(ctx: RuleContext) -> Iterator[Finding]:
