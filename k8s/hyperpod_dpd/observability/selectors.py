@@ -59,12 +59,14 @@ class EndpointSelectors:
                             f'resource_name="{spec.name}", {namespace}'),
                    namespace=namespace)
 
-    def router_series(self, metric: str, per_series: Callable[[str], str] = lambda selector: selector) -> str:
+    def router_series(self, metric: str, per_series: Callable[[str], str] = lambda selector: selector,
+                      *extra: str) -> str:
         """``per_series`` applied to the router's series of ``metric`` under either label form, joined by ``or``.
 
-        ``per_series`` takes a selector and returns an instant-vector expression, e.g. a ``rate()``.
+        ``per_series`` takes a selector and returns an instant-vector expression, e.g. a ``rate()``; ``extra``
+        matchers are added to both forms.
         """
-        first, second = (per_series(select(metric, matchers)) for matchers in self.routers)
+        first, second = (per_series(select(metric, matchers, *extra)) for matchers in self.routers)
         return f"({first} or {second})"
 
     def deployment(self, name: str) -> str:

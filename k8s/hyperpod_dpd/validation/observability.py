@@ -90,11 +90,28 @@ def slo_targets(ctx: RuleContext) -> Iterator[Finding]:
                               "histogram, so the TPOT alert would fire whenever tokens flow",
                       fix=f"give a p90 target of at least {MIN_TPOT_MS} ms, e.g. 50")
     elif slo.tpot_ms is not None and slo.tpot_ms / 1000 not in INTER_TOKEN_LATENCY.buckets:
-        bounds = ", ".join(f"{b * 1000:g}" for b in INTER_TOKEN_LATENCY.buckets if b <= 1)
         yield SpecWarning(code="SLO_BETWEEN_BUCKETS", field="slo.tpot_ms",
-                      message=f"{slo.tpot_ms} is not a bucket bound of vLLM's inter-token latency histogram "
-                              f"({bounds} ms): the p90 is interpolated between bounds, so the alert may fire "
-                              "early or late; choose a bound for an exact threshold")
+                          message=_between_buckets(slo.tpot_ms, INTER_TOKEN_LATENCY.buckets))
+
+
+def _between_buckets(target_ms: float, buckets: tuple[float, ...]) -> str:
+    """Which bucket of the exporter's histogram the alert's p90 is read in, for a target that is not a bound.
+
+    histogram_quantile interpolates linearly inside the bucket that holds the 90th percentile, assuming the
+    observations spread evenly in it: only at the bucket's bounds is the comparison exact.
+    """
+    seconds = target_ms / 1000
+    upper = next((b for b in buckets if b >= seconds), None)
+    lower = max((b for b in buckets if b < seconds), default=0.0)
+    if upper is None:
+        return (f"{target_ms:g} ms is above the top finite bucket of vLLM's inter-token latency histogram "
+                f"({lower * 1000:g} ms): histogram_quantile never reads a p90 above it, so the alert can never fire; "
+                f"use at most {lower * 1000:g}")
+    nearest = min((lower, upper), key=lambda b: abs(b - seconds))
+    return (f"{target_ms:g} ms is not a bucket bound of vLLM's inter-token latency histogram: the alert reads the "
+            f"p90 inside the bucket ({lower * 1000:g}, {upper * 1000:g}] ms, interpolated as if tokens spread evenly "
+            f"across it, so it fires early or late by up to the bucket's width ({(upper - lower) * 1000:g} ms); "
+            f"use {nearest * 1000:g} for an exact threshold")
 
 
 def scrape_interval(ctx: RuleContext) -> Iterator[Finding]:
