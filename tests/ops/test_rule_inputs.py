@@ -24,7 +24,7 @@ from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.observability.dashboard import panel_queries
 from hyperpod_dpd.observability.inputs import rule_inputs
 from hyperpod_dpd.observability.promql import selectors
-from hyperpod_dpd.ops.rule_inputs import ROW, WORKSPACE_ROW, amp_input_checks, check_rule_inputs
+from hyperpod_dpd.ops.rule_inputs import ROW, TTFT_BUCKETS, WORKSPACE_ROW, amp_input_checks, check_rule_inputs
 from hyperpod_dpd.spec import DpdSpec, SloSpec
 
 promql_parser = pytest.importorskip("promql_parser", reason="pip install 'hyperpod-dpd[observability]'")
@@ -74,7 +74,8 @@ def _pod(deployment: str, n: int = 0) -> str:
 
 
 def exporters(spec: DpdSpec, *, router_resource: str | None = None, dcgm_pods: bool = True,
-              kube_state_metrics: bool = True) -> list[Series]:
+              kube_state_metrics: bool = True,
+              router_buckets: tuple[str, ...] = ("1.0", "10.0", "+Inf")) -> list[Series]:
     """One healthy endpoint's series, labelled as each exporter and the HyperPod pipeline label them."""
     ns, prefill, decode = spec.namespace, role_deployment(spec, "prefill"), role_deployment(spec, "decode")
     router = router_deployment(spec)
@@ -97,8 +98,8 @@ def exporters(spec: DpdSpec, *, router_resource: str | None = None, dcgm_pods: b
     routed = {"resource_name": router_resource or _pod(router)}
     for metric in (m.DPD_DISAGGREGATED, m.DPD_LOCAL, m.DPD_FALLBACK, m.DPD_INFLIGHT_PREFILL):
         out.append({"__name__": metric.name, **routed})
-    out += [{"__name__": m.DPD_E2E_TTFT.bucket(), "le": "1.0", **routed},
-            {"__name__": f"{m.DPD_E2E_TTFT.name}_count", **routed}]
+    out += [{"__name__": m.DPD_E2E_TTFT.bucket(), "le": le, **routed} for le in router_buckets]
+    out.append({"__name__": f"{m.DPD_E2E_TTFT.name}_count", **routed})
     if kube_state_metrics:
         for namespace, deployment in ((ns, prefill), (ns, decode), (OPERATOR_NAMESPACE, router)):
             for metric in (m.DEPLOYMENT_AVAILABLE, m.DEPLOYMENT_WANTED):
@@ -124,7 +125,8 @@ def _workspace(created: datetime = NOW - timedelta(days=3), status: str = "ACTIV
 def _run(spec: DpdSpec, amp: RecordedAmp, workspace: Workspace | None = None) -> dict[str, list[Check]]:
     api = PrometheusApi(endpoint=ENDPOINT, region=REGION, credentials=Credentials("AKIDEXAMPLE", "secret"), send=amp)
     rows = check_rule_inputs(api, workspace or _workspace(), rule_inputs(spec, panels=panel_queries(spec)),
-                             namespace=spec.namespace, now=NOW, scrape_seconds=spec.metrics.scrape_interval_seconds)
+                             namespace=spec.namespace, now=NOW, scrape_seconds=spec.metrics.scrape_interval_seconds,
+                             ttft_ms=spec.slo.ttft_ms if spec.slo is not None else None)
     by: dict[str, list[Check]] = {}
     for row in rows:
         by.setdefault(row.name, []).append(row)
@@ -135,8 +137,14 @@ def test_every_input_is_present_in_a_healthy_workspace(slo_spec: DpdSpec) -> Non
     amp = RecordedAmp(exporters(slo_spec))
     rows = _run(slo_spec, amp)
     inputs = rule_inputs(slo_spec, panels=panel_queries(slo_spec))
-    assert sum(len(found) for found in rows.values()) == len(inputs) + 1 >= 30
-    assert [row.status for found in rows.values() for row in found] == [Status.PASS] * (len(inputs) + 1)
+    assert sum(len(found) for found in rows.values()) == len(inputs) + 2 >= 30
+    assert [row.status for found in rows.values() for row in found] == [Status.PASS] * (len(inputs) + 2)
+    (buckets,) = rows[TTFT_BUCKETS]
+    assert buckets.detail.splitlines() == [
+        "dpd_e2e_ttft_seconds buckets in the workspace: 1, 10 s",
+        "  2000 ms is not a bucket bound of the router's dpd_e2e_ttft_seconds histogram: the alert reads the p90 "
+        "inside the bucket (1000, 10000] ms, interpolated as if observations spread evenly across it, so it fires "
+        "early or late by up to the bucket's width (9000 ms); use 1000 for an exact threshold"]
     (router,) = rows[f"{ROW} {m.DPD_INFLIGHT_PREFILL.name}"]
     assert router.detail.splitlines()[1].startswith("  present: 1 series under dpd_routing_inflight_prefill{"
                                                     'resource_name=~"dpd-test-default-router')
@@ -160,6 +168,17 @@ def test_a_router_under_another_resource_name_is_absent_with_the_labels_it_has(s
                         "requests'")
     others = [row for name, found in rows.items() if not name.startswith(f"{ROW} dpd_") for row in found]
     assert {row.status for row in others} == {Status.PASS}, "only the router's rows fail"
+
+
+@pytest.mark.parametrize(("buckets", "message"), [
+    (("0.5", "1.0", "+Inf"), "2000 ms is above the top finite bucket of the router's dpd_e2e_ttft_seconds "
+                             "histogram (1000 ms): histogram_quantile never reads a p90 above it"),
+    (("+Inf",), "none finite, only +Inf: no p90 can be read")])
+def test_router_ttft_buckets_that_cannot_resolve_the_slo_fail(slo_spec: DpdSpec, buckets: tuple[str, ...],
+                                                                message: str) -> None:
+    """T4-12 where the rule runs: the router's buckets are known only from the workspace."""
+    (row,) = _run(slo_spec, RecordedAmp(exporters(slo_spec, router_buckets=buckets)))[TTFT_BUCKETS]
+    assert row.status is Status.FAIL and message in row.detail
 
 
 def test_dcgm_without_pod_labels_blinds_the_xid_alert(spec: DpdSpec) -> None:

@@ -65,7 +65,8 @@ def rule_inputs(spec: DpdSpec, *, panels: dict[str, dict[str, dict[str, str]]] |
     router_forms = [frozenset(selectors(f"x{{{form}}}")[0].matchers) for form in s.routers]
 
     def key(selector: Selector) -> tuple[str, str]:
-        is_router = frozenset(selector.matchers) in router_forms
+        # A bucket matcher (le) narrows the same series: it does not make another input.
+        is_router = frozenset(mt for mt in selector.matchers if mt.label != "le") in router_forms
         return (selector.name, "router" if is_router else selector.promql())
 
     forms: dict[tuple[str, str], dict[Selector, None]] = {}

@@ -15,12 +15,15 @@ from datetime import UTC, datetime
 from hyperpod_dpd.clients.amp import AmpError, PrometheusApi, Send, Workspace, describe_workspace, urllib_send
 from hyperpod_dpd.clients.aws import NO_CREDENTIALS, AwsClients
 from hyperpod_dpd.clients.checks import Check, errored, failed, passed, skipped
+from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.observability.dashboard import EXTRA_HINT, panel_queries
 from hyperpod_dpd.observability.inputs import ABSENT_CAUSE, RuleInput, rule_inputs
 from hyperpod_dpd.observability.promql import parser
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.validation.observability import between_buckets
 
 ROW = "amp input"
+TTFT_BUCKETS = "amp ttft buckets"
 WORKSPACE_ROW = "amp workspace"
 # The operator's default scrape interval (MetricsSpec.scrape_interval_seconds).
 DEFAULT_SCRAPE_SECONDS = 15
@@ -74,8 +77,32 @@ def check_input(api: PrometheusApi, item: RuleInput, *, namespace_scraped: bool)
     return failed(name, f"{head}\n  {where}\n  why: {cause}\n  {_blind(item)}")
 
 
+def check_ttft_buckets(api: PrometheusApi, inputs: Sequence[RuleInput], ttft_ms: float) -> Check | None:
+    """The router's TTFT buckets as the workspace holds them, against ``slo.ttft_ms``; None without the series.
+
+    No source documents the router's buckets, so only here can the bucket the SLO alert reads be named.
+    """
+    item = next((i for i in inputs if i.series == m.DPD_E2E_TTFT.bucket()), None)
+    if item is None:
+        return None
+    bounds: set[str] = set()
+    for form in item.forms:
+        bounds |= {str(sample["metric"].get("le", "")) for sample in api.query(f"count by (le) ({form.promql()})")}
+    if not bounds:
+        return None
+    finite = sorted(float(b) for b in bounds if b not in ("+Inf", ""))
+    detail = f"dpd_e2e_ttft_seconds buckets in the workspace: {', '.join(f'{b:g}' for b in finite) or 'none'}"
+    if not finite:
+        return failed(TTFT_BUCKETS, f"{detail} finite, only +Inf: no p90 can be read, so DpdTtftSloBreach can "
+                                    "only say the SLO cannot be measured")
+    message = between_buckets(ttft_ms, finite, "the router's dpd_e2e_ttft_seconds histogram")
+    if finite[-1] < ttft_ms / 1000:
+        return failed(TTFT_BUCKETS, f"{detail} s\n  {message}")
+    return passed(TTFT_BUCKETS, f"{detail} s\n  {message}")
+
+
 def check_rule_inputs(api: PrometheusApi, workspace: Workspace, inputs: Sequence[RuleInput], *, namespace: str,
-                      now: datetime, scrape_seconds: int | None) -> list[Check]:
+                      now: datetime, scrape_seconds: int | None, ttft_ms: float | None = None) -> list[Check]:
     """The workspace's row, then one row per input; a workspace younger than one scrape interval has none yet."""
     interval = scrape_seconds or DEFAULT_SCRAPE_SECONDS
     if workspace.status != "ACTIVE":
@@ -91,7 +118,9 @@ def check_rule_inputs(api: PrometheusApi, workspace: Workspace, inputs: Sequence
         scraped = _count(api, f'{{namespace="{namespace}"}}') > 0
         rows = [passed(WORKSPACE_ROW, f"{workspace.workspace_id} ACTIVE; {len(inputs)} series the alerts and "
                                       "panels read")]
-        return rows + [check_input(api, item, namespace_scraped=scraped) for item in inputs]
+        rows += [check_input(api, item, namespace_scraped=scraped) for item in inputs]
+        buckets = check_ttft_buckets(api, inputs, ttft_ms) if ttft_ms is not None else None
+        return rows + ([buckets] if buckets is not None else [])
     except AmpError as err:
         return [errored(WORKSPACE_ROW, f"{workspace.workspace_id}: {err}")]
 
@@ -117,4 +146,5 @@ def amp_input_checks(spec: DpdSpec, *, clients: AwsClients | None, workspace: st
         return [errored(WORKSPACE_ROW, str(err))]
     api = PrometheusApi(endpoint=found.query_endpoint, region=clients.region, credentials=credentials, send=send)
     return check_rule_inputs(api, found, rule_inputs(spec, panels=panel_queries(spec)), namespace=spec.namespace,
-                             now=now or datetime.now(UTC), scrape_seconds=spec.metrics.scrape_interval_seconds)
+                             now=now or datetime.now(UTC), scrape_seconds=spec.metrics.scrape_interval_seconds,
+                             ttft_ms=spec.slo.ttft_ms if spec.slo is not None else None)

@@ -6,7 +6,7 @@ See ``docs/checks.md`` and ``docs/alerts.md``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.observability.alerts import RATE_WINDOW_SECONDS
@@ -91,27 +91,31 @@ def slo_targets(ctx: RuleContext) -> Iterator[Finding]:
                       fix=f"give a p90 target of at least {MIN_TPOT_MS} ms, e.g. 50")
     elif slo.tpot_ms is not None and slo.tpot_ms / 1000 not in INTER_TOKEN_LATENCY.buckets:
         yield SpecWarning(code="SLO_BETWEEN_BUCKETS", field="slo.tpot_ms",
-                          message=_between_buckets(slo.tpot_ms, INTER_TOKEN_LATENCY.buckets))
+                          message=between_buckets(slo.tpot_ms, INTER_TOKEN_LATENCY.buckets,
+                                                  "vLLM's inter-token latency histogram"))
 
 
-def _between_buckets(target_ms: float, buckets: tuple[float, ...]) -> str:
-    """Which bucket of the exporter's histogram the alert's p90 is read in, for a target that is not a bound.
+def between_buckets(target_ms: float, buckets: Sequence[float], histogram: str) -> str:
+    """Which bucket of ``histogram`` (finite bounds in seconds) an alert's p90 is read in for ``target_ms``.
 
     histogram_quantile interpolates linearly inside the bucket that holds the 90th percentile, assuming the
-    observations spread evenly in it: only at the bucket's bounds is the comparison exact.
+    observations spread evenly in it: only at a bound is the comparison exact, and above the top finite
+    bound no p90 can be read at all.
     """
     seconds = target_ms / 1000
-    upper = next((b for b in buckets if b >= seconds), None)
+    upper = next((b for b in sorted(buckets) if b >= seconds), None)
     lower = max((b for b in buckets if b < seconds), default=0.0)
     if upper is None:
-        return (f"{target_ms:g} ms is above the top finite bucket of vLLM's inter-token latency histogram "
-                f"({lower * 1000:g} ms): histogram_quantile never reads a p90 above it, so the alert can never fire; "
-                f"use at most {lower * 1000:g}")
+        return (f"{target_ms:g} ms is above the top finite bucket of {histogram} ({lower * 1000:g} ms): "
+                "histogram_quantile never reads a p90 above it, so the SLO alert can only say it cannot be "
+                f"measured; use at most {lower * 1000:g}")
+    if upper == seconds:
+        return f"{target_ms:g} ms is a bucket bound of {histogram}: the alert's comparison is exact"
     nearest = min((lower, upper), key=lambda b: abs(b - seconds))
-    return (f"{target_ms:g} ms is not a bucket bound of vLLM's inter-token latency histogram: the alert reads the "
-            f"p90 inside the bucket ({lower * 1000:g}, {upper * 1000:g}] ms, interpolated as if tokens spread evenly "
-            f"across it, so it fires early or late by up to the bucket's width ({(upper - lower) * 1000:g} ms); "
-            f"use {nearest * 1000:g} for an exact threshold")
+    return (f"{target_ms:g} ms is not a bucket bound of {histogram}: the alert reads the p90 inside the bucket "
+            f"({lower * 1000:g}, {upper * 1000:g}] ms, interpolated as if observations spread evenly across it, so "
+            f"it fires early or late by up to the bucket's width ({(upper - lower) * 1000:g} ms); use "
+            f"{nearest * 1000:g} for an exact threshold")
 
 
 def scrape_interval(ctx: RuleContext) -> Iterator[Finding]:
