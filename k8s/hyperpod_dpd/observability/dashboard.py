@@ -20,6 +20,7 @@ from hyperpod_dpd.observability.alerts import (
     error_ratio,
     inflight_prefill,
     invocation_rate,
+    per_second,
     prefill_capacity,
     prefill_max_num_seqs,
     prefill_waiting,
@@ -78,7 +79,7 @@ def panel_queries(spec: DpdSpec) -> dict[str, dict[str, dict[str, str]]]:
         return f"rate({select(metric, matchers, *extra)}[{RATE_WINDOW}])"
 
     def router_rate(metric: str) -> str:
-        return f"sum{s.router_series(metric, lambda selector: f'rate({selector}[{RATE_WINDOW}])')}"
+        return f"sum{s.router_series(metric, per_second)}"
 
     server_errors = error_ratio(s.pods, RATE_WINDOW)
     return {

@@ -4,8 +4,8 @@ Two counts, read from a laptop through the API server (no port-forward, no Prome
 
 * the router's ``Conditional routing: ... disaggregate=True`` log lines (AWS's DPD page documents
   the line; the router's own metrics port is not documented);
-* ``vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}`` summed over the decode pods,
-  from vLLM's ``/metrics`` through the pod proxy. vLLM 0.19.0 counts there every prompt token the
+* ``vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}`` of each decode pod, from
+  vLLM's ``/metrics`` through the pod proxy. vLLM 0.19.0 counts there every prompt token the
   decoder took from the KV connector instead of computing it (``vllm/v1/metrics/loggers.py``).
 
 Read them before and after a request (:func:`read_counters`, :meth:`DpdCounters.since`): a
