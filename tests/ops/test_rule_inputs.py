@@ -73,17 +73,27 @@ def _pod(deployment: str, n: int = 0) -> str:
     return f"{deployment}-6f8d{n}-kl{n}no"
 
 
-def exporters(spec: DpdSpec, *, router_resource: str | None = None, dcgm_pods: bool = True,
-              kube_state_metrics: bool = True,
-              router_buckets: tuple[str, ...] = ("1.0", "10.0", "+Inf")) -> list[Series]:
+def exporters(
+    spec: DpdSpec,
+    *,
+    router_resource: str | None = None,
+    dcgm_pods: bool = True,
+    kube_state_metrics: bool = True,
+    router_buckets: tuple[str, ...] = ("1.0", "10.0", "+Inf"),
+) -> list[Series]:
     """One healthy endpoint's series, labelled as each exporter and the HyperPod pipeline label them."""
     ns, prefill, decode = spec.namespace, role_deployment(spec, "prefill"), role_deployment(spec, "decode")
     router = router_deployment(spec)
     out: list[Series] = []
     for role in (prefill, decode):
         pod = {"resource_name": role, "namespace": ns, "pod_name": _pod(role)}
-        for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                     "vllm:num_preemptions_total", "vllm:generation_tokens_total"):
+        for name in (
+            "vllm:num_requests_running",
+            "vllm:num_requests_waiting",
+            "vllm:kv_cache_usage_perc",
+            "vllm:num_preemptions_total",
+            "vllm:generation_tokens_total",
+        ):
             out.append({"__name__": name, **pod})
         for source in (m.LOCAL_COMPUTE, m.LOCAL_CACHE_HIT, m.EXTERNAL_KV_TRANSFER):  # all three created at start
             out.append({"__name__": m.PROMPT_TOKENS_BY_SOURCE.name, "source": source, **pod})
@@ -93,8 +103,10 @@ def exporters(spec: DpdSpec, *, router_resource: str | None = None, dcgm_pods: b
         out.append({"__name__": m.MODEL_INVOCATIONS.name, "method": "POST", **pod})
         out += [{"__name__": m.MODEL_ERRORS.name, "method": "POST", "status": code, **pod} for code in ("503", "400")]
     prefill_pod = {"resource_name": prefill, "namespace": ns, "pod_name": _pod(prefill)}
-    out += [{"__name__": "lmcache:store_put_time_bucket", "le": "0.01", "role": "sender", **prefill_pod},
-            {"__name__": "lmcache:store_put_time_count", "role": "sender", **prefill_pod}]
+    out += [
+        {"__name__": "lmcache:store_put_time_bucket", "le": "0.01", "role": "sender", **prefill_pod},
+        {"__name__": "lmcache:store_put_time_count", "role": "sender", **prefill_pod},
+    ]
     routed = {"resource_name": router_resource or _pod(router)}
     for metric in (m.DPD_DISAGGREGATED, m.DPD_LOCAL, m.DPD_FALLBACK, m.DPD_INFLIGHT_PREFILL):
         out.append({"__name__": metric.name, **routed})
@@ -124,9 +136,15 @@ def _workspace(created: datetime = NOW - timedelta(days=3), status: str = "ACTIV
 
 def _run(spec: DpdSpec, amp: RecordedAmp, workspace: Workspace | None = None) -> dict[str, list[Check]]:
     api = PrometheusApi(endpoint=ENDPOINT, region=REGION, credentials=Credentials("AKIDEXAMPLE", "secret"), send=amp)
-    rows = check_rule_inputs(api, workspace or _workspace(), rule_inputs(spec, panels=panel_queries(spec)),
-                             namespace=spec.namespace, now=NOW, scrape_seconds=spec.metrics.scrape_interval_seconds,
-                             ttft_ms=spec.slo.ttft_ms if spec.slo is not None else None)
+    rows = check_rule_inputs(
+        api,
+        workspace or _workspace(),
+        rule_inputs(spec, panels=panel_queries(spec)),
+        namespace=spec.namespace,
+        now=NOW,
+        scrape_seconds=spec.metrics.scrape_interval_seconds,
+        ttft_ms=spec.slo.ttft_ms if spec.slo is not None else None,
+    )
     by: dict[str, list[Check]] = {}
     for row in rows:
         by.setdefault(row.name, []).append(row)
@@ -144,10 +162,12 @@ def test_every_input_is_present_in_a_healthy_workspace(slo_spec: DpdSpec) -> Non
         "dpd_e2e_ttft_seconds buckets in the workspace: 1, 10 s",
         "  2000 ms is not a bucket bound of the router's dpd_e2e_ttft_seconds histogram: the alert reads the p90 "
         "inside the bucket (1000, 10000] ms, interpolated as if observations spread evenly across it, so it fires "
-        "early or late by up to the bucket's width (9000 ms); use 1000 for an exact threshold"]
+        "early or late by up to the bucket's width (9000 ms); use 1000 for an exact threshold",
+    ]
     (router,) = rows[f"{ROW} {m.DPD_INFLIGHT_PREFILL.name}"]
-    assert router.detail.splitlines()[1].startswith("  present: 1 series under dpd_routing_inflight_prefill{"
-                                                    'resource_name=~"dpd-test-default-router')
+    assert router.detail.splitlines()[1].startswith(
+        '  present: 1 series under dpd_routing_inflight_prefill{resource_name=~"dpd-test-default-router'
+    )
     method, url, headers = amp.requests[0]
     assert method == "GET" and url.startswith(f"{ENDPOINT}api/v1/query?query=count%28")
     assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20")
@@ -160,22 +180,34 @@ def test_a_router_under_another_resource_name_is_absent_with_the_labels_it_has(s
     assert len(router_rows) == 6 and {row.status for row in router_rows} == {Status.FAIL}
     (inflight,) = rows[f"{ROW} {m.DPD_INFLIGHT_PREFILL.name}"]
     lines = inflight.detail.splitlines()
-    assert lines[1] == ("  absent with these labels; the workspace holds dpd_routing_inflight_prefill with "
-                        "namespace='(none)', resource_name='hyperpod-router'")
+    assert lines[1] == (
+        "  absent with these labels; the workspace holds dpd_routing_inflight_prefill with "
+        "namespace='(none)', resource_name='hyperpod-router'"
+    )
     assert lines[2].startswith("  why: the router's series carry a resource_name neither form")
-    assert lines[3] == ("  blind: DpdPrefillSaturated (more prefill requests are in flight than the prefillers can "
-                        "run); read through absent() by: DpdRouterMetricsAbsent; empty: panel 'In-flight prefill "
-                        "requests'")
+    assert lines[3] == (
+        "  blind: DpdPrefillSaturated (more prefill requests are in flight than the prefillers can "
+        "run); read through absent() by: DpdRouterMetricsAbsent; empty: panel 'In-flight prefill "
+        "requests'"
+    )
     others = [row for name, found in rows.items() if not name.startswith(f"{ROW} dpd_") for row in found]
     assert {row.status for row in others} == {Status.PASS}, "only the router's rows fail"
 
 
-@pytest.mark.parametrize(("buckets", "message"), [
-    (("0.5", "1.0", "+Inf"), "2000 ms is above the top finite bucket of the router's dpd_e2e_ttft_seconds "
-                             "histogram (1000 ms): histogram_quantile never reads a p90 above it"),
-    (("+Inf",), "none finite, only +Inf: no p90 can be read")])
-def test_router_ttft_buckets_that_cannot_resolve_the_slo_fail(slo_spec: DpdSpec, buckets: tuple[str, ...],
-                                                                message: str) -> None:
+@pytest.mark.parametrize(
+    ("buckets", "message"),
+    [
+        (
+            ("0.5", "1.0", "+Inf"),
+            "2000 ms is above the top finite bucket of the router's dpd_e2e_ttft_seconds "
+            "histogram (1000 ms): histogram_quantile never reads a p90 above it",
+        ),
+        (("+Inf",), "none finite, only +Inf: no p90 can be read"),
+    ],
+)
+def test_router_ttft_buckets_that_cannot_resolve_the_slo_fail(
+    slo_spec: DpdSpec, buckets: tuple[str, ...], message: str
+) -> None:
     """T4-12 where the rule runs: the router's buckets are known only from the workspace."""
     (row,) = _run(slo_spec, RecordedAmp(exporters(slo_spec, router_buckets=buckets)))[TTFT_BUCKETS]
     assert row.status is Status.FAIL and message in row.detail
@@ -185,10 +217,12 @@ def test_dcgm_without_pod_labels_blinds_the_xid_alert(spec: DpdSpec) -> None:
     (xid,) = _run(spec, RecordedAmp(exporters(spec, dcgm_pods=False)))[f"{ROW} {m.GPU_XID.name}"]
     assert xid.status is Status.FAIL
     lines = xid.detail.splitlines()
-    assert lines[0] == ('DCGM_FI_DEV_XID_ERRORS{namespace="default", '
-                        'pod=~"(prefill-dpd-test|decode-dpd-test)-[a-z0-9]+-[a-z0-9]+"}')
-    assert lines[1] == ("  absent with these labels; the workspace holds DCGM_FI_DEV_XID_ERRORS with "
-                        "namespace='(none)', pod='(none)'")
+    assert lines[0] == (
+        'DCGM_FI_DEV_XID_ERRORS{namespace="default", pod=~"(prefill-dpd-test|decode-dpd-test)-[a-z0-9]+-[a-z0-9]+"}'
+    )
+    assert lines[1] == (
+        "  absent with these labels; the workspace holds DCGM_FI_DEV_XID_ERRORS with namespace='(none)', pod='(none)'"
+    )
     assert "Kubernetes pod mapping is off" in lines[2]
     assert lines[3] == "  blind: DpdGpuXidError (a GPU of the endpoint raised a new hardware Xid error)"
 
@@ -200,31 +234,43 @@ def test_kube_state_metrics_not_shipped_names_the_availability_alerts(spec: DpdS
     assert all("absent: the workspace holds no kube_" in row.detail for row in ksm)
     assert all("the observability add-on's clusterMetrics level" in row.detail for row in ksm)
     blind = " ".join(row.detail for row in ksm)
-    assert ("  blind: DpdNoReadyPod (a role of the endpoint has no Ready pod); read through absent() by: "
-            "DpdKubeStateMetricsAbsent") in blind
-    for alert in ("DpdNoReadyPod", "DpdRouterDown", "DpdKubeStateMetricsAbsent", "DpdDecodeRestarted",
-                  "DpdPrefillRestarted"):
+    assert (
+        "  blind: DpdNoReadyPod (a role of the endpoint has no Ready pod); read through absent() by: "
+        "DpdKubeStateMetricsAbsent"
+    ) in blind
+    for alert in (
+        "DpdNoReadyPod",
+        "DpdRouterDown",
+        "DpdKubeStateMetricsAbsent",
+        "DpdDecodeRestarted",
+        "DpdPrefillRestarted",
+    ):
         assert alert in blind
-    assert {row.status for name, found in rows.items() if not name.startswith(f"{ROW} kube_")
-            for row in found} == {Status.PASS}
+    assert {row.status for name, found in rows.items() if not name.startswith(f"{ROW} kube_") for row in found} == {
+        Status.PASS
+    }
 
 
 def test_not_yet_scraped_and_first_event_series_are_skipped_not_failed(spec: DpdSpec) -> None:
     young = _run(spec, RecordedAmp([]), _workspace(created=NOW - timedelta(seconds=5)))
     assert {row.status for name, found in young.items() if name != WORKSPACE_ROW for row in found} == {Status.SKIP}
     assert "not yet scraped: the workspace is 5 s old, younger than one scrape interval (15 s)" in (
-        young[f"{ROW} {m.GPU_XID.name}"][0].detail)
+        young[f"{ROW} {m.GPU_XID.name}"][0].detail
+    )
     empty = _run(spec, RecordedAmp([{"__name__": "up", "namespace": "kube-system"}]))
     assert {row.status for name, found in empty.items() if name != WORKSPACE_ROW for row in found} == {Status.SKIP}
     assert "the workspace holds no series of the endpoint's namespace" in empty[f"{ROW} {m.GPU_XID.name}"][0].detail
-    healthy_no_errors = [s for s in exporters(spec) if s["__name__"] not in (m.MODEL_ERRORS.name,
-                                                                             "lmcache:store_put_time_bucket",
-                                                                             "lmcache:store_put_time_count")]
+    healthy_no_errors = [
+        s
+        for s in exporters(spec)
+        if s["__name__"] not in (m.MODEL_ERRORS.name, "lmcache:store_put_time_bucket", "lmcache:store_put_time_count")
+    ]
     rows = _run(spec, RecordedAmp(healthy_no_errors))
     errors = rows[f"{ROW} {m.MODEL_ERRORS.name}"]
     assert len(errors) == 2 and {row.status for row in errors} == {Status.SKIP}
     assert "no samples yet: the sidecar creates a status's error series with the first failed request" in (
-        errors[0].detail)
+        errors[0].detail
+    )
     assert rows[f"{ROW} lmcache:store_put_time_bucket"][0].status is Status.SKIP
 
 
@@ -238,42 +284,67 @@ def test_a_denied_query_is_an_error_row_and_an_inactive_workspace_a_failure(spec
 
 
 def _clients(stubbed: Any) -> AwsClients:
-    return AwsClients(region=REGION, factory=lambda service, region_name=None: stubbed,
-                      credentials=lambda: Credentials("AKIDEXAMPLE", "secret"))
+    return AwsClients(
+        region=REGION,
+        factory=lambda service, region_name=None: stubbed,
+        credentials=lambda: Credentials("AKIDEXAMPLE", "secret"),
+    )
 
 
 def test_the_workspace_is_described_then_queried(spec: DpdSpec) -> None:
     amp_client = boto3.client("amp", region_name=REGION, aws_access_key_id="a", aws_secret_access_key="b")
     with Stubber(amp_client) as stub:
-        stub.add_response("describe_workspace", {"workspace": {
-            "workspaceId": WS_ID, "arn": WS_ARN, "status": {"statusCode": "ACTIVE"},
-            "prometheusEndpoint": ENDPOINT, "createdAt": NOW - timedelta(days=1)}}, {"workspaceId": WS_ID})
+        stub.add_response(
+            "describe_workspace",
+            {
+                "workspace": {
+                    "workspaceId": WS_ID,
+                    "arn": WS_ARN,
+                    "status": {"statusCode": "ACTIVE"},
+                    "prometheusEndpoint": ENDPOINT,
+                    "createdAt": NOW - timedelta(days=1),
+                }
+            },
+            {"workspaceId": WS_ID},
+        )
         amp = RecordedAmp(exporters(spec))
         rows = amp_input_checks(spec, clients=_clients(amp_client), workspace=WS_ARN, send=amp, now=NOW)
     assert rows[0].status is Status.PASS and rows[0].detail.startswith(f"{WS_ID} ACTIVE; ")
     assert len(rows) > 25 and all(row.status is Status.PASS for row in rows)
     assert [r.detail for r in amp_input_checks(spec, clients=_clients(amp_client), workspace=None, send=amp)] == [
-        "no AMP workspace known: pass --amp-workspace, or --stack/--outputs-file of a stack deployed with "
-        "observability"]
+        "no AMP workspace known: pass --amp-workspace, or --stack/--outputs-file of a stack deployed with observability"
+    ]
     (bad,) = amp_input_checks(spec, clients=_clients(amp_client), workspace="my-workspace", send=amp)
     assert bad.status is Status.FAIL and bad.detail.startswith("'my-workspace' is neither an AMP workspace ARN")
 
 
 @pytest.mark.usefixtures("aws")
-def test_verify_json_carries_the_amp_rows(monkeypatch: pytest.MonkeyPatch, stubs: Any, fakes: Any, spec: DpdSpec,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_json_carries_the_amp_rows(
+    monkeypatch: pytest.MonkeyPatch, stubs: Any, fakes: Any, spec: DpdSpec, capsys: pytest.CaptureFixture[str]
+) -> None:
     from hyperpod_dpd.cli import main
     from hyperpod_dpd.cli import verify as verify_cli
     from hyperpod_dpd.clients.kube import KubeError
 
     amp_client = boto3.client("amp", region_name=REGION, aws_access_key_id="a", aws_secret_access_key="b")
     stub = Stubber(amp_client)
-    stub.add_response("describe_workspace", {"workspace": {
-        "workspaceId": WS_ID, "arn": WS_ARN, "status": {"statusCode": "ACTIVE"}, "prometheusEndpoint": ENDPOINT,
-        "createdAt": NOW - timedelta(days=1)}}, {"workspaceId": WS_ID})
+    stub.add_response(
+        "describe_workspace",
+        {
+            "workspace": {
+                "workspaceId": WS_ID,
+                "arn": WS_ARN,
+                "status": {"statusCode": "ACTIVE"},
+                "prometheusEndpoint": ENDPOINT,
+                "createdAt": NOW - timedelta(days=1),
+            }
+        },
+        {"workspaceId": WS_ID},
+    )
     stub.activate()
-    made = dataclasses.replace(fakes.clients_with(stubs, amp=amp_client),
-                               credentials=lambda: Credentials("AKIDEXAMPLE", "secret"))
+    made = dataclasses.replace(
+        fakes.clients_with(stubs, amp=amp_client), credentials=lambda: Credentials("AKIDEXAMPLE", "secret")
+    )
     stubs.describe("dpd")
     stubs.nodes("dpd", [fakes.node("workers", "ml.p5.48xlarge", 1), fakes.node("workers", "ml.p5.48xlarge", 2)])
 
@@ -286,8 +357,11 @@ def test_verify_json_carries_the_amp_rows(monkeypatch: pytest.MonkeyPatch, stubs
     assert main(["verify", "--cluster-name", "dpd", "--no-wait", "--json", "--amp-workspace", WS_ARN]) == 1
     rows = json.loads(capsys.readouterr().out)["checks"]
     amp = [row for row in rows if row["check"].startswith("amp ")]
-    assert amp[0] == {"check": WORKSPACE_ROW, "status": "PASS",
-                      "detail": f"{WS_ID} ACTIVE; {len(amp) - 1} series the alerts and panels read"}
+    assert amp[0] == {
+        "check": WORKSPACE_ROW,
+        "status": "PASS",
+        "detail": f"{WS_ID} ACTIVE; {len(amp) - 1} series the alerts and panels read",
+    }
     failing = [row["check"] for row in amp if row["status"] != "PASS"]
     assert failing == [f"{ROW} {m.GPU_XID.name}"]
     stub.deactivate()

@@ -72,11 +72,16 @@ def describe_workspace(clients: AwsClients, workspace: str) -> Workspace:
         found = clients.amp().describe_workspace(workspaceId=ident)["workspace"]
     except AWS_ERRORS as err:
         if error_code(err) == "ResourceNotFoundException":
-            raise AmpError(f"no AMP workspace {ident} in {clients.region}: check --amp-workspace and "
-                           "--region") from None
+            raise AmpError(
+                f"no AMP workspace {ident} in {clients.region}: check --amp-workspace and --region"
+            ) from None
         raise AmpError(describe_error(err, permission="aps:DescribeWorkspace")) from None
-    return Workspace(workspace_id=ident, status=str((found.get("status") or {}).get("statusCode", "?")),
-                     query_endpoint=str(found.get("prometheusEndpoint", "")), created_at=found.get("createdAt"))
+    return Workspace(
+        workspace_id=ident,
+        status=str((found.get("status") or {}).get("statusCode", "?")),
+        query_endpoint=str(found.get("prometheusEndpoint", "")),
+        created_at=found.get("createdAt"),
+    )
 
 
 @dataclass
@@ -105,7 +110,9 @@ class PrometheusApi:
         except ValueError:
             raise AmpError(f"the query API answered HTTP {status} with no JSON: {body[:200]!r}") from None
         if status != 200 or answer.get("status") != "success":
-            raise AmpError(f"the query API answered HTTP {status}: {answer.get('errorType', '')} "
-                           f"{answer.get('error', '')}".rstrip())
+            raise AmpError(
+                f"the query API answered HTTP {status}: {answer.get('errorType', '')} "
+                f"{answer.get('error', '')}".rstrip()
+            )
         result: list[dict[str, Any]] = answer["data"]["result"]
         return result

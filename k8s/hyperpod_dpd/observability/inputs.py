@@ -19,18 +19,18 @@ from hyperpod_dpd.spec import DpdSpec
 # What it means when an exporter's series are not in the workspace with the rules' labels.
 ABSENT_CAUSE = {
     m.Exporter.ROUTER: "the router's series carry a resource_name neither form the rules select matches, or the "
-                       "router is not scraped (its series and labels are named only by AWS's dashboard)",
+    "router is not scraped (its series and labels are named only by AWS's dashboard)",
     m.Exporter.SIDECAR: "the reverse-proxy sidecar's invocation series (port 9113) are not scraped into the "
-                        "workspace, or carry another resource_name",
+    "workspace, or carry another resource_name",
     m.Exporter.VLLM: "the operator's scrape of the model pods' /metrics does not reach the workspace, or labels "
-                     "them with another resource_name (check metrics.model_metrics_port and the "
-                     "InferenceEndpointConfig's metricsStatus)",
+    "them with another resource_name (check metrics.model_metrics_port and the "
+    "InferenceEndpointConfig's metricsStatus)",
     m.Exporter.LMCACHE: "LMCache's histogram does not reach vLLM's /metrics (PROMETHEUS_MULTIPROC_DIR), or the "
-                        "scrape does not reach the workspace",
+    "scrape does not reach the workspace",
     m.Exporter.KUBE_STATE_METRICS: "kube-state-metrics' series are not shipped to the workspace (the observability "
-                                   "add-on's clusterMetrics level does not include them)",
+    "add-on's clusterMetrics level does not include them)",
     m.Exporter.DCGM: "dcgm-exporter's series do not carry the namespace and pod of the GPU's workload (its "
-                     "Kubernetes pod mapping is off), so no GPU series can be tied to this endpoint",
+    "Kubernetes pod mapping is off), so no GPU series can be tied to this endpoint",
 }
 
 
@@ -91,5 +91,14 @@ def rule_inputs(spec: DpdSpec, *, panels: dict[str, dict[str, dict[str, str]]] |
         for title, lines in row.items():
             for expr in lines.values():
                 add(expr, f"panel '{title}'", None)
-    return tuple(RuleInput(series=k[0], metric=_family(k[0]), forms=tuple(forms[k]), readers=tuple(readers[k]),
-                           blind=tuple(blind.get(k, {})), guards=tuple(guards.get(k, {}))) for k in forms)
+    return tuple(
+        RuleInput(
+            series=k[0],
+            metric=_family(k[0]),
+            forms=tuple(forms[k]),
+            readers=tuple(readers[k]),
+            blind=tuple(blind.get(k, {})),
+            guards=tuple(guards.get(k, {})),
+        )
+        for k in forms
+    )

@@ -39,8 +39,10 @@ def _seen(api: PrometheusApi, item: RuleInput) -> list[str]:
     labels = sorted({label for form in item.forms for label in form.labels()} - {"le"})
     by = f" by ({', '.join(labels)})" if labels else ""
     rows = api.query(f'count{by} ({{__name__="{item.series}"}})')
-    return sorted(", ".join(f"{label}={sample['metric'].get(label, '(none)')!r}" for label in labels) or "no labels"
-                  for sample in rows)
+    return sorted(
+        ", ".join(f"{label}={sample['metric'].get(label, '(none)')!r}" for label in labels) or "no labels"
+        for sample in rows
+    )
 
 
 def _blind(item: RuleInput) -> str:
@@ -93,31 +95,54 @@ def check_ttft_buckets(api: PrometheusApi, inputs: Sequence[RuleInput], ttft_ms:
     finite = sorted(float(b) for b in bounds if b not in ("+Inf", ""))
     detail = f"dpd_e2e_ttft_seconds buckets in the workspace: {', '.join(f'{b:g}' for b in finite) or 'none'}"
     if not finite:
-        return failed(TTFT_BUCKETS, f"{detail} finite, only +Inf: no p90 can be read, so DpdTtftSloBreach can "
-                                    "only say the SLO cannot be measured")
+        return failed(
+            TTFT_BUCKETS,
+            f"{detail} finite, only +Inf: no p90 can be read, so DpdTtftSloBreach can "
+            "only say the SLO cannot be measured",
+        )
     message = between_buckets(ttft_ms, finite, "the router's dpd_e2e_ttft_seconds histogram")
     if finite[-1] < ttft_ms / 1000:
         return failed(TTFT_BUCKETS, f"{detail} s\n  {message}")
     return passed(TTFT_BUCKETS, f"{detail} s\n  {message}")
 
 
-def check_rule_inputs(api: PrometheusApi, workspace: Workspace, inputs: Sequence[RuleInput], *, namespace: str,
-                      now: datetime, scrape_seconds: int | None, ttft_ms: float | None = None) -> list[Check]:
+def check_rule_inputs(
+    api: PrometheusApi,
+    workspace: Workspace,
+    inputs: Sequence[RuleInput],
+    *,
+    namespace: str,
+    now: datetime,
+    scrape_seconds: int | None,
+    ttft_ms: float | None = None,
+) -> list[Check]:
     """The workspace's row, then one row per input; a workspace younger than one scrape interval has none yet."""
     interval = scrape_seconds or DEFAULT_SCRAPE_SECONDS
     if workspace.status != "ACTIVE":
-        return [failed(WORKSPACE_ROW, f"{workspace.workspace_id} is {workspace.status}, not ACTIVE: the rules do not "
-                                      "run there")]
+        return [
+            failed(
+                WORKSPACE_ROW, f"{workspace.workspace_id} is {workspace.status}, not ACTIVE: the rules do not run there"
+            )
+        ]
     try:
         if workspace.created_at is not None and (now - workspace.created_at).total_seconds() < interval:
             age = (now - workspace.created_at).total_seconds()
-            return [passed(WORKSPACE_ROW, f"{workspace.workspace_id} ACTIVE"),
-                    *(skipped(f"{ROW} {item.series}", f"{' or '.join(f.promql() for f in item.forms)}\n  not yet "
-                              f"scraped: the workspace is {age:.0f} s old, younger than one scrape interval "
-                              f"({interval} s)") for item in inputs)]
+            return [
+                passed(WORKSPACE_ROW, f"{workspace.workspace_id} ACTIVE"),
+                *(
+                    skipped(
+                        f"{ROW} {item.series}",
+                        f"{' or '.join(f.promql() for f in item.forms)}\n  not yet "
+                        f"scraped: the workspace is {age:.0f} s old, younger than one scrape interval "
+                        f"({interval} s)",
+                    )
+                    for item in inputs
+                ),
+            ]
         scraped = _count(api, f'{{namespace="{namespace}"}}') > 0
-        rows = [passed(WORKSPACE_ROW, f"{workspace.workspace_id} ACTIVE; {len(inputs)} series the alerts and "
-                                      "panels read")]
+        rows = [
+            passed(WORKSPACE_ROW, f"{workspace.workspace_id} ACTIVE; {len(inputs)} series the alerts and panels read")
+        ]
         rows += [check_input(api, item, namespace_scraped=scraped) for item in inputs]
         buckets = check_ttft_buckets(api, inputs, ttft_ms) if ttft_ms is not None else None
         return rows + ([buckets] if buckets is not None else [])
@@ -125,14 +150,25 @@ def check_rule_inputs(api: PrometheusApi, workspace: Workspace, inputs: Sequence
         return [errored(WORKSPACE_ROW, f"{workspace.workspace_id}: {err}")]
 
 
-def amp_input_checks(spec: DpdSpec, *, clients: AwsClients | None, workspace: str | None, send: Send = urllib_send,
-                     now: datetime | None = None) -> list[Check]:
+def amp_input_checks(
+    spec: DpdSpec,
+    *,
+    clients: AwsClients | None,
+    workspace: str | None,
+    send: Send = urllib_send,
+    now: datetime | None = None,
+) -> list[Check]:
     """The rows of :func:`check_rule_inputs` for ``spec``'s rules and dashboard, or one row saying why not."""
     if not spec.metrics.enabled:
         return [skipped(WORKSPACE_ROW, "metrics.enabled is false: no alert rule reads the workspace")]
     if workspace is None:
-        return [skipped(WORKSPACE_ROW, "no AMP workspace known: pass --amp-workspace, or --stack/--outputs-file of "
-                                       "a stack deployed with observability")]
+        return [
+            skipped(
+                WORKSPACE_ROW,
+                "no AMP workspace known: pass --amp-workspace, or --stack/--outputs-file of "
+                "a stack deployed with observability",
+            )
+        ]
     credentials = clients.credentials() if clients is not None and clients.credentials is not None else None
     if clients is None or credentials is None:
         return [skipped(WORKSPACE_ROW, f"{NO_CREDENTIALS}; the workspace is queried with them")]
@@ -145,6 +181,12 @@ def amp_input_checks(spec: DpdSpec, *, clients: AwsClients | None, workspace: st
     except AmpError as err:
         return [errored(WORKSPACE_ROW, str(err))]
     api = PrometheusApi(endpoint=found.query_endpoint, region=clients.region, credentials=credentials, send=send)
-    return check_rule_inputs(api, found, rule_inputs(spec, panels=panel_queries(spec)), namespace=spec.namespace,
-                             now=now or datetime.now(UTC), scrape_seconds=spec.metrics.scrape_interval_seconds,
-                             ttft_ms=spec.slo.ttft_ms if spec.slo is not None else None)
+    return check_rule_inputs(
+        api,
+        found,
+        rule_inputs(spec, panels=panel_queries(spec)),
+        namespace=spec.namespace,
+        now=now or datetime.now(UTC),
+        scrape_seconds=spec.metrics.scrape_interval_seconds,
+        ttft_ms=spec.slo.ttft_ms if spec.slo is not None else None,
+    )
