@@ -203,6 +203,7 @@ def test_a_router_under_another_resource_name_is_absent_with_the_labels_it_has(s
             "histogram (1000 ms): histogram_quantile never reads a p90 above it",
         ),
         (("+Inf",), "none finite, only +Inf: no p90 can be read"),
+        (("1", "1.0", "+Inf"), "dpd_e2e_ttft_seconds buckets in the workspace: 1 s\n"),
     ],
 )
 def test_router_ttft_buckets_that_cannot_resolve_the_slo_fail(

@@ -92,7 +92,8 @@ def check_ttft_buckets(api: PrometheusApi, inputs: Sequence[RuleInput], ttft_ms:
         bounds |= {str(sample["metric"].get("le", "")) for sample in api.query(f"count by (le) ({form.promql()})")}
     if not bounds:
         return None
-    finite = sorted(float(b) for b in bounds if b not in ("+Inf", ""))
+    # One bound may arrive as 1 and 1.0 (prometheus_client writes floats, a relabelling pipeline may not).
+    finite = sorted({float(b) for b in bounds if b not in ("+Inf", "")})
     detail = f"dpd_e2e_ttft_seconds buckets in the workspace: {', '.join(f'{b:g}' for b in finite) or 'none'}"
     if not finite:
         return failed(
