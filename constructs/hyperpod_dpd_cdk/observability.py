@@ -324,8 +324,14 @@ class DpdObservability(Construct):
         self.metric_namespace = f"{METRIC_NAMESPACE}/{hyperpod_cluster_name}"
         self.metric_filters: list[logs.CfnMetricFilter] = []
         self.log_alarms: list[cloudwatch.Alarm] = []
-        for pattern in LOG_PATTERNS:
-            self._log_alarm(pattern)
+        self._follows: tuple[IConstruct, ...] = ()  # what after() ordered the filters behind
+        # Container Insights' events are JSON with the pod in them: one alarm set per endpoint there. A group
+        # of unknown format (yours, or HyperPod's fallback) gets one group-wide set on the lines alone.
+        self._per_endpoint_logs = self.log_group is not None
+        for spec in endpoints if self._per_endpoint_logs else ():
+            self._log_alarms(spec)
+        for pattern in () if self._per_endpoint_logs else LOG_PATTERNS:
+            self._log_alarm(None, pattern)
         self._silence_alarm()
 
         self.grafana: GrafanaDashboards | None = None
@@ -345,6 +351,8 @@ class DpdObservability(Construct):
     def add_endpoint(self, spec: DpdSpec) -> None:
         """Install the alert rules (and the dashboard) of an endpoint added after construction."""
         self._rule_group(spec)
+        if self._per_endpoint_logs:
+            self._log_alarms(spec)
         if self.grafana is not None and spec.metrics.enabled:
             self.grafana.add_endpoint(spec)
 
@@ -363,6 +371,7 @@ class DpdObservability(Construct):
                 self.container_logs.node.add_dependency(dependency)
             for metric_filter in self.metric_filters if self._filters_follow else ():
                 metric_filter.node.add_dependency(dependency)
+        self._follows += dependencies
 
     def _allow_publishers(self) -> None:
         """Only this workspace's Alertmanager and this account's alarms may publish to the topic.
@@ -443,23 +452,34 @@ class DpdObservability(Construct):
         alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
         self.log_alarms.append(alarm)
 
-    def _log_alarm(self, pattern: LogPattern) -> None:
+    def _log_alarms(self, spec: DpdSpec) -> None:
+        """One metric filter and alarm per log pattern for ``spec``'s own pods: a neighbour's lines count elsewhere."""
+        for pattern in LOG_PATTERNS:
+            self._log_alarm(spec, pattern)
+
+    def _log_alarm(self, spec: DpdSpec | None, pattern: LogPattern) -> None:
+        """``spec``'s alarm for ``pattern``, or with ``spec`` None the group-wide one on the line's terms alone."""
+        where = pattern.name if spec is None else f"{spec.namespace}-{spec.name}-{pattern.name}"
+        metric_name = pattern.metric_name if spec is None else pattern.endpoint_metric(spec)
         metric_filter = logs.CfnMetricFilter(
-            self, f"Filter-{pattern.name}", log_group_name=self.log_group_name,
-            filter_name=f"dpd-{pattern.name}", filter_pattern=pattern.filter_pattern,
+            self, f"Filter-{where}", log_group_name=self.log_group_name, filter_name=f"dpd-{where}",
+            filter_pattern=pattern.filter_pattern if spec is None else pattern.endpoint_pattern(spec),
             metric_transformations=[logs.CfnMetricFilter.MetricTransformationProperty(
-                metric_namespace=self.metric_namespace, metric_name=pattern.metric_name, metric_value="1",
+                metric_namespace=self.metric_namespace, metric_name=metric_name, metric_value="1",
                 default_value=0, unit="Count")])
+        if self._filters_follow and self._follows:
+            metric_filter.node.add_dependency(*self._follows)
         self.metric_filters.append(metric_filter)
-        metric = cloudwatch.Metric(namespace=self.metric_namespace, metric_name=pattern.metric_name,
-                                   statistic="Sum", period=Duration.minutes(1))
+        metric = cloudwatch.Metric(namespace=self.metric_namespace, metric_name=metric_name, statistic="Sum",
+                                   period=Duration.minutes(1))
+        scope = "" if spec is None else f"{spec.namespace}/{spec.name} ({pattern.role} pods): "
         alarm = cloudwatch.Alarm(
-            self, f"Alarm-{pattern.name}", metric=metric, threshold=pattern.threshold,
+            self, f"Alarm-{where}", metric=metric, threshold=pattern.threshold,
             evaluation_periods=pattern.periods, datapoints_to_alarm=pattern.datapoints,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             # No data means no line reached the group at all (LogsNotArriving says so), never "healthy".
             treat_missing_data=cloudwatch.TreatMissingData.MISSING,
-            alarm_description=f"[{pattern.severity.value}] {pattern.failure}. Fix: {pattern.fix}")
+            alarm_description=f"[{pattern.severity.value}] {scope}{pattern.failure}. Fix: {pattern.fix}")
         alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
         self.log_alarms.append(alarm)
 

@@ -19,6 +19,7 @@ from cdk_support import (
     is_cdk_lambda_role_dependency,
     logical_id,
     policy_statements,
+    second_spec,
     synthesize,
     trust_policy,
 )
@@ -195,9 +196,40 @@ def test_log_filters_watch_the_group_container_insights_ships_pod_output_to(defa
     assert text.startswith("/aws/containerinsights/") and text.endswith("/application")
     filters = by_type(template, "AWS::Logs::MetricFilter")
     patterns = sorted(f["Properties"]["FilterPattern"] for f in filters.values())
-    assert patterns == sorted(["", *(p.filter_pattern for p in LOG_PATTERNS)])
+    assert patterns == sorted(["", *(p.endpoint_pattern(default_spec()) for p in LOG_PATTERNS)])
     for metric_filter in filters.values():
         assert metric_filter["Properties"]["LogGroupName"] == {"Ref": group_id}
+
+
+def test_log_alarms_are_per_endpoint_and_role_pod(multi_app: Synthesized) -> None:
+    """T4-13: each endpoint's filters select its namespace, its role's container and pods; its alarm reads only
+    its own metric, so a neighbour's PD buffer filling up pages nobody about ours."""
+    template = multi_app.template
+    filters = [f["Properties"] for f in by_type(template, "AWS::Logs::MetricFilter").values()
+               if f["Properties"]["FilterPattern"]]
+    endpoints = [default_spec(), second_spec()]
+    assert len(filters) == len(LOG_PATTERNS) * len(endpoints)
+    by_metric = {f["MetricTransformations"][0]["MetricName"]: f["FilterPattern"] for f in filters}
+    for spec in endpoints:
+        for pattern in LOG_PATTERNS:
+            text = by_metric[f"{pattern.metric_name}/{spec.namespace}/{spec.name}"]
+            container = f"{pattern.role}-{spec.name}"
+            assert f'($.kubernetes.namespace_name = "{spec.namespace}")' in text
+            assert f'($.kubernetes.container_name = "{container}")' in text
+            assert f'($.kubernetes.pod_name = "{container}-*")' in text
+    alarms = [a["Properties"] for a in by_type(template, "AWS::CloudWatch::Alarm").values()
+              if a["Properties"]["MetricName"].startswith("PdBufferFull/")]
+    assert sorted(a["MetricName"] for a in alarms) == ["PdBufferFull/default/dpd-test",
+                                                      "PdBufferFull/inference/qwen-dpd"]
+    assert all(a["AlarmDescription"].startswith("[critical] ") and "(decode pods)" in a["AlarmDescription"]
+               for a in alarms)
+
+
+def test_a_log_group_of_unknown_format_keeps_one_group_wide_set(options_app: Synthesized) -> None:
+    """Your own group's events need not be Container Insights' JSON: its filters match the lines' terms alone."""
+    patterns = sorted(f["Properties"]["FilterPattern"]
+                      for f in by_type(options_app.template, "AWS::Logs::MetricFilter").values())
+    assert patterns == sorted(["", *(p.filter_pattern for p in LOG_PATTERNS)])
 
 
 def test_container_logs_addon_ships_through_pod_identity(default_app: Synthesized) -> None:
@@ -228,7 +260,7 @@ def test_each_log_pattern_has_an_alarm_to_the_topic(default_app: Synthesized) ->
     alarms = {a["Properties"]["MetricName"]: a["Properties"]
               for a in by_type(default_app.template, "AWS::CloudWatch::Alarm").values()}
     for pattern in LOG_PATTERNS:
-        alarm = alarms[pattern.metric_name]
+        alarm = alarms[f"{pattern.metric_name}/default/dpd-test"]
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
         assert alarm["Namespace"] == f"HyperPodDPD/{default_app.stack.hyperpod.cluster_name}"
         assert (alarm["Threshold"], alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (

@@ -416,6 +416,18 @@ def _audit_scenarios(spec: DpdSpec) -> dict[str, tuple[dict[str, str | None], Fi
             {**{k: None for k in base if k.startswith("dpd_e2e_ttft_seconds_bucket") and '+Inf' not in k},
              _key(base, 'dpd_e2e_ttft_seconds_bucket{resource_name="' + router_deployment(spec) + '", le="+Inf"'):
                  f"0{SAMPLES}", _key(base, "dpd_e2e_ttft_seconds_count"): f"0{SAMPLES}"}, {}),
+        # T4-12: the router's top finite bucket (1 s) is below the 2 s SLO and every request takes longer:
+        # histogram_quantile caps the p90 at 1 s, so the p90 comparison alone never fires.
+        # (The base's 2 s bucket goes too: its top finite bucket is then 1 s.)
+        "router buckets below the slo, requests slower": (
+            {_key(base, 'dpd_e2e_ttft_seconds_bucket{resource_name="' + router_deployment(spec) + '", le="10"'): None,
+             _key(base, 'dpd_e2e_ttft_seconds_bucket{resource_name="' + router_deployment(spec) + '", le="2"'): None,
+             _key(base, 'dpd_e2e_ttft_seconds_bucket{resource_name="' + router_deployment(spec) + '", le="1"'):
+                 f"0{SAMPLES}"}, {"DpdTtftSloBreach": [{}], "DpdTtftSloBucketMissing": [{}]}),
+        "router buckets below the slo, requests faster": (
+            {_key(base, 'dpd_e2e_ttft_seconds_bucket{resource_name="' + router_deployment(spec) + '", le="10"'): None,
+             _key(base, 'dpd_e2e_ttft_seconds_bucket{resource_name="' + router_deployment(spec) + '", le="2"'): None},
+            {"DpdTtftSloBucketMissing": [{}]}),
         # The bare-name router form: only with this endpoint's namespace.
         "same name in another namespace falls back": (
             {f'dpd_routing_fallback_total{{resource_name="{spec.name}", namespace="other"}}': f"0+1{SAMPLES}"}, {}),
@@ -578,3 +590,23 @@ def test_burn_rate_alerts_need_slo() -> None:
     assert not names & {*BURN, "DpdTtftSloBucketMissing"}
     errors_only = {r.name for r in alert_rules(dataclasses.replace(default_spec(), slo=SloSpec()))}
     assert {n for n in errors_only if "Budget" in n} == {"DpdErrorBudgetBurnFast", "DpdErrorBudgetBurnSlow"}
+
+
+def test_the_ttft_alert_never_pages_with_nan(tmp_path: Path, slo_spec: DpdSpec) -> None:
+    """T4-12: with only the +Inf bucket the p90 is NaN; the alert's value is then the request rate (60 a minute,
+    1 per second), and with the top finite bucket below the SLO it is the share of requests above that bucket."""
+    (rule,) = [r for r in alert_rules(slo_spec) if r.name == "DpdTtftSloBreach"]
+    base = _series(slo_spec)
+    router = f'resource_name="{router_deployment(slo_spec)}"'
+    inf_only = {k: (f"0+60{SAMPLES}" if k.startswith("dpd_e2e_ttft_seconds") else v) for k, v in base.items()
+                if not (k.startswith("dpd_e2e_ttft_seconds_bucket") and "+Inf" not in k)}
+    too_coarse = {k: (f"0{SAMPLES}" if 'le="1"' in k else v) for k, v in base.items()
+                  if not (k.startswith("dpd_e2e_ttft_seconds_bucket") and ('le="10"' in k or 'le="2"' in k))}
+    groups = [{"name": name, "interval": "1m",
+               "input_series": [{"series": k, "values": v} for k, v in series.items()],
+               "promql_expr_test": [{"expr": rule.expr, "eval_time": EVAL_TIME,
+                                     "exp_samples": [{"labels": "{}", "value": value}]}]}
+              for name, series, value in (("+Inf only", inf_only, 1), ("top bucket below slo", too_coarse, 1))]
+    assert any(router in k for k in too_coarse)
+    result = _promtool(tmp_path, slo_spec, groups)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -6,8 +6,12 @@ typical logger prefix.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 
+from hyperpod_dpd.contracts.operator import role_deployment
 from hyperpod_dpd.observability.log_patterns import (
     KV_NOT_RETRIEVED,
     KV_TRANSFER_BELOW_1_GBPS,
@@ -15,6 +19,7 @@ from hyperpod_dpd.observability.log_patterns import (
     PD_BUFFER_FULL,
     LogPattern,
 )
+from hyperpod_dpd.spec import DpdSpec
 
 PREFIX = "[2026-11-30 10:00:00,000] LMCache WARNING: "
 BUFFER_FULL = PREFIX + "Failed to allocate memory object, retrying..."
@@ -59,3 +64,53 @@ def test_kv_not_retrieved_does_not_claim_the_hash_mismatch_it_cannot_see() -> No
     the alarm points at the metric alert that does see it."""
     assert "hash_seed" not in KV_NOT_RETRIEVED.fix and "DpdKvNotTransferred" in KV_NOT_RETRIEVED.fix
     assert "lookup hit" in KV_NOT_RETRIEVED.source
+
+
+# --- per endpoint: Container Insights events ---------------------------------------------------------
+
+
+def event(line: str, *, namespace: str, container: str, pod: str | None = None) -> dict[str, Any]:
+    """One application log event as Container Insights' Fluent Bit ships it (tail of /var/log/containers, the
+    kubernetes filter with Merge_Log On and Labels Off, cloudwatch_logs output without log_key): the line in
+    ``log``, the pod in ``kubernetes`` (AWS docs, "Set up Fluent Bit as a DaemonSet to send logs to CloudWatch
+    Logs"; aws-samples/amazon-cloudwatch-container-insights fluent-bit.yaml)."""
+    return {"time": "2026-11-30T10:00:00.000000000Z", "stream": "stdout", "_p": "F",
+            "log": f"\x1b[33m{line}\x1b[0m",  # LMCache colours its lines (lmcache/logging.py)
+            "kubernetes": {"pod_name": pod or f"{container}-6f8d9c7b5-klmno", "namespace_name": namespace,
+                           "pod_id": "198f7dd2-2270-11ea-be47-0a5d932f5920", "host": "hyperpod-i-0abc",
+                           "container_name": container, "docker_id": "0123abcd", "container_hash": "sha256:ab",
+                           "container_image": "vllm-lmcache:0.19.0"}}
+
+
+@pytest.mark.parametrize(("pattern", "line"), [(PD_BUFFER_FULL, BUFFER_FULL), (KV_NOT_RETRIEVED, RETRIEVED_NONE),
+                                               (KV_TRANSFER_BELOW_1_GBPS, STORED_SLOW)])
+def test_endpoint_pattern_counts_only_its_own_pods(spec: DpdSpec, pattern: LogPattern, line: str) -> None:
+    """T4-13: the same failing line from a neighbour (a name that extends ours, another namespace, the other role,
+    the sidecar) does not count for this endpoint."""
+    ours = role_deployment(spec, pattern.role)
+    other_role = role_deployment(spec, "prefill" if pattern.role == "decode" else "decode")
+    longer = dataclasses.replace(spec, name=f"{spec.name}-big")
+    assert pattern.matches_event(spec, event(line, namespace=spec.namespace, container=ours))
+    neighbours = [event(line, namespace="team-b", container=ours),
+                  event(line, namespace=spec.namespace, container=role_deployment(longer, pattern.role)),
+                  event(line, namespace=spec.namespace, container=other_role),
+                  event(line, namespace=spec.namespace, container="reverse-proxy", pod=f"{ours}-6f8d9c7b5-klmno"),
+                  event(line, namespace=spec.namespace, container=ours, pod="debug-shell")]
+    assert [pattern.matches_event(spec, e) for e in neighbours] == [False] * len(neighbours)
+    assert pattern.matches_event(longer, neighbours[1]) and not pattern.matches_event(longer, event(
+        line, namespace=spec.namespace, container=ours))
+    healthy = [other for other in ALL_LINES if not pattern.matches(other)]
+    assert not any(pattern.matches_event(spec, event(other, namespace=spec.namespace, container=ours))
+                   for other in healthy)
+
+
+def test_endpoint_pattern_is_json_on_the_container_insights_fields(spec: DpdSpec) -> None:
+    assert KV_NOT_RETRIEVED.endpoint_pattern(spec) == (
+        '{ ($.kubernetes.namespace_name = "default") && ($.kubernetes.container_name = "decode-dpd-test") && '
+        '($.kubernetes.pod_name = "decode-dpd-test-*") && ($.log = "*Retrieved 0 out of*") && '
+        '($.log != "*out of 0 required*") }')
+    for pattern in LOG_PATTERNS:
+        text = pattern.endpoint_pattern(spec)
+        assert "%" not in text and len(text) <= 1024  # no regex: CloudWatch allows five per log group
+        assert pattern.endpoint_metric(spec) == f"{pattern.metric_name}/default/dpd-test"
+        assert not any(c in pattern.endpoint_metric(spec) for c in ":*$")  # CloudWatch metric-name pattern

@@ -180,3 +180,26 @@ def test_the_kv_check_counts_prompts_above_a_bucket_that_clears_the_threshold(sp
     assert 'le=~"5000(\\\\.0)?"' in kv and "sum by (pod_name)" in kv
     assert long_prompt_bound(dataclasses.replace(spec, max_model_len=4500)) == 2000
     assert long_prompt_bound(dataclasses.replace(spec, max_model_len=5000)) == 5000
+
+
+def test_selectors_come_from_the_syntax_tree_with_their_matchers() -> None:
+    from hyperpod_dpd.observability.promql import absence_selectors, selectors
+
+    expr = ('sum by (le) (rate(a_bucket{x="1", b=~"p\\\\.q|r"}[5m])) > 2 or absent_over_time(b{c!="z"}[10m]) '
+            'or (b{c!="z"} and on() {__name__="d", e!~"f"} offset 5m) or max_over_time(g[30m:1m])')
+    found = selectors(expr)
+    assert [s.promql() for s in found] == ['a_bucket{b=~"p\\\\.q|r", x="1"}', 'b{c!="z"}', 'd{e!~"f"}', "g{}"]
+    assert found[0].labels() == ("b", "x")
+    assert [s.promql() for s in absence_selectors(expr)] == [], "b is also read outside absent_over_time"
+    assert [s.promql() for s in absence_selectors('absent(up{job="x"}) and on() y')] == ['up{job="x"}']
+
+
+def test_every_rule_selector_is_a_series_of_the_metrics_contract(slo_spec: DpdSpec) -> None:
+    from hyperpod_dpd.observability.inputs import rule_inputs
+
+    inputs = rule_inputs(slo_spec, panels=panel_queries(slo_spec))
+    assert all(item.metric is not None for item in inputs), [i.series for i in inputs if i.metric is None]
+    router = [item for item in inputs if item.series == "dpd_routing_inflight_prefill"]
+    assert len(router) == 1 and len(router[0].forms) == 2, "the router's two label forms are one input"
+    assert router[0].guards == ("DpdRouterMetricsAbsent",)
+    assert router[0].readers[-1] == "panel 'In-flight prefill requests'"

@@ -195,7 +195,7 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any, 
         *(correctness if flag == "--correctness" else [])]
     rows = [line.split("  ")[0] for line in out.splitlines()[2:] if not line.startswith(" ")]
     assert rows == ["hyperpod cluster", "endpoint config", "prefill", "decode", "router", "operator CRD", "kv roles",
-                    "load balancer", "alb", "sagemaker", "network policy",
+                    "load balancer", "alb", "sagemaker", "network policy", "amp workspace",
                     "smoke: short prompt", "smoke: long prompt", "smoke: alert inputs",
                     *(["smoke: same answers"] if flag == "--correctness" else [])]
     pod_posts = [request for request in transport.requests if request[1].startswith("decode-")]

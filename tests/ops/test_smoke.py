@@ -291,9 +291,23 @@ def test_counters_read_through_the_api_server(make_kube: MakeKube, spec: DpdSpec
                         metrics={fakes.DECODE_METRICS: [fakes.vllm_metrics(100.0)]})
     counters = read_counters(kube, EndpointNames.of(spec), since_seconds=60)
     assert (counters.disaggregated_requests, counters.external_kv_tokens, counters.decode_pods) == (2, 100.0, 1)
-    later = dataclasses.replace(counters, disaggregated_requests=3, external_kv_tokens=6850.0)
+    (pod,) = counters.external_kv_by_pod
+    later = dataclasses.replace(counters, disaggregated_requests=3, external_kv_by_pod={pod: 6850.0})
     assert later.since(counters).disaggregated_requests == 1 and later.since(counters).external_kv_tokens == 6750
     assert sample_value(fakes.vllm_metrics(1.0), "vllm:prompt_tokens_by_source_total", {"source": "nope"}) is None
+
+
+def test_counters_change_is_taken_per_pod_so_a_restart_hides_no_growth() -> None:
+    from hyperpod_dpd.ops.dpd_counters import DpdCounters
+
+    before = DpdCounters(disaggregated_requests=0, external_kv_by_pod={"decode-a": 50_000.0, "decode-b": 1_000.0})
+    # decode-a restarted (its counter is back near zero) while decode-b received a 4,180-token prompt; a new
+    # decode-c took 300. Summed first, 4,180 + 300 + 200 - 51,000 would be a drop and read as nothing.
+    after = DpdCounters(disaggregated_requests=2,
+                        external_kv_by_pod={"decode-a": 200.0, "decode-b": 5_180.0, "decode-c": 300.0})
+    change = after.since(before)
+    assert dict(change.external_kv_by_pod) == {"decode-a": 200.0, "decode-b": 4_180.0, "decode-c": 300.0}
+    assert change.external_kv_tokens == 4_680.0 and change.decode_pods == 3
 
 
 def test_alert_inputs_pass_when_every_series_is_served(make_kube: MakeKube, spec: DpdSpec, fakes: Any,

@@ -474,3 +474,19 @@ def test_an_api_key_with_a_v1_health_check_is_refused() -> None:
         "(args): the ALB's probe carries no token, so every target is unhealthy (got '/v1/models'). Fix: use "
         "'/health', which vLLM serves without a token"]
     assert _api_key_findings(_set(_mapping(), "health_check_path", "/v1/models")) == ([], [])
+
+
+@pytest.mark.parametrize(("tpot_ms", "bucket", "nearest"), [
+    (60, "(50, 75] ms", "use 50"), (33, "(25, 50] ms", "use 25"), (300, None, None)])
+def test_a_tpot_slo_between_buckets_names_the_bucket_the_alert_reads(tpot_ms: int, bucket: str | None,
+                                                                     nearest: str | None) -> None:
+    """T4-12: vLLM 0.19.0's inter-token latency buckets (loggers.py l.760) are 25 ms wide around 50 ms: a 60 ms
+    target is read inside (50, 75], not at 60."""
+    data = _set(_mapping(), "slo", {"tpot_ms": tpot_ms})
+    found = [w for w in check(spec_from_mapping(data)).warnings if w.code == "SLO_BETWEEN_BUCKETS"]
+    if bucket is None:
+        assert found == [], "300 ms is a bound: the comparison is exact"
+        return
+    (warning,) = found
+    assert f"the alert reads the p90 inside the bucket {bucket}" in warning.message
+    assert warning.message.endswith(f"{nearest} for an exact threshold")

@@ -38,6 +38,13 @@ networkpolicies; get pods/log in hyperpod-inference-system; create services/prox
 pods/proxy in the endpoint's namespace for --smoke (and create pods/proxy for --correctness without
 an aggregated twin); get customresourcedefinitions (cluster-scoped)
 for the CRD row, which is SKIP without it.
+
+The rules' inputs where the rules run: with AWS credentials and the stack's AMP workspace (its
+AmpWorkspaceArn output, or --amp-workspace), one 'amp input' row per series an alert or dashboard
+panel reads, with the labels the rules select on (taken from the rendered expressions): PASS when
+the workspace holds it, FAIL when it is absent (the labels it is held under instead, why, and which
+alerts go blind), SKIP when it cannot exist yet (no series of the namespace scraped, or a series
+its exporter creates on a first event). IAM: aps:DescribeWorkspace and aps:QueryMetrics.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from hyperpod_dpd.cli._common import (
     read_deployed,
     read_spec,
 )
+from hyperpod_dpd.clients.amp import Send, urllib_send
 from hyperpod_dpd.clients.aws import AwsClients, AwsUnavailable, session_clients
 from hyperpod_dpd.clients.checks import Check, Status, errored, exit_status, skipped
 from hyperpod_dpd.clients.kube import KubeApi, KubeError, load_kube
@@ -75,6 +83,7 @@ from hyperpod_dpd.contracts.stack_outputs import (
 )
 from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.ops.exposure import exposure_checks
+from hyperpod_dpd.ops.rule_inputs import amp_input_checks
 from hyperpod_dpd.ops.smoke import CORRECTNESS, INPUTS, LONG, SHORT, run_correctness, run_smoke
 from hyperpod_dpd.ops.table import render_json, render_table
 from hyperpod_dpd.ops.verify import (
@@ -100,6 +109,7 @@ aws_clients = session_clients
 kube_api: Callable[[str | None, str | None], KubeApi] = load_kube
 clock: Callable[[], float] = time.monotonic
 sleep: Callable[[float], None] = time.sleep
+amp_send: Send = urllib_send
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -131,6 +141,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--correctness", action="store_true",
                         help="with --smoke (implied): the same greedy prompts through the router and through an "
                              "engine computing the prefill itself must give the same answers")
+    parser.add_argument("--amp-workspace", metavar="ARN_OR_ID",
+                        help="the AMP workspace the alert rules run in (default: the stack's AmpWorkspaceArn output)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(handler=run, crd_diff=True)
 
@@ -211,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
 
     checks.append(_kv_roles(kube, spec, checks))
     checks += exposure_checks(spec, kube=kube, aws=clients)
+    workspace = args.amp_workspace or (deployed.amp_workspace_arn if deployed is not None else None)
+    checks += amp_input_checks(spec, clients=clients, workspace=workspace, send=amp_send)
     if args.smoke or args.correctness:
         twin = deployed.endpoint(spec.name).aggregated if deployed is not None else None
         checks += _smoke(kube, spec, checks, args.timeout, quiet=args.json, correctness=args.correctness,

@@ -106,11 +106,14 @@ class AwsClients:
 
     :param factory: ``factory(service_name, region_name=...)`` returning a client; a boto3
         ``Session.client`` in real use, and a dictionary of moto or stubbed clients in tests.
+    :param credentials: returns the session's botocore credentials, for requests botocore has no client
+        for (AMP's Prometheus query API). :default: None, no such request can be signed
     """
 
     region: str
     factory: ClientFactory
     profile: str | None = None
+    credentials: Callable[[], Any] | None = None
     _cache: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
 
     def _client(self, service: str, region: str | None = None) -> Any:
@@ -150,6 +153,9 @@ class AwsClients:
     def eks(self) -> Any:
         return self._client("eks")
 
+    def amp(self) -> Any:
+        return self._client("amp")
+
     def account(self) -> str:
         """The account of the current credentials; :class:`AwsUnavailable` when there are none usable."""
         try:
@@ -173,7 +179,8 @@ def session_clients(region: str | None, profile: str | None, *,
     if not chosen:
         raise AwsUnavailable("no AWS region: pass --region or set AWS_REGION (or a region in the profile)")
     try:
-        return AwsClients(region=chosen, factory=session.client, profile=profile)
+        return AwsClients(region=chosen, factory=session.client, profile=profile,
+                          credentials=session.get_credentials)
     except NoRegionError as err:  # pragma: no cover - region is always set above
         raise AwsUnavailable(str(err)) from None
 

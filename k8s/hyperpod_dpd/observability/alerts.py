@@ -45,8 +45,16 @@ def quantile(histogram: m.Metric, matchers: str) -> str:
             f"(rate({select(histogram.bucket(), matchers)}[{RATE_WINDOW}])))")
 
 
+def per_second(selector: str) -> str:
+    return f"rate({selector}[{RATE_WINDOW}])"
+
+
+# Every bucket of a histogram but its +Inf one.
+FINITE_BUCKETS = 'le!="+Inf"'
+
+
 def router_quantile(histogram: m.Metric, s: EndpointSelectors) -> str:
-    rates = s.router_series(histogram.bucket(), lambda selector: f"rate({selector}[{RATE_WINDOW}])")
+    rates = s.router_series(histogram.bucket(), per_second)
     return f"histogram_quantile({_num(QUANTILE)}, sum by (le) {rates})"
 
 
@@ -388,19 +396,29 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
     if spec.slo is not None and spec.slo.ttft_ms is not None:
         seconds = spec.slo.ttft_ms / 1000
         p90 = router_quantile(m.DPD_E2E_TTFT, s)
-        observed = s.router_series(m.DPD_E2E_TTFT.name + "_count", lambda sel: f"rate({sel}[{RATE_WINDOW}])")
+        observed = f"sum{s.router_series(m.DPD_E2E_TTFT.name + '_count', per_second)}"
+        # The router's buckets are undocumented, so two ways the p90 cannot be read are told apart at run
+        # time, each with a value that is never NaN: no finite bucket at all (histogram_quantile gives NaN;
+        # the value is the request rate), and more than 10% of requests above the top finite bucket
+        # (histogram_quantile caps at that bound, so a target above it could never be breached; the value is
+        # the share above it). Comparisons drop NaN, so a quiet endpoint (0/0) pages nobody.
+        finite = s.router_series(m.DPD_E2E_TTFT.bucket(), per_second, FINITE_BUCKETS)
+        top_finite = f"max(sum by (le) {finite})"
+        beyond_top = f"(1 - ({top_finite} / {observed}))"
         rules.append(AlertRule(
             name="DpdTtftSloBreach",
-            # histogram_quantile gives NaN for a histogram with only its +Inf bucket: with requests
-            # observed that is a breach nobody can measure, not health.
-            expr=f"({p90} > {_num(seconds)}) or (({p90} != {p90}) and on() (sum{observed} > 0))",
+            expr=(f"({p90} > {_num(seconds)}) or (({observed} > 0) and on() ({p90} != {p90})) "
+                  f"or ({beyond_top} > {_num(1 - QUANTILE)})"),
             hold=LONG_WINDOW, severity=Severity.WARNING,
             failure=f"p90 end-to-end TTFT is above the {spec.slo.ttft_ms} ms SLO, or cannot be measured",
             meaning="The router's end-to-end time to first token (prefill, KV transfer, first decode step) "
-                    "breaks slo.ttft_ms for 10 minutes, or requests are observed but the histogram has no "
-                    "finite bucket to read a p90 from (NaN).",
+                    "breaks slo.ttft_ms for 10 minutes, or requests are observed but the p90 cannot be read: the "
+                    "histogram has no finite bucket (NaN), or more than 10% of requests lie above its top finite "
+                    "bucket, where histogram_quantile stops.",
             fix=("If the prefill queue is deep, add prefill replicas; if the KV transfer is slow, see "
-                 "DpdKvTransferSlow; raising routing.threshold sends more short prompts straight to the decoder."),
+                 "DpdKvTransferSlow; raising routing.threshold sends more short prompts straight to the decoder. "
+                 "If the p90 cannot be measured, read the router's dpd_e2e_ttft_seconds_bucket bounds in the "
+                 "workspace: the SLO needs a finite bucket above it."),
             commands=ttft_commands,
             inputs=(m.DPD_E2E_TTFT,)))
     if spec.slo is not None and spec.slo.tpot_ms is not None:

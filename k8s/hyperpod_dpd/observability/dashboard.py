@@ -25,6 +25,7 @@ from hyperpod_dpd.observability.alerts import (
     decoder_tokens,
     inflight_prefill,
     long_prompts_per_decoder,
+    per_second,
     prefill_capacity,
     prefill_max_num_seqs,
     prefill_waiting,
@@ -86,7 +87,7 @@ def panel_queries(spec: DpdSpec) -> dict[str, dict[str, dict[str, str]]]:
         return f"rate({select(metric, matchers, *extra)}[{RATE_WINDOW}])"
 
     def router_rate(metric: str) -> str:
-        return f"sum{s.router_series(metric, lambda selector: f'rate({selector}[{RATE_WINDOW}])')}"
+        return f"sum{s.router_series(metric, per_second)}"
 
     return {
         HEALTH_ROW: {title: queries for title, (queries, _line) in health_panels(spec).items()},

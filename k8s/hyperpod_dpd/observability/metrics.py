@@ -62,7 +62,11 @@ class Kind(Enum):
 
 @dataclass(frozen=True, kw_only=True)
 class Metric:
-    """One exported series family. ``name`` is what PromQL selects (``_total`` included for counters)."""
+    """One exported series family. ``name`` is what PromQL selects (``_total`` included for counters).
+
+    :param first_sample: when the exporter creates the series only on a first event, what that event is;
+        until then the family is absent from a healthy workspace. :default: "" - the exporter creates it at start
+    """
 
     name: str
     kind: Kind
@@ -71,6 +75,7 @@ class Metric:
     verified: bool = True
     labels: tuple[str, ...] = ()
     buckets: tuple[float, ...] = ()
+    first_sample: str = ""
 
     def bucket(self) -> str:
         """The ``_bucket`` series of a histogram, which ``histogram_quantile`` reads."""
@@ -98,7 +103,8 @@ DPD_E2E_TTFT = Metric(name="dpd_e2e_ttft_seconds", kind=Kind.HISTOGRAM, exporter
 
 MODEL_INVOCATIONS = Metric(name="model_invocations_total", kind=Kind.COUNTER, exporter=Exporter.SIDECAR,
                            provenance=_SIDECAR)
-MODEL_ERRORS = Metric(name="model_errors_total", kind=Kind.COUNTER, exporter=Exporter.SIDECAR, provenance=_SIDECAR)
+MODEL_ERRORS = Metric(name="model_errors_total", kind=Kind.COUNTER, exporter=Exporter.SIDECAR, provenance=_SIDECAR,
+                      first_sample="the sidecar creates a status's error series with the first failed request")
 
 REQUESTS_RUNNING = Metric(name="vllm:num_requests_running", kind=Kind.GAUGE, exporter=Exporter.VLLM,
                           provenance=_VLLM)
@@ -132,7 +138,9 @@ KV_STORE_PUT_TIME = Metric(
                "(pd_backend.py, by code reading). Reaches vLLM's /metrics only through PROMETHEUS_MULTIPROC_DIR, "
                "which the chart renders (METRICS_DIR_ENV); that it arrives is read from the code, not seen on "
                "a cluster: verify --smoke checks it",
-    verified=False)
+    verified=False,
+    first_sample=("LMCache creates the histogram's children on their first observation (_log_histogram, "
+                  "lmcache/observability.py l.1654-1657): the first long prompt a prefiller stores"))
 
 _KSM = "kube-state-metrics v2 metric docs (deployment-metrics.md, pod-metrics.md)"
 DEPLOYMENT_AVAILABLE = Metric(name="kube_deployment_status_replicas_available", kind=Kind.GAUGE,

@@ -63,8 +63,8 @@ class EndpointSelectors:
                       *extra: str) -> str:
         """``per_series`` applied to the router's series of ``metric`` under either label form, joined by ``or``.
 
-        ``per_series`` takes a selector and returns an instant-vector expression, e.g. a ``rate()``;
-        ``extra`` matchers are added to both forms.
+        ``per_series`` takes a selector and returns an instant-vector expression, e.g. a ``rate()``; ``extra``
+        matchers are added to both forms.
         """
         first, second = (per_series(select(metric, matchers, *extra)) for matchers in self.routers)
         return f"({first} or {second})"

@@ -4,8 +4,8 @@ Two counts, read from a laptop through the API server (no port-forward, no Prome
 
 * the router's ``Conditional routing: ... disaggregate=True`` log lines (AWS's DPD page documents
   the line; the router's own metrics port is not documented);
-* ``vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}`` summed over the decode pods,
-  from vLLM's ``/metrics`` through the pod proxy. vLLM 0.19.0 counts there every prompt token the
+* ``vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}`` of each decode pod, from
+  vLLM's ``/metrics`` through the pod proxy. vLLM 0.19.0 counts there every prompt token the
   decoder took from the KV connector instead of computing it (``vllm/v1/metrics/loggers.py``).
 
 Read them before and after a request (:func:`read_counters`, :meth:`DpdCounters.since`): a
@@ -67,17 +67,34 @@ class EndpointNames:
 
 @dataclass(frozen=True, kw_only=True)
 class DpdCounters:
-    """The router's disaggregated decisions in the log window, and the decoders' external KV tokens so far."""
+    """The router's disaggregated decisions in the log window, and each decoder's external KV tokens so far.
+
+    :param external_kv_by_pod: ``external_kv_transfer`` prompt tokens per decode pod, kept apart so that
+        one pod's restart (its counter back at zero) cannot hide another pod's growth.
+    """
 
     disaggregated_requests: int
-    external_kv_tokens: float
-    decode_pods: int
+    external_kv_by_pod: Mapping[str, float]
+
+    @property
+    def external_kv_tokens(self) -> float:
+        return sum(self.external_kv_by_pod.values())
+
+    @property
+    def decode_pods(self) -> int:
+        return len(self.external_kv_by_pod)
 
     def since(self, before: DpdCounters) -> DpdCounters:
-        """The change from ``before`` (a decoder restart resets its counter: a drop counts as zero)."""
+        """The change from ``before``, pod by pod: a pod that is new, or whose counter went down (it
+        restarted), counts from zero, as Prometheus' ``increase`` does; a pod gone since is left out."""
         return DpdCounters(disaggregated_requests=max(0, self.disaggregated_requests - before.disaggregated_requests),
-                           external_kv_tokens=max(0.0, self.external_kv_tokens - before.external_kv_tokens),
-                           decode_pods=self.decode_pods)
+                           external_kv_by_pod={pod: counter_growth(before.external_kv_by_pod.get(pod), now)
+                                               for pod, now in self.external_kv_by_pod.items()})
+
+
+def counter_growth(then: float | None, now: float) -> float:
+    """A counter's growth between two readings of one pod; a drop (or no first reading) means it restarted at 0."""
+    return now if then is None or now < then else now - then
 
 
 def sample_value(exposition: str, metric: str, labels: Mapping[str, str] | None = None) -> float | None:
@@ -106,22 +123,21 @@ def role_metrics(kube: KubeApi, names: EndpointNames, role: str) -> dict[str, st
     return {pod: kube.pod_get(names.namespace, pod, names.metrics_port, names.metrics_path) for pod in pods}
 
 
-def external_kv_tokens(kube: KubeApi, names: EndpointNames) -> tuple[float, int]:
-    """``external_kv_transfer`` prompt tokens summed over the decode pods, and how many pods answered.
+def external_kv_tokens(kube: KubeApi, names: EndpointNames) -> dict[str, float]:
+    """``external_kv_transfer`` prompt tokens of each decode pod.
 
     Raises :class:`~hyperpod_dpd.clients.kube.KubeError` when a pod's metrics cannot be read, and
     ``ValueError`` when a pod's vLLM does not export the series (metrics off or another vLLM).
     """
-    texts = role_metrics(kube, names, "decode")
-    total = 0.0
-    for pod, text in texts.items():
+    tokens: dict[str, float] = {}
+    for pod, text in role_metrics(kube, names, "decode").items():
         value = sample_value(text, m.PROMPT_TOKENS_BY_SOURCE.name, {"source": m.EXTERNAL_KV_TRANSFER})
         if value is None:
             series = f'{m.PROMPT_TOKENS_BY_SOURCE.name}{{source="{m.EXTERNAL_KV_TRANSFER}"}}'
             raise ValueError(f"{pod} exports no {series} on :{names.metrics_port}{names.metrics_path} "
                              "(is --disable-log-stats set?)")
-        total += value
-    return total, len(texts)
+        tokens[pod] = value
+    return tokens
 
 
 # vLLM 0.19.0's total prompt-token counter (the contract's ``vllm:prompt_tokens`` family): it grows by
@@ -212,6 +228,5 @@ def routing_decisions(log: str) -> tuple[int, int]:
 
 def read_counters(kube: KubeApi, names: EndpointNames, *, since_seconds: int) -> DpdCounters:
     """Both counts now; raises ``KubeError``/``ValueError`` as :func:`external_kv_tokens` does."""
-    tokens, pods = external_kv_tokens(kube, names)
     return DpdCounters(disaggregated_requests=disaggregated_requests(kube, names, since_seconds),
-                       external_kv_tokens=tokens, decode_pods=pods)
+                       external_kv_by_pod=external_kv_tokens(kube, names))

@@ -5,13 +5,13 @@ See ``docs/checks.md`` for what is checked and why.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.errors import Problem, SpecWarning
+from hyperpod_dpd.observability.promql import parser as _promql
 from hyperpod_dpd.spec import AutoscalingSpec, CloudWatchTrigger, PrometheusTrigger
 from hyperpod_dpd.validation.context import Finding, RuleContext, problem
 from hyperpod_dpd.validation.naming import DNS_LABEL
@@ -140,14 +140,6 @@ def _cloudwatch(path: str, trigger: CloudWatchTrigger) -> Iterator[Finding]:
         elif not 1 <= len(name) <= DIMENSION_NAME_MAX or not 1 <= len(value) <= DIMENSION_VALUE_MAX:
             yield problem(where, value, f"CloudWatch dimension names are 1-{DIMENSION_NAME_MAX} characters and values "
                           f"1-{DIMENSION_VALUE_MAX}", "give both a name and a value, e.g. LoadBalancer: app/my-alb/...")
-
-
-def _promql() -> Any:
-    """The PromQL parser (``promql-parser``, in the 'observability' extra), or None without it."""
-    try:
-        return importlib.import_module("promql_parser")
-    except ImportError:
-        return None
 
 
 def _is_scalar(expr: Any) -> bool:

@@ -6,7 +6,7 @@ See ``docs/checks.md`` and ``docs/alerts.md``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.observability.alerts import RATE_WINDOW_SECONDS
@@ -91,13 +91,11 @@ def slo_targets(ctx: RuleContext) -> Iterator[Finding]:
                               "histogram, so the TPOT alert would fire whenever tokens flow",
                       fix=f"give a p90 target of at least {MIN_TPOT_MS} ms, e.g. 50")
     elif slo.tpot_ms is not None and slo.tpot_ms / 1000 not in INTER_TOKEN_LATENCY.buckets:
-        bounds = ", ".join(f"{b * 1000:g}" for b in INTER_TOKEN_LATENCY.buckets if b <= 1)
         used = tpot_bound(slo.tpot_ms) * 1000
         yield SpecWarning(code="SLO_BETWEEN_BUCKETS", field="slo.tpot_ms",
-                      message=f"{slo.tpot_ms} is not a bucket bound of vLLM's inter-token latency histogram "
-                              f"({bounds} ms): the p90 is interpolated between bounds, so the alert may fire "
-                              f"early or late, and the burn-rate alerts count a token as good only under the "
-                              f"{used:g} ms bucket; choose a bound for an exact threshold")
+                          message=f"the burn-rate alerts count a token as good only under the {used:g} ms bucket; "
+                                  + between_buckets(slo.tpot_ms, INTER_TOKEN_LATENCY.buckets,
+                                                    "vLLM's inter-token latency histogram"))
     if not 0 < slo.objective < 1:
         yield Problem(field="slo.objective", value=slo.objective,
                       message="is the share of requests that must meet the SLO and must be between 0 and 1 "
@@ -109,6 +107,29 @@ def slo_targets(ctx: RuleContext) -> Iterator[Finding]:
                       message=f"leaves a budget so large that the fastest burn-rate page ({FASTEST.factor:g}x "
                               f"over {FASTEST.long}) needs more than 100% of requests to fail, so it can never fire",
                       fix=f"use an objective above {floor:.4f}, e.g. {DEFAULT_SLO_OBJECTIVE}")
+
+
+def between_buckets(target_ms: float, buckets: Sequence[float], histogram: str) -> str:
+    """Which bucket of ``histogram`` (finite bounds in seconds) an alert's p90 is read in for ``target_ms``.
+
+    histogram_quantile interpolates linearly inside the bucket that holds the 90th percentile, assuming the
+    observations spread evenly in it: only at a bound is the comparison exact, and above the top finite
+    bound no p90 can be read at all.
+    """
+    seconds = target_ms / 1000
+    upper = next((b for b in sorted(buckets) if b >= seconds), None)
+    lower = max((b for b in buckets if b < seconds), default=0.0)
+    if upper is None:
+        return (f"{target_ms:g} ms is above the top finite bucket of {histogram} ({lower * 1000:g} ms): "
+                "histogram_quantile never reads a p90 above it, so the SLO alert can only say it cannot be "
+                f"measured; use at most {lower * 1000:g}")
+    if upper == seconds:
+        return f"{target_ms:g} ms is a bucket bound of {histogram}: the alert's comparison is exact"
+    nearest = min((lower, upper), key=lambda b: abs(b - seconds))
+    return (f"{target_ms:g} ms is not a bucket bound of {histogram}: the alert reads the p90 inside the bucket "
+            f"({lower * 1000:g}, {upper * 1000:g}] ms, interpolated as if observations spread evenly across it, so "
+            f"it fires early or late by up to the bucket's width ({(upper - lower) * 1000:g} ms); use "
+            f"{nearest * 1000:g} for an exact threshold")
 
 
 def scrape_interval(ctx: RuleContext) -> Iterator[Finding]:
