@@ -14,7 +14,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.cli import _common
-from hyperpod_dpd.errors import UsageError
+from hyperpod_dpd.errors import EXIT_INTERNAL, UsageError, internal_error_line
 
 if TYPE_CHECKING:
     from hyperpod_dpd.benchmark.session import Seams
@@ -32,6 +32,8 @@ EXIT_CODES = """exit status (every command):
      (advise), a benchmark cannot be trusted (bench)
   2  the command could not run as asked: a bad spec, option or file; no AWS credentials
      (preflight) or kubeconfig (bench); an optional extra that is not installed
+  70  an internal error, a bug in hyperpod-dpd: one line names the place in the code and
+      where to report it
   141  the reader of standard output went away (`| head`): stopped quietly, as git does"""
 
 
@@ -91,6 +93,9 @@ def main(argv: Sequence[str] | None = None, *, seams: Seams | None = None) -> in
         return EXIT_USAGE
     except BrokenPipeError:
         return _reader_left()
+    except Exception as err:  # any exception no check turned into a problem is a bug
+        print(f"hyperpod-dpd: {internal_error_line(err)}", file=sys.stderr)
+        return EXIT_INTERNAL
     return code
 
 

@@ -73,8 +73,8 @@ def read_spec_data(path: str | Path) -> Any:
         with file.open("rb") as stream:  # read one byte past the limit, not a wrong file's gigabytes
             data = stream.read(_parsing.MAX_FILE_BYTES + 1)
             size = max(len(data), file.stat().st_size)
-    except OSError as err:
-        reason = err.strerror or str(err)
+    except (OSError, ValueError) as err:  # ValueError: a NUL byte, which no path may hold
+        reason = getattr(err, "strerror", None) or str(err)
         raise SpecError([Problem(field="<file>", value=name, message=f"cannot read the spec file: {reason}",
                                  fix="check the path and its permissions")], source=name) from err
     return _parse_bytes(data, source=name, size=size, json_only=file.suffix == ".json")
