@@ -72,3 +72,13 @@ def test_a_bug_is_one_line_naming_the_place_and_where_to_report_it(monkeypatch: 
     assert line.startswith(f"hyperpod-dpd: {INTERNAL_ERROR}: KeyError: 'decode' at hyperpod_dpd/cli/validate.py:")
     assert line.endswith("`hyperpod-dpd --version` to the hyperpod-dpd issue tracker")
     assert f"  {EXIT_INTERNAL}  an internal error, a bug in hyperpod-dpd" in EXIT_CODES
+
+
+def test_ctrl_c_is_one_line_and_the_status_a_shell_reports(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(validate_cli, "node_cost", interrupted)
+    assert main(["validate"]) == 130
+    assert capsys.readouterr().err == "hyperpod-dpd: interrupted\n"
