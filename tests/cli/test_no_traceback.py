@@ -82,3 +82,11 @@ def test_ctrl_c_is_one_line_and_the_status_a_shell_reports(monkeypatch: pytest.M
     monkeypatch.setattr(validate_cli, "node_cost", interrupted)
     assert main(["validate"]) == 130
     assert capsys.readouterr().err == "hyperpod-dpd: interrupted\n"
+
+
+def test_a_closed_standard_input_is_a_usage_error(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", None)  # what Python gives a process started with `<&-`
+    assert main(["validate", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "<stdin>: is closed, so no spec can be read from it" in err and "Traceback" not in err

@@ -64,9 +64,18 @@ def read_spec_data(path: str | Path) -> Any:
     """The parsed content of a spec file (``.yaml``, ``.yml`` or ``.json``; ``-`` is standard input), not yet a spec."""
     name = str(path)
     if name == STDIN:
+        if sys.stdin is None:  # started with standard input closed (`<&-`)
+            raise SpecError([Problem(field="<stdin>", value=None, message="is closed, so no spec can be read from it",
+                                     fix="pipe the spec in (cat my-spec.yaml | ...), or pass the file's path")],
+                            source="<stdin>")
         stdin = getattr(sys.stdin, "buffer", None)  # None when replaced by a text stream, as tests do
-        head = sys.stdin.read(_parsing.MAX_FILE_BYTES + 1).encode() if stdin is None else stdin.read(
-            _parsing.MAX_FILE_BYTES + 1)
+        try:
+            head = sys.stdin.read(_parsing.MAX_FILE_BYTES + 1).encode() if stdin is None else stdin.read(
+                _parsing.MAX_FILE_BYTES + 1)
+        except OSError as err:
+            raise SpecError([Problem(field="<stdin>", value=None, message=f"cannot be read: {err.strerror or err}",
+                                     fix="pipe the spec in (cat my-spec.yaml | ...), or pass the file's path")],
+                            source="<stdin>") from None
         return _parse_bytes(head, source="<stdin>")
     file = Path(path)
     try:
