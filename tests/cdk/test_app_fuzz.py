@@ -15,7 +15,7 @@ import pytest
 from cdk_support import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import PATH_VALUES, SPEC_FILE, extreme_numbers, spec_files, watchdog
+from support import PATH_VALUES, SPEC_FILE, Hang, extreme_numbers, spec_files, watchdog
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.errors import EXIT_INTERNAL, INTERNAL_ERROR
@@ -36,14 +36,16 @@ KEYS = st.sampled_from([key.name for key in CONTEXT_KEYS] + ["@aws-cdk/core:newS
 
 
 def _options_or_problems(context: dict[str, Any]) -> None:
-    with watchdog(2.0):
-        try:
+    try:
+        with watchdog(2.0):
             name, options = stack_options(context)
-        except SpecError as err:
-            assert err.problems
-            json.dumps([p.to_json() for p in err.problems])
-            str(err)
-            return
+    except SpecError as err:
+        assert err.problems
+        json.dumps([p.to_json() for p in err.problems])
+        str(err)
+        return
+    except Hang as hang:  # an AssertionError, so Hypothesis shrinks the context and reports it
+        raise AssertionError(f"{context!r}: {hang}") from hang
     assert name and options["endpoints"]
 
 

@@ -84,13 +84,14 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def run(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """``main(argv)`` under the watchdog: its status (argparse's exit included) and standard error."""
     clock = FakeClock()
-    seams = session.Seams(aws_clients=no_credentials, clock=clock,
-                          sleep=clock.sleep)
-    with watchdog(WATCHDOG_SECONDS):
-        try:
+    seams = session.Seams(aws_clients=no_credentials, clock=clock, sleep=clock.sleep)
+    try:
+        with watchdog(WATCHDOG_SECONDS):
             code = main(list(argv), seams=seams) if argv[:1] == ["bench"] else main(list(argv))
-        except SystemExit as exited:  # argparse's own exit for a bad option or --help
-            code = exited.code if isinstance(exited.code, int) else 2
+    except SystemExit as exited:  # argparse's own exit for a bad option or --help
+        code = exited.code if isinstance(exited.code, int) else 2
+    except Hang as hang:  # an AssertionError, so Hypothesis shrinks the command line and reports it
+        raise AssertionError(f"{argv!r}: {hang}") from hang
     err = capsys.readouterr().err
     assert "Traceback" not in err, err
     assert INTERNAL_ERROR not in err and code != EXIT_INTERNAL, (argv, err)
