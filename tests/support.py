@@ -6,12 +6,18 @@ folder's own helper modules, the scripts and ``app.py`` are loaded by path with 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
+import json
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
+
+from hypothesis import strategies as st
 
 from hyperpod_dpd import spec_to_mapping
 from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
@@ -70,3 +76,74 @@ def with_value(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         node = node.setdefault(key, {})
     node[last] = value
     return changed
+
+
+def field_paths(mapping: dict[str, Any], prefix: str = "") -> list[str]:
+    """Every dotted path of ``mapping``'s keys, parents before their children (for :func:`with_value`)."""
+    found = []
+    for key, value in mapping.items():
+        path = f"{prefix}{key}"
+        found.append(path)
+        if isinstance(value, dict):
+            found += field_paths(value, f"{path}.")
+    return found
+
+
+# --- fuzzing: what a spec file, a field or an option may hold --------------------------------------------------
+
+yaml_pieces = st.sampled_from([
+    "[", "]", "{", "}", ": ", ":", ",", "- ", "? ", "\n", "  ", "\t", "&a ", "*a", "&b ", "*b", "<<: ", "!!str ",
+    "!!int ", "!!binary ", "!!timestamp ", "!!python/object ", "!x ", "---\n", "...\n", "#", '"', "'", "|\n", ">\n",
+    ".nan", ".inf", "-.inf", "0x", "0o", "0b", "1_0", "1:30", "1e+400", "1.0e+400", "2020-02-30", "~", "null",
+    "yes", "name: ", "model: ", "source: {s3: {bucket: b, prefix: p}}", "port: ", "env: ", "args: ",
+    "gpu_memory_utilization: ", "prefill: ", "replicas: ", "\\", "\x00", "\ufeff", "é", "9" * 30,
+])
+yaml_documents = st.lists(yaml_pieces, max_size=60).map("".join)
+extreme_numbers = st.one_of(st.integers(), st.integers(min_value=-(10**400), max_value=10**400),
+                            st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([2**53, -(2**53), 0]))
+plain_data = st.recursive(st.one_of(st.none(), st.booleans(), extreme_numbers, st.text(max_size=20)),
+                          lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                  st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                          max_leaves=20)
+
+# A spec file as the command-line and CDK-app fuzz write it: (name, bytes), relative to the example's folder.
+SPEC_FILE = "spec.yaml"
+_DEFAULT = default_mapping()
+_FIELDS = field_paths(_DEFAULT)
+# Values for paths stay inside the example's folder: the spec itself, a folder, a missing file, odd names.
+PATH_VALUES = st.sampled_from(["-", "", SPEC_FILE, "spec.yaml/inside", "out", "missing/file.json", "a" * 300,
+                               "é/ü", "a\x00b", ".", "..x", " "])
+long_strings = st.tuples(st.sampled_from(["a", "é", "9", "-", " ", "\u202e", "\U0001f600", "{", "\\"]),
+                         st.sampled_from([1, 64, 254, 1025, 70_000, 140_000])).map(lambda pair: pair[0] * pair[1])
+field_values = st.one_of(plain_data, extreme_numbers, long_strings, st.text(max_size=40))
+wrong_fields = st.tuples(st.sampled_from(_FIELDS), field_values).map(lambda pair: with_value(_DEFAULT, *pair))
+config_json = st.one_of(PATH_VALUES, field_values).map(
+    lambda value: with_value(_DEFAULT, "model.architecture", {"config_json": value}))
+spec_files = st.one_of(
+    config_json.map(lambda data: (SPEC_FILE, json.dumps(data).encode())),
+    wrong_fields.map(lambda data: ("spec.json", json.dumps(data).encode())),
+    wrong_fields.map(lambda data: (SPEC_FILE, json.dumps(data).encode())),  # YAML reads JSON (no NaN there)
+    yaml_documents.map(lambda doc: (SPEC_FILE, (default_spec_text() + doc).encode())),
+    yaml_documents.map(lambda doc: (SPEC_FILE, doc.encode())),
+    st.binary(max_size=200).map(lambda data: (SPEC_FILE, default_spec_text().encode() + data)),
+)
+
+
+class Hang(BaseException):
+    """Raised by the watchdog; a BaseException, so no handler of the code under test can swallow it."""
+
+
+@contextlib.contextmanager
+def watchdog(seconds: float) -> Iterator[None]:
+    """Raise :class:`Hang` in the code under test when it runs longer than ``seconds`` (main thread only)."""
+
+    def fire(signum: int, frame: FrameType | None) -> None:
+        raise Hang(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -23,11 +25,13 @@ import aws_cdk as cdk
 import yaml
 
 from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError
+from hyperpod_dpd.contracts.aws_names import REGION_NAME
 from hyperpod_dpd.contracts.stack_defaults import (
     DEFAULT_AVAILABILITY_ZONE_ID,
     DEFAULT_REGION,
     DEFAULT_STACK_NAME,
 )
+from hyperpod_dpd.errors import EXIT_INTERNAL, internal_error_line
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.validation import load_checked_spec
 from hyperpod_dpd_cdk._private.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version
@@ -37,10 +41,15 @@ from hyperpod_dpd_cdk.network import ExistingVpc
 from hyperpod_dpd_cdk.observability import ObservabilityOptions
 from hyperpod_dpd_cdk.stack import HyperPodDpdStack
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType
-from hyperpod_dpd_cdk.weights_staging import DEFAULT_WAIT
+from hyperpod_dpd_cdk.weights_staging import DEFAULT_WAIT, MAX_WAIT
 
 MANIFESTS_DIR = "manifests"
 OBSERVABILITY_DIR = "observability"
+# CloudFormation's CreateStack StackName: "must start with an alphabetic character and can't be longer than 128
+# characters", letters, digits and hyphens; aws-cdk-lib's Stack checks the same pattern (core/lib/stack.ts,
+# validateStackName) and raises through jsii.
+STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+STACK_NAME_MAX = 128
 
 
 @dataclass(frozen=True)
@@ -174,7 +183,15 @@ def context_problems(context: Mapping[str, Any]) -> list[Problem]:
 
 def cdk_json_context(path: Path) -> dict[str, Any]:
     """The ``context`` of cdk.json (feature flags and any defaults you add there)."""
-    context: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")).get("context", {})
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise SpecError([Problem(field=str(path), value=None, message=f"cannot be read as JSON: {err}",
+                                 fix="restore cdk.json from the repository, or correct the JSON")]) from None
+    context = data.get("context", {}) if isinstance(data, dict) else None
+    if not isinstance(context, dict):
+        raise SpecError([Problem(field=f"{path}: context", value=context, message="is not a JSON object",
+                                 fix='write "context": {"key": "value", ...}')])
     return context
 
 
@@ -198,8 +215,8 @@ def _pairs(value: Any, *, field: str) -> dict[str, str]:
     return pairs
 
 
-def _vpc(app: cdk.App) -> tuple[ExistingVpc | None, dict[str, str] | None]:
-    ctx = app.node.try_get_context
+def _vpc(context: Mapping[str, Any]) -> tuple[ExistingVpc | None, dict[str, str] | None]:
+    ctx = context.get
     if not ctx("vpc_id"):
         return None, None
     eks_subnets = _pairs(ctx("eks_subnets"), field="eks_subnets")
@@ -208,9 +225,9 @@ def _vpc(app: cdk.App) -> tuple[ExistingVpc | None, dict[str, str] | None]:
     return vpc, _pairs(ctx("hyperpod_subnets"), field="hyperpod_subnets")
 
 
-def _specs(app: cdk.App) -> list[DpdSpec]:
+def _specs(context: Mapping[str, Any]) -> list[DpdSpec]:
     """The spec files, each checked as ``hyperpod-dpd validate`` checks it; every file's problems together."""
-    paths = _list(app.node.try_get_context("spec"))
+    paths = _list(context.get("spec"))
     if not paths:
         return [default_spec()]
     specs, problems = [], []
@@ -224,10 +241,10 @@ def _specs(app: cdk.App) -> list[DpdSpec]:
     return specs
 
 
-def _observability(app: cdk.App) -> ObservabilityOptions | bool:
+def _observability(context: Mapping[str, Any]) -> ObservabilityOptions | bool:
     """``observability=false`` turns it off; the other keys tune it."""
-    ctx = app.node.try_get_context
-    if not _flag(app, "observability", default=True):
+    ctx = context.get
+    if not _flag(context, "observability", default=True):
         return False
     return ObservabilityOptions(amp_workspace_arn=ctx("amp_workspace_arn") or None,
                                 log_group_name=ctx("observability_log_group") or None,
@@ -253,9 +270,9 @@ def write_observability_files(stack: HyperPodDpdStack, outdir: Path) -> list[Pat
         return []
 
 
-def _flag(app: cdk.App, key: str, *, default: bool) -> bool:
+def _flag(context: Mapping[str, Any], key: str, *, default: bool) -> bool:
     """A true/false context key; anything else is a :class:`SpecError` naming it."""
-    value = app.node.try_get_context(key)
+    value = context.get(key)
     text = str(value if value is not None else default).lower()
     if text not in ("true", "false"):
         other = "false" if default else "true"
@@ -264,8 +281,8 @@ def _flag(app: cdk.App, key: str, *, default: bool) -> bool:
     return text == "true"
 
 
-def _support_type(app: cdk.App) -> SupportType:
-    value = str(app.node.try_get_context("eks_support_type") or SupportType.EXTENDED.value)
+def _support_type(context: Mapping[str, Any]) -> SupportType:
+    value = str(context.get("eks_support_type") or SupportType.EXTENDED.value)
     try:
         return SupportType(value.upper())
     except ValueError:
@@ -273,20 +290,29 @@ def _support_type(app: cdk.App) -> SupportType:
                                  fix="-c eks_support_type=STANDARD, or omit it for EXTENDED")]) from None
 
 
-def _staging_wait(app: cdk.App) -> cdk.Duration:
-    value = app.node.try_get_context("weights_staging_hours")
+def _staging_wait(context: Mapping[str, Any]) -> cdk.Duration:
+    """The hours as a Duration; what a Duration cannot hold (nan, infinities, negative hours, more hours than the
+    wait condition's limit) is refused here, before jsii raises on it; the stack checks the range."""
+    value = context.get("weights_staging_hours")
     if value is None or value == "":
         return DEFAULT_WAIT
     try:
-        return cdk.Duration.minutes(round(float(value) * 60))
-    except ValueError:
-        raise SpecError([Problem(field="weights_staging_hours", value=value, message="is not a number of hours",
-                                 fix="-c weights_staging_hours=6")]) from None
+        hours = float(value)
+    except (TypeError, ValueError):
+        hours = math.nan
+    if not 0 <= hours <= MAX_WAIT.to_hours():
+        raise SpecError([Problem(field="weights_staging_hours", value=value,
+                                 message=f"is not a number of hours from 0.25 to {MAX_WAIT.to_hours():g}",
+                                 fix="-c weights_staging_hours=6")])
+    return cdk.Duration.minutes(round(hours * 60))
 
 
-def _region(app: cdk.App, specs: Sequence[DpdSpec]) -> str:
-    region = app.node.try_get_context("region")
+def _region(context: Mapping[str, Any], specs: Sequence[DpdSpec]) -> str:
+    region = context.get("region")
     if region:
+        if not REGION_NAME.match(str(region)):
+            raise SpecError([Problem(field="region", value=region, message="is not an AWS region name",
+                                     fix="-c region=us-west-2, or leave it out for the first spec's S3 region")])
         return str(region)
     for spec in specs:
         if isinstance(spec.model.source, S3Source) and spec.model.source.region:
@@ -294,15 +320,35 @@ def _region(app: cdk.App, specs: Sequence[DpdSpec]) -> str:
     return DEFAULT_REGION
 
 
+def _stack_name(context: Mapping[str, Any]) -> str:
+    name = str(context.get("stack_name") or DEFAULT_STACK_NAME)
+    if not STACK_NAME.match(name) or len(name) > STACK_NAME_MAX:
+        raise SpecError([Problem(field="stack_name", value=name,
+                                 message=f"is not a CloudFormation stack name (a letter, then letters, digits and "
+                                         f"hyphens, at most {STACK_NAME_MAX} characters)",
+                                 fix=f"-c stack_name={DEFAULT_STACK_NAME}, or leave it out")])
+    return name
+
+
 def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None) -> tuple[cdk.App, HyperPodDpdStack]:
     """The app and its one stack; raises :class:`SpecError` for bad input."""
     app = cdk.App(context=dict(context) if context is not None else None, outdir=outdir)
-    problems = context_problems(app.node.get_all_context())
+    name, options = stack_options(app.node.get_all_context())
+    return app, HyperPodDpdStack(app, name, **options)
+
+
+def stack_options(context: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The stack's name and keyword arguments, every context value read and checked; :class:`SpecError` if bad.
+
+    Nothing is constructed here, so a bad value is refused before jsii can raise on it.
+    """
+    problems = context_problems(context)
     if problems:
         raise SpecError(problems, source="-c key=value and cdk.json", what="CDK context")
-    ctx = app.node.try_get_context
-    specs = _specs(app)
-    region = _region(app, specs)
+    ctx = context.get
+    name = _stack_name(context)
+    specs = _specs(context)
+    region = _region(context, specs)
     account = os.environ.get("CDK_DEFAULT_ACCOUNT")  # set by the CLI when credentials exist; never looked up
     existing = None
     if ctx("eks_cluster"):
@@ -315,30 +361,28 @@ def build(context: Mapping[str, Any] | None = None, *, outdir: str | None = None
                 field="oidc_issuer_url", value=None, message="is required with eks_cluster",
                 fix="-c oidc_issuer_url=$(aws eks describe-cluster --name NAME "
                     "--query cluster.identity.oidc.issuer --output text)")])
-    vpc, hyperpod_subnets = _vpc(app)
-    stack = HyperPodDpdStack(
-        app, str(ctx("stack_name") or DEFAULT_STACK_NAME), endpoints=specs, vpc=vpc,
-        hyperpod_subnet_ids=hyperpod_subnets,
+    vpc, hyperpod_subnets = _vpc(context)
+    return name, dict(
+        endpoints=specs, vpc=vpc, hyperpod_subnet_ids=hyperpod_subnets,
         env=cdk.Environment(account=account, region=region),
         availability_zone_id=str(ctx("availability_zone_id") or DEFAULT_AVAILABILITY_ZONE_ID),
         model_bucket_name=ctx("model_bucket") or None, existing_cluster=existing,
         admin_role_arns=_list(ctx("admin_role_arns")), dependency_chart_dir=ctx("dependency_chart") or None,
         training_plan_arn=ctx("training_plan_arn") or None, hyperpod_cluster_name=ctx("hyperpod_cluster_name") or None,
         description="SageMaker HyperPod (EKS) with Disaggregated Prefill and Decode endpoints (hyperpod-dpd)",
-        observability=_observability(app), benchmark=_flag(app, "benchmark", default=True),
-        aggregated_baseline=_flag(app, "aggregated_baseline", default=False),
-        allow_internet_facing_load_balancers=_flag(app, "allow_internet_facing_load_balancers", default=False),
+        observability=_observability(context), benchmark=_flag(context, "benchmark", default=True),
+        aggregated_baseline=_flag(context, "aggregated_baseline", default=False),
+        allow_internet_facing_load_balancers=_flag(context, "allow_internet_facing_load_balancers", default=False),
         eks_endpoint_access=(ClusterEndpointAccess.parse(str(ctx("eks_endpoint_access")))
                              if ctx("eks_endpoint_access") else None),
-        cluster_creator_admin=_flag(app, "eks_creator_admin", default=True),
-        network_policies=_flag(app, "network_policies", default=False),
-        kubernetes_version=str(ctx("kubernetes_version") or KUBERNETES_VERSION), support_type=_support_type(app),
-        preinstalled_addons=_list(ctx("preinstalled_addons")), weights_staging_timeout=_staging_wait(app),
-        bundled_load_balancer_controller=_flag(app, "bundled_load_balancer_controller", default=True),
-        bundled_keda=_flag(app, "bundled_keda", default=True),
+        cluster_creator_admin=_flag(context, "eks_creator_admin", default=True),
+        network_policies=_flag(context, "network_policies", default=False),
+        kubernetes_version=str(ctx("kubernetes_version") or KUBERNETES_VERSION), support_type=_support_type(context),
+        preinstalled_addons=_list(ctx("preinstalled_addons")), weights_staging_timeout=_staging_wait(context),
+        bundled_load_balancer_controller=_flag(context, "bundled_load_balancer_controller", default=True),
+        bundled_keda=_flag(context, "bundled_keda", default=True),
         addon_versions=AddonVersions(**({"inference": str(ctx("inference_addon_version"))}
                                         if ctx("inference_addon_version") else {})))
-    return app, stack
 
 
 def write_manifests(stack: HyperPodDpdStack, outdir: Path) -> list[Path]:
@@ -393,11 +437,14 @@ def main(argv: Sequence[str] = (), *, cdk_json: Path = Path("cdk.json")) -> int:
         else:
             app, stack = build(_direct_context(argv, cdk_json), outdir=os.environ.get("CDK_OUTDIR", "cdk.out"))
         assembly = app.synth()
+        written = write_manifests(stack, Path(assembly.directory))
+        observed = write_observability_files(stack, Path(assembly.directory))
     except SpecError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    written = write_manifests(stack, Path(assembly.directory))
-    observed = write_observability_files(stack, Path(assembly.directory))
+    except Exception as error:  # ours or jsii's, that no check turned into a problem: a bug
+        print(f"error: {internal_error_line(error)}", file=sys.stderr)
+        return EXIT_INTERNAL
     if not under_cli:  # the CLI prints its own summary; warnings are printed by synth() either way
         print(f"cloud assembly: {assembly.directory}", file=sys.stderr)
         for path in written:

@@ -6,9 +6,16 @@ so a user fixes a spec in one pass instead of one deploy per mistake.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+# The start of the one line an exception that no check turned into a problem prints: it is a bug, not bad input.
+INTERNAL_ERROR = "internal error (a bug in hyperpod-dpd, not a problem with your input)"
+REPORT_TO = "the hyperpod-dpd issue tracker"
+EXIT_INTERNAL = 70  # the exit status of a bug, in every command and the CDK app: EX_SOFTWARE of BSD's sysexits.h
+_PACKAGES = ("hyperpod_dpd", "hyperpod_dpd_cdk")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +92,23 @@ def raise_if_any(problems: Iterable[Problem], *, source: str | None = None) -> N
     found = tuple(problems)
     if found:
         raise SpecError(found, source=source)
+
+
+def internal_error_line(err: BaseException) -> str:
+    """One line for a bug: the exception, the line of this package that raised or called into it, where to report it.
+
+    One line and not a traceback: the user can act on neither, and a maintainer needs only the place.
+    """
+    where = "an unknown place"
+    for frame in traceback.extract_tb(err.__traceback__):
+        parts = frame.filename.replace("\\", "/").split("/")
+        inside = [i for i, part in enumerate(parts) if part in _PACKAGES]
+        if inside:
+            where = f"{'/'.join(parts[inside[-1]:])}:{frame.lineno}"
+    text = " ".join(str(err).split())
+    text = f": {text[:200]}{'...' if len(text) > 200 else ''}" if text else ""
+    return (f"{INTERNAL_ERROR}: {type(err).__name__}{text} at {where}. Please report this line, the command and "
+            f"`hyperpod-dpd --version` to {REPORT_TO}")
 
 
 # The name before 0.2; it shadows the builtin, so new code says SpecWarning.

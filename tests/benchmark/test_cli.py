@@ -376,8 +376,8 @@ def test_bad_input_is_exit_2_with_the_fix(capsys: pytest.CaptureFixture[str], ar
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--timeout", "-5"], "--timeout: must be more than 0 seconds (got -5)"),
-    (["--poll-interval", "0"], "--poll-interval: must be more than 0 seconds (got 0)"),
+    (["--timeout", "-5"], "--timeout: must be a finite number of seconds, more than 0 (got -5)"),
+    (["--poll-interval", "0"], "--poll-interval: must be a finite number of seconds, more than 0 (got 0)"),
 ])
 def test_bad_waits_are_usage_errors(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     with pytest.raises(SystemExit) as exited:

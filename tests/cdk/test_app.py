@@ -162,7 +162,7 @@ def test_the_launcher_usage_text_is_the_table(app_module: ModuleType) -> None:
 def test_every_context_key_the_app_reads_is_declared(app_module: ModuleType) -> None:
     """A key read but not declared would be refused as unknown; one declared but not read is a dead option."""
     source = Path(app_module.__file__).read_text(encoding="utf-8")
-    read = set(re.findall(r'(?:ctx|try_get_context)\("([a-z_]+)"\)|_flag\(app, "([a-z_]+)"', source))
+    read = set(re.findall(r'(?:ctx|context\.get)\("([a-z_]+)"\)|_flag\(context, "([a-z_]+)"', source))
     names = {a or b for a, b in read}
     declared = {key.name for key in app_module.CONTEXT_KEYS}
     assert names - declared == set()

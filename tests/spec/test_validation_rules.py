@@ -490,3 +490,39 @@ def test_a_tpot_slo_between_buckets_names_the_bucket_the_alert_reads(tpot_ms: in
     (warning,) = found
     assert f"the alert reads the p90 inside the bucket {bucket}" in warning.message
     assert warning.message.endswith(f"{nearest} for an exact threshold")
+
+
+# --- what execve() refuses: include/uapi/linux/binfmts.h MAX_ARG_STRLEN, fs/exec.c bprm_stack_limits -------------
+
+def _exec_problems(data: dict[str, Any]) -> list[Any]:
+    with pytest.raises(SpecError) as caught:
+        check(spec_from_mapping(data))
+    return list(caught.value.problems)
+
+
+def test_an_environment_string_may_be_as_long_as_linux_passes_one_and_not_a_byte_longer() -> None:
+    # "BIG=" + value + NUL: 131072 bytes is the kernel's limit (MAX_ARG_STRLEN = 32 pages of 4 KiB)
+    check(spec_from_mapping(_set(_mapping(), "env.BIG", "a" * (131072 - len("BIG=") - 1))))
+    (problem,) = _exec_problems(_set(_mapping(), "env.BIG", "a" * (131072 - len("BIG="))))
+    assert (problem.field, problem.value) == ("env.BIG", "131073 bytes")
+    assert "MAX_ARG_STRLEN, include/uapi/linux/binfmts.h" in problem.message
+    assert "argument list too long" in problem.message
+    (problem,) = _exec_problems(_set(_mapping(), "env.BIG", "é" * 65_535))  # counted in UTF-8 bytes: 131075 in all
+    assert problem.value == "131075 bytes"
+
+
+def test_an_argument_over_the_limit_is_refused_in_the_shared_and_the_role_args() -> None:
+    flag = "--override-generation-config=" + "{" * 131_072
+    fields = {p.field for p in _exec_problems(_set(_mapping(), "args", [flag]))}
+    assert "args[0]" in fields
+    fields = {p.field for p in _exec_problems(_set(_mapping(), "decode.args", [flag]))}
+    assert "decode.args[0]" in fields
+
+
+def test_a_container_over_the_total_of_arguments_and_environment_is_refused_per_role() -> None:
+    env = {f"V{i}": "a" * 100_000 for i in range(21)}  # each under the per-string limit, 2.1 MB together
+    problems = _exec_problems(_set(_mapping(), "env", env))
+    assert [p.field for p in problems] == ["prefill", "decode"]
+    assert all("over the 2097152 bytes execve() allows" in p.message and "bprm_stack_limits" in p.message
+               for p in problems)
+    check(spec_from_mapping(_set(_mapping(), "env", dict(list(env.items())[:20]))))  # 2.0 MB: starts

@@ -42,7 +42,7 @@ def test_the_rules_run_in_a_fixed_order() -> None:
     # The order the rule registry had (its modules' import order, then definition order), kept so that
     # messages list problems as before.
     assert [rule.__name__ for rule in RULES] == [
-        "engine_flags", "environment", "ports", "autoscaling_signals", "context_window",
+        "engine_flags", "environment", "exec_limits", "ports", "autoscaling_signals", "context_window",
         "slo_targets", "scrape_interval", "alert_thresholds",
         "names", "model_source", "hardware", "roles", "engine", "routing", "kv_cache", "observability", "tls",
         "idle_node_gpus", "topology", "autoscaling",

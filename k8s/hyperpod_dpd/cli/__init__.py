@@ -14,13 +14,14 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.cli import _common
-from hyperpod_dpd.errors import UsageError
+from hyperpod_dpd.errors import EXIT_INTERNAL, UsageError, internal_error_line
 
 if TYPE_CHECKING:
     from hyperpod_dpd.benchmark.session import Seams
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader left
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a tool stopped with Ctrl-C
 # The subcommands in the order they are used: write a spec, check and size it, render, deploy checks.
 # Those with heavier imports (boto3, the Kubernetes client, the advisor) register only when importable.
 SUBCOMMANDS = ("example", "schema", "validate", "plan", "advise", "synth", "observe", "preflight", "verify", "bench")
@@ -32,6 +33,9 @@ EXIT_CODES = """exit status (every command):
      (advise), a benchmark cannot be trusted (bench)
   2  the command could not run as asked: a bad spec, option or file; no AWS credentials
      (preflight) or kubeconfig (bench); an optional extra that is not installed
+  70  an internal error, a bug in hyperpod-dpd: one line names the place in the code and
+      where to report it
+  130  interrupted (Ctrl-C): stopped with one line, not a traceback
   141  the reader of standard output went away (`| head`): stopped quietly, as git does"""
 
 
@@ -91,6 +95,12 @@ def main(argv: Sequence[str] | None = None, *, seams: Seams | None = None) -> in
         return EXIT_USAGE
     except BrokenPipeError:
         return _reader_left()
+    except KeyboardInterrupt:  # a long wait (verify, bench) stopped by the user is no bug
+        print("hyperpod-dpd: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as err:  # any exception no check turned into a problem is a bug
+        print(f"hyperpod-dpd: {internal_error_line(err)}", file=sys.stderr)
+        return EXIT_INTERNAL
     return code
 
 

@@ -7,6 +7,10 @@ exits 2, the status of every usage error.
 from __future__ import annotations
 
 import argparse
+import math
+
+from hyperpod_dpd.contracts.aws_names import REGION_NAME
+from hyperpod_dpd.contracts.linux import path_error
 
 
 def _of(unit: str) -> str:
@@ -59,10 +63,10 @@ def tokens(text: str) -> int:
 
 
 def seconds(text: str) -> float:
-    """A duration in seconds, more than 0."""
+    """A duration in seconds, more than 0 and finite (a wait of ``inf`` would never end)."""
     value = number(text, unit="second")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds (got {text})")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, more than 0 (got {text})")
     return value
 
 
@@ -75,3 +79,19 @@ def pairs(text: str) -> dict[str, str]:
             raise argparse.ArgumentTypeError(f"{item!r} is not KEY=VALUE")
         found[key] = value
     return found
+
+
+def path(text: str) -> str:
+    """A file or folder name any Linux call can take (``-`` too: standard input or output)."""
+    problem = path_error(text)
+    if problem:
+        shown = repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+        raise argparse.ArgumentTypeError(f"{shown} {problem}; give a shorter path without NUL bytes")
+    return text
+
+
+def region(text: str) -> str:
+    """An AWS region code such as ``us-west-2``, refused here rather than by boto3 halfway through a command."""
+    if not REGION_NAME.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an AWS region name; give e.g. us-west-2")
+    return text

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_dpd.cli._argtypes import path, region
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError
 from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.spec.loading import STDIN, read_spec_data, spec_from_mapping
@@ -121,10 +122,10 @@ def add_output_dir_argument(parser: Any, *, default: str | None, what: str, depr
     """``--output-dir DIR`` (``-o``), with the command's former flag names kept as deprecated aliases."""
     shown = f" (default: {default})" if default else ""
     dash = "; - prints them to standard output" if stdout else ""
-    parser.add_argument("-o", OUTPUT_DIR, dest=dest, default=default, metavar="DIR",
+    parser.add_argument("-o", OUTPUT_DIR, dest=dest, default=default, metavar="DIR", type=path,
                         help=f"write {what} to DIR{shown}{dash}")
     for flag in deprecated:
-        parser.add_argument(flag, dest=dest, metavar="DIR", action=_Deprecated, help=argparse.SUPPRESS)
+        parser.add_argument(flag, dest=dest, metavar="DIR", type=path, action=_Deprecated, help=argparse.SUPPRESS)
 
 
 class _Deprecated(argparse.Action):
@@ -158,7 +159,7 @@ def emit_documents(documents: Mapping[str, str], output_dir: str) -> list[str]:
 
 def add_aws_arguments(parser: argparse.ArgumentParser) -> None:
     """``--region`` and ``--profile``, the same for every command that calls AWS."""
-    parser.add_argument("--region", help="AWS region (default: the profile's or AWS_REGION, else the "
+    parser.add_argument("--region", type=region, help="AWS region (default: the profile's or AWS_REGION, else the "
                                          "model bucket's region from the spec)")
     parser.add_argument("--profile", help="AWS named profile (default: the default credential chain)")
 
@@ -170,7 +171,7 @@ def bucket_region(spec: DpdSpec) -> str | None:
 
 
 def add_spec_argument(parser: object) -> None:
-    parser.add_argument("spec", nargs="?", metavar="SPEC",  # type: ignore[attr-defined]
+    parser.add_argument("spec", nargs="?", metavar="SPEC", type=path,  # type: ignore[attr-defined]
                         help="a spec file (YAML or JSON; - reads standard input); "
                              "default: the embedded Llama 3.3 70B example")
 
@@ -185,7 +186,7 @@ def add_deployed_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", metavar="NAME",
                         help="read the deployed names from this CloudFormation stack's outputs (DescribeStacks, "
                              "in --region or the profile's region); with --outputs-file, which stack of the file")
-    parser.add_argument("--outputs-file", metavar="FILE",
+    parser.add_argument("--outputs-file", metavar="FILE", type=path,
                         help="read them from the JSON `cdk deploy --outputs-file FILE` wrote (works offline)")
 
 

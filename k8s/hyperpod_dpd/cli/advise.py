@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from hyperpod_dpd.advisor.search import DEFAULT_MAX_NODES, DEFAULT_TOP
-from hyperpod_dpd.cli._argtypes import number, whole, wholes
+from hyperpod_dpd.cli._argtypes import number, path, whole, wholes
 from hyperpod_dpd.cli._common import DASH, add_spec_argument, print_warnings, read_spec, warn
 from hyperpod_dpd.errors import SpecError, UsageError
 
@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help=f"with --search: the largest layout tried (default: {DEFAULT_MAX_NODES})")
     parser.add_argument("--top", type=whole, metavar="N",
                         help=f"with --search: layouts printed (default: {DEFAULT_TOP})")
-    parser.add_argument("--write-spec", metavar="FILE",
+    parser.add_argument("--write-spec", metavar="FILE", type=path,
                         help="with --search: write the best layout as a spec (- prints it to standard output and "
                              "everything else to standard error)")
     parser.add_argument("--any-layout", action="store_true",
@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--price-per-node-hour", type=number, metavar="USD",
                         help="your rate per node-hour; replaces the shipped price table, whose figures are labelled "
                              "SageMaker ml.* rate or EC2 list price")
-    parser.add_argument("--calibrate", metavar="BENCH_JSON",
+    parser.add_argument("--calibrate", metavar="BENCH_JSON", type=path,
                         help="fit the model's prefill, decode and overhead factors to a 'hyperpod-dpd bench "
                              "--json' result of this spec, report its error, and use them")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")

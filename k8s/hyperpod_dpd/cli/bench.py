@@ -27,7 +27,7 @@ from hyperpod_dpd.benchmark.scenario import (
     DEFAULT_POLL,
     levels_text,
 )
-from hyperpod_dpd.cli._argtypes import pairs, positive, seconds
+from hyperpod_dpd.cli._argtypes import pairs, path, positive, region, seconds
 from hyperpod_dpd.cli._common import (
     add_deployed_arguments,
     add_output_dir_argument,
@@ -75,9 +75,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     what.add_argument("--compare", action="store_true", help="print the advisor's prediction beside the measurement")
     add_output_dir_argument(what, default=None, dest="render", deprecated=("--render",),
                             what="only the Job and ServiceAccount manifests, running nothing,")
-    what.add_argument("--results-dir", metavar="DIR", help="report this results folder (genai-bench's, or a run "
-                                                            "folder the Job uploaded); run nothing")
-    what.add_argument("--aggregated-results-dir", metavar="DIR", help="with --results-dir: the aggregated twin's")
+    what.add_argument("--results-dir", metavar="DIR", type=path,
+                      help="report this results folder (genai-bench's, or a run folder the Job uploaded); run nothing")
+    what.add_argument("--aggregated-results-dir", metavar="DIR", type=path,
+                      help="with --results-dir: the aggregated twin's")
     what.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     job = parser.add_argument_group("the Job")
     job.add_argument("--namespace", help="where the Job runs (default: the spec's namespace)")
@@ -102,15 +103,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     job.add_argument("--node-selector", type=pairs, metavar="K=V[,K=V]",
                      help="nodes the pod may use, never a HyperPod node (default: the stack's system nodes with "
                           "--stack/--outputs-file, else any non-HyperPod node)")
-    job.add_argument("--region", help="the buckets' and the --stack's region (default: the stack's, else the model "
-                                      "source's)")
+    job.add_argument("--region", type=region,
+                     help="the buckets' and the --stack's region (default: the stack's, else the model source's)")
     deployed = parser.add_argument_group("the deployed stack (the names it deployed, over the spec's)")
     add_deployed_arguments(deployed)  # type: ignore[arg-type]
     deployed.add_argument("--profile", help="AWS named profile for --stack and for reading the uploaded results "
                                             "(default: the default credential chain)")
     cluster = parser.add_argument_group("the cluster")
     cluster.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
-    cluster.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    cluster.add_argument("--kubeconfig", type=path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     cluster.add_argument("--timeout", type=seconds, metavar="SECONDS",
                          help="how long to wait per Job (default: its deadline plus 5 minutes)")
     cluster.add_argument("--poll-interval", type=seconds, default=DEFAULT_POLL, metavar="SECONDS",

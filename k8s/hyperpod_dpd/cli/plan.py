@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from hyperpod_dpd.cli._argtypes import tokens
+from hyperpod_dpd.cli._argtypes import path, tokens
 from hyperpod_dpd.cli._common import add_spec_argument, read_spec_with_problems
 from hyperpod_dpd.contracts.prices import node_cost, user_price
 from hyperpod_dpd.errors import SpecError, UsageError
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "plan", help="size the KV transfer, PD buffer and GPU memory of a spec",
         description="Size the KV transfer, PD buffer and GPU memory of a spec from the model's architecture.")
     add_spec_argument(parser)
-    parser.add_argument("--model-config", metavar="PATH_OR_S3_URI",
+    parser.add_argument("--model-config", metavar="PATH_OR_S3_URI", type=path,
                         help="the model's config.json (a file, its folder, or s3://bucket/prefix) or a preset "
                              "name; overrides the spec's architecture")
     parser.add_argument("--prompt-tokens", type=tokens, metavar="N",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from hyperpod_dpd.cli._argtypes import region
 from hyperpod_dpd.cli._common import (
     add_output_dir_argument,
     add_spec_argument,
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
     add_output_dir_argument(parser, default=DEFAULT_OUT, what="the manifests", deprecated=("--out",))
-    parser.add_argument("--region", help="the model bucket's region, when the spec leaves it out")
+    parser.add_argument("--region", type=region, help="the model bucket's region, when the spec leaves it out")
     parser.set_defaults(handler=run)
 
 

@@ -56,6 +56,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from hyperpod_dpd.cli._argtypes import path, seconds
 from hyperpod_dpd.cli._common import (
     add_aws_arguments,
     add_deployed_arguments,
@@ -124,12 +125,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--dry-run", action="store_true",
                         help="print the names verify would check and where each came from; contact nothing")
     parser.add_argument("--kube-context", help="kubeconfig context (default: the current one)")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument("--kubeconfig", type=path, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     parser.add_argument("--wait", action=argparse.BooleanOptionalAction, default=True,
                         help="poll until ready or --timeout (default: --wait)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"how long to wait (default: {DEFAULT_TIMEOUT})")
-    parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL, metavar="SECONDS",
+    parser.add_argument("--poll-interval", type=seconds, default=DEFAULT_POLL, metavar="SECONDS",
                         help=f"seconds between polls (default: {DEFAULT_POLL})")
     parser.add_argument("--no-crd-diff", dest="crd_diff", action="store_false",
                         help="leave out the 'operator CRD' row, which compares the cluster's InferenceEndpointConfig "

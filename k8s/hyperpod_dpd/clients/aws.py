@@ -23,6 +23,7 @@ from botocore.exceptions import (
     TokenRetrievalError,
 )
 
+from hyperpod_dpd.contracts.aws_names import REGION_NAME
 from hyperpod_dpd.contracts.stack_outputs import DeployedStack, from_outputs, output_error
 
 if TYPE_CHECKING:
@@ -166,6 +167,17 @@ class AwsClients:
             raise
 
 
+def check_region(region: str) -> None:
+    """:class:`AwsUnavailable` for a region boto3 would refuse halfway through a command (``InvalidRegionError``).
+
+    The name may come from ``--region``, AWS_DEFAULT_REGION (botocore 1.44 configprovider.py) or the profile,
+    so the message names all three.
+    """
+    if not REGION_NAME.match(region):
+        raise AwsUnavailable(f"{region!r} is not an AWS region name (from --region, AWS_DEFAULT_REGION or the "
+                             "profile): give e.g. us-west-2")
+
+
 def session_clients(region: str | None, profile: str | None, *,
                     fallback_region: str | None = None) -> AwsClients:
     """Clients from the default credential chain (or ``profile``); :class:`AwsUnavailable` on a bad setup."""
@@ -178,6 +190,7 @@ def session_clients(region: str | None, profile: str | None, *,
     chosen = region or session.region_name or fallback_region
     if not chosen:
         raise AwsUnavailable("no AWS region: pass --region or set AWS_REGION (or a region in the profile)")
+    check_region(chosen)
     try:
         return AwsClients(region=chosen, factory=session.client, profile=profile,
                           credentials=session.get_credentials)

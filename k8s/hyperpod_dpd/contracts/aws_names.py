@@ -9,6 +9,11 @@ from __future__ import annotations
 import ipaddress
 import re
 
+# AWS region codes, as the AWS General Reference lists them ("Regions and Zones"): us-west-2, us-gov-west-1, and
+# the ISO partitions' us-iso-east-1, us-isob-east-1 and eu-isoe-west-1. botocore (1.44, utils.py
+# validate_region_name) refuses anything that is not a DNS host label with InvalidRegionError.
+REGION_NAME = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
+
 # Kubernetes, k8s.io/apimachinery pkg/util/validation/validation.go: IsQualifiedName (label and
 # annotation keys: an optional DNS-1123 subdomain prefix and '/', then a name of at most 63 characters),
 # IsDNS1123Subdomain (at most 253 characters), IsValidLabelValue (empty, or a name of at most 63).

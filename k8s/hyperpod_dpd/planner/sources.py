@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hyperpod_dpd.contracts.linux import path_error
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.spec.architecture import PRESETS, ModelArchitecture, UnsizableArchitecture, architecture_from_config
 
@@ -36,6 +37,10 @@ def load_architecture(source: str, *, s3_client: Any = None) -> ModelArchitectur
         return PRESETS[text]
     if text.startswith("s3://"):
         return _from_mapping(text, _read_s3(text, s3_client))
+    unusable = path_error(text)
+    if unusable:
+        raise _fail(source, f"is neither a preset nor a path: it {unusable}",
+                    f"give a preset ({', '.join(PRESETS)}), the model's config.json, or s3://bucket/prefix")
     path = Path(text).expanduser()
     if path.is_dir():
         path = path / CONFIG_NAME

@@ -64,17 +64,26 @@ def read_spec_data(path: str | Path) -> Any:
     """The parsed content of a spec file (``.yaml``, ``.yml`` or ``.json``; ``-`` is standard input), not yet a spec."""
     name = str(path)
     if name == STDIN:
+        if sys.stdin is None:  # started with standard input closed (`<&-`)
+            raise SpecError([Problem(field="<stdin>", value=None, message="is closed, so no spec can be read from it",
+                                     fix="pipe the spec in (cat my-spec.yaml | ...), or pass the file's path")],
+                            source="<stdin>")
         stdin = getattr(sys.stdin, "buffer", None)  # None when replaced by a text stream, as tests do
-        head = sys.stdin.read(_parsing.MAX_FILE_BYTES + 1).encode() if stdin is None else stdin.read(
-            _parsing.MAX_FILE_BYTES + 1)
+        try:
+            head = sys.stdin.read(_parsing.MAX_FILE_BYTES + 1).encode() if stdin is None else stdin.read(
+                _parsing.MAX_FILE_BYTES + 1)
+        except OSError as err:
+            raise SpecError([Problem(field="<stdin>", value=None, message=f"cannot be read: {err.strerror or err}",
+                                     fix="pipe the spec in (cat my-spec.yaml | ...), or pass the file's path")],
+                            source="<stdin>") from None
         return _parse_bytes(head, source="<stdin>")
     file = Path(path)
     try:
         with file.open("rb") as stream:  # read one byte past the limit, not a wrong file's gigabytes
             data = stream.read(_parsing.MAX_FILE_BYTES + 1)
             size = max(len(data), file.stat().st_size)
-    except OSError as err:
-        reason = err.strerror or str(err)
+    except (OSError, ValueError) as err:  # ValueError: a NUL byte, which no path may hold
+        reason = getattr(err, "strerror", None) or str(err)
         raise SpecError([Problem(field="<file>", value=name, message=f"cannot read the spec file: {reason}",
                                  fix="check the path and its permissions")], source=name) from err
     return _parse_bytes(data, source=name, size=size, json_only=file.suffix == ".json")

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 
+from hyperpod_dpd.contracts.linux import EXEC_STRINGS_MAX, MAX_ARG_STRLEN, POINTER_BYTES, exec_string_bytes
 from hyperpod_dpd.contracts.vllm import (
     VLLM_VERSION,
     Arity,
@@ -547,3 +548,32 @@ def environment(ctx: RuleContext) -> Iterator[Finding]:
                           message="overrides LMCache's prefill/decode wiring, which the operator sets for each "
                                   "role; a wrong role, channel or peer stops every KV transfer. Remove it unless "
                                   "AWS support asked for it")
+
+
+def exec_limits(ctx: RuleContext) -> Iterator[Finding]:
+    """What execve() refuses with E2BIG, so the container would never start: one environment string or argument
+    over MAX_ARG_STRLEN, or a role's strings over the stack's share (limits and sources in ``contracts.linux``).
+
+    Counted are the strings the spec gives: ``NAME=value`` for each of ``env``, and the shared then the role's
+    ``args``; the operator's own variables and flags come on top, so the total keeps room for them.
+    """
+    spec = ctx.spec
+    given = [(f"env.{key}", f"{key}={value}") for key, value in spec.env.items()]
+    given += [(f"args[{i}]", arg) for i, arg in enumerate(spec.args)]
+    per_role = {name: [(f"{name}.args[{i}]", arg) for i, arg in enumerate(role.args)] for name, role in spec.roles()}
+    for field_name, text in [*given, *(item for own in per_role.values() for item in own)]:
+        size = exec_string_bytes(text)
+        if size > MAX_ARG_STRLEN:
+            yield problem(field_name, f"{size} bytes", f"is longer than the {MAX_ARG_STRLEN} bytes Linux passes in "
+                          "one environment string or argument (MAX_ARG_STRLEN, include/uapi/linux/binfmts.h, its "
+                          "NUL counted): execve() fails with 'argument list too long' and the container never "
+                          "starts", "shorten it, or put the content in a file on the model volume and pass its path")
+    for role_name, own in per_role.items():
+        strings = [text for _, text in (*given, *own)]
+        total = sum(exec_string_bytes(text) + POINTER_BYTES for text in strings)
+        if total > EXEC_STRINGS_MAX:
+            yield problem(role_name, f"{total} bytes", f"gets {len(strings)} environment strings and arguments of "
+                          f"{total} bytes with their pointers, over the {EXEC_STRINGS_MAX} bytes execve() allows "
+                          "under the default 8 MiB stack limit (a quarter of it, fs/exec.c bprm_stack_limits): the "
+                          "container never starts", "move the largest values of env and args into files on the "
+                          "model volume")

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from hyperpod_dpd.contracts.aws_names import (
     LONGEST_MODEL_FILE,
+    REGION_NAME,
     S3_KEY_MAX_BYTES,
     bucket_name_error,
     longest_key_bytes,
@@ -20,7 +21,6 @@ from hyperpod_dpd.spec.architecture import PRESETS
 from hyperpod_dpd.validation.context import Finding, RuleContext, is_token, problem
 from hyperpod_dpd.validation.naming import DNS_LABEL
 
-REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$")
 HF_MODEL_ID = re.compile(r"^[a-zA-Z0-9_.-]+/[a-zA-Z0-9_.-]+$")
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 FSX_ID = re.compile(r"^fs-[0-9a-f]{8,21}$")
@@ -61,7 +61,7 @@ def model_source(ctx: RuleContext) -> Iterator[Finding]:
             yield problem("model.source.s3.prefix", source.prefix, f"makes the key of a checkpoint shard "
                           f"('<prefix>/{LONGEST_MODEL_FILE}') {longest_key_bytes(source.prefix)} bytes of UTF-8; S3 "
                           f"keys are at most {S3_KEY_MAX_BYTES}", "use a shorter prefix")
-        if source.region is not None and not is_token(source.region) and not REGION.match(source.region):
+        if source.region is not None and not is_token(source.region) and not REGION_NAME.match(source.region):
             yield problem("model.source.s3.region", source.region, "is not an AWS region name",
                           "write e.g. 'us-west-2'")
         if source.region is None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hyperpod_dpd.contracts.linux import path_error
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.architecture import CONFIG_JSON, PRESETS, ModelArchitecture, preset_for_model_name
@@ -29,6 +30,7 @@ from hyperpod_dpd.validation.context import Rule, RuleContext
 RULES: tuple[Rule, ...] = (
     engine.engine_flags,
     engine.environment,
+    engine.exec_limits,
     observability.ports,
     autoscaling.autoscaling_signals,
     sizing.context_window,
@@ -99,12 +101,15 @@ def _read_config_json(data: object, source: str | None) -> tuple[object, list[Pr
     if not isinstance(path_text, str) or not path_text.strip():
         found.append(Problem(field=field, value=path_text, message="must be the path of the model's config.json",
                              fix=f"write {CONFIG_JSON}: path/to/config.json (relative to the spec file)"))
+    elif path_error(path_text):
+        found.append(Problem(field=field, value=path_text, message=f"cannot be a path: it {path_error(path_text)}",
+                             fix=f"write {CONFIG_JSON}: path/to/config.json (relative to the spec file)"))
     else:
         path = Path(path_text).expanduser()
-        spec_file = Path(source) if source else None
+        spec_file = Path(source) if source and not path_error(source) else None
         if not path.is_absolute() and spec_file is not None and spec_file.is_file():
             path = spec_file.parent / path
-        if not path.exists():
+        if path_error(str(path)) or not path.exists():
             found.append(Problem(field=field, value=path_text, message=f"does not exist ({path})",
                                  fix="give the path of the model's config.json from Hugging Face, relative to "
                                      "the spec file or absolute"))

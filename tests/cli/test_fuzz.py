@@ -1,0 +1,168 @@
+"""Every command, fed fuzzed spec files and fuzzed option values, ends with a documented exit status.
+
+Never a traceback, never an exception out of ``main()``, never a hang: each run has a watchdog. AWS is
+a seam that finds no credentials, after refusing a region name as boto3 would; the Kubernetes seam is
+the real one (it reads ``--kubeconfig``), and the network is cut at the socket, so no run can wait on
+a connection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import PATH_VALUES, SPEC_FILE, FakeClock, Hang, spec_files, watchdog
+
+from hyperpod_dpd.benchmark import session
+from hyperpod_dpd.cli import EXIT_CODES, EXIT_INTERNAL, build_parser, main
+from hyperpod_dpd.cli import preflight as preflight_cli
+from hyperpod_dpd.cli import verify as verify_cli
+from hyperpod_dpd.clients.aws import AwsClients, AwsUnavailable, check_region
+from hyperpod_dpd.errors import INTERNAL_ERROR
+from hyperpod_dpd.spec.defaults import default_spec_text
+
+# The statuses EXIT_CODES documents; the internal-error status is one of them, but a run that ends in it is a bug.
+DOCUMENTED = frozenset(int(code) for code in re.findall(r"^ {2}(\d+) ", EXIT_CODES, flags=re.MULTILINE))
+WATCHDOG_SECONDS = 2.0
+FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=60,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                       HealthCheck.data_too_large])
+WARM: list[bool] = []
+# What a command needs besides the spec to get past argparse; outputs go into the example's folder.
+SPEC_COMMANDS: dict[str, tuple[str, ...]] = {
+    "validate": (), "plan": ("--json",), "synth": ("-o", "out"), "observe": ("-o", "obs"),
+    "advise": ("--isl", "1024", "--osl", "128", "--concurrency", "8"), "preflight": ("--json",),
+    "verify": ("--no-wait", "--json"), "bench": ("-o", "-"),
+}
+
+
+def no_credentials(region: str | None, profile: str | None, *, fallback_region: str | None = None) -> AwsClients:
+    """The AWS seam on a machine without credentials (boto3 builds a client per service, too slow to watch)."""
+    for name in (region, fallback_region):
+        if name:
+            check_region(name)
+    raise AwsUnavailable("no AWS credentials found (the fuzz has none)")
+
+
+def _refuse_connection(*args: Any, **kwargs: Any) -> None:
+    raise ConnectionRefusedError("the network is cut in the fuzz")
+
+
+@pytest.fixture
+def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No credentials, no instance metadata, no kubeconfig, no connection, a fake clock; runs in ``tmp_path``."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(socket.socket, "connect", _refuse_connection)
+    monkeypatch.setattr(socket.socket, "connect_ex", _refuse_connection)
+    monkeypatch.setattr(preflight_cli, "aws_clients", no_credentials)
+    monkeypatch.setattr(verify_cli, "aws_clients", no_credentials)
+    clock = FakeClock()
+    monkeypatch.setattr(verify_cli, "clock", clock)
+    monkeypatch.setattr(verify_cli, "sleep", clock.sleep)
+    if not WARM:  # jsii, cdk8s, boto3's models and the advisor's database load once, outside the watched runs
+        with contextlib.redirect_stdout(None), contextlib.redirect_stderr(None):
+            for command, options in SPEC_COMMANDS.items():
+                main([command, *options])
+        WARM.append(True)
+    return tmp_path
+
+
+def run(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``main(argv)`` under the watchdog: its status (argparse's exit included) and standard error."""
+    clock = FakeClock()
+    seams = session.Seams(aws_clients=no_credentials, clock=clock, sleep=clock.sleep)
+    try:
+        with watchdog(WATCHDOG_SECONDS):
+            code = main(list(argv), seams=seams) if argv[:1] == ["bench"] else main(list(argv))
+    except SystemExit as exited:  # argparse's own exit for a bad option or --help
+        code = exited.code if isinstance(exited.code, int) else 2
+    except Hang as hang:  # an AssertionError, so Hypothesis shrinks the command line and reports it
+        raise AssertionError(f"{argv!r}: {hang}") from hang
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    assert INTERNAL_ERROR not in err and code != EXIT_INTERNAL, (argv, err)
+    assert code in DOCUMENTED, (argv, code, err)
+    return code, err
+
+
+# --- what goes into a spec file -----------------------------------------------------------------------------------
+
+@FUZZ
+@given(st.sampled_from(sorted(SPEC_COMMANDS)), spec_files)
+def test_every_spec_command_ends_cleanly_on_any_spec_file(offline: Path, capsys: pytest.CaptureFixture[str],
+                                                          command: str, spec: tuple[str, bytes]) -> None:
+    name, data = spec
+    (offline / name).write_bytes(data)
+    code, err = run([command, name, *SPEC_COMMANDS[command]], capsys)
+    if code == 2:
+        assert err.strip(), "a refusal says why"
+
+
+# --- what goes into an option ----------------------------------------------------------------------------------
+
+def _options(command: str) -> list[argparse.Action]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [a for a in sub.choices[command]._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+
+
+WORDS = st.sampled_from(["0", "1", "-1", "8", "1e309", "-inf", "nan", "inf", "0.5", "1,2", "1,,x", "=", "a=b",
+                         "a=b,c", "us-west-2", "usw2-az2", "é", "x y", "\U0001f600", "9" * 400, "--json",
+                         "s3://bucket/prefix", "s3://", "dpd", "direct", "1.34", "EXTENDED", "K=V"])
+VALUES = st.one_of(WORDS, st.text(max_size=30), st.integers().map(str), st.floats().map(str))
+PATHLIKE = re.compile(r"DIR|FILE|PATH|JSON")
+
+
+def _value(action: argparse.Action) -> st.SearchStrategy[str]:
+    if PATHLIKE.search(str(action.metavar or "")) or action.dest in ("kubeconfig", "spec"):
+        return PATH_VALUES
+    return VALUES
+
+
+@st.composite
+def command_lines(draw: st.DrawFn) -> list[str]:
+    """A spec command, the options it needs, and up to four of its options with fuzzed values (``--flag=VALUE``,
+    so a value that starts with a dash stays a value)."""
+    command = draw(st.sampled_from(sorted(SPEC_COMMANDS)))
+    argv = [command, SPEC_FILE, *SPEC_COMMANDS[command]]
+    for action in draw(st.lists(st.sampled_from(_options(command)), max_size=4)):
+        flag = action.option_strings[-1]
+        argv.append(flag if action.nargs == 0 else f"{flag}={draw(_value(action))}")
+    return argv
+
+
+@FUZZ
+@given(command_lines())
+def test_every_option_of_every_command_ends_cleanly_on_any_value(offline: Path, capsys: pytest.CaptureFixture[str],
+                                                                 argv: list[str]) -> None:
+    (offline / SPEC_FILE).write_text(default_spec_text())
+    run(argv, capsys)
+
+
+@FUZZ
+@given(st.lists(st.one_of(WORDS, st.sampled_from(["example", "schema", "validate", "--help", "--version", "-o",
+                                                  "--json", "-"])), max_size=5))
+def test_any_command_line_ends_cleanly(offline: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    run(argv, capsys)
+
+
+
+def test_the_watchdog_stops_a_run_that_hangs() -> None:
+    started = time.perf_counter()
+    with pytest.raises(Hang), watchdog(0.2):
+        time.sleep(5)
+    assert time.perf_counter() - started < 1
