@@ -1,0 +1,87 @@
+"""Held-out calibration: fit on some levels, predict another, and state the error.
+
+Two checks, each with its error pinned:
+
+- a hidden truth: an endpoint whose DPD side pays what the audit's simulation found DPD-only costs
+  would be (prefill x1.3, decode step x1.1 on top of the kernels) and whose aggregated twin runs at
+  AIConfigurator's own corrections. Calibrated per layout on concurrency 8 and 32, the model predicts
+  16 within HIDDEN_BOUND on TPOT and throughput and HIDDEN_TTFT_BOUND on TTFT (measured: 5.2 % on the
+  aggregated TTFT, at most 1.3 % elsewhere). TTFT's bound is wider because the simulated aggregated TTFT
+  itself moves by up to 4 % between neighbouring prefill factors (x1.12: +3.7 %, x1.15: +2.6 % at
+  concurrency 8), so two factors 2 % apart fit the same run.
+- the blog's H100 points: the blog has no absolute figures, so its DPD run is built from the
+  uncalibrated aggregated prediction times the published changes at 8 (TPOT -22 %, TTFT +15 %: "rises
+  modestly") and 32 (TPOT -66 %, throughput +35 %), as the audit built it, and the aggregated run is
+  that prediction itself. Calibrated on those, the model's change at the held-out 16 is compared with
+  what the blog published there: BLOG_MISSES pins the misses (points outside the published bound or
+  range): throughput +65.9 % against at most +35 % (30.9 points; uncalibrated 42.1, the old one-set-for-
+  both fit 47.1 as the audit measured it), E2E -39.9 % against -14..-32 % (7.9 points; 11.6 and 13.2).
+  The fitted levels stay off by TTFT 12 %, TPOT 9 %: no one decode factor gives both the -22 % at 8 and
+  the -66 % at 32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from hyperpod_dpd.advisor import Advice, Traffic, advise
+from hyperpod_dpd.advisor.calibration import calibrate, parse_bench
+from hyperpod_dpd.advisor.published import E2E, POINTS, THROUGHPUT
+from hyperpod_dpd.advisor.steps import PhaseFactors
+from hyperpod_dpd.spec.defaults import default_spec
+
+Bench = Callable[..., dict[str, Any]]
+FITTED = Traffic(isl=4096, osl=256, concurrency=(8, 32))
+HELD_OUT = Traffic(isl=4096, osl=256, concurrency=(16,))
+HIDDEN = PhaseFactors(prefill=1.3, decode=1.1, overhead_s=0.0, aggregated=PhaseFactors())
+HIDDEN_BOUND = 0.03
+HIDDEN_TTFT_BOUND = 0.06
+# The held-out c=16 against the blog, in points outside its figure, and how far they may move.
+BLOG_MISSES = {THROUGHPUT: 0.309, E2E: 0.079}
+BLOG_WIDTH = 0.01
+
+
+def test_a_hidden_truth_is_predicted_at_a_held_out_level(bench_of: Bench) -> None:
+    truth = advise(default_spec(), FITTED, baseline_nodes=1, factors=HIDDEN)
+    fit = calibrate(default_spec(), FITTED, parse_bench(bench_of(truth, aggregated=truth), where="b.json"),
+                    source="b.json")
+    expected = advise(default_spec(), HELD_OUT, baseline_nodes=1, factors=HIDDEN).points[0]
+    got = advise(default_spec(), HELD_OUT, baseline_nodes=1, factors=fit.factors).points[0]
+    for side in ("disaggregated", "aggregated"):
+        want, have = getattr(expected, side), getattr(got, side)
+        for metric in ("ttft_s", "tpot_s", "output_tokens_per_s"):
+            bound = HIDDEN_TTFT_BOUND if metric == "ttft_s" else HIDDEN_BOUND
+            assert getattr(have, metric) == pytest.approx(getattr(want, metric), rel=bound), (side, metric)
+
+
+def _blog_dpd(uncalibrated: Advice) -> Advice:
+    """The DPD side of ``uncalibrated`` replaced by what the blog's changes imply at 8 and 32 (H100)."""
+    points = []
+    for point in uncalibrated.points:
+        agg, osl, c = point.aggregated, uncalibrated.osl, point.concurrency
+        if c == 8:
+            tpot, ttft = agg.tpot_s * 0.78, agg.ttft_s * 1.15
+            e2e = ttft + (osl - 1) * tpot
+        else:
+            tpot, e2e = agg.tpot_s * 0.34, c * osl / (agg.output_tokens_per_s * 1.35)
+            ttft = e2e - (osl - 1) * tpot
+        dpd = replace(point.disaggregated, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, output_tokens_per_s=c * osl / e2e)
+        points.append(replace(point, disaggregated=dpd))
+    return replace(uncalibrated, points=tuple(points))
+
+
+def test_the_blogs_held_out_point_after_calibrating_on_the_others(bench_of: Bench) -> None:
+    uncalibrated = advise(default_spec(), FITTED, baseline_nodes=1)
+    document = bench_of(_blog_dpd(uncalibrated), aggregated=uncalibrated)
+    fit = calibrate(default_spec(), FITTED, parse_bench(document, where="blog.json"), source="blog.json")
+    point = advise(default_spec(), HELD_OUT, baseline_nodes=1, factors=fit.factors).points[0]
+    changes = {THROUGHPUT: point.disaggregated.output_tokens_per_s / point.aggregated.output_tokens_per_s - 1,
+               E2E: point.disaggregated.e2e_s / point.aggregated.e2e_s - 1}
+    published = {p.metric: p for p in POINTS if (p.gpu, p.concurrency) == ("H100", 16)}
+    misses = {metric: round(max(0.0, published[metric].miss(change)), 3) for metric, change in changes.items()}
+    for metric, pinned in BLOG_MISSES.items():
+        assert misses[metric] == pytest.approx(pinned, abs=BLOG_WIDTH), (metric, misses, changes)
