@@ -180,7 +180,7 @@ def test_a_ttft_prefill_cannot_explain_is_a_boundary_fit_and_refused(measured: A
     with pytest.raises(SpecError) as caught:
         calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
     problem = caught.value.problems[0]
-    assert problem.value == "prefill x4" and "is at the end of the DPD prefill's range (x0.447-x4)" in problem.message
+    assert problem.value == "prefill x4" and "is at the end of the DPD prefill's range (x0.434-x4)" in problem.message
 
 
 def test_an_overhead_beyond_a_closed_loop_is_refused(measured: Advice, bench_of: Bench) -> None:

@@ -35,5 +35,10 @@ def decode_floor_s(arch: ModelArchitecture, *, gpu: str, tp: int, batch: int, co
 
 
 def prefill_floor_s(arch: ModelArchitecture, *, gpu: str, tp: int, tokens: int, fp8_weights: bool = False) -> float:
-    """One prefill of ``tokens``: its FLOPs (the planner's count) over ``tp`` GPUs at dense peak."""
-    return prefill_flops(arch, tokens) / (tp * _peak_flops(gpu, fp8=fp8_weights))
+    """One prefill of ``tokens``: its FLOPs over ``tp`` GPUs at dense peak.
+
+    The planner's count less the embedding and the LM head (``vocab x hidden`` each): the first is a lookup,
+    and vLLM computes logits for the last token only, so neither multiplies by ``tokens``.
+    """
+    embeddings = 2 * 2.0 * arch.vocab_size * arch.hidden_size * tokens
+    return max(0.0, prefill_flops(arch, tokens) - embeddings) / (tp * _peak_flops(gpu, fp8=fp8_weights))
