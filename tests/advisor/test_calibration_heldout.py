@@ -5,8 +5,8 @@ Two checks, each with its error pinned:
 - a hidden truth: an endpoint whose DPD side pays what the audit's simulation found DPD-only costs
   would be (prefill x1.3, decode step x1.1 on top of the kernels) and whose aggregated twin runs at
   AIConfigurator's own corrections. Calibrated per layout on concurrency 8 and 32, the model predicts
-  16 within HIDDEN_BOUND on TPOT and throughput and HIDDEN_TTFT_BOUND on TTFT (measured: 5.2 % on the
-  aggregated TTFT, at most 1.3 % elsewhere). TTFT's bound is wider because the simulated aggregated TTFT
+  16 within HIDDEN_BOUND on TPOT and throughput and HIDDEN_TTFT_BOUND on TTFT (measured: 3.5 % on the
+  aggregated TTFT, at most 0.6 % elsewhere). TTFT's bound is wider because the simulated aggregated TTFT
   itself moves by up to 4 % between neighbouring prefill factors (x1.12: +3.7 %, x1.15: +2.6 % at
   concurrency 8), so two factors 2 % apart fit the same run.
 - the blog's H100 points: the blog has no absolute figures, so its DPD run is built from the
@@ -14,8 +14,8 @@ Two checks, each with its error pinned:
   modestly") and 32 (TPOT -66 %, throughput +35 %), as the audit built it, and the aggregated run is
   that prediction itself. Calibrated on those, the model's change at the held-out 16 is compared with
   what the blog published there: BLOG_MISSES pins the misses (points outside the published bound or
-  range): throughput +65.9 % against at most +35 % (30.9 points; uncalibrated 42.1, the old one-set-for-
-  both fit 47.1 as the audit measured it), E2E -39.9 % against -14..-32 % (7.9 points; 11.6 and 13.2).
+  range): throughput +66.3 % against at most +35 % (31.3 points; uncalibrated 42.1, the old one-set-for-
+  both fit 47.1 as the audit measured it), E2E -40.0 % against -14..-32 % (8.0 points; 11.6 and 13.2).
   The fitted levels stay off by TTFT 12 %, TPOT 9 %: no one decode factor gives both the -22 % at 8 and
   the -66 % at 32.
 """
@@ -41,7 +41,7 @@ HIDDEN = PhaseFactors(prefill=1.3, decode=1.1, overhead_s=0.0, aggregated=PhaseF
 HIDDEN_BOUND = 0.03
 HIDDEN_TTFT_BOUND = 0.06
 # The held-out c=16 against the blog, in points outside its figure, and how far they may move.
-BLOG_MISSES = {THROUGHPUT: 0.309, E2E: 0.079}
+BLOG_MISSES = {THROUGHPUT: 0.313, E2E: 0.080}
 BLOG_WIDTH = 0.01
 
 
