@@ -36,25 +36,36 @@ DEFAULT_IDENTITY: dict[str, Any] = {"model": "Llama-3.3-70B-Instruct", "architec
                                     "instance_type": "ml.p5.48xlarge", "layout": layout_identity(default_spec())}
 
 
-def bench_document(advice: Advice, *, endpoint: str = "dpd-test", failed: int = 0,
-                   identity: dict[str, Any] | None = DEFAULT_IDENTITY) -> dict[str, Any]:
-    """The DPD side of ``advice`` as ``hyperpod-dpd bench --json`` prints a run of ``endpoint``.
-
-    Built with the benchmark's own writer (``results_object``), p50 = the predicted mean, so a
-    calibration on it must find the factors the advice was made with.
-    """
+def _run(advice: Advice, side: str, *, endpoint: str, failed: int, identity: dict[str, Any] | None,
+         means: bool) -> dict[str, Any]:
     levels = tuple(
         LevelResult(load=Load(concurrency=p.concurrency), scenario=f"D({advice.isl},{advice.osl})",
-                    ttft=Percentiles(p.disaggregated.ttft_s, p.disaggregated.ttft_p90_s, None),
-                    tpot=Percentiles(p.disaggregated.tpot_s, None, None),
-                    e2e=Percentiles(p.disaggregated.e2e_s, None, None),
-                    output_tokens_per_s=p.disaggregated.output_tokens_per_s, completed=10 * p.concurrency,
-                    failed=failed, duration_s=600.0, mean_input_tokens=advice.isl, mean_output_tokens=advice.osl)
-        for p in advice.points)
+                    ttft=Percentiles(e.ttft_s, e.ttft_p90_s, None), tpot=Percentiles(e.tpot_s, None, None),
+                    e2e=Percentiles(e.e2e_s, None, None), output_tokens_per_s=e.output_tokens_per_s,
+                    completed=10 * p.concurrency, failed=failed, duration_s=600.0, mean_input_tokens=advice.isl,
+                    mean_output_tokens=advice.osl, answered=((e.ttft_s, e.tpot_s),) if means else ())
+        for p in advice.points for e in [getattr(p, side)])
     scenario = Scenario(isl=advice.isl, osl=advice.osl, concurrency=tuple(p.concurrency for p in advice.points))
     run = results_object(endpoint=endpoint, scenario=scenario, results=BenchmarkResults(levels=levels), warnings=[],
                          job="hyperpod-dpd-bench-20261201-000000", identity=identity)
-    return {"runs": {"dpd": {**run, "problem": None}}}
+    return {**run, "problem": None}
+
+
+def bench_document(advice: Advice, *, endpoint: str = "dpd-test", failed: int = 0,
+                   identity: dict[str, Any] | None = DEFAULT_IDENTITY, means: bool = True,
+                   aggregated: Advice | None = None) -> dict[str, Any]:
+    """The DPD side of ``advice`` as ``hyperpod-dpd bench --json`` prints a run of ``endpoint``.
+
+    Built with the benchmark's own writer (``results_object``): means and p50 = the predicted means
+    (``means=False``: a bench older than the client means), so a calibration on it must find the
+    factors the advice was made with. ``aggregated``: also a ``runs.aggregated`` (the twin,
+    ``<endpoint>-agg``) from that advice's baseline side.
+    """
+    runs = {"dpd": _run(advice, "disaggregated", endpoint=endpoint, failed=failed, identity=identity, means=means)}
+    if aggregated is not None:
+        runs["aggregated"] = _run(aggregated, "aggregated", endpoint=f"{endpoint}-agg", failed=failed,
+                                  identity=identity, means=means)
+    return {"runs": runs}
 
 
 @pytest.fixture(scope="session")

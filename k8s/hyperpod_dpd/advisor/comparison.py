@@ -229,8 +229,7 @@ def assumptions(estimator: Estimator, spec: DpdSpec, *, transfer_s: float) -> di
                      "kernel timings: prompts wait for a prefill lane (FCFS), decode steps slow as the batch grows; "
                      "a concurrency is a closed loop of clients, a request rate Poisson arrivals, saturated at or "
                      "above the layout's capacity")
-    found["factors"] = (f"prefill x{estimator.factors.prefill:.3g}, decode step x{estimator.factors.decode:.3g}, "
-                        f"+{estimator.factors.overhead_s * 1000:.0f} ms per request: {estimator.factors.source}")
+    found["factors"] = estimator.factors.describe()
     found["cost"] = (estimator.price.describe() if estimator.price is not None else
                      f"no price for {spec.instance_type.facts.name} "
                      f"({unpriced_reason(spec.instance_type.facts.name)}): give --price-per-node-hour")

@@ -258,7 +258,8 @@ class Estimator:
     def aggregated(self, *, tp: int, replicas: int, load: Load, max_batch: int, nodes: int,
                    layout: Layout = Layout.AGGREGATED, description: str | None = None) -> Estimate:
         """``replicas`` vLLM engines of ``tp`` GPUs, each running at most ``max_batch`` requests at once."""
-        stations = aggregated_stations(self.steps(tp), self.factors, replicas=replicas, slots=max_batch,
+        factors = self.factors if layout is Layout.DISAGGREGATED else self.factors.for_aggregated()
+        stations = aggregated_stations(self.steps(tp), factors, replicas=replicas, slots=max_batch,
                                        isl=self.isl, osl=self.osl)
         return self._estimate(stations, load, layout=layout, nodes=nodes, tp=tp,
                               description=description or f"{replicas} x TP{tp} vLLM replica(s)")

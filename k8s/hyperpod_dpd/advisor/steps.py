@@ -36,16 +36,33 @@ class PhaseFactors:
     :param decode: multiplies every decode step. :default: 1.08 (AIConfigurator's own correction)
     :param overhead_s: added to every request outside the engines (router, HTTP). :default: 0
     :param source: where the factors come from, printed with every result.
+    :param aggregated: the aggregated baseline's own factors, when it was calibrated apart from DPD (what
+        only DPD pays, the transfer and the router hop, must not slow the baseline). :default: None (the same)
     """
 
     prefill: float = AIC_PREFILL_SCALE
     decode: float = AIC_DECODE_SCALE
     overhead_s: float = 0.0
     source: str = "AIConfigurator's default latency corrections (prefill x1.1, decode step x1.08), uncalibrated"
+    aggregated: PhaseFactors | None = None
+
+    def for_aggregated(self) -> PhaseFactors:
+        """The factors the aggregated baseline runs with."""
+        return self.aggregated or self
+
+    def describe(self) -> str:
+        own = (f"prefill x{self.prefill:.3g}, decode step x{self.decode:.3g}, +{self.overhead_s * 1000:.0f} ms per "
+               f"request: {self.source}")
+        if self.aggregated is None:
+            return own
+        return f"DPD {own}; aggregated {self.aggregated.describe()}"
 
     def to_json(self) -> dict[str, object]:
-        return {"prefill": round(self.prefill, 4), "decode": round(self.decode, 4),
-                "overhead_s": round(self.overhead_s, 4), "source": self.source}
+        found: dict[str, object] = {"prefill": round(self.prefill, 4), "decode": round(self.decode, 4),
+                                    "overhead_s": round(self.overhead_s, 4), "source": self.source}
+        if self.aggregated is not None:
+            found["aggregated"] = self.aggregated.to_json()
+        return found
 
 
 class StepTimes:

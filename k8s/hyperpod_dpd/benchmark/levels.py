@@ -52,6 +52,12 @@ class LevelResult:
         return sum(ttft for ttft, _ in self.answered) / len(self.answered) if self.answered else None
 
     @property
+    def client_tpot_mean(self) -> float | None:
+        """Mean TPOT over every answered request that has one: the mean calibration's Little's-law identity needs."""
+        tpots = [tpot for _, tpot in self.answered if tpot is not None]
+        return sum(tpots) / len(tpots) if tpots else None
+
+    @property
     def measured_answered(self) -> tuple[tuple[float, float | None], ...]:
         """``answered`` without the warm-up requests the client marked as such."""
         return self.answered[self.warmup_answered:]
@@ -80,4 +86,5 @@ class LevelResult:
             "error_codes": dict(sorted(self.error_codes.items())), "duration_s": self.duration_s,
             "mean_input_tokens": self.mean_input_tokens, "mean_output_tokens": self.mean_output_tokens,
             "first_error": self.first_error, "client_ttft_mean_s": self.client_ttft_mean,
+            "client_tpot_mean_s": self.client_tpot_mean,
         }
