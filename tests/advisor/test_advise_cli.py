@@ -121,11 +121,11 @@ def test_unmeetable_sla_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_unsupported_model_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = write_spec(tmp_path, ("  name: Llama-3.3-70B-Instruct\n",
-                                 "  name: Qwen2.5-72B-Instruct\n  architecture: qwen2.5-72b\n"))
+                                 "  name: Mixtral-8x7B-Instruct-v0.1\n  architecture: mixtral-8x7b\n"))
     assert main(["advise", spec, "--isl", "4096", "--osl", "256", "--concurrency", "8"]) == 2
     err = capsys.readouterr().err
-    assert "model.architecture: has no model in AIConfigurator's database" in err
-    assert "(got 'qwen2.5-72b')" in err
+    assert "model.architecture: is a mixture-of-experts model" in err
+    assert "(got 'mixtral-8x7b')" in err
 
 
 def test_unsupported_instance_type_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from hyperpod_dpd.advisor import estimates
+from hyperpod_dpd.advisor import estimates, queueing
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout
 from hyperpod_dpd.advisor.prices import Price, node_price
@@ -49,7 +49,11 @@ class AdvicePoint:
 
 @dataclass(frozen=True, kw_only=True)
 class Advice:
-    """The comparison for every load point, with what it rests on."""
+    """The comparison for every load point, with what it rests on.
+
+    ``by_analogy_to`` names the measured model whose data stand in for a model AIConfigurator does not
+    cover (:mod:`hyperpod_dpd.advisor.analogy`); ``None`` when the figures rest on the model's own data.
+    """
 
     model: str
     instance_type: str
@@ -61,6 +65,7 @@ class Advice:
     sla: Sla = field(default_factory=Sla)
     warnings: tuple[str, ...] = ()
     price: Price | None = None
+    by_analogy_to: str | None = None
 
     @property
     def meets_sla(self) -> bool:
@@ -69,7 +74,7 @@ class Advice:
 
     def to_json(self) -> dict[str, object]:
         return {"model": self.model, "instance_type": self.instance_type, "isl": self.isl, "osl": self.osl,
-                "baseline_nodes": self.baseline_nodes,
+                "baseline_nodes": self.baseline_nodes, "by_analogy_to": self.by_analogy_to,
                 "sla": {"ttft_s": self.sla.ttft_s, "tpot_s": self.sla.tpot_s},
                 "points": [point.to_json() for point in self.points],
                 "price": None if self.price is None else self.price.to_json(),
@@ -187,13 +192,38 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
         loads.append(Load(rate=traffic.request_rate))
     points = [_point(baseline_at, dpd_at, traffic, load) for load in loads]
     warnings = [w.render() for w in checked.warnings]
+    warnings += [text for point in points for text in near_capacity(point)]
     if below_threshold:
         warnings.append(f"[below-threshold] traffic.isl: {traffic.isl}-token prompts are below routing.threshold "
                         f"{spec.routing.threshold}, so the router sends them straight to the decoder and the "
                         "prefill nodes stay idle; lower the threshold to disaggregate them")
     return Advice(model=spec.model.name, instance_type=facts.name, isl=traffic.isl, osl=traffic.osl,
                   baseline_nodes=nodes, points=tuple(points), sla=traffic.sla, warnings=tuple(warnings),
-                  assumptions=assumptions(estimator, spec, transfer_s=transfer_s), price=estimator.price)
+                  assumptions=assumptions(estimator, spec, transfer_s=transfer_s), price=estimator.price,
+                  by_analogy_to=target.model_path if target.analogy_of else None)
+
+
+# Above this share of its capacity an open loop of OPEN_LOOP_REQUESTS arrivals has not reached steady
+# state: the audit of this model found the queue at 99 % of capacity 5.0 s against M/D/1's 8.2 s.
+NEAR_CAPACITY = 0.9
+
+
+def near_capacity(point: AdvicePoint) -> list[str]:
+    """A warning for each layout an open loop runs above :data:`NEAR_CAPACITY`, with the simulated horizon."""
+    rate = point.request_rate
+    if rate is None:
+        return []
+    found = []
+    for side in (point.aggregated, point.disaggregated):
+        load = rate / side.capacity_per_s if side.capacity_per_s > 0 else math.inf
+        if side.sustains_load and load > NEAR_CAPACITY:
+            horizon = queueing.OPEN_LOOP_REQUESTS / rate
+            found.append(f"[near-capacity] {side.layout}: {rate:g} requests/s is {load:.0%} of its capacity "
+                         f"({side.capacity_per_s:.2f} requests/s); the simulation covers "
+                         f"{queueing.OPEN_LOOP_REQUESTS:,} arrivals ({horizon:,.0f} s), too short for the queue "
+                         "to settle, so its queue and TTFT are a lower bound; keep the load below "
+                         f"{NEAR_CAPACITY:.0%} of capacity or add a prefiller (--search)")
+    return found
 
 
 def dpd_node_count(spec: DpdSpec) -> int:
