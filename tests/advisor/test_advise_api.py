@@ -224,3 +224,21 @@ def test_an_open_loop_above_90_percent_of_capacity_is_warned_with_its_horizon() 
     assert "4,000 arrivals (800 s)" in warning and "lower bound" in warning
     calm = advise(default_spec(), Traffic(isl=4096, osl=256, request_rate=2.0))
     assert not [w for w in calm.warnings if w.startswith("[near-capacity]")]
+
+
+def test_the_verdict_names_a_tuned_aggregated_engine_that_beats_dpd(equal_cost_advice: Advice) -> None:
+    """At concurrency 32 a 512-token step budget lets two aggregated nodes outrun DPD's single prefiller."""
+    by_load = {p.concurrency: p for p in equal_cost_advice.points}
+    for point in equal_cost_advice.points:
+        tuned = point.tuned_aggregated
+        assert tuned is not None and tuned.nodes == point.aggregated.nodes
+        # The spec's own engine is in the grid, so tuning never loses throughput.
+        assert tuned.output_tokens_per_s >= 0.99 * point.aggregated.output_tokens_per_s
+        assert point.to_json()["tuned_aggregated"] == tuned.to_json()
+    wins = by_load[32]
+    assert wins.tuned_aggregated is not None
+    assert wins.tuned_aggregated.output_tokens_per_s > wins.disaggregated.output_tokens_per_s
+    assert "but a tuned aggregated engine wins: 2 x TP8 vLLM replica(s) with --max-num-batched-tokens 512" in (
+        wins.verdict)
+    assert "more throughput than DPD" in wins.verdict
+    assert "tuned aggregated" not in by_load[8].verdict  # DPD's 21 % lead holds against every tuned engine

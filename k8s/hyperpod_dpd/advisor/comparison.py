@@ -32,6 +32,8 @@ class AdvicePoint:
 
     ``concurrency`` is the requests in flight (for a request-rate load, the DPD layout's).
     ``misses`` lists the SLA targets each layout misses, e.g. ``{"disaggregated": ("ttft",)}``.
+    ``tuned_aggregated`` is the best aggregated engine of :data:`TUNED_GRID` on the baseline's nodes
+    (meeting the SLA when one is given), the baseline a user who tunes vLLM would compare against.
     """
 
     concurrency: int
@@ -40,10 +42,13 @@ class AdvicePoint:
     verdict: str
     request_rate: float | None = None
     misses: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    tuned_aggregated: Estimate | None = None
 
     def to_json(self) -> dict[str, object]:
+        tuned = None if self.tuned_aggregated is None else self.tuned_aggregated.to_json()
         return {"concurrency": self.concurrency, "request_rate": self.request_rate,
                 "aggregated": self.aggregated.to_json(), "disaggregated": self.disaggregated.to_json(),
+                "tuned_aggregated": tuned,
                 "verdict": self.verdict, "misses_sla": {k: list(v) for k, v in self.misses.items()}}
 
 
@@ -176,6 +181,23 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
         return estimator.aggregated(tp=tp, replicas=nodes * facts.gpus // tp, load=load, max_batch=baseline_batch,
                                     nodes=nodes)
 
+    def tuned_at(load: Load) -> Estimate | None:
+        replicas = nodes * facts.gpus // tp
+        # A cap at or above the requests each engine can hold in a closed loop changes nothing: tried once.
+        ceiling = baseline_batch if load.concurrency is None else min(baseline_batch,
+                                                                      math.ceil(load.concurrency / replicas))
+        grid = sorted({(budget, min(seqs, ceiling)) for budget, seqs in TUNED_GRID if seqs <= budget})
+        tried = [estimator.with_engine(replace(engine, max_num_batched_tokens=budget)).aggregated(
+            tp=tp, replicas=replicas, load=load, max_batch=seqs, nodes=nodes, bands=False,
+            description=f"{replicas} x TP{tp} vLLM replica(s) with --max-num-batched-tokens {budget} "
+                        f"--max-num-seqs {seqs}") for budget, seqs in grid]
+        fit = [e for e in tried if e.sustains_load and not misses(e, traffic.sla)]
+        if not fit:
+            return None
+        if load.rate is not None:  # at a fixed rate every layout serves the same throughput: the fastest tokens win
+            return min(fit, key=lambda e: (e.tpot_s, e.ttft_s))
+        return max(fit, key=lambda e: (e.output_tokens_per_s, -e.tpot_s))
+
     def dpd_at(load: Load) -> Estimate:
         if below_threshold:
             return estimator.aggregated(
@@ -190,7 +212,7 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
     loads = [Load(concurrency=c) for c in traffic.concurrency]
     if traffic.request_rate is not None:
         loads.append(Load(rate=traffic.request_rate))
-    points = [_point(baseline_at, dpd_at, traffic, load) for load in loads]
+    points = [_point(baseline_at, dpd_at, traffic, load, tuned_at) for load in loads]
     warnings = [w.render() for w in checked.warnings]
     warnings += [text for point in points for text in near_capacity(point)]
     if below_threshold:
@@ -237,12 +259,38 @@ def kv_room(kv_cache_tokens: int, tokens_per_request: int) -> int:
 
 
 def _point(baseline_at: Callable[[Load], Estimate], dpd_at: Callable[[Load], Estimate], traffic: Traffic,
-           load: Load) -> AdvicePoint:
+           load: Load, tuned_at: Callable[[Load], Estimate | None]) -> AdvicePoint:
     agg, dpd = baseline_at(load), dpd_at(load)
     missed = {side.layout.value: found for side in (agg, dpd) if (found := misses(side, traffic.sla))}
     at_rate = load.rate is not None
+    tuned = tuned_at(load)
+    text = verdict(agg, dpd, load=load.describe(), fixed_rate=at_rate)
+    if tuned is not None and not dpd.sustains_load:
+        text += (f"; a tuned aggregated engine sustains it: {tuned.description} (TTFT {tuned.ttft_s * 1000:,.0f} ms, "
+                 f"TPOT {tuned.tpot_s * 1000:.1f} ms)")
+    elif tuned is not None and tuned_wins(tuned, dpd, fixed_rate=at_rate):
+        gain = _change(tuned.output_tokens_per_s, dpd.output_tokens_per_s)
+        what = (f"TPOT {tuned.tpot_s * 1000:.1f} ms against DPD's {dpd.tpot_s * 1000:.1f} ms" if at_rate
+                else f"{gain:.0%} more throughput than DPD at TPOT {tuned.tpot_s * 1000:.1f} ms")
+        text += f"; but a tuned aggregated engine wins: {tuned.description} gives {what}"
     return AdvicePoint(concurrency=dpd.concurrency, request_rate=load.rate, aggregated=agg, disaggregated=dpd,
-                       misses=missed, verdict=verdict(agg, dpd, load=load.describe(), fixed_rate=at_rate))
+                       misses=missed, verdict=text, tuned_aggregated=tuned)
+
+
+# The aggregated engines tried at the baseline's node count: a step budget (``--max-num-batched-tokens``;
+# smaller budgets interleave prefill chunks more finely with the decodes) and a batch cap
+# (``--max-num-seqs``), never above the baseline's KV room.
+TUNED_BUDGETS = (512, 2048, 8192, 16384)
+TUNED_GRID = tuple((budget, seqs) for budget in TUNED_BUDGETS for seqs in (8, 16, 32, 64, 128, 256))
+
+
+def tuned_wins(tuned: Estimate, dpd: Estimate, *, fixed_rate: bool) -> bool:
+    """A tuned aggregated engine beats DPD: more throughput (closed loop), or lower TPOT and TTFT (fixed rate)."""
+    if not dpd.sustains_load:
+        return True  # the tuned engine sustains what DPD cannot
+    if fixed_rate:
+        return tuned.tpot_s < dpd.tpot_s and tuned.ttft_s < dpd.ttft_s
+    return _sign(_change(tuned.output_tokens_per_s, dpd.output_tokens_per_s)) > 0
 
 
 def assumptions(estimator: Estimator, spec: DpdSpec, *, transfer_s: float) -> dict[str, str]:

@@ -277,6 +277,12 @@ class Estimator:
             return measured
         return _analogy_steps(measured, self.architecture, self.reference_architecture, self.target.gpu_model)
 
+    def with_engine(self, engine: EngineSettings) -> Estimator:
+        """The same estimator with other engine settings (its own step times, cached per settings)."""
+        other = copy.copy(self)
+        other.engine = engine
+        return other
+
     def with_factors(self, factors: PhaseFactors) -> Estimator:
         """The same estimator (and step-time cache) with other phase factors."""
         other = copy.copy(self)
@@ -284,11 +290,14 @@ class Estimator:
         return other
 
     def aggregated(self, *, tp: int, replicas: int, load: Load, max_batch: int, nodes: int,
-                   layout: Layout = Layout.AGGREGATED, description: str | None = None) -> Estimate:
-        """``replicas`` vLLM engines of ``tp`` GPUs, each running at most ``max_batch`` requests at once."""
+                   layout: Layout = Layout.AGGREGATED, description: str | None = None, bands: bool = True) -> Estimate:
+        """``replicas`` vLLM engines of ``tp`` GPUs, each running at most ``max_batch`` requests at once.
+
+        ``bands`` false skips the ranges (two more simulations), for a search that compares points only.
+        """
         stations = aggregated_stations(self.steps(tp), self.factors, replicas=replicas, slots=max_batch,
                                        isl=self.isl, osl=self.osl)
-        return self._estimate(stations, load, layout=layout, nodes=nodes, tp=tp,
+        return self._estimate(stations, load, layout=layout, nodes=nodes, tp=tp, bands=bands,
                               description=description or f"{replicas} x TP{tp} vLLM replica(s)")
 
     def disaggregated(self, *, tp: int, prefill_replicas: int, decode_replicas: int, load: Load,
@@ -301,23 +310,24 @@ class Estimator:
                               description=f"{prefill_replicas} prefill + {decode_replicas} decode x TP{tp}")
 
     def _estimate(self, stations: Stations, load: Load, *, layout: Layout, nodes: int, tp: int,
-                  description: str) -> Estimate:
+                  description: str, bands: bool = True) -> Estimate:
+        variability = VARIABILITY if bands else ()
         if load.concurrency is not None:
             outcome = queueing.closed_loop(stations, osl=self.osl, concurrency=load.concurrency)
             variants = [queueing.closed_loop(stations, osl=self.osl, concurrency=load.concurrency, jitter=jitter,
-                                             exponential=exponential) for jitter, exponential in VARIABILITY]
+                                             exponential=exponential) for jitter, exponential in variability]
             in_flight = load.concurrency
             capacity, capacity_of = math.nan, functools.partial(queueing.capacity, stations, osl=self.osl)
         else:
             outcome = queueing.open_loop(stations, osl=self.osl, rate=load.rate or 0.0)
             variants = [queueing.open_loop(stations, osl=self.osl, rate=load.rate or 0.0, jitter=jitter,
                                            exponential=exponential, capacity_per_s=outcome.capacity_per_s)
-                        for jitter, exponential in VARIABILITY]
+                        for jitter, exponential in variability]
             in_flight = 0 if outcome.saturated else round(outcome.in_flight)
             capacity, capacity_of = outcome.capacity_per_s, None
         spread = analogy_spread(self.architecture, self.reference_architecture) if self.target.analogy_of else 0.0
-        ttft_band = _spread([outcome, *variants], "ttft_s", spread)
-        tpot_band = _spread([outcome, *variants], "tpot_s", spread) if self.osl >= 2 else None
+        ttft_band = _spread([outcome, *variants], "ttft_s", spread) if bands else None
+        tpot_band = _spread([outcome, *variants], "tpot_s", spread) if bands and self.osl >= 2 else None
         tokens = outcome.requests_per_s * self.osl
         # One output token has no time per output token after the first: TPOT does not exist.
         tpot = outcome.tpot_s if self.osl >= 2 else math.nan
