@@ -213,7 +213,7 @@ def _refusals(spec: DpdSpec, traffic: Traffic, bench: Bench) -> list[Problem]:
 
 def _predict(spec: DpdSpec, bench: Bench, factors: PhaseFactors) -> list[tuple[float, float, float]]:
     traffic = Traffic(isl=bench.isl, osl=bench.osl, concurrency=tuple(level.concurrency for level in bench.levels))
-    advice = advise(spec, traffic, baseline_nodes=1, factors=factors)
+    advice = advise(spec, traffic, baseline_nodes=1, factors=factors, thorough=False)
     return [(p.disaggregated.ttft_s, p.disaggregated.tpot_s, p.disaggregated.output_tokens_per_s)
             for p in advice.points]
 

@@ -138,7 +138,8 @@ def verdict(aggregated: Estimate, disaggregated: Estimate, *, load: str, fixed_r
 
 
 def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None,
-           factors: PhaseFactors | None = None, price_per_node_hour: float | None = None) -> Advice:
+           factors: PhaseFactors | None = None, price_per_node_hour: float | None = None,
+           thorough: bool = True) -> Advice:
     """Predict the spec's DPD layout against aggregated vLLM for ``traffic``.
 
     The baseline is the same model, TP and engine flags without ``pdSpec``, on ``baseline_nodes``
@@ -146,6 +147,8 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
     cost), every GPU running a replica. ``factors`` are calibrated phase corrections (default:
     AIConfigurator's own). Raises :class:`SpecError` for a bad spec, traffic or unsupported model,
     instance type or engine flag, and :class:`AdvisorUnavailable` when the ``advisor`` extra is missing.
+    ``thorough`` false skips the ranges and the tuned baseline (the point figures stay the same), for
+    a fit that reads only those. :default: True
     """
     traffic.validate(spec)
     checked = check(spec)
@@ -179,9 +182,11 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
 
     def baseline_at(load: Load) -> Estimate:
         return estimator.aggregated(tp=tp, replicas=nodes * facts.gpus // tp, load=load, max_batch=baseline_batch,
-                                    nodes=nodes)
+                                    nodes=nodes, bands=thorough)
 
     def tuned_at(load: Load) -> Estimate | None:
+        if not thorough:
+            return None
         replicas = nodes * facts.gpus // tp
         # A cap at or above the requests each engine can hold in a closed loop changes nothing: tried once.
         ceiling = baseline_batch if load.concurrency is None else min(baseline_batch,
@@ -202,12 +207,13 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
         if below_threshold:
             return estimator.aggregated(
                 tp=tp, replicas=spec.decode.replicas, load=load, max_batch=decode_seqs, nodes=dpd_nodes,
-                layout=Layout.DISAGGREGATED,
+                layout=Layout.DISAGGREGATED, bands=thorough,
                 description=f"decoder only ({spec.decode.replicas} x TP{tp}): prompts below the routing threshold "
                             "skip the prefiller")
         return estimator.disaggregated(tp=tp, prefill_replicas=spec.prefill.replicas,
                                        decode_replicas=spec.decode.replicas, load=load,
-                                       decode_max_num_seqs=decode_seqs, transfer_s=transfer_s, nodes=dpd_nodes)
+                                       decode_max_num_seqs=decode_seqs, transfer_s=transfer_s, nodes=dpd_nodes,
+                                       bands=thorough)
 
     loads = [Load(concurrency=c) for c in traffic.concurrency]
     if traffic.request_rate is not None:

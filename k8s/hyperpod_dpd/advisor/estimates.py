@@ -301,12 +301,12 @@ class Estimator:
                               description=description or f"{replicas} x TP{tp} vLLM replica(s)")
 
     def disaggregated(self, *, tp: int, prefill_replicas: int, decode_replicas: int, load: Load,
-                      decode_max_num_seqs: int, transfer_s: float, nodes: int) -> Estimate:
+                      decode_max_num_seqs: int, transfer_s: float, nodes: int, bands: bool = True) -> Estimate:
         """The DPD layout: prefillers one prompt at a time, each decoder up to its ``max_num_seqs``."""
         stations = dpd_stations(self.steps(tp), self.factors, prefill_replicas=prefill_replicas,
                                 decode_replicas=decode_replicas, decode_slots=decode_max_num_seqs,
                                 transfer_s=transfer_s, isl=self.isl)
-        return self._estimate(stations, load, layout=Layout.DISAGGREGATED, nodes=nodes, tp=tp,
+        return self._estimate(stations, load, layout=Layout.DISAGGREGATED, nodes=nodes, tp=tp, bands=bands,
                               description=f"{prefill_replicas} prefill + {decode_replicas} decode x TP{tp}")
 
     def _estimate(self, stations: Stations, load: Load, *, layout: Layout, nodes: int, tp: int,

@@ -231,7 +231,7 @@ def _candidate(spec: DpdSpec, estimator: Estimator, traffic: Traffic, *, tp: int
         return shape, estimator.disaggregated(
             tp=tp, prefill_replicas=shape.prefill.replicas, decode_replicas=shape.decode.replicas, load=load,
             decode_max_num_seqs=shape.decode.max_num_seqs or requests, transfer_s=_transfer(shape, traffic),
-            nodes=dpd_node_count(shape))
+            nodes=dpd_node_count(shape), bands=False)
 
     candidate, estimate = sized(in_flight)
     if concurrency is None and estimate.sustains_load:
