@@ -23,7 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_dpd.advisor import queueing
-from hyperpod_dpd.advisor.analogy import AnalogySteps, analogy_spread
+from hyperpod_dpd.advisor.analogy import (
+    ANALOGY_SPREAD_FLOOR,
+    ANALOGY_SPREAD_PER_DISTANCE,
+    AnalogySteps,
+    analogy_spread,
+)
 from hyperpod_dpd.advisor.engine import EngineSettings
 from hyperpod_dpd.advisor.prices import Price
 from hyperpod_dpd.advisor.queueing import Stations
@@ -213,8 +218,9 @@ def versions(target: Target) -> Mapping[str, str]:
         "model_data": target.model_path if not target.analogy_of else (
             f"{target.model_path}, by analogy: {target.analogy_of} is not in AIConfigurator's data, so its step "
             f"times are {target.model_path}'s measured times scaled by the ratio of the two models' rooflines "
-            f"(FLOPs over peak, bytes over HBM bandwidth) on {target.gpu_model}; its bands are wider by the "
-            "analogy's measured error"),
+            f"(FLOPs over peak, bytes over HBM bandwidth) on {target.gpu_model}; its ranges widen by "
+            f"exp({ANALOGY_SPREAD_PER_DISTANCE:g} x distance + {ANALOGY_SPREAD_FLOOR:g}) each side, the first "
+            "measured on Llama 3.1 70B against 8B (docs/advise.md)"),
     }
 
 
