@@ -196,3 +196,49 @@ def test_missing_extra_raises_advisor_unavailable(monkeypatch: pytest.MonkeyPatc
 def test_bad_baseline_nodes() -> None:
     with pytest.raises(SpecError, match="baseline_nodes"):
         advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,)), baseline_nodes=0)
+
+
+def test_ttft_and_tpot_are_bands_around_the_point(blog_advice: Advice) -> None:
+    """From the least to the most variable service times, not one number (the point lies inside)."""
+    for point in blog_advice.points:
+        for side in (point.aggregated, point.disaggregated):
+            assert side.ttft_band_s is not None and side.tpot_band_s is not None
+            low, high = side.ttft_band_s
+            assert low <= side.ttft_s <= high and high > 1.05 * low
+            assert side.tpot_band_s[0] <= side.tpot_s <= side.tpot_band_s[1]
+            data = side.to_json()
+            assert data["ttft_band_s"] == [round(low, 4), round(high, 4)]
+            assert data["by_analogy_to"] is None
+
+
+def test_a_saturated_load_has_no_band() -> None:
+    advice = advise(default_spec(), Traffic(isl=4096, osl=256, request_rate=50.0))
+    dpd = advice.points[0].disaggregated
+    assert not dpd.sustains_load and dpd.ttft_band_s is None and dpd.to_json()["ttft_band_s"] is None
+
+
+def test_an_open_loop_above_90_percent_of_capacity_is_warned_with_its_horizon() -> None:
+    near = advise(default_spec(), Traffic(isl=4096, osl=256, request_rate=5.0))  # DPD's capacity is about 5.3/s
+    (warning,) = [w for w in near.warnings if w.startswith("[near-capacity]")]
+    assert warning.startswith("[near-capacity] disaggregated: 5 requests/s is 9")
+    assert "4,000 arrivals (800 s)" in warning and "lower bound" in warning
+    calm = advise(default_spec(), Traffic(isl=4096, osl=256, request_rate=2.0))
+    assert not [w for w in calm.warnings if w.startswith("[near-capacity]")]
+
+
+def test_the_verdict_names_a_tuned_aggregated_engine_that_beats_dpd(equal_cost_advice: Advice) -> None:
+    """At concurrency 32 a 512-token step budget lets two aggregated nodes outrun DPD's single prefiller."""
+    by_load = {p.concurrency: p for p in equal_cost_advice.points}
+    for point in equal_cost_advice.points:
+        tuned = point.tuned_aggregated
+        assert tuned is not None and tuned.nodes == point.aggregated.nodes
+        # The spec's own engine is in the grid, so tuning never loses throughput.
+        assert tuned.output_tokens_per_s >= 0.99 * point.aggregated.output_tokens_per_s
+        assert point.to_json()["tuned_aggregated"] == tuned.to_json()
+    wins = by_load[32]
+    assert wins.tuned_aggregated is not None
+    assert wins.tuned_aggregated.output_tokens_per_s > wins.disaggregated.output_tokens_per_s
+    assert "but a tuned aggregated engine wins: 2 x TP8 vLLM replica(s) with --max-num-batched-tokens 512" in (
+        wins.verdict)
+    assert "more throughput than DPD" in wins.verdict
+    assert "tuned aggregated" not in by_load[8].verdict  # DPD's 21 % lead holds against every tuned engine

@@ -121,11 +121,11 @@ def test_unmeetable_sla_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_unsupported_model_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = write_spec(tmp_path, ("  name: Llama-3.3-70B-Instruct\n",
-                                 "  name: Qwen2.5-72B-Instruct\n  architecture: qwen2.5-72b\n"))
+                                 "  name: Mixtral-8x7B-Instruct-v0.1\n  architecture: mixtral-8x7b\n"))
     assert main(["advise", spec, "--isl", "4096", "--osl", "256", "--concurrency", "8"]) == 2
     err = capsys.readouterr().err
-    assert "model.architecture: has no model in AIConfigurator's database" in err
-    assert "(got 'qwen2.5-72b')" in err
+    assert "model.architecture: is a mixture-of-experts model" in err
+    assert "(got 'mixtral-8x7b')" in err
 
 
 def test_unsupported_instance_type_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -255,3 +255,15 @@ def test_a_prefill_bound_winner_is_flagged(capsys: pytest.CaptureFixture[str]) -
     (best,) = json.loads(capsys.readouterr().out)["best"]
     assert best["estimate"]["queue_s"] > 1.0
     assert any(w.startswith("[prefill-bound]") for w in best["warnings"])
+
+
+def test_a_request_rate_search_writes_a_spec_that_raises_none_of_our_warnings(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Sized at the requests in flight at that rate (plus Poisson headroom), not the KV room of 238."""
+    out = tmp_path / "best.yaml"
+    assert main(["advise", "--isl", "4096", "--osl", "256", "--request-rate", "6", "--ttft-ms", "2000",
+                 "--tpot-ms", "20", "--search", "--write-spec", str(out)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    written = check(load_spec(str(out)))
+    assert written.warnings == ()
+    assert written.spec.decode.max_num_seqs is not None and 20 < written.spec.decode.max_num_seqs <= 40

@@ -24,13 +24,13 @@ def test_mapped_presets_match_the_bundled_model_shape(preset: str) -> None:
     Estimator(target, PRESETS[preset], isl=1024, osl=128, gpus_per_node=8)  # raises on a shape mismatch
 
 
-def test_unmapped_model_is_refused_with_the_supported_list() -> None:
+def test_unmapped_moe_model_is_refused_with_the_supported_list() -> None:
     with pytest.raises(SpecError) as caught:
-        systems.target_for(InstanceType.P5_48XLARGE, PRESETS["qwen2.5-72b"])
+        systems.target_for(InstanceType.P5_48XLARGE, PRESETS["mixtral-8x7b"])
     (problem,) = caught.value.problems
     assert problem.field == "model.architecture"
-    assert problem.value == "qwen2.5-72b"
-    assert "llama-3.3-70b" in problem.fix
+    assert problem.value == "mixtral-8x7b"
+    assert "llama-3.3-70b" in problem.message
 
 
 def test_unmapped_instance_type_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,7 +67,7 @@ def test_advise_refuses_an_unsupported_model() -> None:
     from hyperpod_dpd.spec import ModelSpec
 
     spec = default_spec()
-    spec = replace(spec, model=ModelSpec(name="Qwen2.5-72B-Instruct", source=spec.model.source,
-                                         architecture="qwen2.5-72b"))
+    spec = replace(spec, model=ModelSpec(name="Mixtral-8x7B-Instruct-v0.1", source=spec.model.source,
+                                         architecture="mixtral-8x7b"))
     with pytest.raises(SpecError, match=r"model\.architecture"):
         advise(spec, Traffic(isl=4096, osl=256, concurrency=(8,)))

@@ -305,7 +305,7 @@ def _predict(spec: DpdSpec, bench: Bench, factors: PhaseFactors) -> tuple[dict[i
     runs = [bench, *([bench.aggregated] if bench.aggregated else [])]
     concurrency = tuple(sorted({level.concurrency for run in runs for level in run.levels}))
     advice = advise(spec, Traffic(isl=bench.isl, osl=bench.osl, concurrency=concurrency), baseline_nodes=1,
-                    factors=factors)
+                    factors=factors, thorough=False)
 
     def triple(e: Any) -> Triple:
         return e.ttft_s, e.tpot_s, e.output_tokens_per_s

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from hyperpod_dpd.advisor import estimates
+from hyperpod_dpd.advisor import estimates, queueing
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout
 from hyperpod_dpd.advisor.prices import Price, node_price
@@ -32,6 +32,8 @@ class AdvicePoint:
 
     ``concurrency`` is the requests in flight (for a request-rate load, the DPD layout's).
     ``misses`` lists the SLA targets each layout misses, e.g. ``{"disaggregated": ("ttft",)}``.
+    ``tuned_aggregated`` is the best aggregated engine of :data:`TUNED_GRID` on the baseline's nodes
+    (meeting the SLA when one is given), the baseline a user who tunes vLLM would compare against.
     """
 
     concurrency: int
@@ -40,16 +42,23 @@ class AdvicePoint:
     verdict: str
     request_rate: float | None = None
     misses: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    tuned_aggregated: Estimate | None = None
 
     def to_json(self) -> dict[str, object]:
+        tuned = None if self.tuned_aggregated is None else self.tuned_aggregated.to_json()
         return {"concurrency": self.concurrency, "request_rate": self.request_rate,
                 "aggregated": self.aggregated.to_json(), "disaggregated": self.disaggregated.to_json(),
+                "tuned_aggregated": tuned,
                 "verdict": self.verdict, "misses_sla": {k: list(v) for k, v in self.misses.items()}}
 
 
 @dataclass(frozen=True, kw_only=True)
 class Advice:
-    """The comparison for every load point, with what it rests on."""
+    """The comparison for every load point, with what it rests on.
+
+    ``by_analogy_to`` names the measured model whose data stand in for a model AIConfigurator does not
+    cover (:mod:`hyperpod_dpd.advisor.analogy`); ``None`` when the figures rest on the model's own data.
+    """
 
     model: str
     instance_type: str
@@ -61,6 +70,7 @@ class Advice:
     sla: Sla = field(default_factory=Sla)
     warnings: tuple[str, ...] = ()
     price: Price | None = None
+    by_analogy_to: str | None = None
 
     @property
     def meets_sla(self) -> bool:
@@ -69,7 +79,7 @@ class Advice:
 
     def to_json(self) -> dict[str, object]:
         return {"model": self.model, "instance_type": self.instance_type, "isl": self.isl, "osl": self.osl,
-                "baseline_nodes": self.baseline_nodes,
+                "baseline_nodes": self.baseline_nodes, "by_analogy_to": self.by_analogy_to,
                 "sla": {"ttft_s": self.sla.ttft_s, "tpot_s": self.sla.tpot_s},
                 "points": [point.to_json() for point in self.points],
                 "price": None if self.price is None else self.price.to_json(),
@@ -128,7 +138,8 @@ def verdict(aggregated: Estimate, disaggregated: Estimate, *, load: str, fixed_r
 
 
 def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None,
-           factors: PhaseFactors | None = None, price_per_node_hour: float | None = None) -> Advice:
+           factors: PhaseFactors | None = None, price_per_node_hour: float | None = None,
+           thorough: bool = True) -> Advice:
     """Predict the spec's DPD layout against aggregated vLLM for ``traffic``.
 
     The baseline is the same model, TP and engine flags without ``pdSpec``, on ``baseline_nodes``
@@ -136,6 +147,8 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
     cost), every GPU running a replica. ``factors`` are calibrated phase corrections (default:
     AIConfigurator's own). Raises :class:`SpecError` for a bad spec, traffic or unsupported model,
     instance type or engine flag, and :class:`AdvisorUnavailable` when the ``advisor`` extra is missing.
+    ``thorough`` false skips the ranges and the tuned baseline (the point figures stay the same), for
+    a fit that reads only those. :default: True
     """
     traffic.validate(spec)
     checked = check(spec)
@@ -169,31 +182,76 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
 
     def baseline_at(load: Load) -> Estimate:
         return estimator.aggregated(tp=tp, replicas=nodes * facts.gpus // tp, load=load, max_batch=baseline_batch,
-                                    nodes=nodes)
+                                    nodes=nodes, bands=thorough)
+
+    def tuned_at(load: Load) -> Estimate | None:
+        if not thorough:
+            return None
+        replicas = nodes * facts.gpus // tp
+        # A cap at or above the requests each engine can hold in a closed loop changes nothing: tried once.
+        ceiling = baseline_batch if load.concurrency is None else min(baseline_batch,
+                                                                      math.ceil(load.concurrency / replicas))
+        grid = sorted({(budget, min(seqs, ceiling)) for budget, seqs in TUNED_GRID if seqs <= budget})
+        tried = [estimator.with_engine(replace(engine, max_num_batched_tokens=budget)).aggregated(
+            tp=tp, replicas=replicas, load=load, max_batch=seqs, nodes=nodes, bands=False,
+            description=f"{replicas} x TP{tp} vLLM replica(s) with --max-num-batched-tokens {budget} "
+                        f"--max-num-seqs {seqs}") for budget, seqs in grid]
+        fit = [e for e in tried if e.sustains_load and not misses(e, traffic.sla)]
+        if not fit:
+            return None
+        if load.rate is not None:  # at a fixed rate every layout serves the same throughput: the fastest tokens win
+            return min(fit, key=lambda e: (e.tpot_s, e.ttft_s))
+        return max(fit, key=lambda e: (e.output_tokens_per_s, -e.tpot_s))
 
     def dpd_at(load: Load) -> Estimate:
         if below_threshold:
             return estimator.aggregated(
                 tp=tp, replicas=spec.decode.replicas, load=load, max_batch=decode_seqs, nodes=dpd_nodes,
-                layout=Layout.DISAGGREGATED,
+                layout=Layout.DISAGGREGATED, bands=thorough,
                 description=f"decoder only ({spec.decode.replicas} x TP{tp}): prompts below the routing threshold "
                             "skip the prefiller")
         return estimator.disaggregated(tp=tp, prefill_replicas=spec.prefill.replicas,
                                        decode_replicas=spec.decode.replicas, load=load,
-                                       decode_max_num_seqs=decode_seqs, transfer_s=transfer_s, nodes=dpd_nodes)
+                                       decode_max_num_seqs=decode_seqs, transfer_s=transfer_s, nodes=dpd_nodes,
+                                       bands=thorough)
 
     loads = [Load(concurrency=c) for c in traffic.concurrency]
     if traffic.request_rate is not None:
         loads.append(Load(rate=traffic.request_rate))
-    points = [_point(baseline_at, dpd_at, traffic, load) for load in loads]
+    points = [_point(baseline_at, dpd_at, traffic, load, tuned_at) for load in loads]
     warnings = [w.render() for w in checked.warnings]
+    warnings += [text for point in points for text in near_capacity(point)]
     if below_threshold:
         warnings.append(f"[below-threshold] traffic.isl: {traffic.isl}-token prompts are below routing.threshold "
                         f"{spec.routing.threshold}, so the router sends them straight to the decoder and the "
                         "prefill nodes stay idle; lower the threshold to disaggregate them")
     return Advice(model=spec.model.name, instance_type=facts.name, isl=traffic.isl, osl=traffic.osl,
                   baseline_nodes=nodes, points=tuple(points), sla=traffic.sla, warnings=tuple(warnings),
-                  assumptions=assumptions(estimator, spec, transfer_s=transfer_s), price=estimator.price)
+                  assumptions=assumptions(estimator, spec, transfer_s=transfer_s), price=estimator.price,
+                  by_analogy_to=target.model_path if target.analogy_of else None)
+
+
+# Above this share of its capacity an open loop of OPEN_LOOP_REQUESTS arrivals has not reached steady
+# state: the audit of this model found the queue at 99 % of capacity 5.0 s against M/D/1's 8.2 s.
+NEAR_CAPACITY = 0.9
+
+
+def near_capacity(point: AdvicePoint) -> list[str]:
+    """A warning for each layout an open loop runs above :data:`NEAR_CAPACITY`, with the simulated horizon."""
+    rate = point.request_rate
+    if rate is None:
+        return []
+    found = []
+    for side in (point.aggregated, point.disaggregated):
+        load = rate / side.capacity_per_s if side.capacity_per_s > 0 else math.inf
+        if side.sustains_load and load > NEAR_CAPACITY:
+            horizon = queueing.OPEN_LOOP_REQUESTS / rate
+            found.append(f"[near-capacity] {side.layout}: {rate:g} requests/s is {load:.0%} of its capacity "
+                         f"({side.capacity_per_s:.2f} requests/s); the simulation covers "
+                         f"{queueing.OPEN_LOOP_REQUESTS:,} arrivals ({horizon:,.0f} s), too short for the queue "
+                         "to settle, so its queue and TTFT are a lower bound; keep the load below "
+                         f"{NEAR_CAPACITY:.0%} of capacity or add a prefiller (--search)")
+    return found
 
 
 def dpd_node_count(spec: DpdSpec) -> int:
@@ -207,12 +265,38 @@ def kv_room(kv_cache_tokens: int, tokens_per_request: int) -> int:
 
 
 def _point(baseline_at: Callable[[Load], Estimate], dpd_at: Callable[[Load], Estimate], traffic: Traffic,
-           load: Load) -> AdvicePoint:
+           load: Load, tuned_at: Callable[[Load], Estimate | None]) -> AdvicePoint:
     agg, dpd = baseline_at(load), dpd_at(load)
     missed = {side.layout.value: found for side in (agg, dpd) if (found := misses(side, traffic.sla))}
     at_rate = load.rate is not None
+    tuned = tuned_at(load)
+    text = verdict(agg, dpd, load=load.describe(), fixed_rate=at_rate)
+    if tuned is not None and not dpd.sustains_load:
+        text += (f"; a tuned aggregated engine sustains it: {tuned.description} (TTFT {tuned.ttft_s * 1000:,.0f} ms, "
+                 f"TPOT {tuned.tpot_s * 1000:.1f} ms)")
+    elif tuned is not None and tuned_wins(tuned, dpd, fixed_rate=at_rate):
+        gain = _change(tuned.output_tokens_per_s, dpd.output_tokens_per_s)
+        what = (f"TPOT {tuned.tpot_s * 1000:.1f} ms against DPD's {dpd.tpot_s * 1000:.1f} ms" if at_rate
+                else f"{gain:.0%} more throughput than DPD at TPOT {tuned.tpot_s * 1000:.1f} ms")
+        text += f"; but a tuned aggregated engine wins: {tuned.description} gives {what}"
     return AdvicePoint(concurrency=dpd.concurrency, request_rate=load.rate, aggregated=agg, disaggregated=dpd,
-                       misses=missed, verdict=verdict(agg, dpd, load=load.describe(), fixed_rate=at_rate))
+                       misses=missed, verdict=text, tuned_aggregated=tuned)
+
+
+# The aggregated engines tried at the baseline's node count: a step budget (``--max-num-batched-tokens``;
+# smaller budgets interleave prefill chunks more finely with the decodes) and a batch cap
+# (``--max-num-seqs``), never above the baseline's KV room.
+TUNED_BUDGETS = (512, 2048, 8192, 16384)
+TUNED_GRID = tuple((budget, seqs) for budget in TUNED_BUDGETS for seqs in (8, 16, 32, 64, 128, 256))
+
+
+def tuned_wins(tuned: Estimate, dpd: Estimate, *, fixed_rate: bool) -> bool:
+    """A tuned aggregated engine beats DPD: more throughput (closed loop), or lower TPOT and TTFT (fixed rate)."""
+    if not dpd.sustains_load:
+        return True  # the tuned engine sustains what DPD cannot
+    if fixed_rate:
+        return tuned.tpot_s < dpd.tpot_s and tuned.ttft_s < dpd.ttft_s
+    return _sign(_change(tuned.output_tokens_per_s, dpd.output_tokens_per_s)) > 0
 
 
 def assumptions(estimator: Estimator, spec: DpdSpec, *, transfer_s: float) -> dict[str, str]:

@@ -23,6 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_dpd.advisor import queueing
+from hyperpod_dpd.advisor.analogy import (
+    ANALOGY_SPREAD_FLOOR,
+    ANALOGY_SPREAD_PER_DISTANCE,
+    AnalogySteps,
+    analogy_spread,
+)
 from hyperpod_dpd.advisor.engine import EngineSettings
 from hyperpod_dpd.advisor.prices import Price
 from hyperpod_dpd.advisor.queueing import Stations
@@ -30,7 +36,7 @@ from hyperpod_dpd.advisor.steps import PhaseFactors, StepTimes, aggregated_stati
 from hyperpod_dpd.advisor.systems import Target
 from hyperpod_dpd.errors import Problem, SpecError, UsageError
 from hyperpod_dpd.load_point import Load
-from hyperpod_dpd.spec.architecture import ModelArchitecture
+from hyperpod_dpd.spec.architecture import PRESETS, ModelArchitecture
 
 DATABASE_MODE = "SILICON"
 EXTRA = "advisor"
@@ -65,6 +71,9 @@ class Estimate:
     the decoders run at once. ``gpus`` and the per-GPU figure count every GPU of ``nodes`` (the nodes
     the stack creates, idle GPUs included); ``gpus_used`` those the engines occupy. A load the layout
     cannot sustain (``sustains_load`` false) has no latency figures (``nan``, ``null`` in JSON).
+    ``ttft_band_s`` and ``tpot_band_s`` are the range the figures take under the least and the most
+    variable service times (:data:`VARIABILITY`), widened by :func:`~hyperpod_dpd.advisor.analogy.analogy_spread`
+    when ``by_analogy_to`` names the measured model whose data stand in for the spec's.
     :attr:`capacity_per_s` is the layout's saturation rate; at a concurrency it is simulated only when
     read (``capacity_of``), since a closed loop's own rate is its throughput, not its capacity.
     """
@@ -90,6 +99,9 @@ class Estimate:
     usd_per_hour: float | None = None
     usd_per_million_output_tokens: float | None = None
     sustains_load: bool = True
+    ttft_band_s: tuple[float, float] | None = None
+    tpot_band_s: tuple[float, float] | None = None
+    by_analogy_to: str | None = None
     capacity_of: Callable[[], float] | None = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
@@ -115,12 +127,18 @@ class Estimate:
             "usd_per_hour": _round(self.usd_per_hour, 2),
             "usd_per_million_output_tokens": _round(self.usd_per_million_output_tokens, 3),
             "sustains_load": self.sustains_load,
+            "ttft_band_s": _band(self.ttft_band_s, 4), "tpot_band_s": _band(self.tpot_band_s, 5),
+            "by_analogy_to": self.by_analogy_to,
         }
 
 
 def _round(value: float | None, digits: int) -> float | None:
     """JSON has no NaN: a figure a saturated layout does not have is ``null``."""
     return None if value is None or math.isnan(value) else round(value, digits)
+
+
+def _band(band: tuple[float, float] | None, digits: int) -> list[float | None] | None:
+    return None if band is None else [_round(band[0], digits), _round(band[1], digits)]
 
 
 def _modules() -> tuple[Any, Any]:
@@ -197,7 +215,12 @@ def versions(target: Target) -> Mapping[str, str]:
         "backend": f"{target.backend} {_database_version(target.system, target.backend)} (the engine version of "
                    "the measured kernels)",
         "database_mode": f"{DATABASE_MODE} (silicon-collected kernel data only, no speed-of-light fill-in)",
-        "model_data": target.model_path,
+        "model_data": target.model_path if not target.analogy_of else (
+            f"{target.model_path}, by analogy: {target.analogy_of} is not in AIConfigurator's data, so its step "
+            f"times are {target.model_path}'s measured times scaled by the ratio of the two models' rooflines "
+            f"(FLOPs over peak, bytes over HBM bandwidth) on {target.gpu_model}; its ranges widen by "
+            f"exp({ANALOGY_SPREAD_PER_DISTANCE:g} x distance + {ANALOGY_SPREAD_FLOOR:g}) each side, the first "
+            "measured on Llama 3.1 70B against 8B (docs/advise.md)"),
     }
 
 
@@ -230,6 +253,12 @@ def _step_times(target: Target, tp: int, engine: EngineSettings, isl: int, osl: 
     return StepTimes(target, tp=tp, engine=engine, isl=isl, osl=osl, run=functools.partial(_aic_call, target, tp))
 
 
+@functools.cache
+def _analogy_steps(measured: StepTimes, model: ModelArchitecture, reference: ModelArchitecture,
+                   gpu_model: str) -> StepTimes:
+    return AnalogySteps(measured, model=model, reference_model=reference, gpu_model=gpu_model)
+
+
 class Estimator:
     """Estimates for one model on one system at one request shape; step times are cached per TP."""
 
@@ -237,7 +266,9 @@ class Estimator:
                  gpus_per_node: int, engine: EngineSettings | None = None, factors: PhaseFactors | None = None,
                  price: Price | None = None) -> None:
         _modules()
-        _check_support(target, architecture)
+        self.architecture = architecture
+        self.reference_architecture = PRESETS[target.reference] if target.analogy_of else architecture
+        _check_support(target, self.reference_architecture)
         self.target = target
         self.isl = isl
         self.osl = osl
@@ -247,7 +278,16 @@ class Estimator:
         self.price = price
 
     def steps(self, tp: int) -> StepTimes:
-        return _step_times(self.target, tp, self.engine, self.isl, self.osl)
+        measured = _step_times(self.target, tp, self.engine, self.isl, self.osl)
+        if not self.target.analogy_of:
+            return measured
+        return _analogy_steps(measured, self.architecture, self.reference_architecture, self.target.gpu_model)
+
+    def with_engine(self, engine: EngineSettings) -> Estimator:
+        """The same estimator with other engine settings (its own step times, cached per settings)."""
+        other = copy.copy(self)
+        other.engine = engine
+        return other
 
     def with_factors(self, factors: PhaseFactors) -> Estimator:
         """The same estimator (and step-time cache) with other phase factors."""
@@ -256,33 +296,45 @@ class Estimator:
         return other
 
     def aggregated(self, *, tp: int, replicas: int, load: Load, max_batch: int, nodes: int,
-                   layout: Layout = Layout.AGGREGATED, description: str | None = None) -> Estimate:
-        """``replicas`` vLLM engines of ``tp`` GPUs, each running at most ``max_batch`` requests at once."""
+                   layout: Layout = Layout.AGGREGATED, description: str | None = None, bands: bool = True) -> Estimate:
+        """``replicas`` vLLM engines of ``tp`` GPUs, each running at most ``max_batch`` requests at once.
+
+        ``bands`` false skips the ranges (two more simulations), for a search that compares points only.
+        """
         factors = self.factors if layout is Layout.DISAGGREGATED else self.factors.for_aggregated()
         stations = aggregated_stations(self.steps(tp), factors, replicas=replicas, slots=max_batch,
                                        isl=self.isl, osl=self.osl)
-        return self._estimate(stations, load, layout=layout, nodes=nodes, tp=tp,
+        return self._estimate(stations, load, layout=layout, nodes=nodes, tp=tp, bands=bands,
                               description=description or f"{replicas} x TP{tp} vLLM replica(s)")
 
     def disaggregated(self, *, tp: int, prefill_replicas: int, decode_replicas: int, load: Load,
-                      decode_max_num_seqs: int, transfer_s: float, nodes: int) -> Estimate:
+                      decode_max_num_seqs: int, transfer_s: float, nodes: int, bands: bool = True) -> Estimate:
         """The DPD layout: prefillers one prompt at a time, each decoder up to its ``max_num_seqs``."""
         stations = dpd_stations(self.steps(tp), self.factors, prefill_replicas=prefill_replicas,
                                 decode_replicas=decode_replicas, decode_slots=decode_max_num_seqs,
                                 transfer_s=transfer_s, isl=self.isl)
-        return self._estimate(stations, load, layout=Layout.DISAGGREGATED, nodes=nodes, tp=tp,
+        return self._estimate(stations, load, layout=Layout.DISAGGREGATED, nodes=nodes, tp=tp, bands=bands,
                               description=f"{prefill_replicas} prefill + {decode_replicas} decode x TP{tp}")
 
     def _estimate(self, stations: Stations, load: Load, *, layout: Layout, nodes: int, tp: int,
-                  description: str) -> Estimate:
+                  description: str, bands: bool = True) -> Estimate:
+        variability = VARIABILITY if bands else ()
         if load.concurrency is not None:
             outcome = queueing.closed_loop(stations, osl=self.osl, concurrency=load.concurrency)
+            variants = [queueing.closed_loop(stations, osl=self.osl, concurrency=load.concurrency, jitter=jitter,
+                                             exponential=exponential) for jitter, exponential in variability]
             in_flight = load.concurrency
             capacity, capacity_of = math.nan, functools.partial(queueing.capacity, stations, osl=self.osl)
         else:
             outcome = queueing.open_loop(stations, osl=self.osl, rate=load.rate or 0.0)
+            variants = [queueing.open_loop(stations, osl=self.osl, rate=load.rate or 0.0, jitter=jitter,
+                                           exponential=exponential, capacity_per_s=outcome.capacity_per_s)
+                        for jitter, exponential in variability]
             in_flight = 0 if outcome.saturated else round(outcome.in_flight)
             capacity, capacity_of = outcome.capacity_per_s, None
+        spread = analogy_spread(self.architecture, self.reference_architecture) if self.target.analogy_of else 0.0
+        ttft_band = _spread([outcome, *variants], "ttft_s", spread) if bands else None
+        tpot_band = _spread([outcome, *variants], "tpot_s", spread) if bands and self.osl >= 2 else None
         tokens = outcome.requests_per_s * self.osl
         # One output token has no time per output token after the first: TPOT does not exist.
         tpot = outcome.tpot_s if self.osl >= 2 else math.nan
@@ -298,4 +350,21 @@ class Estimator:
             gpus=gpus, gpus_used=(stations.prefill_lanes + (0 if stations.colocated else stations.decoders)) * tp,
             nodes=nodes, tensor_parallel_size=tp, decoding=outcome.decoding,
             capacity_requests_per_s=capacity, capacity_of=capacity_of, usd_per_hour=usd,
-            usd_per_million_output_tokens=per_million, sustains_load=not outcome.saturated)
+            usd_per_million_output_tokens=per_million, sustains_load=not outcome.saturated,
+            ttft_band_s=ttft_band, tpot_band_s=tpot_band,
+            by_analogy_to=self.target.model_path if self.target.analogy_of else None)
+
+
+# The service-time variability the band spans (jitter share, exponential): none at all, and
+# exponential service times (the M/M/c end). The point figure uses queueing.DEFAULT_JITTER. Below
+# the knee the truth lies between the two ends; the audit of this model measured 213-628 ms at
+# concurrency 16 on H100.
+VARIABILITY: tuple[tuple[float, bool], ...] = ((0.0, False), (0.0, True))
+
+
+def _spread(outcomes: list[queueing.Outcome], name: str, spread: float) -> tuple[float, float] | None:
+    """The range of ``name`` over ``outcomes``, widened by ``exp(spread)`` each side; ``None`` when saturated."""
+    values = [getattr(o, name) for o in outcomes if not o.saturated and not math.isnan(getattr(o, name))]
+    if len(values) < len(outcomes):
+        return None
+    return min(values) * math.exp(-spread), max(values) * math.exp(spread)

@@ -34,6 +34,19 @@ def _cells(label: str, e: Estimate) -> list[str]:
             f"{e.output_tokens_per_s_per_gpu:.1f}", _usd(e.usd_per_hour, 2), _usd(e.usd_per_million_output_tokens, 2)]
 
 
+def _range(band: tuple[float, float] | None, digits: int) -> str:
+    return "-" if band is None else f"{band[0] * 1000:,.{digits}f}-{band[1] * 1000:,.{digits}f}"
+
+
+def _ranges(aggregated: Estimate, disaggregated: Estimate) -> list[str]:
+    """TTFT and TPOT from the least to the most variable service times (and an analogy's error)."""
+    if aggregated.ttft_band_s is None and disaggregated.ttft_band_s is None:
+        return []
+    return [f"  range (ms): TTFT aggregated {_range(aggregated.ttft_band_s, 0)}, DPD "
+            f"{_range(disaggregated.ttft_band_s, 0)}; TPOT aggregated {_range(aggregated.tpot_band_s, 1)}, DPD "
+            f"{_range(disaggregated.tpot_band_s, 1)}"]
+
+
 def sla_text(sla: Sla) -> str:
     parts = [f"TTFT <= {sla.ttft_s * 1000:g} ms" if sla.ttft_s is not None else "",
              f"TPOT <= {sla.tpot_s * 1000:g} ms" if sla.tpot_s is not None else ""]
@@ -51,6 +64,9 @@ def render_advice(advice: Advice) -> str:
              f"{advice.isl} input / {advice.osl} output tokens per request",
              f"DPD: {first.disaggregated.description} on {first.disaggregated.nodes} node(s); baseline: "
              f"{first.aggregated.description} on {advice.baseline_nodes} node(s)"]
+    if advice.by_analogy_to:
+        lines.append(f"Estimated by analogy to {advice.by_analogy_to}: {advice.model} is not in AIConfigurator's "
+                     "data (see model_data below); the ranges are wider for it")
     if advice.sla.any:
         lines.append(f"SLA: {sla_text(advice.sla)}")
     for point in advice.points:
@@ -60,6 +76,7 @@ def render_advice(advice: Advice) -> str:
         lines += ["", load]
         lines += render_columns(_HEADERS, [_cells("aggregated", point.aggregated), _cells("DPD", point.disaggregated)],
                                 indent="  ", rule=True)
+        lines += _ranges(point.aggregated, point.disaggregated)
         lines.append(f"  -> {point.verdict}")
         for layout, missed in point.misses.items():
             lines.append(f"  !! {layout} misses the {' and '.join(m.upper() for m in missed)} target")

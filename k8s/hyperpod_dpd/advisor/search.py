@@ -221,17 +221,33 @@ def _evaluate(spec: DpdSpec, estimator: Estimator, traffic: Traffic, *, tp: int,
 def _candidate(spec: DpdSpec, estimator: Estimator, traffic: Traffic, *, tp: int, prefill_nodes: int,
                decode_nodes: int, concurrency: int | None) -> Candidate:
     load = Load(concurrency=concurrency, rate=traffic.request_rate if concurrency is None else None)
-    # A request rate is sized at the decoder batch the layout can hold at all.
+    # A request rate is first sized at the decoder batch the layout can hold at all, then at the requests
+    # it keeps in flight at that rate, so the written spec asks for no more slots (and buffer) than it uses.
     in_flight = concurrency if concurrency is not None else MAX_CONCURRENCY
-    candidate = layout(spec, tensor_parallel_size=tp, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes,
-                       concurrency=in_flight, isl=traffic.isl, osl=traffic.osl)
+
+    def sized(requests: int) -> tuple[DpdSpec, Estimate]:
+        shape = layout(spec, tensor_parallel_size=tp, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes,
+                       concurrency=requests, isl=traffic.isl, osl=traffic.osl)
+        return shape, estimator.disaggregated(
+            tp=tp, prefill_replicas=shape.prefill.replicas, decode_replicas=shape.decode.replicas, load=load,
+            decode_max_num_seqs=shape.decode.max_num_seqs or requests, transfer_s=_transfer(shape, traffic),
+            nodes=dpd_node_count(shape), bands=False)
+
+    candidate, estimate = sized(in_flight)
+    if concurrency is None and estimate.sustains_load:
+        candidate, estimate = sized(rate_headroom(estimate.concurrency))
     checked = check(candidate)
-    estimate = estimator.disaggregated(
-        tp=tp, prefill_replicas=candidate.prefill.replicas, decode_replicas=candidate.decode.replicas, load=load,
-        decode_max_num_seqs=candidate.decode.max_num_seqs or in_flight, transfer_s=_transfer(candidate, traffic),
-        nodes=dpd_node_count(candidate))
     return Candidate(spec=candidate, prefill_nodes=prefill_nodes, decode_nodes=decode_nodes, estimate=estimate,
                      misses=misses(estimate, traffic.sla), warnings=tuple(w.render() for w in checked.warnings))
+
+
+def rate_headroom(mean_in_flight: int) -> int:
+    """Slots for a Poisson load of ``mean_in_flight`` requests: the mean plus three standard deviations.
+
+    The count of requests in flight at Poisson arrivals is about Poisson itself (M/G/infinity), so
+    ``L + 3 sqrt(L)`` slots hold it all but about 0.1 % of the time.
+    """
+    return max(1, math.ceil(mean_in_flight + 3 * math.sqrt(mean_in_flight)))
 
 
 def _with_bottleneck(candidate: Candidate) -> Candidate:

@@ -131,10 +131,11 @@ def aggregated_stations(steps: StepTimes, factors: PhaseFactors, *, replicas: in
     budget = steps.engine.max_num_batched_tokens
     chunks = max(1, math.ceil(isl / budget))
     chunk_tokens = math.ceil(isl / chunks)
+    chunk_s = mean_chunk_s(steps, chunks=chunks, chunk_tokens=chunk_tokens)
 
     def mixed_s(decodes: int) -> float:
         extra = steps.decode_step_s(decodes) - steps.decode_step_s(1) if decodes > 0 else 0.0
-        return factors.prefill * steps.prefill_s(chunk_tokens) + factors.decode * extra
+        return factors.prefill * chunk_s + factors.decode * extra
 
     def prefill_s(load: int) -> float:
         return chunks * mixed_s(load)
@@ -145,4 +146,17 @@ def aggregated_stations(steps: StepTimes, factors: PhaseFactors, *, replicas: in
 
     return Stations(prefill_lanes=replicas, decoders=replicas, slots=slots, prefill_s=prefill_s, tpot_s=tpot_s,
                     overhead_s=factors.overhead_s, colocated=True)
+
+
+def mean_chunk_s(steps: StepTimes, *, chunks: int, chunk_tokens: int) -> float:
+    """One chunk of a chunked prefill, on average: chunk ``k`` attends over the ``k x chunk_tokens`` before it.
+
+    Chunk ``k`` costs at least a prefill of ``chunk_tokens`` alone (its GEMMs and the step's fixed cost)
+    and at least what it adds to a whole prefill of ``k`` chunks, ``prefill(k c) - prefill((k - 1) c)``,
+    which carries the attention over the earlier chunks. So a 32k prompt in 8k chunks costs more
+    than four 8k prefills, as the whole prompt's attention grows with its square.
+    """
+    alone = steps.prefill_s(chunk_tokens)
+    added = [steps.prefill_s(k * chunk_tokens) - steps.prefill_s((k - 1) * chunk_tokens) for k in range(2, chunks + 1)]
+    return (alone + sum(max(alone, step) for step in added)) / chunks
 

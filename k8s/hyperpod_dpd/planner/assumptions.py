@@ -11,6 +11,11 @@ from __future__ import annotations
 # ``spec/instances.py`` because only the planner's prefill estimate uses it.
 PEAK_DENSE_BF16_TFLOPS: dict[str, float] = {"H100": 989.0, "H200": 989.0, "B200": 2250.0, "B300": 2250.0}
 
+# HBM bandwidth per GPU, in TB/s, from the same NVIDIA datasheets: H100 SXM 3.35 (HBM3), H200 4.8
+# (HBM3e), HGX B200 8 and HGX B300 8 (HBM3e). A decode step cannot read the weights and the KV cache
+# faster than this; the advisor's roofline for models outside AIConfigurator's data rests on it.
+HBM_TBPS: dict[str, float] = {"H100": 3.35, "H200": 4.8, "B200": 8.0, "B300": 8.0}
+
 # Model FLOPs utilisation of a long prefill: tensor-parallel GEMMs of a 70B-class model on Hopper
 # reach roughly 40-50 % of peak in vLLM; 0.4 keeps the compute estimate on the slow side, so the
 # transfer-versus-compute comparison does not flatter DPD.
