@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from hyperpod_dpd.benchmark.ab import AbRow, compare_ab, render_ab
-from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
 from hyperpod_dpd.benchmark.disaggregation import (
     LevelDisaggregation,
@@ -139,6 +139,8 @@ class BenchRequest:
     request_rate: str | None = None
     requests: int | None = None
     max_seconds: int = DEFAULT_MAX_SECONDS
+    client: str | None = None  # a Client value; None: the default (aiperf)
+    prefix_share: float = 0.0
     # what to run
     aggregated: bool = False
     compare: bool = False
@@ -299,15 +301,14 @@ def _traffic(request: BenchRequest) -> Scenario:
     """The scenario asked for, refused (exit 2) when the spec could not serve or route it as ``path`` says."""
     spec, path = request.spec, request.path
     threshold = spec.routing.threshold
-    client = Client.AIPERF if request.request_rate is not None else Client.GENAI_BENCH
+    client = Client(request.client) if request.client is not None else DEFAULT_CLIENT
     isl = request.isl if request.isl is not None else default_isl(threshold, path, client) or 1
     raise_if_any(route_problems(isl=isl, osl=request.osl, path=path, threshold=threshold,
                                 max_model_len=spec.max_model_len, client=client))
-    if request.request_rate is not None:
-        return Scenario(isl=isl, osl=request.osl, requests=request.requests, max_seconds=request.max_seconds,
-                        request_rates=parse_rates(request.request_rate), concurrency=())
+    rates = parse_rates(request.request_rate) if request.request_rate is not None else ()
     return Scenario(isl=isl, osl=request.osl, requests=request.requests, max_seconds=request.max_seconds,
-                    concurrency=parse_levels(request.concurrency))
+                    client=client, prefix_share=request.prefix_share, request_rates=rates,
+                    concurrency=() if rates else parse_levels(request.concurrency))
 
 
 def _scenario_of(results: BenchmarkResults) -> Scenario:
@@ -319,7 +320,9 @@ def _scenario_of(results: BenchmarkResults) -> Scenario:
         raise UsageError(f"the results use traffic scenario {results.levels[0].scenario!r}; only fixed "
                          "lengths D(isl,osl) can be checked and compared")
     loads = results.loads
-    return Scenario(isl=int(match[1]), osl=int(match[2]),
+    clients = {level.client for level in results.levels if level.client is not None}
+    return Scenario(isl=int(match[1]), osl=int(match[2]), client=Client(clients.pop()) if len(clients) == 1
+                    else DEFAULT_CLIENT,
                     concurrency=tuple(load.concurrency for load in loads if load.concurrency is not None),
                     request_rates=tuple(load.rate for load in loads if load.rate is not None))
 
