@@ -179,9 +179,13 @@ def _run_level(client: Client, *, closed_loop: bool = False) -> str:
     # that carry the level as Scenario.level_plan prints it (%g, which aiperf_results.AIPERF_FILE reads
     # back), and its log for the publish step.
     flag, prefix = ("--concurrency", file_prefix(True)) if closed_loop else ("--request-rate", file_prefix(False))
-    return ('  rest="${plan#*:}"; count="${rest%%:*}"; rest="${rest#*:}"; out="/results/aiperf/$level"\n'
+    # One dataset entry per request, warm-up included, taken in order: aiperf 0.13 otherwise makes --request-count
+    # entries and its warm-up re-sends some of the measured prompts (a prefix-cache hit timed as a prefill).
+    return ('  rest="${plan#*:}"; count="${rest%%:*}"; rest="${rest#*:}"; warm="${rest%%:*}"; '
+            'out="/results/aiperf/$level"\n'
             f'  aiperf "$@" {flag} "$level" --request-count "$count" '
-            '--warmup-request-count "${rest%%:*}" --random-seed "${rest##*:}" --artifact-dir "$out"\n'
+            '--warmup-request-count "$warm" --num-dataset-entries "$((count + warm))" '
+            '--dataset-sampling-strategy sequential --random-seed "${rest##*:}" --artifact-dir "$out"\n'
             "  code=$?\n"
             f'  cp "$out/profile_export_aiperf.json" "/results/$RUN_ID/{prefix}$level.json" 2>/dev/null\n'
             f'  cp "$out/profile_export.jsonl" "/results/$RUN_ID/{prefix}$level.jsonl" 2>/dev/null\n'
