@@ -76,6 +76,10 @@ def test_a_results_folder_is_reported_as_a_table(capsys: pytest.CaptureFixture[s
     code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder))
     assert code == 0
     assert "D(64,16) (64 in / 16 out)" in out and "cannot be trusted" not in out
+    # the folder carries no counters: the report says what it could not verify (before: nothing)
+    assert "not checked: a results folder holds no router or decoder counters" in out
+    _, text, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--json")
+    assert json.loads(text)["runs"]["dpd"]["unchecked"].startswith("not checked: a results folder")
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
     assert [row[0] for row in rows] == ["2", "4"] and all(row[-2:] == ["0", "0.0%"] for row in rows)
 

@@ -9,8 +9,9 @@ class Client(Enum):
     """The benchmark client a scenario runs (its value is its PyPI and command name).
 
     aiperf is the default for both kinds of load: it pre-generates its prompts, reuses pooled
-    connections and sends from worker processes, so it stays within bench's client-overhead bound at
-    64 streams (``bench/client_overhead.py`` measures it; ``docs/bench.md`` has the numbers).
+    connections and sends from worker processes, so at 64 streams it added a twelfth of genai-bench's
+    TTFT at p50 (``bench/client_overhead.py`` measures the two beside a minimal asyncio client;
+    ``docs/bench.md`` has the numbers).
     genai-bench, the AWS blog's client, stays as an option for closed loop only: it blocks inside
     one event loop and adds TTFT as the concurrency grows, and genai-bench 0.0.5 has no open-loop mode.
     """

@@ -170,6 +170,12 @@ class BenchRequest:
     keep: bool = False
 
 
+# A results folder holds the client's files only: the counters bench read while the Job ran are not in it.
+UNCHECKED = ("not checked: a results folder holds no router or decoder counters, so which path the requests took, "
+             "whether the KV cache arrived and how much of the TTFT is the client's were not verified here (the run "
+             "that wrote the folder checked them; its report says whether they held)")
+
+
 @dataclass
 class Outcome:
     """One endpoint's run (or results folder): its results, why not to trust them, and where they came from."""
@@ -212,7 +218,8 @@ class Report:
         document: dict[str, Any] = {"runs": {o.label: {**results_object(
             endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
             routing=o.routing, slo=self.slo, identity=self.identity),
-            "problem": o.problem or None} for o in outcomes}}
+            "problem": o.problem or None,
+            **({"unchecked": UNCHECKED} if o.routing is None and not o.job else {})} for o in outcomes}}
         ab = self._ab()
         if ab is not None:
             document["ab"] = [row.as_dict() for row in ab]
@@ -229,6 +236,8 @@ class Report:
                      else f"read from {o.source}")
             title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
             block = render_results(title, o.results, o.warnings, o.routing, self.slo)
+            if o.routing is None and not o.job:
+                block += f"\n\n{UNCHECKED}"
             if o.problem:
                 block += f"\n\nthe job did not succeed:\n{o.problem}"
             blocks.append(block)

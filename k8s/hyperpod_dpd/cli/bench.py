@@ -67,8 +67,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       help="open-loop Poisson arrival rates in requests per second, one aiperf run each, instead of "
                            "--concurrency (e.g. 1,2,4)")
     traffic.add_argument("--client", choices=[c.value for c in Client], default=DEFAULT_CLIENT.value,
-                         help=f"the benchmark client (default: {DEFAULT_CLIENT.value}, which keeps up at 64 streams; "
-                              "genai-bench, the AWS blog's client, sends closed-loop levels only)")
+                         help=f"the benchmark client (default: {DEFAULT_CLIENT.value}, which adds far less TTFT under "
+                              "load; genai-bench, the AWS blog's client, sends closed-loop levels only)")
     traffic.add_argument("--prefix-share", type=number, default=0.0, metavar="F",
                          help="this fraction of each prompt's --isl tokens is one prefix shared by every prompt of a "
                               "level, as RAG and agent traffic share a context (aiperf; default: 0, none)")
@@ -94,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                      "from ECR Public)")
     job.add_argument("--genai-bench-version", help="the genai-bench to install (default: 0.0.5 with every dependency "
                                                    "hash-pinned; another version installs unpinned)")
-    job.add_argument("--aiperf-version", help="the aiperf to install for --request-rate (default: 0.13.0, "
+    job.add_argument("--aiperf-version", help="the aiperf to install, the default client (default: 0.13.0, "
                                               "hash-pinned; another version installs unpinned)")
     job.add_argument("--pip-index-url", metavar="URL", help="the package index the pod installs from, e.g. a mirror "
                                                          "for clusters without internet egress (default: PyPI)")
