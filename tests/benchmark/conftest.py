@@ -85,9 +85,9 @@ def _corpus_words() -> list[str]:
     return sorted(words)
 
 
-@pytest.fixture(scope="session")
-def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every word and mark of the clients' corpora, padded to the Llama 3 vocabulary size."""
+def build_tokenizer(folder: Path) -> Path:
+    """Write into ``folder`` a word-level tokenizer of every word and mark of the clients' corpora, padded to the
+    Llama 3 vocabulary size (bench/client_overhead.py uses it too)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     words = ["[UNK]", *_corpus_words()]
@@ -95,11 +95,16 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer = Tokenizer(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
-    folder = tmp_path_factory.mktemp("tokenizer")
     tokenizer.save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(json.dumps(
         {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 100000}))
     return folder
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every word and mark of the clients' corpora, padded to the Llama 3 vocabulary size."""
+    return build_tokenizer(tmp_path_factory.mktemp("tokenizer"))
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,12 @@ class Run:
     loads: tuple[Load, ...] = ()
     prompts: tuple[str, ...] = ()  # every prompt the stub was sent, in order
     prompts_seen: dict[int, int] = field(default_factory=dict)  # how many, in each quiet window
+    server_ttfts: tuple[float, ...] = ()  # the stub's own TTFT of every answered request, in order
+
+    def server_ttfts_by_level(self) -> list[tuple[float, ...]]:
+        """The stub's TTFTs of each level's requests (a request's first token comes before the quiet window)."""
+        marks = [self.prompts_seen[window] for window in sorted(self.prompts_seen)]
+        return [self.server_ttfts[start:end] for start, end in itertools.pairwise(marks)]
 
     def prompts_by_level(self) -> list[tuple[str, ...]]:
         """The prompts of each level: those sent between its two quiet windows."""
@@ -156,8 +167,10 @@ def rendered_benchmark_container(scenario: Scenario) -> dict[str, Any]:
 
 
 def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario | None = None) -> Run:
-    """The rendered Job's benchmark container (genai-bench, or aiperf for request rates), run here against the stub."""
-    scenario = scenario or Scenario(isl=ISL, osl=OSL, concurrency=LEVELS, requests=REQUESTS, max_seconds=60)
+    """The rendered Job's benchmark container (genai-bench by default here, else the scenario's client), run here
+    against the stub."""
+    scenario = scenario or Scenario(isl=ISL, osl=OSL, concurrency=LEVELS, requests=REQUESTS, max_seconds=60,
+                                    client=Client.GENAI_BENCH)
     container = rendered_benchmark_container(scenario)
     results = base / "results"
     results.mkdir()
@@ -192,9 +205,10 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                     seen[int(quiet[1])] = len(server.prompts)
             stderr = process.stderr.read()
             process.wait(timeout=240)
-        served, prompts = server.requests, tuple(server.prompts)
+        served, prompts, ttfts = server.requests, tuple(server.prompts), tuple(server.ttfts)
     code = int((results / "exit-code").read_text().strip())
-    return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen)
+    return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen,
+               ttfts)
 
 
 def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any,
@@ -260,3 +274,35 @@ def direct_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) ->
     """Healthy answers, but the router's threshold is above the prompts: served by the decoder alone."""
     yield from _run(tmp_path_factory, tokenizer_dir, "direct",
                     Behaviour(first_token_s=0.02, per_token_s=0.005, routing_threshold=100_000))
+
+
+CLOSED_LOOP = (8, 16, 32)  # bench's default levels
+CLOSED_LOOP_REQUESTS = 96  # per level: three rounds of the highest level's users
+# The router's TTFT histogram around the stub's 500 ms, fine enough that p50 and p99 are bounded to 5 ms
+ROUTER_BUCKETS = (0.1, 0.25, 0.5, 0.505, 0.51, 0.52, 0.55, 0.6, 0.75, 1.0, 2.5)
+
+
+def closed_loop(**options: Any) -> Scenario:
+    """bench's default client (aiperf) at its default levels, with the stub's short lengths."""
+    return Scenario(isl=ISL, osl=OSL, concurrency=CLOSED_LOOP, requests=CLOSED_LOOP_REQUESTS, max_seconds=60,
+                    **options)
+
+
+@pytest.fixture(scope="session")
+def closed_loop_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """aiperf at concurrency 8, 16 and 32 against a stub with a 500 ms TTFT, 5 ms per token, whose router
+    serves a TTFT histogram with finite buckets."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "closed-loop",
+                    Behaviour(first_token_s=0.5, per_token_s=0.005, ttft_buckets=ROUTER_BUCKETS), closed_loop())
+
+
+PREFIX_SHARE = 0.5
+
+
+@pytest.fixture(scope="session")
+def prefix_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """aiperf at concurrency 4 with half of each prompt a shared prefix, against a stub whose decoder caches
+    prefixes in blocks of 8 words."""
+    scenario = Scenario(isl=ISL, osl=OSL, concurrency=(4,), requests=24, max_seconds=60, prefix_share=PREFIX_SHARE)
+    yield from _run(tmp_path_factory, tokenizer_dir, "prefix",
+                    Behaviour(first_token_s=0.02, per_token_s=0.002, prefix_block=8), scenario)

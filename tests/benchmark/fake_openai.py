@@ -40,6 +40,9 @@ class Behaviour:
     :param routing_threshold: prompts estimated at this many tokens or more are disaggregated; the estimate
         is the larger of the word count and characters / 4 (the router's two observed rules).
     :param kv_transfer: a disaggregated prompt reaches the decoder as external KV tokens (off: recomputed).
+    :param ttft_buckets: the router TTFT histogram's finite bucket bounds in seconds (none: ``+Inf`` only).
+    :param prefix_block: the decoder's prefix cache, in blocks of this many words: a prompt's leading whole
+        blocks already seen count as ``vllm:prefix_cache_hits_total`` (0: no prefix cache series).
     """
 
     first_token_s: float = 0.02
@@ -52,6 +55,8 @@ class Behaviour:
     eos_after: int = 3
     routing_threshold: int = 32
     kv_transfer: bool = True
+    ttft_buckets: tuple[float, ...] = ()
+    prefix_block: int = 0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -149,14 +154,18 @@ class _Server(ThreadingHTTPServer):
         self.requests = 0
         self._lock = threading.Lock()
 
-        self.counters = {"disaggregated": 0, "local": 0, "external": 0, "computed": 0, "prompt": 0, "generated": 0}
+        self.counters = {"disaggregated": 0, "local": 0, "external": 0, "computed": 0, "prompt": 0, "generated": 0,
+                         "cache_queries": 0, "cache_hits": 0}
         self.ttft_sum, self.ttft_count = 0.0, 0
+        self.ttfts: list[float] = []  # the router's TTFT of every request, in seconds
+        self.blocks: set[tuple[str, ...]] = set()  # every prefix of whole blocks the decoder has cached
         self.prompts: list[str] = []  # every routed prompt, in arrival order
 
     def first_token(self, seconds: float) -> None:
         with self._lock:
             self.ttft_sum += seconds
             self.ttft_count += 1
+            self.ttfts.append(seconds)
 
     def generated(self) -> None:
         """One output token streamed (vLLM's generation_tokens_total counts it when generated)."""
@@ -175,6 +184,7 @@ class _Server(ThreadingHTTPServer):
         with self._lock:
             self.prompts.append(prompt)
             self.counters["prompt"] += words
+            self._cache(prompt.split())
             if estimate >= self.behaviour.routing_threshold:
                 self.counters["disaggregated"] += 1
                 self.counters["external" if self.behaviour.kv_transfer else "computed"] += words
@@ -182,15 +192,32 @@ class _Server(ThreadingHTTPServer):
                 self.counters["local"] += 1
                 self.counters["computed"] += words
 
+    def _cache(self, words: list[str]) -> None:
+        """vLLM's prefix cache counters: every prompt token is queried, the leading whole blocks cached hit."""
+        size = self.behaviour.prefix_block
+        if not size:
+            return
+        self.counters["cache_queries"] += len(words)
+        for end in range(size, len(words) + 1, size):
+            key = tuple(words[:end])
+            if key in self.blocks:
+                self.counters["cache_hits"] += size
+            self.blocks.add(key)
+
     def metrics(self, path: str) -> str | None:
         with self._lock:
             c = dict(self.counters)
-            ttft_sum, ttft_count = self.ttft_sum, self.ttft_count
+            ttft_sum, ttft_count, ttfts = self.ttft_sum, self.ttft_count, list(self.ttfts)
+        buckets = "".join(f'dpd_e2e_ttft_seconds_bucket{{le="{bound!r}"}} {sum(t <= bound for t in ttfts)}.0\n'
+                          for bound in self.behaviour.ttft_buckets)
+        cache = "" if not self.behaviour.prefix_block else (
+            f'vllm:prefix_cache_queries_total{{engine="0",model_name="/opt/ml/model"}} {c["cache_queries"]}.0\n'
+            f'vllm:prefix_cache_hits_total{{engine="0",model_name="/opt/ml/model"}} {c["cache_hits"]}.0\n')
         if path == "/router/metrics":
             return "".join(f"# TYPE dpd_routing_{name}_total counter\ndpd_routing_{name}_total {value}.0\n"
                            for name, value in (("disaggregated", c["disaggregated"]), ("local", c["local"]),
                                                ("fallback", 0))) + (
-                "# TYPE dpd_e2e_ttft_seconds histogram\n"
+                f"# TYPE dpd_e2e_ttft_seconds histogram\n{buckets}"
                 f'dpd_e2e_ttft_seconds_bucket{{le="+Inf"}} {ttft_count}.0\n'
                 f"dpd_e2e_ttft_seconds_sum {ttft_sum!r}\ndpd_e2e_ttft_seconds_count {ttft_count}.0\n")
         if path == "/decoder/metrics":
@@ -201,7 +228,7 @@ class _Server(ThreadingHTTPServer):
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 0.0\n'
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {c["external"]}.0\n'
                     f'vllm:prompt_tokens_total{{{labels}}} {c["prompt"]}.0\n'
-                    f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n')
+                    f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n{cache}')
         return None
 
 

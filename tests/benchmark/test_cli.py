@@ -76,6 +76,10 @@ def test_a_results_folder_is_reported_as_a_table(capsys: pytest.CaptureFixture[s
     code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder))
     assert code == 0
     assert "D(64,16) (64 in / 16 out)" in out and "cannot be trusted" not in out
+    # the folder carries no counters: the report says what it could not verify (before: nothing)
+    assert "not checked: a results folder holds no router or decoder counters" in out
+    _, text, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--json")
+    assert json.loads(text)["runs"]["dpd"]["unchecked"].startswith("not checked: a results folder")
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
     assert [row[0] for row in rows] == ["2", "4"] and all(row[-2:] == ["0", "0.0%"] for row in rows)
 
@@ -194,7 +198,8 @@ def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-te
                       for n, text in files.items()) + f"### hyperpod-dpd-bench exit={exit_code}\n"
     pod = fakes.pod(f"{name}-x", init=[fakes.container("benchmark", "terminated")],
                     main=[fakes.container("publish", "terminated")])
-    batch = fakes.FakeBatch(states=[fakes.job(name)] * 5 + [fakes.job(name, condition="Complete")])
+    # one poll per mark: the Job completes once the last quiet window was seen
+    batch = fakes.FakeBatch(states=[fakes.job(name)] * len(marks) + [fakes.job(name, condition="Complete")])
     core = fakes.FakeCore(pods=[[pod]], logs={"benchmark": benchmark_log, "publish": publish},
                           other_pods=fakes.router_and_decoder(), metrics=metrics)
     return fakes.benchmark_kube(batch, core, custom=fakes.FakeCustom(present=present))
@@ -238,7 +243,7 @@ def _on_cluster(kube: Any, aws: S3Seam | None = None, *, clock: FakeClock | None
 
 
 STUB_TRAFFIC = ("--run-id", RUN, "--concurrency", "2,4", "--isl", "64", "--osl", "16", "--requests", "8",
-                "--max-seconds", "60")
+                "--max-seconds", "60", "--client", "genai-bench")
 
 
 def test_a_run_on_the_cluster_proves_disaggregation(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
@@ -311,11 +316,13 @@ def test_missing_rbac_is_refused_before_any_job(capsys: pytest.CaptureFixture[st
 def test_the_served_model_name_comes_from_the_spec(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     spec = write_spec(tmp_path, ("max_model_len: 16384",
                                  "max_model_len: 16384\nargs: [--served-model-name, llama-70b]"))
-    code, _, err = run_cli(capsys, spec, "--render", str(tmp_path / "out"), "--run-id", RUN)
-    assert code == 0, err
-    (job,) = [d for d in yaml.safe_load_all(next((tmp_path / "out").iterdir()).read_text()) if d["kind"] == "Job"]
-    args = job["spec"]["template"]["spec"]["initContainers"][1]["args"]
-    assert args[args.index("--api-model-name") + 1] == "llama-70b"
+    for client, flag in (("aiperf", "--model"), ("genai-bench", "--api-model-name")):
+        out = tmp_path / client
+        code, _, err = run_cli(capsys, spec, "--render", str(out), "--run-id", RUN, "--client", client)
+        assert code == 0, err
+        (job,) = [d for d in yaml.safe_load_all(next(out.iterdir()).read_text()) if d["kind"] == "Job"]
+        args = job["spec"]["template"]["spec"]["initContainers"][1]["args"]
+        assert args[args.index(flag) + 1] == "llama-70b"
 
 
 def test_a_results_folder_below_the_threshold_is_untrustworthy(capsys: pytest.CaptureFixture[str],
@@ -369,10 +376,24 @@ def test_ab_of_different_scenarios_is_refused(capsys: pytest.CaptureFixture[str]
     (["--results-dir", "/nonexistent-folder"], "not a folder"),
     (["--run-id", "Bad_Id", "--render", "out"], "run_id: makes the Job name"),
     (["--tokenizer-s3", "bucket/prefix", "--render", "out"], "--tokenizer-s3: is not an S3 URI"),
+    (["--client", "genai-bench", "--request-rate", "1", "--render", "out"], "client: has no open-loop mode"),
+    (["--client", "genai-bench", "--prefix-share", "0.5", "--render", "out"], "prefix_share: needs aiperf"),
+    (["--prefix-share", "1.5", "--render", "out"], "prefix_share: must be a fraction from 0 up to"),
 ])
 def test_bad_input_is_exit_2_with_the_fix(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     code, _, err = run_cli(capsys, *argv)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--prefix-share", "half"], "argument --prefix-share: 'half' is not a number"),
+    (["--client", "locust"], "argument --client: invalid choice: 'locust'"),
+])
+def test_bad_client_options_are_argparse_errors(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                message: str) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        run_cli(capsys, *argv)
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -674,3 +695,23 @@ def test_an_open_loop_folder_of_another_endpoint_is_refused(capsys: pytest.Captu
     code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(tmp_path))
     assert code == 2 and f"the run measured {other}, not endpoint dpd-test" in err
 
+
+
+def test_the_default_bench_on_a_healthy_stub_exits_0_with_the_overhead_bounded_at_p50_and_p99(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, closed_loop_run: Any, stub_spec: str, *,
+        s3: Any) -> None:
+    """No --client and no --concurrency: aiperf at 8, 16 and 32, every level disaggregated, and the client's
+    TTFT within the bound of the router's at p50 and p99 (the router's histogram has finite buckets, so both
+    quantile checks run): exit 0, no warning."""
+    traffic = ("--run-id", RUN, "--isl", "64", "--osl", "16", "--requests", "96", "--max-seconds", "60")
+    aws = _upload(s3, closed_loop_run.files())
+    code, out, err = run_cli(capsys, stub_spec, *traffic, seams=_on_cluster(_cluster(fakes, closed_loop_run), aws))
+    assert "concurrency 8,16,32, aiperf" in err
+    assert code == 0, out
+    json_code, text, _ = run_cli(capsys, stub_spec, *traffic, "--json",
+                                 seams=_on_cluster(_cluster(fakes, closed_loop_run), aws))
+    run = json.loads(text)["runs"]["dpd"]
+    assert json_code == 0 and run["warnings"] == []
+    assert [level["concurrency"] for level in run["levels"]] == [8, 16, 32]
+    assert [r["fraction"] for r in run["routing"]] == [1.0, 1.0, 1.0]
+    assert all(0 < r["client_overhead_s"] < 0.05 for r in run["routing"])

@@ -16,6 +16,7 @@ import pytest
 from support import FakeClock
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
+from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.cluster import job_check, parse_job_log, run_job
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.results import collect, read_directory
@@ -32,8 +33,8 @@ LOADS = tuple(Load(concurrency=level) for level in LEVELS)
 
 
 def manifests(spec: DpdSpec) -> list[dict[str, Any]]:
-    return render_benchmark_job(BenchmarkTarget.for_spec(spec), Scenario(concurrency=LEVELS, requests=8,
-                                                                           max_seconds=60), JobOptions(run_id=RUN))
+    return render_benchmark_job(BenchmarkTarget.for_spec(spec), Scenario(
+        concurrency=LEVELS, requests=8, max_seconds=60, client=Client.GENAI_BENCH), JobOptions(run_id=RUN))
 
 
 def container_script(spec: DpdSpec, name: str) -> str:

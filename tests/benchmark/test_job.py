@@ -12,6 +12,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from hyperpod_dpd import FsxSource, SpecError
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
+from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.job import (
     DEFAULT_IMAGE,
     JobOptions,
@@ -68,8 +69,11 @@ def test_the_pod_is_bounded_non_root_and_kept_off_gpu_nodes(spec: DpdSpec) -> No
     assert {"key": "hyperpod-dpd/pool", "operator": "In", "values": ["system"]} in term["matchExpressions"]
 
 
+GENAI_BENCH = Scenario(client=Client.GENAI_BENCH)
+
+
 def test_genai_bench_runs_the_blog_scenario_against_the_router(spec: DpdSpec) -> None:
-    pod = objects(spec)["Job"]["spec"]["template"]["spec"]
+    pod = objects(spec, GENAI_BENCH)["Job"]["spec"]["template"]["spec"]
     fetch, bench = pod["initContainers"]
     assert fetch["args"][:4] == ["s3", "cp", "s3://dpd-models-example/Llama-3.3-70B-Instruct/", "/tokenizer/"]
     assert {"name": "AWS_REGION", "value": "us-west-2"} in fetch["env"]
@@ -126,8 +130,47 @@ def test_aiperf_runs_each_request_rate_against_the_router(spec: DpdSpec,
     assert rendered["Job"]["spec"]["activeDeadlineSeconds"] == deadline_seconds(Scenario(request_rates=(1.0, 2.5)))
 
 
+def test_aiperf_runs_each_concurrency_level_by_default(spec: DpdSpec, kubernetes_errors: KubeErrors) -> None:
+    """The default closed-loop Job runs aiperf (genai-bench cannot keep up at the default load): one
+    ``--concurrency`` run per level with a seed of its own, the warm-up users started over 5 s, no Poisson
+    arrivals, and its files named by the level."""
+    rendered = objects(spec)
+    assert kubernetes_errors("io.k8s.api.batch.v1.Job", rendered["Job"]) == []
+    bench = rendered["Job"]["spec"]["template"]["spec"]["initContainers"][1]
+    args, script = bench["args"], bench["command"][2]
+
+    def flag(name: str) -> list[str]:
+        return [args[i + 1] for i, arg in enumerate(args) if arg == name]
+
+    assert args[0] == "profile" and bench["command"][3] == "aiperf"
+    assert flag("--isl") == ["4352"] and flag("--osl") == ["256"] and flag("--arrival-pattern") == []
+    assert flag("--warmup-concurrency-ramp-duration") == ["5"] and flag("--concurrency") == []  # per level
+    assert '--concurrency "$level"' in script and "--request-rate" not in script
+    assert '"/results/$RUN_ID/aiperf_concurrency_$level.json"' in script
+    env = {e["name"]: e["value"] for e in bench["env"]}
+    seeds = [arrival_seed(RUN, level) for level in (0, 1, 2)]
+    assert env["LEVELS"] == f"8:320:32:{seeds[0]} 16:320:32:{seeds[1]} 32:320:32:{seeds[2]}"
+    assert env["LEVELS_JSON"] == '{"num_concurrency": [8, 16, 32]}'
+    assert env["CLIENT_VERSION"] == "0.13.0" and "aiperf==0.13.0 --hash=sha256:" in env["CLIENT_LOCK"]
+
+
+def test_a_shared_prefix_is_aiperfs_prefix_pool_of_one(spec: DpdSpec) -> None:
+    """--prefix-share 0.25 of 4,352 tokens: a 1,088-token prefix shared by every prompt, and a body of 3,264
+    (aiperf joins the two at the token level, so each prompt is still 4,352 tokens)."""
+    args = objects(spec, Scenario(prefix_share=0.25))["Job"]["spec"]["template"]["spec"]["initContainers"][1]["args"]
+
+    def flag(name: str) -> list[str]:
+        return [args[i + 1] for i, arg in enumerate(args) if arg == name]
+
+    assert flag("--num-prefix-prompts") == ["1"] and flag("--prefix-prompt-length") == ["1088"]
+    assert flag("--isl") == ["3264"]
+    plain = objects(spec)["Job"]["spec"]["template"]["spec"]["initContainers"][1]["args"]
+    assert "--num-prefix-prompts" not in plain and "--prefix-prompt-length" not in plain
+
+
 def test_overrides_reach_the_manifest(spec: DpdSpec) -> None:
-    rendered = objects(spec, Scenario(isl=2000, osl=128, concurrency=(1, 4), requests=40, max_seconds=300),
+    rendered = objects(spec, Scenario(isl=2000, osl=128, concurrency=(1, 4), requests=40, max_seconds=300,
+                                      client=Client.GENAI_BENCH),
                        image="ghcr.io/moirai-internal/genai-bench:0.0.5", role_arn="arn:aws:iam::1:role/r",
                        results=S3Location(bucket="results", prefix="runs"), node_selector={})
     account, pod = rendered["ServiceAccount"], rendered["Job"]["spec"]["template"]["spec"]
@@ -140,8 +183,8 @@ def test_overrides_reach_the_manifest(spec: DpdSpec) -> None:
     assert rendered["Job"]["spec"]["activeDeadlineSeconds"] == 900 + 2 * 360 + 3 * 40
 
 
-@pytest.mark.parametrize("scenario", [Scenario(), Scenario(request_rates=(1.0, 2.0, 4.0))],
-                         ids=["concurrency", "request-rate"])
+@pytest.mark.parametrize("scenario", [GENAI_BENCH, Scenario(request_rates=(1.0, 2.0, 4.0)), Scenario()],
+                         ids=["concurrency", "request-rate", "aiperf-concurrency"])
 def test_rendering_is_deterministic_and_snapshotted(spec: DpdSpec, scenario: Scenario,
                                                     snapshot: SnapshotAssertion) -> None:
     first = yaml.safe_dump_all(list(objects(spec, scenario).values()), sort_keys=False)
@@ -166,6 +209,10 @@ def test_bad_options_name_the_field(spec: DpdSpec, options: dict[str, Any], fiel
     ({"isl": 0}, "isl"), ({"osl": 1}, "osl"), ({"concurrency": ()}, "concurrency"),
     ({"concurrency": (8, 8)}, "concurrency"), ({"concurrency": (0,)}, "concurrency"),
     ({"requests": 4}, "requests"), ({"max_seconds": 90}, "max_seconds"),
+    ({"client": Client.GENAI_BENCH, "request_rates": (1.0,)}, "client"),
+    ({"client": Client.GENAI_BENCH, "prefix_share": 0.5}, "prefix_share"),
+    ({"prefix_share": 1.0}, "prefix_share"), ({"prefix_share": -0.1}, "prefix_share"),
+    ({"prefix_share": float("nan")}, "prefix_share"), ({"isl": 64, "prefix_share": 0.001}, "prefix_share"),
 ])
 def test_bad_scenarios_name_the_field(scenario: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as caught:

@@ -62,7 +62,8 @@ def test_the_lock_is_the_set_the_tests_run(client: Client) -> None:
 
 def _benchmark_container(spec: DpdSpec, options: JobOptions, client: Client) -> dict[str, object]:
     load = {"request_rates": (2.0,)} if client is Client.AIPERF else {"concurrency": (2,)}
-    objects = render_benchmark_job(BenchmarkTarget.for_spec(spec), Scenario(requests=8, max_seconds=60, **load),
+    objects = render_benchmark_job(BenchmarkTarget.for_spec(spec), Scenario(requests=8, max_seconds=60, client=client,
+                                                                                 **load),
                                    options)
     pod = next(o for o in objects if o["kind"] == "Job")["spec"]["template"]["spec"]
     found: dict[str, object] = next(c for c in pod["initContainers"] if c["name"] == "benchmark")

@@ -147,3 +147,4 @@ def test_the_second_rate_sends_none_of_the_first_rates_prompts(open_loop_run: An
     first, second = open_loop_run.prompts_by_level()
     assert len(first) == len(second) == REQUESTS + WARMUP
     assert not set(first) & set(second)
+    assert len(set(first)) == len(set(second)) == REQUESTS + WARMUP  # the warm-up re-sends no measured prompt

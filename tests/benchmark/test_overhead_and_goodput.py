@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
+from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation
 from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.overhead import (
@@ -119,3 +121,19 @@ def test_a_router_without_its_ttft_histogram_leaves_the_level_unverified(healthy
     warnings = overhead_warnings(results.levels, {level.load: seen for level in results.levels})
     assert [w.code for w in warnings] == [Trust.OVERHEAD_UNKNOWN] * len(results.levels)
     assert "client's own share of TTFT could not be measured" in warnings[0].message
+
+
+def test_genai_benchs_overhead_is_not_told_to_get_more_cpu() -> None:
+    """genai-bench blocks inside one event loop: more CPU does not help it, the default client (aiperf) does.
+    Before, both clients were told to "give it more CPU with a larger node"."""
+    load = Load(concurrency=32)
+    none = Percentiles(None, None, None)
+    level = LevelResult(load=load, scenario="D(4352,256)", ttft=none, tpot=none, e2e=none, output_tokens_per_s=1.0,
+                        completed=1, failed=0, duration_s=1.0, mean_input_tokens=None, mean_output_tokens=None,
+                        answered=((0.65, 0.02),), client=Client.GENAI_BENCH.value)
+    seen = LevelDisaggregation(load=load, disaggregated=1, local=0, fallback=0, external_kv_tokens=4352,
+                               router_ttft_mean_s=0.5)
+    (warning,) = overhead_warnings([level], {load: seen})
+    assert "leave --client out to run aiperf" in warning.message and "more CPU does not" in warning.message
+    (other,) = overhead_warnings([dataclasses.replace(level, client=Client.AIPERF.value)], {load: seen})
+    assert "lower the load per level" in other.message and "--client" not in other.message

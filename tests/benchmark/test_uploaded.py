@@ -156,3 +156,16 @@ def test_a_copy_cut_in_both_places_is_reported_as_its_level_not_an_exit_2() -> N
     assert results.missing == (Load(concurrency=2),) and results.unreadable[0].startswith(f"{FRESH}: not JSON")
     (warning,) = trust_warnings(results, Scenario(isl=64, osl=16, concurrency=(2, 4), requests=8, max_seconds=60))
     assert warning.code is Trust.LEVEL_NOT_RUN and f"no readable result: {FRESH}: not JSON" in warning.message
+
+
+def test_a_level_lost_in_transport_is_not_blamed_on_a_failed_level() -> None:
+    """Level 2 is in neither copy while level 4 ran: before, it read "the benchmark stops after a level where every
+    request failed, or the run hit its deadline", though no level failed and a later one ran."""
+    scenario = Scenario(isl=64, osl=16, concurrency=(2, 4, 8), requests=8, max_seconds=60)
+    files = {"D64_16_text-to-text_num_concurrency_4_time_9s.json":
+             _level(600).decode().replace('"num_concurrency": 2', '"num_concurrency": 4')}
+    results = collect(files, expected=scenario.loads)
+    lost, last = trust_warnings(results, scenario)
+    assert lost.load == Load(concurrency=2) and lost.message.startswith("the level ran (a later level has results)")
+    assert "every request failed" not in lost.message and "neither copy" in lost.message
+    assert last.load == Load(concurrency=8) and "or the run hit its deadline" in last.message

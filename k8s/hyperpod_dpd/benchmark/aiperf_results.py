@@ -1,8 +1,9 @@
-"""aiperf's result files (one open-loop request rate each), read into the :class:`LevelResult` genai-bench's give.
+"""aiperf's result files (one load level each), read into the :class:`LevelResult` genai-bench's give.
 
-The benchmark pod runs ``aiperf profile`` once per rate and keeps two of its artifacts under names
-that carry the rate: the summary ``profile_export_aiperf.json`` as ``aiperf_rate_<R>.json`` and the
-per-request records ``profile_export.jsonl`` as ``aiperf_rate_<R>.jsonl``. In aiperf 0.13 the
+The benchmark pod runs ``aiperf profile`` once per level and keeps two of its artifacts under names
+that carry the level: the summary ``profile_export_aiperf.json`` as ``aiperf_rate_<R>.json`` (an
+open-loop rate) or ``aiperf_concurrency_<N>.json`` (a closed-loop level), and the per-request
+records ``profile_export.jsonl`` beside it as ``.jsonl``. In aiperf 0.13 the
 summary's metrics are top-level objects with a ``unit`` (``ms``, ``sec``) and ``avg``/``p50``/
 ``p90``/``p99``; ``request_count`` counts the answered requests and ``error_request_count`` the
 failed ones; ``error_summary`` lists each distinct error with its HTTP code and count. Each record
@@ -20,12 +21,26 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles, ResultsError
 from hyperpod_dpd.load_point import Load
 
-FILE_PREFIX = "aiperf_rate_"
-AIPERF_FILE = re.compile(rf"^{FILE_PREFIX}(?P<rate>\d+(?:\.\d+)?)\.json$")
-RECORDS_FILE = re.compile(rf"^{FILE_PREFIX}(?P<rate>\d+(?:\.\d+)?)\.jsonl$")
+FILE_PREFIX = "aiperf_rate_"  # an open-loop level's files: aiperf_rate_<R>.json(l)
+CONCURRENCY_PREFIX = "aiperf_concurrency_"  # a closed-loop level's: aiperf_concurrency_<N>.json(l)
+AIPERF_FILE = re.compile(r"^aiperf_(?P<kind>rate|concurrency)_(?P<rate>\d+(?:\.\d+)?)\.json$")
+RECORDS_FILE = re.compile(r"^aiperf_(?P<kind>rate|concurrency)_(?P<rate>\d+(?:\.\d+)?)\.jsonl$")
+
+
+def file_prefix(closed_loop: bool) -> str:
+    """The stem before the level in an aiperf level's file names."""
+    return CONCURRENCY_PREFIX if closed_loop else FILE_PREFIX
+
+
+def file_load(match: re.Match[str]) -> Load:
+    """The level an :data:`AIPERF_FILE` or :data:`RECORDS_FILE` name carries."""
+    if match["kind"] == "concurrency":
+        return Load(concurrency=int(float(match["rate"])))
+    return Load(rate=float(match["rate"]))
 MEASURED_PHASE = "profiling"
 UNIT_SCALE = {"ms": 1e-3, "sec": 1.0, "s": 1.0, "ns": 1e-9, "us": 1e-6}
 
@@ -89,8 +104,10 @@ def _answered(records: str, where: str) -> tuple[tuple[tuple[float, float | None
     return (*warmup, *answered), len(warmup)
 
 
-def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float, where: str = "result") -> LevelResult:
-    """One rate's summary (and its records, for goodput and the client's mean TTFT) as a :class:`LevelResult`."""
+def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float | None = None,
+                 load: Load | None = None, where: str = "result") -> LevelResult:
+    """One level's summary (``load``, or the open-loop ``rate``) and its records (for goodput and the client's mean
+    TTFT) as a :class:`LevelResult`."""
     if "aiperf_version" not in summary:
         raise ResultsError(f"{where}: no 'aiperf_version' (not an aiperf profile_export_aiperf.json?)")
     errors = [e for e in summary.get("error_summary") or [] if isinstance(e, Mapping)]
@@ -102,7 +119,7 @@ def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float
     output = _avg(summary, "usage_completion_tokens")
     answered, warmup = _answered(records or "", where)
     return LevelResult(
-        load=Load(rate=rate), scenario=_scenario(summary),
+        load=_load(load, rate), scenario=_scenario(summary),
         ttft=_percentiles(summary, "time_to_first_token", where), tpot=_percentiles(summary, "inter_token_latency",
                                                                                      where),
         e2e=_percentiles(summary, "request_latency", where),
@@ -111,19 +128,28 @@ def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float
         duration_s=_avg(summary, "benchmark_duration") or 0.0,
         mean_input_tokens=_avg(summary, "usage_prompt_tokens") or _avg(summary, "input_sequence_length"),
         mean_output_tokens=output if output is not None else _avg(summary, "output_sequence_length"),
-        error_codes=codes, first_error=first, answered=answered, warmup_answered=warmup)
+        error_codes=codes, first_error=first, answered=answered, warmup_answered=warmup, client=Client.AIPERF.value)
 
 
-def parse_failed_records(records: str, *, rate: float, isl: int, osl: int, where: str = "records") -> LevelResult:
-    """A rate whose every request failed (aiperf wrote no summary): the measured records' failures by HTTP code."""
+def _load(load: Load | None, rate: float | None) -> Load:
+    if load is not None:
+        return load
+    if rate is None:
+        raise ValueError("give the level's load or rate")
+    return Load(rate=rate)
+
+
+def parse_failed_records(records: str, *, rate: float | None = None, load: Load | None = None, isl: int, osl: int,
+                         where: str = "records") -> LevelResult:
+    """A level whose every request failed (aiperf wrote no summary): the measured records' failures by HTTP code."""
     measured = [r for r in _records(records, where) if _measured(r)]
     errors = [r["error"] for r in measured if isinstance(r.get("error"), Mapping)]
     codes = Counter(str(error.get("code")) for error in errors)
     none = Percentiles(None, None, None)
-    return LevelResult(load=Load(rate=rate), scenario=f"D({isl},{osl})", ttft=none, tpot=none, e2e=none,
+    return LevelResult(load=_load(load, rate), scenario=f"D({isl},{osl})", ttft=none, tpot=none, e2e=none,
                        output_tokens_per_s=0.0, completed=len(measured) - len(errors), failed=len(errors),
                        duration_s=0.0, mean_input_tokens=None, mean_output_tokens=None, error_codes=codes,
-                       first_error=str(errors[0].get("message"))[:300] if errors else None)
+                       first_error=str(errors[0].get("message"))[:300] if errors else None, client=Client.AIPERF.value)
 
 
 def _scenario(summary: Mapping[str, Any]) -> str:

@@ -11,6 +11,11 @@ client-side number:
   being computed locally. Disaggregated requests with no such tokens mean the transfer failed and
   the decoder recomputed (the operator's ``Retrieved 0 out of N``).
 
+The same snapshots give each role's prefix-cache hit rate per level: vLLM 0.19's
+``vllm:prefix_cache_hits_total`` over ``vllm:prefix_cache_queries_total`` (tokens; ``vllm/v1/metrics/
+loggers.py`` l.505 and l.516, ``data/metrics-contract.json``), on the decoders and, when bench can read
+them, the prefillers: a level that re-sent earlier prompts, or a shared-prefix workload, shows there.
+
 The snapshots are read through the API server's pod proxy, so ``bench`` needs no port-forward and
 no network path to the pods: ``get`` on ``pods/proxy`` in both namespaces (and ``pods/log`` in the
 router's, whose documented routing line counts when its metrics carry no routing counter).
@@ -25,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hyperpod_dpd.benchmark.job import RESULTS_MARK
-from hyperpod_dpd.benchmark.route import RoutePath, isl_for_model
+from hyperpod_dpd.benchmark.route import MARGIN, ROUND_TO, RoutePath, isl_for_model
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
 from hyperpod_dpd.clients.kube import JsonDict, KubeError
 from hyperpod_dpd.contracts.operator import (
@@ -49,6 +54,9 @@ EXTERNAL_SOURCE = "external_kv_transfer"
 CACHE_HIT_SOURCE = "local_cache_hit"  # the decoder's own prefix cache: not recomputed, not transferred
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
+PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"  # vllm/v1/metrics/loggers.py:516 (vLLM 0.19.0), in tokens
+PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"  # vllm/v1/metrics/loggers.py:505, in tokens
+CACHE_ROLES = ("decoder", "prefill")  # the vLLM pods whose prefix cache is reported, by their key's role
 POD_TEMPLATE_HASH = "pod-template-hash"  # set by the Deployment controller on every pod it makes
 MIN_FRACTION = 0.95  # a DPD level below this did not measure DPD
 # A disaggregated prompt's KV arrives whole but for its last, partly filled block, which the decoder computes
@@ -102,7 +110,8 @@ ROUTER_SERIES = {"disaggregated": (DISAGGREGATED, None), "local": (LOCAL, None),
                  "ttft_seconds": (f"{E2E_TTFT}_sum", None), "ttft_count": (f"{E2E_TTFT}_count", None)}
 DECODER_SERIES = {"external_kv_tokens": (EXTERNAL_KV, {"source": EXTERNAL_SOURCE}),
                   "cache_hit_tokens": (EXTERNAL_KV, {"source": CACHE_HIT_SOURCE}),
-                  "prompt_tokens": (PROMPT_TOKENS, None), "generation_tokens": (GENERATION_TOKENS, None)}
+                  "prompt_tokens": (PROMPT_TOKENS, None), "generation_tokens": (GENERATION_TOKENS, None),
+                  "prefix_cache_hits": (PREFIX_CACHE_HITS, None), "prefix_cache_queries": (PREFIX_CACHE_QUERIES, None)}
 
 
 def pod_sample(text: str, *, router: bool, restarts: int = 0) -> dict[str, float]:
@@ -125,20 +134,24 @@ def _named(texts: Iterable[str] | Mapping[str, str], role: str) -> dict[str, str
 
 @dataclass(frozen=True, kw_only=True)
 class DpdCounters:
-    """One snapshot of every router and decoder pod's counters, by ``router/<pod>`` or ``decoder/<pod>``."""
+    """One snapshot of every router, decoder and prefill pod's counters, by ``router/<pod>``, ``decoder/<pod>`` or
+    ``prefill/<pod>`` (a prefill pod's counters feed only its role's prefix-cache rate)."""
 
     pods: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, router: Iterable[str] | Mapping[str, str], decoder: Iterable[str] | Mapping[str, str], *,
-              restarts: Mapping[str, int] | None = None) -> DpdCounters:
-        """From the ``/metrics`` text of every router pod and every decoder pod (by pod name when a mapping),
-        with each pod's container restarts when known."""
+              restarts: Mapping[str, int] | None = None,
+              prefill: Iterable[str] | Mapping[str, str] = ()) -> DpdCounters:
+        """From the ``/metrics`` text of every router pod, every decoder pod and every prefill pod (by pod name when
+        a mapping), with each pod's container restarts when known."""
         restarts = restarts or {}
         pods = {key: pod_sample(text, router=True, restarts=restarts.get(key, 0))
                 for key, text in _named(router, "router").items()}
         pods |= {key: pod_sample(text, router=False, restarts=restarts.get(key, 0))
                  for key, text in _named(decoder, "decoder").items()}
+        pods |= {key: pod_sample(text, router=False, restarts=restarts.get(key, 0))
+                 for key, text in _named(prefill, "prefill").items()}
         return cls(pods=pods)
 
     def total(self, name: str) -> float:
@@ -171,12 +184,15 @@ class LevelDisaggregation:
     generation_tokens: int | None = None  # the decoders' vllm:generation_tokens_total, when exported
     router_ttft_buckets: Mapping[float, float] = field(default_factory=dict)
     pod_changes: tuple[str, ...] = ()  # pods that restarted, appeared or went away during the level
+    # per role (decoder, prefill): the prefix cache's (hit, queried) prompt tokens, for the roles that export them
+    prefix_cache: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def between(cls, before: DpdCounters, after: DpdCounters, *, load: Load) -> LevelDisaggregation:
         """Each pod's increase, summed: a pod whose counter went down (it restarted) counts from zero, as
         Prometheus' ``increase`` does, without making any other pod's lifetime total this level's."""
         grown: dict[str, float] = {}
+        cache: dict[str, list[float]] = {}
         changes = []
         for pod, sample in after.pods.items():
             delta, reset = _grew(before.pods.get(pod), sample)
@@ -184,12 +200,19 @@ class LevelDisaggregation:
                 changes.append(f"{pod} started")
             elif reset:
                 changes.append(f"{pod} restarted")
+            role = pod.partition("/")[0]
+            if role in CACHE_ROLES and "prefix_cache_queries" in sample:
+                totals = cache.setdefault(role, [0.0, 0.0])
+                totals[0] += delta.get("prefix_cache_hits", 0.0)
+                totals[1] += delta.get("prefix_cache_queries", 0.0)
+            if role == "prefill":
+                continue  # the decoders' counts are the level's; a prefiller's feed only its prefix-cache rate
             for key, value in delta.items():
                 grown[key] = grown.get(key, 0.0) + value
         changes += [f"{pod} went away" for pod in before.pods if pod not in after.pods]
 
         def known(key: str) -> int | None:
-            present = any(key in sample for sample in after.pods.values())
+            present = any(key in sample for pod, sample in after.pods.items() if not pod.startswith("prefill/"))
             return round(grown.get(key, 0.0)) if present else None
 
         count = grown.get("ttft_count", 0.0)
@@ -201,7 +224,9 @@ class LevelDisaggregation:
                    router_ttft_mean_s=grown.get("ttft_seconds", 0.0) / count if count else None,
                    router_ttft_buckets={float(key.removeprefix(BUCKET)): value for key, value in grown.items()
                                         if key.startswith(BUCKET)},
-                   pod_changes=tuple(changes))
+                   pod_changes=tuple(changes),
+                   prefix_cache={role: (round(hits), round(queries))
+                                 for role, (hits, queries) in sorted(cache.items())})
 
     @property
     def routed(self) -> int:
@@ -216,6 +241,11 @@ class LevelDisaggregation:
         """The router TTFT histogram bucket holding this level's ``q`` quantile (None when it has no finite one)."""
         return quantile_bounds(self.router_ttft_buckets, q)
 
+    def prefix_cache_hit_rate(self, role: str = "decoder") -> float | None:
+        """The fraction of ``role``'s queried prompt tokens its prefix cache held this level; None when unknown."""
+        hits, queries = self.prefix_cache.get(role, (0, 0))
+        return hits / queries if queries else None
+
     def kv_expected(self, mean_prompt_tokens: float | None) -> float | None:
         """Prompt tokens the disaggregated requests should have brought from the prefiller: the decoders' own
         prompt-token count for the level, shared out by request (else the server's per-request count)."""
@@ -228,7 +258,10 @@ class LevelDisaggregation:
                 "fallback": self.fallback, "fraction": self.fraction, "external_kv_tokens": self.external_kv_tokens,
                 "cache_hit_tokens": self.cache_hit_tokens, "prompt_tokens": self.prompt_tokens,
                 "generation_tokens": self.generation_tokens, "router_ttft_mean_s": self.router_ttft_mean_s,
-                "pod_changes": list(self.pod_changes)}
+                "pod_changes": list(self.pod_changes),
+                "prefix_cache": {role: {"hit_tokens": hits, "queried_tokens": queries,
+                                        "hit_rate": self.prefix_cache_hit_rate(role)}
+                                 for role, (hits, queries) in self.prefix_cache.items()}}
 
 
 def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: Mapping[Load, LevelDisaggregation],
@@ -254,9 +287,7 @@ def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: M
         elif path is RoutePath.DPD and fraction < MIN_FRACTION:
             counted = (prompt_tokens or {}).get(level)
             needed = isl_for_model(isl=isl, prompt_tokens=counted, threshold=threshold)
-            fix = (f"the model's tokenizer counted {counted:,.0f} prompt tokens per request against the threshold "
-                   f"{threshold}: use --isl {needed} or more" if needed is not None and counted
-                   else "Check the deployed routingThreshold against --isl")
+            fix = _threshold_fix(isl=isl, counted=counted, needed=needed, threshold=threshold)
             found.append(TrustWarning(code=Trust.NOT_DISAGGREGATED, load=level, message=(
                 f"the router disaggregated {seen.disaggregated} of {seen.routed} requests ({fraction:.0%}, below "
                 f"{MIN_FRACTION:.0%}; {seen.local} went straight to the decoder, {seen.fallback} fell back): these "
@@ -278,6 +309,24 @@ def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: M
                 f"{', '.join(seen.pod_changes)} during this level: its requests were served by a changing set of "
                 "pods, and the counts of a pod that went away are lost")))
     return found
+
+
+def _threshold_fix(*, isl: int, counted: float | None, needed: int | None, threshold: int) -> str:
+    """What to change when a DPD level went local: the input length the model's tokenizer needs, or, when its count
+    already clears the threshold, the router's own estimate to scale by. The router estimates a prompt's length from
+    its characters (about 4 per token), not with the model's tokenizer, so a tokenizer with shorter tokens than
+    Llama 3's (the shipped lengths' tokenizer) reaches the threshold in tokens while the estimate stays below it."""
+    if needed is not None and counted:
+        return (f"the model's tokenizer counted {counted:,.0f} prompt tokens per request against the threshold "
+                f"{threshold}: use --isl {needed} or more")
+    if counted and threshold and isl:
+        target = math.ceil(threshold * (1 + MARGIN))
+        return (f"the model's tokenizer counted {counted:,.0f} prompt tokens per request, clear of the threshold "
+                f"{threshold}, but the router estimates length from characters (about 4 per token), and this "
+                "tokenizer's tokens are shorter than the Llama 3 ones --isl was sized with: read estimated_tokens=E "
+                f"in the router's 'Conditional routing' log line and use --isl {isl} x {target} / E rounded up to "
+                f"{ROUND_TO}")
+    return "Check the deployed routingThreshold against --isl"
 
 
 def _partial_kv(seen: LevelDisaggregation, mean_prompt_tokens: float | None) -> str | None:
@@ -306,6 +355,8 @@ class MetricsSources:
     decoder_selector: str
     decoder_deployment: str
     decoder_port: int
+    prefill_selector: str = ""  # "" with prefill_deployment "": the prefillers are not read
+    prefill_deployment: str = ""
 
     @classmethod
     def for_spec(cls, spec: DpdSpec) -> MetricsSources:
@@ -313,7 +364,8 @@ class MetricsSources:
         return cls(router_namespace=OPERATOR_NAMESPACE, router_deployment=router_deployment(spec),
                    router_container=ROUTER_CONTAINER, decoder_namespace=spec.namespace,
                    decoder_selector=f"{ROLE_LABEL}=decode", decoder_deployment=role_deployment(spec, "decode"),
-                   decoder_port=spec.port)
+                   decoder_port=spec.port, prefill_selector=f"{ROLE_LABEL}=prefill",
+                   prefill_deployment=role_deployment(spec, "prefill"))
 
 
 class MetricsKube(Protocol):
@@ -373,12 +425,17 @@ def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
     if not routers or not decoders:
         raise KubeError(f"no running pod of Deployment {sources.router_deployment} in {sources.router_namespace} "
                         f"or of {sources.decoder_deployment} in {sources.decoder_namespace}")
+    prefillers = [p for p in kube.pods(sources.decoder_namespace, sources.prefill_selector)
+                  if of_deployment(p, sources.prefill_deployment) and serving(p)] if sources.prefill_deployment else []
     router_texts = {_name(pod): _router_counters(kube, sources, pod) for pod in routers}
     decoder_texts = {_name(p): kube.pod_get(sources.decoder_namespace, _name(p), sources.decoder_port, METRICS_PATH)
                      for p in decoders}
+    prefill_texts = {_name(p): kube.pod_get(sources.decoder_namespace, _name(p), sources.decoder_port, METRICS_PATH)
+                     for p in prefillers}
     counts = {f"router/{_name(p)}": restarts(p) for p in routers} | {f"decoder/{_name(p)}": restarts(p)
                                                                        for p in decoders}
-    return DpdCounters.parse(router_texts, decoder_texts, restarts=counts)
+    counts |= {f"prefill/{_name(p)}": restarts(p) for p in prefillers}
+    return DpdCounters.parse(router_texts, decoder_texts, restarts=counts, prefill=prefill_texts)
 
 
 def _router_counters(kube: MetricsKube, sources: MetricsSources, pod: JsonDict) -> str:

@@ -1,16 +1,16 @@
 """The benchmark Job and its ServiceAccount, as a cdk8s-plus chart.
 
-One pod, in order: ``fetch-tokenizer`` (aws-cli) copies the tokenizer files from S3, so no Hugging
-Face access is needed; ``benchmark`` runs the scenario's client against the router once per level
-(genai-bench per concurrency level, aiperf per request rate) and always exits 0, writing the client's
-exit code next to the results. Before the first level and after each one it prints a ``quiet=<levels
-done>`` marker and sends nothing for ``quiet_seconds``, so ``bench``, polling its log, can snapshot
-the router's and decoder's counters between levels; ``publish`` prints every result file between
-markers (so ``bench`` can read them from the pod's log), uploads them to S3 when asked, and exits
-with the client's code, so the Job fails when the client did. ``backoffLimit: 0`` (a retried
+One pod, in order: ``fetch-tokenizer`` (aws-cli) copies the tokenizer files from S3, so no Hugging Face
+access is needed; ``benchmark`` runs the scenario's client against the router once per level (aiperf per
+concurrency level or request rate, or genai-bench per concurrency level when asked) and always exits 0,
+writing the client's exit code next to the results. Before the first level and after each one it prints
+a ``quiet=<levels done>`` marker and sends nothing for ``quiet_seconds``, so ``bench``, polling its log,
+can snapshot the router's and decoder's counters between levels; ``publish`` prints every result file
+between markers (so ``bench`` can read them from the pod's log), uploads them to S3 when asked, and
+exits with the client's code, so the Job fails when the client did. ``backoffLimit: 0`` (a retried
 benchmark measures a different run), a deadline sized from the scenario, a TTL, non-root with a
-read-only root filesystem, resources requested, and never a HyperPod GPU node; any other node
-unless a selector is given (an existing cluster's nodes carry none of the stack's labels).
+read-only root filesystem, resources requested, and never a HyperPod GPU node; any other node unless a
+selector is given (an existing cluster's nodes carry none of the stack's labels).
 
 The default image is ``public.ecr.aws/docker/library/python`` (Docker's official image mirrored on
 ECR Public: pullable without credentials or Docker Hub rate limits), into which the container
@@ -37,7 +37,7 @@ import cdk8s
 from constructs import Construct
 
 from hyperpod_dpd._kplus import kplus
-from hyperpod_dpd.benchmark.aiperf_results import FILE_PREFIX
+from hyperpod_dpd.benchmark.aiperf_results import file_prefix
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.results import PLAN_FILE, plan_document
 from hyperpod_dpd.benchmark.scenario import Scenario
@@ -74,7 +74,7 @@ class JobOptions:
     :param run_id: names the Job and the results folder (lower-case letters, digits, '-').
     :param image: runs the client (pip-installed when absent). :default: python 3.11 slim from ECR Public
     :param genai_bench_version: another version is installed unpinned (no lock). :default: 0.0.5, from the lock
-    :param aiperf_version: the open-loop client; another version is installed unpinned. :default: 0.13.0, locked
+    :param aiperf_version: the default client; another version is installed unpinned. :default: 0.13.0, locked
     :param pip_index_url: the index the pod installs from. :default: - PyPI
     :param aws_cli_image: copies the tokenizer and the results. :default: aws-cli 2.27.0 from ECR Public
     :param service_account: :default: hyperpod-dpd-bench
@@ -170,24 +170,29 @@ def _install_script(client: Client) -> str:
         "fi\n")
 
 
-def _run_level(client: Client) -> str:
+def _run_level(client: Client, *, closed_loop: bool = False) -> str:
     """One level of the pod's loop: ``$plan`` is one item of :meth:`Scenario.level_plan`."""
     if client is Client.GENAI_BENCH:
         return ('  genai-bench "$@" --num-concurrency "$level" --spawn-rate "${plan##*:}"\n'
                 "  code=$?\n")
     # aiperf writes its artifacts per run; keep the summary and the per-request records under names
-    # that carry the rate as Scenario.level_plan prints it (%g, which aiperf_results.AIPERF_FILE reads
+    # that carry the level as Scenario.level_plan prints it (%g, which aiperf_results.AIPERF_FILE reads
     # back), and its log for the publish step.
-    return ('  rest="${plan#*:}"; count="${rest%%:*}"; rest="${rest#*:}"; out="/results/aiperf/$level"\n'
-            '  aiperf "$@" --request-rate "$level" --request-count "$count" '
-            '--warmup-request-count "${rest%%:*}" --random-seed "${rest##*:}" --artifact-dir "$out"\n'
+    flag, prefix = ("--concurrency", file_prefix(True)) if closed_loop else ("--request-rate", file_prefix(False))
+    # One dataset entry per request, warm-up included, taken in order: aiperf 0.13 otherwise makes --request-count
+    # entries and its warm-up re-sends some of the measured prompts (a prefix-cache hit timed as a prefill).
+    return ('  rest="${plan#*:}"; count="${rest%%:*}"; rest="${rest#*:}"; warm="${rest%%:*}"; '
+            'out="/results/aiperf/$level"\n'
+            f'  aiperf "$@" {flag} "$level" --request-count "$count" '
+            '--warmup-request-count "$warm" --num-dataset-entries "$((count + warm))" '
+            '--dataset-sampling-strategy sequential --random-seed "${rest##*:}" --artifact-dir "$out"\n'
             "  code=$?\n"
-            f'  cp "$out/profile_export_aiperf.json" "/results/$RUN_ID/{FILE_PREFIX}$level.json" 2>/dev/null\n'
-            f'  cp "$out/profile_export.jsonl" "/results/$RUN_ID/{FILE_PREFIX}$level.jsonl" 2>/dev/null\n'
+            f'  cp "$out/profile_export_aiperf.json" "/results/$RUN_ID/{prefix}$level.json" 2>/dev/null\n'
+            f'  cp "$out/profile_export.jsonl" "/results/$RUN_ID/{prefix}$level.jsonl" 2>/dev/null\n'
             '  mkdir -p /results/logs; cat "$out/logs/aiperf.log" >> /results/logs/aiperf.log 2>/dev/null\n')
 
 
-def _benchmark_script(client: Client) -> str:
+def _benchmark_script(client: Client, *, closed_loop: bool = False) -> str:
     return (
         "set -u\n"
         f"{_install_script(client)}"
@@ -198,7 +203,7 @@ def _benchmark_script(client: Client) -> str:
         "for plan in $LEVELS; do\n"
         '  level="${plan%%:*}"\n'
         f'  echo "{RESULTS_MARK} level=$level"\n'
-        f"{_run_level(client)}"
+        f"{_run_level(client, closed_loop=closed_loop)}"
         "  done=$((done + 1))\n"
         f'  echo "{RESULTS_MARK} quiet=$done"; sleep "$QUIET_SECONDS"\n'
         '  [ "$code" = 0 ] || break  # the client failed the level (genai-bench: every request failed)\n'
@@ -312,7 +317,8 @@ class BenchmarkJobChart(cdk8s.Chart):
             env={**home, **region}, mounts={"/tokenizer": volumes["tokenizer"], "/tmp": volumes["tmp"]}))
         self.job.add_init_container(**self._container(
             name=BENCHMARK_CONTAINER, image=options.image, cpu=options.cpu, memory_gib=options.memory_gib,
-            command=["sh", "-c", _benchmark_script(scenario.client), scenario.client.value],
+            command=["sh", "-c", _benchmark_script(scenario.client, closed_loop=not scenario.request_rates),
+                     scenario.client.value],
             args=client_args(target, scenario, options),
             env={**home, "CLIENT_VERSION": kplus.EnvValue.from_value(client_version(scenario, options)),
                  "LEVELS": kplus.EnvValue.from_value(scenario.level_plan(options.run_id)),

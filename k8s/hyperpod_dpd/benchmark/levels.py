@@ -45,6 +45,7 @@ class LevelResult:
     # (TTFT, TPOT) in seconds of every answered request, warm-up included (the router counts those too)
     answered: tuple[tuple[float, float | None], ...] = ()
     warmup_answered: int = 0  # how many of ``answered``, at its start, were warm-up requests (aiperf marks them)
+    client: str | None = None  # the client whose files these are (a Client value), when known
 
     @property
     def client_ttft_mean(self) -> float | None:

@@ -18,7 +18,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hyperpod_dpd.benchmark.aiperf_results import AIPERF_FILE, RECORDS_FILE, parse_aiperf, parse_failed_records
+from hyperpod_dpd.benchmark.aiperf_results import (
+    AIPERF_FILE,
+    RECORDS_FILE,
+    file_load,
+    parse_aiperf,
+    parse_failed_records,
+)
+from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles, ResultsError
 from hyperpod_dpd.load_point import Load
 
@@ -72,7 +79,8 @@ def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
         output_tokens_per_s=throughput, completed=completed, failed=failed, duration_s=duration,
         mean_input_tokens=_number(_get(stats, "num_input_tokens.mean", where)),
         mean_output_tokens=_number(_get(stats, "num_output_tokens.mean", where)),
-        error_codes=codes, first_error=str(errors[0])[:300] if errors else None, answered=answered)
+        error_codes=codes, first_error=str(errors[0])[:300] if errors else None, answered=answered,
+        client=Client.GENAI_BENCH.value)
 
 
 @dataclass(frozen=True)
@@ -168,10 +176,10 @@ def _collect_one(name: str, files: Mapping[str, str], found: dict[Load, LevelRes
                 found[level.load] = level
         elif (match := AIPERF_FILE.match(name)) is not None:
             records = files.get(name.removesuffix(".json") + ".jsonl")
-            level = parse_aiperf(_json_object(name, files[name]), records, rate=float(match["rate"]), where=name)
+            level = parse_aiperf(_json_object(name, files[name]), records, load=file_load(match), where=name)
             found[level.load] = level
         elif (match := RECORDS_FILE.match(name)) is not None and name.removesuffix("l") not in files:
-            level = parse_failed_records(files[name], rate=float(match["rate"]), isl=isl, osl=osl, where=name)
+            level = parse_failed_records(files[name], load=file_load(match), isl=isl, osl=osl, where=name)
             found[level.load] = level
 
 

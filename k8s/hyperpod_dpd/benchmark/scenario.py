@@ -7,12 +7,14 @@ threshold. Each level's first :data:`WARMUP_RATIO` of requests is left out of th
 its users start over :data:`STAGGER_SECONDS` rather than all at once, so equal-length requests do
 not move in lock-step waves.
 
-Closed-loop levels (``concurrency``) run genai-bench, the blog's client. Open-loop levels
-(``request_rates``: Poisson arrivals per second, which genai-bench 0.0.5 cannot send) run NVIDIA's
-aiperf, one ``aiperf profile --request-rate`` per rate with a seed of its own (fresh prompts), its
-warm-up requests sent at
-the same rate and left out, and at least :data:`OPEN_LOOP_SECONDS` of arrivals per rate so the queue
-reaches its steady state.
+Both kinds of load run NVIDIA's aiperf by default (:mod:`hyperpod_dpd.benchmark.client` says why):
+one ``aiperf profile`` per level, ``--concurrency`` for closed-loop levels and ``--request-rate``
+(Poisson arrivals per second) for open-loop ones, each with a seed of its own (fresh prompts: aiperf
+builds its prompts from the seed alone), its warm-up requests sent at the same load and left out,
+and, open loop, at least :data:`OPEN_LOOP_SECONDS` of arrivals per rate so the queue reaches its
+steady state. genai-bench, the blog's client, runs closed-loop levels when asked for
+(``client=Client.GENAI_BENCH``). ``prefix_share`` makes that fraction of every prompt one shared
+prefix (aiperf's prefix pool of one), the RAG and agent traffic a prefix cache serves.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.route import default_isl
 from hyperpod_dpd.errors import Problem, raise_if_any
 from hyperpod_dpd.load_point import Load
@@ -59,6 +61,9 @@ class Scenario:
     :param requests: requests per level. :default: - 10 x the highest concurrency, or
         :data:`OPEN_LOOP_SECONDS` of arrivals at each rate; at least 155 either way
     :param max_seconds: time bound per level, a multiple of 60 (genai-bench counts minutes). :default: 1800
+    :param client: the client the pod runs; genai-bench sends closed-loop levels only. :default: aiperf
+    :param prefix_share: the fraction of each prompt's ``isl`` tokens that is one prefix shared by every
+        prompt of a level (aiperf only). :default: 0 - no shared prefix
     """
 
     isl: int = DEFAULT_ISL
@@ -67,6 +72,8 @@ class Scenario:
     request_rates: tuple[float, ...] = ()
     requests: int | None = None
     max_seconds: int = DEFAULT_MAX_SECONDS
+    client: Client = DEFAULT_CLIENT
+    prefix_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.request_rates and self.concurrency == DEFAULT_CONCURRENCY:
@@ -74,8 +81,9 @@ class Scenario:
         raise_if_any(scenario_problems(self))
 
     @property
-    def client(self) -> Client:
-        return Client.AIPERF if self.request_rates else Client.GENAI_BENCH
+    def prefix_tokens(self) -> int:
+        """Tokens of the shared prefix at the head of each prompt (``prefix_share`` of ``isl``, rounded)."""
+        return round(self.prefix_share * self.isl)
 
     @property
     def loads(self) -> tuple[Load, ...]:
@@ -121,9 +129,10 @@ class Scenario:
 
     def level_plan(self, run_id: str = "") -> str:
         """Space-separated, for the pod's loop: ``LEVEL:SPAWN_RATE`` per genai-bench level, or
-        ``RATE:REQUESTS:WARMUP:SEED`` per aiperf level, with :func:`arrival_seed` of ``run_id`` and the level."""
-        if self.request_rates:
-            return " ".join(f"{load.rate:g}:{self.requests_at(load)}:{self.warmup_at(load)}:{arrival_seed(run_id, i)}"
+        ``LOAD:REQUESTS:WARMUP:SEED`` per aiperf level (a rate or a concurrency), with :func:`arrival_seed` of
+        ``run_id`` and the level."""
+        if self.client is Client.AIPERF:
+            return " ".join(f"{load.value:g}:{self.requests_at(load)}:{self.warmup_at(load)}:{arrival_seed(run_id, i)}"
                             for i, load in enumerate(self.loads))
         return " ".join(f"{level}:{self.spawn_rate(level)}" for level in self.concurrency)
 
@@ -149,12 +158,22 @@ class Scenario:
                 str(self.max_minutes), "--warmup-ratio", str(WARMUP_RATIO)]
 
     def aiperf_args(self) -> list[str]:
-        """The load-shape flags of ``aiperf profile`` shared by every rate (the pod adds ``--request-rate``,
-        ``--request-count``, ``--warmup-request-count`` and ``--random-seed`` per level, from :meth:`level_plan`):
-        fixed lengths, ``ignore_eos`` so every answer is ``osl`` tokens, Poisson arrivals from the level's seed,
-        and the level's time bound (requests still in flight get :data:`GRACE_SECONDS`)."""
-        return ["--isl", str(self.isl), "--isl-stddev", "0", "--osl", str(self.osl), "--osl-stddev", "0",
-                "--extra-inputs", "ignore_eos:true", "--arrival-pattern", "poisson",
+        """The load-shape flags of ``aiperf profile`` shared by every level (the pod adds ``--request-rate`` or
+        ``--concurrency``, ``--request-count``, ``--warmup-request-count`` and ``--random-seed`` per level, from
+        :meth:`level_plan`): fixed lengths, ``ignore_eos`` so every answer is ``osl`` tokens, Poisson arrivals
+        (open loop) or warm-up users started over :data:`STAGGER_SECONDS` (closed loop, so equal requests do not
+        move in lock-step), and the level's time bound (requests still in flight get :data:`GRACE_SECONDS`).
+
+        A shared prefix is aiperf 0.13's prefix pool of one (``--num-prefix-prompts 1 --prefix-prompt-length P``):
+        it joins the prefix's tokens and the body's at the token level, so a prompt is ``P + --isl`` tokens
+        (aiperf/dataset/generator/prompt.py, ``PromptGenerator.generate_prompt``; composer/synthetic.py, the
+        ``with_prefix`` turn), and ``--isl`` here is the body's ``isl - P``."""
+        prefix = self.prefix_tokens
+        shape = ["--arrival-pattern", "poisson"] if self.request_rates else [
+            "--warmup-concurrency-ramp-duration", str(STAGGER_SECONDS)]
+        shared = ["--num-prefix-prompts", "1", "--prefix-prompt-length", str(prefix)] if prefix else []
+        return ["--isl", str(self.isl - prefix), "--isl-stddev", "0", *shared, "--osl", str(self.osl),
+                "--osl-stddev", "0", "--extra-inputs", "ignore_eos:true", *shape,
                 "--benchmark-duration", str(self.max_seconds),
                 "--benchmark-grace-period", str(GRACE_SECONDS)]
 
@@ -180,6 +199,20 @@ def scenario_problems(s: Scenario) -> Iterator[Problem]:
         yield Problem(field="request_rates", value=list(s.request_rates), message=(
             f"given with concurrency {levels_text(s.concurrency)}: a run is open loop or closed loop"),
             fix="give the rates or the concurrency levels, and run bench twice for both")
+    if s.client is Client.GENAI_BENCH and s.request_rates:
+        yield Problem(field="client", value=s.client.value, message="has no open-loop mode (genai-bench 0.0.5 sends "
+                      "closed-loop users only)", fix="leave --client out (aiperf) for --request-rate")
+    if s.client is Client.GENAI_BENCH and s.prefix_share:
+        yield Problem(field="prefix_share", value=s.prefix_share, message="needs aiperf's prefix prompts",
+                      fix="leave --client out (aiperf) for --prefix-share")
+    if not isinstance(s.prefix_share, int | float) or isinstance(s.prefix_share, bool) \
+            or not 0 <= s.prefix_share < 1 or not math.isfinite(s.prefix_share):
+        yield Problem(field="prefix_share", value=s.prefix_share, message="must be a fraction from 0 up to, not "
+                      "including, 1 (the rest of each prompt is its own)", fix="use e.g. 0.5 for half of each prompt")
+    elif s.prefix_share and isinstance(s.isl, int) and not 1 <= s.prefix_tokens < s.isl:
+        yield Problem(field="prefix_share", value=s.prefix_share, message=(
+            f"gives a shared prefix of {s.prefix_tokens} of {s.isl} tokens: at least one token must be shared "
+            "and at least one be the prompt's own"), fix="use a share between 1/isl and 1 - 1/isl")
     if not s.concurrency and not s.request_rates:
         yield Problem(field="concurrency", value=list(s.concurrency), message="is empty",
                       fix="give one or more levels, e.g. 8,16,32")

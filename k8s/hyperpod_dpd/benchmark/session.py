@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from hyperpod_dpd.benchmark.ab import AbRow, compare_ab, render_ab
-from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
 from hyperpod_dpd.benchmark.disaggregation import (
     LevelDisaggregation,
@@ -139,6 +139,8 @@ class BenchRequest:
     request_rate: str | None = None
     requests: int | None = None
     max_seconds: int = DEFAULT_MAX_SECONDS
+    client: str | None = None  # a Client value; None: the default (aiperf)
+    prefix_share: float = 0.0
     # what to run
     aggregated: bool = False
     compare: bool = False
@@ -166,6 +168,12 @@ class BenchRequest:
     timeout: float | None = None
     poll_interval: float = DEFAULT_POLL
     keep: bool = False
+
+
+# A results folder holds the client's files only: the counters bench read while the Job ran are not in it.
+UNCHECKED = ("not checked: a results folder holds no router or decoder counters, so which path the requests took, "
+             "whether the KV cache arrived and how much of the TTFT is the client's were not verified here (the run "
+             "that wrote the folder checked them; its report says whether they held)")
 
 
 @dataclass
@@ -210,7 +218,8 @@ class Report:
         document: dict[str, Any] = {"runs": {o.label: {**results_object(
             endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
             routing=o.routing, slo=self.slo, identity=self.identity),
-            "problem": o.problem or None} for o in outcomes}}
+            "problem": o.problem or None,
+            **({"unchecked": UNCHECKED} if o.routing is None and not o.job else {})} for o in outcomes}}
         ab = self._ab()
         if ab is not None:
             document["ab"] = [row.as_dict() for row in ab]
@@ -227,6 +236,8 @@ class Report:
                      else f"read from {o.source}")
             title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
             block = render_results(title, o.results, o.warnings, o.routing, self.slo)
+            if o.routing is None and not o.job:
+                block += f"\n\n{UNCHECKED}"
             if o.problem:
                 block += f"\n\nthe job did not succeed:\n{o.problem}"
             blocks.append(block)
@@ -299,15 +310,14 @@ def _traffic(request: BenchRequest) -> Scenario:
     """The scenario asked for, refused (exit 2) when the spec could not serve or route it as ``path`` says."""
     spec, path = request.spec, request.path
     threshold = spec.routing.threshold
-    client = Client.AIPERF if request.request_rate is not None else Client.GENAI_BENCH
+    client = Client(request.client) if request.client is not None else DEFAULT_CLIENT
     isl = request.isl if request.isl is not None else default_isl(threshold, path, client) or 1
     raise_if_any(route_problems(isl=isl, osl=request.osl, path=path, threshold=threshold,
                                 max_model_len=spec.max_model_len, client=client))
-    if request.request_rate is not None:
-        return Scenario(isl=isl, osl=request.osl, requests=request.requests, max_seconds=request.max_seconds,
-                        request_rates=parse_rates(request.request_rate), concurrency=())
+    rates = parse_rates(request.request_rate) if request.request_rate is not None else ()
     return Scenario(isl=isl, osl=request.osl, requests=request.requests, max_seconds=request.max_seconds,
-                    concurrency=parse_levels(request.concurrency))
+                    client=client, prefix_share=request.prefix_share, request_rates=rates,
+                    concurrency=() if rates else parse_levels(request.concurrency))
 
 
 def _scenario_of(results: BenchmarkResults) -> Scenario:
@@ -319,7 +329,9 @@ def _scenario_of(results: BenchmarkResults) -> Scenario:
         raise UsageError(f"the results use traffic scenario {results.levels[0].scenario!r}; only fixed "
                          "lengths D(isl,osl) can be checked and compared")
     loads = results.loads
-    return Scenario(isl=int(match[1]), osl=int(match[2]),
+    clients = {level.client for level in results.levels if level.client is not None}
+    return Scenario(isl=int(match[1]), osl=int(match[2]), client=Client(clients.pop()) if len(clients) == 1
+                    else DEFAULT_CLIENT,
                     concurrency=tuple(load.concurrency for load in loads if load.concurrency is not None),
                     request_rates=tuple(load.rate for load in loads if load.rate is not None))
 

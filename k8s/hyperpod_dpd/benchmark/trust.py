@@ -83,9 +83,26 @@ def level_warnings(level: LevelResult, scenario: Scenario) -> list[TrustWarning]
 def trust_warnings(results: BenchmarkResults, scenario: Scenario) -> list[TrustWarning]:
     """Warnings for every level, in load order, then the levels that never ran."""
     found = [warning for level in results.levels for warning in level_warnings(level, scenario)]
-    cause = ("no readable result: " + "; ".join(results.unreadable) + " (a copy cut short: the Job's log after "
-             "kubelet rotated it, or an upload that stopped part-way); if its file is not among these, the benchmark "
-             "stopped after a level where every request failed, or the run hit its deadline") if results.unreadable \
-        else "no result: the benchmark stops after a level where every request failed, or the run hit its deadline"
-    found += [TrustWarning(code=Trust.LEVEL_NOT_RUN, load=level, message=cause) for level in results.missing]
+    found += [TrustWarning(code=Trust.LEVEL_NOT_RUN, load=load, message=_missing_cause(results, scenario, load))
+              for load in results.missing]
     return found
+
+
+LOST = ("its result file reached bench in neither copy (the Job's log loses its oldest part once kubelet rotates it "
+        "past 10 MiB, and the S3 copy was not read or not written)")
+
+
+def _missing_cause(results: BenchmarkResults, scenario: Scenario, load: Load) -> str:
+    """Why ``load`` has no result, from what the run order shows: the pod runs the levels in order and stops after
+    one whose every request failed, so a level with a later level's result ran and was lost on the way to bench."""
+    order = scenario.loads if load in scenario.loads else tuple(sorted({*results.loads, load}, key=Load.sort_key))
+    place = order.index(load)
+    earlier = [level for level in (results.level(other) for other in order[:place]) if level is not None]
+    cut = f"; no readable result: {'; '.join(results.unreadable)}" if results.unreadable else ""
+    if any(results.level(other) is not None for other in order[place + 1:]):
+        return f"the level ran (a later level has results), but {LOST}{cut}"
+    failed = next((level for level in reversed(earlier) if level.completed == 0), None)
+    if failed is not None:
+        return (f"not run: the benchmark stops after a level where every request failed "
+                f"({failed.load.describe()}){cut}")
+    return f"no result: either {LOST}, or the run hit its deadline before this level{cut}"

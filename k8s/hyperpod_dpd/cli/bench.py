@@ -1,7 +1,8 @@
 """``hyperpod-dpd bench [SPEC]``: benchmark the deployed endpoint from inside the cluster.
 
 Runs a Job on a non-HyperPod node that sends fixed-length prompts to the endpoint's router, one load level
-at a time (genai-bench at each closed-loop --concurrency, aiperf at each open-loop --request-rate), reads
+at a time (aiperf at each closed-loop --concurrency or open-loop --request-rate; --client genai-bench runs the
+AWS blog's client for closed loop instead), reads
 the result files back (from S3 when the Job uploaded them, else from its log), deletes the Job, and prints
 per level the latencies, throughput, failed requests, goodput under the spec's slo, and the router's and
 decoder's counters that prove the level was disaggregated. --aggregated also benchmarks the aggregated twin
@@ -19,6 +20,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.route import RoutePath
 from hyperpod_dpd.benchmark.scenario import (
     DEFAULT_CONCURRENCY,
@@ -27,7 +29,7 @@ from hyperpod_dpd.benchmark.scenario import (
     DEFAULT_POLL,
     levels_text,
 )
-from hyperpod_dpd.cli._argtypes import pairs, path, positive, region, seconds
+from hyperpod_dpd.cli._argtypes import number, pairs, path, positive, region, seconds
 from hyperpod_dpd.cli._common import (
     add_deployed_arguments,
     add_output_dir_argument,
@@ -59,11 +61,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     traffic.add_argument("--osl", type=positive, default=DEFAULT_OSL, help=f"output tokens (default: {DEFAULT_OSL})")
     load = traffic.add_mutually_exclusive_group()
     load.add_argument("--concurrency", default=levels_text(DEFAULT_CONCURRENCY), metavar="N[,N...]",
-                      help="closed-loop concurrency levels, one genai-bench run each (default: "
+                      help="closed-loop concurrency levels, one client run each (default: "
                            f"{levels_text(DEFAULT_CONCURRENCY)})")
     load.add_argument("--request-rate", metavar="R[,R...]",
                       help="open-loop Poisson arrival rates in requests per second, one aiperf run each, instead of "
                            "--concurrency (e.g. 1,2,4)")
+    traffic.add_argument("--client", choices=[c.value for c in Client], default=DEFAULT_CLIENT.value,
+                         help=f"the benchmark client (default: {DEFAULT_CLIENT.value}, which adds far less TTFT under "
+                              "load; genai-bench, the AWS blog's client, sends closed-loop levels only)")
+    traffic.add_argument("--prefix-share", type=number, default=0.0, metavar="F",
+                         help="this fraction of each prompt's --isl tokens is one prefix shared by every prompt of a "
+                              "level, as RAG and agent traffic share a context (aiperf; default: 0, none)")
     traffic.add_argument("--requests", type=positive, metavar="N",
                          help="requests per level (default: 10 x the highest concurrency, or 120 s of arrivals at "
                               "each rate; at least 155)")
@@ -87,7 +95,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                      "from ECR Public)")
     job.add_argument("--genai-bench-version", help="the genai-bench to install (default: 0.0.5 with every dependency "
                                                    "hash-pinned; another version installs unpinned)")
-    job.add_argument("--aiperf-version", help="the aiperf to install for --request-rate (default: 0.13.0, "
+    job.add_argument("--aiperf-version", help="the aiperf to install, the default client (default: 0.13.0, "
                                               "hash-pinned; another version installs unpinned)")
     job.add_argument("--pip-index-url", metavar="URL", help="the package index the pod installs from, e.g. a mirror "
                                                          "for clusters without internet egress (default: PyPI)")
@@ -151,7 +159,8 @@ def _request(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> Be
         spec=checked.spec, architecture=checked.architecture.name if checked.architecture is not None else None,
         deployed=lambda: read_deployed(args, seams.aws_clients), quiet=args.json,
         isl=args.isl, path=RoutePath(args.path), osl=args.osl, concurrency=args.concurrency,
-        request_rate=args.request_rate, requests=args.requests, max_seconds=args.max_seconds,
+        request_rate=args.request_rate, requests=args.requests, max_seconds=args.max_seconds, client=args.client,
+        prefix_share=args.prefix_share,
         aggregated=args.aggregated, compare=args.compare, results_dir=args.results_dir,
         aggregated_results_dir=args.aggregated_results_dir,
         namespace=args.namespace, run_id=args.run_id, image=args.image, genai_bench_version=args.genai_bench_version,

@@ -1,0 +1,55 @@
+"""The default closed-loop benchmark: aiperf at concurrency 8, 16 and 32, run as the Job runs it, against the stub.
+
+The stub answers after a fixed 500 ms and its router serves a TTFT histogram with buckets 5 ms apart
+around it, so the client's overhead is bounded at p50 and p99, not only on the mean.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.overhead import overhead_bound, overhead_warnings, quantile, tail_bound
+from hyperpod_dpd.benchmark.results import read_directory
+from hyperpod_dpd.load_point import Load
+
+LEVELS = tuple(Load(concurrency=level) for level in (8, 16, 32))
+REQUESTS, WARMUP = 96, 10  # per level (conftest's closed_loop scenario), and its warm-up: ceil(10%)
+
+
+def test_every_level_is_read_with_its_warm_up_apart(closed_loop_run: Any) -> None:
+    assert closed_loop_run.returncode == 0, closed_loop_run.stdout[-3000:] + closed_loop_run.stderr
+    results = read_directory(closed_loop_run.folder)
+    assert results.loads == LEVELS and results.missing == ()
+    for level in results.levels:
+        assert (level.completed, level.failed, level.scenario, level.client) == (REQUESTS, 0, "D(64,16)",
+                                                                                 Client.AIPERF.value)
+        assert level.mean_output_tokens == 16 and len(level.answered) == REQUESTS + WARMUP
+        assert level.warmup_answered == WARMUP
+    assert closed_loop_run.served == 3 * (REQUESTS + WARMUP)
+
+
+def test_the_client_stays_within_the_bound_at_p50_and_p99(closed_loop_run: Any) -> None:
+    """Each level's client TTFT quantile against the router's bucket that holds the same quantile: both
+    checks ran (a finite bucket), and both hold."""
+    results = read_directory(closed_loop_run.folder)
+    routing = closed_loop_run.routing()
+    for level in results.levels:
+        seen = routing[level.load]
+        ttfts = [ttft for ttft, _ in level.answered]
+        for q, bound in ((0.50, overhead_bound), (0.99, tail_bound)):
+            bucket, client = seen.router_ttft_bounds(q), quantile(ttfts, q)
+            assert bucket is not None and client is not None
+            assert client - bucket[1] <= bound(bucket[1]), (level.load.describe(), q, client, bucket)
+    assert overhead_warnings(results.levels, routing) == []
+
+
+def test_each_closed_loop_level_sends_fresh_prompts(closed_loop_run: Any) -> None:
+    """A seed per level in closed loop too: no level re-sends another level's prompts, and no level its own (its
+    warm-up took entries of its own; before, aiperf's warm-up re-sent some of the measured prompts)."""
+    by_level = closed_loop_run.prompts_by_level()
+    assert [len(prompts) for prompts in by_level] == [REQUESTS + WARMUP] * 3
+    assert [len(set(prompts)) for prompts in by_level] == [REQUESTS + WARMUP] * 3
+    for i, prompts in enumerate(by_level):
+        for other in by_level[i + 1:]:
+            assert not set(prompts) & set(other)
