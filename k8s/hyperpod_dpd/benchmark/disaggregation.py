@@ -36,6 +36,7 @@ from hyperpod_dpd.contracts.operator import (
     router_deployment,
 )
 from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.observability.metrics import KV_STORE_PUT_TIME, PREFILL_TIME, QUEUE_TIME, TTFT
 from hyperpod_dpd.ops.dpd_counters import DEFAULT_METRICS_PATH as METRICS_PATH
 from hyperpod_dpd.ops.dpd_counters import LABEL, SAMPLE, routing_decisions, sample_value
 from hyperpod_dpd.spec import DpdSpec
@@ -94,6 +95,12 @@ def quantile_bounds(buckets: Mapping[float, float], q: float) -> tuple[float, fl
     return None
 
 
+# The histograms the TTFT decomposition reads, per role (names from the metrics contract, benchmark/decomposition.py
+# says what each stage is): the prefiller's queue, prefill and LMCache put (the KV push to the decoder), the
+# decoder's queue, first step and its own TTFT.
+PREFILLER_STAGE_FAMILIES = (QUEUE_TIME.name, PREFILL_TIME.name, KV_STORE_PUT_TIME.name)
+DECODER_STAGE_FAMILIES = (QUEUE_TIME.name, PREFILL_TIME.name, TTFT.name)
+
 # One pod's counters, by name: a router's (routing decisions, its TTFT histogram) or a decoder's (prompt tokens
 # by source, prompt and generated tokens), and its containers' restarts.
 RESTARTS = "restarts"
@@ -103,12 +110,18 @@ ROUTER_SERIES = {"disaggregated": (DISAGGREGATED, None), "local": (LOCAL, None),
 DECODER_SERIES = {"external_kv_tokens": (EXTERNAL_KV, {"source": EXTERNAL_SOURCE}),
                   "cache_hit_tokens": (EXTERNAL_KV, {"source": CACHE_HIT_SOURCE}),
                   "prompt_tokens": (PROMPT_TOKENS, None), "generation_tokens": (GENERATION_TOKENS, None)}
+STAGE = "stage:"  # a histogram's _sum or _count, for the TTFT decomposition (benchmark/decomposition.py)
+DECODER_SERIES |= {f"{STAGE}decode:{family}{part}": (f"{family}{part}", None)
+                   for family in DECODER_STAGE_FAMILIES for part in ("_sum", "_count")}
+PREFILLER_SERIES = {f"{STAGE}prefill:{family}{part}": (f"{family}{part}", None)
+                    for family in PREFILLER_STAGE_FAMILIES for part in ("_sum", "_count")}
 
 
-def pod_sample(text: str, *, router: bool, restarts: int = 0) -> dict[str, float]:
+def pod_sample(text: str, *, router: bool, restarts: int = 0, prefiller: bool = False) -> dict[str, float]:
     """The counters of one pod's ``/metrics`` text; a series the pod does not export is left out (not 0)."""
     found: dict[str, float] = {RESTARTS: float(restarts)}
-    for key, (name, labels) in (ROUTER_SERIES if router else DECODER_SERIES).items():
+    series = ROUTER_SERIES if router else PREFILLER_SERIES if prefiller else DECODER_SERIES
+    for key, (name, labels) in series.items():
         value = sample_value(text, name, labels)
         if value is not None:
             found[key] = value
@@ -131,14 +144,17 @@ class DpdCounters:
 
     @classmethod
     def parse(cls, router: Iterable[str] | Mapping[str, str], decoder: Iterable[str] | Mapping[str, str], *,
-              restarts: Mapping[str, int] | None = None) -> DpdCounters:
-        """From the ``/metrics`` text of every router pod and every decoder pod (by pod name when a mapping),
-        with each pod's container restarts when known."""
+              restarts: Mapping[str, int] | None = None,
+              prefiller: Iterable[str] | Mapping[str, str] = ()) -> DpdCounters:
+        """From the ``/metrics`` text of every router pod, every decoder pod and every prefiller pod (by pod
+        name when a mapping), with each pod's container restarts when known."""
         restarts = restarts or {}
         pods = {key: pod_sample(text, router=True, restarts=restarts.get(key, 0))
                 for key, text in _named(router, "router").items()}
         pods |= {key: pod_sample(text, router=False, restarts=restarts.get(key, 0))
                  for key, text in _named(decoder, "decoder").items()}
+        pods |= {key: pod_sample(text, router=False, prefiller=True, restarts=restarts.get(key, 0))
+                 for key, text in _named(prefiller, "prefiller").items()}
         return cls(pods=pods)
 
     def total(self, name: str) -> float:
@@ -171,6 +187,9 @@ class LevelDisaggregation:
     generation_tokens: int | None = None  # the decoders' vllm:generation_tokens_total, when exported
     router_ttft_buckets: Mapping[float, float] = field(default_factory=dict)
     pod_changes: tuple[str, ...] = ()  # pods that restarted, appeared or went away during the level
+    # the level's increase of each stage histogram's _sum and _count, by "prefill:<family>_sum" or
+    # "decode:<family>_count"; a series no pod exports is absent (unmeasured), never 0
+    stage_totals: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def between(cls, before: DpdCounters, after: DpdCounters, *, load: Load) -> LevelDisaggregation:
@@ -179,6 +198,11 @@ class LevelDisaggregation:
         grown: dict[str, float] = {}
         changes = []
         for pod, sample in after.pods.items():
+            # A prefiller is read for the TTFT decomposition only (means of sums over counts), so one not in both
+            # snapshots is left out of it: dropping its requests biases no mean, and its coming and going says
+            # nothing about the routing or the KV counts.
+            if pod.startswith("prefiller/") and pod not in before.pods:
+                continue
             delta, reset = _grew(before.pods.get(pod), sample)
             if pod not in before.pods:
                 changes.append(f"{pod} started")
@@ -186,7 +210,8 @@ class LevelDisaggregation:
                 changes.append(f"{pod} restarted")
             for key, value in delta.items():
                 grown[key] = grown.get(key, 0.0) + value
-        changes += [f"{pod} went away" for pod in before.pods if pod not in after.pods]
+        changes += [f"{pod} went away" for pod in before.pods
+                    if pod not in after.pods and not pod.startswith("prefiller/")]
 
         def known(key: str) -> int | None:
             present = any(key in sample for sample in after.pods.values())
@@ -201,7 +226,9 @@ class LevelDisaggregation:
                    router_ttft_mean_s=grown.get("ttft_seconds", 0.0) / count if count else None,
                    router_ttft_buckets={float(key.removeprefix(BUCKET)): value for key, value in grown.items()
                                         if key.startswith(BUCKET)},
-                   pod_changes=tuple(changes))
+                   pod_changes=tuple(changes),
+                   stage_totals={key.removeprefix(STAGE): value for key, value in sorted(grown.items())
+                                 if key.startswith(STAGE)})
 
     @property
     def routed(self) -> int:
@@ -228,7 +255,7 @@ class LevelDisaggregation:
                 "fallback": self.fallback, "fraction": self.fraction, "external_kv_tokens": self.external_kv_tokens,
                 "cache_hit_tokens": self.cache_hit_tokens, "prompt_tokens": self.prompt_tokens,
                 "generation_tokens": self.generation_tokens, "router_ttft_mean_s": self.router_ttft_mean_s,
-                "pod_changes": list(self.pod_changes)}
+                "pod_changes": list(self.pod_changes), "stage_totals": dict(self.stage_totals)}
 
 
 def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: Mapping[Load, LevelDisaggregation],
@@ -306,6 +333,8 @@ class MetricsSources:
     decoder_selector: str
     decoder_deployment: str
     decoder_port: int
+    prefiller_selector: str = ""  # "" reads no prefiller: the TTFT decomposition's prefill stages are unmeasured
+    prefiller_deployment: str = ""
 
     @classmethod
     def for_spec(cls, spec: DpdSpec) -> MetricsSources:
@@ -313,7 +342,8 @@ class MetricsSources:
         return cls(router_namespace=OPERATOR_NAMESPACE, router_deployment=router_deployment(spec),
                    router_container=ROUTER_CONTAINER, decoder_namespace=spec.namespace,
                    decoder_selector=f"{ROLE_LABEL}=decode", decoder_deployment=role_deployment(spec, "decode"),
-                   decoder_port=spec.port)
+                   decoder_port=spec.port, prefiller_selector=f"{ROLE_LABEL}=prefill",
+                   prefiller_deployment=role_deployment(spec, "prefill"))
 
 
 class MetricsKube(Protocol):
@@ -376,9 +406,20 @@ def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
     router_texts = {_name(pod): _router_counters(kube, sources, pod) for pod in routers}
     decoder_texts = {_name(p): kube.pod_get(sources.decoder_namespace, _name(p), sources.decoder_port, METRICS_PATH)
                      for p in decoders}
+    prefillers = [p for p in kube.pods(sources.decoder_namespace, sources.prefiller_selector)
+                  if of_deployment(p, sources.prefiller_deployment) and serving(p)] if sources.prefiller_deployment \
+        else []
+    prefiller_texts = {}
+    for pod in prefillers:  # only the TTFT decomposition reads these: one that does not answer is left unmeasured
+        try:
+            prefiller_texts[_name(pod)] = kube.pod_get(sources.decoder_namespace, _name(pod), sources.decoder_port,
+                                                       METRICS_PATH)
+        except KubeError:
+            continue
     counts = {f"router/{_name(p)}": restarts(p) for p in routers} | {f"decoder/{_name(p)}": restarts(p)
                                                                        for p in decoders}
-    return DpdCounters.parse(router_texts, decoder_texts, restarts=counts)
+    counts |= {f"prefiller/{_name(p)}": restarts(p) for p in prefillers}
+    return DpdCounters.parse(router_texts, decoder_texts, restarts=counts, prefiller=prefiller_texts)
 
 
 def _router_counters(kube: MetricsKube, sources: MetricsSources, pod: JsonDict) -> str:
