@@ -645,8 +645,12 @@ def test_the_documented_stub_runs_are_what_bench_prints(kind: str, *, capsys: py
     seams = _on_cluster(_cluster(fakes, run), _upload(s3, run.files()))
     code, out, err = run_cli(capsys, spec, *traffic, seams=seams)
     quoted = DOC.read_text(encoding="utf-8").split(marker, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
-    # the table; on a loaded machine the client's overhead may also pass its bound, flagged after it
-    table, _, flagged = out.rstrip().partition("\n\ncannot be trusted as measured:\n")
+    # the table (the first block; TTFT by stage and capacity at the SLO follow it); on a loaded machine the
+    # client's overhead may also pass its bound, flagged after it
+    blocks = out.rstrip().split("\n\n")
+    table = blocks[0]
+    flagged = next((block.partition("\n")[2] for block in blocks[1:]
+                    if block.startswith("cannot be trusted as measured:")), "")
     assert all("[client-overhead]" in line for line in flagged.splitlines()), out + err
     assert code == (1 if flagged else 0), out + err
     printed, expected = table.splitlines(), quoted.rstrip().splitlines()
@@ -730,3 +734,18 @@ def test_bad_report_options_are_exit_2(capsys: pytest.CaptureFixture[str], healt
                                        argv: tuple[str, ...], message: str) -> None:
     code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), *argv)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_repeat_runs_the_job_again_under_its_own_run_id(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                        healthy_run: Any, stub_spec: str, *, s3: Any) -> None:
+    clusters = [_cluster(fakes, healthy_run), _cluster(fakes, healthy_run)]
+    handed = iter(clusters)
+    clock = FakeClock()
+    seams = Seams(benchmark_kube=lambda context, config: next(handed), aws_clients=_upload(s3, healthy_run.files()),
+                  clock=clock, sleep=clock.sleep)
+    _, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--repeat", "2", "--json", seams=seams)
+    run = json.loads(text)["runs"]["dpd"]
+    assert [level["concurrency"] for level in run["levels"]] == [2, 4]
+    assert [[level["concurrency"] for level in again["levels"]] for again in run["repeats"]] == [[2, 4]]
+    names = [body["metadata"]["name"] for cluster in clusters for _, body in cluster.batch.created]
+    assert names == [f"bench-dpd-test-{RUN}", f"bench-dpd-test-{RUN}-r2"]

@@ -54,6 +54,11 @@ class Decomposition:
     client_ttft_s: float | None
     notes: tuple[str, ...] = ()
 
+    @property
+    def measured(self) -> bool:
+        """Whether any server-side part (a stage or the decoder's TTFT) was read."""
+        return self.decoder_ttft_s is not None or any(value is not None for _, value in self.stages)
+
     def stage(self, name: str) -> float | None:
         return dict(self.stages)[name]
 

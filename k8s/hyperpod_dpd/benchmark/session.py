@@ -234,7 +234,8 @@ class Report:
         document: dict[str, Any] = {"runs": {o.label: {**results_object(
             endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
             routing=o.routing, slo=self.slo, identity=self.identity),
-            "problem": o.problem or None} for o in outcomes}}
+            "problem": o.problem or None,
+            **({"repeats": [run.as_dict() for run in o.repeats]} if o.repeats else {})} for o in outcomes}}
         ab = self._ab()
         if ab is not None:
             document["ab"] = [row.as_dict() for row in ab]
@@ -268,8 +269,11 @@ class Report:
             blocks.append(block)
         for o in self.outcomes:
             stages = o.decompositions()
-            if stages:
+            if any(row.measured for row in stages):
                 blocks.append(render_decompositions(stages, column_header([row.load for row in stages])))
+            elif stages:
+                blocks.append(f"TTFT by stage ({o.label}): unmeasured, no pod exported a stage histogram "
+                              "(docs/bench.md names them)")
         capacities = self._capacities()
         if capacities:
             blocks.append(render_capacities(capacities))
