@@ -82,7 +82,7 @@ PRICED = layouts(SPEC)
 def test_the_t_quantiles_are_students() -> None:
     """Against the printed table (two-sided 95%): df 1, 4, 30; and the normal's 1.960 far out."""
     for df, expected in ((1, 12.706), (4, 2.776), (30, 2.042), (10_000, 1.960)):
-        assert t_quantile(0.975, df) == pytest.approx(expected, abs=2e-3)
+        assert t_quantile(0.975, df) == pytest.approx(expected, abs=6e-4)  # the table rounds to 3 decimals
 
 
 def test_welch_and_the_bootstrap_hold_the_difference() -> None:
