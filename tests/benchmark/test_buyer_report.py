@@ -193,7 +193,11 @@ def test_capacity_is_the_highest_level_meeting_both_p90s() -> None:
     slow = capacity_at_slo("aggregated", stepped((0.4, 0.5, 0.6), tpot_s=0.03), slo)
     assert slow.load is None and "no measured level meets" in slow.render()
     top = capacity_at_slo("dpd", stepped((0.1, 0.2, 0.3)), (1.0, None))
-    assert top.load == Load(concurrency=32) and "the highest level measured" in top.render()
+    assert top.load == Load(concurrency=32) and "the highest level measured" in top.render() and top.trusted
+    doubted = capacity_at_slo("dpd", stepped((0.1, 0.2, 0.3)), (1.0, None),
+                              untrusted=frozenset({Load(concurrency=32)}))
+    assert not doubted.trusted and doubted.as_dict()["trusted"] is False
+    assert "cannot be trusted as measured" in doubted.render()
 
 
 # --- TTFT by stage ------------------------------------------------------------------------------------

@@ -192,4 +192,7 @@ def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout]) -> st
              "the median over one run's requests); 'no difference' when the interval holds 0")
     headers = (column_header([row.load for row in rows]), "METRIC", "DPD", "AGG", "DPD-AGG", "95% INTERVAL",
                "VERDICT")
-    return "\n".join([title, *render_columns(headers, table), *(f"  {layout.describe()}" for layout in layouts)])
+    notes = ["  TTFT and TPOT are the client's on both sides; bench reads server counters on the DPD endpoint only, so "
+             "the twin's are not checked against a server clock"]
+    return "\n".join([title, *render_columns(headers, table), *(f"  {layout.describe()}" for layout in layouts),
+                      *notes])

@@ -34,6 +34,11 @@ class Capacity:
     slo: Slo
     load: Load | None
     met: tuple[tuple[Load, bool], ...]
+    untrusted: frozenset[Load] = frozenset()  # levels with a trust warning: their figures are not the endpoint's
+
+    @property
+    def trusted(self) -> bool:
+        return self.load is not None and self.load not in self.untrusted
 
     def render(self) -> str:
         ttft, tpot = self.slo
@@ -44,18 +49,22 @@ class Capacity:
             return f"{self.label}: no measured level meets {targets}"
         above = [load for load, ok in self.met if Load.sort_key(load) > Load.sort_key(self.load)]
         beyond = f" (the next level, {above[0].describe()}, misses it)" if above else " (the highest level measured)"
-        return f"{self.label}: {self.load.describe()} meets {targets}{beyond}"
+        doubt = "; but that level cannot be trusted as measured (see its warnings)" if not self.trusted else ""
+        return f"{self.label}: {self.load.describe()} meets {targets}{beyond}{doubt}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"label": self.label, "slo": {"ttft_p90_s": self.slo[0], "tpot_p90_s": self.slo[1]},
-                "capacity": None if self.load is None else self.load.as_dict(),
+                "capacity": None if self.load is None else self.load.as_dict(), "trusted": self.trusted,
                 "levels": [{**load.as_dict(), "meets_slo": ok} for load, ok in self.met]}
 
 
-def capacity_at_slo(label: str, results: BenchmarkResults, slo: Slo) -> Capacity:
+def capacity_at_slo(label: str, results: BenchmarkResults, slo: Slo, *,
+                    untrusted: frozenset[Load] = frozenset()) -> Capacity:
+    """:param untrusted: levels a trust warning names, said beside the capacity. :default: - none"""
     met = tuple((level.load, meets(level, slo)) for level in results.levels)
     passing = [load for load, ok in met if ok]
-    return Capacity(label=label, slo=slo, load=max(passing, key=Load.sort_key) if passing else None, met=met)
+    return Capacity(label=label, slo=slo, load=max(passing, key=Load.sort_key) if passing else None, met=met,
+                    untrusted=untrusted)
 
 
 def render_capacities(capacities: list[Capacity]) -> str:

@@ -299,7 +299,8 @@ class Report:
     def _capacities(self) -> list[Capacity]:
         if not self.slo:
             return []
-        return [capacity_at_slo(o.label, o.results, self.slo) for o in self.outcomes]
+        return [capacity_at_slo(o.label, o.results, self.slo, untrusted=frozenset(w.load for w in o.warnings))
+                for o in self.outcomes]
 
     def write_input(self) -> ReportInput:
         """What the HTML report shows: the first run of each endpoint, DPD's stages, the advisor's rows."""
