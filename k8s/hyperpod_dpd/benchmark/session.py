@@ -128,6 +128,8 @@ class BenchRequest:
     :param deployed: reads the names the stack deployed, which win over the spec's; called only when a Job is
         planned, after the traffic was checked. :default: - no stack
     :param quiet: no progress or notes on standard error (the report is one JSON object). :default: False
+    :param repeat_results_dirs: the second and later ``--results-dir`` folders, each a repeat of the first's
+        levels (``repeat_aggregated_results_dirs``: the twin's, one per repeat). :default: - none
 
     The other fields are the options of ``hyperpod-dpd bench`` of the same names (``docs/bench.md``).
     """
