@@ -86,7 +86,7 @@ BUYER_METRICS = (
                 value=lambda lv, _: lv.ttft.p50, per_request=_ttfts),
     BuyerMetric(label="TPOT p50", key="tpot_p50_s", unit="ms", better="lower",
                 value=lambda lv, _: lv.tpot.p50, per_request=_tpots),
-    BuyerMetric(label="output tok/s", key="output_tokens_per_s", unit="tok/s", better="higher",
+    BuyerMetric(label="output", key="output_tokens_per_s", unit="tok/s", better="higher",
                 value=lambda lv, _: lv.output_tokens_per_s),
     BuyerMetric(label="per GPU", key="output_tokens_per_s_per_gpu", unit="tok/s/GPU", better="higher",
                 value=lambda lv, layout: layout.per_gpu(lv.output_tokens_per_s)),
