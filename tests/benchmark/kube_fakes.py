@@ -177,7 +177,7 @@ def decoder_pod(name: str = "decode-dpd-test-7c9-xyz", namespace: str = "default
 
 def router_and_decoder(name: str = "dpd-test", namespace: str = "default") -> dict[str, list[dict[str, Any]]]:
     """One router pod (port 8080 on its router-container) and one decoder pod, named as the operator does, and
-    no prefill pod (tests add one where its counters matter)."""
+    no prefiller (whose stage histograms only the TTFT decomposition reads)."""
     return {"hyperpod-inference-system|": [router_pod(f"{name}-{namespace}-router-6d5f-abc")],
             f"{namespace}|inference.sagemaker.aws.amazon.com/dpd-role=decode": [
                 decoder_pod(f"decode-{name}-7c9-xyz", namespace)],

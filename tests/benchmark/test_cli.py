@@ -112,7 +112,14 @@ def test_ab_reports_the_change_from_aggregated(capsys: pytest.CaptureFixture[str
     _, text, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
                          str(short_run.folder))
     ab = text[text.index("DPD against the aggregated twin"):].splitlines()
-    assert ab[1].split()[:3] == ["CONC", "TPOT", "p50"] and [line.split()[0] for line in ab[2:4]] == ["2", "4"]
+    assert ab[1].split()[:5] == ["CONC", "METRIC", "DPD", "AGG", "DPD-AGG"]
+    assert [line.split()[0] for line in ab[2:14]] == ["2"] * 6 + ["4"] * 6
+    buyer = document["ab_buyer"]
+    assert [layout["gpus"] for layout in buyer["layouts"]] == [16, 8]
+    for level in buyer["levels"]:
+        metrics = {m["metric"]: m for m in level["metrics"]}
+        assert metrics["ttft_p50_s"]["interval"]["method"] == "bootstrap"  # one run: over its requests
+        assert metrics["output_tokens_per_s"]["interval"] is None  # one run: no claim on throughput
     assert "aggregated: dpd-test-agg" in text
 
 
@@ -659,8 +666,12 @@ def test_the_documented_stub_runs_are_what_bench_prints(kind: str, *, capsys: py
     seams = _on_cluster(_cluster(fakes, run), _upload(s3, run.files()))
     code, out, err = run_cli(capsys, spec, *traffic, seams=seams)
     quoted = DOC.read_text(encoding="utf-8").split(marker, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
-    # the table; on a loaded machine the client's overhead may also pass its bound, flagged after it
-    table, _, flagged = out.rstrip().partition("\n\ncannot be trusted as measured:\n")
+    # the table (the first block; TTFT by stage and capacity at the SLO follow it); on a loaded machine the
+    # client's overhead may also pass its bound, flagged after it
+    blocks = out.rstrip().split("\n\n")
+    table = blocks[0]
+    flagged = next((block.partition("\n")[2] for block in blocks[1:]
+                    if block.startswith("cannot be trusted as measured:")), "")
     assert all("[client-overhead]" in line for line in flagged.splitlines()), out + err
     assert code == (1 if flagged else 0), out + err
     printed, expected = table.splitlines(), quoted.rstrip().splitlines()
@@ -715,3 +726,67 @@ def test_the_default_bench_on_a_healthy_stub_exits_0_with_the_overhead_bounded_a
     assert [level["concurrency"] for level in run["levels"]] == [8, 16, 32]
     assert [r["fraction"] for r in run["routing"]] == [1.0, 1.0, 1.0]
     assert all(0 < r["client_overhead_s"] < 0.05 for r in run["routing"])
+
+
+def test_report_dir_writes_the_report_and_names_a_missing_advisor(
+        capsys: pytest.CaptureFixture[str], *, healthy_run: Any, short_run: Any, stub_spec: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a recorded run's folders; the advisor's absence is said in the output, and nothing crashes."""
+    monkeypatch.setitem(sys.modules, "hyperpod_dpd.advisor", None)  # as if not installed
+    folder = tmp_path / "report"
+    code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
+                             str(short_run.folder), "--report-dir", str(folder))
+    assert code == 1 and "Traceback" not in err  # the twin's answers were shorter than --osl, as before
+    assert "no prediction:" in out and "pip install 'hyperpod-dpd[advisor]'" in out
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    data = json.loads(page[page.index('id="figure-data">') + len('id="figure-data">'):page.rindex("</script>")])
+    levels = collect({p.name: p.read_text(encoding="utf-8") for p in healthy_run.folder.iterdir()
+                      if p.suffix in (".json", ".jsonl")}).levels
+    [ttft] = [s for s in data["latency"] if (s["layout"], s["metric"], s["quantile"]) == ("dpd", "ttft", "p50")]
+    assert ttft["x"] == [2.0, 4.0]
+    assert ttft["y_ms"] == pytest.approx([lv.ttft.p50 * 1e3 for lv in levels], abs=5e-4)  # ms to the microsecond
+    assert (folder / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "advisor" in data["prediction_note"]
+
+
+def test_a_results_folder_given_twice_is_two_repeats(capsys: pytest.CaptureFixture[str], healthy_run: Any,
+                                                     stub_spec: str) -> None:
+    folder = str(healthy_run.folder)
+    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", folder, "--results-dir", folder,
+                           "--aggregated-results-dir", folder, "--aggregated-results-dir", folder, "--json")
+    buyer = json.loads(out)["ab_buyer"]
+    for level in buyer["levels"]:
+        for metric in level["metrics"]:
+            assert metric["runs"] == {"dpd": 2, "aggregated": 2}
+            assert metric["interval"]["method"] == "welch-t"
+    # the same folder on both sides: every latency and throughput is the same, so no difference
+    tokens = [m for lv in buyer["levels"] for m in lv["metrics"] if m["metric"] == "output_tokens_per_s"]
+    assert {m["verdict"] for m in tokens} == {"no difference"}
+    code, _, err = run_cli(capsys, stub_spec, "--results-dir", folder, "--results-dir", folder,
+                           "--aggregated-results-dir", folder)
+    assert code == 2 and "a repeat needs both endpoints' folders" in err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("--repeat", "2"), "with --results-dir give each repeat's folder as another --results-dir"),
+    (("--price-per-node-hour", "-3"), "price_per_node_hour"),
+])
+def test_bad_report_options_are_exit_2(capsys: pytest.CaptureFixture[str], healthy_run: Any, stub_spec: str,
+                                       argv: tuple[str, ...], message: str) -> None:
+    code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_repeat_runs_the_job_again_under_its_own_run_id(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                        healthy_run: Any, stub_spec: str, *, s3: Any) -> None:
+    clusters = [_cluster(fakes, healthy_run), _cluster(fakes, healthy_run)]
+    handed = iter(clusters)
+    clock = FakeClock()
+    seams = Seams(benchmark_kube=lambda context, config: next(handed), aws_clients=_upload(s3, healthy_run.files()),
+                  clock=clock, sleep=clock.sleep)
+    _, text, _ = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--repeat", "2", "--json", seams=seams)
+    run = json.loads(text)["runs"]["dpd"]
+    assert [level["concurrency"] for level in run["levels"]] == [2, 4]
+    assert [[level["concurrency"] for level in again["levels"]] for again in run["repeats"]] == [[2, 4]]
+    names = [body["metadata"]["name"] for cluster in clusters for _, body in cluster.batch.created]
+    assert names == [f"bench-dpd-test-{RUN}", f"bench-dpd-test-{RUN}-r2"]

@@ -54,9 +54,9 @@ def _vllm(hits: int, queries: int, prompt: int) -> str:
 def test_each_role_has_its_own_rate_and_a_prefiller_counts_nothing_else() -> None:
     """A prefiller's prompt tokens are not the decoders' (the level's KV check uses the decoders' count only)."""
     router = "dpd_routing_disaggregated_total 0.0\n"
-    before = DpdCounters.parse([router], {"d": _vllm(0, 0, 0)}, prefill={"p": _vllm(0, 0, 0)})
+    before = DpdCounters.parse([router], {"d": _vllm(0, 0, 0)}, prefiller={"p": _vllm(0, 0, 0)})
     after = DpdCounters.parse(["dpd_routing_disaggregated_total 10.0\n"], {"d": _vllm(100, 1000, 1000)},
-                              prefill={"p": _vllm(700, 1000, 1000)})
+                              prefiller={"p": _vllm(700, 1000, 1000)})
     seen = LevelDisaggregation.between(before, after, load=Load(concurrency=8))
     assert seen.prefix_cache == {"decoder": (100, 1000), "prefill": (700, 1000)}
     assert seen.prefix_cache_hit_rate("prefill") == 0.7 and seen.prefix_cache_hit_rate("decoder") == 0.1

@@ -8,12 +8,16 @@ transfer) with one prefill and one decode node against one aggregated node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from statistics import fmean
 from typing import Any
 
+from hyperpod_dpd.benchmark.economics import Layout
+from hyperpod_dpd.benchmark.levels import LevelResult
 from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.columns import milliseconds, percent, render_columns
+from hyperpod_dpd.benchmark.stats import Interval, bootstrap_median_interval, welch_interval
+from hyperpod_dpd.columns import render_columns
 from hyperpod_dpd.load_point import Load, column_header
 
 
@@ -57,20 +61,138 @@ def compare_ab(dpd: BenchmarkResults, aggregated: BenchmarkResults) -> list[AbRo
     return rows
 
 
-def render_ab(rows: Sequence[AbRow]) -> str:
-    headers = (column_header([row.load for row in rows]), "TPOT p50 ms DPD/AGG", "TPOT", "OUT tok/s DPD/AGG",
-               "OUT tok/s", "TTFT p50 ms DPD/AGG",
-               "TTFT", "E2E p50")
+# What a buyer compares, per level: latency from the client's requests, and the client's output throughput
+# normalized by what each layout holds and costs (economics.Layout). ``better`` says which way favours DPD.
+@dataclass(frozen=True, kw_only=True)
+class BuyerMetric:
+    label: str
+    key: str
+    unit: str
+    better: str  # "lower" or "higher"
+    value: Callable[[LevelResult, Layout], float | None]
+    per_request: Callable[[LevelResult], list[float]] | None = None
+
+
+def _ttfts(level: LevelResult) -> list[float]:
+    return [ttft for ttft, _ in level.measured_answered]
+
+
+def _tpots(level: LevelResult) -> list[float]:
+    return [tpot for _, tpot in level.measured_answered if tpot is not None]
+
+
+BUYER_METRICS = (
+    BuyerMetric(label="TTFT p50", key="ttft_p50_s", unit="ms", better="lower",
+                value=lambda lv, _: lv.ttft.p50, per_request=_ttfts),
+    BuyerMetric(label="TPOT p50", key="tpot_p50_s", unit="ms", better="lower",
+                value=lambda lv, _: lv.tpot.p50, per_request=_tpots),
+    BuyerMetric(label="output", key="output_tokens_per_s", unit="tok/s", better="higher",
+                value=lambda lv, _: lv.output_tokens_per_s),
+    BuyerMetric(label="per GPU", key="output_tokens_per_s_per_gpu", unit="tok/s/GPU", better="higher",
+                value=lambda lv, layout: layout.per_gpu(lv.output_tokens_per_s)),
+    BuyerMetric(label="per node-hour", key="output_tokens_per_node_hour", unit="tok/node-h", better="higher",
+                value=lambda lv, layout: layout.per_node_hour(lv.output_tokens_per_s)),
+    BuyerMetric(label="per M output tok", key="usd_per_million_output_tokens", unit="USD/Mtok", better="lower",
+                value=lambda lv, layout: layout.usd_per_million(lv.output_tokens_per_s)),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Difference:
+    """One metric at one level: the mean over each side's repeats, and the interval of DPD minus aggregated."""
+
+    metric: BuyerMetric
+    dpd: float | None
+    aggregated: float | None
+    interval: Interval | None
+    runs: tuple[int, int]
+
+    @property
+    def difference(self) -> float | None:
+        return None if self.dpd is None or self.aggregated is None else self.dpd - self.aggregated
+
+    @property
+    def verdict(self) -> str:
+        """``no difference`` when the interval holds zero, else whether DPD is better or worse; never a sign
+        without an interval."""
+        if self.difference is None:
+            return "not measured"
+        if self.interval is None:
+            return "no interval (one run; --repeat 2 or more)"
+        if self.interval.spans_zero:
+            return "no difference"
+        favours = (self.interval.high < 0) == (self.metric.better == "lower")
+        return "DPD better" if favours else "DPD worse"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric.key, "unit": self.metric.unit, "better": self.metric.better,
+                "dpd": self.dpd, "aggregated": self.aggregated, "difference": self.difference,
+                "interval": None if self.interval is None else self.interval.as_dict(),
+                "runs": {"dpd": self.runs[0], "aggregated": self.runs[1]}, "verdict": self.verdict}
+
+
+def _difference(metric: BuyerMetric, dpd: Sequence[LevelResult], agg: Sequence[LevelResult],
+                layouts: tuple[Layout, Layout]) -> Difference:
+    mine = [v for v in (metric.value(level, layouts[0]) for level in dpd) if v is not None]
+    theirs = [v for v in (metric.value(level, layouts[1]) for level in agg) if v is not None]
+    interval = welch_interval(mine, theirs)
+    if interval is None and metric.per_request is not None and len(dpd) == len(agg) == 1:
+        interval = bootstrap_median_interval(metric.per_request(dpd[0]), metric.per_request(agg[0]))
+    return Difference(metric=metric, dpd=fmean(mine) if mine else None, aggregated=fmean(theirs) if theirs else None,
+                      interval=interval, runs=(len(mine), len(theirs)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuyerRow:
+    load: Load
+    differences: tuple[Difference, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.load.as_dict(), "metrics": [d.as_dict() for d in self.differences]}
+
+
+def compare_buyer(dpd: Sequence[BenchmarkResults], aggregated: Sequence[BenchmarkResults],
+                  layouts: tuple[Layout, Layout]) -> list[BuyerRow]:
+    """One row per level both sides completed at least once, over every repeat of each side."""
+    rows = []
+    loads = sorted({level.load for run in dpd for level in run.levels}, key=Load.sort_key)
+    for load in loads:
+        mine = [lv for run in dpd if (lv := run.level(load)) is not None and lv.completed]
+        theirs = [lv for run in aggregated if (lv := run.level(load)) is not None and lv.completed]
+        if mine and theirs:
+            rows.append(BuyerRow(load=load, differences=tuple(
+                _difference(metric, mine, theirs, layouts) for metric in BUYER_METRICS)))
+    return rows
+
+
+def _scaled(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "ms":
+        return f"{value * 1e3:,.1f}"
+    if unit == "USD/Mtok":
+        return f"{value:,.3f}"
+    return f"{value:,.1f}"
+
+
+def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout]) -> str:
+    """The table, with how each interval was made and what each layout holds and costs."""
+    if not rows:
+        return "DPD against aggregated: no load level completed on both endpoints"
     table = []
     for row in rows:
-        changes = row.changes()
-        table.append([
-            row.load.cell(), "/".join(milliseconds(v) for v in row.tpot_p50), percent(changes["tpot_p50"]),
-            "/".join(f"{v:,.0f}" for v in row.output_tokens_per_s), percent(changes["output_tokens_per_s"]),
-            "/".join(milliseconds(v) for v in row.ttft_p50), percent(changes["ttft_p50"]),
-            percent(changes["e2e_p50"])])
-    if not table:
-        return "DPD against aggregated: no load level completed on both endpoints"
-    title = ("DPD against the aggregated twin (change = (DPD - aggregated) / aggregated; lower TPOT, TTFT and E2E "
-             "and higher throughput favour DPD)")
-    return "\n".join([title, *render_columns(headers, table)])
+        for d in row.differences:
+            interval = "-" if d.interval is None else (
+                f"[{_scaled(d.interval.low, d.metric.unit)}, {_scaled(d.interval.high, d.metric.unit)}] "
+                f"{d.interval.method}")
+            table.append([row.load.cell(), f"{d.metric.label} {d.metric.unit}", _scaled(d.dpd, d.metric.unit),
+                          _scaled(d.aggregated, d.metric.unit), _scaled(d.difference, d.metric.unit), interval,
+                          d.verdict])
+    title = ("DPD against the aggregated twin: DPD - AGG with its 95% interval (welch-t over repeats; bootstrap of "
+             "the median over one run's requests); 'no difference' when the interval holds 0")
+    headers = (column_header([row.load for row in rows]), "METRIC", "DPD", "AGG", "DPD-AGG", "95% INTERVAL",
+               "VERDICT")
+    notes = ["  TTFT and TPOT are the client's on both sides; bench reads server counters on the DPD endpoint only, so "
+             "the twin's are not checked against a server clock"]
+    return "\n".join([title, *render_columns(headers, table), *(f"  {layout.describe()}" for layout in layouts),
+                      *notes])

@@ -41,6 +41,7 @@ from hyperpod_dpd.contracts.operator import (
     router_deployment,
 )
 from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.observability.metrics import KV_STORE_PUT_TIME, PREFILL_TIME, QUEUE_TIME, TTFT
 from hyperpod_dpd.ops.dpd_counters import DEFAULT_METRICS_PATH as METRICS_PATH
 from hyperpod_dpd.ops.dpd_counters import LABEL, SAMPLE, routing_decisions, sample_value
 from hyperpod_dpd.spec import DpdSpec
@@ -56,7 +57,8 @@ PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"  # vllm/v1/metrics/loggers.py:516 (vLLM 0.19.0), in tokens
 PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"  # vllm/v1/metrics/loggers.py:505, in tokens
-CACHE_ROLES = ("decoder", "prefill")  # the vLLM pods whose prefix cache is reported, by their key's role
+# The vLLM pods whose prefix cache is reported: their key's role -> the role it is reported under.
+CACHE_ROLES = {"decoder": "decoder", "prefiller": "prefill"}
 POD_TEMPLATE_HASH = "pod-template-hash"  # set by the Deployment controller on every pod it makes
 MIN_FRACTION = 0.95  # a DPD level below this did not measure DPD
 # A disaggregated prompt's KV arrives whole but for its last, partly filled block, which the decoder computes
@@ -102,6 +104,12 @@ def quantile_bounds(buckets: Mapping[float, float], q: float) -> tuple[float, fl
     return None
 
 
+# The histograms the TTFT decomposition reads, per role (names from the metrics contract, benchmark/decomposition.py
+# says what each stage is): the prefiller's queue, prefill and LMCache put (the KV push to the decoder), the
+# decoder's queue, first step and its own TTFT.
+PREFILLER_STAGE_FAMILIES = (QUEUE_TIME.name, PREFILL_TIME.name, KV_STORE_PUT_TIME.name)
+DECODER_STAGE_FAMILIES = (QUEUE_TIME.name, PREFILL_TIME.name, TTFT.name)
+
 # One pod's counters, by name: a router's (routing decisions, its TTFT histogram) or a decoder's (prompt tokens
 # by source, prompt and generated tokens), and its containers' restarts.
 RESTARTS = "restarts"
@@ -112,12 +120,21 @@ DECODER_SERIES = {"external_kv_tokens": (EXTERNAL_KV, {"source": EXTERNAL_SOURCE
                   "cache_hit_tokens": (EXTERNAL_KV, {"source": CACHE_HIT_SOURCE}),
                   "prompt_tokens": (PROMPT_TOKENS, None), "generation_tokens": (GENERATION_TOKENS, None),
                   "prefix_cache_hits": (PREFIX_CACHE_HITS, None), "prefix_cache_queries": (PREFIX_CACHE_QUERIES, None)}
+STAGE = "stage:"  # a histogram's _sum or _count, for the TTFT decomposition (benchmark/decomposition.py)
+DECODER_SERIES |= {f"{STAGE}decode:{family}{part}": (f"{family}{part}", None)
+                   for family in DECODER_STAGE_FAMILIES for part in ("_sum", "_count")}
+# A prefiller is read for its prefix cache and the TTFT decomposition's prefill stages, nothing else.
+PREFILLER_SERIES = {"prefix_cache_hits": (PREFIX_CACHE_HITS, None),
+                    "prefix_cache_queries": (PREFIX_CACHE_QUERIES, None)}
+PREFILLER_SERIES |= {f"{STAGE}prefill:{family}{part}": (f"{family}{part}", None)
+                     for family in PREFILLER_STAGE_FAMILIES for part in ("_sum", "_count")}
 
 
-def pod_sample(text: str, *, router: bool, restarts: int = 0) -> dict[str, float]:
+def pod_sample(text: str, *, router: bool, restarts: int = 0, prefiller: bool = False) -> dict[str, float]:
     """The counters of one pod's ``/metrics`` text; a series the pod does not export is left out (not 0)."""
     found: dict[str, float] = {RESTARTS: float(restarts)}
-    for key, (name, labels) in (ROUTER_SERIES if router else DECODER_SERIES).items():
+    series = ROUTER_SERIES if router else PREFILLER_SERIES if prefiller else DECODER_SERIES
+    for key, (name, labels) in series.items():
         value = sample_value(text, name, labels)
         if value is not None:
             found[key] = value
@@ -135,23 +152,23 @@ def _named(texts: Iterable[str] | Mapping[str, str], role: str) -> dict[str, str
 @dataclass(frozen=True, kw_only=True)
 class DpdCounters:
     """One snapshot of every router, decoder and prefill pod's counters, by ``router/<pod>``, ``decoder/<pod>`` or
-    ``prefill/<pod>`` (a prefill pod's counters feed only its role's prefix-cache rate)."""
+    ``prefiller/<pod>`` (a prefiller's counters feed only its prefix-cache rate and the TTFT decomposition)."""
 
     pods: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, router: Iterable[str] | Mapping[str, str], decoder: Iterable[str] | Mapping[str, str], *,
               restarts: Mapping[str, int] | None = None,
-              prefill: Iterable[str] | Mapping[str, str] = ()) -> DpdCounters:
-        """From the ``/metrics`` text of every router pod, every decoder pod and every prefill pod (by pod name when
-        a mapping), with each pod's container restarts when known."""
+              prefiller: Iterable[str] | Mapping[str, str] = ()) -> DpdCounters:
+        """From the ``/metrics`` text of every router pod, every decoder pod and every prefiller pod (by pod
+        name when a mapping), with each pod's container restarts when known."""
         restarts = restarts or {}
         pods = {key: pod_sample(text, router=True, restarts=restarts.get(key, 0))
                 for key, text in _named(router, "router").items()}
         pods |= {key: pod_sample(text, router=False, restarts=restarts.get(key, 0))
                  for key, text in _named(decoder, "decoder").items()}
-        pods |= {key: pod_sample(text, router=False, restarts=restarts.get(key, 0))
-                 for key, text in _named(prefill, "prefill").items()}
+        pods |= {key: pod_sample(text, router=False, prefiller=True, restarts=restarts.get(key, 0))
+                 for key, text in _named(prefiller, "prefiller").items()}
         return cls(pods=pods)
 
     def total(self, name: str) -> float:
@@ -186,6 +203,9 @@ class LevelDisaggregation:
     pod_changes: tuple[str, ...] = ()  # pods that restarted, appeared or went away during the level
     # per role (decoder, prefill): the prefix cache's (hit, queried) prompt tokens, for the roles that export them
     prefix_cache: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # the level's increase of each stage histogram's _sum and _count, by "prefill:<family>_sum" or
+    # "decode:<family>_count"; a series no pod exports is absent (unmeasured), never 0
+    stage_totals: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def between(cls, before: DpdCounters, after: DpdCounters, *, load: Load) -> LevelDisaggregation:
@@ -195,6 +215,11 @@ class LevelDisaggregation:
         cache: dict[str, list[float]] = {}
         changes = []
         for pod, sample in after.pods.items():
+            # A prefiller is read for the TTFT decomposition only (means of sums over counts), so one not in both
+            # snapshots is left out of it: dropping its requests biases no mean, and its coming and going says
+            # nothing about the routing or the KV counts.
+            if pod.startswith("prefiller/") and pod not in before.pods:
+                continue
             delta, reset = _grew(before.pods.get(pod), sample)
             if pod not in before.pods:
                 changes.append(f"{pod} started")
@@ -202,17 +227,18 @@ class LevelDisaggregation:
                 changes.append(f"{pod} restarted")
             role = pod.partition("/")[0]
             if role in CACHE_ROLES and "prefix_cache_queries" in sample:
-                totals = cache.setdefault(role, [0.0, 0.0])
+                totals = cache.setdefault(CACHE_ROLES[role], [0.0, 0.0])
                 totals[0] += delta.get("prefix_cache_hits", 0.0)
                 totals[1] += delta.get("prefix_cache_queries", 0.0)
-            if role == "prefill":
-                continue  # the decoders' counts are the level's; a prefiller's feed only its prefix-cache rate
             for key, value in delta.items():
+                if role == "prefiller" and not key.startswith(STAGE):
+                    continue  # the decoders' counts are the level's; a prefiller's feed its cache rate and stages
                 grown[key] = grown.get(key, 0.0) + value
-        changes += [f"{pod} went away" for pod in before.pods if pod not in after.pods]
+        changes += [f"{pod} went away" for pod in before.pods
+                    if pod not in after.pods and not pod.startswith("prefiller/")]
 
         def known(key: str) -> int | None:
-            present = any(key in sample for pod, sample in after.pods.items() if not pod.startswith("prefill/"))
+            present = any(key in sample for pod, sample in after.pods.items() if not pod.startswith("prefiller/"))
             return round(grown.get(key, 0.0)) if present else None
 
         count = grown.get("ttft_count", 0.0)
@@ -226,7 +252,9 @@ class LevelDisaggregation:
                                         if key.startswith(BUCKET)},
                    pod_changes=tuple(changes),
                    prefix_cache={role: (round(hits), round(queries))
-                                 for role, (hits, queries) in sorted(cache.items())})
+                                 for role, (hits, queries) in sorted(cache.items())},
+                   stage_totals={key.removeprefix(STAGE): value for key, value in sorted(grown.items())
+                                 if key.startswith(STAGE)})
 
     @property
     def routed(self) -> int:
@@ -261,7 +289,8 @@ class LevelDisaggregation:
                 "pod_changes": list(self.pod_changes),
                 "prefix_cache": {role: {"hit_tokens": hits, "queried_tokens": queries,
                                         "hit_rate": self.prefix_cache_hit_rate(role)}
-                                 for role, (hits, queries) in self.prefix_cache.items()}}
+                                 for role, (hits, queries) in self.prefix_cache.items()},
+                "stage_totals": dict(self.stage_totals)}
 
 
 def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: Mapping[Load, LevelDisaggregation],
@@ -355,8 +384,8 @@ class MetricsSources:
     decoder_selector: str
     decoder_deployment: str
     decoder_port: int
-    prefill_selector: str = ""  # "" with prefill_deployment "": the prefillers are not read
-    prefill_deployment: str = ""
+    prefiller_selector: str = ""  # "" reads no prefiller: the TTFT decomposition's prefill stages are unmeasured
+    prefiller_deployment: str = ""
 
     @classmethod
     def for_spec(cls, spec: DpdSpec) -> MetricsSources:
@@ -364,8 +393,8 @@ class MetricsSources:
         return cls(router_namespace=OPERATOR_NAMESPACE, router_deployment=router_deployment(spec),
                    router_container=ROUTER_CONTAINER, decoder_namespace=spec.namespace,
                    decoder_selector=f"{ROLE_LABEL}=decode", decoder_deployment=role_deployment(spec, "decode"),
-                   decoder_port=spec.port, prefill_selector=f"{ROLE_LABEL}=prefill",
-                   prefill_deployment=role_deployment(spec, "prefill"))
+                   decoder_port=spec.port, prefiller_selector=f"{ROLE_LABEL}=prefill",
+                   prefiller_deployment=role_deployment(spec, "prefill"))
 
 
 class MetricsKube(Protocol):
@@ -425,17 +454,23 @@ def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
     if not routers or not decoders:
         raise KubeError(f"no running pod of Deployment {sources.router_deployment} in {sources.router_namespace} "
                         f"or of {sources.decoder_deployment} in {sources.decoder_namespace}")
-    prefillers = [p for p in kube.pods(sources.decoder_namespace, sources.prefill_selector)
-                  if of_deployment(p, sources.prefill_deployment) and serving(p)] if sources.prefill_deployment else []
     router_texts = {_name(pod): _router_counters(kube, sources, pod) for pod in routers}
     decoder_texts = {_name(p): kube.pod_get(sources.decoder_namespace, _name(p), sources.decoder_port, METRICS_PATH)
                      for p in decoders}
-    prefill_texts = {_name(p): kube.pod_get(sources.decoder_namespace, _name(p), sources.decoder_port, METRICS_PATH)
-                     for p in prefillers}
+    prefillers = [p for p in kube.pods(sources.decoder_namespace, sources.prefiller_selector)
+                  if of_deployment(p, sources.prefiller_deployment) and serving(p)] if sources.prefiller_deployment \
+        else []
+    prefiller_texts = {}
+    for pod in prefillers:  # only the TTFT decomposition reads these: one that does not answer is left unmeasured
+        try:
+            prefiller_texts[_name(pod)] = kube.pod_get(sources.decoder_namespace, _name(pod), sources.decoder_port,
+                                                       METRICS_PATH)
+        except KubeError:
+            continue
     counts = {f"router/{_name(p)}": restarts(p) for p in routers} | {f"decoder/{_name(p)}": restarts(p)
                                                                        for p in decoders}
-    counts |= {f"prefill/{_name(p)}": restarts(p) for p in prefillers}
-    return DpdCounters.parse(router_texts, decoder_texts, restarts=counts, prefill=prefill_texts)
+    counts |= {f"prefiller/{_name(p)}": restarts(p) for p in prefillers}
+    return DpdCounters.parse(router_texts, decoder_texts, restarts=counts, prefiller=prefiller_texts)
 
 
 def _router_counters(kube: MetricsKube, sources: MetricsSources, pod: JsonDict) -> str:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hyperpod_dpd.benchmark.capacity import Slo
 from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
 from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.overhead import client_overhead
@@ -15,7 +16,6 @@ from hyperpod_dpd.benchmark.trust import TrustWarning
 from hyperpod_dpd.columns import milliseconds, render_columns
 from hyperpod_dpd.load_point import Load, column_header
 
-Slo = tuple[float | None, float | None]  # TTFT and TPOT targets in seconds, from the spec's slo
 HEADERS = ("TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",
            "FAILED", "ERR")
 ROUTING_HEADERS = ("DISAGG", "KV IN tok", "SRV tok/s", "CLIENT +ms")  # from the router's and the decoder's counters

@@ -9,20 +9,23 @@ their own instead of patching module globals. Progress and notes go to standard 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from hyperpod_dpd.benchmark.ab import AbRow, compare_ab, render_ab
+from hyperpod_dpd.benchmark.ab import AbRow, BuyerRow, compare_ab, compare_buyer, render_buyer
+from hyperpod_dpd.benchmark.capacity import Capacity, Slo, capacity_at_slo, render_capacities
 from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
+from hyperpod_dpd.benchmark.decomposition import Decomposition, decompose, render_decompositions
 from hyperpod_dpd.benchmark.disaggregation import (
     LevelDisaggregation,
     LevelSnapshots,
@@ -30,6 +33,8 @@ from hyperpod_dpd.benchmark.disaggregation import (
     disaggregation_warnings,
     read_counters,
 )
+from hyperpod_dpd.benchmark.economics import Layout, layouts
+from hyperpod_dpd.benchmark.figures import ReportInput, write_report
 from hyperpod_dpd.benchmark.job import (
     QUIET_SECONDS,
     RESULTS_PREFIX,
@@ -48,7 +53,7 @@ from hyperpod_dpd.benchmark.readiness import (
     permission_problems,
     served_model,
 )
-from hyperpod_dpd.benchmark.report import Slo, render_results, results_object, to_json
+from hyperpod_dpd.benchmark.report import render_results, results_object, to_json
 from hyperpod_dpd.benchmark.results import BenchmarkResults, collect, read_files
 from hyperpod_dpd.benchmark.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
 from hyperpod_dpd.benchmark.scenario import (
@@ -70,7 +75,7 @@ from hyperpod_dpd.clients.kube import KubeError, load_kube
 from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.contracts.stack_outputs import GUESSED, OPTION, STACK, DeployedStack, Resolved, guessed_note
 from hyperpod_dpd.errors import SpecError, UsageError, raise_if_any
-from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.load_point import Load, column_header
 from hyperpod_dpd.spec import DpdSpec
 
 DPD, AGGREGATED = "dpd", "aggregated"
@@ -123,6 +128,8 @@ class BenchRequest:
     :param deployed: reads the names the stack deployed, which win over the spec's; called only when a Job is
         planned, after the traffic was checked. :default: - no stack
     :param quiet: no progress or notes on standard error (the report is one JSON object). :default: False
+    :param repeat_results_dirs: the second and later ``--results-dir`` folders, each a repeat of the first's
+        levels (``repeat_aggregated_results_dirs``: the twin's, one per repeat). :default: - none
 
     The other fields are the options of ``hyperpod-dpd bench`` of the same names (``docs/bench.md``).
     """
@@ -168,6 +175,12 @@ class BenchRequest:
     timeout: float | None = None
     poll_interval: float = DEFAULT_POLL
     keep: bool = False
+    # what a buyer reads
+    repeat: int = 1
+    repeat_results_dirs: tuple[str, ...] = ()
+    repeat_aggregated_results_dirs: tuple[str, ...] = ()
+    price_per_node_hour: float | None = None
+    report_dir: str | None = None
 
 
 # A results folder holds the client's files only: the counters bench read while the Job ran are not in it.
@@ -188,6 +201,17 @@ class Outcome:
     problem: str = ""
     source: str = ""
     routing: dict[Load, LevelDisaggregation] | None = None  # when the counters were read
+    repeats: list[BenchmarkResults] = field(default_factory=list)  # the same levels run again, after ``results``
+
+    @property
+    def runs(self) -> list[BenchmarkResults]:
+        return [self.results, *self.repeats]
+
+    def decompositions(self) -> list[Decomposition]:
+        """The first run's TTFT by stage per level, when the counters were read (the DPD endpoint's)."""
+        if self.routing is None:
+            return []
+        return [decompose(level, self.routing.get(level.load)) for level in self.results.levels]
 
 
 @dataclass(frozen=True)
@@ -207,6 +231,8 @@ class Report:
     comparison: Comparison | None = None
     slo: Slo | None = None
     identity: Mapping[str, str | None]
+    layouts: tuple[Layout, Layout] | None = None  # what each endpoint holds and costs, for the A/B
+    prediction_note: str | None = None  # why the advisor's prediction is not beside the levels
 
     @property
     def healthy(self) -> bool:
@@ -219,13 +245,26 @@ class Report:
             endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
             routing=o.routing, slo=self.slo, identity=self.identity),
             "problem": o.problem or None,
-            **({"unchecked": UNCHECKED} if o.routing is None and not o.job else {})} for o in outcomes}}
+            **({"unchecked": UNCHECKED} if o.routing is None and not o.job else {}),
+            **({"repeats": [run.as_dict() for run in o.repeats]} if o.repeats else {})} for o in outcomes}}
         ab = self._ab()
         if ab is not None:
             document["ab"] = [row.as_dict() for row in ab]
+        buyer = self._buyer()
+        if buyer is not None and self.layouts is not None:
+            document["ab_buyer"] = {"layouts": [layout.as_dict() for layout in self.layouts],
+                                    "levels": [row.as_dict() for row in buyer]}
+        capacities = self._capacities()
+        if capacities:
+            document["capacity_at_slo"] = [capacity.as_dict() for capacity in capacities]
+        stages = [row.as_dict() for o in outcomes for row in o.decompositions()]
+        if stages:
+            document["ttft_stages"] = stages
         if self.comparison is not None:
             document["comparison"] = {"rows": [row.as_dict() for row in self.comparison.rows],
                                       "assumptions": self.comparison.assumptions}
+        if self.prediction_note:
+            document["prediction_note"] = self.prediction_note
         return to_json(document)
 
     def render(self) -> str:
@@ -241,16 +280,53 @@ class Report:
             if o.problem:
                 block += f"\n\nthe job did not succeed:\n{o.problem}"
             blocks.append(block)
-        ab = self._ab()
-        if ab is not None:
-            blocks.append(render_ab(ab))
+        for o in self.outcomes:
+            stages = o.decompositions()
+            if any(row.measured for row in stages):
+                blocks.append(render_decompositions(stages, column_header([row.load for row in stages])))
+            elif stages:
+                blocks.append(f"TTFT by stage ({o.label}): unmeasured, no pod exported a stage histogram "
+                              "(docs/bench.md names them)")
+        capacities = self._capacities()
+        if capacities:
+            blocks.append(render_capacities(capacities))
+        buyer = self._buyer()
+        if buyer is not None and self.layouts is not None:
+            blocks.append(render_buyer(buyer, self.layouts))
         if self.comparison is not None:
             blocks.append(render_comparison(self.comparison.rows, self.comparison.assumptions))
+        if self.prediction_note:
+            blocks.append(f"measured against predicted: {self.prediction_note}")
         return "\n\n".join(blocks)
 
     def _ab(self) -> list[AbRow] | None:
         outcomes = self.outcomes
         return compare_ab(outcomes[0].results, outcomes[1].results) if len(outcomes) > 1 else None
+
+    def _buyer(self) -> list[BuyerRow] | None:
+        outcomes = self.outcomes
+        if len(outcomes) < 2 or self.layouts is None:
+            return None
+        return compare_buyer(outcomes[0].runs, outcomes[1].runs, self.layouts)
+
+    def _capacities(self) -> list[Capacity]:
+        if not self.slo:
+            return []
+        return [capacity_at_slo(o.label, o.results, self.slo, untrusted=frozenset(w.load for w in o.warnings))
+                for o in self.outcomes]
+
+    def write_input(self) -> ReportInput:
+        """What the HTML report shows: the first run of each endpoint, DPD's stages, the advisor's rows."""
+        title = f"bench: {', '.join(o.endpoint for o in self.outcomes)}, {self.scenario.traffic}"
+        return ReportInput(
+            title=title, runs={o.label: o.results for o in self.outcomes}, slo=self.slo,
+            decompositions=self.outcomes[0].decompositions(),
+            predictions=self.comparison.rows if self.comparison is not None else (),
+            prediction_note=self.prediction_note, text=self.render(), document=json.loads(self.to_json()))
+
+    def write(self, folder: Path) -> list[Path]:
+        """The HTML report, its PNGs and its JSON in ``folder`` (:mod:`figures`)."""
+        return write_report(folder, self.write_input())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,9 +354,11 @@ def run(request: BenchRequest, *, seams: Seams = REAL) -> Report:
     folder that is not there) a :class:`UsageError`.
     """
     spec = request.spec
+    priced = layouts(spec, price_per_node_hour=request.price_per_node_hour)
     if request.results_dir:
         outcomes = _from_directories(request)
         scenario = _scenario_of(outcomes[0].results)
+        _add_repeated_directories(request, outcomes)
     else:
         planned = plan(request, seams=seams)
         note = guessed_note(planned.names)
@@ -288,11 +366,53 @@ def run(request: BenchRequest, *, seams: Seams = REAL) -> Report:
             print(note, file=sys.stderr)
         scenario = planned.scenario
         outcomes = _on_cluster(planned, seams=seams)
-    comparison = _comparison(spec, scenario, outcomes, seams=seams) if request.compare else None
+        for again in range(2, request.repeat + 1):  # DPD then the twin each time: the repeats interleave
+            repeated = plan(dataclasses.replace(request, run_id=f"{planned.options.run_id}-r{again}"), seams=seams)
+            _merge_repeat(outcomes, _on_cluster(repeated, seams=seams))
+    comparison, prediction_note = None, None
+    if request.compare:
+        comparison = _comparison(spec, scenario, outcomes, seams=seams)
+    elif request.report_dir:  # the report shows the advisor beside every level when it can, and says why not
+        try:
+            comparison = _comparison(spec, scenario, outcomes, seams=seams)
+        except UsageError as err:
+            prediction_note = f"no prediction: {str(err).replace('--compare', 'the report')}"
     # What the run measured, recorded so that advise --calibrate can refuse another model or instance type.
     identity = {"model": spec.model.name, "instance_type": spec.instance_type.api_name,
                 "architecture": request.architecture}
-    return Report(scenario=scenario, outcomes=outcomes, comparison=comparison, slo=_slo(spec), identity=identity)
+    report = Report(scenario=scenario, outcomes=outcomes, comparison=comparison, slo=_slo(spec), identity=identity,
+                    layouts=priced, prediction_note=prediction_note)
+    if request.report_dir:
+        written = report.write(Path(request.report_dir))
+        if not request.quiet:
+            print(f"report: {', '.join(str(path) for path in written)}", file=sys.stderr)
+    return report
+
+
+def _merge_repeat(outcomes: list[Outcome], again: list[Outcome]) -> None:
+    """Another run of the same levels, kept beside the first (its warnings and failures count as the first's)."""
+    for first, other in zip(outcomes, again, strict=True):
+        first.repeats.append(other.results)
+        first.warnings += other.warnings
+        first.problem = "\n".join(filter(None, [first.problem, other.problem]))
+
+
+def _add_repeated_directories(request: BenchRequest, outcomes: list[Outcome]) -> None:
+    """``--results-dir`` given again: each further folder (and its twin's) is a repeat of the first's levels."""
+    extra, twins = request.repeat_results_dirs, request.repeat_aggregated_results_dirs
+    if (twins or request.aggregated_results_dir) and len(twins) != len(extra):
+        raise UsageError(f"{len(extra) + 1} --results-dir but {len(twins) + 1} --aggregated-results-dir: a repeat "
+                         "needs both endpoints' folders. Fix: give each endpoint's folder once per repeat")
+    first = _scenario_of(outcomes[0].results)
+    for index, folder in enumerate(extra):
+        again = _from_directories(dataclasses.replace(
+            request, results_dir=folder, aggregated_results_dir=twins[index] if twins else None))
+        mine = _scenario_of(again[0].results)
+        if (mine.isl, mine.osl, set(mine.loads)) != (first.isl, first.osl, set(first.loads)):
+            raise UsageError(f"{folder} ran {mine.traffic} at {mine.levels_text()}, not the first --results-dir's "
+                             f"{first.traffic} at {first.levels_text()}: a repeat runs the same levels. Fix: pass "
+                             "folders of the same bench invocation")
+        _merge_repeat(outcomes[:len(again)], again)
 
 
 def plan(request: BenchRequest, *, seams: Seams = REAL) -> Plan:

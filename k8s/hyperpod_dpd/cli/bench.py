@@ -83,10 +83,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     what.add_argument("--compare", action="store_true", help="print the advisor's prediction beside the measurement")
     add_output_dir_argument(what, default=None, dest="render", deprecated=("--render",),
                             what="only the Job and ServiceAccount manifests, running nothing,")
-    what.add_argument("--results-dir", metavar="DIR", type=path,
-                      help="report this results folder (genai-bench's, or a run folder the Job uploaded); run nothing")
-    what.add_argument("--aggregated-results-dir", metavar="DIR", type=path,
-                      help="with --results-dir: the aggregated twin's")
+    what.add_argument("--results-dir", metavar="DIR", type=path, action="append",
+                      help="report this results folder (genai-bench's, or a run folder the Job uploaded); run nothing. "
+                           "Given again, each further folder is a repeat of the same levels")
+    what.add_argument("--aggregated-results-dir", metavar="DIR", type=path, action="append",
+                      help="with --results-dir: the aggregated twin's (once per --results-dir)")
+    what.add_argument("--repeat", type=positive, default=1, metavar="N",
+                      help="run every level N times, DPD and the twin in turn, for the A/B's intervals (default: 1)")
+    what.add_argument("--price-per-node-hour", type=number, metavar="USD",
+                      help="your rate for the A/B's cost columns (default: the price table's figure, labelled)")
+    what.add_argument("--report-dir", metavar="DIR", type=path,
+                      help="also write report.html (self-contained, inline SVG), its PNGs and report.json into DIR")
     what.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     job = parser.add_argument_group("the Job")
     job.add_argument("--namespace", help="where the Job runs (default: the spec's namespace)")
@@ -136,6 +143,9 @@ def run(args: argparse.Namespace, *, seams: Seams | None = None) -> int:
     checked = read_checked_spec(args.spec)
     if args.aggregated_results_dir and not args.results_dir:
         raise UsageError("--aggregated-results-dir needs --results-dir")
+    if args.repeat > 1 and args.results_dir:
+        raise UsageError("--repeat runs the Jobs again; with --results-dir give each repeat's folder as another "
+                         "--results-dir")
     request = _request(args, checked, seams)
     try:
         if args.render:
@@ -161,8 +171,11 @@ def _request(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> Be
         isl=args.isl, path=RoutePath(args.path), osl=args.osl, concurrency=args.concurrency,
         request_rate=args.request_rate, requests=args.requests, max_seconds=args.max_seconds, client=args.client,
         prefix_share=args.prefix_share,
-        aggregated=args.aggregated, compare=args.compare, results_dir=args.results_dir,
-        aggregated_results_dir=args.aggregated_results_dir,
+        aggregated=args.aggregated, compare=args.compare, results_dir=_first(args.results_dir),
+        aggregated_results_dir=_first(args.aggregated_results_dir),
+        repeat_results_dirs=tuple((args.results_dir or [])[1:]),
+        repeat_aggregated_results_dirs=tuple((args.aggregated_results_dir or [])[1:]),
+        repeat=args.repeat, price_per_node_hour=args.price_per_node_hour, report_dir=args.report_dir,
         namespace=args.namespace, run_id=args.run_id, image=args.image, genai_bench_version=args.genai_bench_version,
         aiperf_version=args.aiperf_version, pip_index_url=args.pip_index_url, aws_cli_image=args.aws_cli_image,
         service_account=args.service_account, role_arn=args.role_arn, tokenizer_s3=args.tokenizer_s3,
@@ -170,3 +183,7 @@ def _request(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> Be
         region=args.region, profile=args.profile,
         kube_context=args.kube_context, kubeconfig=args.kubeconfig, timeout=args.timeout,
         poll_interval=args.poll_interval, keep=args.keep)
+
+
+def _first(folders: list[str] | None) -> str | None:
+    return folders[0] if folders else None

@@ -16,7 +16,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.spec.endpoint import NodeUsage
+from hyperpod_dpd.spec.instances import InstanceType
 
 PRICE_FILE = "node-prices.json"
 KINDS = ("sagemaker-ml", "ec2-list", "derived", "user")
@@ -112,3 +114,15 @@ def node_cost(usage: NodeUsage, *, override: float | None = None) -> NodeCost:
     """The nodes of ``usage`` at the user's rate when given, else at the table's figure (or none)."""
     price = user_price(override) if override is not None else table_price(usage.instance_type.facts.name)
     return NodeCost(usage=usage, price=price)
+
+
+def node_price(instance_type: InstanceType, *, override: float | None = None) -> NodePrice | None:
+    """The user's rate when given, else the table's; ``None`` when the table has no figure for the type."""
+    if override is None:
+        return table_price(instance_type.facts.name)
+    try:
+        return user_price(override)
+    except ValueError:
+        raise SpecError([Problem(field="price_per_node_hour", value=override, message="must be a positive number "
+                                 "of US dollars", fix="give e.g. --price-per-node-hour 63.30")],
+                        source="the traffic") from None

@@ -131,6 +131,9 @@ GENERATION_TOKENS = Metric(name="vllm:generation_tokens_total", kind=Kind.COUNTE
                            provenance=_VLLM)
 PREFILL_TIME = Metric(name="vllm:request_prefill_time_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
                       provenance=_VLLM)
+# Per finished request, scheduled minus queued (vllm/v1/metrics/loggers.py l.853): the wait for a batch slot.
+QUEUE_TIME = Metric(name="vllm:request_queue_time_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
+                    provenance=_VLLM)
 
 KV_STORE_PUT_TIME = Metric(
     name="lmcache:store_put_time", kind=Kind.HISTOGRAM, exporter=Exporter.LMCACHE,

@@ -1,0 +1,200 @@
+"""The report ``bench --report-dir`` writes: one self-contained HTML page, its PNGs and its data as JSON.
+
+The figures are drawn from :func:`figure_series`, which the page also embeds as JSON (``<script
+id="figure-data">``), so what a figure shows can be read back and checked. Latency against load for
+each layout (TTFT and TPOT, p50 solid, p90 dashed), the spec's SLO as a line on the p90s, the
+advisor's p50 per level, and the DPD endpoint's TTFT by stage, stacked, with the client's TTFT
+beside it. Nothing is fetched: the SVGs are inline. The output is deterministic (no dates in the
+files, a fixed SVG hash salt). matplotlib comes with the ``bench`` extra; without it the page holds
+the numbers and names the extra.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hyperpod_dpd.benchmark.capacity import Slo
+from hyperpod_dpd.benchmark.decomposition import STAGES, Decomposition
+from hyperpod_dpd.benchmark.prediction import ComparisonRow
+from hyperpod_dpd.benchmark.results import BenchmarkResults
+
+BENCH_EXTRA = "bench"
+HTML_FILE = "report.html"
+JSON_FILE = "report.json"
+LATENCY_PNG = "latency.png"
+STAGES_PNG = "ttft-stages.png"
+SVG_SALT = "hyperpod-dpd-bench"
+QUANTILES = ("p50", "p90")
+METRICS = (("ttft", "TTFT p50/p90 ms", "TTFT p50"), ("tpot", "TPOT p50/p90 ms", "TPOT p50"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportInput:
+    """What the page shows: each layout's levels, the SLO, the DPD stages, the advisor's rows, the text report."""
+
+    title: str
+    runs: Mapping[str, BenchmarkResults]
+    slo: Slo | None
+    decompositions: Sequence[Decomposition]
+    predictions: Sequence[ComparisonRow]
+    prediction_note: str | None
+    text: str
+    document: Mapping[str, Any]
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value * 1e3, 3)
+
+
+def figure_series(report: ReportInput) -> dict[str, Any]:
+    """Every number the figures draw, in ms, by figure: the data the page embeds and the tests check."""
+    loads = sorted({lv.load for run in report.runs.values() for lv in run.levels}, key=lambda load: load.sort_key())
+    closed = all(load.closed_loop for load in loads)
+    series = [{"layout": label, "metric": metric, "quantile": q, "x": [lv.load.value for lv in run.levels],
+               "y_ms": [_ms(getattr(getattr(lv, metric), q)) for lv in run.levels]}
+              for label, run in report.runs.items() for metric, _, _ in METRICS for q in QUANTILES]
+    predicted = []
+    for metric, _, label in METRICS:
+        for layout in ("disaggregated", "aggregated"):
+            rows = [row for row in report.predictions if row.metric == label and row.layout == layout]
+            if rows:
+                predicted.append({"layout": layout, "metric": metric, "x": [row.load.value for row in rows],
+                                  "y_ms": [_ms(row.predicted) for row in rows],
+                                  "error_percent": [row.difference_percent for row in rows]})
+    slo = {"ttft_p90_ms": _ms(report.slo[0]), "tpot_p90_ms": _ms(report.slo[1])} if report.slo else None
+    stages = {"x": [row.load.value for row in report.decompositions],
+              "stages_ms": {name: [_ms(row.stage(name)) for row in report.decompositions] for name in STAGES},
+              "client_ttft_ms": [_ms(row.client_ttft_s) for row in report.decompositions],
+              "router_ttft_ms": [_ms(row.router_ttft_s) for row in report.decompositions]}
+    return {"x_label": "concurrency" if closed else "requests/s", "latency": series, "slo": slo,
+            "prediction": predicted, "prediction_note": report.prediction_note, "ttft_stages": stages}
+
+
+def _points(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[list[float], list[float]]:
+    """The points that were measured: a missing value is left out of the line, never drawn as 0."""
+    kept = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+    return [x for x, _ in kept], [y for _, y in kept]
+
+
+def latency_figure(data: Mapping[str, Any]) -> Any:
+    """TTFT and TPOT against load, both layouts, the SLO on the p90s and the advisor's p50."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 - the bench extra's
+
+    figure = Figure(figsize=(9.0, 3.6), dpi=80, layout="constrained")
+    axes = figure.subplots(1, 2)
+    colors = {"dpd": "tab:blue", "aggregated": "tab:orange", "disaggregated": "tab:blue"}
+    for ax, (metric, ylabel, _) in zip(axes, METRICS, strict=True):
+        for s in data["latency"]:
+            if s["metric"] == metric:
+                ax.plot(*_points(s["x"], s["y_ms"]), marker="o", color=colors[s["layout"]],
+                        linestyle="-" if s["quantile"] == "p50" else "--", label=f"{s['layout']} {s['quantile']}",
+                        gid=f"{s['layout']}-{metric}-{s['quantile']}")
+        for p in data["prediction"]:
+            if p["metric"] == metric:
+                ax.plot(*_points(p["x"], p["y_ms"]), marker="x", linestyle=":", color=colors[p["layout"]],
+                        label=f"advisor {p['layout']} p50", gid=f"advisor-{p['layout']}-{metric}")
+        target = (data["slo"] or {}).get(f"{metric}_p90_ms")
+        if target is not None:
+            ax.axhline(target, color="tab:red", linewidth=1.0, label=f"SLO p90 {target:g} ms", gid=f"slo-{metric}")
+        ax.set_xlabel(data["x_label"])
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return figure
+
+
+def stages_figure(data: Mapping[str, Any]) -> Any:
+    """The DPD endpoint's TTFT by stage per level, stacked; unmeasured stages named above the bar."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 - the bench extra's
+
+    stages = data["ttft_stages"]
+    figure = Figure(figsize=(7.5, 3.6), dpi=80, layout="constrained")
+    ax = figure.subplots()
+    positions = list(range(len(stages["x"])))
+    bottoms = [0.0] * len(positions)
+    for name in STAGES:
+        values = stages["stages_ms"][name]
+        # An unmeasured stage (or a negative residual: stages that overlap) gets no bar, never one of height 0.
+        heights = [v if v is not None and v >= 0 else math.nan for v in values]
+        if not all(math.isnan(h) for h in heights):
+            ax.bar(positions, heights, bottom=bottoms, label=name, gid=f"stage-{name}")
+            bottoms = [b if math.isnan(h) else b + h for b, h in zip(bottoms, heights, strict=True)]
+    for i, _ in enumerate(positions):
+        missing = [name for name in STAGES if stages["stages_ms"][name][i] is None]
+        if missing:
+            ax.annotate("\n".join(["unmeasured:", *missing]), (i, bottoms[i]), ha="center", va="bottom", fontsize=6)
+    ax.plot(*_points(positions, stages["client_ttft_ms"]), marker="D", linestyle="none", color="black",
+            label="client TTFT", gid="client-ttft")
+    ax.plot(*_points(positions, stages["router_ttft_ms"]), marker="_", markersize=18, linestyle="none",
+            color="tab:red", label="router TTFT", gid="router-ttft")
+    ax.set_xticks(positions, [f"{x:g}" for x in stages["x"]])
+    ax.set_xlabel(data["x_label"])
+    ax.set_ylabel("TTFT ms (mean per request)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return figure
+
+
+def _save(figure: Any, kind: str) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=kind, metadata={"Date": None} if kind == "svg" else {"Software": None})
+    return buffer.getvalue()
+
+
+def _svg(figure: Any) -> str:
+    text = _save(figure, "svg").decode("utf-8")
+    return text[text.index("<svg"):]
+
+
+def _page(report: ReportInput, data: Mapping[str, Any], pictures: Sequence[str], note: str | None) -> str:
+    embedded = json.dumps(data, sort_keys=True).replace("</", "<\\/")
+    body = "\n".join(f"<figure>{svg}</figure>" for svg in pictures)
+    return "\n".join([
+        "<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>{html.escape(report.title)}</title>",
+        "<style>body{font-family:sans-serif;margin:1.5em}pre{font-size:12px;overflow-x:auto}</style></head><body>",
+        f"<h1>{html.escape(report.title)}</h1>",
+        *([f"<p><strong>{html.escape(note)}</strong></p>"] if note else []), body,
+        f"<pre>{html.escape(report.text)}</pre>",
+        f"<script type=\"application/json\" id=\"figure-data\">{embedded}</script>", "</body></html>", ""])
+
+
+def write_report(folder: Path, report: ReportInput) -> list[Path]:
+    """``report.html``, ``report.json`` and, with matplotlib, ``latency.png`` and ``ttft-stages.png``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = figure_series(report)
+    written = [folder / JSON_FILE]
+    written[0].write_text(json.dumps({**report.document, "figures": data}, indent=2) + "\n", encoding="utf-8")
+    try:
+        from matplotlib import rc_context  # noqa: PLC0415 - the bench extra's
+    except ImportError:
+        note: str | None = f"no pictures: they need matplotlib (pip install 'hyperpod-dpd[{BENCH_EXTRA}]')"
+        pictures: list[str] = []
+    else:
+        note, pictures = None, []
+        # A fixed hash salt makes the SVG's ids the same on every run; text as paths needs no font on the reader's side.
+        with rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "path", "font.size": 9.0}):
+            figures = [(LATENCY_PNG, latency_figure(data))]
+            if report.decompositions:
+                figures.append((STAGES_PNG, stages_figure(data)))
+            for name, figure in figures:
+                pictures.append(_svg(figure))
+                (folder / name).write_bytes(_save(figure, "png"))
+                written.append(folder / name)
+    page = folder / HTML_FILE
+    page.write_text(_page(report, data, pictures, note), encoding="utf-8")
+    return [page, *written]
+
+
+def read_embedded(page: str) -> dict[str, Any]:
+    """The figure data a page embeds (what :func:`write_report` drew its figures from)."""
+    start = page.index('<script type="application/json" id="figure-data">')
+    text = page[page.index(">", start) + 1:page.index("</script>", start)]
+    data: dict[str, Any] = json.loads(text.replace("<\\/", "</"))
+    return data
