@@ -92,6 +92,12 @@ def test_the_wait_handle_url_is_a_mounted_secret_not_in_the_job_spec(hf_app: Syn
     assert path.rsplit("/", 1)[-1] in objects["Secret"]["stringData"]
 
 
+def test_the_staging_image_is_pinned_by_digest(hf_app: Synthesized) -> None:
+    (container,) = rendered(hf_app)["Job"]["spec"]["template"]["spec"]["containers"]
+    assert re.fullmatch(r"public\.ecr\.aws/docker/library/python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}",
+                        container["image"]), container["image"]
+
+
 def test_boto3_is_installed_from_hash_pinned_requirements(hf_app: Synthesized) -> None:
     objects = rendered(hf_app)
     requirements = objects["ConfigMap"]["data"][REQUIREMENTS.name]
