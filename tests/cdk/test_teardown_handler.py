@@ -612,3 +612,28 @@ def test_a_programming_error_in_a_poll_fails_at_once(aws: Any) -> None:
 
     with pytest.raises(RuntimeError, match=r"(?s)cannot go on .*Unknown parameter"):
         handler.is_complete(event, clock=clock, clients=broken)
+
+
+def test_a_backend_group_held_by_a_load_balancer_of_an_unknown_stack_names_it_at_the_deadline(aws: Any) -> None:
+    """T8: were the operator's Ingress named otherwise (or in an IngressGroup), its ALB carries a stack tag the
+    barrier does not look for; on a cluster the stack created the barrier waits on the backend group the ALB
+    holds. The failure names the ALB's interface, not just the group."""
+    made = operator_resources(aws, stack="hyperpod-inference-system/some-group")
+    backend = backend_group(aws, made["vpc"])
+    subnet = aws("ec2").describe_subnets(Filters=[{"Name": "vpc-id", "Values": [made["vpc"]]}])["Subnets"][0]
+    eni = aws("ec2").create_network_interface(SubnetId=subnet["SubnetId"], Groups=[backend],
+                                              Description="ELB app/k8s-somegroup/0123456789abcdef")
+    clients = Recorded(aws)
+    clients.fail("DeleteSecurityGroup", "DependencyViolation", f"resource {backend} has a dependent object",
+                 times=100)
+    clock = FakeClock()
+    event = start(clients, clock, delete_event(DeadlineSeconds=60))
+    assert handler.is_complete(event, clock=clock, clients=clients) == {"IsComplete": False}
+    clock.sleep(60)
+    with pytest.raises(RuntimeError) as failure:
+        handler.is_complete(event, clock=clock, clients=clients)
+    message = str(failure.value)
+    interface = eni["NetworkInterface"]["NetworkInterfaceId"]
+    assert f"{backend} is still used by {interface} (ELB app/k8s-somegroup/0123456789abcdef)" in message
+    assert f"looks for the ingress.k8s.aws/stack tags {STACK}" in message
+    assert made["balancer"] in names(aws)[0], "a load balancer of another stack tag is never deleted"

@@ -16,7 +16,8 @@ Two kinds of barrier share this handler (property ``Kind``):
     ``CreatedBy=HyperPodInference``). After a grace period (or at once when the EKS cluster no longer
     exists, so nothing else will clean up) it deletes them itself, first revoking the ingress rules of
     other groups that name a group it deletes (EC2 refuses to delete a referenced group). When they
-    still exist at the deadline it fails with their ids and the commands that remove them.
+    still exist at the deadline it fails with their ids, the network interfaces still using a group
+    (naming an ALB the barrier did not look for) and the commands that remove them.
 
 ``guardduty``
     Sits between the EKS cluster and the VPC. On delete it removes the ``guardduty-data`` interface
@@ -223,10 +224,34 @@ def is_complete(event: dict[str, Any], context: object = None, *, clock: Callabl
     if leftovers is None:
         return {"IsComplete": True}
     if elapsed >= deadline:
-        raise RuntimeError(f"still present after {elapsed:.0f}s: {leftovers.summary()}. Remove them, then run "
-                           f"cdk destroy again: {' && '.join(leftovers.commands())}")
+        held = _held(props, clients, leftovers)
+        raise RuntimeError(f"still present after {elapsed:.0f}s: {leftovers.summary()}{held}. Remove them, then "
+                           f"run cdk destroy again: {' && '.join(leftovers.commands())}")
     log(f"{elapsed:.0f}s: waiting for {leftovers.summary()}")
     return {"IsComplete": False}
+
+
+def group_users(ec2: Any, group: str) -> list[str]:
+    """The network interfaces that still use ``group``, each with what made it (an ALB's reads
+    ``ELB app/<name>/<id>``)."""
+    interfaces = ec2.describe_network_interfaces(Filters=[{"Name": "group-id", "Values": [group]}])["NetworkInterfaces"]
+    return [f"{i['NetworkInterfaceId']} ({i.get('Description') or i.get('InterfaceType', 'interface')})"
+            for i in interfaces]
+
+
+def _held(props: dict[str, Any], clients: Clients, leftovers: Leftovers) -> str:
+    """For the failure message: what still holds each group left, so a load balancer the barrier never
+    looked for (another stack tag than ``IngressStacks``) is named. Empty when that cannot be read."""
+    try:
+        ec2 = clients("ec2")
+        held = {g: users for g in leftovers.security_groups if (users := group_users(ec2, g))}
+    except (ClientError, BotoCoreError):
+        return ""
+    if not held:
+        return ""
+    looked_for = f" (it looks for the ingress.k8s.aws/stack tags {', '.join(props.get('IngressStacks', []))})" \
+        if props["Kind"] == "operator" else ""
+    return "".join(f"; {g} is still used by {', '.join(users)}" for g, users in sorted(held.items())) + looked_for
 
 
 def _flag(value: object) -> bool:
@@ -476,9 +501,7 @@ def delete_guardduty_leftovers(ec2: Any, leftovers: Leftovers) -> None:
         _try_delete(", ".join(leftovers.vpc_endpoints), ec2.delete_vpc_endpoints,
                     VpcEndpointIds=leftovers.vpc_endpoints)
     for group in leftovers.security_groups:
-        interfaces = ec2.describe_network_interfaces(
-            Filters=[{"Name": "group-id", "Values": [group]}])["NetworkInterfaces"]
-        if interfaces:
-            log(f"{group} is still used by {', '.join(i['NetworkInterfaceId'] for i in interfaces)}")
+        if users := group_users(ec2, group):
+            log(f"{group} is still used by {', '.join(users)}")
             continue
         _try_delete(group, ec2.delete_security_group, GroupId=group)
