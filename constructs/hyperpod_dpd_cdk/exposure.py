@@ -31,6 +31,13 @@ INTERNET_FACING_WARNING = (
     f"({ALLOW_INTERNET_FACING_KEY}=true). The operator's ALB authenticates no caller and presents a "
     "self-signed certificate unless the spec sets tls: anything public in front of it is open to the "
     "internet. Prefer the SageMaker endpoint (endpoint_name, IAM SigV4) for callers outside the VPC")
+# With the cluster's own controller (bundled_load_balancer_controller=false) neither promise of the stack holds.
+OWN_CONTROLLER_WARNING = (
+    "the cluster's own AWS Load Balancer Controller serves the operator's Ingresses "
+    "(bundled_load_balancer_controller=false). Its role is not the stack's, so the stack's deny on internet-facing "
+    "load balancers does not apply to it: add the same deny to that role. The teardown barrier finds the "
+    "controller's load balancers by its elbv2.k8s.aws/cluster tag, which is the controller's --cluster-name: "
+    "it must equal the EKS cluster name, or the barrier finds none of them and cdk destroy leaves them behind")
 ANYWHERE = "0.0.0.0/0"
 
 

@@ -20,7 +20,7 @@ from hyperpod_dpd.errors import raise_if_any
 from hyperpod_dpd_cdk._late import at_synthesis
 from hyperpod_dpd_cdk._private.alb_policy import controller_statements, wildcard_findings
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy
-from hyperpod_dpd_cdk.exposure import INTERNET_FACING_WARNING, deny_internet_facing
+from hyperpod_dpd_cdk.exposure import INTERNET_FACING_WARNING, OWN_CONTROLLER_WARNING, deny_internet_facing
 from hyperpod_dpd_cdk.lifecycle import PrefixReads, prefix_findings
 from hyperpod_dpd_cdk.model_bucket import secure_bucket
 from hyperpod_dpd_cdk.versions import AddonVersions
@@ -170,6 +170,8 @@ class InferenceOperator(Construct):
                                                              INTERNET_FACING_WARNING)
             else:
                 self.alb_role.add_to_policy(deny_internet_facing())
+        else:
+            Annotations.of(self).add_warning_v2("hyperpod-dpd:OwnLoadBalancerController", OWN_CONTROLLER_WARNING)
         self.keda_role: iam.Role | None = None
         if bundled_keda:
             self.keda_role = iam.Role(self, "KedaRole", assumed_by=self.trust.principal("Keda", KEDA_SA),

@@ -182,7 +182,7 @@ class TeardownBarrier(Construct):
             iam.PolicyStatement(
                 actions=["elasticloadbalancing:DescribeLoadBalancers", "elasticloadbalancing:DescribeTargetGroups",
                          "elasticloadbalancing:DescribeTags", "ec2:DescribeSecurityGroups",
-                         "ec2:DescribeSecurityGroupRules"], resources=["*"]),
+                         "ec2:DescribeSecurityGroupRules", "ec2:DescribeNetworkInterfaces"], resources=["*"]),
             iam.PolicyStatement(
                 actions=["elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:DeleteTargetGroup",
                          "ec2:DeleteSecurityGroup"], resources=[*balancing, security_groups],

@@ -16,8 +16,9 @@ supported", AWS::CloudFormation::WaitCondition reference; aws-cloudformation/clo
 #1097 gives new logical ids as the way), and a Job's pod template is immutable. So the handle, the wait,
 the Job manifest and every Kubernetes name in it carry a digest of the whole rendered Job and the wait's
 timeout: any change (``weights_staging_hours``, the image, the script, the pins) makes new ones, which
-the script resumes from what S3 holds, and CloudFormation deletes the old ones after. The role and the
-ServiceAccount's trust are keyed by model, revision and prefix only, so they stay.
+the script resumes from what S3 holds, and CloudFormation deletes the old ones after. The role is keyed by
+model, revision and prefix only, so it stays; its trust (``StringEquals``) names the current Job's
+ServiceAccount only and moves to the new name with the change.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, S3Source
 from hyperpod_dpd._kplus import kplus
 from hyperpod_dpd.benchmark.job import DEFAULT_IMAGE, ROLE_ARN_ANNOTATION, RUN_USER
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL, SYSTEM_POOL
+from hyperpod_dpd_cdk._late import late_string
 from hyperpod_dpd_cdk._private.nag import acknowledge
 from hyperpod_dpd_cdk.inference_operator import IrsaTrust
 from hyperpod_dpd_cdk.lifecycle import prefix_findings
@@ -238,10 +240,10 @@ class WeightsStaging(Construct):
         self.service_account_prefix = f"{SERVICE_ACCOUNT}-{identity}-"
 
         self.secret_arn = token_secret_arn
-        # The ServiceAccount is renamed with the Job (CloudFormation deletes the old manifest, names and all,
-        # after creating the new one); the trust takes any of its names for this staged revision.
-        subject = f"system:serviceaccount:{namespace}:{self.service_account_prefix}*"
-        self.role = iam.Role(self, "Role", assumed_by=trust.principal(f"Weights{identity}", subject, like=True),
+        # The ServiceAccount is renamed with the Job (its name carries the Job's digest, computed below from a
+        # draft that holds this role's ARN); the trust names exactly the current one, filled in at synth.
+        subject = late_string(lambda: f"system:serviceaccount:{namespace}:{self.service_account_name}")
+        self.role = iam.Role(self, "Role", assumed_by=trust.principal(f"Weights{identity}", subject),
                              description=f"hyperpod-dpd: stage {source.model_id} into {self.prefix}/")
         self.role.add_to_policy(iam.PolicyStatement(
             actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],

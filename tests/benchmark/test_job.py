@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -92,6 +93,7 @@ def test_genai_bench_runs_the_blog_scenario_against_the_router(spec: DpdSpec) ->
     assert flag("--warmup-ratio") == ["0.1"] and {"name": "ENABLE_UI", "value": "false"} in bench["env"]
     assert flag("--api-model-name") == ["/opt/ml/model"] and flag("--model-tokenizer") == ["/tokenizer"]
     assert bench["image"] == DEFAULT_IMAGE
+    assert re.fullmatch(r"[^@]+@sha256:[0-9a-f]{64}", DEFAULT_IMAGE), "the default image is pinned by digest"
     assert {"name": "CLIENT_VERSION", "value": "0.0.5"} in bench["env"]
     assert {"name": "HF_HUB_OFFLINE", "value": "1"} in bench["env"]
 

@@ -68,6 +68,23 @@ def test_a_cluster_running_its_own_gets_the_bundled_one_switched_off(cdk_context
     assert (platform.operator.alb_role if key == "alb" else platform.operator.keda_role) is None
 
 
+def _warnings(cdk_context: dict[str, Any], **props: Any) -> list[str]:
+    app = cdk.App(context=cdk_context)
+    stack = cdk.Stack(app, "Platform", env=cdk.Environment(region=cdk_support.REGION))
+    HyperPodDpd(stack, "Inference", endpoints=[default_spec()], cluster=ClusterOptions(existing=EXISTING, **props),
+                vpc=cdk_support.EXISTING_VPC, hyperpod=HyperPodOptions(subnet_ids=cdk_support.HYPERPOD_SUBNETS))
+    messages = app.synth().get_stack_artifact(stack.artifact_id).messages
+    return [str(m.entry.data) for m in messages if "OwnLoadBalancerController" in str(m.entry.data)]
+
+
+def test_the_clusters_own_controller_warns_that_the_deny_and_the_barrier_tag_are_its_own(
+        cdk_context: dict[str, Any]) -> None:
+    (warning,) = _warnings(cdk_context, bundled_load_balancer_controller=False)
+    assert "deny on internet-facing load balancers does not apply" in warning
+    assert "--cluster-name" in warning and "EKS cluster name" in warning
+    assert _warnings(cdk_context) == []
+
+
 @pytest.mark.parametrize("option", ["bundled_load_balancer_controller", "bundled_keda"])
 def test_a_new_cluster_refuses_to_go_without_them(cdk_context: dict[str, Any], option: str) -> None:
     with pytest.raises(SpecError) as error:

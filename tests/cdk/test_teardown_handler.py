@@ -18,6 +18,16 @@ from typing import Any
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    ParamValidationError,
+    ReadTimeoutError,
+)
 from moto import mock_aws
 from support import FakeClock, load_module
 
@@ -472,7 +482,35 @@ def test_rules_naming_the_backend_group_are_revoked_before_it_is_deleted(aws: An
     assert rules_naming(aws, cluster_sg) == set()
 
 
+def test_a_denied_delete_fails_at_once(aws: Any) -> None:
+    made = operator_resources(aws)  # no EKS cluster: the barrier deletes on its first poll
+    clients = Recorded(aws)
+    clients.fail("DeleteLoadBalancer", "AccessDenied", "User is not authorized to perform: "
+                 "elasticloadbalancing:DeleteLoadBalancer", status=403)
+    clock = FakeClock()
+    event = start(clients, clock, delete_event())
+    with pytest.raises(RuntimeError, match=r"cannot go on .*AccessDenied"):
+        handler.is_complete(event, clock=clock, clients=clients)
+    assert clock.slept == []
+    assert made["balancer"] in names(aws)[0]
+
+
+def test_a_denied_sagemaker_delete_fails_at_once_but_a_gone_one_passes(aws: Any) -> None:
+    sagemaker_endpoint(aws, "dpd-test", tags=[{"Key": "CreatedBy", "Value": "HyperPodInference"}])
+    clients = Recorded(aws)
+    clients.fail("DeleteEndpoint", "ValidationException", "Could not find endpoint", times=1)
+    clients.fail("DeleteModel", "AccessDeniedException", "not authorized to perform: sagemaker:DeleteModel",
+                 status=400)
+    clock = FakeClock()
+    event = start(clients, clock, delete_event(EndpointNames=["dpd-test"]))
+    with pytest.raises(RuntimeError, match=r"cannot go on .*AccessDeniedException"):
+        handler.is_complete(event, clock=clock, clients=clients)
+    assert clients.calls.count("DeleteEndpoint") == 1, "the not-found answer passed on to the next delete"
+
+
 def test_revokes_that_are_denied_are_in_the_printed_commands(aws: Any) -> None:
+    """Revokes are granted only on the node groups the barrier was given, so a denied revoke is someone
+    else's group: it is logged and printed, and does not fail the barrier at once (deletes do)."""
     made = operator_resources(aws)
     efa, cluster_sg, backend = node_groups_naming(aws, made["vpc"], backend_group(aws, made["vpc"]))
     clients = Recorded(aws)
@@ -521,3 +559,81 @@ def test_our_stack_tag_is_the_operator_ingress_of_the_default_endpoint() -> None
     from hyperpod_dpd.spec.defaults import default_spec
 
     assert f"{OPERATOR_NAMESPACE}/{load_balancer_ingress(default_spec())}" == STACK
+
+
+def test_start_retries_throttled_sagemaker_describes_with_back_off(aws: Any) -> None:
+    sagemaker_endpoint(aws, "dpd-test", tags=[{"Key": "CreatedBy", "Value": "HyperPodInference"}])
+    clients = Recorded(aws)
+    clients.fail("DescribeEndpoint", "ThrottlingException", "Rate exceeded", times=2)
+    clock = FakeClock()
+    started = handler.on_event(delete_event(EndpointNames=["dpd-test"]), clock=clock, clients=clients,
+                               sleep=clock.sleep)
+    assert started["Data"]["EndpointConfigs"] == ["dpd-test-config"]
+    assert clock.slept == [2.0, 4.0]
+
+
+def test_start_fails_at_once_on_an_error_waiting_cannot_fix_and_after_its_last_try(aws: Any) -> None:
+    sagemaker_endpoint(aws, "dpd-test", tags=[])
+    for code, times, slept in (("AccessDeniedException", 1, []), ("ThrottlingException", 100, [2.0, 4.0, 8.0, 16.0])):
+        clients = Recorded(aws)
+        clients.fail("DescribeEndpoint", code, "no", times=times)
+        clock = FakeClock()
+        with pytest.raises(ClientError, match=code):
+            handler.on_event(delete_event(EndpointNames=["dpd-test"]), clock=clock, clients=clients,
+                             sleep=clock.sleep)
+        assert clock.slept == slept
+
+
+@pytest.mark.parametrize(("error", "passes"), [
+    (EndpointConnectionError(endpoint_url="https://ec2.us-west-2.amazonaws.com"), True),
+    (ConnectTimeoutError(endpoint_url="https://ec2.us-west-2.amazonaws.com"), True),
+    (ReadTimeoutError(endpoint_url="https://ec2.us-west-2.amazonaws.com"), True),
+    (ConnectionClosedError(endpoint_url="https://ec2.us-west-2.amazonaws.com"), True),
+    (ParamValidationError(report="Missing required parameter"), False),
+    (NoRegionError(), False),
+    (NoCredentialsError(), False),
+])
+def test_only_network_errors_of_botocore_are_transient(error: Exception, passes: bool) -> None:
+    assert handler.transient(error) is passes
+
+
+def test_a_programming_error_in_a_poll_fails_at_once(aws: Any) -> None:
+    operator_resources(aws)
+    clock = FakeClock()
+    event = start(aws, clock, delete_event())
+
+    def broken(service: str) -> Any:
+        client = aws(service)
+        if service == "elbv2":
+            def invalid(**_: Any) -> None:
+                raise ParamValidationError(report="Unknown parameter in input")
+            client.delete_load_balancer = invalid
+        return client
+
+    with pytest.raises(RuntimeError, match=r"(?s)cannot go on .*Unknown parameter"):
+        handler.is_complete(event, clock=clock, clients=broken)
+
+
+def test_a_backend_group_held_by_a_load_balancer_of_an_unknown_stack_names_it_at_the_deadline(aws: Any) -> None:
+    """T8: were the operator's Ingress named otherwise (or in an IngressGroup), its ALB carries a stack tag the
+    barrier does not look for; on a cluster the stack created the barrier waits on the backend group the ALB
+    holds. The failure names the ALB's interface, not just the group."""
+    made = operator_resources(aws, stack="hyperpod-inference-system/some-group")
+    backend = backend_group(aws, made["vpc"])
+    subnet = aws("ec2").describe_subnets(Filters=[{"Name": "vpc-id", "Values": [made["vpc"]]}])["Subnets"][0]
+    eni = aws("ec2").create_network_interface(SubnetId=subnet["SubnetId"], Groups=[backend],
+                                              Description="ELB app/k8s-somegroup/0123456789abcdef")
+    clients = Recorded(aws)
+    clients.fail("DeleteSecurityGroup", "DependencyViolation", f"resource {backend} has a dependent object",
+                 times=100)
+    clock = FakeClock()
+    event = start(clients, clock, delete_event(DeadlineSeconds=60))
+    assert handler.is_complete(event, clock=clock, clients=clients) == {"IsComplete": False}
+    clock.sleep(60)
+    with pytest.raises(RuntimeError) as failure:
+        handler.is_complete(event, clock=clock, clients=clients)
+    message = str(failure.value)
+    interface = eni["NetworkInterface"]["NetworkInterfaceId"]
+    assert f"{backend} is still used by {interface} (ELB app/k8s-somegroup/0123456789abcdef)" in message
+    assert f"looks for the ingress.k8s.aws/stack tags {STACK}" in message
+    assert made["balancer"] in names(aws)[0], "a load balancer of another stack tag is never deleted"

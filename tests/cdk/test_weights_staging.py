@@ -92,6 +92,12 @@ def test_the_wait_handle_url_is_a_mounted_secret_not_in_the_job_spec(hf_app: Syn
     assert path.rsplit("/", 1)[-1] in objects["Secret"]["stringData"]
 
 
+def test_the_staging_image_is_pinned_by_digest(hf_app: Synthesized) -> None:
+    (container,) = rendered(hf_app)["Job"]["spec"]["template"]["spec"]["containers"]
+    assert re.fullmatch(r"public\.ecr\.aws/docker/library/python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}",
+                        container["image"]), container["image"]
+
+
 def test_boto3_is_installed_from_hash_pinned_requirements(hf_app: Synthesized) -> None:
     objects = rendered(hf_app)
     requirements = objects["ConfigMap"]["data"][REQUIREMENTS.name]
@@ -114,9 +120,16 @@ def test_only_the_staging_role_reads_the_secret_and_writes_only_its_prefix(hf_ap
     assert len(writes) == 1
     resource = json.dumps(writes[0]["Resource"])
     assert f"/{staged_prefix(staging_source(hf_app))}/*" in resource
-    pattern = f"system:serviceaccount:default:{staging.service_account_prefix}*"
-    assert pattern in json.dumps(hf_app.template), "the role trusts the staging ServiceAccount's names only"
     assert staging.service_account_name.startswith(staging.service_account_prefix)
+    conditions = [v["Properties"]["Value"] for v in hf_app.template["Resources"].values()
+                  if v["Type"] == "Custom::AWSCDKCfnJson"
+                  and f":{staging.service_account_prefix}" in json.dumps(v["Properties"]["Value"])]
+    subject = f"system:serviceaccount:default:{staging.service_account_name}"
+    assert len(conditions) == 1 and subject in json.dumps(conditions[0]), "the role trusts the current Job's name only"
+    assert "*" not in json.dumps(conditions[0])
+    trust = json.dumps(hf_app.template["Resources"][hf_app.stack.resolve(staging.role.node.default_child.logical_id)]
+                       ["Properties"]["AssumeRolePolicyDocument"])
+    assert "StringEquals" in trust and "StringLike" not in trust
     others = [s for name, s in hf_app.stack.weights_staging.items() if s is not staging]
     assert all(not o.service_account_name.startswith(staging.service_account_prefix) for o in others)
 

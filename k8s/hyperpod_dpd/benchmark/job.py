@@ -49,7 +49,14 @@ from hyperpod_dpd.validation.naming import DNS_LABEL
 
 GENAI_BENCH_VERSION = "0.0.5"
 AIPERF_VERSION = "0.13.0"
-DEFAULT_IMAGE = "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
+# Pinned by digest, so a re-pushed tag cannot change what the bench and the staging Job run: the
+# multi-platform index of python:3.11-slim-bookworm (CPython 3.11.16, built 2026-08-25), docker-library/repo-info
+# repos/python/remote/3.11-slim-bookworm.md at 33a22f41; ECR Public's Docker Official Images copy Docker Hub's
+# manifests, digests included. The tag stays for the reader; the digest decides.
+DEFAULT_IMAGE = (
+    "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
+    "@sha256:0bee7276f83efd4a1ee05bbbf4281d95ed28e079220a9457f25a93e3f1e3c31b"
+)
 DEFAULT_AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
 DEFAULT_SERVICE_ACCOUNT = "hyperpod-dpd-bench"
 ROLE_ARN_ANNOTATION = "eks.amazonaws.com/role-arn"

@@ -16,7 +16,8 @@ Two kinds of barrier share this handler (property ``Kind``):
     ``CreatedBy=HyperPodInference``). After a grace period (or at once when the EKS cluster no longer
     exists, so nothing else will clean up) it deletes them itself, first revoking the ingress rules of
     other groups that name a group it deletes (EC2 refuses to delete a referenced group). When they
-    still exist at the deadline it fails with their ids and the commands that remove them.
+    still exist at the deadline it fails with their ids, the network interfaces still using a group
+    (naming an ALB the barrier did not look for) and the commands that remove them.
 
 ``guardduty``
     Sits between the EKS cluster and the VPC. On delete it removes the ``guardduty-data`` interface
@@ -36,9 +37,11 @@ Two kinds of barrier share this handler (property ``Kind``):
 It runs under the CDK provider framework: ``on_event`` once, then ``is_complete`` every poll until it
 returns ``IsComplete`` or raises. An exception there fails the resource at once (the framework does not
 retry it), so a transient error (throttling, a resource the controller deleted between two calls, a group
-still held by draining interfaces, a 5xx) ends the poll with ``IsComplete: false`` and is tried again on
-the next one, 30 s later, until the deadline; every client also retries with back-off itself (botocore's
-``standard`` mode). Create and Update do nothing. Only boto3 is needed.
+still held by draining interfaces, a 5xx, a dropped connection) ends the poll with ``IsComplete: false`` and
+is tried again on the next one, 30 s later, until the deadline; every client also retries with back-off
+itself (botocore's ``standard`` mode). Any other error, from a describe or a delete, fails at once: waiting
+would not change it. ``on_event`` runs once, so it retries transient errors itself, with back-off. Create
+and Update do nothing. Only boto3 is needed.
 """
 
 from __future__ import annotations
@@ -50,7 +53,14 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
 # aws-load-balancer-controller pkg/deploy/tracking/provider.go: the cluster tag on everything it creates, the
 # stack tag (``<namespace>/<ingress>``, or the group name of an explicit IngressGroup) on everything it creates
@@ -79,7 +89,15 @@ TRANSIENT = frozenset({
 # Not-found answers of describe calls: the resource is gone, which is what the barrier waits for.
 GONE = frozenset({"LoadBalancerNotFound", "TargetGroupNotFound", "InvalidGroup.NotFound",
                   "InvalidGroupId.NotFound", "InvalidVpcEndpointId.NotFound", "ValidationException"})
+# A revoke the role is not granted: it is granted only on the node groups it was given, so a rule in any other
+# group (someone else's) is left to its owner; it stays in the printed commands.
+DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
+# botocore.exceptions: the network failures a later try may not meet. Other BotoCoreErrors
+# (ParamValidationError, NoRegionError, NoCredentialsError) are the handler's or its setup's fault.
+NETWORK = (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError, ConnectTimeoutError)
 RETRIES = Config(retries={"mode": "standard", "max_attempts": 8})
+# on_event's own tries (its function has 2 minutes): waits of 2, 4, 8 and 16 s between five tries.
+START_TRIES = 5
 
 
 def log(message: str) -> None:
@@ -140,8 +158,8 @@ def _code(error: Exception) -> str:
 
 
 def transient(error: Exception) -> bool:
-    """An error the next poll may not meet (see ``TRANSIENT``); connection and read errors too."""
-    if isinstance(error, BotoCoreError):
+    """An error the next poll may not meet (see ``TRANSIENT``); connection and timeout errors too (``NETWORK``)."""
+    if isinstance(error, NETWORK):
         return True
     status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) if isinstance(
         error, ClientError) else 0
@@ -149,19 +167,36 @@ def transient(error: Exception) -> bool:
 
 
 def on_event(event: dict[str, Any], context: object = None, *, clock: Callable[[], float] = time.time,
-             clients: Clients = _clients) -> dict[str, Any]:
+             clients: Clients = _clients, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     """Create/Update: nothing to do. Delete: remember when the wait started, and (operator kind) which
-    endpoint config and models each named endpoint uses, since they cannot be found once it is gone."""
+    endpoint config and models each named endpoint uses, since they cannot be found once it is gone.
+    The framework calls this once, so transient errors are tried again here (``START_TRIES``)."""
     props = event["ResourceProperties"]
     physical_id = event.get("PhysicalResourceId") or f"teardown-{props['Kind']}-{props.get('ClusterName', '')}"
     if event["RequestType"] != "Delete":
         return {"PhysicalResourceId": physical_id}
     data: dict[str, Any] = {STARTED: str(clock())}
     if props["Kind"] == "operator":
-        configs, models = _registered(clients("sagemaker"), props.get("EndpointNames", []))
+        configs, models = _with_retries(lambda: _registered(clients("sagemaker"), props.get("EndpointNames", [])),
+                                        sleep)
         data.update(EndpointConfigs=configs, Models=models)
     log(f"delete of {physical_id} started: {props}")
     return {"PhysicalResourceId": physical_id, "Data": data}
+
+
+def _with_retries(call: Callable[[], Any], sleep: Callable[[float], None]) -> Any:
+    """``call()``, tried again after a transient error with doubling waits; any other error, or the last
+    try's, is raised."""
+    for attempt in range(START_TRIES):
+        try:
+            return call()
+        except (ClientError, BotoCoreError) as error:
+            if not transient(error) or attempt == START_TRIES - 1:
+                raise
+            wait = 2.0 ** (attempt + 1)
+            log(f"passing error, trying again in {wait:.0f}s: {error}")
+            sleep(wait)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def is_complete(event: dict[str, Any], context: object = None, *, clock: Callable[[], float] = time.time,
@@ -189,10 +224,34 @@ def is_complete(event: dict[str, Any], context: object = None, *, clock: Callabl
     if leftovers is None:
         return {"IsComplete": True}
     if elapsed >= deadline:
-        raise RuntimeError(f"still present after {elapsed:.0f}s: {leftovers.summary()}. Remove them, then run "
-                           f"cdk destroy again: {' && '.join(leftovers.commands())}")
+        held = _held(props, clients, leftovers)
+        raise RuntimeError(f"still present after {elapsed:.0f}s: {leftovers.summary()}{held}. Remove them, then "
+                           f"run cdk destroy again: {' && '.join(leftovers.commands())}")
     log(f"{elapsed:.0f}s: waiting for {leftovers.summary()}")
     return {"IsComplete": False}
+
+
+def group_users(ec2: Any, group: str) -> list[str]:
+    """The network interfaces that still use ``group``, each with what made it (an ALB's reads
+    ``ELB app/<name>/<id>``)."""
+    interfaces = ec2.describe_network_interfaces(Filters=[{"Name": "group-id", "Values": [group]}])["NetworkInterfaces"]
+    return [f"{i['NetworkInterfaceId']} ({i.get('Description') or i.get('InterfaceType', 'interface')})"
+            for i in interfaces]
+
+
+def _held(props: dict[str, Any], clients: Clients, leftovers: Leftovers) -> str:
+    """For the failure message: what still holds each group left, so a load balancer the barrier never
+    looked for (another stack tag than ``IngressStacks``) is named. Empty when that cannot be read."""
+    try:
+        ec2 = clients("ec2")
+        held = {g: users for g in leftovers.security_groups if (users := group_users(ec2, g))}
+    except (ClientError, BotoCoreError):
+        return ""
+    if not held:
+        return ""
+    looked_for = f" (it looks for the ingress.k8s.aws/stack tags {', '.join(props.get('IngressStacks', []))})" \
+        if props["Kind"] == "operator" else ""
+    return "".join(f"; {g} is still used by {', '.join(users)}" for g, users in sorted(held.items())) + looked_for
 
 
 def _flag(value: object) -> bool:
@@ -367,12 +426,18 @@ def operator_leftovers(clients: Clients, cluster: str, endpoint_names: list[str]
         models=[n for n in models if _sagemaker_exists(sagemaker.describe_model, ModelName=n)])
 
 
-def _try_delete(what: str, action: Callable[..., object], **kwargs: object) -> None:
-    """A delete that fails because the resource is gone or still in use is retried on the next poll."""
+def _try_delete(what: str, action: Callable[..., object], *, may_be_denied: bool = False, **kwargs: object) -> None:
+    """A delete that fails because the resource is gone (``GONE``, SageMaker's ``ValidationException``
+    included), still in use or throttled is tried again on the next poll. Any other error is raised, so the
+    barrier fails at once, as after a describe; with ``may_be_denied`` a denial (``DENIED``) is only logged:
+    the call stays in the printed commands."""
     try:
         action(**kwargs)
     except ClientError as error:
-        log(f"could not delete {what} yet: {error.response['Error']['Code']}: {error.response['Error']['Message']}")
+        code = _code(error)
+        if not (transient(error) or code in GONE or (may_be_denied and code in DENIED)):
+            raise
+        log(f"could not delete {what} yet: {code}: {error.response['Error']['Message']}")
 
 
 def _operator_created(sagemaker: Any, describe: Callable[..., Any], arn_key: str, **kwargs: str) -> bool:
@@ -398,7 +463,7 @@ def delete_operator_leftovers(clients: Clients, leftovers: Leftovers) -> None:
         _try_delete(arn, elbv2.delete_target_group, TargetGroupArn=arn)
     for holder, rules in sorted(leftovers.referencing_rules.items()):
         _try_delete(f"the rules {', '.join(rules)} of {holder}", ec2.revoke_security_group_ingress,
-                    GroupId=holder, SecurityGroupRuleIds=rules)
+                    may_be_denied=True, GroupId=holder, SecurityGroupRuleIds=rules)
     for group in leftovers.security_groups:
         _try_delete(group, ec2.delete_security_group, GroupId=group)
     for name in leftovers.endpoints:
@@ -436,9 +501,7 @@ def delete_guardduty_leftovers(ec2: Any, leftovers: Leftovers) -> None:
         _try_delete(", ".join(leftovers.vpc_endpoints), ec2.delete_vpc_endpoints,
                     VpcEndpointIds=leftovers.vpc_endpoints)
     for group in leftovers.security_groups:
-        interfaces = ec2.describe_network_interfaces(
-            Filters=[{"Name": "group-id", "Values": [group]}])["NetworkInterfaces"]
-        if interfaces:
-            log(f"{group} is still used by {', '.join(i['NetworkInterfaceId'] for i in interfaces)}")
+        if users := group_users(ec2, group):
+            log(f"{group} is still used by {', '.join(users)}")
             continue
         _try_delete(group, ec2.delete_security_group, GroupId=group)
