@@ -198,6 +198,27 @@ def test_bad_baseline_nodes() -> None:
         advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,)), baseline_nodes=0)
 
 
+def test_a_baseline_the_advisor_cannot_simulate_in_time_is_refused_not_run() -> None:
+    """A fuzzed --baseline-nodes 2000 ran for minutes: past the cap it is refused at once, with the fix."""
+    from hyperpod_dpd.advisor.comparison import MAX_SIMULATED_NODES
+
+    with pytest.raises(SpecError) as refused:
+        advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,)), baseline_nodes=MAX_SIMULATED_NODES + 1)
+    (problem,) = refused.value.problems
+    assert problem.field == "baseline_nodes" and problem.value == MAX_SIMULATED_NODES + 1
+    assert f"at most {MAX_SIMULATED_NODES}" in (problem.fix or "")
+
+
+def test_a_search_beyond_the_simulated_nodes_is_refused() -> None:
+    from hyperpod_dpd.advisor.comparison import MAX_SIMULATED_NODES
+    from hyperpod_dpd.advisor.search import search
+
+    with pytest.raises(SpecError) as refused:
+        search(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,), ttft_ms=2000),
+               max_nodes=MAX_SIMULATED_NODES + 1)
+    assert [p.field for p in refused.value.problems] == ["max_nodes"]
+
+
 def test_ttft_and_tpot_are_bands_around_the_point(blog_advice: Advice) -> None:
     """From the least to the most variable service times, not one number (the point lies inside)."""
     for point in blog_advice.points:
