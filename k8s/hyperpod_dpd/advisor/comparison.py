@@ -171,11 +171,13 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
                                  "nodes, at least 1", fix=f"give e.g. {dpd_nodes}, the DPD layout's node count")],
                         source="the traffic")
     if nodes > MAX_SIMULATED_NODES:
-        raise SpecError([Problem(field="baseline_nodes", value=nodes, message=f"is more than the {MAX_SIMULATED_NODES} "
-                                 "nodes the advisor simulates: it plays every replica's requests through, so the time "
-                                 "grows with the node count (minutes beyond a few hundred)",
-                                 fix=f"compare at most {MAX_SIMULATED_NODES} nodes; for a larger fleet, compare one "
-                                     "slice of it at its share of the load")], source="the traffic")
+        given = "" if baseline_nodes is not None else f"defaults to the DPD layout's {nodes} nodes and "
+        raise SpecError([Problem(field="baseline_nodes", value=baseline_nodes, message=f"{given}is more than the "
+                                 f"{MAX_SIMULATED_NODES} nodes the advisor simulates: it plays every replica's "
+                                 "requests through, so the time grows with the node count (minutes beyond a few "
+                                 "hundred)",
+                                 fix=f"give --baseline-nodes {MAX_SIMULATED_NODES} or fewer (for a larger fleet, "
+                                     "compare one slice of it at its share of the load)")], source="the traffic")
     target = target_for(spec.instance_type, architecture)
     estimator = Estimator(target, architecture, isl=traffic.isl, osl=traffic.osl, gpus_per_node=facts.gpus,
                           engine=engine, factors=factors, price=price)
