@@ -5,8 +5,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import yaml
+from support import default_mapping
 
 from hyperpod_dpd.advisor import Advice, AdvicePoint, Estimate, Layout, Traffic, advise, verdict
 from hyperpod_dpd.errors import SpecError
@@ -196,6 +199,40 @@ def test_missing_extra_raises_advisor_unavailable(monkeypatch: pytest.MonkeyPatc
 def test_bad_baseline_nodes() -> None:
     with pytest.raises(SpecError, match="baseline_nodes"):
         advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,)), baseline_nodes=0)
+
+
+def test_a_baseline_the_advisor_cannot_simulate_in_time_is_refused_not_run() -> None:
+    """A fuzzed --baseline-nodes 2000 ran for minutes: past the cap it is refused at once, with the fix."""
+    from hyperpod_dpd.advisor.comparison import MAX_SIMULATED_NODES
+
+    with pytest.raises(SpecError) as refused:
+        advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,)), baseline_nodes=MAX_SIMULATED_NODES + 1)
+    (problem,) = refused.value.problems
+    assert problem.field == "baseline_nodes" and problem.value == MAX_SIMULATED_NODES + 1
+    assert f"--baseline-nodes {MAX_SIMULATED_NODES} or fewer" in (problem.fix or "")
+
+
+def test_the_cli_refuses_a_baseline_past_the_simulated_nodes_with_exit_2(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from hyperpod_dpd.advisor.comparison import MAX_SIMULATED_NODES
+    from hyperpod_dpd.cli import main
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(default_mapping()), encoding="utf-8")
+    code = main(["advise", str(spec), "--isl", "1024", "--osl", "128", "--request-rate", "50",
+                 "--baseline-nodes", str(MAX_SIMULATED_NODES * 3)])
+    err = capsys.readouterr().err
+    assert code == 2 and "baseline_nodes" in err and "Traceback" not in err
+
+
+def test_a_search_beyond_the_simulated_nodes_is_refused() -> None:
+    from hyperpod_dpd.advisor.comparison import MAX_SIMULATED_NODES
+    from hyperpod_dpd.advisor.search import search
+
+    with pytest.raises(SpecError) as refused:
+        search(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,), ttft_ms=2000),
+               max_nodes=MAX_SIMULATED_NODES + 1)
+    assert [p.field for p in refused.value.problems] == ["max_nodes"]
 
 
 def test_ttft_and_tpot_are_bands_around_the_point(blog_advice: Advice) -> None:

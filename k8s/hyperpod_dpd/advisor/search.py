@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from hyperpod_dpd.advisor.comparison import assumptions, dpd_node_count, kv_room, misses
+from hyperpod_dpd.advisor.comparison import MAX_SIMULATED_NODES, assumptions, dpd_node_count, kv_room, misses
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimate, Estimator
 from hyperpod_dpd.advisor.prices import node_price
@@ -197,6 +197,10 @@ def _search_problems(traffic: Traffic, *, max_nodes: int, top: int) -> list[Prob
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 2:
         found.append(Problem(field="max_nodes", value=max_nodes, message="must allow at least one prefill and "
                              "one decode node", fix="give 2 or more"))
+    elif max_nodes > MAX_SIMULATED_NODES:
+        found.append(Problem(field="max_nodes", value=max_nodes, message=f"is more than the {MAX_SIMULATED_NODES} "
+                             "nodes the advisor simulates (every layout up to it is played through)",
+                             fix=f"give at most {MAX_SIMULATED_NODES}"))
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         found.append(Problem(field="top", value=top, message="must be at least 1", fix="give e.g. 3"))
     return found
