@@ -56,7 +56,7 @@ def test_the_new_cluster_states_version_and_support_type(default_app: Synthesize
     ({"kubernetes_version": "1.35"}, "kubernetes_version"),
     ({"eks_support_type": "cheap"}, "eks_support_type"),
     ({"preinstalled_addons": "cert-manager"}, "preinstalled_addons"),
-    ({"weights_staging_hours": "13"}, "weights_staging_timeout"),
+    ({"weights_staging_hours": "13"}, "weights_staging_hours"),  # the key typed, checked before the stack
     ({"weights_staging_hours": "soon"}, "weights_staging_hours"),
     ({"eks_cluster": "platform", "oidc_issuer_url": EXISTING.oidc_issuer_url, "oidc_provider_arn":
       EXISTING.oidc_provider_arn, "vpc_id": "vpc-0123456789abcdef0", "eks_subnets": "us-west-2a=subnet-0aaa",
