@@ -13,6 +13,7 @@ import json
 import signal
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
@@ -147,3 +148,27 @@ def watchdog(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+# Stand-ins for the advisor's Advice, AdvicePoint and Estimate: the fields bench's prediction reads, no more.
+@dataclass(frozen=True)
+class FakeEstimate:
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    output_tokens_per_s: float
+    gpus: int
+
+
+@dataclass(frozen=True)
+class FakePoint:
+    concurrency: int
+    aggregated: FakeEstimate
+    disaggregated: FakeEstimate
+    request_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class FakeAdvice:
+    points: tuple[FakePoint, ...]
+    assumptions: dict[str, str]

@@ -12,12 +12,14 @@ import random
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
 from types import ModuleType
 
 import pytest
+from support import FakeAdvice as Advice
+from support import FakeEstimate as Estimate
+from support import FakePoint as Point
 
 from hyperpod_dpd.benchmark.ab import compare_buyer, render_buyer
 from hyperpod_dpd.benchmark.capacity import capacity_at_slo
@@ -262,27 +264,6 @@ def test_a_stage_without_its_series_is_unmeasured_never_zero() -> None:
 # --- the report ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Estimate:
-    ttft_s: float
-    tpot_s: float
-    e2e_s: float
-    output_tokens_per_s: float
-    gpus: int
-
-
-@dataclass(frozen=True)
-class Point:
-    concurrency: int
-    aggregated: Estimate
-    disaggregated: Estimate
-    request_rate: float | None = None
-
-
-@dataclass(frozen=True)
-class Advice:
-    points: tuple[Point, ...]
-    assumptions: dict[str, str]
 
 
 def recorded_report(*, with_prediction: bool = True) -> Report:

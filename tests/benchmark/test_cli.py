@@ -16,7 +16,7 @@ import boto3
 import pytest
 import yaml
 from botocore.stub import Stubber
-from support import FakeClock, write_spec
+from support import FakeAdvice, FakeClock, FakeEstimate, FakePoint, write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
@@ -123,27 +123,6 @@ def test_ab_reports_the_change_from_aggregated(capsys: pytest.CaptureFixture[str
     assert "aggregated: dpd-test-agg" in text
 
 
-@dataclass(frozen=True)
-class FakeEstimate:
-    ttft_s: float
-    tpot_s: float
-    e2e_s: float
-    output_tokens_per_s: float
-    gpus: int
-
-
-@dataclass(frozen=True)
-class FakePoint:
-    concurrency: int
-    aggregated: FakeEstimate
-    disaggregated: FakeEstimate
-    request_rate: float | None = None
-
-
-@dataclass(frozen=True)
-class FakeAdvice:
-    points: tuple[FakePoint, ...]
-    assumptions: dict[str, str]
 
 
 def test_compare_prints_measured_beside_predicted(capsys: pytest.CaptureFixture[str], healthy_run: Any,
