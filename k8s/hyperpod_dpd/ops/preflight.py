@@ -24,6 +24,7 @@ from hyperpod_dpd.contracts.zones import ZONE_ID_LABEL, ZoneSetting, zone_settin
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.ops.addons import check_addon_versions, check_existing_addons
 from hyperpod_dpd.spec import DpdSpec, S3Source
+from hyperpod_dpd.spec.architecture import unsizable_reason_for_model_name
 from hyperpod_dpd.spec.units import format_bytes
 
 if TYPE_CHECKING:
@@ -77,6 +78,10 @@ _UNKNOWN = ("the model architecture is unknown, so tensor parallelism, memory an
 _UNKNOWN_FIX = ("To check them, set model.architecture to a preset, to explicit fields or to {config_json: PATH}, "
                 "or put the model's config.json beside the weights in S3")
 
+# A model refused by name skips the row: the checks cannot run for its architecture, whatever the spec says.
+_UNSIZABLE = ("the checks cannot run for this architecture, so tensor parallelism, memory and KV sizing stay "
+              "unchecked: it cannot be sized with the dense-attention formula")
+
 
 def check_spec(spec: DpdSpec, *, source: str | None = None, planner: Planner | None = None,
                architecture_loader: Callable[[], ModelArchitecture] | None = None) -> tuple[Check, Check]:
@@ -99,6 +104,10 @@ def check_spec(spec: DpdSpec, *, source: str | None = None, planner: Planner | N
     if plan is None:
         return spec_row, skipped(PLANNER, "the planner (hyperpod_dpd.planner) is not installed")
     architecture, origin = checked.architecture, ""
+    reason = unsizable_reason_for_model_name(checked.spec.model.name)
+    if architecture is None and reason is not None:
+        # Refused by name: no config.json or explicit shape can size it, so a failed row could never pass.
+        return spec_row, skipped(PLANNER, f"{_UNSIZABLE}: {reason}")
     if architecture is None and architecture_loader is not None:
         try:
             architecture, origin = architecture_loader(), " (architecture read from the weights' config.json)"

@@ -147,20 +147,30 @@ def host_memory(ctx: RuleContext) -> Iterator[Finding]:
                           "lower kv_cache.cpu_cache_size (it is per tensor-parallel rank) or the offload flags")
 
 
+_SKIPPED = ("tensor_parallel_size divides the attention and KV heads, the weights and KV cache fit the GPUs "
+            "(memory and KV sizing, the PD buffer) and max_model_len within the context window")
+
+
 def architecture_unknown(ctx: RuleContext) -> SpecWarning:
-    """``ArchitectureUnknown``: no preset, explicit shape or config.json, so the shape checks did not run."""
+    """``ArchitectureUnknown``: no preset, explicit shape or config.json, so the shape checks did not run.
+
+    A model refused by name (MLA, sliding-window, hybrid) gets no fix: its config.json is refused as unsizable, and
+    explicit dense fields would size it wrongly, so following a fix would turn a valid spec into an invalid one.
+    """
     spec = ctx.spec
     chosen = spec.model.architecture
+    reason = unsizable_reason_for_model_name(spec.model.name)
+    if reason is not None:
+        return SpecWarning(
+            code="ArchitectureUnknown", field="model.architecture",
+            message=f"model {spec.model.name!r} cannot be sized with the dense-attention formula ({reason}), so "
+                    f"these checks cannot run for this architecture: {_SKIPPED}. No preset, explicit fields or "
+                    "config.json describe it; check them against vLLM's startup log (its KV cache report)")
     why = (f"model.architecture {chosen!r} is not a preset" if isinstance(chosen, str)
            else f"no preset matches model name {spec.model.name!r} and model.architecture is not set")
-    reason = unsizable_reason_for_model_name(spec.model.name)
-    if reason is not None and not isinstance(chosen, str):
-        why += f" (and this model cannot be sized with the dense-attention formula: {reason})"
     return SpecWarning(
         code="ArchitectureUnknown", field="model.architecture",
-        message=f"{why}, so these checks were skipped: tensor_parallel_size divides the attention and KV heads, "
-                "the weights and KV cache fit the GPUs (memory and KV sizing, the PD buffer) and max_model_len "
-                "within the context window. Fix: set model.architecture to a preset "
+        message=f"{why}, so these checks were skipped: {_SKIPPED}. Fix: set model.architecture to a preset "
                 f"({', '.join(PRESETS)}), to explicit fields (num_layers, hidden_size, num_attention_heads, "
                 "num_kv_heads, head_dim, num_parameters), or to {config_json: PATH} (the model's config.json)")
 
