@@ -21,7 +21,7 @@ from hyperpod_dpd.contracts.stack_defaults import (
 )
 from hyperpod_dpd.contracts.tokenizer import vocabulary_choices, vocabulary_files
 from hyperpod_dpd.contracts.zones import ZONE_ID_LABEL, ZoneSetting, zone_settings
-from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.errors import SpecError, warning_count
 from hyperpod_dpd.ops.addons import check_addon_versions, check_existing_addons
 from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.spec.architecture import unsizable_reason_for_model_name
@@ -97,8 +97,7 @@ def check_spec(spec: DpdSpec, *, source: str | None = None, planner: Planner | N
     except SpecError as err:
         return (failed(SPEC, _problems(err)),
                 skipped(PLANNER, "the spec is invalid; fix the problems above first"))
-    noun = "warning" if len(checked.warnings) == 1 else "warnings"
-    spec_row = passed(SPEC, "\n".join([f"valid ({len(checked.warnings)} {noun})",
+    spec_row = passed(SPEC, "\n".join([f"valid ({warning_count(len(checked.warnings))})",
                                        *(w.render() for w in checked.warnings)]))
     plan = planner or _load_planner()
     if plan is None:
@@ -125,10 +124,9 @@ def _run_planner(plan: Planner, spec: DpdSpec, architecture: ModelArchitecture |
         return failed(PLANNER, _problems(err))
     problems = [_render(p) for p in getattr(result, "problems", ())]
     warnings = [_render(w) for w in getattr(result, "warnings", ())]
-    noun = "warning" if len(warnings) == 1 else "warnings"
     if problems:
         return failed(PLANNER, "\n".join([*problems, *warnings]))
-    return passed(PLANNER, "\n".join([f"plan computed{origin} ({len(warnings)} {noun}){_plan_summary(result)}",
+    return passed(PLANNER, "\n".join([f"plan computed{origin} ({warning_count(len(warnings))}){_plan_summary(result)}",
                                        *warnings]))
 
 
