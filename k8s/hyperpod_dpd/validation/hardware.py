@@ -117,10 +117,15 @@ def pinned_host_memory(ctx: RuleContext, role_args: tuple[str, ...]) -> list[tup
 
 
 def host_memory(ctx: RuleContext) -> Iterator[Finding]:
-    """A pod's pinned host memory must fit its memory limit and one node, or the pod is OOM-killed at start."""
+    """A pod's pinned host memory must fit its memory limit, and that of the pods one node holds the node.
+
+    With tensor_parallel_size below the node's GPUs a role's pods share nodes (GPUs per node // GPUs per pod of
+    them, at most the role's pods at its scale limit), and each pins its own host memory.
+    """
     spec = ctx.spec
     facts = spec.instance_type.facts
     node = facts.memory_gib * 2**30
+    usage = {r.role: r for r in spec.node_usage().roles}
     for role_name, role in spec.roles():
         parts = pinned_host_memory(ctx, role.args)
         need = sum(amount for _, amount in parts)
@@ -138,12 +143,18 @@ def host_memory(ctx: RuleContext) -> Iterator[Finding]:
                           f"{format_bytes(need)} in all, so the pod is OOM-killed when it starts",
                           f"raise {role_name}.resources.memory above {format_bytes(need)} (plus vLLM's process "
                           "memory), or lower kv_cache.cpu_cache_size or the offload flags")
-        if need > node:
+        pods = usage[role_name].pods_per_node(facts.gpus)
+        if need * pods > node:
             cached = spec.kv_cache.l1_cache and spec.kv_cache.cpu_cache_size.bytes > 0
             field, value = (("kv_cache.cpu_cache_size", str(spec.kv_cache.cpu_cache_size)) if cached
                             else (f"{role_name}.args", breakdown))
-            yield problem(field, value, f"makes each {role_name} pod allocate more host memory than one "
-                          f"{facts.name} has ({format_bytes(node)}): {breakdown}, {format_bytes(need)} in all",
+            who = (f"each {role_name} pod allocate" if pods == 1 else
+                   f"the {pods} {role_name} pods one node holds ({facts.gpus} GPUs // "
+                   f"{usage[role_name].gpus_per_pod} per pod) allocate")
+            total = (f"{format_bytes(need)} in all" if pods == 1 else
+                     f"{format_bytes(need)} per pod, {format_bytes(need * pods)} in all")
+            yield problem(field, value, f"makes {who} more host memory than one {facts.name} has "
+                          f"({format_bytes(node)}): {breakdown}, {total}",
                           "lower kv_cache.cpu_cache_size (it is per tensor-parallel rank) or the offload flags")
 
 
