@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from hypothesis import settings
 from referencing import Registry, Resource
 
 import hyperpod_dpd  # noqa: F401 - points jsii at the wheel's Node before anything imports aws_cdk or cdk8s
@@ -35,6 +37,15 @@ def _register_support() -> None:
 
 
 _register_support()
+
+import support  # noqa: E402 - registered just above
+
+support.register_fuzz_profiles()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Load the fuzz profile HYPERPOD_DPD_FUZZ names (before collection builds the tests' settings)."""
+    settings.load_profile(support.fuzz_profile(os.environ))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"

@@ -10,14 +10,17 @@ import contextlib
 import copy
 import importlib.util
 import json
+import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
+import pytest
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from hyperpod_dpd import spec_to_mapping
@@ -172,3 +175,35 @@ class FakePoint:
 class FakeAdvice:
     points: tuple[FakePoint, ...]
     assumptions: dict[str, str]
+
+
+# --- the fuzz profiles ------------------------------------------------------------------------------------------
+# HYPERPOD_DPD_FUZZ=deep runs every fuzz test DEEP_FACTOR times as long, randomized: a search for new failures.
+# The default, "fast", keeps the suite quick and its runs repeatable (derandomized, no example database).
+FUZZ_ENV = "HYPERPOD_DPD_FUZZ"
+FUZZ_PROFILES = ("fast", "deep")
+DEEP_FACTOR = 20
+_FUZZ_COMMON: dict[str, Any] = {
+    "database": None, "deadline": None,
+    "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+
+
+def fuzz_profile(environ: Mapping[str, str]) -> str:
+    """The profile ``HYPERPOD_DPD_FUZZ`` names; unset or empty is "fast"."""
+    name = environ.get(FUZZ_ENV, "") or FUZZ_PROFILES[0]
+    if name not in FUZZ_PROFILES:
+        raise pytest.UsageError(f"{FUZZ_ENV}: {name!r} is not a fuzz profile. Fix: set it to one of "
+                                f"{', '.join(FUZZ_PROFILES)}, or unset it for fast")
+    return name
+
+
+def register_fuzz_profiles() -> None:
+    """Register both profiles with Hypothesis; conftest loads the one the environment names."""
+    settings.register_profile("fast", derandomize=True, **_FUZZ_COMMON)
+    settings.register_profile("deep", derandomize=False, max_examples=100 * DEEP_FACTOR, **_FUZZ_COMMON)
+
+
+def fuzz_examples(count: int) -> int:
+    """A fuzz test's ``max_examples``: ``count`` in the fast profile, ``DEEP_FACTOR`` times it in the deep one."""
+    return count * DEEP_FACTOR if fuzz_profile(os.environ) == "deep" else count

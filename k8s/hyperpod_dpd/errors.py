@@ -38,6 +38,11 @@ class Problem:
                 "fix": self.fix}
 
 
+def warning_count(count: int) -> str:
+    """``1 warning``, ``0 warnings``: the summary line every command prints after its warnings."""
+    return f"{count} warning" if count == 1 else f"{count} warnings"
+
+
 @dataclass(frozen=True, kw_only=True)
 class SpecWarning:
     """Something that deploys but is risky or wasteful; reported, never fatal."""

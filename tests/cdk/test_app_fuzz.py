@@ -13,17 +13,15 @@ from typing import Any
 
 import pytest
 from cdk_support import REPO
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import PATH_VALUES, SPEC_FILE, Hang, extreme_numbers, spec_files, watchdog
+from support import PATH_VALUES, SPEC_FILE, Hang, extreme_numbers, fuzz_examples, spec_files, watchdog
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.errors import EXIT_INTERNAL, INTERNAL_ERROR
 from hyperpod_dpd_cdk.app import CONTEXT_KEYS, stack_options
 
-FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                       HealthCheck.data_too_large])
+FUZZ = settings(max_examples=fuzz_examples(150))  # the rest from the fuzz profile (tests/conftest.py)
 WORDS = st.sampled_from(["true", "false", "TRUE", "yes", "0", "-1", "1e308", "nan", "inf", "0.25", "12", "13",
                          "private", "public", "10.0.0.0/8", "999.1.1.1/99", "us-west-2", "é", "usw2-az2", "1.34",
                          "STANDARD", "a=b", "a=b,c", "=", ",", "arn:aws:iam::123456789012:role/x", "bad name!",
@@ -58,7 +56,7 @@ def test_any_context_is_options_or_problems(tmp_path: Path, monkeypatch: pytest.
     _options_or_problems(context)
 
 
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=fuzz_examples(60))
 @given(spec_files, st.dictionaries(KEYS, WORDS, max_size=2))
 def test_any_spec_file_is_options_or_problems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               spec: tuple[str, bytes], context: dict[str, Any]) -> None:

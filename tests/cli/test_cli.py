@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from hyperpod_dpd.cli import main
+from hyperpod_dpd.errors import warning_count
 from hyperpod_dpd.spec.defaults import default_spec_text
 
 
@@ -102,7 +103,15 @@ def test_validate_reports_warnings_and_succeeds(tmp_path: Path, capsys: pytest.C
     captured = capsys.readouterr()
     assert "warning: [SingleDecoder] decode.replicas" in captured.err
     assert captured.out.splitlines()[0] == "nodes: prefill 1 x ml.p5.48xlarge, decode 2 x ml.p5.48xlarge = 3 nodes"
-    assert captured.out.splitlines()[-1] == f"{spec}: valid (1 warnings)"
+    assert captured.out.splitlines()[-1] == f"{spec}: valid (1 warning)"
+
+
+def test_validate_counts_no_warnings_in_the_plural(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(default_spec_text())
+    assert main(["validate", str(spec)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"{spec}: valid (0 warnings)"
+    assert [warning_count(n) for n in (0, 1, 2)] == ["0 warnings", "1 warning", "2 warnings"]
 
 
 @pytest.mark.parametrize(("content", "message"), [

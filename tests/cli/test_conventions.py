@@ -72,7 +72,7 @@ def test_dash_reads_the_spec_from_standard_input(monkeypatch: pytest.MonkeyPatch
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO(WARNED))
     assert main(["validate", "-"]) == 0
-    assert capsys.readouterr().out.endswith("\n<stdin>: valid (1 warnings)\n")
+    assert capsys.readouterr().out.endswith("\n<stdin>: valid (1 warning)\n")
     monkeypatch.setattr("sys.stdin", io.StringIO("name: [x\n"))
     assert main(["plan", "-"]) == 2
     assert "invalid DPD spec in <stdin>" in capsys.readouterr().err

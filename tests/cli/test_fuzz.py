@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import PATH_VALUES, SPEC_FILE, FakeClock, Hang, spec_files, watchdog
+from support import PATH_VALUES, SPEC_FILE, FakeClock, Hang, fuzz_examples, spec_files, watchdog
 
 from hyperpod_dpd.benchmark import session
 from hyperpod_dpd.cli import EXIT_CODES, EXIT_INTERNAL, build_parser, main
@@ -33,9 +33,7 @@ from hyperpod_dpd.spec.defaults import default_spec_text
 # The statuses EXIT_CODES documents; the internal-error status is one of them, but a run that ends in it is a bug.
 DOCUMENTED = frozenset(int(code) for code in re.findall(r"^ {2}(\d+) ", EXIT_CODES, flags=re.MULTILINE))
 WATCHDOG_SECONDS = 2.0
-FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=60,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                       HealthCheck.data_too_large])
+FUZZ = settings(max_examples=fuzz_examples(60))  # the rest from the fuzz profile (tests/conftest.py)
 WARM: list[bool] = []
 # What a command needs besides the spec to get past argparse; outputs go into the example's folder.
 SPEC_COMMANDS: dict[str, tuple[str, ...]] = {

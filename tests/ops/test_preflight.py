@@ -365,6 +365,19 @@ def test_planner_fails_when_the_architecture_is_unknown(spec: DpdSpec) -> None:
         "model's config.json beside the weights in S3")
 
 
+def test_a_model_refused_by_name_skips_the_planner_row_with_the_reason(spec: DpdSpec) -> None:
+    refused = dataclasses.replace(spec, model=dataclasses.replace(spec.model, name="gpt-oss-120b",
+                                                                  architecture=None))
+    spec_row, planner_row = check_spec(refused, planner=_unsizable,
+                                       architecture_loader=lambda: pytest.fail("config.json read"))
+    assert spec_row.status is Status.PASS
+    assert "[ArchitectureUnknown] model.architecture: model 'gpt-oss-120b' cannot be sized" in spec_row.detail
+    assert (planner_row.status, planner_row.detail) == (
+        Status.SKIP, "the checks cannot run for this architecture, so tensor parallelism, memory and KV sizing stay "
+        "unchecked: it cannot be sized with the dense-attention formula: it interleaves sliding-window (local) and "
+        "global attention layers, so the KV cache per layer differs")
+
+
 def test_planner_error_with_a_known_architecture_fails(spec: DpdSpec) -> None:
     _, planner_row = check_spec(spec, planner=_unsizable)
     assert planner_row.status is Status.FAIL

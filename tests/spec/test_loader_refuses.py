@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import default_mapping, extreme_numbers, field_paths, plain_data, with_value, yaml_documents
+from support import default_mapping, extreme_numbers, field_paths, fuzz_examples, plain_data, with_value, yaml_documents
 
 from hyperpod_dpd import SpecError, spec_to_mapping
 from hyperpod_dpd.errors import Problem
@@ -217,8 +217,7 @@ def test_a_valid_file_reads_as_before(tmp_path: Path) -> None:
 
 # --- fuzzing: whatever comes in, a spec or a SpecError, quickly ------------------------------------------------
 
-FUZZ = settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                        HealthCheck.too_slow])
+FUZZ = settings(max_examples=fuzz_examples(150), deadline=2000)  # the rest from the fuzz profile (conftest.py)
 
 
 def _spec_or_spec_error(read: Any) -> None:
@@ -254,7 +253,8 @@ def test_any_bytes_in_a_file_are_a_spec_or_a_spec_error(tmp_path: Path, data: by
     _spec_or_spec_error(lambda: spec_from_mapping(read_spec_data(path)))
 
 
-@settings(FUZZ, max_examples=40)  # an unclosed flow collection costs PyYAML 0.2 s: it looks 1024 characters ahead
+# An unclosed flow collection costs PyYAML 0.2 s: it looks 1024 characters ahead.
+@settings(FUZZ, max_examples=fuzz_examples(40))
 @given(st.sampled_from(["[", "]", "{", "{a: ", "- ", "a:\n", '{"a": ', "&x [", "*x, "]),
        st.integers(min_value=1, max_value=20_000), st.booleans(), st.booleans())
 def test_deep_or_long_nesting_is_a_spec_or_a_spec_error(piece: str, count: int, closed: bool, json_only: bool) -> None:
@@ -262,7 +262,7 @@ def test_deep_or_long_nesting_is_a_spec_or_a_spec_error(piece: str, count: int, 
     _spec_or_spec_error(lambda: spec_from_text(piece * count + closing, json_only=json_only))
 
 
-@settings(FUZZ, max_examples=12)
+@settings(FUZZ, max_examples=fuzz_examples(12))
 @given(st.sampled_from(["a", "a ", "'", '"', "9", " ", "\n", "# ", "é", "\\"]),
        st.one_of(st.integers(min_value=0, max_value=MAX_FILE_BYTES // 8), st.just(MAX_FILE_BYTES)))
 def test_long_strings_are_a_spec_or_a_spec_error(piece: str, length: int) -> None:

@@ -36,6 +36,19 @@ def test_an_unknown_architecture_warns_which_checks_were_skipped() -> None:
         assert fragment in text
 
 
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "DeepSeek-V3", "gemma-3-27b-it"])
+def test_a_model_refused_by_name_warns_that_the_checks_cannot_run_and_offers_no_fix(name: str) -> None:
+    data = _set(_mapping(), "model.name", name)
+    data.get("model", {}).pop("architecture", None)
+    checked = check(spec_from_mapping(data))
+    (unknown,) = [w for w in checked.warnings if w.code == "ArchitectureUnknown"]
+    assert unknown.message.startswith(f"model {name!r} cannot be sized with the dense-attention formula (")
+    assert "these checks cannot run for this architecture: tensor_parallel_size divides" in unknown.message
+    # Following either old fix made the spec invalid (config.json refused) or sized it with the wrong formula.
+    for misleading in ("config_json", "Fix:", "num_layers, hidden_size"):
+        assert misleading not in unknown.message
+
+
 def test_a_known_architecture_does_not_warn() -> None:
     assert not [w for w in check(default_spec()).warnings if w.code == "ArchitectureUnknown"]
 

@@ -441,6 +441,19 @@ def test_a_cpu_cache_larger_than_the_node_is_refused() -> None:
         "(got '300Gi'). Fix: lower kv_cache.cpu_cache_size (it is per tensor-parallel rank) or the offload flags")
 
 
+def test_the_node_bound_counts_every_pod_a_node_holds() -> None:
+    """TP 4 on an 8-GPU ml.p5.48xlarge: two prefill pods share a node, each pinning 4 ranks x 300Gi = 1.2 TiB."""
+    data = _set(_set(_mapping(), "tensor_parallel_size", 4), "kv_cache.cpu_cache_size", "300Gi")
+    assert _host_memory_problems(data) == []  # one pod per role: 1.2 TiB fits the node's 2.0 TiB
+    found = _host_memory_problems(_set(data, "prefill.replicas", 2))
+    assert found == [
+        "kv_cache.cpu_cache_size: makes the 2 prefill pods one node holds (8 GPUs // 4 per pod) allocate more host "
+        "memory than one ml.p5.48xlarge has (2.0 TiB): LMCache's CPU cache 300Gi x 4 ranks (kv_cache.cpu_cache_size) "
+        "= 1.2 TiB, 1.2 TiB per pod, 2.3 TiB in all (got '300Gi'). Fix: lower kv_cache.cpu_cache_size (it is per "
+        "tensor-parallel rank) or the offload flags"], found
+    assert _host_memory_problems(_set(_set(data, "prefill.replicas", 2), "kv_cache.cpu_cache_size", "250Gi")) == []
+
+
 def test_lmcache_sizes_in_env_are_refused_for_the_fields_that_own_them() -> None:
     found = _problems(_set(_mapping(), "env", {"LMCACHE_CHUNK_SIZE": "512", "LMCACHE_MAX_LOCAL_CPU_SIZE": "20"}))
     assert any(p.startswith("env.LMCACHE_CHUNK_SIZE") and "kv_cache.chunk_tokens" in p for p in found), found

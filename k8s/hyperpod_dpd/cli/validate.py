@@ -15,7 +15,7 @@ import json
 from hyperpod_dpd.cli._common import add_json_argument, add_spec_argument, check_spec_file, print_warnings, source_name
 from hyperpod_dpd.cli.plan import add_price_argument
 from hyperpod_dpd.contracts.prices import NodeCost, node_cost
-from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError
+from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError, warning_count
 
 EXIT_INVALID = 2
 JSON_SHAPE = ('{"spec", "valid", "cost": {"nodes", "nodes_per_role", "usd_per_hour", "price"}, '
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(cost.lines()))
     print_warnings(checked.warnings)
-    print(f"{source}: valid ({len(checked.warnings)} warnings)")
+    print(f"{source}: valid ({warning_count(len(checked.warnings))})")
     return 0
 
 

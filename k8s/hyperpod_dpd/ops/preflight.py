@@ -21,9 +21,10 @@ from hyperpod_dpd.contracts.stack_defaults import (
 )
 from hyperpod_dpd.contracts.tokenizer import vocabulary_choices, vocabulary_files
 from hyperpod_dpd.contracts.zones import ZONE_ID_LABEL, ZoneSetting, zone_settings
-from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.errors import SpecError, warning_count
 from hyperpod_dpd.ops.addons import check_addon_versions, check_existing_addons
 from hyperpod_dpd.spec import DpdSpec, S3Source
+from hyperpod_dpd.spec.architecture import unsizable_reason_for_model_name
 from hyperpod_dpd.spec.units import format_bytes
 
 if TYPE_CHECKING:
@@ -77,6 +78,10 @@ _UNKNOWN = ("the model architecture is unknown, so tensor parallelism, memory an
 _UNKNOWN_FIX = ("To check them, set model.architecture to a preset, to explicit fields or to {config_json: PATH}, "
                 "or put the model's config.json beside the weights in S3")
 
+# A model refused by name skips the row: the checks cannot run for its architecture, whatever the spec says.
+_UNSIZABLE = ("the checks cannot run for this architecture, so tensor parallelism, memory and KV sizing stay "
+              "unchecked: it cannot be sized with the dense-attention formula")
+
 
 def check_spec(spec: DpdSpec, *, source: str | None = None, planner: Planner | None = None,
                architecture_loader: Callable[[], ModelArchitecture] | None = None) -> tuple[Check, Check]:
@@ -92,13 +97,16 @@ def check_spec(spec: DpdSpec, *, source: str | None = None, planner: Planner | N
     except SpecError as err:
         return (failed(SPEC, _problems(err)),
                 skipped(PLANNER, "the spec is invalid; fix the problems above first"))
-    noun = "warning" if len(checked.warnings) == 1 else "warnings"
-    spec_row = passed(SPEC, "\n".join([f"valid ({len(checked.warnings)} {noun})",
+    spec_row = passed(SPEC, "\n".join([f"valid ({warning_count(len(checked.warnings))})",
                                        *(w.render() for w in checked.warnings)]))
     plan = planner or _load_planner()
     if plan is None:
         return spec_row, skipped(PLANNER, "the planner (hyperpod_dpd.planner) is not installed")
     architecture, origin = checked.architecture, ""
+    reason = unsizable_reason_for_model_name(checked.spec.model.name)
+    if architecture is None and reason is not None:
+        # Refused by name: no config.json or explicit shape can size it, so a failed row could never pass.
+        return spec_row, skipped(PLANNER, f"{_UNSIZABLE}: {reason}")
     if architecture is None and architecture_loader is not None:
         try:
             architecture, origin = architecture_loader(), " (architecture read from the weights' config.json)"
@@ -116,10 +124,9 @@ def _run_planner(plan: Planner, spec: DpdSpec, architecture: ModelArchitecture |
         return failed(PLANNER, _problems(err))
     problems = [_render(p) for p in getattr(result, "problems", ())]
     warnings = [_render(w) for w in getattr(result, "warnings", ())]
-    noun = "warning" if len(warnings) == 1 else "warnings"
     if problems:
         return failed(PLANNER, "\n".join([*problems, *warnings]))
-    return passed(PLANNER, "\n".join([f"plan computed{origin} ({len(warnings)} {noun}){_plan_summary(result)}",
+    return passed(PLANNER, "\n".join([f"plan computed{origin} ({warning_count(len(warnings))}){_plan_summary(result)}",
                                        *warnings]))
 
 

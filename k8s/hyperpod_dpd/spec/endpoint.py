@@ -35,6 +35,15 @@ class RoleUsage:
     def gpus(self) -> int:
         return self.pods * self.gpus_per_pod
 
+    def pods_per_node(self, gpus_per_node: int) -> int:
+        """The most of its pods one node can hold: as many as its GPUs fit, never more than the role has.
+
+        A role's pods share its own instance group, so with TP below the node's GPUs several land on one node.
+        """
+        if not 1 <= self.gpus_per_pod <= gpus_per_node:
+            return 1  # refused by the GPU rules already
+        return max(1, min(self.pods, gpus_per_node // self.gpus_per_pod))
+
 
 @dataclass(frozen=True, kw_only=True)
 class NodeUsage:

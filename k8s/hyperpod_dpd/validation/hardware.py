@@ -117,10 +117,15 @@ def pinned_host_memory(ctx: RuleContext, role_args: tuple[str, ...]) -> list[tup
 
 
 def host_memory(ctx: RuleContext) -> Iterator[Finding]:
-    """A pod's pinned host memory must fit its memory limit and one node, or the pod is OOM-killed at start."""
+    """A pod's pinned host memory must fit its memory limit, and that of the pods one node holds the node.
+
+    With tensor_parallel_size below the node's GPUs a role's pods share nodes (GPUs per node // GPUs per pod of
+    them, at most the role's pods at its scale limit), and each pins its own host memory.
+    """
     spec = ctx.spec
     facts = spec.instance_type.facts
     node = facts.memory_gib * 2**30
+    usage = {r.role: r for r in spec.node_usage().roles}
     for role_name, role in spec.roles():
         parts = pinned_host_memory(ctx, role.args)
         need = sum(amount for _, amount in parts)
@@ -138,29 +143,45 @@ def host_memory(ctx: RuleContext) -> Iterator[Finding]:
                           f"{format_bytes(need)} in all, so the pod is OOM-killed when it starts",
                           f"raise {role_name}.resources.memory above {format_bytes(need)} (plus vLLM's process "
                           "memory), or lower kv_cache.cpu_cache_size or the offload flags")
-        if need > node:
+        pods = usage[role_name].pods_per_node(facts.gpus)
+        if need * pods > node:
             cached = spec.kv_cache.l1_cache and spec.kv_cache.cpu_cache_size.bytes > 0
             field, value = (("kv_cache.cpu_cache_size", str(spec.kv_cache.cpu_cache_size)) if cached
                             else (f"{role_name}.args", breakdown))
-            yield problem(field, value, f"makes each {role_name} pod allocate more host memory than one "
-                          f"{facts.name} has ({format_bytes(node)}): {breakdown}, {format_bytes(need)} in all",
+            who = (f"each {role_name} pod allocate" if pods == 1 else
+                   f"the {pods} {role_name} pods one node holds ({facts.gpus} GPUs // "
+                   f"{usage[role_name].gpus_per_pod} per pod) allocate")
+            total = (f"{format_bytes(need)} in all" if pods == 1 else
+                     f"{format_bytes(need)} per pod, {format_bytes(need * pods)} in all")
+            yield problem(field, value, f"makes {who} more host memory than one {facts.name} has "
+                          f"({format_bytes(node)}): {breakdown}, {total}",
                           "lower kv_cache.cpu_cache_size (it is per tensor-parallel rank) or the offload flags")
 
 
+_SKIPPED = ("tensor_parallel_size divides the attention and KV heads, the weights and KV cache fit the GPUs "
+            "(memory and KV sizing, the PD buffer) and max_model_len within the context window")
+
+
 def architecture_unknown(ctx: RuleContext) -> SpecWarning:
-    """``ArchitectureUnknown``: no preset, explicit shape or config.json, so the shape checks did not run."""
+    """``ArchitectureUnknown``: no preset, explicit shape or config.json, so the shape checks did not run.
+
+    A model refused by name (MLA, sliding-window, hybrid) gets no fix: its config.json is refused as unsizable, and
+    explicit dense fields would size it wrongly, so following a fix would turn a valid spec into an invalid one.
+    """
     spec = ctx.spec
     chosen = spec.model.architecture
+    reason = unsizable_reason_for_model_name(spec.model.name)
+    if reason is not None:
+        return SpecWarning(
+            code="ArchitectureUnknown", field="model.architecture",
+            message=f"model {spec.model.name!r} cannot be sized with the dense-attention formula ({reason}), so "
+                    f"these checks cannot run for this architecture: {_SKIPPED}. No preset, explicit fields or "
+                    "config.json describe it; check them against vLLM's startup log (its KV cache report)")
     why = (f"model.architecture {chosen!r} is not a preset" if isinstance(chosen, str)
            else f"no preset matches model name {spec.model.name!r} and model.architecture is not set")
-    reason = unsizable_reason_for_model_name(spec.model.name)
-    if reason is not None and not isinstance(chosen, str):
-        why += f" (and this model cannot be sized with the dense-attention formula: {reason})"
     return SpecWarning(
         code="ArchitectureUnknown", field="model.architecture",
-        message=f"{why}, so these checks were skipped: tensor_parallel_size divides the attention and KV heads, "
-                "the weights and KV cache fit the GPUs (memory and KV sizing, the PD buffer) and max_model_len "
-                "within the context window. Fix: set model.architecture to a preset "
+        message=f"{why}, so these checks were skipped: {_SKIPPED}. Fix: set model.architecture to a preset "
                 f"({', '.join(PRESETS)}), to explicit fields (num_layers, hidden_size, num_attention_heads, "
                 "num_kv_heads, head_dim, num_parameters), or to {config_json: PATH} (the model's config.json)")
 
