@@ -13,10 +13,12 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.stub import Stubber
 
-from hyperpod_dpd.clients.amp import PrometheusApi, Workspace
+from hyperpod_dpd.clients.amp import AmpError, PrometheusApi, Workspace
 from hyperpod_dpd.clients.aws import AwsClients
 from hyperpod_dpd.clients.checks import Check, Status
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, role_deployment, router_deployment
@@ -284,6 +286,37 @@ def test_a_denied_query_is_an_error_row_and_an_inactive_workspace_a_failure(spec
     assert row.status is Status.ERROR and "the caller needs aps:QueryMetrics" in row.detail
     (creating,) = _run(spec, RecordedAmp([]), _workspace(status="CREATING"))[WORKSPACE_ROW]
     assert creating.status is Status.FAIL and "is CREATING, not ACTIVE" in creating.detail
+
+
+def _strict_query(url: str) -> str:
+    """The canonical query string AWS computes server-side: each name and value decoded, then encoded with only
+    the unreserved characters left bare (a space is %20), sorted (AWS docs, "Create a canonical request")."""
+    pairs = urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query, keep_blank_values=True)
+    enc = [(urllib.parse.quote(k, safe="-_.~"), urllib.parse.quote(v, safe="-_.~")) for k, v in pairs]
+    return "&".join(f"{k}={v}" for k, v in sorted(enc))
+
+
+def test_the_signed_query_encodes_spaces_as_percent_20_as_sigv4_requires() -> None:
+    amp = RecordedAmp([{"__name__": "up", "namespace": "a b"}])
+    api = PrometheusApi(endpoint=ENDPOINT, region=REGION, credentials=Credentials("AKIDEXAMPLE", "secret"), send=amp)
+    api.query('count by (namespace) ({__name__="up", namespace="a b"})')
+    ((method, url, headers),) = amp.requests
+    raw = urllib.parse.urlsplit(url).query
+    assert "+" not in raw and "%20" in raw
+    assert raw == _strict_query(url)  # what AMP re-derives is what was sent
+    signed = AWSRequest(method=method, url=url, headers={k: v for k, v in headers.items() if k != "Authorization"})
+    canonical = SigV4Auth(Credentials("AKIDEXAMPLE", "secret"), "aps", REGION).canonical_request(signed)
+    assert canonical.split("\n")[2] == _strict_query(url)
+
+
+def test_a_refused_signature_is_not_reported_as_a_missing_permission() -> None:
+    def refuse(method: str, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+        return 403, b'{"message": "signature does not match", "__type": "InvalidSignatureException"}'
+
+    api = PrometheusApi(endpoint=ENDPOINT, region=REGION, credentials=Credentials("AKIDEXAMPLE", "secret"), send=refuse)
+    with pytest.raises(AmpError, match="refused the request's SigV4 signature") as err:
+        api.query("up")
+    assert "aps:QueryMetrics" not in str(err.value)
 
 
 def _clients(stubbed: Any) -> AwsClients:
