@@ -388,3 +388,11 @@ def test_alertmanager_definition_passes_amtool(tmp_path: Path) -> None:
     bad.write_text(definition["alertmanager_config"].replace('alertname="DpdNoReadyPod"', 'alertname=="x'))
     assert subprocess.run([AMTOOL, "check-config", str(bad)], capture_output=True, text=True, timeout=60,
                           check=False).returncode != 0
+
+
+def test_every_alarm_tells_the_topic_when_it_clears(default_app: Synthesized) -> None:
+    """An alarm without an OK action leaves its page open after the fault clears."""
+    alarms = [a["Properties"] for a in by_type(default_app.template, "AWS::CloudWatch::Alarm").values()]
+    assert len(alarms) == 4  # three log patterns and LogsNotArriving
+    for alarm in alarms:
+        assert alarm.get("OKActions") == alarm["AlarmActions"] and len(alarm["AlarmActions"]) == 1, alarm["MetricName"]
