@@ -432,6 +432,12 @@ class DpdObservability(Construct):
             configuration_values=Stack.of(self).to_json_string(container_logs_configuration()))
         return addon
 
+    def _notify(self, alarm: cloudwatch.Alarm) -> None:
+        """The topic hears both the alarm and its recovery, so a page is never left open after the fault clears."""
+        action = cw_actions.SnsAction(self.topic)
+        alarm.add_alarm_action(action)
+        alarm.add_ok_action(action)
+
     def _silence_alarm(self) -> None:
         """Breaches when the group receives no line at all: the log alarms would be blind."""
         metric_filter = logs.CfnMetricFilter(
@@ -449,7 +455,7 @@ class DpdObservability(Construct):
                                "alarms cannot see their failures. Fix: check the log shipper (kubectl get pods -n "
                                "amazon-cloudwatch) or set observability.log_group_name to where the pods' output "
                                "lands."))
-        alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        self._notify(alarm)
         self.log_alarms.append(alarm)
 
     def _log_alarms(self, spec: DpdSpec) -> None:
@@ -480,7 +486,7 @@ class DpdObservability(Construct):
             # No data means no line reached the group at all (LogsNotArriving says so), never "healthy".
             treat_missing_data=cloudwatch.TreatMissingData.MISSING,
             alarm_description=f"[{pattern.severity.value}] {scope}{pattern.failure}. Fix: {pattern.fix}")
-        alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        self._notify(alarm)
         self.log_alarms.append(alarm)
 
     def _acknowledge(self, hyperpod_cluster_name: str) -> None:

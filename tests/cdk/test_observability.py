@@ -221,8 +221,10 @@ def test_log_alarms_are_per_endpoint_and_role_pod(multi_app: Synthesized) -> Non
               if a["Properties"]["MetricName"].startswith("PdBufferFull/")]
     assert sorted(a["MetricName"] for a in alarms) == ["PdBufferFull/default/dpd-test",
                                                       "PdBufferFull/inference/qwen-dpd"]
-    assert all(a["AlarmDescription"].startswith("[critical] ") and "(decode pods)" in a["AlarmDescription"]
+    assert all(a["AlarmDescription"].startswith("[warning] ") and "(decode pods)" in a["AlarmDescription"]
                for a in alarms)
+    # LMCache retries every 10 ms: a page needs a chunk stuck a second in each of 2 of 3 minutes.
+    assert {(a["Threshold"], a["DatapointsToAlarm"], a["EvaluationPeriods"]) for a in alarms} == {(100, 2, 3)}
 
 
 def test_a_log_group_of_unknown_format_keeps_one_group_wide_set(options_app: Synthesized) -> None:
@@ -386,3 +388,11 @@ def test_alertmanager_definition_passes_amtool(tmp_path: Path) -> None:
     bad.write_text(definition["alertmanager_config"].replace('alertname="DpdNoReadyPod"', 'alertname=="x'))
     assert subprocess.run([AMTOOL, "check-config", str(bad)], capture_output=True, text=True, timeout=60,
                           check=False).returncode != 0
+
+
+def test_every_alarm_tells_the_topic_when_it_clears(default_app: Synthesized) -> None:
+    """An alarm without an OK action leaves its page open after the fault clears."""
+    alarms = [a["Properties"] for a in by_type(default_app.template, "AWS::CloudWatch::Alarm").values()]
+    assert len(alarms) == 4  # three log patterns and LogsNotArriving
+    for alarm in alarms:
+        assert alarm.get("OKActions") == alarm["AlarmActions"] and len(alarm["AlarmActions"]) == 1, alarm["MetricName"]

@@ -133,10 +133,14 @@ def test_the_health_row_comes_first_and_draws_the_alerts_own_thresholds(slo_spec
                     "Error budget burn rate (1h)": ("DpdErrorBudgetBurnFast", FASTEST.factor)}
         assert set(health) == set(expected)
         for title, (alert, value) in expected.items():
-            assert _steps(health[title])[-1]["value"] == value, title
+            if title != "KV transfer per decoder (15m)":  # thresholds per line: see the test below
+                assert _steps(health[title])[-1]["value"] == value, title
             for target in health[title]["targets"]:
                 expr = target["expr"]
                 if title == "Error budget burn rate (1h)":
+                    continue
+                if title == "KV transfer per decoder (15m)":
+                    assert all(part in rules[alert] for part in expr.split(" and on(pod_name) ")), (title, expr)
                     continue
                 if title == "Server error (5xx) ratio":
                     expr = expr.split(") or (")[0].removeprefix("(")
@@ -168,3 +172,31 @@ def test_without_slo_the_health_row_has_no_latency_or_burn_panels(spec: DpdSpec)
     rows = [i for i, p in enumerate(document["panels"]) if p["type"] == "row"]
     health = [p["title"] for p in document["panels"][rows[0] + 1:rows[1]]]
     assert health == ["KV transfer per decoder (15m)", "Router available replicas", "Server error (5xx) ratio"]
+
+
+def _colour(steps: list[dict[str, Any]], value: float) -> str:
+    """The colour Grafana gives ``value`` under absolute ``steps``: the last step at or below it."""
+    return [step["color"] for step in steps if step["value"] is None or value >= step["value"]][-1]
+
+
+def test_the_kv_panel_is_green_for_a_healthy_decoder_and_red_for_the_alerts_failure(spec: DpdSpec) -> None:
+    """Only the KV line is judged, and only for decoders the alert counts: 0 KV tokens is red, any is green; the
+    long-prompt line carries a neutral marker at the alert's floor, never red."""
+    from hyperpod_dpd.observability.alerts import MIN_LONG_PROMPTS
+
+    document = json.loads(dashboard_json(spec))
+    panel = next(p for p in document["panels"] if p["title"] == "KV transfer per decoder (15m)")
+    refs = {t["legendFormat"]: t["refId"] for t in panel["targets"]}
+    kv_expr = next(t["expr"] for t in panel["targets"] if "KV tokens" in t["legendFormat"])
+    assert kv_expr.endswith(f">= {MIN_LONG_PROMPTS})")  # drawn only where the alert counts long prompts
+    assert "thresholds" not in panel["fieldConfig"].get("defaults", {})
+    by_ref = {o["matcher"]["options"]: {p["id"]: p["value"] for p in o["properties"]}
+              for o in panel["fieldConfig"]["overrides"] if o["matcher"]["id"] == "byFrameRefID"}
+    kv = by_ref[refs["{{pod_name}} KV tokens received (decoders the alert counts)"]]["thresholds"]["steps"]
+    prompts = by_ref[refs["{{pod_name}} long prompts served"]]["thresholds"]["steps"]
+    healthy = {"kv": 41_800.0, "prompts": 20.0}
+    broken = {"kv": 0.0, "prompts": 20.0}
+    assert _colour(kv, healthy["kv"]) == "green" and _colour(kv, broken["kv"]) == "red"
+    for state in (healthy, broken):
+        assert _colour(prompts, state["prompts"]) != "red"
+    assert prompts[-1]["value"] == MIN_LONG_PROMPTS

@@ -114,3 +114,21 @@ def test_endpoint_pattern_is_json_on_the_container_insights_fields(spec: DpdSpec
         assert "%" not in text and len(text) <= 1024  # no regex: CloudWatch allows five per log group
         assert pattern.endpoint_metric(spec) == f"{pattern.metric_name}/default/dpd-test"
         assert not any(c in pattern.endpoint_metric(spec) for c in ":*$")  # CloudWatch metric-name pattern
+
+
+def test_pd_buffer_retries_warn_only_when_a_chunk_waits_a_second_each_minute() -> None:
+    """LMCache logs the line on every 10 ms retry per chunk (pd_backend.py l.537-543): a short loop is
+    back-pressure, so the alarm is a warning from 100 lines a minute, never a page on one loop."""
+    from hyperpod_dpd.observability.rule import Severity
+
+    retry_ms = 10
+    assert PD_BUFFER_FULL.severity is Severity.WARNING
+    assert PD_BUFFER_FULL.threshold == 100 == 1000 // retry_ms
+    assert "l.537-543" in PD_BUFFER_FULL.source and "10 ms" in PD_BUFFER_FULL.source
+
+
+def test_a_slow_kv_store_names_the_decoders_buffer_as_well_as_efa() -> None:
+    """The store time includes the wait in _remote_allocate for the decoder's buffer, so EFA is one cause of two."""
+    assert "EFA" in KV_TRANSFER_BELOW_1_GBPS.failure and "PD buffer" in KV_TRANSFER_BELOW_1_GBPS.failure
+    assert "_remote_allocate" in KV_TRANSFER_BELOW_1_GBPS.failure
+    assert "kv_cache.pd_buffer_size" in KV_TRANSFER_BELOW_1_GBPS.fix and "efa" in KV_TRANSFER_BELOW_1_GBPS.fix

@@ -13,10 +13,12 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.stub import Stubber
 
-from hyperpod_dpd.clients.amp import PrometheusApi, Workspace
+from hyperpod_dpd.clients.amp import AmpError, PrometheusApi, Workspace
 from hyperpod_dpd.clients.aws import AwsClients
 from hyperpod_dpd.clients.checks import Check, Status
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, role_deployment, router_deployment
@@ -24,6 +26,8 @@ from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.observability.dashboard import panel_queries
 from hyperpod_dpd.observability.inputs import rule_inputs
 from hyperpod_dpd.observability.promql import selectors
+from hyperpod_dpd.observability.rule import endpoint_labels
+from hyperpod_dpd.observability.slo import recording_rules
 from hyperpod_dpd.ops.rule_inputs import ROW, TTFT_BUCKETS, WORKSPACE_ROW, amp_input_checks, check_rule_inputs
 from hyperpod_dpd.spec import DpdSpec, SloSpec
 
@@ -80,6 +84,7 @@ def exporters(
     dcgm_pods: bool = True,
     kube_state_metrics: bool = True,
     router_buckets: tuple[str, ...] = ("1.0", "10.0", "+Inf"),
+    rule_group: bool = True,
 ) -> list[Series]:
     """One healthy endpoint's series, labelled as each exporter and the HyperPod pipeline label them."""
     ns, prefill, decode = spec.namespace, role_deployment(spec, "prefill"), role_deployment(spec, "decode")
@@ -123,6 +128,8 @@ def exporters(
     for gpu in range(2):
         labels = {"__name__": m.GPU_XID.name, "gpu": str(gpu), "Hostname": "hyperpod-i-0abc"}
         out.append(labels | ({"namespace": ns, "pod": _pod(decode)} if dcgm_pods else {}))
+    if rule_group:  # what AMP's ruler writes each evaluation once the stack's rule group is loaded
+        out += [{"__name__": rule.record, **endpoint_labels(spec)} for rule in recording_rules(spec)]
     return out
 
 
@@ -178,7 +185,8 @@ def test_every_input_is_present_in_a_healthy_workspace(slo_spec: DpdSpec) -> Non
 
 def test_a_router_under_another_resource_name_is_absent_with_the_labels_it_has(slo_spec: DpdSpec) -> None:
     rows = _run(slo_spec, RecordedAmp(exporters(slo_spec, router_resource="hyperpod-router")))
-    router_rows = [row for name, found in rows.items() if name.startswith(f"{ROW} dpd_") for row in found]
+    router_rows = [row for name, found in rows.items() if name.startswith(f"{ROW} dpd_") and ":" not in name
+                   for row in found]  # a recorded series is named level:metric:operations
     assert len(router_rows) == 6 and {row.status for row in router_rows} == {Status.FAIL}
     (inflight,) = rows[f"{ROW} {m.DPD_INFLIGHT_PREFILL.name}"]
     lines = inflight.detail.splitlines()
@@ -286,6 +294,37 @@ def test_a_denied_query_is_an_error_row_and_an_inactive_workspace_a_failure(spec
     assert creating.status is Status.FAIL and "is CREATING, not ACTIVE" in creating.detail
 
 
+def _strict_query(url: str) -> str:
+    """The canonical query string AWS computes server-side: each name and value decoded, then encoded with only
+    the unreserved characters left bare (a space is %20), sorted (AWS docs, "Create a canonical request")."""
+    pairs = urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query, keep_blank_values=True)
+    enc = [(urllib.parse.quote(k, safe="-_.~"), urllib.parse.quote(v, safe="-_.~")) for k, v in pairs]
+    return "&".join(f"{k}={v}" for k, v in sorted(enc))
+
+
+def test_the_signed_query_encodes_spaces_as_percent_20_as_sigv4_requires() -> None:
+    amp = RecordedAmp([{"__name__": "up", "namespace": "a b"}])
+    api = PrometheusApi(endpoint=ENDPOINT, region=REGION, credentials=Credentials("AKIDEXAMPLE", "secret"), send=amp)
+    api.query('count by (namespace) ({__name__="up", namespace="a b"})')
+    ((method, url, headers),) = amp.requests
+    raw = urllib.parse.urlsplit(url).query
+    assert "+" not in raw and "%20" in raw
+    assert raw == _strict_query(url)  # what AMP re-derives is what was sent
+    signed = AWSRequest(method=method, url=url, headers={k: v for k, v in headers.items() if k != "Authorization"})
+    canonical = SigV4Auth(Credentials("AKIDEXAMPLE", "secret"), "aps", REGION).canonical_request(signed)
+    assert canonical.split("\n")[2] == _strict_query(url)
+
+
+def test_a_refused_signature_is_not_reported_as_a_missing_permission() -> None:
+    def refuse(method: str, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+        return 403, b'{"message": "signature does not match", "__type": "InvalidSignatureException"}'
+
+    api = PrometheusApi(endpoint=ENDPOINT, region=REGION, credentials=Credentials("AKIDEXAMPLE", "secret"), send=refuse)
+    with pytest.raises(AmpError, match="refused the request's SigV4 signature") as err:
+        api.query("up")
+    assert "aps:QueryMetrics" not in str(err.value)
+
+
 def _clients(stubbed: Any) -> AwsClients:
     return AwsClients(
         region=REGION,
@@ -368,3 +407,24 @@ def test_verify_json_carries_the_amp_rows(
     failing = [row["check"] for row in amp if row["status"] != "PASS"]
     assert failing == [f"{ROW} {m.GPU_XID.name}"]
     stub.deactivate()
+
+
+def test_burn_rate_records_missing_say_the_rule_group_is_not_loaded(slo_spec: DpdSpec) -> None:
+    """Every raw input there but no recorded series: the burn-rate alerts are blind, and the row says why; within
+    the first evaluation after the deploy it is a SKIP, later a FAIL."""
+    records = {rule.record for rule in recording_rules(slo_spec)}
+    inputs = {item.series: item for item in rule_inputs(slo_spec, panels=panel_queries(slo_spec))}
+    assert records <= set(inputs) and all(inputs[r].recorded for r in records)
+    assert not any(item.recorded for name, item in inputs.items() if name not in records)
+    fast = next(name for name in records if name.endswith("ratio_rate1h") and "ttft" in name)
+    assert any(reader.startswith("DpdTtftBudgetBurnFast") for reader in inputs[fast].blind), inputs[fast].blind
+    series = exporters(slo_spec, rule_group=False)
+    late = _run(slo_spec, RecordedAmp(series))
+    early = _run(slo_spec, RecordedAmp(series), _workspace(created=NOW - timedelta(seconds=45)))
+    for name in records:
+        (row,) = late[f"{ROW} {name}"]
+        assert row.status is Status.FAIL, name
+        assert "the rule group is not loaded or not evaluated yet" in row.detail and "blind: Dpd" in row.detail
+        assert early[f"{ROW} {name}"][0].status is Status.SKIP
+    raw = [row for name, found in late.items() if name.removeprefix(f"{ROW} ") not in records for row in found]
+    assert {row.status for row in raw} == {Status.PASS}

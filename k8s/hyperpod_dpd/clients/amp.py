@@ -23,6 +23,9 @@ from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsClients, describe_error, err
 SIGNING_NAME = "aps"
 QUERY_PATH = "api/v1/query"
 QUERY_PERMISSION = "aps:QueryMetrics"
+# A 403 whose body names one of these is a signing fault, not a missing permission (AWS docs, "Troubleshoot
+# signed AWS API requests": SignatureDoesNotMatch; AMP's JSON errors say InvalidSignatureException).
+SIGNATURE_ERRORS = ("SignatureDoesNotMatch", "InvalidSignatureException")
 TIMEOUT_SECONDS = 30
 # arn:aws:aps:<region>:<account>:workspace/<id> (the stack's AmpWorkspaceArn output), or the id itself.
 WORKSPACE_ARN = re.compile(r"^arn:aws[a-z-]*:aps:[a-z0-9-]+:\d{12}:workspace/(?P<id>ws-[A-Za-z0-9-]+)$")
@@ -99,10 +102,18 @@ class PrometheusApi:
         from botocore.awsrequest import AWSRequest  # noqa: PLC0415
 
         base = self.endpoint if self.endpoint.endswith("/") else self.endpoint + "/"
-        url = f"{base}{QUERY_PATH}?{urllib.parse.urlencode({'query': promql})}"
+        # SigV4's canonical query string encodes a space as %20, never '+' (AWS docs, "Create a canonical
+        # request"): urlencode's default quote_plus would make AMP refuse the signature.
+        query = urllib.parse.urlencode({"query": promql}, quote_via=urllib.parse.quote, safe="")
+        url = f"{base}{QUERY_PATH}?{query}"
         request = AWSRequest(method="GET", url=url)
         SigV4Auth(self.credentials, SIGNING_NAME, self.region).add_auth(request)
         status, body = self.send("GET", url, dict(request.headers.items()))
+        if status == 403 and any(code.encode() in body for code in SIGNATURE_ERRORS):
+            raise AmpError(
+                f"the query API refused the request's SigV4 signature (HTTP 403): {body[:200]!r}; check the "
+                "credentials' clock and session token, not the caller's permissions"
+            )
         if status == 403:
             raise AmpError(f"access denied on the workspace's query API; the caller needs {QUERY_PERMISSION}")
         try:

@@ -35,7 +35,8 @@ RATE_WINDOW_SECONDS = 300
 RATE_WINDOW = f"{RATE_WINDOW_SECONDS // 60}m"
 LONG_WINDOW = "10m"
 QUANTILE = 0.9
-EVALUATION_INTERVAL = "1m"
+EVALUATION_SECONDS = 60
+EVALUATION_INTERVAL = f"{EVALUATION_SECONDS // 60}m"
 # Longer than a 70B model takes to load from a cold S3 fetch (5-10 minutes), so a deploy does not page.
 AVAILABILITY_HOLD = "15m"
 

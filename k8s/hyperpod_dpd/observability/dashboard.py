@@ -35,7 +35,7 @@ from hyperpod_dpd.observability.alerts import (
     thresholds_of,
 )
 from hyperpod_dpd.observability.rule import endpoint_labels, error_ratio, invocation_rate, num
-from hyperpod_dpd.observability.selectors import EndpointSelectors, select
+from hyperpod_dpd.observability.selectors import PIPELINE_POD, EndpointSelectors, select
 from hyperpod_dpd.observability.slo import FASTEST, budget, slis
 from hyperpod_dpd.spec import DpdSpec
 
@@ -132,6 +132,7 @@ def panel_queries(spec: DpdSpec) -> dict[str, dict[str, dict[str, str]]]:
 
 
 HEALTH_ROW = "DPD health"
+KV_RECEIVED = "{{pod_name}} KV tokens received (decoders the alert counts)"
 
 
 def server_errors_or_zero(s: EndpointSelectors) -> str:
@@ -142,12 +143,18 @@ def server_errors_or_zero(s: EndpointSelectors) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Line:
-    """A panel's threshold: the alert it belongs to, the value the alert compares with, and which side is bad."""
+    """A panel's threshold: the alert it belongs to, the value the alert compares with, and which side is bad.
+
+    :param only: the one query (by legend) the threshold colours; the panel's other lines are not judged by it.
+    :param marker: (legend, value) of a neutral line, where the alert starts counting rather than a bad state.
+    """
 
     alert: str
     value: float
     unit: str
     below_is_bad: bool = False
+    only: str | None = None
+    marker: tuple[str, float] | None = None
 
 
 def health_panels(spec: DpdSpec) -> dict[str, tuple[dict[str, str], Line]]:
@@ -158,10 +165,15 @@ def health_panels(spec: DpdSpec) -> dict[str, tuple[dict[str, str], Line]]:
     s = EndpointSelectors.of(spec)
     t = thresholds_of(spec)
     panels: dict[str, tuple[dict[str, str], Line]] = {
+        # DpdKvNotTransferred's bad state is a decoder with enough long prompts and no KV token: the KV line is
+        # drawn only for decoders the alert counts, red at 0, green from one token on; the long-prompt line
+        # carries only a neutral marker at MIN_LONG_PROMPTS, so a busy healthy decoder stays green.
         "KV transfer per decoder (15m)": (
             {"{{pod_name}} long prompts served": long_prompts_per_decoder(spec),
-             "{{pod_name}} KV tokens received": decoder_tokens(s, m.EXTERNAL_KV_TRANSFER)},
-            Line(alert="DpdKvNotTransferred", value=MIN_LONG_PROMPTS, unit="short")),
+             KV_RECEIVED: (f"{decoder_tokens(s, m.EXTERNAL_KV_TRANSFER)} and on({PIPELINE_POD}) "
+                           f"({long_prompts_per_decoder(spec)} >= {MIN_LONG_PROMPTS})")},
+            Line(alert="DpdKvNotTransferred", value=1, unit="short", below_is_bad=True, only=KV_RECEIVED,
+                 marker=("{{pod_name}} long prompts served", MIN_LONG_PROMPTS))),
         "Router available replicas": (
             {"available": router_available(spec)},
             Line(alert="DpdRouterDown", value=MIN_AVAILABLE, unit="short", below_is_bad=True)),
@@ -264,9 +276,27 @@ def build_dashboard(spec: DpdSpec) -> Any:
             if title in lines:
                 line = lines[title]
                 below, above = ("red", "green") if line.below_is_bad else ("green", "red")
-                panel = panel.thresholds(dashboard.ThresholdsConfig().mode(models.ThresholdsMode.ABSOLUTE).steps([
-                    models.Threshold(value=None, color=below), models.Threshold(value=line.value, color=above)]))
-                if kind is timeseries:
+                steps = [models.Threshold(value=None, color=below), models.Threshold(value=line.value, color=above)]
+                dashed = models.DynamicConfigValue(id_val="custom.thresholdsStyle", value={"mode": "dashed"})
+                ref = {legend: chr(ord("A") + index) for index, legend in enumerate(queries)}
+                if line.only is None:
+                    panel = panel.thresholds(dashboard.ThresholdsConfig().mode(models.ThresholdsMode.ABSOLUTE)
+                                             .steps(steps))
+                else:
+                    panel = panel.with_override(
+                        models.MatcherConfig(id_val="byFrameRefID", options=ref[line.only]),
+                        [models.DynamicConfigValue(id_val="thresholds", value=models.ThresholdsConfig(
+                            mode=models.ThresholdsMode.ABSOLUTE, steps=steps)),
+                         models.DynamicConfigValue(id_val="color", value={"mode": "thresholds"}), dashed])
+                if line.marker is not None:
+                    legend, at = line.marker
+                    panel = panel.with_override(
+                        models.MatcherConfig(id_val="byFrameRefID", options=ref[legend]),
+                        [models.DynamicConfigValue(id_val="thresholds", value=models.ThresholdsConfig(
+                            mode=models.ThresholdsMode.ABSOLUTE, steps=[models.Threshold(value=None, color="green"),
+                                                                       models.Threshold(value=at, color="blue")])),
+                         dashed])
+                if kind is timeseries and line.only is None:
                     panel = panel.thresholds_style(common.GraphThresholdsStyleConfig().mode(
                         common_models.GraphThresholdsStyleMode.DASHED))
             builder = builder.with_panel(panel)

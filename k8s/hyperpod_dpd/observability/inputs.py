@@ -43,6 +43,8 @@ class RuleInput:
     :param readers: the alerts (by name) and panels (``panel '<title>'``) that read it, in rule order.
     :param blind: for each alert reader, its failure sentence: what nobody is told while the input is missing.
     :param guards: the alerts that read it only through ``absent()``: they can fire on its absence, not miss it.
+    :param recorded: written by the rules' own recording rules, so its absence says the rule group is not loaded
+        or not evaluated, even when every raw input it reads is there.
     """
 
     series: str
@@ -51,6 +53,7 @@ class RuleInput:
     readers: tuple[str, ...]
     blind: tuple[str, ...]
     guards: tuple[str, ...] = ()
+    recorded: bool = False
 
 
 def _family(series: str) -> m.Metric | None:
@@ -75,16 +78,15 @@ def rule_inputs(spec: DpdSpec, *, panels: dict[str, dict[str, dict[str, str]]] |
     blind: dict[tuple[str, str], dict[str, None]] = {}
     guards: dict[tuple[str, str], dict[str, None]] = {}
 
-    # A recorded series (the SLO burn-rate rules read only these) is as present as the series its rule reads:
-    # the inputs to look for in the workspace are those.
+    # A recorded series (the SLO burn-rate rules read only these) needs the series its rule reads, and the rule
+    # group loaded and evaluated: both are inputs to look for in the workspace.
     recorded = {rule.record: rule.expr for rule in recording_rules(spec)}
 
     def add(expr: str, reader: str, failure: str | None) -> None:
         guarded = absence_selectors(expr) if failure is not None else ()
         for selector in selectors(expr):
             if selector.name in recorded:
-                add(recorded[selector.name], reader, failure)
-                continue
+                add(recorded[selector.name], reader, failure)  # then the recorded series itself, below
             k = key(selector)
             forms.setdefault(k, {})[selector] = None
             readers.setdefault(k, {})[reader] = None
@@ -107,6 +109,7 @@ def rule_inputs(spec: DpdSpec, *, panels: dict[str, dict[str, dict[str, str]]] |
             readers=tuple(readers[k]),
             blind=tuple(blind.get(k, {})),
             guards=tuple(guards.get(k, {})),
+            recorded=k[0] in recorded,
         )
         for k in forms
     )

@@ -16,6 +16,7 @@ from hyperpod_dpd.clients.amp import AmpError, PrometheusApi, Send, Workspace, d
 from hyperpod_dpd.clients.aws import NO_CREDENTIALS, AwsClients
 from hyperpod_dpd.clients.checks import Check, errored, failed, passed, skipped
 from hyperpod_dpd.observability import metrics as m
+from hyperpod_dpd.observability.alerts import EVALUATION_INTERVAL, EVALUATION_SECONDS
 from hyperpod_dpd.observability.dashboard import EXTRA_HINT, panel_queries
 from hyperpod_dpd.observability.inputs import ABSENT_CAUSE, RuleInput, rule_inputs
 from hyperpod_dpd.observability.promql import parser
@@ -28,6 +29,9 @@ WORKSPACE_ROW = "amp workspace"
 # The operator's default scrape interval (MetricsSpec.scrape_interval_seconds).
 DEFAULT_SCRAPE_SECONDS = 15
 SEEN_SHOWN = 3  # label sets of a mismatched series shown in the detail
+RECORDED_CAUSE = ("the rule group is not loaded or not evaluated yet (a recording rule writes its series on each "
+                  f"evaluation, every {EVALUATION_INTERVAL}): check the workspace's rule groups namespace is ACTIVE "
+                  "(aws amp list-rule-groups-namespaces)")
 
 
 def _count(api: PrometheusApi, promql: str) -> int:
@@ -55,8 +59,11 @@ def _blind(item: RuleInput) -> str:
     return "; ".join(parts)
 
 
-def check_input(api: PrometheusApi, item: RuleInput, *, namespace_scraped: bool) -> Check:
-    """PASS when a form of the selector has series; SKIP when none can exist yet; FAIL naming who goes blind."""
+def check_input(api: PrometheusApi, item: RuleInput, *, namespace_scraped: bool, evaluated: bool = True) -> Check:
+    """PASS when a form of the selector has series; SKIP when none can exist yet; FAIL naming who goes blind.
+
+    ``evaluated`` is False within the rule group's first evaluation interval: a recorded series has none yet.
+    """
     name = f"{ROW} {item.series}"
     head = " or ".join(form.promql() for form in item.forms)
     for form in item.forms:
@@ -66,6 +73,11 @@ def check_input(api: PrometheusApi, item: RuleInput, *, namespace_scraped: bool)
             return passed(name, f"{head}\n  present: {found} series{which}")
     if not namespace_scraped:
         return skipped(name, f"{head}\n  not yet scraped: the workspace holds no series of the endpoint's namespace")
+    if item.recorded:
+        if not evaluated:
+            return skipped(name, f"{head}\n  not evaluated yet: {RECORDED_CAUSE}")
+        return failed(name, f"{head}\n  absent: the workspace holds no {item.series}\n  why: {RECORDED_CAUSE}\n"
+                      f"  {_blind(item)}")
     if item.metric is not None and item.metric.first_sample:
         return skipped(name, f"{head}\n  no samples yet: {item.metric.first_sample}")
     seen = _seen(api, item)
@@ -144,7 +156,10 @@ def check_rule_inputs(
         rows = [
             passed(WORKSPACE_ROW, f"{workspace.workspace_id} ACTIVE; {len(inputs)} series the alerts and panels read")
         ]
-        rows += [check_input(api, item, namespace_scraped=scraped) for item in inputs]
+        # The workspace's age stands in for the rule group's: the stack creates both together.
+        created = workspace.created_at
+        evaluated = created is None or (now - created).total_seconds() >= EVALUATION_SECONDS
+        rows += [check_input(api, item, namespace_scraped=scraped, evaluated=evaluated) for item in inputs]
         buckets = check_ttft_buckets(api, inputs, ttft_ms) if ttft_ms is not None else None
         return rows + ([buckets] if buckets is not None else [])
     except AmpError as err:
