@@ -121,6 +121,31 @@ def test_a_run_of_another_layout_under_the_same_endpoint_name_is_refused(measure
     assert problem.field == f"calibrate.layout.{key}" and "another layout or engine setting" in problem.message
 
 
+def _refused(spec: Any, document: dict[str, Any]) -> set[str]:
+    with pytest.raises(SpecError) as caught:
+        calibrate(spec, TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
+    return {p.field for p in caught.value.problems}
+
+
+def test_bench_names_each_runs_layout_and_a_spec_of_another_is_refused_by_name(measured: Advice,
+                                                                               bench_of: Bench) -> None:
+    """bench's own writer records the layout (before: nothing did, so the check never ran on a real file)."""
+    document = bench_of(measured, aggregated=measured)
+    spec = default_spec()
+    assert document["runs"]["dpd"]["layout"]["decode_replicas"] == spec.decode.replicas
+    assert document["runs"]["aggregated"]["layout"] == {"tensor_parallel_size": 8, "replicas": 1,
+                                                        "args": list(spec.args)}
+    # more decoders change the DPD endpoint only; the twin (one replica, the shared flags) is the same
+    assert _refused(replace(spec, decode=replace(spec.decode, replicas=2)), document) == {
+        "calibrate.layout.decode_replicas"}
+    # a shared flag changes both
+    assert _refused(replace(spec, args=(*spec.args, "--enforce-eager")), document) == {
+        "calibrate.layout.args", "calibrate.aggregated.layout.args"}
+    # the twin is compared with the twin's identity: a twin of two replicas is another layout
+    document["runs"]["aggregated"]["layout"]["replicas"] = 2
+    assert _refused(spec, document) == {"calibrate.aggregated.layout.replicas"}
+
+
 def test_a_level_with_no_throughput_is_refused_not_a_traceback(tmp_path: Path, measured: Advice, bench_of: Bench,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     document = bench_of(measured)
@@ -256,6 +281,7 @@ def measured_both() -> Advice:
 def test_each_layout_is_fitted_on_its_own_run(measured_both: Advice, bench_of: Bench) -> None:
     document = bench_of(measured_both, aggregated=measured_both)
     fit = calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
+    assert fit.warnings == ()  # both runs name their layout, and each matches its own
     baseline = fit.factors.for_aggregated()
     assert (fit.factors.prefill, fit.factors.decode) == (pytest.approx(TRUE.prefill, rel=0.06),
                                                          pytest.approx(TRUE.decode, rel=0.02))
