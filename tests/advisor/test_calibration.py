@@ -40,6 +40,23 @@ def test_calibration_recovers_the_factors_and_reports_the_uncalibrated_error(mea
     assert "uncalibrated model off by TTFT" in fit.render()
 
 
+def test_a_calibrated_range_holds_the_fits_residual_on_each_side(measured: Advice, bench_of: Bench) -> None:
+    """The ranges were the service-time variability alone; a calibration's residual error is added to them."""
+    fit = calibrate(default_spec(), TRAFFIC, parse_bench(bench_of(measured), where="b.json"), source="b.json")
+    ttft, tpot = fit.factors.ttft_residual, fit.factors.tpot_residual
+    assert (ttft, tpot) == (fit.error_after["TTFT"], fit.error_after["TPOT"]) and ttft > 0 and tpot > 0
+    banded = advise(default_spec(), TRAFFIC, baseline_nodes=1, factors=fit.factors)
+    bare = advise(default_spec(), TRAFFIC, baseline_nodes=1,
+                  factors=replace(fit.factors, ttft_residual=0.0, tpot_residual=0.0))
+    for wide, narrow in zip(banded.points, bare.points, strict=True):
+        w, n = wide.disaggregated, narrow.disaggregated
+        assert w.ttft_band_s is not None and n.ttft_band_s is not None
+        assert w.tpot_band_s is not None and n.tpot_band_s is not None
+        assert w.ttft_band_s == pytest.approx((n.ttft_band_s[0] * (1 - ttft), n.ttft_band_s[1] * (1 + ttft)))
+        assert w.tpot_band_s == pytest.approx((n.tpot_band_s[0] * (1 - tpot), n.tpot_band_s[1] * (1 + tpot)))
+        assert w.ttft_s == n.ttft_s  # the point figure is the model's, unchanged
+
+
 @pytest.mark.parametrize(("change", "field"), [
     ({"endpoint": "other-endpoint"}, "calibrate.endpoint"),
     ({"model": "Qwen2.5-72B-Instruct"}, "calibrate.model"),

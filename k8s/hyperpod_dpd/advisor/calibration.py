@@ -526,7 +526,13 @@ def calibrate(spec: DpdSpec, traffic: Traffic, bench: Bench, *, source: str) -> 
             warnings.append(f"{source}: the {name} run has no client means (client_ttft_mean_s, client_tpot_mean_s; "
                             "a bench older than them): the fit used p50 figures, which Little's law does not hold "
                             "for, so a skewed TTFT shows as overhead")
-    return Fit(factors=factors, error_before=_errors(bench.levels, before[0]), error_after=_errors(bench.levels,
-               after[0]), levels=tuple(m.concurrency for m in bench.levels), warnings=tuple(warnings),
+    error_after = _errors(bench.levels, after[0])
+    baseline_after = _errors(agg_run.levels, after[1]) if agg_run else None
+    if baseline_after is not None:  # the ranges hold what the fitted model still misses
+        baseline = replace(baseline, ttft_residual=baseline_after["TTFT"], tpot_residual=baseline_after["TPOT"])
+    factors = replace(factors, ttft_residual=error_after["TTFT"], tpot_residual=error_after["TPOT"],
+                      aggregated=baseline)
+    return Fit(factors=factors, error_before=_errors(bench.levels, before[0]), error_after=error_after,
+               levels=tuple(m.concurrency for m in bench.levels), warnings=tuple(warnings),
                baseline_error_before=_errors(agg_run.levels, before[1]) if agg_run else None,
-               baseline_error_after=_errors(agg_run.levels, after[1]) if agg_run else None)
+               baseline_error_after=baseline_after)
