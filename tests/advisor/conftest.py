@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from hyperpod_dpd.advisor import Advice, Traffic, advise
-from hyperpod_dpd.advisor.calibration import layout_identity
 from hyperpod_dpd.benchmark.report import results_object
 from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
 from hyperpod_dpd.benchmark.scenario import Scenario
+from hyperpod_dpd.benchmark.session import run_layouts
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
 
@@ -31,9 +31,10 @@ def equal_cost_advice() -> Advice:
     return advise(default_spec(), BLOG_TRAFFIC)
 
 
-# What bench --json records of the default spec's run (the model, its architecture, the instance type, the layout).
+# What bench --json records of the default spec's runs (the model, its architecture, the instance type); each run's
+# layout is bench's own (run_layouts: the DPD endpoint's, the twin's).
 DEFAULT_IDENTITY: dict[str, Any] = {"model": "Llama-3.3-70B-Instruct", "architecture": "llama-3.3-70b",
-                                    "instance_type": "ml.p5.48xlarge", "layout": layout_identity(default_spec())}
+                                    "instance_type": "ml.p5.48xlarge"}
 
 
 def _run(advice: Advice, side: str, *, endpoint: str, failed: int, identity: dict[str, Any] | None,
@@ -46,8 +47,10 @@ def _run(advice: Advice, side: str, *, endpoint: str, failed: int, identity: dic
                     mean_output_tokens=advice.osl, answered=((e.ttft_s, e.tpot_s),) if means else ())
         for p in advice.points for e in [getattr(p, side)])
     scenario = Scenario(isl=advice.isl, osl=advice.osl, concurrency=tuple(p.concurrency for p in advice.points))
+    label = "dpd" if side == "disaggregated" else "aggregated"
     run = results_object(endpoint=endpoint, scenario=scenario, results=BenchmarkResults(levels=levels), warnings=[],
-                         job="hyperpod-dpd-bench-20261201-000000", identity=identity)
+                         job="hyperpod-dpd-bench-20261201-000000", identity=identity,
+                         layout=None if identity is None else run_layouts(default_spec())[label])
     return {**run, "problem": None}
 
 

@@ -40,6 +40,23 @@ def test_calibration_recovers_the_factors_and_reports_the_uncalibrated_error(mea
     assert "uncalibrated model off by TTFT" in fit.render()
 
 
+def test_a_calibrated_range_holds_the_fits_residual_on_each_side(measured: Advice, bench_of: Bench) -> None:
+    """The ranges were the service-time variability alone; a calibration's residual error is added to them."""
+    fit = calibrate(default_spec(), TRAFFIC, parse_bench(bench_of(measured), where="b.json"), source="b.json")
+    ttft, tpot = fit.factors.ttft_residual, fit.factors.tpot_residual
+    assert (ttft, tpot) == (fit.error_after["TTFT"], fit.error_after["TPOT"]) and ttft > 0 and tpot > 0
+    banded = advise(default_spec(), TRAFFIC, baseline_nodes=1, factors=fit.factors)
+    bare = advise(default_spec(), TRAFFIC, baseline_nodes=1,
+                  factors=replace(fit.factors, ttft_residual=0.0, tpot_residual=0.0))
+    for wide, narrow in zip(banded.points, bare.points, strict=True):
+        w, n = wide.disaggregated, narrow.disaggregated
+        assert w.ttft_band_s is not None and n.ttft_band_s is not None
+        assert w.tpot_band_s is not None and n.tpot_band_s is not None
+        assert w.ttft_band_s == pytest.approx((n.ttft_band_s[0] * (1 - ttft), n.ttft_band_s[1] * (1 + ttft)))
+        assert w.tpot_band_s == pytest.approx((n.tpot_band_s[0] * (1 - tpot), n.tpot_band_s[1] * (1 + tpot)))
+        assert w.ttft_s == n.ttft_s  # the point figure is the model's, unchanged
+
+
 @pytest.mark.parametrize(("change", "field"), [
     ({"endpoint": "other-endpoint"}, "calibrate.endpoint"),
     ({"model": "Qwen2.5-72B-Instruct"}, "calibrate.model"),
@@ -119,6 +136,31 @@ def test_a_run_of_another_layout_under_the_same_endpoint_name_is_refused(measure
         calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
     problem = caught.value.problems[0]
     assert problem.field == f"calibrate.layout.{key}" and "another layout or engine setting" in problem.message
+
+
+def _refused(spec: Any, document: dict[str, Any]) -> set[str]:
+    with pytest.raises(SpecError) as caught:
+        calibrate(spec, TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
+    return {p.field for p in caught.value.problems}
+
+
+def test_bench_names_each_runs_layout_and_a_spec_of_another_is_refused_by_name(measured: Advice,
+                                                                               bench_of: Bench) -> None:
+    """bench's own writer records the layout (before: nothing did, so the check never ran on a real file)."""
+    document = bench_of(measured, aggregated=measured)
+    spec = default_spec()
+    assert document["runs"]["dpd"]["layout"]["decode_replicas"] == spec.decode.replicas
+    assert document["runs"]["aggregated"]["layout"] == {"tensor_parallel_size": 8, "replicas": 1,
+                                                        "args": list(spec.args)}
+    # more decoders change the DPD endpoint only; the twin (one replica, the shared flags) is the same
+    assert _refused(replace(spec, decode=replace(spec.decode, replicas=2)), document) == {
+        "calibrate.layout.decode_replicas"}
+    # a shared flag changes both
+    assert _refused(replace(spec, args=(*spec.args, "--enforce-eager")), document) == {
+        "calibrate.layout.args", "calibrate.aggregated.layout.args"}
+    # the twin is compared with the twin's identity: a twin of two replicas is another layout
+    document["runs"]["aggregated"]["layout"]["replicas"] = 2
+    assert _refused(spec, document) == {"calibrate.aggregated.layout.replicas"}
 
 
 def test_a_level_with_no_throughput_is_refused_not_a_traceback(tmp_path: Path, measured: Advice, bench_of: Bench,
@@ -256,6 +298,7 @@ def measured_both() -> Advice:
 def test_each_layout_is_fitted_on_its_own_run(measured_both: Advice, bench_of: Bench) -> None:
     document = bench_of(measured_both, aggregated=measured_both)
     fit = calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
+    assert fit.warnings == ()  # both runs name their layout, and each matches its own
     baseline = fit.factors.for_aggregated()
     assert (fit.factors.prefill, fit.factors.decode) == (pytest.approx(TRUE.prefill, rel=0.06),
                                                          pytest.approx(TRUE.decode, rel=0.02))

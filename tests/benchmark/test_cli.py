@@ -26,10 +26,12 @@ from hyperpod_dpd.benchmark.levels import ResultsError
 from hyperpod_dpd.benchmark.results import collect
 from hyperpod_dpd.benchmark.route import largest_direct_isl
 from hyperpod_dpd.benchmark.session import Seams
+from hyperpod_dpd.charts.aggregated import layout_identity
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.clients.aws import AwsClients
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.spec.loading import load_spec
 
 RUN = "20261201-0300"
 
@@ -105,6 +107,11 @@ def test_ab_reports_the_change_from_aggregated(capsys: pytest.CaptureFixture[str
     document = json.loads(out)
     dpd, agg = document["runs"]["dpd"]["levels"], document["runs"]["aggregated"]["levels"]
     assert document["runs"]["aggregated"]["instance_type"] == document["runs"]["dpd"]["instance_type"]
+    # each run names the layout it measured, for advise --calibrate: the DPD endpoint's, and the twin's one replica
+    spec = load_spec(Path(stub_spec))
+    assert document["runs"]["dpd"]["layout"] == layout_identity(spec)
+    assert document["runs"]["aggregated"]["layout"] == {"tensor_parallel_size": spec.tensor_parallel_size,
+                                                        "replicas": 1, "args": list(spec.args)}
     for row, mine, theirs in zip(document["ab"], dpd, agg, strict=True):
         expected = (mine["output_tokens_per_s"] - theirs["output_tokens_per_s"]) / theirs["output_tokens_per_s"] * 100
         assert row["change_percent"]["output_tokens_per_s"] == pytest.approx(expected)

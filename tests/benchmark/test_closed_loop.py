@@ -29,6 +29,19 @@ def test_every_level_is_read_with_its_warm_up_apart(closed_loop_run: Any) -> Non
     assert closed_loop_run.served == 3 * (REQUESTS + WARMUP)
 
 
+def test_the_means_calibration_reads_leave_out_the_warm_up(closed_loop_run: Any) -> None:
+    """Throughput covers the profiling phase only, so the JSON's client means must too (before: warm-up included);
+    the mean compared with the router's keeps the warm-up, which the router counts."""
+    for level in read_directory(closed_loop_run.folder).levels:
+        measured = level.answered[WARMUP:]
+        tpots = [tpot for _, tpot in measured if tpot is not None]
+        written = level.as_dict()
+        assert written["client_ttft_mean_s"] == sum(t for t, _ in measured) / len(measured)
+        assert written["client_tpot_mean_s"] == sum(tpots) / len(tpots)
+        assert level.client_ttft_mean == sum(t for t, _ in level.answered) / len(level.answered)
+        assert written["client_ttft_mean_s"] != level.client_ttft_mean  # the warm-up's TTFTs differ
+
+
 def test_the_client_stays_within_the_bound_at_p50_and_p99(closed_loop_run: Any) -> None:
     """Each level's client TTFT quantile against the router's bucket that holds the same quantile: both
     checks ran (a finite bucket), and both hold."""

@@ -20,11 +20,12 @@ bytes over HBM bandwidth or its FLOPs over the GPUs' peak) and above by ``FACTOR
 at either end of that range, and an overhead above ``OVERHEAD_SHARE_MAX`` of the mean end-to-end
 time, are refused: such a benchmark measured something else. So are data from another endpoint, model
 (``model.name`` or the architecture it is sized as), instance type, request shape or layout
-(``layout``: TP, replicas per role and engine flags, when the bench names them; see
-:func:`layout_identity`), a failed run, a run bench itself marked untrusted (``trusted: false``) or
-failed (``problem``), and a level with a zero or negative figure, each by name. A file from a bench
-older than the ``model``/``architecture``/``instance_type`` fields is still used, with a warning that
-those could not be checked.
+(``layout``: TP, replicas per role and engine flags, as bench records them; the DPD run is compared with
+:func:`~hyperpod_dpd.charts.aggregated.layout_identity`, the twin's with its own
+:func:`~hyperpod_dpd.charts.aggregated.twin_layout_identity`), a failed run, a run bench itself marked
+untrusted (``trusted: false``) or failed (``problem``), and a level with a zero or negative figure, each by
+name. A file from a bench older than the ``model``/``architecture``/``instance_type`` fields is still used,
+with a warning that those could not be checked.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from hyperpod_dpd.advisor.physics import decode_floor_s, prefill_floor_s
 from hyperpod_dpd.advisor.steps import PhaseFactors, StepTimes
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import Traffic
+from hyperpod_dpd.charts.aggregated import SUFFIX, layout_identity, twin_layout_identity
 from hyperpod_dpd.errors import Problem, SpecError, UsageError
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.architecture import ModelArchitecture
@@ -60,7 +62,7 @@ OVERHEAD_NOISE_SHARE = 0.01
 DPD_RUN = "dpd"
 AGGREGATED_RUN = "aggregated"
 # bench names the aggregated twin's endpoint after the spec (benchmark/session.py: f"{spec.name}-agg").
-AGGREGATED_SUFFIX = "-agg"
+AGGREGATED_SUFFIX = SUFFIX
 MEAN, MEDIAN = "mean", "p50"
 # A prefill fit this close (in log) to an end of its range is a boundary fit, not a fit.
 _EDGE = 0.02
@@ -106,13 +108,6 @@ class Bench:
         return [name for name, value in (("model", self.model), ("architecture", self.architecture),
                                          ("instance_type", self.instance_type), ("layout", self.layout))
                 if value is None]
-
-
-def layout_identity(spec: DpdSpec) -> dict[str, Any]:
-    """What a DPD run's figures depend on beyond model and hardware: recorded by bench, compared by calibration."""
-    return {"tensor_parallel_size": spec.tensor_parallel_size, "prefill_replicas": spec.prefill.replicas,
-            "decode_replicas": spec.decode.replicas, "args": list(spec.args),
-            "prefill_args": list(spec.prefill.args), "decode_args": list(spec.decode.args)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,7 +226,7 @@ def _architecture(spec: DpdSpec) -> ModelArchitecture | None:
 
 
 def _refusals(spec: DpdSpec, traffic: Traffic, bench: Bench, *, prefix: str = "calibrate",
-              endpoint: str | None = None) -> list[Problem]:
+              endpoint: str | None = None, deployed: Mapping[str, Any] | None = None) -> list[Problem]:
     found = []
     endpoint = spec.name if endpoint is None else endpoint
     if bench.endpoint != endpoint:
@@ -263,7 +258,7 @@ def _refusals(spec: DpdSpec, traffic: Traffic, bench: Bench, *, prefix: str = "c
         found.append(Problem(field=f"{prefix}.problem", value=bench.problem, message="bench reported this run as "
                              "failed", fix="rerun 'hyperpod-dpd bench --json' until the run succeeds"))
     if bench.layout is not None:
-        deployed = layout_identity(spec)
+        deployed = layout_identity(spec) if deployed is None else deployed
         for key, value in bench.layout.items():
             if key in deployed and _comparable(value) != _comparable(deployed[key]):
                 found.append(Problem(field=f"{prefix}.layout.{key}", value=value, message=f"is not the spec's "
@@ -286,7 +281,7 @@ def _refusals(spec: DpdSpec, traffic: Traffic, bench: Bench, *, prefix: str = "c
 
 def _aggregated_refusals(spec: DpdSpec, traffic: Traffic, bench: Bench) -> list[Problem]:
     found = _refusals(spec, traffic, bench, prefix=f"calibrate.{AGGREGATED_RUN}",
-                      endpoint=spec.name + AGGREGATED_SUFFIX)
+                      endpoint=spec.name + AGGREGATED_SUFFIX, deployed=twin_layout_identity(spec))
     gpus = spec.instance_type.facts.gpus
     if spec.tensor_parallel_size != gpus:
         found.append(Problem(field=f"calibrate.{AGGREGATED_RUN}.layout.tensor_parallel_size",
@@ -531,7 +526,13 @@ def calibrate(spec: DpdSpec, traffic: Traffic, bench: Bench, *, source: str) -> 
             warnings.append(f"{source}: the {name} run has no client means (client_ttft_mean_s, client_tpot_mean_s; "
                             "a bench older than them): the fit used p50 figures, which Little's law does not hold "
                             "for, so a skewed TTFT shows as overhead")
-    return Fit(factors=factors, error_before=_errors(bench.levels, before[0]), error_after=_errors(bench.levels,
-               after[0]), levels=tuple(m.concurrency for m in bench.levels), warnings=tuple(warnings),
+    error_after = _errors(bench.levels, after[0])
+    baseline_after = _errors(agg_run.levels, after[1]) if agg_run else None
+    if baseline_after is not None:  # the ranges hold what the fitted model still misses
+        baseline = replace(baseline, ttft_residual=baseline_after["TTFT"], tpot_residual=baseline_after["TPOT"])
+    factors = replace(factors, ttft_residual=error_after["TTFT"], tpot_residual=error_after["TPOT"],
+                      aggregated=baseline)
+    return Fit(factors=factors, error_before=_errors(bench.levels, before[0]), error_after=error_after,
+               levels=tuple(m.concurrency for m in bench.levels), warnings=tuple(warnings),
                baseline_error_before=_errors(agg_run.levels, before[1]) if agg_run else None,
-               baseline_error_after=_errors(agg_run.levels, after[1]) if agg_run else None)
+               baseline_error_after=baseline_after)

@@ -333,8 +333,11 @@ class Estimator:
             in_flight = 0 if outcome.saturated else round(outcome.in_flight)
             capacity, capacity_of = outcome.capacity_per_s, None
         spread = analogy_spread(self.architecture, self.reference_architecture) if self.target.analogy_of else 0.0
-        ttft_band = _spread([outcome, *variants], "ttft_s", spread) if bands else None
-        tpot_band = _spread([outcome, *variants], "tpot_s", spread) if bands and self.osl >= 2 else None
+        # A calibration's residual error is what the fitted model still misses: the range holds it on each side.
+        fitted = self.factors if layout is Layout.DISAGGREGATED else self.factors.for_aggregated()
+        ttft_band = _spread([outcome, *variants], "ttft_s", spread, fitted.ttft_residual) if bands else None
+        tpot_band = (_spread([outcome, *variants], "tpot_s", spread, fitted.tpot_residual)
+                     if bands and self.osl >= 2 else None)
         tokens = outcome.requests_per_s * self.osl
         # One output token has no time per output token after the first: TPOT does not exist.
         tpot = outcome.tpot_s if self.osl >= 2 else math.nan
@@ -362,9 +365,11 @@ class Estimator:
 VARIABILITY: tuple[tuple[float, bool], ...] = ((0.0, False), (0.0, True))
 
 
-def _spread(outcomes: list[queueing.Outcome], name: str, spread: float) -> tuple[float, float] | None:
-    """The range of ``name`` over ``outcomes``, widened by ``exp(spread)`` each side; ``None`` when saturated."""
+def _spread(outcomes: list[queueing.Outcome], name: str, spread: float,
+            residual: float = 0.0) -> tuple[float, float] | None:
+    """The range of ``name`` over ``outcomes``, widened by ``exp(spread)`` and the relative ``residual`` each
+    side; ``None`` when saturated."""
     values = [getattr(o, name) for o in outcomes if not o.saturated and not math.isnan(getattr(o, name))]
     if len(values) < len(outcomes):
         return None
-    return min(values) * math.exp(-spread), max(values) * math.exp(spread)
+    return min(values) * math.exp(-spread) * max(0.0, 1 - residual), max(values) * math.exp(spread) * (1 + residual)

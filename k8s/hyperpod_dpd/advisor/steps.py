@@ -36,6 +36,9 @@ class PhaseFactors:
     :param decode: multiplies every decode step. :default: 1.08 (AIConfigurator's own correction)
     :param overhead_s: added to every request outside the engines (router, HTTP). :default: 0
     :param source: where the factors come from, printed with every result.
+    :param ttft_residual: the calibration's mean relative TTFT error after the fit; the TTFT range is widened by
+        it on each side. :default: 0 (uncalibrated)
+    :param tpot_residual: the same for TPOT. :default: 0
     :param aggregated: the aggregated baseline's own factors, when it was calibrated apart from DPD (what
         only DPD pays, the transfer and the router hop, must not slow the baseline). :default: None (the same)
     """
@@ -45,6 +48,8 @@ class PhaseFactors:
     overhead_s: float = 0.0
     source: str = "AIConfigurator's default latency corrections (prefill x1.1, decode step x1.08), uncalibrated"
     aggregated: PhaseFactors | None = None
+    ttft_residual: float = 0.0
+    tpot_residual: float = 0.0
 
     def for_aggregated(self) -> PhaseFactors:
         """The factors the aggregated baseline runs with."""

@@ -49,14 +49,14 @@ class LevelResult:
 
     @property
     def client_ttft_mean(self) -> float | None:
-        """Mean TTFT over every answered request, comparable with the router's own mean for the level."""
-        return sum(ttft for ttft, _ in self.answered) / len(self.answered) if self.answered else None
+        """Mean TTFT over every answered request, warm-up included: comparable with the router's own mean."""
+        return _means(self.answered)[0]
 
     @property
-    def client_tpot_mean(self) -> float | None:
-        """Mean TPOT over every answered request that has one: the mean calibration's Little's-law identity needs."""
-        tpots = [tpot for _, tpot in self.answered if tpot is not None]
-        return sum(tpots) / len(tpots) if tpots else None
+    def measured_means(self) -> tuple[float | None, float | None]:
+        """Mean TTFT and TPOT of the measured (non-warm-up) requests, the phase the throughput covers: the means
+        calibration's Little's-law identity needs (``client_ttft_mean_s``, ``client_tpot_mean_s`` in the JSON)."""
+        return _means(self.measured_answered)
 
     @property
     def measured_answered(self) -> tuple[tuple[float, float | None], ...]:
@@ -86,6 +86,13 @@ class LevelResult:
             "completed": self.completed, "failed": self.failed, "error_rate": self.error_rate,
             "error_codes": dict(sorted(self.error_codes.items())), "duration_s": self.duration_s,
             "mean_input_tokens": self.mean_input_tokens, "mean_output_tokens": self.mean_output_tokens,
-            "first_error": self.first_error, "client_ttft_mean_s": self.client_ttft_mean,
-            "client_tpot_mean_s": self.client_tpot_mean,
+            "first_error": self.first_error, "client_ttft_mean_s": self.measured_means[0],
+            "client_tpot_mean_s": self.measured_means[1],
         }
+
+
+def _means(answered: tuple[tuple[float, float | None], ...]) -> tuple[float | None, float | None]:
+    """Mean TTFT of ``answered`` and mean TPOT of those that have one (None where there are none)."""
+    tpots = [tpot for _, tpot in answered if tpot is not None]
+    return (sum(ttft for ttft, _ in answered) / len(answered) if answered else None,
+            sum(tpots) / len(tpots) if tpots else None)

@@ -76,10 +76,12 @@ def render_results(title: str, results: BenchmarkResults, warnings: Sequence[Tru
 def results_object(*, endpoint: str, scenario: Scenario, results: BenchmarkResults,
                    warnings: Sequence[TrustWarning], job: str | None = None,
                    routing: Mapping[Load, LevelDisaggregation] | None = None,
-                   slo: Slo | None = None, identity: Mapping[str, str | None] | None = None) -> dict[str, Any]:
-    """One run of ``bench --json``. ``identity`` (``model``, ``architecture``, ``instance_type``) names what
-    was measured, so that ``advise --calibrate`` can refuse a run of another model or instance type."""
-    document = {"endpoint": endpoint, "job": job, **(identity or {}),
+                   slo: Slo | None = None, identity: Mapping[str, str | None] | None = None,
+                   layout: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One run of ``bench --json``. ``identity`` (``model``, ``architecture``, ``instance_type``) and ``layout``
+    (TP, replicas, engine flags) name what was measured, so that ``advise --calibrate`` can refuse a run of
+    another model, instance type or layout."""
+    document = {"endpoint": endpoint, "job": job, **(identity or {}), **({"layout": layout} if layout else {}),
                 "scenario": {"isl": scenario.isl, "osl": scenario.osl, **scenario.levels_dict(),
                              "requests_per_level": scenario.requests_per_level, "max_seconds": scenario.max_seconds},
                 **results.as_dict(), "trusted": not warnings, "warnings": [w.as_dict() for w in warnings]}

@@ -69,7 +69,7 @@ from hyperpod_dpd.benchmark.scenario import (
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings
 from hyperpod_dpd.benchmark.uploaded import result_files
-from hyperpod_dpd.charts.aggregated import aggregated_spec
+from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity, twin_layout_identity
 from hyperpod_dpd.clients.aws import AwsClients, session_clients
 from hyperpod_dpd.clients.kube import KubeError, load_kube
 from hyperpod_dpd.clients.wait import Progress, Waiter
@@ -231,6 +231,7 @@ class Report:
     comparison: Comparison | None = None
     slo: Slo | None = None
     identity: Mapping[str, str | None]
+    run_layouts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # by run label: what it measured
     layouts: tuple[Layout, Layout] | None = None  # what each endpoint holds and costs, for the A/B
     prediction_note: str | None = None  # why the advisor's prediction is not beside the levels
 
@@ -243,7 +244,7 @@ class Report:
         outcomes, scenario = self.outcomes, self.scenario
         document: dict[str, Any] = {"runs": {o.label: {**results_object(
             endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
-            routing=o.routing, slo=self.slo, identity=self.identity),
+            routing=o.routing, slo=self.slo, identity=self.identity, layout=self.run_layouts.get(o.label)),
             "problem": o.problem or None,
             **({"unchecked": UNCHECKED} if o.routing is None and not o.job else {}),
             **({"repeats": [run.as_dict() for run in o.repeats]} if o.repeats else {})} for o in outcomes}}
@@ -381,12 +382,17 @@ def run(request: BenchRequest, *, seams: Seams = REAL) -> Report:
     identity = {"model": spec.model.name, "instance_type": spec.instance_type.api_name,
                 "architecture": request.architecture}
     report = Report(scenario=scenario, outcomes=outcomes, comparison=comparison, slo=_slo(spec), identity=identity,
-                    layouts=priced, prediction_note=prediction_note)
+                    run_layouts=run_layouts(spec), layouts=priced, prediction_note=prediction_note)
     if request.report_dir:
         written = report.write(Path(request.report_dir))
         if not request.quiet:
             print(f"report: {', '.join(str(path) for path in written)}", file=sys.stderr)
     return report
+
+
+def run_layouts(spec: DpdSpec) -> dict[str, dict[str, Any]]:
+    """Each run's ``layout`` in ``bench --json``: the DPD endpoint's and its twin's, as calibration compares them."""
+    return {DPD: layout_identity(spec), AGGREGATED: twin_layout_identity(spec)}
 
 
 def _merge_repeat(outcomes: list[Outcome], again: list[Outcome]) -> None:

@@ -35,6 +35,21 @@ def aggregated_spec(spec: DpdSpec | CheckedSpec) -> DpdSpec:
     return twin
 
 
+def layout_identity(spec: DpdSpec | CheckedSpec) -> dict[str, Any]:
+    """What a DPD run's figures depend on beyond model and hardware: bench records it, calibration compares it."""
+    source = spec.spec if isinstance(spec, CheckedSpec) else spec
+    return {"tensor_parallel_size": source.tensor_parallel_size, "prefill_replicas": source.prefill.replicas,
+            "decode_replicas": source.decode.replicas, "args": list(source.args),
+            "prefill_args": list(source.prefill.args), "decode_args": list(source.decode.args)}
+
+
+def twin_layout_identity(spec: DpdSpec | CheckedSpec) -> dict[str, Any]:
+    """The twin's :func:`layout_identity`: one replica with the shared args and no per-role ones, as rendered by
+    :func:`render_aggregated_endpoint_config` (no ``pdSpec``, ``replicas: 1``)."""
+    source = spec.spec if isinstance(spec, CheckedSpec) else spec
+    return {"tensor_parallel_size": source.tensor_parallel_size, "replicas": 1, "args": list(source.args)}
+
+
 def render_aggregated_endpoint_config(spec: DpdSpec | CheckedSpec, *, region: str | None = None,
                                       node_selector: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The twin's ``InferenceEndpointConfig``: no ``pdSpec``, one replica.
