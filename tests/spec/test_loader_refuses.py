@@ -93,9 +93,9 @@ def test_an_alias_inside_its_own_anchor_is_refused() -> None:
 
 
 def test_a_document_of_too_many_nodes_is_refused_while_it_is_read() -> None:
-    started = time.perf_counter()
+    # "While it is read" is shown by where it stops: the problem points at the node past the budget, not at the
+    # end of the document. (A wall-clock bound stood here; it failed on a loaded machine and proved less.)
     problem = _problem("[" + "1, " * (MAX_NODES + 10) + "]")
-    assert time.perf_counter() - started < 2
     assert problem.message == f"takes the document past {MAX_NODES} nodes; a spec has about a hundred"
     assert problem.field == f"<text>:1:{2 + 3 * (MAX_NODES - 1)}"  # the sequence, then items 0 to 9999
 
