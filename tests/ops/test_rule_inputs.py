@@ -333,22 +333,27 @@ def _clients(stubbed: Any) -> AwsClients:
     )
 
 
+def _described(stub: Stubber) -> None:
+    """DescribeWorkspace's answer for the ACTIVE workspace the recorded AMP serves, created a day ago."""
+    stub.add_response(
+        "describe_workspace",
+        {
+            "workspace": {
+                "workspaceId": WS_ID,
+                "arn": WS_ARN,
+                "status": {"statusCode": "ACTIVE"},
+                "prometheusEndpoint": ENDPOINT,
+                "createdAt": NOW - timedelta(days=1),
+            }
+        },
+        {"workspaceId": WS_ID},
+    )
+
+
 def test_the_workspace_is_described_then_queried(spec: DpdSpec) -> None:
     amp_client = boto3.client("amp", region_name=REGION, aws_access_key_id="a", aws_secret_access_key="b")
     with Stubber(amp_client) as stub:
-        stub.add_response(
-            "describe_workspace",
-            {
-                "workspace": {
-                    "workspaceId": WS_ID,
-                    "arn": WS_ARN,
-                    "status": {"statusCode": "ACTIVE"},
-                    "prometheusEndpoint": ENDPOINT,
-                    "createdAt": NOW - timedelta(days=1),
-                }
-            },
-            {"workspaceId": WS_ID},
-        )
+        _described(stub)
         amp = RecordedAmp(exporters(spec))
         rows = amp_input_checks(spec, clients=_clients(amp_client), workspace=WS_ARN, send=amp, now=NOW)
     assert rows[0].status is Status.PASS and rows[0].detail.startswith(f"{WS_ID} ACTIVE; ")
@@ -370,19 +375,7 @@ def test_verify_json_carries_the_amp_rows(
 
     amp_client = boto3.client("amp", region_name=REGION, aws_access_key_id="a", aws_secret_access_key="b")
     stub = Stubber(amp_client)
-    stub.add_response(
-        "describe_workspace",
-        {
-            "workspace": {
-                "workspaceId": WS_ID,
-                "arn": WS_ARN,
-                "status": {"statusCode": "ACTIVE"},
-                "prometheusEndpoint": ENDPOINT,
-                "createdAt": NOW - timedelta(days=1),
-            }
-        },
-        {"workspaceId": WS_ID},
-    )
+    _described(stub)
     stub.activate()
     made = dataclasses.replace(
         fakes.clients_with(stubs, amp=amp_client), credentials=lambda: Credentials("AKIDEXAMPLE", "secret")
