@@ -15,11 +15,15 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
+from support import FakeClock, write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget
+from hyperpod_dpd.benchmark import replay as replay_module
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.disaggregation import DpdCounters
 from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, JobOptions
@@ -27,8 +31,10 @@ from hyperpod_dpd.benchmark.overhead import BOUND_S, quantile
 from hyperpod_dpd.benchmark.replay import Replay, plan_replay
 from hyperpod_dpd.benchmark.replay_job import TRACE_MOUNT, render_replay_job
 from hyperpod_dpd.benchmark.replay_proof import MIN_WINDOW_REQUESTS, ReplayReport, WindowResult, window_results
+from hyperpod_dpd.benchmark.session import Seams
+from hyperpod_dpd.cli import main
 from hyperpod_dpd.spec.defaults import default_spec
-from hyperpod_dpd.traces import Trace, TraceRequest
+from hyperpod_dpd.traces import Trace, TraceRequest, write_mooncake
 
 HERE = Path(__file__).resolve().parent
 RUN_ID = "20261201-0300"
@@ -159,3 +165,106 @@ def test_the_report_carries_the_emulators_fields_per_window(replayed: tuple[Any,
     assert "unverified (latencies shown, proof not claimed):\n  - window 2: only 3 requests" in table
     print(table)
     assert table.splitlines()[3].split()[-1] == "ok"  # the title, a blank line, the header, window 0
+
+
+# --- the command ---------------------------------------------------------------------------------------------------
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, seams: Seams | None = None) -> tuple[int, str, str]:
+    code = main(["bench", *argv], seams=seams)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def stub_spec(tmp_path: Path) -> str:
+    """The default spec with the stub router's threshold (32)."""
+    return write_spec(tmp_path, ("threshold: 4096", "threshold: 32"))
+
+
+@pytest.fixture
+def trace_file(tmp_path: Path) -> str:
+    path = tmp_path / "tiny.jsonl"
+    write_mooncake(tiny_trace(), path)
+    return str(path)
+
+
+REPLAY = ("--trace-speedup", str(SPEEDUP), "--trace-window", str(WINDOW_S), "--run-id", RUN_ID)
+
+
+def test_a_replay_on_the_cluster_proves_each_window_and_cleans_up(capsys: pytest.CaptureFixture[str],
+                                                                   fakes: ModuleType, replayed: tuple[Any, Replay],
+                                                                   stub_spec: str, trace_file: str) -> None:
+    """The replay's own run, as a recorded cluster answers it: the ConfigMap created with the windows' files and
+    deleted after the Job, the counters read in every pause, the windows reported as the run wrote them."""
+    run, replay = replayed
+    kube = fakes.recorded_cluster(run, name=f"bench-dpd-test-{RUN_ID}")
+    clock = FakeClock()
+
+    def no_s3(region: str | None, profile: str | None) -> Any:
+        raise AssertionError("--no-upload: S3 is never read")
+
+    seams = Seams(benchmark_kube=lambda context, config: kube, aws_clients=no_s3, clock=clock, sleep=clock.sleep)
+    code, out, err = run_cli(capsys, stub_spec, "--trace", trace_file, *REPLAY, "--no-upload", "--json", seams=seams)
+    assert code == 0, err
+    ((namespace, made),) = kube.core.config_maps
+    assert (namespace, made["metadata"]["name"]) == ("default", f"bench-dpd-test-{RUN_ID}-trace")
+    assert {name: base64.b64decode(data) for name, data in made["binaryData"].items()} == replay_container(replay)[1]
+    assert kube.core.deleted_config_maps == [("default", f"bench-dpd-test-{RUN_ID}-trace")]
+    assert kube.batch.deleted == [("default", f"bench-dpd-test-{RUN_ID}", "Background")]
+    document = json.loads(out)
+    replayed_as = document["replay"]
+    assert trace_file in replayed_as.pop("source")  # the reader's name for what it read
+    assert replayed_as == {"speedup": SPEEDUP, "window_s": WINDOW_S, "windows": 3, "requests": 27, "too_long": 0}
+    assert [w["server"]["disaggregated"] if w["server"] else None for w in document["windows"]] == [16, None, 3]
+    assert [w["verified"] for w in document["windows"]] == [True, False, False] and document["trusted"] is True
+    assert (document["model"], document["instance_type"]) == ("Llama-3.3-70B-Instruct", "ml.p5.48xlarge")
+
+
+def test_render_writes_the_config_map_with_the_job(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                   trace_file: str) -> None:
+    out_dir = tmp_path / "out"
+    code, out, _ = run_cli(capsys, "--trace", trace_file, *REPLAY, "-o", str(out_dir))
+    assert code == 0
+    (written,) = out.split()
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(Path(written).read_text())]
+    assert Path(written).name == f"default-bench-dpd-test-{RUN_ID}.k8s.yaml" and kinds == [
+        "ConfigMap", "ServiceAccount", "Job"]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (("--concurrency", "4"), "drop --concurrency/--request-rate"),
+    (("--isl", "5000", "--aggregated"), "drop --isl, --aggregated"),
+    (("--client", "genai-bench"), "drop --client"),
+    (("--trace-speedup", "0"), "--trace-speedup: must be above 0"),
+    (("--trace-window", "0.1"), "--trace-window: must be at least 1 second"),
+])
+def test_bad_replay_options_are_exit_2_with_the_fix(capsys: pytest.CaptureFixture[str], trace_file: str,
+                                                    extra: tuple[str, ...], message: str) -> None:
+    code, _, err = run_cli(capsys, "--trace", trace_file, *extra, "-o", "-")
+    assert code == 2 and message in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("content", [b"", b"not a trace\n", b'{"timestamp": 0}\n', b"\x1f\x8b\x08garbage",
+                                     b'{"timestamp": "x", "input_length": 1, "output_length": 1}\n'])
+def test_a_bad_trace_file_is_exit_2_never_a_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                      content: bytes) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(content)
+    code, _, err = run_cli(capsys, "--trace", str(path), "-o", "-")
+    assert code == 2 and err.strip() and "Traceback" not in err, err
+    code, _, err = run_cli(capsys, "--trace", str(tmp_path / "missing.jsonl"), "-o", "-")
+    assert code == 2 and "missing.jsonl" in err and "Traceback" not in err, err
+
+
+def test_a_trace_too_large_for_a_config_map_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, trace_file: str) -> None:
+    """The command's refusal, with the limit lowered to the tiny trace's size (test_replay.py holds the real
+    limit against a trace of real size, which takes seconds to read here)."""
+    size = sum(len(data) for data in replay_container(plan_replay(tiny_trace(), speedup=SPEEDUP,
+                                                                  window_s=WINDOW_S))[1].values())
+    monkeypatch.setattr(replay_module, "CONFIG_MAP_LIMIT", size - 1)
+    code, _, err = run_cli(capsys, "--trace", trace_file, *REPLAY, "-o", "-")
+    assert code == 2 and f"--trace: does not fit a ConfigMap, which Kubernetes caps at {size - 1:,} bytes" in err
+    assert "Fix: replay a part" in err and "Traceback" not in err, err
+    monkeypatch.setattr(replay_module, "CONFIG_MAP_LIMIT", size)
+    assert run_cli(capsys, "--trace", trace_file, *REPLAY, "-o", "-")[0] == 0
