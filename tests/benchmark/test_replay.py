@@ -26,7 +26,7 @@ from hyperpod_dpd.benchmark.replay import (
     size_problems,
     window_files,
 )
-from hyperpod_dpd.benchmark.replay_proof import Expected, WindowResult, window_results
+from hyperpod_dpd.benchmark.replay_proof import Expected, WindowResult, proof_warnings, window_results
 from hyperpod_dpd.benchmark.trust import Trust
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.load_point import Load
@@ -103,8 +103,8 @@ def test_hashes_aiperf_cannot_build_are_refused() -> None:
 
 
 def test_a_small_trace_travels_in_one_config_map_as_mooncake_rows() -> None:
-    replay = plan_replay(trace(TraceRequest(at_s=0.0, input_tokens=5000, output_tokens=100, prefix_blocks=tuple(range(1, 11))),
-                               TraceRequest(at_s=0.25, input_tokens=200, output_tokens=7)), window_s=60.0)
+    first = TraceRequest(at_s=0.0, input_tokens=5000, output_tokens=100, prefix_blocks=tuple(range(1, 11)))
+    replay = plan_replay(trace(first, TraceRequest(at_s=0.25, input_tokens=200, output_tokens=7)), window_s=60.0)
     files = window_files(replay)
     assert window_files(replay) == files  # the same bytes every time (gzip without a timestamp)
     made = config_map("bench-x-trace", "default", files)
@@ -151,10 +151,8 @@ def _proven(replay: Replay, *, disaggregated: int, local: int, kv: int, prompt: 
                                fallback=0, external_kv_tokens=kv, router_ttft_mean_s=None, prompt_tokens=prompt,
                                pod_changes=changes)
     result = WindowResult(window=window, expected=Expected.of(window, THRESHOLD), routing=seen)
-    from hyperpod_dpd.benchmark.replay_proof import _proof  # noqa: PLC0415 - the proof alone, without files
-
     return WindowResult(window=window, expected=result.expected, routing=seen,
-                        warnings=tuple(_proof(result, threshold=THRESHOLD)))
+                        warnings=tuple(proof_warnings(result, threshold=THRESHOLD)))
 
 
 def codes(result: WindowResult) -> list[Trust]:

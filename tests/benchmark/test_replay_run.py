@@ -75,8 +75,8 @@ def replayed(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path,
         (mounted / name).write_bytes(data)
     behaviour = stub_runner.Behaviour(first_token_s=0.05, per_token_s=0.005, routing_threshold=THRESHOLD,
                                       ttft_buckets=stub_runner.router_buckets)
-    yield stub_runner.run_client(behaviour, tokenizer_dir, base, container=container, mounts={TRACE_MOUNT: str(mounted)},
-                     client=Client.AIPERF), replay
+    yield stub_runner.run_client(behaviour, tokenizer_dir, base, container=container,
+                                 mounts={TRACE_MOUNT: str(mounted)}, client=Client.AIPERF), replay
     shutil.rmtree(base, ignore_errors=True)
 
 

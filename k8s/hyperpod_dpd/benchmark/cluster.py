@@ -150,8 +150,8 @@ class BenchmarkKube(KubeApi):
         """Create a ConfigMap (``bench --trace``'s trace); one of the same name is an error naming the fix."""
         name = body["metadata"]["name"]
         try:
-            self._call(f"create configmap {namespace}/{name}", self._config_maps().create_namespaced_config_map, namespace, body,
-                       missing_ok=False)
+            self._call(f"create configmap {namespace}/{name}", self._config_maps().create_namespaced_config_map,
+                       namespace, body, missing_ok=False)
         except KubeError as err:
             if err.status == 409:
                 raise KubeError(f"a ConfigMap {namespace}/{name} already exists: pass another --run-id, or "
@@ -160,7 +160,8 @@ class BenchmarkKube(KubeApi):
 
     def delete_config_map(self, namespace: str, name: str) -> None:
         """Delete a ConfigMap; already gone is fine."""
-        self._call(f"delete configmap {namespace}/{name}", self._config_maps().delete_namespaced_config_map, name, namespace)
+        self._call(f"delete configmap {namespace}/{name}", self._config_maps().delete_namespaced_config_map, name,
+                   namespace)
 
 
 @dataclass(frozen=True)

@@ -169,9 +169,9 @@ def window_level(window: Window, files: Mapping[str, str], load: Load) -> tuple[
     return None, ""
 
 
-def _proof(result: WindowResult, *, threshold: int) -> list[TrustWarning]:
+def proof_warnings(result: WindowResult, *, threshold: int) -> list[TrustWarning]:
     """The level's checks, against what this window's prompts should have done."""
-    window, seen, expected, load = result.window, result.routing, result.expected, result.load
+    seen, expected, load = result.routing, result.expected, result.load
     found: list[TrustWarning] = []
     if seen is None:
         return [TrustWarning(code=Trust.ROUTING_UNKNOWN, load=load, message=(
@@ -244,7 +244,7 @@ def window_results(replay: Replay, files: Mapping[str, str], taken: Mapping[int,
         else:
             warnings += _client_checks(window, level)
         if taken is not None:
-            warnings += _proof(result, threshold=threshold)
+            warnings += proof_warnings(result, threshold=threshold)
         results.append(WindowResult(window=window, expected=expected, level=level, routing=routing,
                                     warnings=tuple(warnings), unreadable=unreadable))
     return results
