@@ -15,7 +15,6 @@ from support import fuzz_examples
 
 from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
 from hyperpod_dpd.benchmark.replay import (
-    BLOCK_TOKENS,
     CONFIG_MAP_LIMIT,
     MAX_WINDOWS,
     Replay,
@@ -30,7 +29,7 @@ from hyperpod_dpd.benchmark.replay_proof import Expected, WindowResult, proof_wa
 from hyperpod_dpd.benchmark.trust import Trust
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.load_point import Load
-from hyperpod_dpd.traces import Trace, TraceRequest
+from hyperpod_dpd.traces import BLOCK_TOKENS, Trace, TraceRequest
 
 THRESHOLD = 4096
 

@@ -24,23 +24,22 @@ import base64
 import gzip
 import math
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hyperpod_dpd.errors import Problem, raise_if_any
-from hyperpod_dpd.traces import Trace, TraceRequest, write_mooncake
 
-DEFAULT_WINDOW_S = 300.0  # five minutes: the window public traces and the emulator report peaks over
+# the summary's window (five minutes), so a replay's windows are the ones advise --trace reports; the hashes' block
+# size is the one aiperf's Mooncake loader reads and the traces package writes (512 tokens)
+from hyperpod_dpd.traces import BLOCK_TOKENS, DEFAULT_WINDOW_S, Trace, TraceRequest, write_mooncake
+
 DEFAULT_SPEEDUP = 1.0
 MIN_WINDOW_S = 1.0  # one second of schedule; under a minute the pauses between windows outweigh the traffic
 MAX_WINDOWS = 2000  # a week of five-minute windows; each costs a pause and an aiperf start-up
 MAX_SPEEDUP = 1000.0  # aiperf schedules in milliseconds (Mooncake timestamps): far past this, arrivals collapse
 CONFIG_MAP_LIMIT = 1024 * 1024  # core.MaxSecretSize, which ValidateConfigMap applies to data plus binaryData
-# aiperf's Mooncake loader reads each hash id as this many tokens unless told otherwise (aiperf==0.13.0
-# config/dataset/defaults.py:46 ``BLOCK_SIZE = 512``); the traces package writes only 512-token hashes.
-BLOCK_TOKENS = 512
 WINDOW_FILE = "window-{index}.jsonl.gz"
 
 
@@ -204,7 +203,3 @@ def config_map(name: str, namespace: str, files: Mapping[str, bytes], *,
             "metadata": {"name": name, "namespace": namespace, **({"labels": dict(labels)} if labels else {})},
             "immutable": True,
             "binaryData": {key: base64.b64encode(files[key]).decode("ascii") for key in sorted(files)}}
-
-
-def non_empty(replay: Replay) -> Iterator[Window]:
-    return (window for window in replay.windows if window.requests)

@@ -40,9 +40,10 @@ from hyperpod_dpd.benchmark.job import (
     job_name,
     render_benchmark_job,
 )
-from hyperpod_dpd.benchmark.replay import BLOCK_TOKENS, Replay, config_map, window_files
+from hyperpod_dpd.benchmark.replay import Replay, config_map, window_files
 from hyperpod_dpd.benchmark.scenario import Scenario, arrival_seed
 from hyperpod_dpd.benchmark.target import BenchmarkTarget
+from hyperpod_dpd.traces import BLOCK_TOKENS
 
 TRACE_MOUNT = "/trace"
 TRACE_VOLUME = "trace"

@@ -21,7 +21,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
-from hyperpod_dpd.benchmark.replay import DEFAULT_SPEEDUP, DEFAULT_WINDOW_S
+from hyperpod_dpd.benchmark.replay import DEFAULT_SPEEDUP
 from hyperpod_dpd.benchmark.route import RoutePath
 from hyperpod_dpd.benchmark.scenario import (
     DEFAULT_CONCURRENCY,
@@ -42,6 +42,7 @@ from hyperpod_dpd.cli._common import (
 )
 from hyperpod_dpd.contracts.stack_outputs import render_resolved
 from hyperpod_dpd.errors import SpecError, UsageError
+from hyperpod_dpd.traces import DEFAULT_WINDOW_S, FORMAT_NAMES
 
 if TYPE_CHECKING:
     from hyperpod_dpd.benchmark.session import BenchRequest, Seams
@@ -83,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="replay this request trace (Mooncake JSONL, Azure or BurstGPT CSV; gzipped too) with "
                              "aiperf's fixed schedule instead of load levels, with the proof of disaggregation per "
                              "window")
+    replay.add_argument("--trace-format", choices=FORMAT_NAMES, help="the trace's format (default: detected)")
     replay.add_argument("--trace-speedup", type=number, default=DEFAULT_SPEEDUP, metavar="X",
                         help=f"replay X times faster than the trace (default: {DEFAULT_SPEEDUP:g}, real time)")
     replay.add_argument("--trace-window", type=number, default=DEFAULT_WINDOW_S, metavar="SECONDS",
@@ -191,7 +193,7 @@ def _replay(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> int
         raise UsageError(f"--trace replays the trace's own arrivals and lengths with aiperf against the DPD endpoint: "
                          f"drop {', '.join(conflicts)}")
     try:
-        trace = read_trace(args.trace)
+        trace = read_trace(args.trace, format=args.trace_format)
         replay = plan_replay(trace, speedup=args.trace_speedup, window_s=args.trace_window,
                              max_model_len=checked.spec.max_model_len)
         request = _request(args, checked, seams)
