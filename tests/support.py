@@ -66,6 +66,16 @@ def write_spec(tmp_path: Path, *replacements: tuple[str, str]) -> str:
     return str(path)
 
 
+def run_bench(capsys: pytest.CaptureFixture[str], *argv: str, seams: Any = None) -> tuple[int, str, str]:
+    """``hyperpod-dpd bench ARGV`` through ``main`` (with ``seams``, the benchmark session's): its status, standard
+    output and standard error."""
+    from hyperpod_dpd.cli import main  # the CLI loads cdk8s; only the bench tests need it
+
+    code = main(["bench", *argv], seams=seams)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def default_mapping() -> dict[str, Any]:
     """The embedded default spec as the plain data a spec file holds."""
     return spec_to_mapping(default_spec())

@@ -28,7 +28,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from support import load_module
+from support import load_module, write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.client import Client
@@ -51,6 +51,12 @@ QUIET = re.compile(rf"^{re.escape(RESULTS_MARK)} quiet=(\d+)$")
 fake_openai = load_module("fake_openai", HERE / "fake_openai.py")
 kube_fakes = load_module("kube_fakes", HERE / "kube_fakes.py")
 Behaviour = fake_openai.Behaviour
+
+
+@pytest.fixture
+def stub_spec(tmp_path: Path) -> str:
+    """The default spec with the stub router's threshold (32), so D(64,16) is a DPD scenario."""
+    return write_spec(tmp_path, ("threshold: 4096", "threshold: 32"))
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import boto3
 import pytest
 import yaml
 from botocore.stub import Stubber
-from support import FakeAdvice, FakeClock, FakeEstimate, FakePoint, write_spec
+from support import FakeAdvice, FakeClock, FakeEstimate, FakePoint, run_bench, write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
@@ -36,16 +36,7 @@ from hyperpod_dpd.spec.loading import load_spec
 RUN = "20261201-0300"
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, seams: Seams | None = None) -> tuple[int, str, str]:
-    code = main(["bench", *argv], seams=seams)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def stub_spec(tmp_path: Path) -> str:
-    """The default spec with the stub router's threshold (32), so D(64,16) is a DPD scenario."""
-    return write_spec(tmp_path, ("threshold: 4096", "threshold: 32"))
+run_cli = run_bench
 
 
 def test_render_writes_the_manifests_only(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

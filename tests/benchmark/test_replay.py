@@ -101,6 +101,13 @@ def test_hashes_aiperf_cannot_build_are_refused() -> None:
                                                         prefix_blocks=(2,))), source="t", block_tokens=512))
 
 
+def test_hashes_of_another_block_size_are_refused() -> None:
+    hashed = TraceRequest(at_s=0, input_tokens=640, output_tokens=2, prefix_blocks=(1, 2, 3, 4, 5))
+    with pytest.raises(SpecError, match="prefix hashes of 128 tokens each") as raised:
+        plan_replay(Trace(requests=(hashed,), source="t", block_tokens=128))
+    assert raised.value.problems[0].fix == "regenerate the trace with 512-token blocks"
+
+
 def test_a_small_trace_travels_in_one_config_map_as_mooncake_rows() -> None:
     first = TraceRequest(at_s=0.0, input_tokens=5000, output_tokens=100, prefix_blocks=tuple(range(1, 11)))
     replay = plan_replay(trace(first, TraceRequest(at_s=0.25, input_tokens=200, output_tokens=7)), window_s=60.0)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from support import FakeClock, write_spec
+from support import FakeClock, run_bench
 
 from hyperpod_dpd.benchmark import BenchmarkTarget
 from hyperpod_dpd.benchmark import replay as replay_module
@@ -32,7 +32,6 @@ from hyperpod_dpd.benchmark.replay import Replay, plan_replay
 from hyperpod_dpd.benchmark.replay_job import TRACE_MOUNT, render_replay_job
 from hyperpod_dpd.benchmark.replay_proof import MIN_WINDOW_REQUESTS, ReplayReport, WindowResult, window_results
 from hyperpod_dpd.benchmark.session import Seams
-from hyperpod_dpd.cli import main
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.traces import Trace, TraceRequest, write_mooncake
 
@@ -169,16 +168,7 @@ def test_the_report_carries_the_emulators_fields_per_window(replayed: tuple[Any,
 
 # --- the command ---------------------------------------------------------------------------------------------------
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, seams: Seams | None = None) -> tuple[int, str, str]:
-    code = main(["bench", *argv], seams=seams)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def stub_spec(tmp_path: Path) -> str:
-    """The default spec with the stub router's threshold (32)."""
-    return write_spec(tmp_path, ("threshold: 4096", "threshold: 32"))
+run_cli = run_bench
 
 
 @pytest.fixture

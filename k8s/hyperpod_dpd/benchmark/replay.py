@@ -140,6 +140,10 @@ def plan_replay(trace: Trace, *, speedup: float = DEFAULT_SPEEDUP, window_s: flo
     """``trace`` cut into windows of ``window_s`` replay seconds at ``speedup``; raises :class:`SpecError` for options
     or a trace that cannot be replayed. Requests longer than ``max_model_len`` are left out and counted."""
     raise_if_any(option_problems(speedup=speedup, window_s=window_s))
+    if trace.block_tokens not in (None, BLOCK_TOKENS) and any(r.prefix_blocks for r in trace.requests):
+        raise_if_any([Problem(field="--trace", value=trace.source, message=(
+            f"has prefix hashes of {trace.block_tokens} tokens each, but aiperf reads Mooncake hash_ids as "
+            f"{BLOCK_TOKENS}-token blocks"), fix=f"regenerate the trace with {BLOCK_TOKENS}-token blocks")])
     kept = tuple(r for r in trace.requests if max_model_len is None or r.input_tokens + r.output_tokens
                  <= max_model_len)
     if not kept:

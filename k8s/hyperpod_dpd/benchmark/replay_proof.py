@@ -20,7 +20,6 @@ Per window the JSON carries, under names a comparison with the emulator reads: `
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +37,7 @@ from hyperpod_dpd.benchmark.overhead import client_overhead, overhead_warnings
 from hyperpod_dpd.benchmark.replay import Replay, Window
 from hyperpod_dpd.benchmark.replay_job import WINDOW_RESULT
 from hyperpod_dpd.benchmark.report import to_json
+from hyperpod_dpd.benchmark.results import _json_object
 from hyperpod_dpd.benchmark.route import prompt_length
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.trust import OUTPUT_TOLERANCE, Trust, TrustWarning, level_warnings
@@ -101,21 +101,22 @@ class WindowResult:
                     f"more than {1 - MIN_FRACTION:.0%}, so the proof cannot tell one failure from none")
         return None
 
+    def _share(self, counted: int | None, prompts: int) -> float | None:
+        """At least this share of ``prompts`` took the path ``counted`` requests took: every prompt near the
+        threshold may be one of them (None: no such prompt, or the counters unread)."""
+        if counted is None or not prompts:
+            return None
+        return min(1.0, max(0, counted - self.expected.near) / prompts)
+
     @property
     def disaggregated_share(self) -> float | None:
-        """At least this share of the prompts above the threshold were disaggregated (None: none above, or unread)."""
-        seen, expected = self.routing, self.expected
-        if seen is None or not expected.above:
-            return None
-        return min(1.0, max(0, seen.disaggregated - expected.near) / expected.above)
+        """At least this share of the prompts above the threshold were disaggregated."""
+        return self._share(self.routing.disaggregated if self.routing else None, self.expected.above)
 
     @property
     def direct_share(self) -> float | None:
         """At least this share of the prompts below the threshold went straight to the decoder."""
-        seen, expected = self.routing, self.expected
-        if seen is None or not expected.below:
-            return None
-        return min(1.0, max(0, seen.local - expected.near) / expected.below)
+        return self._share(self.routing.local if self.routing else None, self.expected.below)
 
     @property
     def kv_expected(self) -> float | None:
@@ -155,13 +156,7 @@ def window_level(window: Window, files: Mapping[str, str], load: Load) -> tuple[
     summary, records = files.get(f"{stem}.json"), files.get(f"{stem}.jsonl")
     try:
         if summary is not None:
-            try:
-                data = json.loads(summary)
-            except ValueError as err:
-                raise ResultsError(f"{stem}.json: not JSON ({err})") from None
-            if not isinstance(data, Mapping):
-                raise ResultsError(f"{stem}.json: not a JSON object")
-            return parse_aiperf(data, records, load=load, where=f"{stem}.json"), ""
+            return parse_aiperf(_json_object(f"{stem}.json", summary), records, load=load, where=f"{stem}.json"), ""
         if records is not None:
             return parse_failed_records(records, load=load, isl=0, osl=0, where=f"{stem}.jsonl"), ""
     except ResultsError as err:

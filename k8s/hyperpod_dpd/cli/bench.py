@@ -7,7 +7,9 @@ the result files back (from S3 when the Job uploaded them, else from its log), d
 per level the latencies, throughput, failed requests, goodput under the spec's slo, and the router's and
 decoder's counters that prove the level was disaggregated. --aggregated also benchmarks the aggregated twin
 and reports DPD's change; --compare adds the advisor's prediction. --output-dir DIR only writes the
-manifests (- prints them); --results-dir DIR reports a results folder instead of running anything.
+manifests (- prints them); --results-dir DIR reports a results folder instead of running anything. --trace FILE
+replays a request trace with aiperf's fixed schedule instead of load levels, window by window, each window proven
+as a level is.
 
 Exit status: 0 when every Job succeeded and every level can be trusted, 1 otherwise, 2 for usage errors
 (traffic the spec cannot serve or route as asked, a missing endpoint or twin, RBAC the run lacks, results
@@ -178,7 +180,7 @@ def run(args: argparse.Namespace, *, seams: Seams | None = None) -> int:
 
 def _replay(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> int:
     """``--trace``: read and window the trace, then render or run its replay (benchmark/replay_run.py)."""
-    from hyperpod_dpd.benchmark import replay_run, session  # noqa: PLC0415 - as in run()
+    from hyperpod_dpd.benchmark import replay_run  # noqa: PLC0415 - as in run()
     from hyperpod_dpd.benchmark.replay import plan_replay  # noqa: PLC0415
     from hyperpod_dpd.traces import read_trace  # noqa: PLC0415
 
@@ -198,7 +200,7 @@ def _replay(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> int
                              max_model_len=checked.spec.max_model_len)
         request = _request(args, checked, seams)
         if args.render:
-            planned = session.plan(request, seams=seams)
+            planned = replay_run.plan(request, seams=seams)
             print(render_resolved(planned.names, deployed=planned.deployed), file=sys.stderr)
             for path in emit_documents(replay_run.manifests(planned, replay), args.render):
                 print(path)
