@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,9 +161,13 @@ def test_the_report_carries_the_emulators_fields_per_window(replayed: tuple[Any,
     assert rows[1]["ttft_p90_s"] is None  # an empty window has no latency, not a zero
     assert [row["verified"] for row in rows] == [True, False, False]
     assert rows[0]["server"]["disaggregated"] == 16 and rows[0]["server"]["local"] == 8
+    # docs/commands.md names every field of the object, of its replay and of each window
+    line = next(row for row in (HERE.parents[1] / "docs" / "commands.md").read_text().splitlines()
+                if row.startswith("| `bench --trace` |"))
+    named = set(re.findall(r'"(\w+)"', line))
+    assert set(document) | set(document["replay"]) | set(rows[0]) <= named
     table = report.render()
     assert "unverified (latencies shown, proof not claimed):\n  - window 2: only 3 requests" in table
-    print(table)
     assert table.splitlines()[3].split()[-1] == "ok"  # the title, a blank line, the header, window 0
 
 
