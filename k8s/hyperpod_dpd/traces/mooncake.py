@@ -31,9 +31,12 @@ def _constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")  # JSON has no NaN/Infinity; orjson (aiperf's parser) refuses them
 
 
+_DECODER = json.JSONDecoder(parse_constant=_constant)  # one, not one per row as json.loads(parse_constant=) builds
+
+
 def _json(text: str) -> Any:
     try:
-        return json.loads(text, parse_constant=_constant)
+        return _DECODER.decode(text)
     except (ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError; so is a 5,000-digit int
         message = err.msg if isinstance(err, json.JSONDecodeError) else str(err)[:80]
         raise BadRow(field="row", value=text.strip()[:60], message=f"is not JSON ({message})",
