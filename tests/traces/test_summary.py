@@ -92,3 +92,8 @@ def test_an_empty_trace_and_too_many_windows_are_refused() -> None:
         summarise(Trace(requests=(), source="nothing"))
     with pytest.raises(UsageError, match="give a longer window"):
         summarise(_trace((0, 1, 1), (1e7, 1, 1)), window_s=1)
+
+
+def test_a_tiny_window_over_a_long_trace_is_refused_before_counting() -> None:
+    with pytest.raises(UsageError, match="into over 1,000,000 windows"):
+        summarise(_trace((0, 1, 1), (3e8, 1, 1)), window_s=1e-300)  # 3e308 windows: no integer to count to

@@ -18,6 +18,7 @@ from hyperpod_dpd.errors import UsageError
 from hyperpod_dpd.traces.model import Trace
 
 DEFAULT_WINDOW_S = 300.0  # five minutes: HPA-scale reaction times, and the window public capacity plans quote
+MAX_WINDOWS = 1_000_000
 NO_HASHES = "the trace has no prefix hashes (Azure and BurstGPT traces record none; Mooncake's hash_ids do)"
 
 
@@ -165,12 +166,13 @@ def summarise(trace: Trace, *, window_s: float = DEFAULT_WINDOW_S, routing: Pref
         raise UsageError(f"window: must be a positive number of seconds (got {window_s}); give e.g. 300")
     if not trace.requests:
         raise UsageError(f"{trace.source}: the trace has no requests; give a trace with at least one")
-    count = max(1, math.ceil(trace.duration_s / window_s))
+    spans = trace.duration_s / window_s
+    if not spans < MAX_WINDOWS:  # a float first: a tiny window over a long trace is no integer to count to
+        raise UsageError(f"window: {window_s:g} s cuts {trace.duration_s:g} s into over {MAX_WINDOWS:,} windows; "
+                         "give a longer window (e.g. 300)")
+    count = max(1, math.ceil(spans))
     if trace.duration_s >= count * window_s:  # the last arrival exactly on a boundary opens one more window
         count += 1
-    if count > 1_000_000:
-        raise UsageError(f"window: {window_s:g} s cuts {trace.duration_s:g} s into {count:,} windows; give a longer "
-                         "window (e.g. 300)")
     arrivals, prompt, output = [0] * count, [0] * count, [0] * count
     prefilled = 0
     for request in trace.requests:
