@@ -7,6 +7,7 @@ we are stricter it is said, so every row we accept aiperf accepts too (a test ch
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from collections.abc import Iterable, Iterator
@@ -125,8 +126,6 @@ def write_mooncake(trace: Trace, path: str | Path) -> None:
 
     :raises UsageError: the file cannot be written, or the trace's hashes are not 512-token blocks.
     """
-    import gzip  # noqa: PLC0415 - only for .gz
-
     target = Path(path)
     lines = mooncake_lines(trace)
     try:
