@@ -196,7 +196,8 @@ def trace_command_lines(draw: st.DrawFn) -> list[str]:
     for option in draw(st.lists(st.sampled_from(_trace_options(action)), max_size=4)):
         flag = option.option_strings[-1]
         argv.append(flag if option.nargs == 0 else f"{flag}={draw(_value(option))}")
-    assume(_last(argv, "--rate", 2.0) * _last(argv, "--duration", 3600.0) <= 20_000)
+    requests = _last(argv, "--rate", 2.0) * _last(argv, "--duration", 3600.0)
+    assume(requests <= 20_000 and requests * (_last(argv, "--isl", 1024) / 512 + 1) <= 200_000)  # and its hash ids
     return argv
 
 
