@@ -188,15 +188,16 @@ def _last(argv: list[str], flag: str, default: float) -> float:
 
 @st.composite
 def trace_command_lines(draw: st.DrawFn) -> list[str]:
-    """``trace summary`` or ``trace generate`` with up to four fuzzed options (a trace of at most 50,000
-    requests: a bigger one is seconds of honest work, which the watchdog would take for a hang)."""
+    """``trace summary`` or ``trace generate`` with up to four fuzzed options (a trace of at most 20,000
+    requests: a bigger one is seconds of honest work on a loaded machine, which the watchdog would take for a hang)."""
     action = draw(st.sampled_from(["summary", "generate"]))
     kind = draw(st.one_of(st.sampled_from(["poisson", "diurnal", "bursty", "shared-prefix"]), VALUES))
     argv = ["trace", "summary", TRACE_FILE] if action == "summary" else ["trace", "generate", kind, "-o", "out.jsonl"]
     for option in draw(st.lists(st.sampled_from(_trace_options(action)), max_size=4)):
         flag = option.option_strings[-1]
         argv.append(flag if option.nargs == 0 else f"{flag}={draw(_value(option))}")
-    assume(_last(argv, "--rate", 2.0) * _last(argv, "--duration", 3600.0) <= 50_000)
+    requests = _last(argv, "--rate", 2.0) * _last(argv, "--duration", 3600.0)
+    assume(requests <= 20_000 and requests * (_last(argv, "--isl", 1024) / 512 + 1) <= 200_000)  # and its hash ids
     return argv
 
 

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from aiperf.dataset.loader.models import MooncakeTrace
 from aiperf.dataset.loader.mooncake_trace import MooncakeTraceDatasetLoader
+from aiperf.dataset.synthesis.prefix_analyzer import PrefixAnalyzer
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from support import fuzz_examples
 
 from hyperpod_dpd.errors import UsageError
-from hyperpod_dpd.traces import BLOCK_TOKENS, Trace, TraceRequest, generate, read_trace, write_mooncake
+from hyperpod_dpd.traces import BLOCK_TOKENS, Trace, TraceRequest, generate, read_trace, summarise, write_mooncake
 from hyperpod_dpd.traces.mooncake import parse_row
 from hyperpod_dpd.traces.rows import BadRow, Skip
 
@@ -42,6 +43,21 @@ def test_aiperfs_shipped_samples_read_as_aiperf_reads_them(name: str) -> None:
         assert (mine.input_tokens, mine.output_tokens) == (row.input_length, row.output_length)
         assert mine.prefix_blocks == tuple(row.hash_ids or ())
     assert ours.block_tokens == BLOCK_TOKENS == 512
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_prefix_reuse_per_request_is_aiperfs_cache_hit_rate(name: str) -> None:
+    path = Path(str(SAMPLES / name))
+    expected = PrefixAnalyzer().analyze_file(path).cache_hit_rate  # its `aiperf analyze-trace` figure
+    assert summarise(read_trace(path)).prefix_reuse_per_request == pytest.approx(expected, abs=1e-12)
+
+
+def test_prefix_reuse_of_a_shared_prefix_trace_is_aiperfs_too(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    trace = generate("shared-prefix", rate_per_s=3, duration_s=300, seed=8)
+    write_mooncake(trace, path)
+    reuse = summarise(trace).prefix_reuse_per_request
+    assert reuse == pytest.approx(PrefixAnalyzer().analyze_file(path).cache_hit_rate, abs=1e-12) and reuse > 0.1
 
 
 def test_precise_schedule_has_the_figures_its_file_holds() -> None:

@@ -214,3 +214,9 @@ def test_mooncake_hashes_are_kept_with_their_block_size(tmp_path: Path) -> None:
     trace = read_trace(_write(tmp_path, '{"timestamp": 5, "input_length": 600, "output_length": 2, '
                                         '"hash_ids": [7, 8]}\n'))
     assert trace.requests[0].prefix_blocks == (7, 8) and trace.block_tokens == BLOCK_TOKENS
+
+
+def test_arrivals_spanning_more_than_ten_years_are_a_unit_mix_up(tmp_path: Path) -> None:
+    head = BURSTGPT.read_text().splitlines()[0]
+    text = _problems(_write(tmp_path, f"{head}\n-1e308,x,4,3,7,API log\n1e308,x,4,3,7,API log\n", "b.csv"))
+    assert "timestamps: span more than ten years (got 'inf s')" in text and "seconds from the start" in text

@@ -53,9 +53,13 @@ def test_prefix_reuse_is_the_share_of_blocks_seen_before_and_none_without_hashes
     hashed = _trace((0, 1024, 1), (1, 1024, 1), (2, 1536, 1), blocks=((1, 2), (1, 3), (1, 2, 4)))
     summary = summarise(hashed)
     assert summary.prefix_reuse == pytest.approx(3 / 7)  # 0 of 2, then 1 of 2, then 2 of 3
-    assert "3 of 7 prompt blocks of 512 tokens" in summary.prefix_reuse_note
+    assert summary.prefix_reuse_per_request == pytest.approx((0 + 1 / 2 + 2 / 3) / 3)
+    assert "3 of 7 prompt blocks of 512 tokens lead with a prefix seen before" in summary.prefix_reuse_note
+    after_a_miss = summarise(_trace((0, 512, 1), (1, 1024, 1), blocks=((5,), (6, 5))))
+    assert after_a_miss.prefix_reuse == 0.0  # block 5 was seen, but after the miss on 6: no prefix to reuse
     plain = summarise(HAND)
-    assert plain.prefix_reuse is None and plain.prefix_reuse_note == NO_HASHES
+    assert plain.prefix_reuse is None and plain.prefix_reuse_per_request is None
+    assert plain.prefix_reuse_note == NO_HASHES
 
 
 def test_a_single_request_is_one_window_and_its_own_quantiles() -> None:
@@ -88,3 +92,8 @@ def test_an_empty_trace_and_too_many_windows_are_refused() -> None:
         summarise(Trace(requests=(), source="nothing"))
     with pytest.raises(UsageError, match="give a longer window"):
         summarise(_trace((0, 1, 1), (1e7, 1, 1)), window_s=1)
+
+
+def test_a_tiny_window_over_a_long_trace_is_refused_before_counting() -> None:
+    with pytest.raises(UsageError, match="into over 1,000,000 windows"):
+        summarise(_trace((0, 1, 1), (3e8, 1, 1)), window_s=1e-300)  # 3e308 windows: no integer to count to

@@ -116,6 +116,7 @@ def test_the_same_seed_makes_the_same_trace_and_another_seed_another() -> None:
     ({"kind": "bursty", "burst_cv": 1.0}, "burst_cv: must be above 1"),
     ({"kind": "diurnal", "peak_to_trough": 0.5}, "peak_to_trough: must be at least 1"),
     ({"kind": "poisson", "rate_per_s": 1e6, "duration_s": 86_400}, "over 5,000,000; lower the rate"),
+    ({"kind": "shared-prefix", "input_tokens": Lengths(mean=2 * 10**6)}, "hold over 20,000,000 prefix hashes"),
 ])
 def test_parameters_out_of_range_are_refused(kwargs: dict[str, object], message: str) -> None:
     kind = kwargs.pop("kind")
@@ -124,9 +125,13 @@ def test_parameters_out_of_range_are_refused(kwargs: dict[str, object], message:
 
 
 def test_length_and_prefix_parameters_out_of_range_are_refused() -> None:
-    with pytest.raises(UsageError, match="a mean of at least 1 token"):
+    with pytest.raises(UsageError, match="a mean \\(and a cap\\) of 1 to 10,000,000 tokens"):
         Lengths(mean=0)
+    with pytest.raises(UsageError, match="no model reads a longer prompt"):
+        Lengths(mean=10**400)
     with pytest.raises(UsageError, match="the cap 10 is below the mean 20"):
         Lengths(mean=20, cap=10)
-    with pytest.raises(UsageError, match="at least 1 group of at least 1 shared block"):
+    with pytest.raises(UsageError, match="1 to 100,000 groups of 1 to 19,531 shared blocks are needed"):
         PrefixGroups(groups=0)
+    with pytest.raises(UsageError, match="got 8 groups of 100000"):
+        PrefixGroups(shared_blocks=100_000)

@@ -36,8 +36,9 @@ from hyperpod_dpd.traces.synthetic import DAY_S
 
 JSON_SHAPE = ('{"source", "requests", "duration_s", "window_s", "input_tokens": {"mean", "p50", "p99"}, '
               '"output_tokens", "mean_arrivals_per_s", "p99_window_arrivals_per_s", "peak_window", '
-              '"prefilled_share", "prefix_reuse", "prefix_reuse_note", "routing_threshold", "windows": [{"start_s", '
-              '"requests", "arrivals_per_s", "prefill_tokens_per_s", "decode_tokens_per_s"}]}')
+              '"prefilled_share", "prefix_reuse", "prefix_reuse_per_request", "prefix_reuse_note", '
+              '"routing_threshold", "windows": [{"start_s", "requests", "arrivals_per_s", "prefill_tokens_per_s", '
+              '"decode_tokens_per_s"}]}')
 KINDS = tuple(kind.value for kind in ArrivalKind)
 
 

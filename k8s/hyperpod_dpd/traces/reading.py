@@ -26,6 +26,7 @@ from hyperpod_dpd.traces.rows import BadRow, Parser, Row, Skip
 
 MAX_PROBLEMS = 20  # a file with a wrong column has it on every row: the first rows tell the story
 MAX_LINE_BYTES = 1 << 20  # a Mooncake row of a 1M-token prompt has ~2,000 hash ids (~40 KB); more is not a row
+MAX_SPAN_S = 10 * 365 * 86_400.0  # ten years: a longer trace is a unit mix-up (ns read as ms, say)
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = "\ufeff"
 
@@ -44,6 +45,8 @@ class TraceFormat(Enum):
 
 
 FORMAT_NAMES = tuple(f.value for f in TraceFormat)
+_UNITS = {TraceFormat.MOONCAKE: "milliseconds", TraceFormat.AZURE: "a date and time",
+          TraceFormat.BURSTGPT: "seconds from the start"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -186,6 +189,11 @@ def _trace(found: list[_Read], *, name: str, fmt: TraceFormat, unit: float, skip
     out_of_order = sum(1 for before, after in pairwise(found) if after.at < before.at)
     found.sort(key=lambda read: read.at)  # stable: rows at the same time keep their order
     first = found[0].at
+    span = (found[-1].at - first) * unit
+    if not span <= MAX_SPAN_S:
+        raise SpecError([Problem(field="timestamps", value=f"{span:.3g} s", message="span more than ten years",
+                                 fix=f"give arrivals in the {fmt.label} unit ({_UNITS[fmt]}); a mixed-up unit "
+                                     "reads this way")], source=name, what=f"{fmt.label} trace")
     requests = tuple(TraceRequest(at_s=(read.at - first) * unit, input_tokens=read.request.input_tokens,
                                   output_tokens=read.request.output_tokens, prefix_blocks=read.request.prefix_blocks)
                      for read in found)

@@ -18,6 +18,7 @@ from hyperpod_dpd.errors import UsageError
 from hyperpod_dpd.traces.model import Trace
 
 DEFAULT_WINDOW_S = 300.0  # five minutes: HPA-scale reaction times, and the window public capacity plans quote
+MAX_WINDOWS = 1_000_000
 NO_HASHES = "the trace has no prefix hashes (Azure and BurstGPT traces record none; Mooncake's hash_ids do)"
 
 
@@ -75,8 +76,14 @@ class Window:
 class TraceSummary:
     """The figures of one trace; :meth:`to_json` and :func:`render` show them.
 
-    :param prefix_reuse: the share of prompt blocks already seen earlier in the trace: an upper bound of a prefix
-        cache's hit rate (an unbounded cache). None when the trace has no hashes; ``prefix_reuse_note`` says why.
+    :param prefix_reuse: the share of prompt blocks that lead with a prefix seen earlier in the trace: an upper
+        bound of a prefix cache's hit rate (an unbounded cache). None when the trace has no hashes;
+        ``prefix_reuse_note`` says why.
+    :param prefix_reuse_per_request: the same per request, averaged over the requests with hashes (aiperf's
+        ``analyze-trace`` ``cache_hit_rate``).
+    :param p99_arrivals_per_s: the p99 of the windows' arrival rates (the p99 five-minute rate, by default).
+    :param mean_arrivals_per_s: requests over the windows' span (their count x ``window_s``).
+    :param prefilled_share: the share of requests the router sends through the prefiller.
     :param routing_threshold: the threshold the prefill demand was counted with. None: every prompt was counted.
     """
 
@@ -92,6 +99,7 @@ class TraceSummary:
     mean_arrivals_per_s: float
     prefilled_share: float
     prefix_reuse: float | None
+    prefix_reuse_per_request: float | None
     prefix_reuse_note: str
     routing_threshold: int | None
 
@@ -102,7 +110,8 @@ class TraceSummary:
                 "mean_arrivals_per_s": round(self.mean_arrivals_per_s, 6),
                 "p99_window_arrivals_per_s": round(self.p99_arrivals_per_s, 6), "peak_window": self.peak.to_json(),
                 "prefilled_share": round(self.prefilled_share, 6),
-                "prefix_reuse": None if self.prefix_reuse is None else round(self.prefix_reuse, 6),
+                "prefix_reuse": _rounded(self.prefix_reuse),
+                "prefix_reuse_per_request": _rounded(self.prefix_reuse_per_request),
                 "prefix_reuse_note": self.prefix_reuse_note, "routing_threshold": self.routing_threshold,
                 "windows": [window.to_json() for window in self.windows]}
 
@@ -119,6 +128,10 @@ class TraceSummary:
         rows: list[Sequence[str]] = [(_clock(w.start_s), f"{w.requests:,}", f"{w.arrivals_per_s:,.3f}",
                                       f"{w.prefill_tokens_per_s:,.0f}", f"{w.decode_tokens_per_s:,.0f}") for w in top]
         return ("window from", "requests", "requests/s", "prefill tok/s", "decode tok/s"), rows
+
+
+def _rounded(share: float | None) -> float | None:
+    return None if share is None else round(share, 6)
 
 
 def _three(lengths: Lengths) -> tuple[str, str, str]:
@@ -153,12 +166,13 @@ def summarise(trace: Trace, *, window_s: float = DEFAULT_WINDOW_S, routing: Pref
         raise UsageError(f"window: must be a positive number of seconds (got {window_s}); give e.g. 300")
     if not trace.requests:
         raise UsageError(f"{trace.source}: the trace has no requests; give a trace with at least one")
-    count = max(1, math.ceil(trace.duration_s / window_s))
+    spans = trace.duration_s / window_s
+    if not spans < MAX_WINDOWS:  # a float first: a tiny window over a long trace is no integer to count to
+        raise UsageError(f"window: {window_s:g} s cuts {trace.duration_s:g} s into over {MAX_WINDOWS:,} windows; "
+                         "give a longer window (e.g. 300)")
+    count = max(1, math.ceil(spans))
     if trace.duration_s >= count * window_s:  # the last arrival exactly on a boundary opens one more window
         count += 1
-    if count > 1_000_000:
-        raise UsageError(f"window: {window_s:g} s cuts {trace.duration_s:g} s into {count:,} windows; give a longer "
-                         "window (e.g. 300)")
     arrivals, prompt, output = [0] * count, [0] * count, [0] * count
     prefilled = 0
     for request in trace.requests:
@@ -171,7 +185,7 @@ def summarise(trace: Trace, *, window_s: float = DEFAULT_WINDOW_S, routing: Pref
     windows = tuple(Window(start_s=i * window_s, requests=arrivals[i], arrivals_per_s=arrivals[i] / window_s,
                            prefill_tokens_per_s=prompt[i] / window_s, decode_tokens_per_s=output[i] / window_s)
                     for i in range(count))
-    reuse, note = _reuse(trace)
+    reuse, per_request, note = _reuse(trace)
     return TraceSummary(
         source=trace.source, requests=len(trace.requests), duration_s=trace.duration_s, window_s=window_s,
         input_tokens=Lengths.of([r.input_tokens for r in trace.requests]),
@@ -179,19 +193,31 @@ def summarise(trace: Trace, *, window_s: float = DEFAULT_WINDOW_S, routing: Pref
         peak=max(windows, key=lambda w: w.requests), p99_arrivals_per_s=quantile([w.arrivals_per_s for w in windows],
                                                                                   0.99),
         mean_arrivals_per_s=len(trace.requests) / (count * window_s), prefilled_share=prefilled / len(trace.requests),
-        prefix_reuse=reuse, prefix_reuse_note=note, routing_threshold=None if routing is None else routing.threshold)
+        prefix_reuse=reuse, prefix_reuse_per_request=per_request, prefix_reuse_note=note,
+        routing_threshold=None if routing is None else routing.threshold)
 
 
-def _reuse(trace: Trace) -> tuple[float | None, str]:
-    """The share of blocks whose hash an earlier block had (a hash names its whole prefix, so a hit is a prefix)."""
+def _reuse(trace: Trace) -> tuple[float | None, float | None, str]:
+    """Blocks a prefix cache that never evicts would hit: per request, the leading run of blocks seen before (a
+    cache reuses a prefix, not a block after a miss), as aiperf's trace analyzer counts them
+    (``aiperf/dataset/synthesis/prefix_analyzer.py:214-247``, aiperf==0.13.0, "the dynamo algorithm").
+
+    Returns the share of all prompt blocks, the mean over requests with hashes (aiperf's ``cache_hit_rate``), and
+    a note.
+    """
     seen: set[int] = set()
     hits = total = 0
+    rates: list[float] = []
     for request in trace.requests:
-        for block in request.prefix_blocks:
-            hits += block in seen
-            seen.add(block)
-        total += len(request.prefix_blocks)
+        blocks = request.prefix_blocks
+        if not blocks:
+            continue
+        run = next((i for i, block in enumerate(blocks) if block not in seen), len(blocks))
+        hits, total = hits + run, total + len(blocks)
+        rates.append(run / len(blocks))
+        seen.update(blocks)
     if not total:
-        return None, NO_HASHES
-    return hits / total, (f"{hits:,} of {total:,} prompt blocks of {trace.block_tokens or '?'} tokens were seen "
-                          "before: an upper bound of the prefix-cache hit rate (an unbounded cache)")
+        return None, None, NO_HASHES
+    return hits / total, statistics.fmean(rates), (
+        f"{hits:,} of {total:,} prompt blocks of {trace.block_tokens or '?'} tokens lead with a prefix seen before: "
+        "an upper bound of the prefix-cache hit rate (a cache that never evicts)")

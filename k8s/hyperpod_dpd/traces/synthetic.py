@@ -35,6 +35,11 @@ class ArrivalKind(Enum):
     SHARED_PREFIX = "shared-prefix"
 
 
+MAX_TOKENS = 10_000_000  # longer than any model's context, short enough that its hash ids fit in memory
+MAX_GROUPS = 100_000  # a group's shared hash ids are held for the whole trace
+MAX_BLOCKS = 20_000_000  # hash ids in one trace (~1 GB): more is a typo in a rate, a length or a count
+
+
 class LengthShape(Enum):
     FIXED = "fixed"
     LOGNORMAL = "lognormal"
@@ -57,7 +62,10 @@ class Lengths:
     cap: int | None = None
 
     def __post_init__(self) -> None:
-        if self.mean < 1 or not (math.isfinite(self.sigma) and 0 < self.sigma <= 4):
+        if not 1 <= self.mean <= MAX_TOKENS or (self.cap is not None and self.cap > MAX_TOKENS):
+            raise UsageError(f"lengths: a mean (and a cap) of 1 to {MAX_TOKENS:,} tokens is needed (got mean "
+                             f"{self.mean}, cap {self.cap}); no model reads a longer prompt")
+        if not (math.isfinite(self.sigma) and 0 < self.sigma <= 4):
             raise UsageError(f"lengths: a mean of at least 1 token and a lognormal sigma in (0, 4] are needed "
                              f"(got mean {self.mean}, sigma {self.sigma}); give e.g. mean 1024, sigma 1.0")
         if self.cap is not None and self.cap < self.mean:
@@ -67,7 +75,7 @@ class Lengths:
         if self.shape is LengthShape.FIXED:
             return lambda: self.mean
         mu = math.log(self.mean) - self.sigma**2 / 2  # E[lognormal(mu, s)] = exp(mu + s^2 / 2) = mean
-        cap = self.cap or 10 * self.mean * math.ceil(math.exp(self.sigma**2))  # a draw beyond is a tail no one serves
+        cap = self.cap or min(MAX_TOKENS, 10 * self.mean * math.ceil(math.exp(self.sigma**2)))  # a tail no one serves
         gauss, exp, sigma = rng.gauss, math.exp, self.sigma  # gauss (Box-Muller, a pair per two calls): 2x faster
         return lambda: min(cap, max(1, round(exp(mu + sigma * gauss()))))  # than lognormvariate, the same law
 
@@ -88,9 +96,11 @@ class PrefixGroups:
     shared_blocks: int = 2
 
     def __post_init__(self) -> None:
-        if self.groups < 1 or self.shared_blocks < 1:
-            raise UsageError(f"prefix groups: at least 1 group of at least 1 shared block is needed (got "
-                             f"{self.groups} groups of {self.shared_blocks}); give e.g. 8 groups of 2 blocks")
+        if not (1 <= self.groups <= MAX_GROUPS and 1 <= self.shared_blocks <= MAX_TOKENS // BLOCK_TOKENS
+                and self.groups * self.shared_blocks <= MAX_BLOCKS):
+            raise UsageError(f"prefix groups: 1 to {MAX_GROUPS:,} groups of 1 to {MAX_TOKENS // BLOCK_TOKENS:,} shared "
+                             f"blocks are needed (got {self.groups} groups of {self.shared_blocks}); give e.g. 8 "
+                             "groups of 2 blocks")
 
 
 DEFAULT_INPUT = Lengths(mean=1024, shape=LengthShape.LOGNORMAL)
@@ -134,6 +144,9 @@ def generate(kind: ArrivalKind | str, *, rate_per_s: float = 2.0, duration_s: fl
                          f"{MAX_REQUESTS:,}; lower the rate or the duration")
     if kind is ArrivalKind.SHARED_PREFIX and prefix is None:
         prefix = PrefixGroups()
+    if prefix and expected * (input_tokens.mean / BLOCK_TOKENS + 1) > MAX_BLOCKS:
+        raise UsageError(f"{expected:,.0f} requests of {input_tokens.mean:,} tokens hold over {MAX_BLOCKS:,} prefix "
+                         "hashes; lower the rate, the duration or the prompt length")
     rng = random.Random(seed)
     if kind is ArrivalKind.DIURNAL:
         times: Iterator[float] = _diurnal(rng, rate_per_s, duration_s, ratio=peak_to_trough, period=period_s,
