@@ -263,3 +263,16 @@ def test_a_trace_too_large_for_a_config_map_is_exit_2(capsys: pytest.CaptureFixt
     assert "Fix: replay a part" in err and "Traceback" not in err, err
     monkeypatch.setattr(replay_module, "CONFIG_MAP_LIMIT", size)
     assert run_cli(capsys, "--trace", trace_file, *REPLAY, "-o", "-")[0] == 0
+
+
+def test_a_user_who_may_not_create_config_maps_is_refused_before_anything(capsys: pytest.CaptureFixture[str],
+                                                                          fakes: ModuleType, stub_spec: str,
+                                                                          trace_file: str) -> None:
+    batch = fakes.FakeBatch(states=[fakes.job(f"bench-dpd-test-{RUN_ID}")])
+    core = fakes.FakeCore(pods=[[]])
+    kube = fakes.benchmark_kube(batch, core, access=fakes.FakeAccess(denied=("create configmaps default",)))
+    clock = FakeClock()
+    seams = Seams(benchmark_kube=lambda context, config: kube, clock=clock, sleep=clock.sleep)
+    code, _, err = run_cli(capsys, stub_spec, "--trace", trace_file, *REPLAY, seams=seams)
+    assert code == 2 and "create configmaps in default" in err, err
+    assert core.config_maps == [] and batch.created == []
