@@ -4,8 +4,9 @@ A tiny trace (a minute of trace time at ten times its speed, cut into windows of
 of 24 requests, long and short prompts mixed, four of them sharing one prefix hash; an empty window; and a sparse
 window of 3 requests. The window files travel as the ConfigMap's bytes (mounted here as a folder), the stub's
 router and decoder counters are read in each quiet pause as ``bench`` reads them, and every per-window number is
-held against what the stub itself recorded. Real aiperf starts in about 12 s per window on this machine, so the
-fixture takes about half a minute (two aiperf runs; the empty window sends nothing); it runs once per session.
+held against what the stub itself recorded. Real aiperf starts in about 12 s per window, so the fixture takes
+30 s on an idle two-core machine and up to 100 s on a loaded one (two aiperf runs; the empty window sends nothing);
+it runs once per session and every test of the replay reads it.
 """
 
 from __future__ import annotations
