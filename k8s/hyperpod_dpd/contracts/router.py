@@ -28,6 +28,11 @@ def router_estimates(*, tokens: int, characters: int) -> tuple[int, int]:
     return min(tokens, characters // 4), max(tokens, math.ceil(characters / 4))
 
 
+def disaggregates(estimate: int, threshold: int) -> bool:
+    """The router's rule: a prompt whose estimate is at or above ``threshold`` goes through a prefiller (0: all do)."""
+    return threshold <= 0 or estimate >= threshold
+
+
 def clears(estimate: int, threshold: int) -> bool:
     """Does an estimate clear ``threshold`` by :data:`MARGIN` (so the router surely disaggregates)?"""
     return threshold <= 0 or estimate >= threshold * (1 + MARGIN)
