@@ -6,17 +6,21 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
-from support import poisson_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import fuzz_examples, poisson_trace
 
 from hyperpod_dpd.advisor import Traffic, advise
 from hyperpod_dpd.advisor.autoscaling import EmulatedDay, LatencyPoint, QueueingLatency, emulate
 from hyperpod_dpd.advisor.autoscaling.hpa import MetricSample, TargetType, replicas_for_metric
 from hyperpod_dpd.advisor.autoscaling.workload import workload
 from hyperpod_dpd.errors import SpecError
-from hyperpod_dpd.scaling.compiled import CompiledScaling
+from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, Signal
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec.autoscaling import MetricType
 from hyperpod_dpd.traces.model import Trace, TraceRequest
 
 
@@ -91,11 +95,16 @@ def test_a_fixed_layout_on_a_steady_poisson_trace_reproduces_advise(slo_spec: Dp
     assert set(day.roles["prefill"].desired) == {1} and set(day.roles["decode"].desired) == {1}
 
 
-def test_the_same_inputs_give_the_same_day(slo_spec: DpdSpec, prefill_scaling: CompiledScaling) -> None:
+def test_the_same_inputs_give_the_same_day(slo_spec: DpdSpec, latency: QueueingLatency,
+                                           prefill_scaling: CompiledScaling) -> None:
     trace = poisson_trace(lambda t: 2.0 + math.sin(t / 300), duration_s=900, seed=4)
-    first = emulate(slo_spec, trace, scaling={"prefill": prefill_scaling})
-    second = emulate(slo_spec, trace, scaling={"prefill": prefill_scaling})
-    assert first.to_json() == second.to_json()
+
+    def fresh() -> QueueingLatency:  # new curves each time (1,000 arrivals a point, to keep the test short)
+        return QueueingLatency(stations=latency.stations, osl=latency.osl, requests=1000)
+
+    first = emulate(slo_spec, trace, scaling={"prefill": prefill_scaling}, latency=fresh())
+    second = emulate(slo_spec, trace, scaling={"prefill": prefill_scaling}, latency=fresh())
+    assert first.to_json() == second.to_json() and first.roles["prefill"].peak_replicas > 1
 
 
 def test_a_new_pod_serves_only_after_its_start_up(slo_spec: DpdSpec, prefill_scaling: CompiledScaling) -> None:
@@ -156,3 +165,60 @@ def test_bad_inputs_are_refused_with_the_field(slo_spec: DpdSpec, prefill_scalin
         with pytest.raises(SpecError) as raised:
             emulate(arguments.pop("spec"), arguments.pop("trace"), **arguments)
         assert field in [problem.field for problem in raised.value.problems], options
+
+
+def test_the_hpa_sees_the_value_keda_polled_last(slo_spec: DpdSpec, prefill_scaling: CompiledScaling) -> None:
+    trace = poisson_trace(lambda t: 0.5 + t / 300, duration_s=1800, seed=10, peak=6.5)  # demand rising all along
+    demand = replace(prefill_scaling.triggers[0], target=5000.0)  # up to 6.5 x 4,096 / 5,000: 6 replicas
+    polled = replace(prefill_scaling, polling_interval_s=60, max_replicas=8, triggers=(demand,))
+    day = emulate(slo_spec, trace, scaling={"prefill": polled}, latency=Analytic())
+    desired = day.roles["prefill"].desired
+    ups = [k for k in range(1, len(desired)) if desired[k] > desired[k - 1]]
+    assert len(ups) >= 3
+    # KEDA polls at the end of the first step and every 60 s after: a rise is decided only on a fresh value
+    assert all(((k + 1) * day.step_s - day.step_s) % 60 == 0 for k in ups), ups
+
+
+def test_a_queue_trigger_scales_on_the_requests_waiting(slo_spec: DpdSpec, prefill_scaling: CompiledScaling) -> None:
+    queue = CompiledTrigger(name="prefill-queue", signal=Signal.QUEUE, query="sum(vllm:num_requests_waiting)",
+                            target=20.0, metric_type=MetricType.AVERAGE, fallback=0.0)
+    trace = poisson_trace(lambda t: 2.0 if t < 300 else 12.0, duration_s=1200, seed=11, peak=12.0)
+    day = emulate(slo_spec, trace, scaling={"prefill": replace(prefill_scaling, triggers=(queue,))},
+                  latency=Analytic())
+    prefill = day.roles["prefill"]
+    assert prefill.desired[10] == 1 and prefill.peak_replicas > 1  # no queue at 2/s; a growing one at 12/s
+    assert max(day.queue[:20]) < 20 < max(day.queue)
+
+
+def test_the_decode_role_scales_on_the_output_tokens(slo_spec: DpdSpec, prefill_scaling: CompiledScaling) -> None:
+    tokens = CompiledTrigger(name="decode-demand", signal=Signal.DEMAND, query="sum(rate(generation_tokens[1m]))",
+                             target=500.0, metric_type=MetricType.AVERAGE, fallback=0.0)
+    decode = replace(prefill_scaling, role="decode", triggers=(tokens,), max_replicas=3)
+    day = emulate(slo_spec, poisson_trace(lambda _t: 4.0, duration_s=900, seed=12), scaling={"decode": decode},
+                  latency=Analytic())
+    # 4 requests/s x 256 output tokens = 1,024 tokens/s over 500 per replica: ceil(2.05) = 3
+    assert day.roles["decode"].peak_replicas == 3 and set(day.roles["prefill"].desired) == {1}
+
+
+CASES = st.fixed_dictionaries({
+    "gaps": st.lists(st.floats(min_value=0.0, max_value=120.0), min_size=1, max_size=60),
+    "length": st.integers(min_value=1, max_value=8000), "low": st.integers(min_value=1, max_value=3),
+    "extra": st.integers(min_value=0, max_value=4), "polling": st.integers(min_value=1, max_value=300),
+    "start_up": st.floats(min_value=0.0, max_value=900.0), "step": st.sampled_from([1.0, 5.0, 7.5, 15.0])})
+
+
+@settings(max_examples=fuzz_examples(40), deadline=None)  # the rest from the fuzz profile (conftest.py)
+@given(case=CASES)
+def test_any_trace_and_scaling_keep_the_replicas_within_their_bounds(
+        slo_spec: DpdSpec, prefill_scaling: CompiledScaling, case: dict[str, Any]) -> None:
+    times = [sum(case["gaps"][:i]) for i in range(len(case["gaps"]))]
+    length, low, high = case["length"], case["low"], case["low"] + case["extra"]
+    trace = Trace(requests=tuple(TraceRequest(at_s=t - times[0], input_tokens=length, output_tokens=1 + length % 300)
+                                 for t in times), source="fuzz")
+    bounded = replace(prefill_scaling, min_replicas=low, max_replicas=high, polling_interval_s=case["polling"],
+                      start_up_s=case["start_up"])
+    day = emulate(slo_spec, trace, scaling={"prefill": bounded}, latency=Analytic(), step_s=case["step"])
+    prefill = day.roles["prefill"]
+    assert all(low <= d <= high for d in prefill.desired) and all(r <= high for r in prefill.ready)
+    assert len(prefill.ready) == len(day.times_s) == len(day.ttft_p90_s)
+    json.dumps(day.to_json(), allow_nan=False)
