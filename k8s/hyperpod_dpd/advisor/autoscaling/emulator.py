@@ -3,7 +3,9 @@
 Each step (15 s, the HPA's sync period, by default): pods past their start-up serve; the step's arrivals
 (plus any backlog) are served up to :data:`~hyperpod_dpd.advisor.autoscaling.latency.MAX_LOAD` of the
 ready layout's capacity, the rest carried to the next step as a fluid backlog whose drain time is added
-to TTFT; latency comes from the queueing model at the served rate. Then, when a role's polling interval
+to TTFT; latency comes from the queueing model at the arrival rate averaged over :data:`SMOOTHING_S`
+centred on the step (the curve's Poisson arrivals already hold a step's own noise; the centring makes a
+burst's edge blur over 2.5 min each side), or at the limit while a backlog lasts. Then, when a role's polling interval
 has passed, KEDA reads each compiled trigger the way its PromQL would over the emulated counters (a
 ``rate(...[1m])`` becomes the trailing minute's mean of tokens the role processed, a queue gauge the
 requests waiting, an SLO ratio the window's p90 over its target), and every 15 s the HPA turns those
