@@ -11,9 +11,10 @@ import copy
 import importlib.util
 import json
 import os
+import random
 import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, ModuleType
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 
 from hyperpod_dpd import spec_to_mapping
 from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
+from hyperpod_dpd.traces.model import Trace, TraceRequest
 
 
 def load_module(name: str, path: Path) -> ModuleType:
@@ -217,3 +219,19 @@ def register_fuzz_profiles() -> None:
 def fuzz_examples(count: int) -> int:
     """A fuzz test's ``max_examples``: ``count`` in the fast profile, ``DEEP_FACTOR`` times it in the deep one."""
     return count * DEEP_FACTOR if fuzz_profile(os.environ) == "deep" else count
+
+
+def poisson_trace(rate: Callable[[float], float], *, duration_s: float, seed: int, isl: int = 4096, osl: int = 256,
+                  peak: float | None = None) -> Trace:
+    """Poisson arrivals at ``rate(t)`` per second (thinned from ``peak``, by default the rate's largest value on a
+    minute grid), every request ``isl`` in and ``osl`` out: a stand-in for the trace generator in tests."""
+    draw = random.Random(seed)
+    top = peak if peak is not None else max(rate(t) for t in range(0, int(duration_s) + 1, 60))
+    found: list[float] = []
+    when = 0.0
+    while (when := when + draw.expovariate(top)) < duration_s:
+        if draw.random() * top <= rate(when):
+            found.append(when)
+    first = found[0] if found else 0.0
+    return Trace(requests=tuple(TraceRequest(at_s=t - first, input_tokens=isl, output_tokens=osl) for t in found),
+                 source=f"poisson test trace, seed {seed}")
