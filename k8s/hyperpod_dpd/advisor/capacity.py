@@ -32,8 +32,9 @@ from hyperpod_dpd.scaling.shape import pin_capacities, request_shape, scaled_rol
 from hyperpod_dpd.spec import DpdSpec, SloScaling
 from hyperpod_dpd.validation import check
 
-# Bisection steps over (0, 1 / prefill time): 2^-16 of the lane's service rate, far below the model's noise.
-BISECTION_STEPS = 16
+# Bisection steps over (0, 1 / prefill time): 2^-10 (0.1%) of the lane's service rate, below the simulation's own
+# run-to-run spread between seeds; each step simulates OPEN_LOOP_REQUESTS arrivals (about 0.1 s).
+BISECTION_STEPS = 10
 # The lowest share of the lane's service rate tried: at it the queue is empty, so a p90 above the target there
 # means a lone prompt already misses it.
 IDLE_SHARE = 1e-3

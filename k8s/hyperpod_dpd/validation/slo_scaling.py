@@ -73,6 +73,10 @@ def slo_scaling(ctx: RuleContext) -> Iterator[Finding]:
         if scaling is None or scaling.slo is None:
             continue
         yield from _role(spec, role, scaling.min_replicas, scaling.max_replicas, scaling.slo)
+        if scaling.slo.start_up_seconds is None and ctx.architecture is None:
+            yield problem(f"{role}.autoscaling.slo.start_up_seconds", None, "is estimated from the model's weight "
+                          "bytes, but the model's architecture is unknown", "give start_up_seconds (how long a new "
+                          "pod takes to serve), or model.architecture")
         names = {f"{role}-{suffix}" for suffix in COMPILED_SUFFIXES}
         for i, trigger in enumerate(scaling.triggers):
             if trigger.name in names:

@@ -1,0 +1,65 @@
+"""synth and plan with SLO autoscaling: resolved before rendering, a clean error without the advisor extra."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from support import slo_autoscaled
+
+from hyperpod_dpd import DpdSpec, spec_to_yaml
+from hyperpod_dpd.cli import main
+from hyperpod_dpd.scaling.shape import pin_capacities
+
+
+def _write(tmp_path: Path, spec: DpdSpec) -> str:
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec_to_yaml(spec))
+    return str(path)
+
+
+def test_synth_without_the_advisor_extra_names_the_field_and_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.perf_database", None)
+    out = tmp_path / "out"
+    assert main(["synth", _write(tmp_path, slo_autoscaled()), "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "prefill.autoscaling.slo.capacity_tokens_per_s" in err and "needs the advisor extra" in err
+    assert "pip install 'hyperpod-dpd[advisor]'" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_synth_renders_the_advisors_capacities(tmp_path: Path, resolved: DpdSpec,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["synth", _write(tmp_path, slo_autoscaled()), "--output-dir", str(out)]) == 0
+    (written,) = out.iterdir()
+    document = next(d for d in yaml.safe_load_all(written.read_text()) if d and d.get("kind") ==
+                    "InferenceEndpointConfig")
+    triggers = document["spec"]["pdSpec"]["autoScalingSpec"]["decodingAutoScaling"]["prometheusTriggerList"]
+    capacity = resolved.decode.autoscaling.slo.capacity_tokens_per_s  # type: ignore[union-attr]
+    assert triggers[0]["targetValue"] == int(capacity * 0.9)  # type: ignore[operator]
+    capsys.readouterr()
+
+
+def test_plan_prints_the_compiled_scaling_of_a_pinned_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.perf_database", None)  # pinned: no advisor needed
+    spec = pin_capacities(slo_autoscaled(decode_max=2), {"prefill": 19000.0, "decode": 2300.0})
+    assert main(["plan", _write(tmp_path, spec)]) == 0
+    out = capsys.readouterr().out
+    assert "SLO autoscaling (as synth renders it):" in out
+    assert "prefill: 1..4 replicas; demand 17,100 tokens/s per replica" in out
+    assert "decode: 1..1 replicas" in out and "capped at 1" in out and "scale-down window 1260 s" in out
+
+
+def test_plan_json_holds_the_compiled_scaling(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    spec = pin_capacities(slo_autoscaled(), {"prefill": 19000.0, "decode": 2300.0})
+    assert main(["plan", _write(tmp_path, spec), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["autoscaling"]
+    assert set(found) == {"prefill", "decode"}
+    assert [t["signal"] for t in found["decode"]["triggers"]] == ["demand", "queue", "slo_ratio"]
