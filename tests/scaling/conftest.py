@@ -9,6 +9,7 @@ from hyperpod_dpd import DpdSpec
 from hyperpod_dpd.scaling import RoleCapacity
 from hyperpod_dpd.scaling.shape import pin_capacities
 
+
 @pytest.fixture(scope="session")
 def slo_spec() -> DpdSpec:
     return slo_autoscaled()

@@ -63,3 +63,17 @@ def test_plan_json_holds_the_compiled_scaling(tmp_path: Path, capsys: pytest.Cap
     found = json.loads(capsys.readouterr().out)["autoscaling"]
     assert set(found) == {"prefill", "decode"}
     assert [t["signal"] for t in found["decode"]["triggers"]] == ["demand", "queue", "slo_ratio"]
+
+
+def test_the_cdk_app_pins_capacities_and_names_the_field_without_the_advisor(
+        tmp_path: Path, resolved: DpdSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperpod_dpd import SpecError
+    from hyperpod_dpd_cdk.app import _specs
+
+    path = _write(tmp_path, slo_autoscaled())
+    (spec,) = _specs({"spec": path})
+    assert spec == resolved  # the advisor's capacities, pinned before the stack renders the chart
+    monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.perf_database", None)
+    with pytest.raises(SpecError) as caught:
+        _specs({"spec": path})
+    assert f"{path}: prefill.autoscaling.slo.capacity_tokens_per_s" in [p.field for p in caught.value.problems]

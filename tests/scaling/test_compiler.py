@@ -16,14 +16,12 @@ from hyperpod_dpd.charts import render_inference_endpoint_config
 from hyperpod_dpd.charts.render import synth_documents
 from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.observability.metrics import ALL_METRICS, derived_families, series_names
-from hyperpod_dpd.scaling import CompiledScaling, Signal, compile_all, compile_role
-from hyperpod_dpd.scaling import startup
+from hyperpod_dpd.scaling import CompiledScaling, Signal, compile_all, compile_role, startup
 from hyperpod_dpd.scaling.queries import number
 from hyperpod_dpd.scaling.shape import pin_capacities
 from hyperpod_dpd.spec import MetricType, SloScaling
 from hyperpod_dpd.validation import check
 from hyperpod_dpd.validation.autoscaling import prometheus_query_problem
-
 
 Validate = Callable[[dict[str, Any]], list[str]]
 PINNED = {"prefill": 19000.0, "decode": 2300.0}

@@ -6,7 +6,7 @@ from typing import Any
 
 from hyperpod_dpd.scaling.compiled import CompiledScaling, Signal
 
-_WHAT = {Signal.DEMAND: "tokens/s", Signal.QUEUE: "waiting", Signal.SLO_RATIO: "p90 over target"}
+_WHAT = {Signal.DEMAND: "tokens/s", Signal.QUEUE: "waiting", Signal.SLO_RATIO: "(p90 over its target)"}
 
 
 def describe(compiled: CompiledScaling) -> list[str]:

@@ -126,8 +126,10 @@ def _role(spec: DpdSpec, role: str, minimum: int, maximum: int, slo: SloScaling)
     if role == "decode" and maximum > DECODE_DEPLOYMENTS:
         yield SpecWarning(code="SloDecodeCapped", field="decode.autoscaling.max_replicas",
                           message=f"{field} compiles decode's maximum to {DECODE_DEPLOYMENTS}, not {maximum}: the "
-                                  "operator runs one decode deployment per endpoint; `plan` prints what more "
-                                  "decoders would take and what to do instead")
+                                  "operator runs one decode deployment per endpoint (`plan` prints what more "
+                                  "decoders would take and what to do instead), while the decode instance group is "
+                                  f"sized for {maximum}; set decode.autoscaling.max_replicas: {DECODE_DEPLOYMENTS} "
+                                  "to match")
 
 
 def _budgets(spec: DpdSpec, role: str, minimum: int, maximum: int, slo: SloScaling) -> Iterator[Finding]:
