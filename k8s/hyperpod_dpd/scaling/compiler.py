@@ -3,13 +3,15 @@
 The control law is Dynamo Planner's throughput law (peers-2026 §2.1) in KEDA's terms. KEDA hands each
 trigger to the HPA as an external metric: ``metricType: Average`` becomes an ``AverageValue`` target
 (kedacore/keda pkg/scalers/scaler.go ``GetMetricTargetType``, ``GetMetricTarget``), for which the HPA asks
-for ``ceil(sum of the metric / target)`` replicas once the ratio leaves its tolerance (kubernetes
-pkg/controller/podautoscaler/replica_calculator.go ``GetExternalPerPodMetricReplicas``). So a query that
-returns the role's *total* demand in tokens per second, over a target of what one replica serves at the
-SLO, asks for exactly the replicas the demand needs. ``metricType: Value`` is ``GetExternalMetricReplicas``:
-``ceil(ready pods x metric / target)``, a proportional step, which suits the SLO-ratio floor (p90 over
-target, target 1: twice the target asks for twice the pods). The HPA takes the largest count any
-trigger asks for (horizontal.go ``computeReplicasForMetrics``), so the floors only ever add replicas.
+for ``ceil(sum of the metric / target)`` replicas once ``sum / (target x replicas)`` leaves its tolerance
+(kubernetes v1.28 pkg/controller/podautoscaler/replica_calculator.go ``GetExternalPerPodMetricReplicas``,
+read in the kevinhehc/k8s-1.28@f0212864 mirror). So a query that returns the role's *total* demand in tokens
+per second, over a target of what one replica serves at the SLO, asks for exactly the replicas the demand
+needs. ``metricType: Value`` is ``GetExternalMetricReplicas`` (same file): ``ceil(ready pods x metric /
+target)``, a proportional step, which suits the SLO-ratio floor (p90 over target, target 1: twice the
+target asks for twice the pods; below the target it asks for fewer, which the max below ignores). The HPA
+takes the largest count any trigger asks for (horizontal.go ``computeReplicasForMetrics``), so the floors
+only ever add replicas.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from hyperpod_dpd.scaling.shape import request_shape, role_spec, scaled_roles, s
 from hyperpod_dpd.spec import DpdSpec, MetricType
 from hyperpod_dpd.validation.slo_scaling import budget_replicas
 
-# Without a TTFT target the decode queue floor counts the requests a decoder completes in this long: the
-# TTFT target of the project's examples (docs/advise.md: --ttft-ms 2000).
+# Without a TTFT target the decode queue floor counts the requests a decoder completes in this long: the TTFT
+# target the advisor's own messages suggest (advisor/traffic.py, "--ttft-ms 2000"), a wait a chat user notices.
 DEFAULT_QUEUE_WINDOW_S = 2.0
 PINNED_SOURCE = "pinned in the spec (autoscaling.slo.capacity_tokens_per_s)"
 

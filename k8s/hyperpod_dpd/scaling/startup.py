@@ -20,8 +20,9 @@ LOAD_BYTES_PER_S = 0.25e9
 # vLLM's engine start after the weights: KV cache profiling and CUDA graph capture (vLLM 0.19.0 logs both
 # at start-up), about a minute on H100-class GPUs for a 70B model at TP 8.
 WARM_UP_S = 60.0
-# The HPA refuses a stabilisation window above one hour (kubernetes pkg/apis/autoscaling/validation
-# validateScalingRules: MaxStabilizationWindowSeconds = 3600), so the compiler never renders more.
+# The HPA refuses a stabilisation window above one hour (kubernetes release-1.27
+# pkg/apis/autoscaling/validation/validation.go, MaxStabilizationWindowSeconds = 3600), so the compiler never
+# renders more.
 MAX_STABILISATION_S = 3600
 # The HPA's own scale-down window (horizontal.go, --horizontal-pod-autoscaler-downscale-stabilization
 # default 5m), and the bundled CRD's scaleDownStabilizationTime default: never go below it.
