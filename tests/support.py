@@ -244,3 +244,14 @@ def slo_autoscaled(*, ttft_ms: int = 2000, tpot_ms: int = 50, prefill_max: int =
                                                                               slo=SloScaling())),
         decode=dataclasses.replace(spec.decode, autoscaling=AutoscalingSpec(max_replicas=decode_max,
                                                                             slo=SloScaling())))
+
+
+def with_slo_options(spec: DpdSpec, role: str = "prefill", **changes: Any) -> DpdSpec:
+    """``spec`` with ``<role>.autoscaling.slo``'s fields changed."""
+    cfg = dict(spec.roles())[role]
+    assert cfg.autoscaling is not None and cfg.autoscaling.slo is not None
+    scaling = dataclasses.replace(cfg.autoscaling, slo=dataclasses.replace(cfg.autoscaling.slo, **changes))
+    changed = dataclasses.replace(cfg, autoscaling=scaling)
+    if role == "prefill":
+        return dataclasses.replace(spec, prefill=changed)
+    return dataclasses.replace(spec, decode=changed)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 from importlib import metadata
 
 import pytest
-from support import slo_autoscaled
+from support import slo_autoscaled, with_slo_options
 
 from hyperpod_dpd import DpdSpec, SpecError
 from hyperpod_dpd.advisor import queueing
@@ -126,8 +125,7 @@ def test_a_pinned_capacity_needs_no_advisor(resolved: DpdSpec, monkeypatch: pyte
 def test_half_the_utilisation_halves_the_target(resolved: DpdSpec) -> None:
     scaling = resolved.decode.autoscaling
     assert scaling is not None and scaling.slo is not None
-    half = dataclasses.replace(resolved, decode=dataclasses.replace(resolved.decode, autoscaling=dataclasses.replace(
-        scaling, slo=dataclasses.replace(scaling.slo, utilisation=0.45))))
+    half = with_slo_options(resolved, "decode", utilisation=0.45)
     full, halved = compile_all(resolved)["decode"], compile_all(half)["decode"]
     assert halved.triggers[0].target == math.floor(scaling.slo.capacity_tokens_per_s * 0.45)  # type: ignore[operator]
     assert halved.triggers[0].target < full.triggers[0].target

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support import SLO_WORKSPACE, slo_autoscaled
+from support import SLO_WORKSPACE, slo_autoscaled, with_slo_options
 
 from hyperpod_dpd import DpdSpec, SpecError
 from hyperpod_dpd.charts import render_inference_endpoint_config
@@ -137,19 +137,13 @@ def test_the_estimated_start_up_loads_the_weights_then_warms_up(compiled: dict[s
 
 
 def test_a_given_start_up_replaces_the_estimate(pinned: DpdSpec) -> None:
-    scaling = pinned.prefill.autoscaling
-    assert scaling is not None and scaling.slo is not None
-    spec = dataclasses.replace(pinned, prefill=dataclasses.replace(pinned.prefill, autoscaling=dataclasses.replace(
-        scaling, slo=dataclasses.replace(scaling.slo, start_up_seconds=90))))
+    spec = with_slo_options(pinned, start_up_seconds=90)
     compiled = compile_role(spec, "prefill")
     assert (compiled.start_up_s, compiled.scale_down_stabilisation_s, compiled.initial_cooldown_s) == (90, 300, 90)
 
 
 def test_a_node_budget_caps_max_replicas_and_the_instance_group(pinned: DpdSpec) -> None:
-    scaling = pinned.prefill.autoscaling
-    assert scaling is not None and scaling.slo is not None
-    spec = dataclasses.replace(pinned, prefill=dataclasses.replace(pinned.prefill, autoscaling=dataclasses.replace(
-        scaling, slo=dataclasses.replace(scaling.slo, max_nodes=2))))
+    spec = with_slo_options(pinned, max_nodes=2)
     compiled = compile_role(spec, "prefill")
     assert (compiled.max_replicas, pinned.prefill.autoscaling.max_replicas) == (2, 4)  # type: ignore[union-attr]
     assert any("capped at 2 by max_nodes 2" in note for note in compiled.notes)
@@ -161,11 +155,7 @@ def test_a_dollar_budget_caps_max_replicas(pinned: DpdSpec) -> None:
 
     price = table_price(pinned.instance_type.facts.name)
     assert price is not None
-    scaling = pinned.prefill.autoscaling
-    assert scaling is not None and scaling.slo is not None
-    usd = price.usd_per_node_hour * 3 + 1
-    spec = dataclasses.replace(pinned, prefill=dataclasses.replace(pinned.prefill, autoscaling=dataclasses.replace(
-        scaling, slo=dataclasses.replace(scaling.slo, max_usd_per_hour=usd))))
+    spec = with_slo_options(pinned, max_usd_per_hour=price.usd_per_node_hour * 3 + 1)
     assert compile_role(spec, "prefill").max_replicas == 3
     assert "SloBudgetBelowMax" in [w.code for w in check(spec).warnings]
 

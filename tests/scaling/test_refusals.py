@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import field_paths, field_values, fuzz_examples, slo_autoscaled, with_value
+from support import with_slo_options as _slo
 
 from hyperpod_dpd import DpdSpec, SpecError, check, spec_from_mapping, spec_to_mapping
 from hyperpod_dpd.charts.render import check_against_crd
@@ -21,13 +22,6 @@ from hyperpod_dpd.spec.loading import parse_spec
 from hyperpod_dpd.spec.schema import spec_json_schema
 
 BASE = pin_capacities(slo_autoscaled(), {"prefill": 19000.0, "decode": 2300.0})
-
-
-def _slo(spec: DpdSpec, role: str = "prefill", **changes: Any) -> DpdSpec:
-    cfg = dict(spec.roles())[role]
-    assert cfg.autoscaling is not None and cfg.autoscaling.slo is not None
-    scaling = dataclasses.replace(cfg.autoscaling, slo=dataclasses.replace(cfg.autoscaling.slo, **changes))
-    return dataclasses.replace(spec, **{role: dataclasses.replace(cfg, autoscaling=scaling)})
 
 
 def _scaling(spec: DpdSpec, role: str = "prefill", **changes: Any) -> DpdSpec:
