@@ -202,3 +202,4 @@ def test_synth_of_a_pinned_spec_is_byte_identical_across_runs(pinned: DpdSpec) -
     second, _ = synth_documents([pinned], region="us-west-2")
     assert first == second
     assert "prefill-slo-demand" in next(iter(first.values()))
+
