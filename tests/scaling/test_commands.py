@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from support import slo_autoscaled
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import field_paths, field_values, fuzz_examples, slo_autoscaled, with_value
 
-from hyperpod_dpd import DpdSpec, spec_to_yaml
+from hyperpod_dpd import DpdSpec, spec_to_mapping, spec_to_yaml
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.scaling.shape import pin_capacities
 
@@ -56,8 +60,6 @@ def test_plan_prints_the_compiled_scaling_of_a_pinned_spec(tmp_path: Path, monke
 
 
 def test_plan_json_holds_the_compiled_scaling(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import json
-
     spec = pin_capacities(slo_autoscaled(), {"prefill": 19000.0, "decode": 2300.0})
     assert main(["plan", _write(tmp_path, spec), "--json"]) == 0
     found = json.loads(capsys.readouterr().out)["autoscaling"]
@@ -77,3 +79,21 @@ def test_the_cdk_app_pins_capacities_and_names_the_field_without_the_advisor(
     with pytest.raises(SpecError) as caught:
         _specs({"spec": path})
     assert f"{path}: prefill.autoscaling.slo.capacity_tokens_per_s" in [p.field for p in caught.value.problems]
+
+
+_PINNED = spec_to_mapping(pin_capacities(slo_autoscaled(), {"prefill": 19000.0, "decode": 2300.0}))
+_FIELDS = [p for p in field_paths(_PINNED) if ".autoscaling" in p or p.startswith(("slo", "metrics"))]
+
+
+@settings(max_examples=fuzz_examples(25))
+@given(path=st.sampled_from(_FIELDS), value=field_values)
+def test_plan_and_synth_on_any_slo_field_value_end_in_a_documented_status(
+        path: str, value: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Without the advisor, so an unpinned capacity takes the error path rather than minutes of simulation.
+    monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.perf_database", None)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(with_value(_PINNED, path, value)))
+    for command in (["plan", str(spec)], ["synth", str(spec), "-o", str(tmp_path / "out")]):
+        assert main(command) in (0, 2)
+        assert "Traceback" not in capsys.readouterr().err
