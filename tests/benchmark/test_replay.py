@@ -16,7 +16,9 @@ from support import fuzz_examples
 from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
 from hyperpod_dpd.benchmark.replay import (
     CONFIG_MAP_LIMIT,
+    MAX_WINDOW_S,
     MAX_WINDOWS,
+    MIN_SPEEDUP,
     Replay,
     config_map,
     hash_problems,
@@ -25,7 +27,16 @@ from hyperpod_dpd.benchmark.replay import (
     size_problems,
     window_files,
 )
-from hyperpod_dpd.benchmark.replay_proof import Expected, WindowResult, proof_warnings, window_results
+from hyperpod_dpd.benchmark.replay_job import replay_deadline_seconds
+from hyperpod_dpd.benchmark.replay_proof import (
+    MIN_WINDOW_REQUESTS,
+    Expected,
+    WindowResult,
+    fewest_above,
+    proof_warnings,
+    window_results,
+)
+from hyperpod_dpd.benchmark.scenario import SEEDS_PER_RUN, arrival_seed
 from hyperpod_dpd.benchmark.trust import Trust
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.load_point import Load
@@ -69,11 +80,33 @@ def test_requests_the_model_cannot_hold_are_left_out_and_counted() -> None:
 
 @pytest.mark.parametrize(("speedup", "window", "field"), [
     (0.0, 300.0, "--trace-speedup"), (-1.0, 300.0, "--trace-speedup"), (float("nan"), 300.0, "--trace-speedup"),
-    (float("inf"), 300.0, "--trace-speedup"), (1001.0, 300.0, "--trace-speedup"), (1.0, 0.5, "--trace-window"),
-    (1.0, float("inf"), "--trace-window"), (1.0, float("nan"), "--trace-window")])
+    (float("inf"), 300.0, "--trace-speedup"), (1001.0, 300.0, "--trace-speedup"), (1e-320, 300.0, "--trace-speedup"),
+    (MIN_SPEEDUP / 2, 300.0, "--trace-speedup"), (1.0, 0.5, "--trace-window"), (1.0, float("inf"), "--trace-window"),
+    (1.0, float("nan"), "--trace-window"), (1.0, 1e20, "--trace-window"), (1.0, MAX_WINDOW_S + 1, "--trace-window")])
 def test_options_that_cannot_be_replayed_are_refused_with_the_fix(speedup: float, window: float, field: str) -> None:
     (problem,) = option_problems(speedup=speedup, window_s=window)
     assert problem.field == field and problem.fix
+
+
+def test_the_slowest_replay_and_longest_window_allowed_plan_or_refuse_cleanly() -> None:
+    """At the bounds a replay still plans: a long trace at the slowest speed-up is too many windows (a clean
+    refusal, not an overflow), and the longest window keeps the Job's deadline an integer Kubernetes accepts."""
+    far = trace(TraceRequest(at_s=0.0, input_tokens=1, output_tokens=1),
+                TraceRequest(at_s=1e305, input_tokens=1, output_tokens=1))
+    with pytest.raises(SpecError, match="more than 1,024") as raised:
+        plan_replay(far, speedup=MIN_SPEEDUP, window_s=MAX_WINDOW_S)
+    assert raised.value.problems[0].field == "--trace-window"
+    day = plan_replay(trace(TraceRequest(at_s=0.0, input_tokens=1, output_tokens=1),
+                            TraceRequest(at_s=10 * MAX_WINDOW_S, input_tokens=1, output_tokens=1)),
+                      window_s=MAX_WINDOW_S)
+    assert len(day.windows) == 11
+    assert replay_deadline_seconds(day) < 2**31  # activeDeadlineSeconds is an int64; a day per window is far below
+
+
+def test_every_window_draws_its_own_seed() -> None:
+    """aiperf draws a prompt without hashes from the window's seed: a repeated seed re-sends the same prompts."""
+    assert MAX_WINDOWS <= SEEDS_PER_RUN
+    assert len({arrival_seed("20261201-0300", index) for index in range(MAX_WINDOWS)}) == MAX_WINDOWS
 
 
 def test_too_many_windows_are_refused() -> None:
@@ -177,6 +210,49 @@ def test_long_prompts_sent_to_the_decoder_are_not_dpd() -> None:
     assert "at least 90%" in result.warnings[0].message
 
 
+def test_long_prompts_sent_direct_in_place_of_short_ones_disaggregated_are_caught_by_the_tokens() -> None:
+    """2 of 20 long prompts sent direct and 2 of 10 short ones disaggregated leave both counts as if all were right;
+    the decoders' KV tokens (18 long prompts and 2 short) prove no more than 18 long ones were disaggregated."""
+    swapped = _proven(_window(20, 10), disaggregated=20, local=10, kv=18 * 5000 + 2 * 100)
+    assert swapped.disaggregated_share == 0.9 and swapped.direct_share == 0.8
+    assert codes(swapped) == [Trust.NOT_DISAGGREGATED, Trust.NOT_DIRECT]
+    assert "90,200 prompt tokens the decoders received prove at least 90%" in swapped.warnings[0].message
+    # the decoders' own count includes the chat template's tokens: the received tokens are scaled back to the trace's
+    right = _proven(_window(20, 10), disaggregated=20, local=10, kv=20 * 5100, prompt=20 * 5100 + 10 * 200)
+    assert codes(right) == [] and right.disaggregated_share == right.direct_share == 1.0
+
+
+def test_the_fewest_long_prompts_disaggregated_is_a_true_lower_bound() -> None:
+    """Against every way the router could have split a small window: the bound never exceeds the truth."""
+    rng = random.Random(3)
+    for _ in range(300):
+        lengths = [rng.choice((100, 3000, 5000, 9000)) + rng.randrange(50) for _ in range(rng.randint(1, 12))]
+        window = plan_replay(trace(*(TraceRequest(at_s=i * 0.1, input_tokens=n, output_tokens=5)
+                                     for i, n in enumerate(lengths))), window_s=60.0).windows[0]
+        expected = Expected.of(window, THRESHOLD)
+        long = set(expected.above_lengths)
+        took = [r.input_tokens for r in window.requests if rng.random() < 0.5]
+        shortfall = rng.uniform(0.9, 1.0)  # a decoder receives at most the prompt (block rounding, failed transfers)
+        fewest = fewest_above(expected, disaggregated=len(took), received=sum(took) * shortfall)
+        assert fewest <= sum(1 for n in took if n in long), (lengths, took)
+
+
+def test_a_window_with_few_prompts_on_either_side_of_the_threshold_is_unverified() -> None:
+    """Prompts near the threshold prove neither path, and one long prompt among 24 short proves nothing of the
+    long ones: a side needs MIN_WINDOW_REQUESTS prompts, and the counters must give its share."""
+    near = plan_replay(trace(*(TraceRequest(at_s=i * 0.1, input_tokens=3800, output_tokens=5) for i in range(30))),
+                       window_s=60.0)
+    result = _proven(near, disaggregated=0, local=30, kv=0)
+    assert (result.expected.near, result.disaggregated_share, result.direct_share) == (30, None, None)
+    assert result.warnings == () and result.unverified is not None and "30 near it" in result.unverified
+    one_long = _proven(_window(1, 24), disaggregated=1, local=24, kv=5000, prompt=5000 + 2400)
+    assert one_long.unverified is None and one_long.direct_share == 1.0  # proven: the 24 short prompts
+    few = _proven(_window(1, MIN_WINDOW_REQUESTS - 1), disaggregated=1, local=MIN_WINDOW_REQUESTS - 1, kv=5000)
+    assert few.unverified is not None and f"under {MIN_WINDOW_REQUESTS} a side" in few.unverified
+    (unread,) = window_results(_window(), {}, None, threshold=THRESHOLD)
+    assert unread.unverified == "the counters gave no share of either path (read none around this window)"
+
+
 def test_short_prompts_disaggregated_mean_another_threshold() -> None:
     result = _proven(_window(20, 10), disaggregated=30, local=0, kv=20 * 5000 + 10 * 100)
     assert codes(result) == [Trust.NOT_DIRECT]
@@ -204,7 +280,8 @@ def test_a_cut_result_file_makes_its_window_not_run_and_says_why() -> None:
 
 @settings(max_examples=fuzz_examples(50), deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 1e6, allow_nan=False), st.integers(1, 200_000), st.integers(1, 10_000)),
-                min_size=1, max_size=30), st.floats(0.01, 2000), st.floats(0.1, 1e5))
+                min_size=1, max_size=30), st.floats(0, 2000) | st.floats(0, 1e-3),
+       st.floats(0.1, 1e5) | st.floats(1e4, 1e21))
 def test_any_trace_and_options_window_or_refuse_cleanly(rows: list[tuple[float, int, int]], speedup: float,
                                                         window: float) -> None:
     requests = tuple(TraceRequest(at_s=at, input_tokens=i, output_tokens=o) for at, i, o in sorted(rows))

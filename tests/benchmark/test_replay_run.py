@@ -231,8 +231,10 @@ def test_render_writes_the_config_map_with_the_job(capsys: pytest.CaptureFixture
     (("--concurrency", "4"), "drop --concurrency/--request-rate"),
     (("--isl", "5000", "--aggregated"), "drop --isl, --aggregated"),
     (("--client", "genai-bench"), "drop --client"),
-    (("--trace-speedup", "0"), "--trace-speedup: must be above 0"),
+    (("--trace-speedup", "0"), "--trace-speedup: must be at least 0.001"),
+    (("--trace-speedup", "1e-320"), "--trace-speedup: must be at least 0.001"),
     (("--trace-window", "0.1"), "--trace-window: must be at least 1 second"),
+    (("--trace-window", "1e20"), "and at most 86,400 (a day)"),
 ])
 def test_bad_replay_options_are_exit_2_with_the_fix(capsys: pytest.CaptureFixture[str], trace_file: str,
                                                     extra: tuple[str, ...], message: str) -> None:

@@ -14,7 +14,7 @@ Not S3: the stack's benchmark role may only ``s3:PutObject`` under ``benchmarks/
 pod and a write grant for the user, while a ConfigMap needs neither. A ConfigMap holds at most 1 MiB of data
 (Kubernetes ``ValidateConfigMap`` sums every ``data`` and ``binaryData`` value against ``core.MaxSecretSize``,
 ``1 * 1024 * 1024``: kubernetes/kubernetes@v1.34.1 pkg/apis/core/validation/validation.go and
-pkg/apis/core/types.go), which gzipped Mooncake rows fill at roughly 50,000 requests without prefix hashes (a
+pkg/apis/core/types.go), which gzipped Mooncake rows fill at roughly 100,000 requests without prefix hashes (a
 BurstGPT day is about 12,000); a larger trace is refused before anything is created, saying how to cut it.
 """
 
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hyperpod_dpd.benchmark.scenario import SEEDS_PER_RUN
 from hyperpod_dpd.errors import Problem, raise_if_any
 
 # the summary's window (five minutes), so a replay's windows are the ones advise --trace reports; the hashes' block
@@ -37,7 +38,11 @@ from hyperpod_dpd.traces import BLOCK_TOKENS, DEFAULT_WINDOW_S, Trace, TraceRequ
 
 DEFAULT_SPEEDUP = 1.0
 MIN_WINDOW_S = 1.0  # one second of schedule; under a minute the pauses between windows outweigh the traffic
-MAX_WINDOWS = 2000  # a week of five-minute windows; each costs a pause and an aiperf start-up
+MAX_WINDOW_S = 86_400.0  # a day: the pod's deadline and an empty window's sleep stay integers Kubernetes accepts
+# three and a half days of five-minute windows; each costs a pause and an aiperf start-up, and draws its own seed of
+# the run's SEEDS_PER_RUN (more windows would repeat a seed, so the same prompts)
+MAX_WINDOWS = SEEDS_PER_RUN
+MIN_SPEEDUP = 0.001  # a trace second replayed over a quarter of an hour: slower is no replay, and overflows the clock
 MAX_SPEEDUP = 1000.0  # aiperf schedules in milliseconds (Mooncake timestamps): far past this, arrivals collapse
 CONFIG_MAP_LIMIT = 1024 * 1024  # core.MaxSecretSize, which ValidateConfigMap applies to data plus binaryData
 WINDOW_FILE = "window-{index}.jsonl.gz"
@@ -98,16 +103,17 @@ def option_problems(*, speedup: float, window_s: float) -> list[Problem]:
     """``--trace-speedup`` and ``--trace-window`` that cannot be replayed."""
     problems = []
     if not isinstance(speedup, int | float) or isinstance(speedup, bool) or not math.isfinite(speedup) \
-            or not 0 < speedup <= MAX_SPEEDUP:
+            or not MIN_SPEEDUP <= speedup <= MAX_SPEEDUP:
         problems.append(Problem(field="--trace-speedup", value=speedup, message=(
-            f"must be above 0 and at most {MAX_SPEEDUP:g} (trace seconds per replayed second; aiperf schedules "
-            "arrivals to the millisecond)"), fix="use e.g. 1 for real time or 10 to replay ten times faster"))
+            f"must be at least {MIN_SPEEDUP:g} and at most {MAX_SPEEDUP:g} (trace seconds per replayed second; "
+            "aiperf schedules arrivals to the millisecond)"),
+            fix="use e.g. 1 for real time or 10 to replay ten times faster"))
     if not isinstance(window_s, int | float) or isinstance(window_s, bool) or not math.isfinite(window_s) \
-            or window_s < MIN_WINDOW_S:
+            or not MIN_WINDOW_S <= window_s <= MAX_WINDOW_S:
         problems.append(Problem(field="--trace-window", value=window_s, message=(
-            f"must be at least {MIN_WINDOW_S:g} second of the replay, a finite number (each window is one aiperf run "
-            "between two counter readings; a minute or more keeps the pauses between windows small)"),
-            fix=f"use e.g. {DEFAULT_WINDOW_S:g}"))
+            f"must be at least {MIN_WINDOW_S:g} second of the replay and at most {MAX_WINDOW_S:,.0f} (a day), a finite "
+            "number (each window is one aiperf run between two counter readings; a minute or more keeps the pauses "
+            "between windows small)"), fix=f"use e.g. {DEFAULT_WINDOW_S:g}"))
     return problems
 
 
@@ -150,11 +156,12 @@ def plan_replay(trace: Trace, *, speedup: float = DEFAULT_SPEEDUP, window_s: flo
         raise_if_any([Problem(field="--trace", value=trace.source, message=(
             "holds no request to replay" + (f" within max_model_len {max_model_len}" if trace.requests else "")),
             fix="give a trace with at least one request whose input plus output fits the model")])
-    count = math.floor(kept[-1].at_s / speedup / window_s) + 1
-    if count > MAX_WINDOWS:
+    spans = kept[-1].at_s / speedup / window_s
+    if not spans < MAX_WINDOWS:  # a float first: a slow replay of a long trace is no integer to count to
         raise_if_any([Problem(field="--trace-window", value=window_s, message=(
-            f"cuts the {kept[-1].at_s / speedup:,.0f} s replay into {count:,} windows, more than {MAX_WINDOWS:,}"),
-            fix="use a longer --trace-window or a higher --trace-speedup")])
+            f"cuts the {kept[-1].at_s / speedup:,.0f} s replay into {spans:,.0f} windows or more, more than "
+            f"{MAX_WINDOWS:,}"), fix="use a longer --trace-window or a higher --trace-speedup")])
+    count = math.floor(spans) + 1
     buckets: list[list[TraceRequest]] = [[] for _ in range(count)]
     for request in kept:
         at = request.at_s / speedup

@@ -5,14 +5,16 @@ A window is read like a level: the client's files for its latencies (aiperf's su
 after it, pod by pod (:class:`~hyperpod_dpd.benchmark.disaggregation.LevelDisaggregation`). What differs is the
 expectation: a trace mixes long and short prompts, so the router should disaggregate the window's prompts that
 clear ``routing.threshold`` under both of its estimates and send those below it under both to the decoder; prompts
-between the two estimates may go either way. The counters do not say which request took which path, so the share
-proven is a lower bound: the disaggregated count less every prompt near the threshold, over the prompts above it.
-The KV expectation is the decoders' own prompt-token count for the window, shared out by the trace's prompt lengths
-(the prompts above the threshold's share of the window's tokens).
+between the two estimates may go either way. The counters do not say which request took which path: a long
+prompt sent direct and a short one disaggregated leave both counts as they were. The prompt tokens the decoders
+received tell them apart, so the share proven is the fewest long prompts that the counts and those tokens allow
+(:func:`fewest_above`). The KV expectation is the decoders' own prompt-token count for the window, shared out by
+the trace's prompt lengths (the prompts above the threshold's share of the window's tokens).
 
-A window with fewer than :data:`MIN_WINDOW_REQUESTS` requests is **unverified**: with so few, one misrouted
-request moves the share by more than the 5% between :data:`MIN_FRACTION` and all, so the test could not tell one
-failure from none; its latencies are printed, its proof is not claimed.
+A window is **unverified** unless at least :data:`MIN_WINDOW_REQUESTS` of its prompts are above the threshold, or
+that many below it, and the counters gave a share for them: with fewer, one misrouted request moves the share by
+more than the 5% between :data:`MIN_FRACTION` and all, so the test could not tell one failure from none (prompts
+near the threshold prove nothing either way); its latencies are printed, its proof is not claimed.
 
 Per window the JSON carries, under names a comparison with the emulator reads: ``window_start_s`` (replay clock),
 ``arrivals_per_s``, ``ttft_p90_s`` and ``tpot_p90_s`` (the client's), beside the rest.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf, parse_failed_records
@@ -57,21 +60,47 @@ class Expected:
     near: int
     above_tokens: int
     tokens: int
+    above_lengths: tuple[int, ...] = ()  # the prompts above the threshold, longest first (trace tokens)
+    other_lengths: tuple[int, ...] = ()  # the prompts near or below it, longest first
 
     @classmethod
     def of(cls, window: Window, threshold: int) -> Expected:
         length = prompt_length(Client.AIPERF)  # aiperf builds every prompt from its own corpus, hashed or not
-        above = below = near = above_tokens = 0
+        above: list[int] = []
+        other: list[int] = []
+        below = near = 0
         for request in window.requests:
             low, high = length.estimates(request.input_tokens)
             if clears(low, threshold):
-                above, above_tokens = above + 1, above_tokens + request.input_tokens
-            elif stays_below(high, threshold):
+                above.append(request.input_tokens)
+                continue
+            other.append(request.input_tokens)
+            if stays_below(high, threshold):
                 below += 1
             else:
                 near += 1
-        return cls(above=above, below=below, near=near, above_tokens=above_tokens,
-                   tokens=sum(r.input_tokens for r in window.requests))
+        return cls(above=len(above), below=below, near=near, above_tokens=sum(above),
+                   tokens=sum(r.input_tokens for r in window.requests),
+                   above_lengths=tuple(sorted(above, reverse=True)), other_lengths=tuple(sorted(other, reverse=True)))
+
+
+def fewest_above(expected: Expected, *, disaggregated: int, received: float) -> int:
+    """The fewest prompts above the threshold that can have been disaggregated, given the router's count and the
+    prompt tokens the decoders received (in the trace's tokens).
+
+    ``k`` long prompts and the ``disaggregated - k`` longest of the others bring at most the sum of their lengths;
+    the true ``k`` brings at least ``received``, since a decoder receives no more of a prompt than it holds. So the
+    answer is the smallest ``k`` whose most cannot fall short of ``received``. Assumed: a prompt sent straight to
+    the decoder did not hit its prefix cache (those tokens count as received); a trace whose direct prompts share
+    long prefixes makes the bound too kind. Counts and tokens that no ``k`` explains give the most the count allows.
+    """
+    above = (0, *accumulate(expected.above_lengths))  # above[k]: the k longest prompts' tokens
+    other = (0, *accumulate(expected.other_lengths))
+    most = min(expected.above, disaggregated)
+    for k in range(max(0, disaggregated - len(other) + 1), most + 1):
+        if above[k] + other[disaggregated - k] >= received:
+            return k
+    return most
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,30 +122,49 @@ class WindowResult:
     @property
     def unverified(self) -> str | None:
         """Why the window's proof is not claimed, or None."""
-        sent = len(self.window.requests)
-        if not sent:
+        expected = self.expected
+        if not self.window.requests:
             return "no request in this window"
-        if sent < MIN_WINDOW_REQUESTS:
-            return (f"only {sent} requests: under {MIN_WINDOW_REQUESTS}, one misrouted request moves the share by "
-                    f"more than {1 - MIN_FRACTION:.0%}, so the proof cannot tell one failure from none")
+        if max(expected.above, expected.below) < MIN_WINDOW_REQUESTS:
+            return (f"only {expected.above} prompts above the threshold and {expected.below} below it "
+                    f"({expected.near} near it prove neither path): under {MIN_WINDOW_REQUESTS} a side, one misrouted "
+                    f"request moves the share by more than {1 - MIN_FRACTION:.0%}, so the proof cannot tell one "
+                    "failure from none")
+        if self.disaggregated_share is None and self.direct_share is None:
+            return "the counters gave no share of either path (read none around this window)"
         return None
 
-    def _share(self, counted: int | None, prompts: int) -> float | None:
-        """At least this share of ``prompts`` took the path ``counted`` requests took: every prompt near the
-        threshold may be one of them (None: no such prompt, or the counters unread)."""
-        if counted is None or not prompts:
+    @property
+    def received(self) -> float | None:
+        """The prompt tokens the decoders received (from the prefiller or their cache), in the trace's tokens: scaled
+        by the window's tokens over the decoders' own count (the chat template's tokens), when they export it."""
+        seen = self.routing
+        if seen is None:
             return None
-        return min(1.0, max(0, counted - self.expected.near) / prompts)
+        got = seen.external_kv_tokens + seen.cache_hit_tokens
+        return got * self.expected.tokens / seen.prompt_tokens if seen.prompt_tokens else float(got)
+
+    def _fewest_above(self) -> int | None:
+        seen, received = self.routing, self.received
+        if seen is None or received is None:
+            return None
+        return fewest_above(self.expected, disaggregated=seen.disaggregated, received=received)
 
     @property
     def disaggregated_share(self) -> float | None:
-        """At least this share of the prompts above the threshold were disaggregated."""
-        return self._share(self.routing.disaggregated if self.routing else None, self.expected.above)
+        """At least this share of the prompts above the threshold were disaggregated (:func:`fewest_above`; None: no
+        such prompt, or the counters unread)."""
+        fewest = self._fewest_above()
+        return None if fewest is None or not self.expected.above else fewest / self.expected.above
 
     @property
     def direct_share(self) -> float | None:
-        """At least this share of the prompts below the threshold went straight to the decoder."""
-        return self._share(self.routing.local if self.routing else None, self.expected.below)
+        """At least this share of the prompts below the threshold went straight to the decoder: the direct count less
+        every prompt near the threshold and every long prompt not proven disaggregated."""
+        fewest, expected = self._fewest_above(), self.expected
+        if fewest is None or self.routing is None or not expected.below:
+            return None
+        return min(1.0, max(0, self.routing.local - expected.near - (expected.above - fewest)) / expected.below)
 
     @property
     def kv_expected(self) -> float | None:
@@ -176,16 +224,19 @@ def proof_warnings(result: WindowResult, *, threshold: int) -> list[TrustWarning
         return [TrustWarning(code=Trust.ROUTING_UNKNOWN, load=load, message=(
             "the router counted no requests during this window (are its dpd_routing_* metrics served?)"))]
     share, direct = result.disaggregated_share, result.direct_share
+    received = seen.external_kv_tokens + seen.cache_hit_tokens
     if share is not None and share < MIN_FRACTION:
         found.append(TrustWarning(code=Trust.NOT_DISAGGREGATED, load=load, message=(
             f"the router disaggregated {seen.disaggregated} of {seen.routed} requests; of the {expected.above} "
-            f"prompts above the threshold {threshold}, at least {share:.0%} were ({expected.near} near it may have "
+            f"prompts above the threshold {threshold}, the counts and the {received:,} prompt tokens the decoders "
+            f"received prove at least {share:.0%} were ({expected.near} near it may have "
             f"gone either way), below {MIN_FRACTION:.0%}: check the deployed routingThreshold")))
     if direct is not None and direct < MIN_FRACTION:
         found.append(TrustWarning(code=Trust.NOT_DIRECT, load=load, message=(
-            f"the router sent {seen.local} requests straight to the decoder, but {expected.below} prompts were below "
-            f"the threshold {threshold}: short prompts were disaggregated (is the deployed threshold lower?)")))
-    received = seen.external_kv_tokens + seen.cache_hit_tokens
+            f"the router sent {seen.local} requests straight to the decoder; of the {expected.below} prompts below "
+            f"the threshold {threshold}, that count, the {expected.near} near it and the long prompts not proven "
+            f"disaggregated leave at least {direct:.0%} proven direct, below {MIN_FRACTION:.0%}: short prompts were "
+            "disaggregated (is the deployed threshold lower?) or long ones sent direct in their place")))
     if seen.disaggregated and received == 0:
         found.append(TrustWarning(code=Trust.NO_KV_TRANSFER, load=load, message=(
             f"the router disaggregated {seen.disaggregated} requests but the decoder received no KV tokens from the "
