@@ -7,13 +7,15 @@ import base64
 import gzip
 import json
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import fuzz_examples
 
-from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
+from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation
+from hyperpod_dpd.benchmark.overhead import BOUND_S, quantile
 from hyperpod_dpd.benchmark.replay import (
     CONFIG_MAP_LIMIT,
     MAX_WINDOW_S,
@@ -31,13 +33,15 @@ from hyperpod_dpd.benchmark.replay_job import replay_deadline_seconds
 from hyperpod_dpd.benchmark.replay_proof import (
     MIN_WINDOW_REQUESTS,
     Expected,
+    ReplayReport,
     WindowResult,
     fewest_above,
     proof_warnings,
     window_results,
 )
+from hyperpod_dpd.benchmark.replay_run import LOG_SAFE_REQUESTS, log_risk
 from hyperpod_dpd.benchmark.scenario import SEEDS_PER_RUN, arrival_seed
-from hyperpod_dpd.benchmark.trust import Trust
+from hyperpod_dpd.benchmark.trust import LOST, Trust
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.traces import BLOCK_TOKENS, Trace, TraceRequest
@@ -272,6 +276,27 @@ def test_a_restarted_pod_and_unread_counters_are_reported() -> None:
     assert [w.code for w in unread.warnings] == [Trust.LEVEL_NOT_RUN, Trust.ROUTING_UNKNOWN]
 
 
+def test_a_window_whose_files_were_lost_on_the_way_is_not_called_unrun() -> None:
+    """The pod runs the windows in order: a window before one with results ran, and its files were lost (the log
+    rotated, no S3 copy), as a level's are reported."""
+    two = plan_replay(trace(*(TraceRequest(at_s=i * 0.1 + (60.0 if i >= 30 else 0.0), input_tokens=5000,
+                                           output_tokens=50) for i in range(60))), window_s=60.0)
+    late = {"aiperf_window_1.jsonl": ""}
+    lost, ran = window_results(two, late, None, threshold=THRESHOLD)
+    assert [w.code for w in lost.warnings] == [Trust.LEVEL_NOT_RUN]
+    assert lost.warnings[0].message == f"the window ran (a later window has results), but {LOST}"
+    first, last = window_results(two, {}, None, threshold=THRESHOLD)
+    assert last.warnings[0].message.startswith(f"no result: either {LOST}, or the run stopped before this window")
+
+
+def test_a_replay_too_large_for_the_log_alone_is_warned_of() -> None:
+    many = plan_replay(poisson(LOG_SAFE_REQUESTS + 1))
+    risk = log_risk(many, upload=False)
+    assert risk is not None and f"--no-upload with {LOG_SAFE_REQUESTS + 1:,} requests" in risk and "drop" in risk
+    assert log_risk(many, upload=True) is None
+    assert log_risk(plan_replay(poisson(LOG_SAFE_REQUESTS)), upload=False) is None
+
+
 def test_a_cut_result_file_makes_its_window_not_run_and_says_why() -> None:
     (result,) = window_results(_window(), {"aiperf_window_0.json": "{cut"}, None, threshold=THRESHOLD)
     assert result.level is None and "aiperf_window_0.json: not JSON" in result.unreadable
@@ -292,3 +317,35 @@ def test_any_trace_and_options_window_or_refuse_cleanly(rows: list[tuple[float, 
         return
     assert replay.requests + replay.too_long == len(requests)
     assert all(0 <= r.at_s <= window + 1e-6 * window for w in replay.windows for r in w.requests)
+
+
+# --- a sparse window, from a real run's recorded files -----------------------------------------------------------
+
+SPARSE = Path(__file__).parent / "data" / "replay-sparse"
+
+
+def test_a_sparse_window_shows_its_latencies_and_claims_no_proof() -> None:
+    """Recorded from the rendered replay Job's container, aiperf 0.13.0 against the stub (50 ms to the first token,
+    5 ms a token, threshold 32 words): 3 prompts of 64 tokens at 1, 5 and 10 s of trace time, ten times faster,
+    in one 2 s window; the stub's router and decoder counters in the pauses before and after it (``*.prom``) and
+    its own TTFTs (``stub.json``). Every request was disaggregated, yet 3 prompts cannot tell one failure from none."""
+    sparse = trace(*(TraceRequest(at_s=at, input_tokens=64, output_tokens=10) for at in (1.0, 5.0, 10.0)))
+    replay = plan_replay(sparse, speedup=10.0, window_s=2.0, max_model_len=4096)
+    files = {path.name: path.read_text() for path in SPARSE.glob("aiperf_window_*")}
+    taken = {pause: DpdCounters.parse([(SPARSE / f"router-{pause}.prom").read_text()],
+                                      [(SPARSE / f"decoder-{pause}.prom").read_text()]) for pause in (0, 1)}
+    (window,) = window_results(replay, files, taken, threshold=32)
+    assert window.level is not None and (window.level.completed, window.level.failed) == (3, 0)
+    assert window.routing is not None and (window.routing.disaggregated, window.routing.local) == (3, 0)
+    assert window.routing.external_kv_tokens == 3 * 64 and window.disaggregated_share == 1.0
+    assert window.warnings == () and window.unverified is not None
+    assert window.unverified.startswith("only 3 prompts above the threshold and 0 below it")
+    stub = json.loads((SPARSE / "stub.json").read_text())
+    truth = quantile(stub["server_ttfts_s"], 0.9)
+    # the client's p90 is the server's plus the client's own time, which bench bounds at BOUND_S
+    assert truth is not None and window.level.ttft.p90 is not None and truth <= window.level.ttft.p90 < truth + BOUND_S
+    report = ReplayReport(endpoint="dpd-test", replay=replay, windows=[window], threshold=32)
+    assert not report.healthy and json.loads(report.to_json())["windows"][0]["verified"] is False
+    table = report.render()
+    assert "unverified (latencies shown, proof not claimed):\n  - window 0: only 3 prompts" in table
+    assert table.splitlines()[3].split()[-1] == "unverified"  # the title, a blank line, the header, window 0

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
+import shlex
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -13,9 +20,10 @@ from syrupy.assertion import SnapshotAssertion
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.replay import Replay, plan_replay
-from hyperpod_dpd.benchmark.replay_job import render_replay_job, replay_deadline_seconds
+from hyperpod_dpd.benchmark.replay_job import SLEEP_OUT, render_replay_job, replay_deadline_seconds
 from hyperpod_dpd.benchmark.scenario import arrival_seed
 from hyperpod_dpd.spec import DpdSpec
+from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.traces import Trace, TraceRequest
 
 RUN = "20261201-0300"
@@ -90,3 +98,19 @@ def test_rendering_is_deterministic_and_snapshotted(spec: DpdSpec, snapshot: Sna
     objects["ConfigMap"]["binaryData"] = {name: gzip.decompress(base64.b64decode(data)).decode()
                                           for name, data in objects["ConfigMap"]["binaryData"].items()}
     assert yaml.safe_dump_all(list(objects.values()), sort_keys=False, width=1000) == snapshot
+
+
+def test_a_window_that_ends_early_sleeps_out_its_length_from_aiperfs_start(tmp_path: Path) -> None:
+    """The pod's step after a window's aiperf run (in the script as rendered): from the summary's start_time, the
+    schedule's zero, it sleeps until the window's length has passed; without a summary it does not sleep."""
+    script = benchmark(rendered(default_spec())["Job"])["command"][2]
+    assert f"python3 -c {shlex.quote(SLEEP_OUT)} \"$out/profile_export_aiperf.json\" \"$seconds\"" in script
+    summary = tmp_path / "profile_export_aiperf.json"
+    summary.write_text(json.dumps({"start_time": (datetime.now() - timedelta(seconds=1.0)).isoformat()}))
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-c", SLEEP_OUT, str(summary), "1.6"], check=True, timeout=10)
+    # the window began 1 s ago, so 0.6 s are left; 0.4 s for the interpreter's start on a loaded machine
+    assert 0.55 <= time.monotonic() - began < 1.0
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-c", SLEEP_OUT, str(tmp_path / "missing.json"), "30"], check=True, timeout=10)
+    assert time.monotonic() - began < 5  # no summary: aiperf failed, nothing to sleep out

@@ -1,12 +1,13 @@
 """``bench --trace`` end to end: the rendered replay Job's benchmark container, real aiperf, against the stub.
 
-A tiny trace (a minute of trace time at ten times its speed, cut into windows of 2 s of the replay): a dense window
-of 24 requests, long and short prompts mixed, four of them sharing one prefix hash; an empty window; and a sparse
-window of 3 requests. The window files travel as the ConfigMap's bytes (mounted here as a folder), the stub's
-router and decoder counters are read in each quiet pause as ``bench`` reads them, and every per-window number is
-held against what the stub itself recorded. Real aiperf starts in about 12 s per window, so the fixture takes
-30 s on an idle two-core machine and up to 100 s on a loaded one (two aiperf runs; the empty window sends nothing);
-it runs once per session and every test of the replay reads it.
+A tiny trace (40 s of trace time at ten times its speed, cut into windows of 3 s of the replay): a first request
+too long for the model (left out, so the first window is empty: the pod pauses its length and the next window is
+read between the pauses after it), then a dense window of 30 requests, long and short prompts mixed (20 long: enough
+for a proof), four of them sharing one prefix hash, the first a second after the window's start. The window files travel as the ConfigMap's
+bytes (mounted here as a folder), the stub's router and decoder counters are read in each quiet pause as ``bench``
+reads them, and every per-window number is held against what the stub itself recorded. It is one aiperf run (about
+20 s of aiperf's start-up on a loaded two-core machine), once per session, and every test of the replay reads it;
+a sparse window's proof is read from recorded files (test_replay.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import re
 import shutil
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -32,7 +34,7 @@ from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, JobOptions
 from hyperpod_dpd.benchmark.overhead import BOUND_S, quantile
 from hyperpod_dpd.benchmark.replay import Replay, plan_replay
 from hyperpod_dpd.benchmark.replay_job import TRACE_MOUNT, render_replay_job
-from hyperpod_dpd.benchmark.replay_proof import MIN_WINDOW_REQUESTS, ReplayReport, WindowResult, window_results
+from hyperpod_dpd.benchmark.replay_proof import ReplayReport, WindowResult, window_results
 from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.traces import Trace, TraceRequest, write_mooncake
@@ -41,18 +43,23 @@ HERE = Path(__file__).resolve().parent
 RUN_ID = "20261201-0300"
 THRESHOLD = 32  # the stub router's (words), as the spec's routing.threshold
 LONG, SHORT = 64, 8  # tokens (words with the suite's word-level tokenizer): above and below the threshold
-SPEEDUP, WINDOW_S = 10.0, 2.0
+SPEEDUP, WINDOW_S = 10.0, 3.0
+MAX_MODEL_LEN = 4096  # the fixture's; the default spec's (the command's) is larger, and both leave out TOO_LONG
+TOO_LONG = 1_000_000  # input tokens no model holds: the trace's first row, left out
 SHARED_HASH = 7
+FIRST_S = 1.0  # the dense window's first request, from the window's start on the replay clock
+DENSE = 30  # its requests: 20 long, 10 short
 
 
 def tiny_trace() -> Trace:
-    """24 requests in the first 20 s of trace time (every third one short, four long ones sharing a prefix hash),
-    nothing for the next 20 s, and 3 requests after that."""
-    dense = [TraceRequest(at_s=round(0.8 * i, 3), input_tokens=SHORT if i % 3 == 2 else LONG,
+    """A request too long for any model at 0 s, then 30 requests from 40 s of trace time (every third one short,
+    four long ones sharing a prefix hash)."""
+    start = (WINDOW_S + FIRST_S) * SPEEDUP
+    dense = [TraceRequest(at_s=round(start + 0.6 * i, 3), input_tokens=SHORT if i % 3 == 2 else LONG,
                           output_tokens=8 + i % 5, prefix_blocks=(SHARED_HASH,) if i in (0, 6, 12, 18) else ())
-             for i in range(24)]
-    sparse = [TraceRequest(at_s=at, input_tokens=LONG, output_tokens=10) for at in (41.0, 45.0, 50.0)]
-    return Trace(requests=(*dense, *sparse), source="tiny.jsonl (mooncake)", block_tokens=512)
+             for i in range(DENSE)]
+    return Trace(requests=(TraceRequest(at_s=0.0, input_tokens=TOO_LONG, output_tokens=8), *dense),
+                 source="tiny.jsonl (mooncake)", block_tokens=512)
 
 
 def replay_container(replay: Replay) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -67,7 +74,7 @@ def replay_container(replay: Replay) -> tuple[dict[str, Any], dict[str, bytes]]:
 @pytest.fixture(scope="session")
 def replayed(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path,
              stub_runner: Any) -> Iterator[tuple[Any, Replay]]:
-    replay = plan_replay(tiny_trace(), speedup=SPEEDUP, window_s=WINDOW_S, max_model_len=4096)
+    replay = plan_replay(tiny_trace(), speedup=SPEEDUP, window_s=WINDOW_S, max_model_len=MAX_MODEL_LEN)
     container, files = replay_container(replay)
     base = tmp_path_factory.mktemp("replay")
     mounted = base / "trace"
@@ -88,65 +95,69 @@ def results(replayed: tuple[Any, Replay]) -> list[WindowResult]:
 
 
 def test_the_trace_is_cut_into_the_windows_it_names() -> None:
-    replay = plan_replay(tiny_trace(), speedup=SPEEDUP, window_s=WINDOW_S)
-    assert [len(w.requests) for w in replay.windows] == [24, 0, 3]
-    assert [w.start_s for w in replay.windows] == [0.0, 2.0, 4.0]
-    assert [w.trace_start_s for w in replay.windows] == [0.0, 20.0, 40.0]
-    assert [round(r.at_s, 6) for r in replay.windows[2].requests] == [0.1, 0.5, 1.0]  # from the window's start
-    assert replay.windows[0].arrivals_per_s == 12.0
+    replay = plan_replay(tiny_trace(), speedup=SPEEDUP, window_s=WINDOW_S, max_model_len=MAX_MODEL_LEN)
+    assert [len(w.requests) for w in replay.windows] == [0, DENSE] and replay.too_long == 1
+    assert [w.start_s for w in replay.windows] == [0.0, 3.0]
+    assert [w.trace_start_s for w in replay.windows] == [0.0, 30.0]
+    assert round(replay.windows[1].requests[0].at_s, 6) == FIRST_S  # from the window's start
+    assert replay.windows[1].arrivals_per_s == 10.0
 
 
 def test_every_window_ran_and_the_stub_counted_each_path(replayed: tuple[Any, Replay]) -> None:
     run, _ = replayed
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr
-    dense, empty, sparse = results(replayed)
-    assert run.served == 27  # every request of the trace, nothing else (no readiness probe, no warm-up)
-    assert dense.level is not None and (dense.level.completed, dense.level.failed) == (24, 0)
-    assert dense.routing is not None and (dense.routing.disaggregated, dense.routing.local) == (16, 8)
-    assert (dense.expected.above, dense.expected.below, dense.expected.near) == (16, 8, 0)
+    empty, dense = results(replayed)
+    assert run.served == DENSE  # every request of the trace, nothing else (no readiness probe, no warm-up)
+    assert sorted(run.metrics) == [0, 1, 2]  # a pause before each window and after the last
+    assert dense.level is not None and (dense.level.completed, dense.level.failed) == (DENSE, 0)
+    assert dense.routing is not None and (dense.routing.disaggregated, dense.routing.local) == (20, 10)
+    assert (dense.expected.above, dense.expected.below, dense.expected.near) == (20, 10, 0)
     assert dense.disaggregated_share == dense.direct_share == 1.0
-    assert dense.routing.external_kv_tokens == 16 * LONG  # the stub's decoder: a disaggregated prompt's words
+    assert dense.routing.external_kv_tokens == 20 * LONG  # the stub's decoder: a disaggregated prompt's words
     assert dense.warnings == () and dense.unverified is None
     assert empty.level is None and empty.routing is None and empty.unverified == "no request in this window"
-    assert sparse.level is not None and sparse.level.completed == 3
-    assert sparse.routing is not None and sparse.routing.disaggregated == 3 and sparse.warnings == ()
-    assert sparse.unverified is not None and f"under {MIN_WINDOW_REQUESTS}" in sparse.unverified
 
 
 def test_the_client_latencies_per_window_match_the_stubs_own(replayed: tuple[Any, Replay]) -> None:
     run, _ = replayed
-    dense, _, sparse = results(replayed)
+    _, dense = results(replayed)
     # the stub's own TTFT of each window's requests: those between the window's two quiet pauses
     by_window = run.server_ttfts_by_level()
-    assert [len(ttfts) for ttfts in by_window] == [24, 0, 3]
-    for result, server in ((dense, by_window[0]), (sparse, by_window[2])):
-        level = result.level
-        assert level is not None and level.ttft.p90 is not None and level.tpot.p90 is not None
-        truth = quantile(server, 0.9)
-        assert truth is not None
-        # the client's p90 is the server's plus the client's own time, which bench bounds at BOUND_S
-        assert truth <= level.ttft.p90 < truth + BOUND_S, (level.ttft.p90, truth)
-        assert 0.005 <= level.tpot.p90 < 0.015  # the stub's 5 ms per token, plus scheduling on a shared machine
-        assert level.mean_output_tokens == sum(r.output_tokens for r in result.window.requests) / len(
-            result.window.requests)  # ignore_eos: each answer is the trace's output_length
+    assert [len(ttfts) for ttfts in by_window] == [0, DENSE]
+    level = dense.level
+    assert level is not None and level.ttft.p90 is not None and level.tpot.p90 is not None
+    truth = quantile(by_window[1], 0.9)
+    assert truth is not None
+    # the client's p90 is the server's plus the client's own time, which bench bounds at BOUND_S
+    assert truth <= level.ttft.p90 < truth + BOUND_S, (level.ttft.p90, truth)
+    assert 0.005 <= level.tpot.p90 < 0.015  # the stub's 5 ms per token, plus scheduling on a shared machine
+    assert level.mean_output_tokens == sum(r.output_tokens for r in dense.window.requests) / len(
+        dense.window.requests)  # ignore_eos: each answer is the trace's output_length
 
 
-def test_arrivals_follow_the_trace_on_the_replay_clock(replayed: tuple[Any, Replay]) -> None:
+def test_arrivals_follow_the_trace_on_the_replay_clock_from_the_windows_start(replayed: tuple[Any, Replay]) -> None:
+    """Each request leaves at its offset from the window's start, the first a second in: aiperf's schedule zero is
+    the window's start (``--fixed-schedule-start-offset 0``), not the first request, as its auto-offset would make
+    it. The zero is the profiling phase's start, the summary's ``start_time`` (aiperf==0.13.0
+    exporters/metrics_json_exporter.py:60-63, ``datetime.fromtimestamp`` of the phase's start; the schedule is
+    ``started_at_perf_sec`` plus each offset, timing/strategies/fixed_schedule.py:67-73)."""
     run, replay = replayed
-    records = [json.loads(line) for line in (run.folder / "aiperf_window_0.jsonl").read_text().splitlines() if line]
-    starts = sorted(r["metadata"]["request_start_ns"] / 1e9 for r in records)
-    offsets = [start - starts[0] for start in starts]
-    wanted = [r.at_s for r in replay.windows[0].requests]
+    start = datetime.fromisoformat(json.loads((run.folder / "aiperf_window_1.json").read_text())["start_time"])
+    records = [json.loads(line) for line in (run.folder / "aiperf_window_1.jsonl").read_text().splitlines() if line]
+    issued = sorted(r["metadata"]["credit_issued_ns"] / 1e9 - start.timestamp() for r in records)
+    wanted = [r.at_s for r in replay.windows[1].requests]
+    assert wanted[0] == pytest.approx(FIRST_S)
     # 50 ms: aiperf schedules to the millisecond; its one event loop shares two cores with the stub and other jobs
-    assert all(abs(got - want) < 0.05 for got, want in zip(offsets, wanted, strict=True)), (offsets, wanted)
+    # (its start_time is printed to the microsecond)
+    assert all(abs(got - want) < 0.05 for got, want in zip(issued, wanted, strict=True)), (issued, wanted)
 
 
 def test_a_prefix_hash_is_the_same_text_wherever_it_repeats_in_a_window(replayed: tuple[Any, Replay]) -> None:
     run, _ = replayed
-    long_prompts = [p for p in run.prompts_by_level()[0] if len(p.split()) == LONG]
-    assert len(long_prompts) == 16
+    long_prompts = [p for p in run.prompts_by_level()[1] if len(p.split()) == LONG]
+    assert len(long_prompts) == 20
     counts = sorted((long_prompts.count(p) for p in set(long_prompts)), reverse=True)
-    assert counts == [4] + [1] * 12  # the four rows with hash 7 sent one prompt; every other row its own
+    assert counts == [4] + [1] * 16  # the four rows with hash 7 sent one prompt; every other row its own
 
 
 def test_the_report_carries_the_emulators_fields_per_window(replayed: tuple[Any, Replay]) -> None:
@@ -156,20 +167,20 @@ def test_the_report_carries_the_emulators_fields_per_window(replayed: tuple[Any,
     document = json.loads(report.to_json())
     assert report.healthy and document["trusted"] is True
     rows = document["windows"]
-    assert [row["window_start_s"] for row in rows] == [0.0, 2.0, 4.0]
-    assert [row["arrivals_per_s"] for row in rows] == [12.0, 0.0, 1.5]
-    assert rows[0]["ttft_p90_s"] == windows[0].level.ttft.p90 and rows[0]["tpot_p90_s"] == windows[0].level.tpot.p90
-    assert rows[1]["ttft_p90_s"] is None  # an empty window has no latency, not a zero
-    assert [row["verified"] for row in rows] == [True, False, False]
-    assert rows[0]["server"]["disaggregated"] == 16 and rows[0]["server"]["local"] == 8
+    assert [row["window_start_s"] for row in rows] == [0.0, 3.0]
+    assert [row["arrivals_per_s"] for row in rows] == [0.0, 10.0]
+    assert rows[1]["ttft_p90_s"] == windows[1].level.ttft.p90 and rows[1]["tpot_p90_s"] == windows[1].level.tpot.p90
+    assert rows[0]["ttft_p90_s"] is None  # an empty window has no latency, not a zero
+    assert [row["verified"] for row in rows] == [False, True]
+    assert rows[1]["server"]["disaggregated"] == 20 and rows[1]["server"]["local"] == 10
     # docs/commands.md names every field of the object, of its replay and of each window
     line = next(row for row in (HERE.parents[1] / "docs" / "commands.md").read_text().splitlines()
                 if row.startswith("| `bench --trace` |"))
     named = set(re.findall(r'"(\w+)"', line))
-    assert set(document) | set(document["replay"]) | set(rows[0]) <= named
+    assert set(document) | set(document["replay"]) | set(rows[1]) <= named
     table = report.render()
-    assert "unverified (latencies shown, proof not claimed):\n  - window 2: only 3 requests" in table
-    assert table.splitlines()[3].split()[-1] == "ok"  # the title, a blank line, the header, window 0
+    assert "1 requests longer than max_model_len were left out" in table
+    assert [line.split()[-1] for line in table.splitlines()[4:6]] == ["unverified", "ok"]  # title 2 lines, blank
 
 
 # --- the command ---------------------------------------------------------------------------------------------------
@@ -210,9 +221,9 @@ def test_a_replay_on_the_cluster_proves_each_window_and_cleans_up(capsys: pytest
     document = json.loads(out)
     replayed_as = document["replay"]
     assert trace_file in replayed_as.pop("source")  # the reader's name for what it read
-    assert replayed_as == {"speedup": SPEEDUP, "window_s": WINDOW_S, "windows": 3, "requests": 27, "too_long": 0}
-    assert [w["server"]["disaggregated"] if w["server"] else None for w in document["windows"]] == [16, None, 3]
-    assert [w["verified"] for w in document["windows"]] == [True, False, False] and document["trusted"] is True
+    assert replayed_as == {"speedup": SPEEDUP, "window_s": WINDOW_S, "windows": 2, "requests": DENSE, "too_long": 1}
+    assert [w["server"]["disaggregated"] if w["server"] else None for w in document["windows"]] == [None, 20]
+    assert [w["verified"] for w in document["windows"]] == [False, True] and document["trusted"] is True
     assert (document["model"], document["instance_type"]) == ("Llama-3.3-70B-Instruct", "ml.p5.48xlarge")
 
 
@@ -258,8 +269,8 @@ def test_a_trace_too_large_for_a_config_map_is_exit_2(capsys: pytest.CaptureFixt
                                                       monkeypatch: pytest.MonkeyPatch, trace_file: str) -> None:
     """The command's refusal, with the limit lowered to the tiny trace's size (test_replay.py holds the real
     limit against a trace of real size, which takes seconds to read here)."""
-    size = sum(len(data) for data in replay_container(plan_replay(tiny_trace(), speedup=SPEEDUP,
-                                                                  window_s=WINDOW_S))[1].values())
+    size = sum(len(data) for data in replay_container(plan_replay(
+        tiny_trace(), speedup=SPEEDUP, window_s=WINDOW_S, max_model_len=MAX_MODEL_LEN))[1].values())
     monkeypatch.setattr(replay_module, "CONFIG_MAP_LIMIT", size - 1)
     code, _, err = run_cli(capsys, "--trace", trace_file, *REPLAY, "-o", "-")
     assert code == 2 and f"--trace: does not fit a ConfigMap, which Kubernetes caps at {size - 1:,} bytes" in err

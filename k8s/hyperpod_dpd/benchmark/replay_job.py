@@ -4,7 +4,9 @@ The Job is :func:`hyperpod_dpd.benchmark.job.render_benchmark_job`'s (the same t
 publish step, security context, node placement and ServiceAccount), with three changes: the ConfigMap of window
 files (:mod:`hyperpod_dpd.benchmark.replay`) is mounted at ``/trace``; the benchmark container's loop runs one
 ``aiperf profile`` per window instead of per level, on that window's file, between the same quiet pauses; and the
-deadline is the windows' time. An empty window sends nothing for its length (the trace's idle time) instead.
+deadline is the windows' time. An empty window sends nothing for its length (the trace's idle time) instead, and a
+window whose requests end early sleeps out the rest of its length from aiperf's schedule zero (:data:`SLEEP_OUT`),
+so every window starts on the replay clock unless the one before it outlasted its length.
 
 aiperf's flags for a replay (aiperf==0.13.0): ``--custom-dataset-type mooncake_trace`` with ``--input-file`` reads
 the rows (aiperf/dataset/loader/mooncake_trace.py); ``--fixed-schedule`` sends each at its timestamp
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -78,6 +81,19 @@ def window_plan(replay: Replay, run_id: str) -> str:
                     for w in replay.windows)
 
 
+# After a window's aiperf run: sleep out the window from aiperf's schedule zero (the summary's start_time, the
+# profiling phase's start: aiperf==0.13.0 exporters/metrics_json_exporter.py:60-63; each request leaves at that
+# start plus its offset, timing/strategies/fixed_schedule.py:67-73), so the trace's idle tail is kept and the next
+# window starts on the replay clock. No summary (aiperf failed) sleeps nothing.
+SLEEP_OUT = (
+    "import datetime, json, sys, time\n"
+    "try:\n"
+    "    began = datetime.datetime.fromisoformat(json.load(open(sys.argv[1]))['start_time']).timestamp()\n"
+    "except (OSError, ValueError, KeyError, TypeError):\n"
+    "    sys.exit(0)\n"
+    "time.sleep(max(0.0, min(float(sys.argv[2]), began + float(sys.argv[2]) - time.time())))\n")
+
+
 def replay_script() -> str:
     """The benchmark container's script: the client install, then one fixed-schedule run per window."""
     result = WINDOW_RESULT.format(index="$window")
@@ -101,6 +117,8 @@ def replay_script() -> str:
         f'    cp "$out/profile_export_aiperf.json" "/results/$RUN_ID/{result}.json" 2>/dev/null\n'
         f'    cp "$out/profile_export.jsonl" "/results/$RUN_ID/{result}.jsonl" 2>/dev/null\n'
         '    mkdir -p /results/logs; cat "$out/logs/aiperf.log" >> /results/logs/aiperf.log 2>/dev/null\n'
+        f"    python3 -c {shlex.quote(SLEEP_OUT)} \"$out/profile_export_aiperf.json\" \"$seconds\"  "
+        "# the rest of the window\n"
         "  fi\n"
         "  done=$((done + 1))\n"
         f'  echo "{RESULTS_MARK} quiet=$done"; sleep "$QUIET_SECONDS"\n'

@@ -43,7 +43,7 @@ from hyperpod_dpd.benchmark.report import to_json
 from hyperpod_dpd.benchmark.results import _json_object
 from hyperpod_dpd.benchmark.route import prompt_length
 from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.benchmark.trust import OUTPUT_TOLERANCE, Trust, TrustWarning, level_warnings
+from hyperpod_dpd.benchmark.trust import LOST, OUTPUT_TOLERANCE, Trust, TrustWarning, level_warnings
 from hyperpod_dpd.contracts.router import clears, stays_below
 from hyperpod_dpd.load_point import Load
 
@@ -267,6 +267,20 @@ def _client_checks(window: Window, level: LevelResult) -> list[TrustWarning]:
     return found
 
 
+def _missing_cause(replay: Replay, files: Mapping[str, str], window: Window) -> str:
+    """Why a window has no result, from the run order (a level's reasons, :data:`LOST`): the pod runs the windows
+    in order and stops after one whose every request failed, so a window before one with a result ran and its
+    files were lost on the way to bench."""
+    def wrote(other: Window) -> bool:
+        stem = WINDOW_RESULT.format(index=other.index)
+        return f"{stem}.json" in files or f"{stem}.jsonl" in files
+
+    if any(wrote(later) for later in replay.windows[window.index + 1:]):
+        return f"the window ran (a later window has results), but {LOST}"
+    return f"no result: either {LOST}, or the run stopped before this window (its deadline, or a window before it " \
+        "whose every request failed)"
+
+
 def window_results(replay: Replay, files: Mapping[str, str], taken: Mapping[int, DpdCounters] | None, *,
                    threshold: int) -> list[WindowResult]:
     """Every window's result: window ``i`` ran between the pod's pauses ``i`` and ``i + 1`` (``taken``: the
@@ -286,7 +300,7 @@ def window_results(replay: Replay, files: Mapping[str, str], taken: Mapping[int,
         warnings: list[TrustWarning] = []
         if level is None:
             warnings.append(TrustWarning(code=Trust.LEVEL_NOT_RUN, load=load, message=(
-                unreadable or "the pod wrote no result for this window (the run stopped before it)")))
+                unreadable or _missing_cause(replay, files, window))))
         else:
             warnings += _client_checks(window, level)
         if taken is not None:

@@ -32,6 +32,20 @@ from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.errors import UsageError, raise_if_any
 
 
+# A window's records take about 3.7 KB a request and the pod prints every result file into its log, which kubelet
+# rotates past 10 MiB (about 2,800 requests); below this, the summaries and the rest of the log still fit.
+LOG_SAFE_REQUESTS = 2_000
+
+
+def log_risk(replay: Replay, *, upload: bool) -> str | None:
+    """Why the results may not all come back, when the log is their only copy and the replay outgrows it."""
+    if upload or replay.requests <= LOG_SAFE_REQUESTS:
+        return None
+    return (f"--no-upload with {replay.requests:,} requests: the results come back only through the Job's log, which "
+            f"kubelet rotates past 10 MiB (about {LOG_SAFE_REQUESTS:,} requests of aiperf's records), so early windows "
+            "may be lost; upload them to S3 (drop --no-upload) or replay a part of the trace")
+
+
 def manifests(planned: session.Plan, replay: Replay) -> dict[str, str]:
     """The ConfigMap, ServiceAccount and Job as one YAML file, by file name (``--output-dir``)."""
     (_, target), options = planned.targets[0], planned.options
@@ -62,6 +76,8 @@ def run(request: session.BenchRequest, replay: Replay, *, seams: session.Seams =
                                                                 subresource=p.subresource), needed))
         raise_if_any(missing_endpoints(kube, planned.targets, namespace=spec.namespace))
         name = job_name(target, options)
+        if (risk := log_risk(replay, upload=request.upload)) is not None:
+            print(f"warning: {risk}", file=sys.stderr)
         if not request.quiet:
             print(f"replaying {replay.source} against {namespace}/{target.name} with job {name} "
                   f"({replay.requests:,} requests, {len(replay.windows)} windows of {replay.window_s:g} s)",
