@@ -17,6 +17,7 @@ from support import fuzz_examples
 from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation
 from hyperpod_dpd.benchmark.overhead import BOUND_S, quantile
 from hyperpod_dpd.benchmark.replay import (
+    CHAT_TEMPLATE_TOKENS,
     CONFIG_MAP_LIMIT,
     MAX_WINDOW_S,
     MAX_WINDOWS,
@@ -78,6 +79,11 @@ def test_requests_the_model_cannot_hold_are_left_out_and_counted() -> None:
     replay = plan_replay(trace(TraceRequest(at_s=0.0, input_tokens=9000, output_tokens=100),
                                TraceRequest(at_s=1.0, input_tokens=100, output_tokens=100)), max_model_len=8192)
     assert (replay.requests, replay.too_long) == (1, 1)
+    # vLLM counts the chat template's tokens against the context too: a row that fills it exactly would fail
+    edge = plan_replay(trace(TraceRequest(at_s=0.0, input_tokens=8000, output_tokens=192),
+                             TraceRequest(at_s=1.0, input_tokens=8000, output_tokens=192 - CHAT_TEMPLATE_TOKENS)),
+                       max_model_len=8192)
+    assert (edge.requests, edge.too_long) == (1, 1) and edge.windows[0].requests[0].at_s == 1.0
     with pytest.raises(SpecError, match="no request to replay within max_model_len 100"):
         plan_replay(trace(TraceRequest(at_s=0.0, input_tokens=100, output_tokens=100)), max_model_len=100)
 

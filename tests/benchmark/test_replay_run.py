@@ -227,6 +227,20 @@ def test_a_replay_on_the_cluster_proves_each_window_and_cleans_up(capsys: pytest
     assert (document["model"], document["instance_type"]) == ("Llama-3.3-70B-Instruct", "ml.p5.48xlarge")
 
 
+def test_keep_leaves_the_config_map_and_says_how_to_delete_it(capsys: pytest.CaptureFixture[str],
+                                                              fakes: ModuleType, replayed: tuple[Any, Replay],
+                                                              stub_spec: str, trace_file: str) -> None:
+    run, _ = replayed
+    kube = fakes.recorded_cluster(run, name=f"bench-dpd-test-{RUN_ID}")
+    clock = FakeClock()
+    seams = Seams(benchmark_kube=lambda context, config: kube, clock=clock, sleep=clock.sleep)
+    code, _, err = run_cli(capsys, stub_spec, "--trace", trace_file, *REPLAY, "--no-upload", "--keep", "--json",
+                           seams=seams)
+    assert code == 0, err
+    assert kube.core.deleted_config_maps == [] and kube.batch.deleted == []
+    assert f"`kubectl delete configmap bench-dpd-test-{RUN_ID}-trace -n default`" in err
+
+
 def test_render_writes_the_config_map_with_the_job(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                    trace_file: str) -> None:
     out_dir = tmp_path / "out"

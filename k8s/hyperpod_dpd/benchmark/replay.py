@@ -44,6 +44,10 @@ MAX_WINDOW_S = 86_400.0  # a day: the pod's deadline and an empty window's sleep
 MAX_WINDOWS = SEEDS_PER_RUN
 MIN_SPEEDUP = 0.001  # a trace second replayed over a quarter of an hour: slower is no replay, and overflows the clock
 MAX_SPEEDUP = 1000.0  # aiperf schedules in milliseconds (Mooncake timestamps): far past this, arrivals collapse
+# The chat template's tokens beside a prompt's own: Llama 3.1-3.3's default adds about 36 to one user message (the
+# system header with its knowledge and today dates, the user and assistant headers); vLLM counts them against
+# max_model_len and answers HTTP 400 past it, so a row that fills the context exactly would fail.
+CHAT_TEMPLATE_TOKENS = 64
 CONFIG_MAP_LIMIT = 1024 * 1024  # core.MaxSecretSize, which ValidateConfigMap applies to data plus binaryData
 WINDOW_FILE = "window-{index}.jsonl.gz"
 
@@ -80,8 +84,8 @@ class Replay:
 
     :param source: what was read (the trace's own ``source``). :param speedup: trace seconds per replay second.
     :param window_s: each window's length on the replay clock. :param windows: every window, empty ones included.
-    :param too_long: requests left out because their input plus output exceeds the spec's ``max_model_len``
-        (vLLM would answer them HTTP 400).
+    :param too_long: requests left out because their input plus output plus the chat template's tokens exceeds
+        the spec's ``max_model_len`` (vLLM would answer them HTTP 400).
     """
 
     source: str
@@ -141,21 +145,27 @@ def hash_problems(requests: tuple[TraceRequest, ...], *, where: str) -> list[Pro
     return []
 
 
+def fits_model(request: TraceRequest, max_model_len: int) -> bool:
+    """Whether vLLM can answer ``request``: its input, output and the chat template's tokens within the context."""
+    return request.input_tokens + request.output_tokens + CHAT_TEMPLATE_TOKENS <= max_model_len
+
+
 def plan_replay(trace: Trace, *, speedup: float = DEFAULT_SPEEDUP, window_s: float = DEFAULT_WINDOW_S,
                 max_model_len: int | None = None) -> Replay:
     """``trace`` cut into windows of ``window_s`` replay seconds at ``speedup``; raises :class:`SpecError` for options
-    or a trace that cannot be replayed. Requests longer than ``max_model_len`` are left out and counted."""
+    or a trace that cannot be replayed. Requests the model cannot hold (:func:`fits_model`) are left out and
+    counted."""
     raise_if_any(option_problems(speedup=speedup, window_s=window_s))
     if trace.block_tokens not in (None, BLOCK_TOKENS) and any(r.prefix_blocks for r in trace.requests):
         raise_if_any([Problem(field="--trace", value=trace.source, message=(
             f"has prefix hashes of {trace.block_tokens} tokens each, but aiperf reads Mooncake hash_ids as "
             f"{BLOCK_TOKENS}-token blocks"), fix=f"regenerate the trace with {BLOCK_TOKENS}-token blocks")])
-    kept = tuple(r for r in trace.requests if max_model_len is None or r.input_tokens + r.output_tokens
-                 <= max_model_len)
+    kept = tuple(r for r in trace.requests if max_model_len is None or fits_model(r, max_model_len))
     if not kept:
         raise_if_any([Problem(field="--trace", value=trace.source, message=(
             "holds no request to replay" + (f" within max_model_len {max_model_len}" if trace.requests else "")),
-            fix="give a trace with at least one request whose input plus output fits the model")])
+            fix=f"give a trace with at least one request whose input plus output is at most max_model_len less "
+                f"{CHAT_TEMPLATE_TOKENS} (the chat template's tokens)")])
     spans = kept[-1].at_s / speedup / window_s
     if not spans < MAX_WINDOWS:  # a float first: a slow replay of a long trace is no integer to count to
         raise_if_any([Problem(field="--trace-window", value=window_s, message=(

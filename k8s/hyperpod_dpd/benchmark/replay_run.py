@@ -94,6 +94,10 @@ def run(request: session.BenchRequest, replay: Replay, *, seams: session.Seams =
         finally:
             if not request.keep:
                 kube.delete_config_map(namespace, trace["metadata"]["name"])
+            else:  # no owner: the Job's TTL takes the Job and its pod, not the ConfigMap
+                print(f"kept the trace's ConfigMap {namespace}/{trace['metadata']['name']}: delete it with "
+                      f"`kubectl delete configmap {trace['metadata']['name']} -n {namespace}` when done",
+                      file=sys.stderr)
     except KubeError as err:
         raise UsageError(str(err)) from None
     files = result_files(job_run.log, results=options.results, endpoint=target.name, run_id=options.run_id,
