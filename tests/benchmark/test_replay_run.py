@@ -2,12 +2,13 @@
 
 A tiny trace (40 s of trace time at ten times its speed, cut into windows of 3 s of the replay): a first request
 too long for the model (left out, so the first window is empty: the pod pauses its length and the next window is
-read between the pauses after it), then a dense window of 30 requests, long and short prompts mixed (20 long: enough
-for a proof), four of them sharing one prefix hash, the first a second after the window's start. The window files travel as the ConfigMap's
-bytes (mounted here as a folder), the stub's router and decoder counters are read in each quiet pause as ``bench``
-reads them, and every per-window number is held against what the stub itself recorded. It is one aiperf run (about
-20 s of aiperf's start-up on a loaded two-core machine), once per session, and every test of the replay reads it;
-a sparse window's proof is read from recorded files (test_replay.py).
+read between the pauses after it), then a dense window of 30 requests, long and short prompts mixed (20 long:
+enough for a proof), four of them sharing one prefix hash, the first a second after the window's start. The window
+files travel as the ConfigMap's bytes (mounted here as a folder), the stub's router and decoder counters are read
+in each quiet pause as ``bench`` reads them, and every per-window number is held against what the stub itself
+recorded. It is one aiperf run (40-65 s of fixture on a loaded two-core machine, most of it aiperf's start-up),
+once per session, and every test of the replay reads it; a sparse window's proof is read from recorded files
+(test_replay.py).
 """
 
 from __future__ import annotations

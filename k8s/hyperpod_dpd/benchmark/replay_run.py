@@ -31,7 +31,6 @@ from hyperpod_dpd.clients.kube import KubeError
 from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.errors import UsageError, raise_if_any
 
-
 # A window's records take about 3.7 KB a request and the pod prints every result file into its log, which kubelet
 # rotates past 10 MiB (about 2,800 requests); below this, the summaries and the rest of the log still fit.
 LOG_SAFE_REQUESTS = 2_000
