@@ -11,6 +11,7 @@ from genai-bench's sonnet and aiperf's Shakespeare corpus, so nothing is downloa
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import itertools
 import json
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import pytest
@@ -123,6 +125,9 @@ class Run:
     prompts: tuple[str, ...] = ()  # every prompt the stub was sent, in order
     prompts_seen: dict[int, int] = field(default_factory=dict)  # how many, in each quiet window
     server_ttfts: tuple[float, ...] = ()  # the stub's own TTFT of every answered request, in order
+    router_log: str = ""  # the stub router's routing lines, one per routed request
+    estimates: tuple[int, ...] = ()  # the stub router's length estimate of every routed prompt, in order
+    intruded: int = 0  # requests a second client sent during the first level
 
     def server_ttfts_by_level(self) -> list[tuple[float, ...]]:
         """The stub's TTFTs of each level's requests (a request's first token comes before the quiet window)."""
@@ -166,9 +171,23 @@ def rendered_benchmark_container(scenario: Scenario) -> dict[str, Any]:
     return found
 
 
-def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario | None = None) -> Run:
+def second_client(url: str, requests: int) -> None:
+    """Another client of the same endpoint: ``requests`` streamed chat requests of ISL words, one after another."""
+    where = urlsplit(url)
+    for number in range(requests):
+        connection = http.client.HTTPConnection(where.hostname or "127.0.0.1", where.port, timeout=30)
+        body = {"model": "/opt/ml/model", "max_tokens": OSL, "ignore_eos": True, "stream": True,
+                "messages": [{"role": "user", "content": " ".join(f"other{number}" for _ in range(ISL))}]}
+        connection.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+        connection.getresponse().read()
+        connection.close()
+
+
+def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario | None = None, *,
+               intruder: int = 0) -> Run:
     """The rendered Job's benchmark container (genai-bench by default here, else the scenario's client), run here
-    against the stub."""
+    against the stub; ``intruder`` requests from a second client reach the stub in the first level's window (sent
+    right after the counters before it were read, while the pod pauses)."""
     scenario = scenario or Scenario(isl=ISL, osl=OSL, concurrency=LEVELS, requests=REQUESTS, max_seconds=60,
                                     client=Client.GENAI_BENCH)
     container = rendered_benchmark_container(scenario)
@@ -203,18 +222,21 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                     metrics[int(quiet[1])] = (server.metrics("/router/metrics") or "",
                                               server.metrics("/decoder/metrics") or "")
                     seen[int(quiet[1])] = len(server.prompts)
+                    if intruder and int(quiet[1]) == 0:
+                        second_client(url, intruder)
             stderr = process.stderr.read()
             process.wait(timeout=240)
         served, prompts, ttfts = server.requests, tuple(server.prompts), tuple(server.ttfts)
+        router_log, estimates = "".join(f"{line}\n" for line in server.router_log), tuple(server.estimates)
     code = int((results / "exit-code").read_text().strip())
     return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen,
-               ttfts)
+               ttfts, router_log, estimates, intruder)
 
 
 def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any,
-         scenario: Scenario | None = None) -> Iterator[Run]:
+         scenario: Scenario | None = None, *, intruder: int = 0) -> Iterator[Run]:
     base = tmp_path_factory.mktemp(name)
-    yield run_client(behaviour, tokenizer_dir, base, scenario)
+    yield run_client(behaviour, tokenizer_dir, base, scenario, intruder=intruder)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -267,6 +289,31 @@ def short_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> 
     """The server stops after 4 tokens, as a router that drops ignore_eos would let it."""
     yield from _run(tmp_path_factory, tokenizer_dir, "short",
                     Behaviour(first_token_s=0.02, per_token_s=0.005, max_output_tokens=4))
+
+
+TWIN_BUCKETS = (0.01, 0.02, 0.021, 0.022, 0.025, 0.03, 0.05, 0.1, 0.25)  # vLLM's own are coarser; 1 ms steps here
+INTRUDER_REQUESTS = 12  # a second client's requests in the first level: more than its 8, past any cut-off slack
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """Healthy answers from an engine that serves its own TTFT histogram, as the aggregated twin's vLLM does, but a
+    second client of the same endpoint sends its own requests during the first level (the second is the
+    benchmark's alone)."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "shared",
+                    Behaviour(first_token_s=0.02, per_token_s=0.005, engine_ttft=True, ttft_buckets=TWIN_BUCKETS),
+                    intruder=INTRUDER_REQUESTS)
+
+
+@pytest.fixture(scope="session")
+def short_estimate_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """One level (concurrency 2) of healthy answers; the server counts every prompt clear of the threshold (32), but
+    the router estimates each at 30% of its length (a length rule that counts shorter than bench's shipped
+    lengths), so it disaggregates none."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "short-estimate",
+                    Behaviour(first_token_s=0.02, per_token_s=0.005, estimate_scale=0.3),
+                    Scenario(isl=ISL, osl=OSL, concurrency=(2,), requests=REQUESTS, max_seconds=60,
+                             client=Client.GENAI_BENCH))
 
 
 @pytest.fixture(scope="session")

@@ -170,30 +170,16 @@ def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-te
     of the window the log is in. The publish container's log holds ``printed`` (default: the run's files)
     and exits ``exit_code``."""
     name = f"bench-dpd-test-{RUN}"
-    levels = len(run.metrics) - 1  # a quiet window before the first level and after each
-    marks = ["quiet=0", *(mark for done in range(1, levels + 1) for mark in (f"level={done}", f"quiet={done}"))]
-    logs = iter("".join(f"### hyperpod-dpd-bench {m}\n" for m in marks[:i + 1]) for i in range(len(marks)))
-    window = [0]
-
-    def benchmark_log() -> str:
-        text = next(logs, None)
-        if text is None:
-            return f"### hyperpod-dpd-bench quiet={levels}\n"
-        window[0] = int(text.rsplit("quiet=", 1)[1].split()[0])
-        return text
+    job = fakes.replay(run, name, printed=printed, exit_code=exit_code)
 
     def metrics(namespace: str, pod_port: str) -> str:
-        router, decoder = run.metrics[window[0]]
+        router, decoder = run.metrics[job.current]
         return str(router if namespace == "hyperpod-inference-system" else decoder)
 
-    files = run.files() if printed is None else printed
-    publish = "".join(f"### hyperpod-dpd-bench file={n}\n{text}\n### hyperpod-dpd-bench end\n"
-                      for n, text in files.items()) + f"### hyperpod-dpd-bench exit={exit_code}\n"
     pod = fakes.pod(f"{name}-x", init=[fakes.container("benchmark", "terminated")],
                     main=[fakes.container("publish", "terminated")])
-    # one poll per mark: the Job completes once the last quiet window was seen
-    batch = fakes.FakeBatch(states=[fakes.job(name)] * len(marks) + [fakes.job(name, condition="Complete")])
-    core = fakes.FakeCore(pods=[[pod]], logs={"benchmark": benchmark_log, "publish": publish},
+    batch = fakes.FakeBatch(states=job.states)
+    core = fakes.FakeCore(pods=[[pod]], logs={"benchmark": job.benchmark_log, "publish": job.publish},
                           other_pods=fakes.router_and_decoder(), metrics=metrics)
     return fakes.benchmark_kube(batch, core, custom=fakes.FakeCustom(present=present))
 

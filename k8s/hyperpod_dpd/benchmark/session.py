@@ -9,6 +9,7 @@ their own instead of patching module globals. Progress and notes go to standard 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -27,10 +28,13 @@ from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
 from hyperpod_dpd.benchmark.decomposition import Decomposition, decompose, render_decompositions
 from hyperpod_dpd.benchmark.disaggregation import (
+    MIN_FRACTION,
     LevelDisaggregation,
     LevelSnapshots,
     MetricsSources,
+    RouterEstimates,
     disaggregation_warnings,
+    kept_local,
     read_counters,
 )
 from hyperpod_dpd.benchmark.economics import Layout, layouts
@@ -44,7 +48,7 @@ from hyperpod_dpd.benchmark.job import (
     render_benchmark_job,
 )
 from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.overhead import overhead_warnings
+from hyperpod_dpd.benchmark.overhead import overhead_warnings, render_server_clock, server_clock_rows, twin_ttft
 from hyperpod_dpd.benchmark.prediction import AdviceLike, ComparisonRow, compare, predict, render_comparison
 from hyperpod_dpd.benchmark.readiness import (
     api_base_of,
@@ -67,6 +71,7 @@ from hyperpod_dpd.benchmark.scenario import (
     parse_rates,
 )
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings
 from hyperpod_dpd.benchmark.uploaded import result_files
 from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity, twin_layout_identity
@@ -202,6 +207,14 @@ class Outcome:
     source: str = ""
     routing: dict[Load, LevelDisaggregation] | None = None  # when the counters were read
     repeats: list[BenchmarkResults] = field(default_factory=list)  # the same levels run again, after ``results``
+    # the aggregated twin's router and engine counters per level (its TTFT clock and request counts), when read
+    server: dict[Load, LevelDisaggregation] | None = None
+
+    def unverified(self, load: Load) -> tuple[str, ...]:
+        """Why this endpoint's ``load`` is not verified against its servers: its warnings' codes, or ``unchecked``
+        for a results folder (no counters at all)."""
+        codes = sorted({w.code.value for w in self.warnings if w.load == load})
+        return tuple(codes) if codes or self.job else ("unchecked",)
 
     @property
     def runs(self) -> list[BenchmarkResults]:
@@ -247,6 +260,8 @@ class Report:
             routing=o.routing, slo=self.slo, identity=self.identity, layout=self.run_layouts.get(o.label)),
             "problem": o.problem or None,
             **({"unchecked": UNCHECKED} if o.routing is None and not o.job else {}),
+            **({"server_clock": [row.as_dict() for row in server_clock_rows(o.results.levels, o.server, twin_ttft)]}
+               if o.server is not None else {}),
             **({"repeats": [run.as_dict() for run in o.repeats]} if o.repeats else {})} for o in outcomes}}
         ab = self._ab()
         if ab is not None:
@@ -276,6 +291,8 @@ class Report:
                      else f"read from {o.source}")
             title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
             block = render_results(title, o.results, o.warnings, o.routing, self.slo)
+            if o.server is not None:
+                block += "\n\n" + render_server_clock(o.label, server_clock_rows(o.results.levels, o.server, twin_ttft))
             if o.routing is None and not o.job:
                 block += f"\n\n{UNCHECKED}"
             if o.problem:
@@ -300,15 +317,23 @@ class Report:
             blocks.append(f"measured against predicted: {self.prediction_note}")
         return "\n\n".join(blocks)
 
+    def _unverified(self, load: Load) -> dict[str, tuple[str, ...]]:
+        """Each A/B side's reasons its ``load`` is unverified (a side with none left out)."""
+        return {o.label: found for o in self.outcomes[:2] if (found := o.unverified(load))}
+
     def _ab(self) -> list[AbRow] | None:
         outcomes = self.outcomes
-        return compare_ab(outcomes[0].results, outcomes[1].results) if len(outcomes) > 1 else None
+        if len(outcomes) < 2:
+            return None
+        return [dataclasses.replace(row, unverified=self._unverified(row.load))
+                for row in compare_ab(outcomes[0].results, outcomes[1].results)]
 
     def _buyer(self) -> list[BuyerRow] | None:
         outcomes = self.outcomes
         if len(outcomes) < 2 or self.layouts is None:
             return None
-        return compare_buyer(outcomes[0].runs, outcomes[1].runs, self.layouts)
+        return [dataclasses.replace(row, unverified=self._unverified(row.load))
+                for row in compare_buyer(outcomes[0].runs, outcomes[1].runs, self.layouts)]
 
     def _capacities(self) -> list[Capacity]:
         if not self.slo:
@@ -611,15 +636,18 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         deadline_seconds(scenario, options.quiet_seconds) + 300
     outcomes = []
     for label, target, objects in manifests:
-        # Only the DPD endpoint has a router that disaggregates; the twin's path is not in question.
-        snapshots = LevelSnapshots(read=lambda: read_counters(kube, MetricsSources.for_spec(spec))) \
-            if label == DPD else None
+        # Only the DPD endpoint has a router that disaggregates; the twin's counters give its TTFT clock and its
+        # request counts (its path is not in question).
+        sources, unread = (MetricsSources.for_spec(spec), "") if label == DPD else _twin_sources(kube, spec, target)
+        snapshots = LevelSnapshots(read=functools.partial(read_counters, kube, sources)) \
+            if sources is not None else None
         name = job_name(target, options)
         if not request.quiet:
             print(f"benchmarking {target.namespace}/{target.name} with job {name} ({scenario.traffic}, "
                   f"{scenario.levels_text()}, {scenario.client.value})", file=sys.stderr)
         waiter = Waiter(timeout=timeout, poll_interval=request.poll_interval, clock=seams.clock, sleep=seams.sleep,
                         progress=None if request.quiet else Progress(sys.stderr))
+        started = seams.clock()
         try:
             job_run = run_job(kube, objects, waiter=waiter, keep=request.keep,
                               on_poll=snapshots.observe if snapshots is not None else None)
@@ -632,17 +660,58 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         problem = "" if job_run.succeeded else "\n".join(filter(None, [
             job_run.check.detail, job_run.diagnostics, job_run.log.log_tail]))
         warnings = trust_warnings(results, scenario)
-        routing = None
-        if snapshots is not None:
+        routing, server = None, None
+        if label == DPD and snapshots is not None and sources is not None:
             routing = snapshots.levels(scenario.loads)
+            estimates = _local_estimates(kube, sources, routing, request.path,
+                                         since_seconds=math.ceil(seams.clock() - started) + 60)
             warnings += disaggregation_warnings(
                 request.path, list(results.loads), routing, isl=scenario.isl, threshold=spec.routing.threshold,
-                prompt_tokens={level.load: level.mean_input_tokens for level in results.levels})
+                prompt_tokens={level.load: level.mean_input_tokens for level in results.levels}, estimates=estimates)
             warnings += overhead_warnings(results.levels, routing)
-            if snapshots.errors and not request.quiet:
-                print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
-        outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing))
+            warnings += other_traffic_warnings(results.levels, routing)
+        elif label == AGGREGATED:
+            server = snapshots.levels(scenario.loads) if snapshots is not None else {}
+            unread = unread or (snapshots.errors[-1] if snapshots is not None and snapshots.errors else
+                                "a quiet window was missed")
+            warnings += [TrustWarning(code=Trust.OVERHEAD_UNKNOWN, load=level.load, message=(
+                f"the twin's router and engine counters could not be read around this level ({unread}), so nothing "
+                "shows how much of its TTFT is the client's: TTFT here is the benchmark pod's, unverified"))
+                for level in results.levels if level.load not in server and level.answered]
+            warnings += overhead_warnings(results.levels, server, clock=twin_ttft)
+            warnings += other_traffic_warnings(results.levels, server)
+        if snapshots is not None and snapshots.errors and not request.quiet:
+            whose = "router and decoder" if label == DPD else "twin's router and engine"
+            print(f"reading the {whose} counters: {snapshots.errors[-1]}", file=sys.stderr)
+        outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing,
+                                server=server))
     return outcomes
+
+
+def _twin_sources(kube: BenchmarkKube, spec: DpdSpec, target: BenchmarkTarget) -> tuple[MetricsSources | None, str]:
+    """Where the twin's counters are (its router, and its engine pods by the selector its InferenceEndpointConfig's
+    status names), or why they cannot be found."""
+    twin = aggregated_spec(spec)
+    if target.name != twin.name:  # the stack named its twin
+        twin = dataclasses.replace(twin, name=target.name)
+    try:
+        found = kube.endpoint_config(spec.namespace, target.name) or {}
+    except KubeError as err:
+        return None, str(err)
+    selector = (found.get("status") or {}).get("selector")
+    if not isinstance(selector, str) or not selector:
+        return None, (f"InferenceEndpointConfig {spec.namespace}/{target.name} has no status.selector naming its "
+                      "pods (is it deployed?)")
+    return MetricsSources.for_twin(twin, selector=selector), ""
+
+
+def _local_estimates(kube: BenchmarkKube, sources: MetricsSources, routing: Mapping[Load, LevelDisaggregation],
+                     path: RoutePath, *, since_seconds: int) -> RouterEstimates | None:
+    """The router's own estimates of the prompts it kept local, read once, when a DPD level was not disaggregated."""
+    if path is not RoutePath.DPD or not any(seen.fraction is not None and seen.fraction < MIN_FRACTION
+                                            for seen in routing.values()):
+        return None
+    return kept_local(kube, sources, since_seconds=since_seconds)
 
 
 def _result_files(request: BenchRequest, options: JobOptions, target: BenchmarkTarget, log: JobLog, *,
