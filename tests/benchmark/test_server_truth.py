@@ -21,11 +21,16 @@ import pytest
 from kubernetes.client import ApiClient
 from support import FakeClock, write_spec
 
+from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
+from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.results import collect
 from hyperpod_dpd.benchmark.route import isl_for_model
 from hyperpod_dpd.benchmark.session import Seams
+from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
+from hyperpod_dpd.benchmark.trust import Trust
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.contracts.router import clears
+from hyperpod_dpd.load_point import Load
 
 RUN = "20261201-0300"
 TRAFFIC = ("--run-id", RUN, "--concurrency", "2,4", "--isl", "64", "--osl", "16", "--requests", "8",
@@ -246,3 +251,39 @@ def test_a_level_kept_local_by_the_routers_own_estimate_names_it_and_the_isl_tha
     assert fix == isl_for_model(isl=64, prompt_tokens=low, threshold=32)
     assert clears(low * fix // 64, 32) and not clears(low, 32)  # the router's estimate scales with the prompt
     assert "Check the deployed routingThreshold" not in message
+
+
+def test_an_ab_of_results_folders_names_both_sides_unchecked(capsys: pytest.CaptureFixture[str], healthy_run: Any,
+                                                             short_run: Any, spec: str) -> None:
+    """Folders hold no counters: neither side's TTFT was set against a server clock, and the A/B says so per level."""
+    code, out, _ = bench(capsys, None, spec, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
+                         str(short_run.folder), "--json")
+    levels = json.loads(out)["ab_buyer"]["levels"]
+    assert code == 1 and [level["unverified"] for level in levels] == [
+        {"dpd": ["unchecked"], "aggregated": ["output-length", "unchecked"]}] * 2
+
+
+def _level(load: Load, *, answered: int, failed: int = 0) -> LevelResult:
+    empty = Percentiles(None, None, None)
+    return LevelResult(load=load, scenario="D(64,16)", ttft=empty, tpot=empty, e2e=empty, output_tokens_per_s=0.0,
+                       completed=answered, failed=failed, duration_s=1.0, mean_input_tokens=None,
+                       mean_output_tokens=None, answered=((0.02, 0.005),) * answered)
+
+
+@pytest.mark.parametrize(("load", "routed", "finished", "flagged"), [
+    (Load(rate=8.0), 24, 24, 0),  # an open-loop client waits for every request it sent: all its own
+    (Load(rate=8.0), 25, 24, 1),  # one routed request it never sent
+    (Load(rate=8.0), 24, 26, 2),  # the engines finished two more than it sent
+    (Load(concurrency=4), 28, 27, 0),  # a closed-loop level may cut one request per user at its end
+    (Load(concurrency=4), 29, 24, 1),
+])
+def test_other_traffic_is_what_the_servers_counted_beyond_this_clients_requests(
+        load: Load, routed: int, finished: int, flagged: int) -> None:
+    """22 answered and 2 failed: the client's 24 requests, against the router's and the engines' counts."""
+    level = _level(load, answered=22, failed=2)
+    seen = LevelDisaggregation(load=load, disaggregated=routed, local=0, fallback=0, external_kv_tokens=0,
+                               finished_requests=finished)
+    warnings = other_traffic_warnings([level], {load: seen})
+    assert [w.message.split(".")[0] for w in warnings] == (
+        [f"other traffic: {flagged} requests not ours"] if flagged else [])
+    assert all(w.code is Trust.OTHER_TRAFFIC for w in warnings)

@@ -211,10 +211,10 @@ class Outcome:
     server: dict[Load, LevelDisaggregation] | None = None
 
     def unverified(self, load: Load) -> tuple[str, ...]:
-        """Why this endpoint's ``load`` is not verified against its servers: its warnings' codes, or ``unchecked``
-        for a results folder (no counters at all)."""
+        """Why this endpoint's ``load`` is not verified against its servers: its warnings' codes, and ``unchecked``
+        for a results folder (it holds no counters at all)."""
         codes = sorted({w.code.value for w in self.warnings if w.load == load})
-        return tuple(codes) if codes or self.job else ("unchecked",)
+        return (*codes, *(() if self.job else ("unchecked",)))
 
     @property
     def runs(self) -> list[BenchmarkResults]:
