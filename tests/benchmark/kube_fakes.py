@@ -96,6 +96,8 @@ class FakeCore:
     other_pods: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
     metrics: Callable[[str, str], str] | None = None
     proxied: list[tuple[str, str, str]] = field(default_factory=list)
+    config_maps: list[tuple[str, Any]] = field(default_factory=list)
+    deleted_config_maps: list[tuple[str, str]] = field(default_factory=list)
 
     def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any:
         if f"{namespace}|{label_selector}" in self.other_pods:
@@ -133,11 +135,19 @@ class FakeCore:
         self.accounts.append((namespace, body))
         return k8s_model("V1ServiceAccount", body)
 
+    def create_namespaced_config_map(self, namespace: str, body: Any) -> Any:
+        self.config_maps.append((namespace, body))
+        return k8s_model("V1ConfigMap", body)
+
+    def delete_namespaced_config_map(self, name: str, namespace: str) -> Any:
+        self.deleted_config_maps.append((namespace, name))
+        return k8s_model("V1Status", {"status": "Success"})
+
 
 def benchmark_kube(batch: FakeBatch, core: FakeCore, custom: Any = None, access: Any = None) -> BenchmarkKube:
     """Both endpoints present unless ``custom`` says otherwise; every permission granted unless ``access``."""
     return BenchmarkKube(custom=custom or FakeCustom(), apps=None, core=core, batch=batch,  # type: ignore[arg-type]
-                         accounts=core, access=access or FakeAccess())
+                         accounts=core, access=access or FakeAccess(), config_maps=core)
 
 
 @dataclass
@@ -213,8 +223,6 @@ class FakeCustom:
                 "metadata": {"name": name, "namespace": namespace}, "status": status}
 
 
-
-
 @dataclass
 class Replay:
     """One benchmark Job replaying a recorded run of the benchmark container against the stub: its states (one poll
@@ -252,3 +260,19 @@ def replay(run: Any, name: str, *, printed: Mapping[str, str] | None = None, exi
     # one poll per mark: the Job completes once the last quiet window was seen
     return Replay(states=[job(name)] * len(marks) + [job(name, condition="Complete")], benchmark_log=benchmark_log,
                   window=window, publish=publish)
+
+
+def recorded_cluster(run: Any, *, name: str, present: tuple[str, ...] = ("dpd-test", "dpd-test-agg"),
+                     printed: Mapping[str, str] | None = None, exit_code: int = 0) -> BenchmarkKube:
+    """A recorded cluster where the Job ``name`` runs ``run`` (a conftest ``Run``, :func:`replay`): the router's and
+    decoder's /metrics (through the API server) answer with the stub's counters of the window the Job's log is in."""
+    replayed = replay(run, name, printed=printed, exit_code=exit_code)
+
+    def metrics(namespace: str, pod_port: str) -> str:
+        router, decoder = run.metrics[replayed.current]
+        return str(router if namespace == "hyperpod-inference-system" else decoder)
+
+    the_pod = pod(f"{name}-x", init=[container("benchmark", "terminated")], main=[container("publish", "terminated")])
+    core = FakeCore(pods=[[the_pod]], logs={"benchmark": replayed.benchmark_log, "publish": replayed.publish},
+                    other_pods=router_and_decoder(), metrics=metrics)
+    return benchmark_kube(FakeBatch(states=replayed.states), core, custom=FakeCustom(present=present))
