@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import sys
@@ -23,6 +24,7 @@ from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.cluster import parse_job_log
 from hyperpod_dpd.benchmark.job import UPLOAD_MANIFEST, JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.levels import ResultsError
+from hyperpod_dpd.benchmark.proof import PROOF_FILE
 from hyperpod_dpd.benchmark.results import collect
 from hyperpod_dpd.benchmark.route import largest_direct_isl
 from hyperpod_dpd.benchmark.session import Seams
@@ -501,7 +503,7 @@ def test_unreadable_s3_falls_back_to_the_log_with_a_note(capsys: pytest.CaptureF
     aws = S3Seam(client(s3))
     seams = _on_cluster(_cluster(fakes, healthy_run), aws)
     _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json", seams=seams)
-    assert _levels(out) == [2, 4] and aws.asked == ["us-west-2"]
+    assert _levels(out) == [2, 4] and set(aws.asked) == {"us-west-2"}  # read, then the counters written beside
     (note,) = [line for line in err.splitlines() if "uploaded results" in line]
     assert note == (f"cannot read the uploaded results in s3://{BUCKET}/{UPLOADED} ({reason}); using the copy in "
                     "the Job's log, which kubelet's log rotation may have cut")
@@ -776,3 +778,101 @@ def test_repeat_runs_the_job_again_under_its_own_run_id(capsys: pytest.CaptureFi
     assert [[level["concurrency"] for level in again["levels"]] for again in run["repeats"]] == [[2, 4]]
     names = [body["metadata"]["name"] for cluster in clusters for _, body in cluster.batch.created]
     assert names == [f"bench-dpd-test-{RUN}", f"bench-dpd-test-{RUN}-r2"]
+
+
+CLOSED_LOOP_TRAFFIC = ("--run-id", RUN, "--isl", "64", "--osl", "16", "--requests", "96", "--max-seconds", "60")
+
+
+def _halved_router_ttft(run: Any) -> Any:
+    """``run`` with a router whose dpd_e2e_ttft_seconds sum and buckets say half the stub's TTFT: the client's
+    mean then stands about 250 ms above the router's, a client-overhead fault only the server's figures show."""
+    def halved(router: str) -> str:
+        def sum_line(match: re.Match[str]) -> str:
+            return f"dpd_e2e_ttft_seconds_sum {float(match[1]) / 2!r}"
+        return re.sub(r"^dpd_e2e_ttft_seconds_sum (\S+)$", sum_line, router, flags=re.M)
+    return dataclasses.replace(run, metrics={window: (halved(router), decoder)
+                                             for window, (router, decoder) in run.metrics.items()})
+
+
+def _downloaded(s3: Any, folder: Path, prefix: str = UPLOADED) -> Path:
+    """The run's S3 folder copied to ``folder``, as ``aws s3 cp --recursive`` would."""
+    folder.mkdir()
+    for item in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]:
+        name = item["Key"].removeprefix(prefix)
+        (folder / name).write_bytes(s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read())
+    return folder
+
+
+SERVER_FAULTS = {  # a live run whose verdict only the servers' counters give: its fixture, traffic and doctoring
+    "client-overhead": ("closed_loop_run", CLOSED_LOOP_TRAFFIC, _halved_router_ttft),
+    "not-disaggregated": ("direct_run", STUB_TRAFFIC, lambda run: run),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(SERVER_FAULTS))
+def test_a_results_folder_keeps_the_live_runs_counters_and_verdicts(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, stub_spec: str, tmp_path: Path,
+        request: pytest.FixtureRequest, *, s3: Any, fault: str) -> None:
+    """The live run exits 1 on a fault the router's and decoders' counters show. Its S3 folder (downloaded) and
+    its copy under --report-dir then report the same verdicts and exit 1, not 'unchecked' and 0 as before."""
+    fixture, traffic, doctor = SERVER_FAULTS[fault]
+    run = doctor(request.getfixturevalue(fixture))
+    aws = _upload(s3, run.files())
+    code, out, _ = run_cli(capsys, stub_spec, *traffic, "--json", "--report-dir", str(tmp_path / "report"),
+                           seams=_on_cluster(_cluster(fakes, run), aws))
+    live = json.loads(out)["runs"]["dpd"]
+    assert code == 1 and fault in {w["code"] for w in live["warnings"]}
+    proof = json.loads(s3.get_object(Bucket=BUCKET, Key=UPLOADED + PROOF_FILE)["Body"].read())
+    assert (proof["run_id"], proof["endpoint"], sorted(proof["windows"])) == (
+        RUN, "dpd-test", [str(window) for window in sorted(run.metrics)])
+    for folder in (_downloaded(s3, tmp_path / "downloaded"), tmp_path / "report" / "runs" / "dpd"):
+        again_code, again, err = run_cli(capsys, stub_spec, "--results-dir", str(folder), "--json")
+        reread = json.loads(again)["runs"]["dpd"]
+        assert again_code == 1, err
+        assert reread["warnings"] == live["warnings"] and reread["routing"] == live["routing"]
+        assert "unchecked" not in reread
+        _, text, _ = run_cli(capsys, stub_spec, "--results-dir", str(folder))
+        assert "not checked" not in text and "DISAGG" in text
+
+
+def test_a_stale_or_foreign_counters_file_is_refused_by_run_and_time(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, direct_run: Any, stub_spec: str, tmp_path: Path, *,
+        s3: Any) -> None:
+    """An earlier run's counters under the same run id (its result files differ), another endpoint's, or a file cut
+    mid-JSON: each is named with why, and the folder is reported unchecked, never with those counters."""
+    aws = _upload(s3, direct_run.files())
+    run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json", seams=_on_cluster(_cluster(fakes, direct_run), aws))
+    folder = _downloaded(s3, tmp_path / "folder")
+    proof = (folder / PROOF_FILE).read_text()
+    level = next(name for name in sorted(p.name for p in folder.iterdir()) if "_num_concurrency_2_" in name)
+    (folder / level).write_text((folder / level).read_text() + "\n")  # this run's files, not the proof's
+    written = json.loads(proof)["written_at"]
+    cases = {
+        "stale": (proof, f"was written by run {RUN} at {written} for result files that differ from this folder's "
+                         f"({level})"),
+        "foreign": (proof.replace('"endpoint": "dpd-test"', '"endpoint": "other"'),
+                    f"holds endpoint other's counters (run {RUN}), not dpd-test's"),
+        "cut": (proof[:40], f"{PROOF_FILE}: not JSON"),
+    }
+    for text, why in cases.values():
+        (folder / PROOF_FILE).write_text(text)
+        code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(folder), "--json")
+        document = json.loads(out)["runs"]["dpd"]
+        assert why in document["unchecked"] and "routing" not in document
+        assert code == 0 and "Traceback" not in err  # the doctored folder shows nothing the router counted
+        _, text, err = run_cli(capsys, stub_spec, "--results-dir", str(folder))
+        assert why in err and why in text and "DISAGG" not in text
+
+
+def test_counters_s3_refuses_are_a_note_naming_the_permission(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                              healthy_run: Any, stub_spec: str) -> None:
+    client = boto3.client("s3", region_name="us-west-2")
+    stub = Stubber(client)
+    stub.add_client_error("list_objects_v2", "AccessDenied", "Access Denied", 403)
+    stub.add_client_error("put_object", "AccessDenied", "Access Denied", 403)
+    stub.activate()
+    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json",
+                          seams=_on_cluster(_cluster(fakes, healthy_run), S3Seam(client)))
+    assert _levels(out) == [2, 4]
+    assert (f"cannot write the router and decoder counters to s3://{BUCKET}/{UPLOADED}{PROOF_FILE} (access denied "
+            f"on PutObject; the caller needs s3:PutObject on s3://{BUCKET}/{UPLOADED}{PROOF_FILE})") in err

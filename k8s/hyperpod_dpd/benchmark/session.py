@@ -30,7 +30,6 @@ from hyperpod_dpd.benchmark.disaggregation import (
     LevelDisaggregation,
     LevelSnapshots,
     MetricsSources,
-    disaggregation_warnings,
     read_counters,
 )
 from hyperpod_dpd.benchmark.economics import Layout, layouts
@@ -44,8 +43,8 @@ from hyperpod_dpd.benchmark.job import (
     render_benchmark_job,
 )
 from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.overhead import overhead_warnings
 from hyperpod_dpd.benchmark.prediction import AdviceLike, ComparisonRow, compare, predict, render_comparison
+from hyperpod_dpd.benchmark.proof import PROOF_FILE, RunProof, folder_proof, snapshots_proof
 from hyperpod_dpd.benchmark.readiness import (
     api_base_of,
     missing_endpoints,
@@ -68,7 +67,13 @@ from hyperpod_dpd.benchmark.scenario import (
 )
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings
-from hyperpod_dpd.benchmark.uploaded import result_files
+from hyperpod_dpd.benchmark.uploaded import (
+    UNREADABLE,
+    result_files,
+    unreadable_reason,
+    uploaded_folder,
+    write_uploaded,
+)
 from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity, twin_layout_identity
 from hyperpod_dpd.clients.aws import AwsClients, session_clients
 from hyperpod_dpd.clients.kube import KubeError, load_kube
@@ -79,6 +84,7 @@ from hyperpod_dpd.load_point import Load, column_header
 from hyperpod_dpd.spec import DpdSpec
 
 DPD, AGGREGATED = "dpd", "aggregated"
+RUNS_FOLDER = "runs"  # under --report-dir: each live run's result files and counters
 TRAFFIC = re.compile(r"^D\((\d+),(\d+)\)$")
 
 
@@ -183,10 +189,11 @@ class BenchRequest:
     report_dir: str | None = None
 
 
-# A results folder holds the client's files only: the counters bench read while the Job ran are not in it.
+# A results folder without the counters bench read while the Job ran (proof.PROOF_FILE): the client's files only.
 UNCHECKED = ("not checked: a results folder holds no router or decoder counters, so which path the requests took, "
              "whether the KV cache arrived and how much of the TTFT is the client's were not verified here (the run "
-             "that wrote the folder checked them; its report says whether they held)")
+             f"that wrote the folder checked them and wrote them as {PROOF_FILE}, which this folder lacks or whose "
+             "counters were refused)")
 
 
 @dataclass
@@ -202,6 +209,24 @@ class Outcome:
     source: str = ""
     routing: dict[Load, LevelDisaggregation] | None = None  # when the counters were read
     repeats: list[BenchmarkResults] = field(default_factory=list)  # the same levels run again, after ``results``
+    repeat_routing: list[dict[Load, LevelDisaggregation] | None] = field(default_factory=list)  # one per repeat
+    files: Mapping[str, str] = field(default_factory=dict)  # the result files read, by name
+    proof: RunProof | None = None  # the counters read, as written beside the results
+    proof_note: str = ""  # why a folder's counters file was not used
+    repeat_copies: list[tuple[Mapping[str, str], RunProof | None]] = field(default_factory=list)  # each repeat's
+
+    def run_folders(self) -> dict[str, dict[str, str]]:
+        """A live run's folders as ``--results-dir`` reads them, by name (``dpd``, then ``dpd-r2``...): the result
+        files it read and the counters it read beside them."""
+        if not self.job:
+            return {}
+        folders = {}
+        for index, (files, proof) in enumerate([(self.files, self.proof), *self.repeat_copies], start=1):
+            copy = dict(files)
+            if proof is not None:
+                copy[PROOF_FILE] = proof.to_text()
+            folders[self.label if index == 1 else f"{self.label}-r{index}"] = copy
+        return folders
 
     @property
     def runs(self) -> list[BenchmarkResults]:
@@ -246,7 +271,8 @@ class Report:
             endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
             routing=o.routing, slo=self.slo, identity=self.identity, layout=self.run_layouts.get(o.label)),
             "problem": o.problem or None,
-            **({"unchecked": UNCHECKED} if o.routing is None and not o.job else {}),
+            **({"unchecked": UNCHECKED + (f" ({o.proof_note})" if o.proof_note else "")}
+               if o.routing is None and not o.job else {}),
             **({"repeats": [run.as_dict() for run in o.repeats]} if o.repeats else {})} for o in outcomes}}
         ab = self._ab()
         if ab is not None:
@@ -277,7 +303,7 @@ class Report:
             title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
             block = render_results(title, o.results, o.warnings, o.routing, self.slo)
             if o.routing is None and not o.job:
-                block += f"\n\n{UNCHECKED}"
+                block += f"\n\n{UNCHECKED}" + (f" ({o.proof_note})" if o.proof_note else "")
             if o.problem:
                 block += f"\n\nthe job did not succeed:\n{o.problem}"
             blocks.append(block)
@@ -326,8 +352,18 @@ class Report:
             prediction_note=self.prediction_note, text=self.render(), document=json.loads(self.to_json()))
 
     def write(self, folder: Path) -> list[Path]:
-        """The HTML report, its PNGs and its JSON in ``folder`` (:mod:`figures`)."""
-        return write_report(folder, self.write_input())
+        """The HTML report, its PNGs and its JSON in ``folder`` (:mod:`figures`), and each live run's folder under
+        ``runs/`` (its result files and counters), which ``--results-dir`` reports again with the same verdicts."""
+        written = write_report(folder, self.write_input())
+        for o in self.outcomes:
+            for name, files in o.run_folders().items():
+                run = folder / RUNS_FOLDER / name
+                run.mkdir(parents=True, exist_ok=True)
+                for file, text in sorted(files.items()):
+                    if "/" not in file and file not in (".", ".."):  # a name, never a path out of the folder
+                        (run / file).write_text(text, encoding="utf-8")
+                written.append(run)
+        return written
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,6 +435,8 @@ def _merge_repeat(outcomes: list[Outcome], again: list[Outcome]) -> None:
     """Another run of the same levels, kept beside the first (its warnings and failures count as the first's)."""
     for first, other in zip(outcomes, again, strict=True):
         first.repeats.append(other.results)
+        first.repeat_routing.append(other.routing)
+        first.repeat_copies.append((other.files, other.proof))
         first.warnings += other.warnings
         first.problem = "\n".join(filter(None, [first.problem, other.problem]))
 
@@ -480,8 +518,16 @@ def _from_directories(request: BenchRequest) -> list[Outcome]:
             raise UsageError(str(err)) from None
         _refuse_other_endpoint(folder, api_base_of(files), endpoint, spec.namespace)
         scenario = _scenario_of(results)
-        warnings = trust_warnings(results, scenario) + _threshold_warnings(spec, scenario, results)
-        outcomes.append(Outcome(label, endpoint, results, warnings, source=folder))
+        warnings = trust_warnings(results, scenario)
+        proof, why = folder_proof(files, endpoint=endpoint)
+        if why and not request.quiet:
+            print(f"{folder}: {why}", file=sys.stderr)
+        if proof is not None:  # the live run's own counters: its verdicts again, from the same server figures
+            warnings += proof.warnings(results, isl=scenario.isl, threshold=spec.routing.threshold)
+        else:
+            warnings += _threshold_warnings(spec, scenario, results)
+        outcomes.append(Outcome(label, endpoint, results, warnings, source=folder, files=files, proof=proof,
+                                proof_note=why or "", routing=proof.routing() if proof is not None else None))
     _refuse_mismatch(outcomes)
     return outcomes
 
@@ -623,8 +669,8 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         try:
             job_run = run_job(kube, objects, waiter=waiter, keep=request.keep,
                               on_poll=snapshots.observe if snapshots is not None else None)
-            results = collect(_result_files(request, options, target, job_run.log, seams=seams),
-                              expected=scenario.loads, isl=scenario.isl, osl=scenario.osl, tolerant=True)
+            files = _result_files(request, options, target, job_run.log, seams=seams)
+            results = collect(files, expected=scenario.loads, isl=scenario.isl, osl=scenario.osl, tolerant=True)
         except KubeError as err:
             raise UsageError(str(err)) from None
         except ResultsError as err:
@@ -632,17 +678,35 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         problem = "" if job_run.succeeded else "\n".join(filter(None, [
             job_run.check.detail, job_run.diagnostics, job_run.log.log_tail]))
         warnings = trust_warnings(results, scenario)
-        routing = None
+        routing, proof = None, None
         if snapshots is not None:
-            routing = snapshots.levels(scenario.loads)
-            warnings += disaggregation_warnings(
-                request.path, list(results.loads), routing, isl=scenario.isl, threshold=spec.routing.threshold,
-                prompt_tokens={level.load: level.mean_input_tokens for level in results.levels})
-            warnings += overhead_warnings(results.levels, routing)
+            proof = snapshots_proof(snapshots, run_id=options.run_id, endpoint=target.name, path=request.path,
+                                    written_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", seams.now()),
+                                    loads=scenario.loads, files=files)
+            routing = proof.routing()
+            warnings += proof.warnings(results, isl=scenario.isl, threshold=spec.routing.threshold)
             if snapshots.errors and not request.quiet:
                 print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
-        outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing))
+            _keep_proof(request, options, target, job_run.log, proof, seams=seams)
+        outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing,
+                                files=files, proof=proof))
     return outcomes
+
+
+def _keep_proof(request: BenchRequest, options: JobOptions, target: BenchmarkTarget, log: JobLog, proof: RunProof, *,
+                seams: Seams) -> None:
+    """The counters beside the results the Job uploaded, so that ``--results-dir`` on that folder checks them too;
+    a note on stderr (naming the permission) when S3 refuses, and nothing when the Job uploaded nothing."""
+    folder = uploaded_folder(log, results=options.results, endpoint=target.name, run_id=options.run_id)
+    if folder is None:
+        return
+    try:
+        write_uploaded(seams.aws_clients(folder.region, request.profile).s3(folder.region), folder, PROOF_FILE,
+                       proof.to_text())
+    except UNREADABLE as err:
+        reason = unreadable_reason(err)
+        print(f"cannot write the router and decoder counters to {folder.uri}{PROOF_FILE} ({reason}); --results-dir "
+              "on that folder will report its levels unchecked", file=sys.stderr)
 
 
 def _result_files(request: BenchRequest, options: JobOptions, target: BenchmarkTarget, log: JobLog, *,
