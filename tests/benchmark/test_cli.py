@@ -854,14 +854,14 @@ def test_a_stale_or_foreign_counters_file_is_refused_by_run_and_time(
                     f"holds endpoint other's counters (run {RUN}), not dpd-test's"),
         "cut": (proof[:40], f"{PROOF_FILE}: not JSON"),
     }
-    for text, why in cases.values():
-        (folder / PROOF_FILE).write_text(text)
+    for proof_text, why in cases.values():
+        (folder / PROOF_FILE).write_text(proof_text)
         code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(folder), "--json")
         document = json.loads(out)["runs"]["dpd"]
         assert why in document["unchecked"] and "routing" not in document
         assert code == 0 and "Traceback" not in err  # the doctored folder shows nothing the router counted
-        _, text, err = run_cli(capsys, stub_spec, "--results-dir", str(folder))
-        assert why in err and why in text and "DISAGG" not in text
+        _, printed, err = run_cli(capsys, stub_spec, "--results-dir", str(folder))
+        assert why in err and why in printed and "DISAGG" not in printed
 
 
 def test_counters_s3_refuses_are_a_note_naming_the_permission(capsys: pytest.CaptureFixture[str], fakes: ModuleType,

@@ -52,6 +52,7 @@ from hyperpod_dpd.benchmark.readiness import (
     permission_problems,
     served_model,
 )
+from hyperpod_dpd.benchmark.repeats import median_decomposition, median_results
 from hyperpod_dpd.benchmark.report import render_results, results_object, to_json
 from hyperpod_dpd.benchmark.results import BenchmarkResults, collect, read_files
 from hyperpod_dpd.benchmark.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
@@ -233,10 +234,13 @@ class Outcome:
         return [self.results, *self.repeats]
 
     def decompositions(self) -> list[Decomposition]:
-        """The first run's TTFT by stage per level, when the counters were read (the DPD endpoint's)."""
-        if self.routing is None:
-            return []
-        return [decompose(level, self.routing.get(level.load)) for level in self.results.levels]
+        """TTFT by stage per level, the median over every run whose counters were read (:mod:`repeats`; the DPD
+        endpoint's)."""
+        read = [(run, routing) for run, routing in zip(self.runs, [self.routing, *self.repeat_routing], strict=True)
+                if routing is not None]
+        loads = sorted({level.load for run, _ in read for level in run.levels}, key=Load.sort_key)
+        return [median_decomposition([decompose(level, routing.get(load)) for run, routing in read
+                                      if (level := run.level(load)) is not None]) for load in loads]
 
 
 @dataclass(frozen=True)
@@ -339,14 +343,16 @@ class Report:
     def _capacities(self) -> list[Capacity]:
         if not self.slo:
             return []
-        return [capacity_at_slo(o.label, o.results, self.slo, untrusted=frozenset(w.load for w in o.warnings))
+        return [capacity_at_slo(o.label, median_results(o.runs), self.slo,
+                                untrusted=frozenset(w.load for w in o.warnings))
                 for o in self.outcomes]
 
     def write_input(self) -> ReportInput:
         """What the HTML report shows: the first run of each endpoint, DPD's stages, the advisor's rows."""
         title = f"bench: {', '.join(o.endpoint for o in self.outcomes)}, {self.scenario.traffic}"
         return ReportInput(
-            title=title, runs={o.label: o.results for o in self.outcomes}, slo=self.slo,
+            title=title, runs={o.label: median_results(o.runs) for o in self.outcomes},
+            repeats={o.label: o.runs for o in self.outcomes if o.repeats}, slo=self.slo,
             decompositions=self.outcomes[0].decompositions(),
             predictions=self.comparison.rows if self.comparison is not None else (),
             prediction_note=self.prediction_note, text=self.render(), document=json.loads(self.to_json()))
