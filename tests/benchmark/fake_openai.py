@@ -43,6 +43,11 @@ class Behaviour:
     :param ttft_buckets: the router TTFT histogram's finite bucket bounds in seconds (none: ``+Inf`` only).
     :param prefix_block: the decoder's prefix cache, in blocks of this many words: a prompt's leading whole
         blocks already seen count as ``vllm:prefix_cache_hits_total`` (0: no prefix cache series).
+    :param stage_split: the shares of each request's TTFT (request in to first token, the router's clock) that
+        the stub reports as its stages, in the order of :data:`STAGE_SERIES`: the prefiller's queue, its
+        prefill step (the KV put inside it), the KV put, the decoder's queue and its first step; served as
+        those histograms' ``_sum``/``_count`` (``GET /prefiller/metrics`` and the decoder's), the decoder's
+        TTFT as its two stages. A split the test sets, not a model's: (none: no stage series).
     """
 
     first_token_s: float = 0.02
@@ -57,6 +62,13 @@ class Behaviour:
     kv_transfer: bool = True
     ttft_buckets: tuple[float, ...] = ()
     prefix_block: int = 0
+    stage_split: tuple[float, float, float, float, float] | tuple[()] = ()
+
+
+# (role, family) of each share of Behaviour.stage_split (names: hyperpod_dpd.observability.metrics)
+STAGE_SERIES = (("prefiller", "vllm:request_queue_time_seconds"), ("prefiller", "vllm:request_prefill_time_seconds"),
+                ("prefiller", "lmcache:store_put_time"), ("decoder", "vllm:request_queue_time_seconds"),
+                ("decoder", "vllm:request_prefill_time_seconds"))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -160,12 +172,15 @@ class _Server(ThreadingHTTPServer):
         self.ttfts: list[float] = []  # the router's TTFT of every request, in seconds
         self.blocks: set[tuple[str, ...]] = set()  # every prefix of whole blocks the decoder has cached
         self.prompts: list[str] = []  # every routed prompt, in arrival order
+        self.stage_sums = [0.0] * len(behaviour.stage_split)  # seconds, per share of Behaviour.stage_split
 
     def first_token(self, seconds: float) -> None:
         with self._lock:
             self.ttft_sum += seconds
             self.ttft_count += 1
             self.ttfts.append(seconds)
+            for index, share in enumerate(self.behaviour.stage_split):
+                self.stage_sums[index] += share * seconds
 
     def generated(self) -> None:
         """One output token streamed (vLLM's generation_tokens_total counts it when generated)."""
@@ -208,8 +223,18 @@ class _Server(ThreadingHTTPServer):
         with self._lock:
             c = dict(self.counters)
             ttft_sum, ttft_count, ttfts = self.ttft_sum, self.ttft_count, list(self.ttfts)
+            sums = list(self.stage_sums)
         buckets = "".join(f'dpd_e2e_ttft_seconds_bucket{{le="{bound!r}"}} {sum(t <= bound for t in ttfts)}.0\n'
                           for bound in self.behaviour.ttft_buckets)
+        stages = {role: "".join(f"{family}_sum {total!r}\n{family}_count {ttft_count}.0\n"
+                                for (owner, family), total in (zip(STAGE_SERIES, sums, strict=True) if sums else ())
+                                if owner == role) for role in ("prefiller", "decoder")}
+        if self.behaviour.stage_split:  # the decoder's own TTFT: its queue and first step
+            decoder_ttft = sum(sums[3:])
+            stages["decoder"] += (f"vllm:time_to_first_token_seconds_sum {decoder_ttft!r}\n"
+                                  f"vllm:time_to_first_token_seconds_count {ttft_count}.0\n")
+        if path == "/prefiller/metrics":
+            return stages["prefiller"] or None
         cache = "" if not self.behaviour.prefix_block else (
             f'vllm:prefix_cache_queries_total{{engine="0",model_name="/opt/ml/model"}} {c["cache_queries"]}.0\n'
             f'vllm:prefix_cache_hits_total{{engine="0",model_name="/opt/ml/model"}} {c["cache_hits"]}.0\n')
@@ -228,7 +253,7 @@ class _Server(ThreadingHTTPServer):
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 0.0\n'
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {c["external"]}.0\n'
                     f'vllm:prompt_tokens_total{{{labels}}} {c["prompt"]}.0\n'
-                    f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n{cache}')
+                    f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n{cache}{stages["decoder"]}')
         return None
 
 

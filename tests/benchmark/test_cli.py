@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import re
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import fmean
 from types import ModuleType
 from typing import Any
 
@@ -22,15 +25,17 @@ from support import FakeAdvice, FakeClock, FakeEstimate, FakePoint, write_spec
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.cluster import parse_job_log
+from hyperpod_dpd.benchmark.figures import HTML_FILE, LATENCY_PNG, STAGES_PNG, read_embedded
 from hyperpod_dpd.benchmark.job import UPLOAD_MANIFEST, JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.proof import PROOF_FILE
+from hyperpod_dpd.benchmark.proof import PROOF_FILE, folder_proof
 from hyperpod_dpd.benchmark.results import collect
 from hyperpod_dpd.benchmark.route import largest_direct_isl
 from hyperpod_dpd.benchmark.session import Seams
-from hyperpod_dpd.charts.aggregated import layout_identity
+from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.clients.aws import AwsClients
+from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.spec.loading import load_spec
@@ -186,6 +191,8 @@ def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-te
 
     def metrics(namespace: str, pod_port: str) -> str:
         router, decoder = run.metrics[window[0]]
+        if pod_port.startswith("prefill-"):
+            return str(run.prefiller_metrics[window[0]])
         return str(router if namespace == "hyperpod-inference-system" else decoder)
 
     files = run.files() if printed is None else printed
@@ -195,11 +202,15 @@ def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-te
                     main=[fakes.container("publish", "terminated")])
     # one poll per mark: the Job completes once the last quiet window was seen
     batch = fakes.FakeBatch(states=[fakes.job(name)] * len(marks) + [fakes.job(name, condition="Complete")])
+    pods = fakes.router_and_decoder()
+    if run.prefiller_metrics:  # the stub's prefiller, a pod of the endpoint's prefill Deployment
+        pods["default|inference.sagemaker.aws.amazon.com/dpd-role=prefill"] = [fakes.decoder_pod(PREFILLER_POD)]
     core = fakes.FakeCore(pods=[[pod]], logs={"benchmark": benchmark_log, "publish": publish},
-                          other_pods=fakes.router_and_decoder(), metrics=metrics)
+                          other_pods=pods, metrics=metrics)
     return fakes.benchmark_kube(batch, core, custom=fakes.FakeCustom(present=present))
 
 
+PREFILLER_POD = "prefill-dpd-test-5b7-aaa"
 BUCKET = "dpd-models-example"  # the default spec's model bucket: results go under its benchmarks/
 UPLOADED = f"benchmarks/dpd-test/{RUN}/"
 
@@ -876,3 +887,141 @@ def test_counters_s3_refuses_are_a_note_naming_the_permission(capsys: pytest.Cap
     assert _levels(out) == [2, 4]
     assert (f"cannot write the router and decoder counters to s3://{BUCKET}/{UPLOADED}{PROOF_FILE} (access denied "
             f"on PutObject; the caller needs s3:PutObject on s3://{BUCKET}/{UPLOADED}{PROOF_FILE})") in err
+
+
+# --- docs/bench.md's figures: a stub run's report ---------------------------------------------------------
+
+DOC_RUN = Path(__file__).resolve().parent / "data" / "doc-run"  # the run's folders: dpd/ (with counters), aggregated/
+DOC_IMAGES = DOC.parent / "images"
+DOC_FIGURES = ((LATENCY_PNG, "bench-latency.png"), (STAGES_PNG, "bench-ttft-stages.png"))
+WRITE_DOC_RUN = "HYPERPOD_DPD_WRITE_DOC_FIGURES"  # 1: run the stub again, record its folders, redraw the figures
+DOC_SLO = ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 550\n  tpot_ms: 10")
+
+
+def _no_advisor(spec: Any, scenario: Scenario) -> Any:
+    """The stub is no model the advisor sizes: the report says so instead of drawing a prediction."""
+    raise SpecError([Problem(field="model", value="the test suite's stub", message="the stub is not a model",
+                             fix="compare a real endpoint")])
+
+
+def _doc_spec(tmp_path: Path) -> str:
+    return write_spec(tmp_path, ("threshold: 4096", "threshold: 32"), DOC_SLO)
+
+
+def _figures(report: Path) -> dict[str, Any]:
+    return read_embedded((report / HTML_FILE).read_text(encoding="utf-8"))
+
+
+def _assert_plotted_is_measured(data: Mapping[str, Any], document: Mapping[str, Any]) -> None:
+    """Every point of the figures is a number of the run's own report: each layout's client percentiles per level,
+    the SLO, and the DPD endpoint's stages from the servers' counters, the router's and the client's TTFT."""
+    for label, run in document["runs"].items():
+        for metric in ("ttft", "tpot"):
+            for q in ("p50", "p90"):
+                (series,) = [s for s in data["latency"] if (s["layout"], s["metric"], s["quantile"]) == (
+                    label, metric, q)]
+                assert series["x"] == [float(level["concurrency"]) for level in run["levels"]]
+                assert series["y_ms"] == pytest.approx([level[f"{metric}_s"][q] * 1e3 for level in run["levels"]],
+                                                       abs=5e-4)  # the figure data is in ms, to the microsecond
+    assert data["slo"] == {"ttft_p90_ms": 550.0, "tpot_p90_ms": 10.0}
+    stages = document["ttft_stages"]
+    assert data["ttft_stages"]["x"] == [float(row["concurrency"]) for row in stages]
+    for name, plotted in data["ttft_stages"]["stages_ms"].items():
+        assert plotted == pytest.approx([row["stages_s"][name] * 1e3 for row in stages], abs=5e-4)
+    assert data["ttft_stages"]["router_ttft_ms"] == pytest.approx([row["router_ttft_s"] * 1e3 for row in stages],
+                                                                  abs=5e-4)
+    assert data["ttft_stages"]["client_ttft_ms"] == pytest.approx([row["client_ttft_s"] * 1e3 for row in stages],
+                                                                  abs=5e-4)
+
+
+def test_a_live_runs_figures_plot_its_results_and_its_folder_redraws_them(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, closed_loop_run: Any, tmp_path: Path, *,
+        s3: Any) -> None:
+    """The real bench against the stub (its Job's aiperf, the simulated cluster): the figures hold the run's numbers,
+    the stages are the stub's own split of its TTFT, and --results-dir on the run folder draws the same PNGs."""
+    spec = _doc_spec(tmp_path)
+    seams = dataclasses.replace(_on_cluster(_cluster(fakes, closed_loop_run), _upload(s3, closed_loop_run.files())),
+                                predictor=_no_advisor)
+    code, out, _ = run_cli(capsys, spec, *CLOSED_LOOP_TRAFFIC, "--json", "--report-dir", str(tmp_path / "live"),
+                           seams=seams)
+    document = json.loads(out)
+    # the client's overhead is measured, not controlled: on a loaded machine it may pass its bound, then the only
+    # warning (exit 1), which --results-dir must report again
+    flagged = {w["code"] for w in document["runs"]["dpd"]["warnings"]}
+    assert flagged <= {"client-overhead"} and code == (1 if flagged else 0), out
+    data = _figures(tmp_path / "live")
+    _assert_plotted_is_measured(data, document)
+    truth = closed_loop_run.server_ttfts_by_level()  # the stub's clock: its split of each level's TTFT
+    split = closed_loop_run.behaviour.stage_split
+    for i, row in enumerate(document["ttft_stages"]):
+        mean = fmean(truth[i])  # a tolerance of 1 us: the stub's sums are floats added request by request
+        assert row["stages_s"]["prefill queue"] == pytest.approx(split[0] * mean, abs=1e-6)
+        assert row["stages_s"]["KV transfer"] == pytest.approx(split[2] * mean, abs=1e-6)
+        assert row["stages_s"]["router and network"] == pytest.approx(
+            (1 - split[0] - split[1] - sum(split[3:])) * mean, abs=1e-6)
+    code, _, _ = run_cli(capsys, spec, "--results-dir", str(tmp_path / "live" / "runs" / "dpd"), "--report-dir",
+                         str(tmp_path / "again"), seams=Seams(predictor=_no_advisor))
+    assert code == (1 if flagged else 0)
+    for made, _ in DOC_FIGURES:
+        assert (tmp_path / "again" / made).read_bytes() == (tmp_path / "live" / made).read_bytes(), made
+
+
+def _as_in_the_pod(run: Any, tokenizer: Path, router: str) -> dict[str, str]:
+    """``run``'s result files with this machine's folders and the stub's address as the pod has them (``/results``,
+    ``/tokenizer``, ``/tmp`` and the router's URL; conftest's run_client maps them the other way)."""
+    base = run.folder.parent.parent
+    local = {str(base / "results"): "/results", str(tokenizer): "/tokenizer", str(base / "tmp"): "/tmp"}
+
+    def mapped(text: str) -> str:
+        for path, pod in local.items():
+            text = text.replace(path, pod)
+        return re.sub(r"http://127\.0\.0\.1:\d+", router, text)
+
+    return {name: mapped(text) for name, text in run.files().items()}
+
+
+def _record_doc_run(capsys: pytest.CaptureFixture[str], fakes: ModuleType, request: pytest.FixtureRequest,
+                    spec: str, *, tmp_path: Path, s3: Any) -> None:
+    """The doc's run, again: bench live against the stub (DPD), the twin's client against a slower stub, both
+    folders recorded under DOC_RUN with the paths the pod would have written."""
+    run, twin = request.getfixturevalue("closed_loop_run"), request.getfixturevalue("closed_loop_twin_run")
+    tokenizer = request.getfixturevalue("tokenizer_dir")
+    files = _as_in_the_pod(run, tokenizer, BenchmarkTarget.for_spec(default_spec()).api_base)
+    seams = dataclasses.replace(_on_cluster(_cluster(fakes, run, printed=files), _upload(s3, files)),
+                                predictor=_no_advisor)
+    code, out, _ = run_cli(capsys, spec, *CLOSED_LOOP_TRAFFIC, "--report-dir", str(tmp_path / "recorded"),
+                           seams=seams)
+    assert code == 0, out  # a run whose client overhead passed its bound on a loaded machine is not the doc's
+    shutil.rmtree(DOC_RUN, ignore_errors=True)
+    shutil.copytree(tmp_path / "recorded" / "runs" / "dpd", DOC_RUN / "dpd")
+    (DOC_RUN / "aggregated").mkdir()
+    twin_router = BenchmarkTarget.for_spec(aggregated_spec(default_spec())).api_base
+    for name, text in _as_in_the_pod(twin, tokenizer, twin_router).items():
+        (DOC_RUN / "aggregated" / name).write_text(text, encoding="utf-8")
+
+
+def test_the_docs_figures_are_a_stub_runs_report(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                 tmp_path: Path, request: pytest.FixtureRequest, *, s3: Any) -> None:
+    """docs/bench.md shows the PNGs bench --report-dir draws from the recorded stub run (DOC_RUN): the same bytes
+    (matplotlib is pinned), and the run folder is bench's own, its counters checked against its result files."""
+    spec = _doc_spec(tmp_path)
+    if os.environ.get(WRITE_DOC_RUN) == "1":
+        _record_doc_run(capsys, fakes, request, spec, tmp_path=tmp_path, s3=s3)
+    files = {path.name: path.read_text(encoding="utf-8") for path in sorted((DOC_RUN / "dpd").iterdir())}
+    proof, why = folder_proof(files, endpoint="dpd-test")
+    assert proof is not None and why is None and proof.windows  # bench wrote it, for exactly these result files
+    assert not any("/tmp/pytest" in text or "127.0.0.1" in text for text in files.values())  # the pod's paths
+    report = tmp_path / "report"
+    code, out, err = run_cli(capsys, spec, "--results-dir", str(DOC_RUN / "dpd"), "--aggregated-results-dir",
+                             str(DOC_RUN / "aggregated"), "--report-dir", str(report), "--json",
+                             seams=Seams(predictor=_no_advisor))
+    assert code == 0, out + err
+    _assert_plotted_is_measured(_figures(report), json.loads(out))
+    if os.environ.get(WRITE_DOC_RUN) == "1":
+        for made, committed in DOC_FIGURES:
+            (DOC_IMAGES / committed).write_bytes((report / made).read_bytes())
+    for made, committed in DOC_FIGURES:
+        assert (DOC_IMAGES / committed).read_bytes() == (report / made).read_bytes(), (
+            f"docs/images/{committed} is not the report of {DOC_RUN.name}: rerun with {WRITE_DOC_RUN}=1")
+    docs = DOC.read_text(encoding="utf-8")
+    assert all(f"images/{committed}" in docs for _, committed in DOC_FIGURES)
