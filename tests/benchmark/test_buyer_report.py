@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import re
 import sys
@@ -433,21 +432,3 @@ def test_the_prefillers_are_read_by_their_deployment_and_a_silent_one_is_left_ou
     sample = counters.pods[f"prefiller/{answering}"]
     assert sample["stage:prefill:vllm:request_prefill_time_seconds_sum"] == 3.0
     assert "stage:prefill:lmcache:store_put_time_sum" not in sample  # not exported: absent, not 0
-
-
-DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
-WRITE_DOCS = "HYPERPOD_DPD_WRITE_DOC_FIGURES"  # set to 1 to redraw the committed figures after a deliberate change
-
-
-def test_the_figures_in_the_docs_are_the_recorded_runs(tmp_path: Path) -> None:
-    """docs/bench.md shows these exact PNGs: the report of :func:`recorded_report`, byte for byte."""
-    recorded_report().write(tmp_path)
-    pairs = ((LATENCY_PNG, "bench-latency.png"), (STAGES_PNG, "bench-ttft-stages.png"))
-    if os.environ.get(WRITE_DOCS) == "1":
-        for made, committed in pairs:
-            (DOCS_IMAGES / committed).write_bytes((tmp_path / made).read_bytes())
-    for made, committed in pairs:
-        assert (DOCS_IMAGES / committed).read_bytes() == (tmp_path / made).read_bytes(), (
-            f"docs/images/{committed} is not the report's {made}: rerun with {WRITE_DOCS}=1 after a deliberate change")
-    docs = (DOCS_IMAGES.parent / "bench.md").read_text(encoding="utf-8")
-    assert all(f"images/{committed}" in docs for _, committed in pairs)

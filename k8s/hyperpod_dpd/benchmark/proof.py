@@ -113,7 +113,7 @@ class RunProof:
             raise ResultsError(f"{where}: 'levels' is a list, 'windows' and 'result_files_sha256' objects")
         parsed: dict[int, DpdCounters] = {}
         for window, pods in windows.items():
-            if not str(window).isdigit() or not isinstance(pods, Mapping):
+            if not (str(window).isascii() and str(window).isdigit()) or not isinstance(pods, Mapping):
                 raise ResultsError(f"{where}: window {window!r} is not a level count with its pods")
             parsed[int(window)] = DpdCounters(pods={str(pod): _sample(sample, f"{where}: window {window}, {pod}")
                                                     for pod, sample in pods.items()})
