@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -83,6 +83,9 @@ from hyperpod_dpd.contracts.stack_outputs import GUESSED, OPTION, STACK, Deploye
 from hyperpod_dpd.errors import SpecError, UsageError, raise_if_any
 from hyperpod_dpd.load_point import Load, column_header
 from hyperpod_dpd.spec import DpdSpec
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 DPD, AGGREGATED = "dpd", "aggregated"
 RUNS_FOLDER = "runs"  # under --report-dir: each live run's result files and counters
@@ -661,7 +664,7 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         raise UsageError(str(err)) from None
     timeout = request.timeout if request.timeout is not None else \
         deadline_seconds(scenario, options.quiet_seconds) + 300
-    outcomes = []
+    outcomes, s3 = [], _s3_clients(request, seams)
     for label, target, objects in manifests:
         # Only the DPD endpoint has a router that disaggregates; the twin's path is not in question.
         snapshots = LevelSnapshots(read=lambda: read_counters(kube, MetricsSources.for_spec(spec))) \
@@ -675,7 +678,7 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         try:
             job_run = run_job(kube, objects, waiter=waiter, keep=request.keep,
                               on_poll=snapshots.observe if snapshots is not None else None)
-            files = _result_files(request, options, target, job_run.log, seams=seams)
+            files = _result_files(options, target, job_run.log, s3=s3)
             results = collect(files, expected=scenario.loads, isl=scenario.isl, osl=scenario.osl, tolerant=True)
         except KubeError as err:
             raise UsageError(str(err)) from None
@@ -693,35 +696,45 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
             warnings += proof.warnings(results, isl=scenario.isl, threshold=spec.routing.threshold)
             if snapshots.errors and not request.quiet:
                 print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
-            _keep_proof(request, options, target, job_run.log, proof, seams=seams)
+            _keep_proof(options, target, job_run.log, proof, s3=s3)
         outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing,
                                 files=files, proof=proof))
     return outcomes
 
 
-def _keep_proof(request: BenchRequest, options: JobOptions, target: BenchmarkTarget, log: JobLog, proof: RunProof, *,
-                seams: Seams) -> None:
+def _s3_clients(request: BenchRequest, seams: Seams) -> Callable[[str | None], S3Client]:
+    """One S3 client per region for the whole run: the results read back and the counters written beside them."""
+    made: dict[str | None, S3Client] = {}
+
+    def s3(region: str | None) -> S3Client:
+        if region not in made:
+            made[region] = seams.aws_clients(region, request.profile).s3(region)
+        return made[region]
+
+    return s3
+
+
+def _keep_proof(options: JobOptions, target: BenchmarkTarget, log: JobLog, proof: RunProof, *,
+                s3: Callable[[str | None], S3Client]) -> None:
     """The counters beside the results the Job uploaded, so that ``--results-dir`` on that folder checks them too;
     a note on stderr (naming the permission) when S3 refuses, and nothing when the Job uploaded nothing."""
     folder = uploaded_folder(log, results=options.results, endpoint=target.name, run_id=options.run_id)
     if folder is None:
         return
     try:
-        write_uploaded(seams.aws_clients(folder.region, request.profile).s3(folder.region), folder, PROOF_FILE,
-                       proof.to_text())
+        write_uploaded(s3(folder.region), folder, PROOF_FILE, proof.to_text())
     except UNREADABLE as err:
         reason = unreadable_reason(err)
         print(f"cannot write the router and decoder counters to {folder.uri}{PROOF_FILE} ({reason}); --results-dir "
               "on that folder will report its levels unchecked", file=sys.stderr)
 
 
-def _result_files(request: BenchRequest, options: JobOptions, target: BenchmarkTarget, log: JobLog, *,
-                  seams: Seams) -> Mapping[str, str]:
+def _result_files(options: JobOptions, target: BenchmarkTarget, log: JobLog, *,
+                  s3: Callable[[str | None], S3Client]) -> Mapping[str, str]:
     """The Job's result files: the copy it uploaded to S3 (whole, where the log may have been rotated away),
     else its log's, with a note on stderr saying why."""
     return result_files(log, results=options.results, endpoint=target.name, run_id=options.run_id,
-                        s3=lambda region: seams.aws_clients(region, request.profile).s3(region),
-                        note=lambda text: print(text, file=sys.stderr))
+                        s3=s3, note=lambda text: print(text, file=sys.stderr))
 
 
 def _comparison(spec: DpdSpec, scenario: Scenario, outcomes: list[Outcome], *, seams: Seams) -> Comparison:
