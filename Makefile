@@ -78,6 +78,8 @@ typecheck: $(TEST_STAMP)
 bench: $(TEST_STAMP)
 	$(BIN)/python bench/synth_bench.py
 	$(BIN)/python bench/advise_bench.py
+	$(BIN)/python bench/emulator_bench.py
+	$(BIN)/python bench/trace_bench.py
 
 ## venv-size: what each install level and extra costs on disk, measured from the installed packages
 venv-size: $(TEST_STAMP)

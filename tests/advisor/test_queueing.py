@@ -73,3 +73,12 @@ def test_time_waiting_for_a_slot_is_counted_once() -> None:
     outcome = closed_loop(stations, osl=11, concurrency=4, jitter=0.0)
     assert outcome.queue_s + SERVICE_S + 10 * 0.01 == pytest.approx(outcome.e2e_s, rel=1e-6)
     assert outcome.queue_s == pytest.approx(3 * (SERVICE_S + 10 * 0.01), rel=0.01)
+
+
+def test_the_tpot_p90_is_the_90th_percentile_of_the_requests_step_times() -> None:
+    """Each request's step time is drawn uniformly within +-10 % of a constant: its p90 is 1.08 x the mean."""
+    outcome = open_loop(one_server(decode_s=0.01), osl=4, rate=0.3 / SERVICE_S, capacity_per_s=1 / SERVICE_S)
+    assert outcome.tpot_s == pytest.approx(0.01, rel=0.01)
+    assert outcome.tpot_p90_s == pytest.approx(0.01 * 1.08, rel=0.01)  # U(0.9, 1.1) x 0.01 at its 90th percentile
+    beyond = open_loop(one_server(), osl=2, rate=1.0 / SERVICE_S, capacity_per_s=1 / SERVICE_S)
+    assert math.isnan(beyond.tpot_p90_s)

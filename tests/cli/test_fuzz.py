@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from support import PATH_VALUES, SPEC_FILE, FakeClock, Hang, fuzz_examples, spec_files, watchdog
 
@@ -157,6 +157,68 @@ def test_every_option_of_every_command_ends_cleanly_on_any_value(offline: Path, 
 def test_any_command_line_ends_cleanly(offline: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     run(argv, capsys)
 
+
+
+# --- the trace commands: fuzzed trace files and fuzzed options -----------------------------------------------------
+
+TRACE_FILE = "trace.jsonl"
+TRACE_TEXT = "\n".join(f'{{"timestamp": {t * 700}, "input_length": {100 + t}, "output_length": 9, '
+                       f'"hash_ids": [{t % 3}]}}' for t in range(40))
+trace_rows = st.one_of(st.text(max_size=60), st.sampled_from([
+    '{"timestamp": 0, "input_length": 5, "output_length": 1}', '{"timestamp": NaN}', "TIMESTAMP,ContextTokens,"
+    "GeneratedTokens", "2023-11-16 18:15:46.6805900,374,44", "Timestamp,Model,Request tokens,Response tokens,Total "
+    "tokens,Log Type", "5,ChatGPT,472,0,472,API log", "{", "[]"]))
+trace_files = st.one_of(st.binary(max_size=200), st.lists(trace_rows, max_size=6).map(lambda rows: "\n".join(
+    rows).encode()))
+
+
+def _trace_options(action: str) -> list[argparse.Action]:
+    trace = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["trace"]
+    actions = next(a for a in trace._actions if isinstance(a, argparse._SubParsersAction)).choices[action]
+    return [a for a in actions._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+
+
+def _last(argv: list[str], flag: str, default: float) -> float:
+    values = [item.partition("=")[2] for item in argv if item.startswith(flag + "=")]
+    try:
+        return abs(float(values[-1])) if values else default
+    except ValueError:
+        return 0.0  # argparse refuses it
+
+
+@st.composite
+def trace_command_lines(draw: st.DrawFn) -> list[str]:
+    """``trace summary`` or ``trace generate`` with up to four fuzzed options (a trace of at most 20,000
+    requests: a bigger one is seconds of honest work on a loaded machine, which the watchdog would take for a hang)."""
+    action = draw(st.sampled_from(["summary", "generate"]))
+    kind = draw(st.one_of(st.sampled_from(["poisson", "diurnal", "bursty", "shared-prefix"]), VALUES))
+    argv = ["trace", "summary", TRACE_FILE] if action == "summary" else ["trace", "generate", kind, "-o", "out.jsonl"]
+    for option in draw(st.lists(st.sampled_from(_trace_options(action)), max_size=4)):
+        flag = option.option_strings[-1]
+        argv.append(flag if option.nargs == 0 else f"{flag}={draw(_value(option))}")
+    requests = _last(argv, "--rate", 2.0) * _last(argv, "--duration", 3600.0)
+    assume(requests <= 20_000 and requests * (_last(argv, "--isl", 1024) / 512 + 1) <= 200_000)  # and its hash ids
+    return argv
+
+
+@FUZZ
+@given(trace_files, st.sampled_from([(), ("--json",), ("--format=azure",), ("--format=burstgpt",)]))
+def test_trace_summary_ends_cleanly_on_any_trace_file(offline: Path, capsys: pytest.CaptureFixture[str], data: bytes,
+                                                      options: tuple[str, ...]) -> None:
+    (offline / TRACE_FILE).write_bytes(data)
+    code, err = run(["trace", "summary", TRACE_FILE, *options], capsys)
+    if code == 2:
+        assert err.strip(), "a refusal says why"
+
+
+@FUZZ
+@given(trace_command_lines())
+def test_every_option_of_the_trace_commands_ends_cleanly_on_any_value(offline: Path,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      argv: list[str]) -> None:
+    (offline / TRACE_FILE).write_text(TRACE_TEXT)
+    (offline / SPEC_FILE).write_text(default_spec_text())
+    run(argv, capsys)
 
 
 def test_the_watchdog_stops_a_run_that_hangs() -> None:

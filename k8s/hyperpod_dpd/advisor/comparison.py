@@ -185,8 +185,7 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
     sized = plan(spec, prompt_tokens=traffic.isl)
     transfer_s = sized.request.transfer_seconds_at_line_rate
     per_request = traffic.isl + traffic.osl
-    room = kv_room(sized.decode.kv_cache_tokens, per_request)
-    decode_seqs = min(room, spec.decode.max_num_seqs or DEFAULT_MAX_NUM_SEQS["decode"])
+    decode_seqs = decoder_slots(spec, kv_cache_tokens=sized.decode.kv_cache_tokens, tokens_per_request=per_request)
     below_threshold = traffic.isl < spec.routing.threshold
 
     # The baseline runs the shared gpu_memory_utilization: the planner's prefill figures without a role override.
@@ -275,6 +274,11 @@ def dpd_node_count(spec: DpdSpec) -> int:
 def kv_room(kv_cache_tokens: int, tokens_per_request: int) -> int:
     """Requests one engine's KV cache holds (the planner's per-GPU token figure), at least 1."""
     return max(1, kv_cache_tokens // tokens_per_request)
+
+
+def decoder_slots(spec: DpdSpec, *, kv_cache_tokens: int, tokens_per_request: int) -> int:
+    """Requests one decoder runs at once: its ``max_num_seqs``, capped by the requests its KV cache holds."""
+    return min(kv_room(kv_cache_tokens, tokens_per_request), spec.decode.max_num_seqs or DEFAULT_MAX_NUM_SEQS["decode"])
 
 
 def _point(baseline_at: Callable[[Load], Estimate], dpd_at: Callable[[Load], Estimate], traffic: Traffic,

@@ -59,6 +59,7 @@ class Outcome:
 
     ``saturated`` (open loop only): the arrival rate is at or above ``capacity_per_s``; the latency
     figures are then ``nan``, because they depend only on how long the run lasted.
+    ``tpot_p90_s`` is the 90th percentile of the requests' own TPOT (a request decodes at one step time).
     """
 
     requests_per_s: float
@@ -71,6 +72,7 @@ class Outcome:
     in_flight: float
     capacity_per_s: float
     saturated: bool = False
+    tpot_p90_s: float = math.nan
 
 
 @dataclass
@@ -254,6 +256,7 @@ def _outcome(run: _Run, stations: Stations, *, osl: int, capacity: float) -> Out
     measured = run.done[int(len(run.done) * WARM_UP_SHARE):]
     count = len(measured)
     ttfts = sorted(r.first_token - r.arrival + stations.overhead_s for r in measured)
+    tpots = sorted(r.tpot for r in measured)
     ttft = sum(ttfts) / count
     tpot = sum(r.tpot for r in measured) / count
     elapsed = run.now - run.measuring_from
@@ -261,7 +264,8 @@ def _outcome(run: _Run, stations: Stations, *, osl: int, capacity: float) -> Out
                    ttft_p90_s=quantile(ttfts, 0.9), queue_s=sum(r.wait for r in measured) / count, tpot_s=tpot,
                    e2e_s=sum(r.end - r.arrival + stations.overhead_s for r in measured) / count,
                    decoding=run.decoding_area / elapsed if elapsed > 0 else 0.0,
-                   in_flight=run.in_flight_area / elapsed if elapsed > 0 else 0.0, capacity_per_s=capacity)
+                   in_flight=run.in_flight_area / elapsed if elapsed > 0 else 0.0, capacity_per_s=capacity,
+                   tpot_p90_s=quantile(tpots, 0.9))
 
 
 def quantile(ordered: list[float], q: float) -> float:

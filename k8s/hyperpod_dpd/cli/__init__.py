@@ -24,8 +24,9 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose r
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a tool stopped with Ctrl-C
 # The subcommands in the order they are used: write a spec, check and size it, render, deploy checks.
 # Those with heavier imports (boto3, the Kubernetes client, the advisor) register only when importable.
-SUBCOMMANDS = ("example", "schema", "validate", "plan", "advise", "synth", "observe", "preflight", "verify", "bench")
-REQUIRED = frozenset({"example", "schema", "validate", "synth"})
+SUBCOMMANDS = ("example", "schema", "validate", "plan", "advise", "trace", "synth", "observe", "preflight", "verify",
+               "bench")
+REQUIRED = frozenset({"example", "schema", "validate", "trace", "synth"})
 EXIT_CODES = """exit status (every command):
   0  done; every check passed (warnings do not fail)
   1  something was checked and is not right: a preflight or verify check failed or could not

@@ -28,9 +28,26 @@ def router_estimates(*, tokens: int, characters: int) -> tuple[int, int]:
     return min(tokens, characters // 4), max(tokens, math.ceil(characters / 4))
 
 
+def disaggregates(estimate: float, threshold: float) -> bool:
+    """The router's rule: a prompt whose estimate is at or above ``threshold`` goes through the prefiller; a
+    threshold of 0 sends every prompt there."""
+    return threshold <= 0 or estimate >= threshold
+
+
 def clears(estimate: int, threshold: int) -> bool:
     """Does an estimate clear ``threshold`` by :data:`MARGIN` (so the router surely disaggregates)?"""
-    return threshold <= 0 or estimate >= threshold * (1 + MARGIN)
+    return threshold <= 0 or disaggregates(estimate, threshold * (1 + MARGIN))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefillRule:
+    """:func:`disaggregates` bound to a spec's ``routing.threshold``, for a prompt whose length is known in tokens (a
+    trace's): the router's estimate of it is its token count (see the module's notes on the estimate)."""
+
+    threshold: int
+
+    def prefills(self, prompt_tokens: int) -> bool:
+        return disaggregates(prompt_tokens, self.threshold)
 
 
 def stays_below(estimate: int, threshold: int) -> bool:

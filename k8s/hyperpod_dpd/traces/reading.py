@@ -1,0 +1,206 @@
+"""Read a request trace file of any supported format into a :class:`Trace`, or say exactly what is wrong with it.
+
+The file is streamed one line at a time (gzip'd or not: told by its first two bytes), so a trace of millions of
+rows costs the requests it holds and no copy of the text. Every bad row is reported with its line number, field,
+value and fix (up to :data:`MAX_PROBLEMS`), as one :class:`SpecError`; a file that cannot be opened is a
+:class:`UsageError`. Rows are sorted by arrival, as aiperf's fixed schedule does before replaying them
+(``aiperf/timing/strategies/fixed_schedule.py:110``, aiperf==0.13.0), and shifted so the first is at 0.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+from itertools import pairwise
+from pathlib import Path
+from typing import BinaryIO
+
+from hyperpod_dpd.errors import Problem, SpecError, UsageError
+from hyperpod_dpd.traces import csv_formats, mooncake
+from hyperpod_dpd.traces.model import Trace, TraceRequest
+from hyperpod_dpd.traces.rows import BadRow, Parser, Row, Skip
+
+MAX_PROBLEMS = 20  # a file with a wrong column has it on every row: the first rows tell the story
+MAX_LINE_BYTES = 1 << 20  # a Mooncake row of a 1M-token prompt has ~2,000 hash ids (~40 KB); more is not a row
+MAX_SPAN_S = 10 * 365 * 86_400.0  # ten years: a longer trace is a unit mix-up (ns read as ms, say)
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = "\ufeff"
+
+
+class TraceFormat(Enum):
+    """The trace formats :func:`read_trace` reads; the value is the ``--format`` name."""
+
+    MOONCAKE = "mooncake"
+    AZURE = "azure"
+    BURSTGPT = "burstgpt"
+
+    @property
+    def label(self) -> str:
+        return {TraceFormat.MOONCAKE: "Mooncake JSONL", TraceFormat.AZURE: "Azure LLM inference CSV",
+                TraceFormat.BURSTGPT: "BurstGPT CSV"}[self]
+
+
+FORMAT_NAMES = tuple(f.value for f in TraceFormat)
+_UNITS = {TraceFormat.MOONCAKE: "milliseconds", TraceFormat.AZURE: "a date and time",
+          TraceFormat.BURSTGPT: "seconds from the start"}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Read:
+    """A row read, in the format's own time unit (kept exact until the first arrival is subtracted)."""
+
+    at: int | float
+    request: Row
+
+
+def read_trace(path: str | Path, *, format: TraceFormat | str | None = None) -> Trace:
+    """The trace in ``path`` (plain or gzip'd), its format told by its first line unless ``format`` names it.
+
+    :param format: a :class:`TraceFormat` or its name (``mooncake``, ``azure``, ``burstgpt``). :default: None -
+        detected: a JSON object is Mooncake, a CSV header names Azure's or BurstGPT's columns
+    :raises UsageError: the file cannot be opened or read, or ``format`` is no format's name.
+    :raises SpecError: a row is wrong (every bad row, with line, field, value and fix), or no row is a request.
+    """
+    wanted = _format(format)
+    name = str(path)
+    try:
+        with Path(path).open("rb") as raw:
+            gzipped = raw.read(2) == _GZIP_MAGIC
+            raw.seek(0)
+            stream: BinaryIO = gzip.GzipFile(fileobj=raw) if gzipped else raw  # type: ignore[assignment]
+            return _read(stream, name=name, wanted=wanted)
+    except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
+        if isinstance(err, FileNotFoundError):
+            raise UsageError(f"{name}: no such trace file; give the path of a Mooncake JSONL, Azure or BurstGPT "
+                             "CSV file") from None
+        what = "a broken gzip file" if isinstance(err, EOFError | zlib.error | gzip.BadGzipFile) else str(err)
+        raise UsageError(f"{name}: cannot read the trace ({what}); give a readable file, plain or gzip'd") from None
+
+
+def _format(format: TraceFormat | str | None) -> TraceFormat | None:
+    if format is None or isinstance(format, TraceFormat):
+        return format
+    try:
+        return TraceFormat(format)
+    except ValueError:
+        raise UsageError(f"{format!r} is not a trace format; give one of {', '.join(FORMAT_NAMES)}") from None
+
+
+def _lines(stream: BinaryIO, name: str) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each non-blank line, decoded strictly as UTF-8, each at most MAX_LINE_BYTES."""
+    number = 0
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise SpecError([Problem(field=f"line {number}", value=f"over {MAX_LINE_BYTES:,} bytes",
+                                     message="is far longer than any trace row",
+                                     fix="give a trace file with one request per line")], source=name,
+                            what="trace")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise SpecError([Problem(field=f"line {number}", value=raw[max(0, err.start - 8):err.start + 8],
+                                     message="is not UTF-8 text", fix="give a text trace file (JSONL or CSV)")],
+                            source=name, what="trace") from None
+        text = text.removeprefix(_BOM) if number == 1 else text
+        if text.strip():
+            yield number, text
+
+
+def _detect(first: str) -> TraceFormat | None:
+    if first.lstrip().startswith("{"):
+        return TraceFormat.MOONCAKE
+    found = csv_formats.detect(first)
+    return TraceFormat(found) if found else None
+
+
+def _read(stream: BinaryIO, *, name: str, wanted: TraceFormat | None) -> Trace:
+    lines = _lines(stream, name)
+    head = next(lines, None)
+    if head is None:
+        raise SpecError([Problem(field="line 1", value="", message="the file holds no row",
+                                 fix="give a trace with at least one request")], source=name, what="trace")
+    fmt = wanted or _detect(head[1])
+    if fmt is None:
+        raise SpecError([Problem(field=f"line {head[0]}", value=head[1].strip()[:80],
+                                 message="is neither a Mooncake JSON row nor an Azure or BurstGPT CSV header",
+                                 fix=f"give --format ({', '.join(FORMAT_NAMES)}), or a header of "
+                                     f"{csv_formats.AZURE_HEADER!r} or {csv_formats.BURSTGPT_HEADER!r}")],
+                        source=name, what="trace")
+    parse: Parser
+    if fmt is TraceFormat.MOONCAKE:
+        parse, unit = mooncake.parse_row, mooncake.SECONDS_PER_UNIT
+        rows: Iterator[tuple[int, str]] = _chain(head, lines)
+    else:
+        try:
+            columns = csv_formats.header(head[1], fmt.value, line_number=head[0])
+        except BadRow as err:
+            raise SpecError([err.problem(head[0])], source=name, what=f"{fmt.label} trace") from None
+        parse = csv_formats.row_parser(fmt.value, columns)
+        unit = csv_formats.SECONDS_PER_UNIT[fmt.value]
+        rows = lines
+    return _collect(rows, parse=parse, unit=unit, name=name, fmt=fmt)
+
+
+def _chain(head: tuple[int, str], rest: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    yield head
+    yield from rest
+
+
+def _collect(rows: Iterator[tuple[int, str]], *, parse: Parser, unit: float, name: str,
+             fmt: TraceFormat) -> Trace:
+    found: list[_Read] = []
+    problems: list[Problem] = []
+    bad = 0
+    skipped: Counter[str] = Counter()
+    for number, text in rows:
+        try:
+            at, row = parse(text)
+        except BadRow as err:
+            bad += 1
+            if len(problems) < MAX_PROBLEMS:
+                problems.append(err.problem(number))
+            continue
+        except Skip as skip:
+            skipped[skip.reason] += 1
+            continue
+        found.append(_Read(at=at, request=row))
+    if bad > len(problems):
+        problems.append(Problem(field="more rows", value=bad - len(problems), message="are wrong as well",
+                                fix="fix the rows above (often the same mistake) and read the trace again"))
+    if problems:
+        raise SpecError(problems, source=name, what=f"{fmt.label} trace")
+    if not found:
+        why = "; ".join(f"{count} {reason}" for reason, count in sorted(skipped.items())) or "no row"
+        raise SpecError([Problem(field="rows", value=sum(skipped.values()), message=f"none is a request ({why})",
+                                 fix="give a trace with at least one request that has input and output tokens")],
+                        source=name, what=f"{fmt.label} trace")
+    return _trace(found, name=name, fmt=fmt, unit=unit, skipped=skipped)
+
+
+def _trace(found: list[_Read], *, name: str, fmt: TraceFormat, unit: float, skipped: Counter[str]) -> Trace:
+    out_of_order = sum(1 for before, after in pairwise(found) if after.at < before.at)
+    found.sort(key=lambda read: read.at)  # stable: rows at the same time keep their order
+    first = found[0].at
+    span = (found[-1].at - first) * unit
+    if not span <= MAX_SPAN_S:
+        raise SpecError([Problem(field="timestamps", value=f"{span:.3g} s", message="span more than ten years",
+                                 fix=f"give arrivals in the {fmt.label} unit ({_UNITS[fmt]}); a mixed-up unit "
+                                     "reads this way")], source=name, what=f"{fmt.label} trace")
+    requests = tuple(TraceRequest(at_s=(read.at - first) * unit, input_tokens=read.request.input_tokens,
+                                  output_tokens=read.request.output_tokens, prefix_blocks=read.request.prefix_blocks)
+                     for read in found)
+    has_blocks = any(request.prefix_blocks for request in requests)
+    notes = [f"{len(requests):,} requests read"]
+    notes += [f"{count:,} skipped ({reason})" for reason, count in sorted(skipped.items())]
+    if out_of_order:
+        notes.append(f"{out_of_order:,} rows out of time order, sorted")
+    return Trace(requests=requests, source=f"{name} ({fmt.label}: {', '.join(notes)})",
+                 block_tokens=mooncake.BLOCK_TOKENS if has_blocks else None)

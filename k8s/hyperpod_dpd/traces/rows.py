@@ -1,0 +1,65 @@
+"""What a format's row parser returns or raises: a request, a row to skip (and why), or a row that is wrong."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hyperpod_dpd.errors import Problem
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Row:
+    """The lengths and prefix hashes of one request, before its arrival is made relative to the first."""
+
+    input_tokens: int
+    output_tokens: int
+    prefix_blocks: tuple[int, ...] = ()
+
+
+class BadRow(Exception):
+    """A row the reader refuses: which field, its value, why, and the fix (the line number is added by the reader)."""
+
+    def __init__(self, *, field: str, value: Any, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.field, self.value, self.message, self.fix = field, value, message, fix
+
+    def problem(self, line: int) -> Problem:
+        return Problem(field=f"line {line}: {self.field}", value=self.value, message=self.message, fix=self.fix)
+
+
+class Skip(Exception):
+    """A well-formed row that is no request to size for (a failed request, a prompt given as text)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def count(value: Any, *, field: str, fix: str) -> int:
+    """A token count: a whole number (an integral JSON float too, as pydantic's lax int does), not a bool, >= 0."""
+    if value is None:
+        raise BadRow(field=field, value=value, message="is missing", fix=fix)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRow(field=field, value=value, message="is not a whole number", fix=fix)
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise BadRow(field=field, value=value, message="is not a whole number", fix=fix)
+        value = int(value)
+    whole = int(value)
+    if whole < 0:
+        raise BadRow(field=field, value=whole, message="is negative", fix=fix)
+    return whole
+
+
+def instant(value: Any, *, field: str, fix: str) -> int | float:
+    """A finite number (an arrival time in the format's unit); NaN, infinities, bools and text are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise BadRow(field=field, value=value, message="is not a finite number", fix=fix)
+    return value
+
+
+# A format's row parser: one line of text -> its arrival (in the format's unit) and request.
+Parser = Callable[[str], "tuple[int | float, Row]"]

@@ -1,0 +1,222 @@
+"""Reading the three trace formats, and refusing bad files with the line, field, value and fix.
+
+The CSV fixtures in ``data/`` are made-up rows in the published layouts (Azure's ``TIMESTAMP,ContextTokens,
+GeneratedTokens``, BurstGPT's six columns), not rows of the real traces.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import fuzz_examples, watchdog
+
+from hyperpod_dpd.errors import SpecError, UsageError
+from hyperpod_dpd.traces import BLOCK_TOKENS, TraceFormat, read_trace
+from hyperpod_dpd.traces.reading import MAX_PROBLEMS
+
+DATA = Path(__file__).with_name("data")
+AZURE = DATA / "azure_conv_sample.csv"
+BURSTGPT = DATA / "burstgpt_sample.csv"
+FUZZ = settings(max_examples=fuzz_examples(150), deadline=None)
+
+
+def _write(tmp_path: Path, text: str, name: str = "trace.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _problems(path: Path, **kwargs: object) -> str:
+    with pytest.raises(SpecError) as caught:
+        read_trace(path, **kwargs)  # type: ignore[arg-type]
+    return str(caught.value)
+
+
+def test_azure_times_are_read_to_the_tenth_of_a_microsecond_and_start_at_zero() -> None:
+    trace = read_trace(AZURE)
+    assert [r.at_s for r in trace.requests] == pytest.approx([0.0, 4.314579, 4.4194101, 61.0], abs=1e-9)
+    assert [(r.input_tokens, r.output_tokens) for r in trace.requests] == [(374, 44), (396, 109), (91, 16),
+                                                                            (1200, 301)]
+    assert trace.block_tokens is None and all(not r.prefix_blocks for r in trace.requests)
+    assert "Azure LLM inference CSV" in trace.source and "4 requests read" in trace.source
+    assert "1 skipped (GeneratedTokens 0)" in trace.source
+    assert trace.duration_s == pytest.approx(61.0, abs=1e-9)
+
+
+def test_burstgpt_skips_failed_requests_and_counts_them() -> None:
+    trace = read_trace(BURSTGPT)
+    assert [(r.at_s, r.input_tokens, r.output_tokens) for r in trace.requests] == [
+        (0.0, 472, 18), (113.0, 417, 347), (115.0, 1360, 289)]
+    assert "1 skipped (Response tokens 0: a failed request)" in trace.source
+
+
+def test_the_format_is_detected_from_the_first_line_and_can_be_forced(tmp_path: Path) -> None:
+    moon = _write(tmp_path, '{"timestamp": 0, "input_length": 10, "output_length": 2}\n')
+    assert read_trace(moon).source.endswith("(Mooncake JSONL: 1 requests read)")
+    assert read_trace(AZURE, format="azure").requests == read_trace(AZURE).requests
+    wrong = _problems(AZURE, format=TraceFormat.BURSTGPT)
+    assert "line 1: header" in wrong and "Timestamp, Request tokens, Response tokens" in wrong
+    with pytest.raises(UsageError, match="'csv' is not a trace format; give one of mooncake, azure, burstgpt"):
+        read_trace(AZURE, format="csv")
+
+
+def test_gzipped_traces_are_read_by_their_magic_bytes(tmp_path: Path) -> None:
+    packed = tmp_path / "trace.csv.gz"
+    packed.write_bytes(gzip.compress(AZURE.read_bytes()))
+    assert read_trace(packed).requests == read_trace(AZURE).requests
+    named = tmp_path / "not-really.gz"
+    named.write_bytes(AZURE.read_bytes())  # the name does not decide, the bytes do
+    assert len(read_trace(named).requests) == 4
+
+
+def test_unsorted_rows_are_sorted_and_said_so(tmp_path: Path) -> None:
+    rows = [{"timestamp": t, "input_length": n, "output_length": 1} for t, n in ((3000, 3), (1000, 1), (2000, 2))]
+    trace = read_trace(_write(tmp_path, "\n".join(json.dumps(r) for r in rows)))
+    assert [(r.at_s, r.input_tokens) for r in trace.requests] == [(0.0, 1), (1.0, 2), (2.0, 3)]
+    assert "1 rows out of time order, sorted" in trace.source
+
+
+@pytest.mark.parametrize(("row", "expected"), [
+    ('{"timestamp": 0, "input_length": "ten", "output_length": 2}',
+     "line 1: input_length: is not a whole number (got 'ten'). Fix: give a whole number of tokens"),
+    ('{"timestamp": 0, "input_length": -5, "output_length": 2}', "line 1: input_length: is negative (got -5)"),
+    ('{"timestamp": 0, "input_length": 0, "output_length": 2}', "line 1: input_length: is 0 (got 0)"),
+    ('{"timestamp": NaN, "input_length": 3, "output_length": 2}', "line 1: row: is not JSON (NaN is not a JSON"),
+    ('{"timestamp": 1e999, "input_length": 3, "output_length": 2}', "line 1: timestamp: is not a finite number"),
+    ('{"input_length": 3, "output_length": 2}', "line 1: timestamp: is missing"),
+    ('{"delay": 5, "input_length": 3, "output_length": 2}', "timestamp: is a multi-turn delay without a timestamp"),
+    ('{"timestamp": 0, "input_length": 3}', "line 1: output_length: is missing (got None)"),
+    ('{"timestamp": 0, "output_length": 3}', "line 1: input_length: is missing"),
+    ('{"timestamp": 0, "input_length": 3, "output_length": 2, "hash_ids": [1, true]}',
+     "line 1: hash_ids: is not a list of whole numbers (got True)"),
+    ('{"timestamp": 0, "input_length": 3, "text_input": "hi", "output_length": 2}',
+     "line 1: text_input: is given with input_length; aiperf refuses both"),
+    ("[1, 2]", "line 1: row: is not a JSON object"),
+])
+def test_a_bad_mooncake_row_is_named_by_line_field_value_and_fix(tmp_path: Path, row: str, expected: str) -> None:
+    text = _problems(_write(tmp_path, row + "\n"), format="mooncake")
+    assert f"invalid Mooncake JSONL trace in {tmp_path / 'trace.jsonl'}" in text
+    assert expected in text and "Fix: " in text
+
+
+@pytest.mark.parametrize(("row", "expected"), [
+    ("2023-11-16 18:15:47,abc,3", "line 3: ContextTokens: is not a whole number (got 'abc')"),
+    ("2023-11-16 18:15:47,-4,3", "line 3: ContextTokens: is negative (got -4)"),
+    ("2023-11-16 25:15:47,4,3", "line 3: TIMESTAMP: is no date"),
+    ("yesterday,4,3", "line 3: TIMESTAMP: is not a date and time (got 'yesterday')"),
+    ("2023-11-16 18:15:47,4", "line 3: row: has 2 columns, not the header's"),
+])
+def test_a_bad_azure_row_is_named_by_line_field_value_and_fix(tmp_path: Path, row: str, expected: str) -> None:
+    text = AZURE.read_text().splitlines()[:2]
+    assert expected in _problems(_write(tmp_path, "\n".join([*text, row]) + "\n", "t.csv"))
+
+
+def test_a_bad_burstgpt_timestamp_is_refused(tmp_path: Path) -> None:
+    head = BURSTGPT.read_text().splitlines()[0]
+    text = _problems(_write(tmp_path, f"{head}\nnan,ChatGPT,4,3,7,API log\n", "b.csv"))
+    assert "line 2: Timestamp: is not a finite number (got nan)" in text
+
+
+def test_every_bad_row_is_reported_up_to_a_bound(tmp_path: Path) -> None:
+    rows = "\n".join('{"timestamp": 0, "input_length": -1, "output_length": 1}' for _ in range(MAX_PROBLEMS + 7))
+    text = _problems(_write(tmp_path, rows))
+    assert f"({MAX_PROBLEMS + 1} problems)" in text and f"line {MAX_PROBLEMS}: input_length" in text
+    assert "more rows: are wrong as well (got 7)" in text
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"", "line 1: the file holds no row"),
+    (b"\n\n  \n", "line 1: the file holds no row"),
+    (b"a,b,c\n1,2,3\n", "is neither a Mooncake JSON row nor an Azure or BurstGPT CSV header"),
+    (b"TIMESTAMP,ContextTokens,GeneratedTokens\n", "rows: none is a request (no row)"),
+    (b"\xff\xfe{}\n", "line 1: is not UTF-8 text"),
+    (b'{"timestamp": 0, "text_input": "hi"}\n', "none is a request (1 prompt given as text_input, no token count)"),
+])
+def test_a_file_with_no_request_is_refused(tmp_path: Path, content: bytes, expected: str) -> None:
+    path = tmp_path / "t"
+    path.write_bytes(content)
+    assert expected in _problems(path)
+
+
+def test_a_file_that_cannot_be_read_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no such trace file"):
+        read_trace(tmp_path / "missing.jsonl")
+    with pytest.raises(UsageError, match="cannot read the trace"):
+        read_trace(tmp_path)  # a folder
+    broken = tmp_path / "broken.gz"
+    broken.write_bytes(gzip.compress(b'{"timestamp": 0}\n' * 100)[:30])
+    with pytest.raises(UsageError, match="a broken gzip file"):
+        read_trace(broken)
+
+
+def test_a_line_far_longer_than_any_row_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b'{"timestamp": 0, "hash_ids": [' + b"1, " * 400_000 + b"1]}\n")
+    assert "line 1: is far longer than any trace row" in _problems(path)
+
+
+# --- fuzz: any bytes, any rows: our errors only, never a hang ------------------------------------------------------
+
+ROW_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 10**6), st.floats(allow_nan=True),
+                       st.text(max_size=8), st.lists(st.integers(-3, 3), max_size=3))
+MOONCAKE_ROWS = st.dictionaries(st.sampled_from(["timestamp", "input_length", "output_length", "hash_ids",
+                                                 "text_input", "delay", "session_id"]), ROW_VALUES)
+CSV_CELLS = st.one_of(st.integers(-3, 5000).map(str), st.sampled_from(["2023-11-16 18:15:46.6805900", "nan", "",
+                                                                       "1e400", "x", '"', "2024-02-30 00:00:00"]))
+
+
+def _read_cleanly(path: Path) -> None:
+    with watchdog(2.0):
+        try:
+            trace = read_trace(path)
+        except (SpecError, UsageError) as err:
+            assert str(err).strip()
+            return
+    assert trace.requests and trace.requests[0].at_s == 0.0
+    assert all(a.at_s <= b.at_s for a, b in zip(trace.requests, trace.requests[1:], strict=False))
+    assert all(r.input_tokens >= 1 and r.output_tokens >= 1 for r in trace.requests)
+
+
+@FUZZ
+@given(st.binary(max_size=300), st.booleans())
+def test_any_bytes_end_in_our_errors_or_a_trace(tmp_path_factory: pytest.TempPathFactory, data: bytes,
+                                                packed: bool) -> None:
+    path = tmp_path_factory.mktemp("bytes") / "t"
+    path.write_bytes(gzip.compress(data) if packed else data)
+    _read_cleanly(path)
+
+
+@FUZZ
+@given(st.lists(MOONCAKE_ROWS, min_size=1, max_size=6))
+def test_any_mooncake_rows_end_in_our_errors_or_a_trace(tmp_path_factory: pytest.TempPathFactory,
+                                                        rows: list[dict[str, object]]) -> None:
+    path = tmp_path_factory.mktemp("rows") / "t.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows))  # json.dumps writes NaN: the reader refuses it
+    _read_cleanly(path)
+
+
+@FUZZ
+@given(st.sampled_from([AZURE, BURSTGPT]), st.lists(st.lists(CSV_CELLS, max_size=7), min_size=1, max_size=5))
+def test_any_csv_rows_end_in_our_errors_or_a_trace(tmp_path_factory: pytest.TempPathFactory, fixture: Path,
+                                                   rows: list[list[str]]) -> None:
+    path = tmp_path_factory.mktemp("csv") / "t.csv"
+    head = fixture.read_text().splitlines()[0]
+    path.write_text("\n".join([head, *(",".join(row) for row in rows)]))
+    _read_cleanly(path)
+
+
+def test_mooncake_hashes_are_kept_with_their_block_size(tmp_path: Path) -> None:
+    trace = read_trace(_write(tmp_path, '{"timestamp": 5, "input_length": 600, "output_length": 2, '
+                                        '"hash_ids": [7, 8]}\n'))
+    assert trace.requests[0].prefix_blocks == (7, 8) and trace.block_tokens == BLOCK_TOKENS
+
+
+def test_arrivals_spanning_more_than_ten_years_are_a_unit_mix_up(tmp_path: Path) -> None:
+    head = BURSTGPT.read_text().splitlines()[0]
+    text = _problems(_write(tmp_path, f"{head}\n-1e308,x,4,3,7,API log\n1e308,x,4,3,7,API log\n", "b.csv"))
+    assert "timestamps: span more than ten years (got 'inf s')" in text and "seconds from the start" in text
