@@ -134,6 +134,8 @@ class Run:
     router_log: str = ""  # the stub router's routing lines, one per routed request
     estimates: tuple[int, ...] = ()  # the stub router's length estimate of every routed prompt, in order
     intruded: int = 0  # requests a second client sent during the first level
+    prefiller_metrics: dict[int, str] = field(default_factory=dict)  # the stub's prefiller, when it serves one
+    behaviour: Any = None  # how the stub answered (its Behaviour): the truth a test compares with
 
     def server_ttfts_by_level(self) -> list[tuple[float, ...]]:
         """The stub's TTFTs of each level's requests (a request's first token comes before the quiet window)."""
@@ -151,7 +153,9 @@ class Run:
 
     def routing(self) -> dict[Load, LevelDisaggregation]:
         """What the stub's router and decoder counted per level, by bench's own windowing of the snapshots."""
-        taken = {window: DpdCounters.parse([router], [decoder]) for window, (router, decoder) in self.metrics.items()}
+        taken = {window: DpdCounters.parse([router], [decoder], prefiller=[self.prefiller_metrics[window]]
+                                           if self.prefiller_metrics.get(window) else [])
+                 for window, (router, decoder) in self.metrics.items()}
 
         def unread() -> DpdCounters:
             raise AssertionError("every window was read during the run")
@@ -220,6 +224,7 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                     "HOME": str(base)})
         command = [*container["command"][:2], mapped(container["command"][2]), *container["command"][3:]]
         metrics: dict[int, tuple[str, str]] = {}
+        prefiller: dict[int, str] = {}
         seen: dict[int, int] = {}
         lines: list[str] = []
         with subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -234,13 +239,15 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                     seen[int(quiet[1])] = len(server.prompts)
                     if intruder and int(quiet[1]) == 0:
                         second_client(url, intruder)
+                    prefiller[int(quiet[1])] = server.metrics("/prefiller/metrics") or ""
             stderr = process.stderr.read()
             process.wait(timeout=240)
         served, prompts, ttfts = server.requests, tuple(server.prompts), tuple(server.ttfts)
         router_log, estimates = "".join(f"{line}\n" for line in server.router_log), tuple(server.estimates)
     code = int((results / "exit-code").read_text().strip())
     return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen,
-               ttfts, router_log, estimates, intruder)
+               ttfts, router_log, estimates, intruder,
+               prefiller_metrics={window: text for window, text in prefiller.items() if text}, behaviour=behaviour)
 
 
 @pytest.fixture(scope="session")
@@ -344,6 +351,9 @@ CLOSED_LOOP = (8, 16, 32)  # bench's default levels
 CLOSED_LOOP_REQUESTS = 96  # per level: three rounds of the highest level's users
 # The router's TTFT histogram around the stub's 500 ms, fine enough that p50 and p99 are bounded to 5 ms
 ROUTER_BUCKETS = (0.1, 0.25, 0.5, 0.505, 0.51, 0.52, 0.55, 0.6, 0.75, 1.0, 2.5)
+# The shares of its TTFT the closed-loop stub reports as the prefiller's queue, prefill step (KV put inside),
+# KV put, the decoder's queue and first step: the router and network keep the rest, 15%
+STAGE_SPLIT = (0.10, 0.50, 0.10, 0.05, 0.20)
 
 
 def closed_loop(**options: Any) -> Scenario:
@@ -355,9 +365,18 @@ def closed_loop(**options: Any) -> Scenario:
 @pytest.fixture(scope="session")
 def closed_loop_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
     """aiperf at concurrency 8, 16 and 32 against a stub with a 500 ms TTFT, 5 ms per token, whose router
-    serves a TTFT histogram with finite buckets."""
+    serves a TTFT histogram with finite buckets and whose prefiller and decoder serve the TTFT's stages."""
     yield from _run(tmp_path_factory, tokenizer_dir, "closed-loop",
-                    Behaviour(first_token_s=0.5, per_token_s=0.005, ttft_buckets=ROUTER_BUCKETS), closed_loop())
+                    Behaviour(first_token_s=0.5, per_token_s=0.005, ttft_buckets=ROUTER_BUCKETS,
+                              stage_split=STAGE_SPLIT), closed_loop())
+
+
+@pytest.fixture(scope="session")
+def closed_loop_twin_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """The same levels against a stub standing in for the aggregated twin: 400 ms to the first token, 8 ms per
+    token (docs/bench.md's figures; only asked for when they are redrawn)."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "closed-loop-twin",
+                    Behaviour(first_token_s=0.4, per_token_s=0.008), closed_loop())
 
 
 PREFIX_SHARE = 0.5

@@ -54,6 +54,11 @@ class Behaviour:
         tokenizer whose tokens are shorter than Llama 3's).
     :param engine_ttft: the decoder serves ``vllm:time_to_first_token_seconds``, bucketed by ``ttft_buckets``
         (off by default, so the recorded DPD runs' TTFT decomposition stays what their tests quote).
+    :param stage_split: the shares of each request's TTFT (request in to first token, the router's clock) that
+        the stub reports as its stages, in the order of :data:`STAGE_SERIES`: the prefiller's queue, its
+        prefill step (the KV put inside it), the KV put, the decoder's queue and its first step; served as
+        those histograms' ``_sum``/``_count`` (``GET /prefiller/metrics`` and the decoder's), the decoder's
+        TTFT as its two stages. A split the test sets, not a model's: (none: no stage series).
     """
 
     first_token_s: float = 0.02
@@ -70,6 +75,13 @@ class Behaviour:
     prefix_block: int = 0
     estimate_scale: float = 1.0
     engine_ttft: bool = False
+    stage_split: tuple[float, float, float, float, float] | tuple[()] = ()
+
+
+# (role, family) of each share of Behaviour.stage_split (names: hyperpod_dpd.observability.metrics)
+STAGE_SERIES = (("prefiller", "vllm:request_queue_time_seconds"), ("prefiller", "vllm:request_prefill_time_seconds"),
+                ("prefiller", "lmcache:store_put_time"), ("decoder", "vllm:request_queue_time_seconds"),
+                ("decoder", "vllm:request_prefill_time_seconds"))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -189,6 +201,7 @@ class _Server(ThreadingHTTPServer):
         self.estimates: list[int] = []  # the router's estimate of every routed prompt, in arrival order
         self.router_log: list[str] = []  # the router's routing line of every routed prompt
         self.finish_reasons: dict[str, int] = {}  # vllm:request_success_total by finished_reason
+        self.stage_sums = [0.0] * len(behaviour.stage_split)  # seconds, per share of Behaviour.stage_split
 
     def finished(self, reason: str) -> None:
         """One request finished: streamed whole (``length``) or cut off by its client (``abort``)."""
@@ -200,6 +213,8 @@ class _Server(ThreadingHTTPServer):
             self.ttft_sum += seconds
             self.ttft_count += 1
             self.ttfts.append(seconds)
+            for index, share in enumerate(self.behaviour.stage_split):
+                self.stage_sums[index] += share * seconds
 
     def generated(self) -> None:
         """One output token streamed (vLLM's generation_tokens_total counts it when generated)."""
@@ -247,6 +262,7 @@ class _Server(ThreadingHTTPServer):
             c = dict(self.counters)
             ttft_sum, ttft_count, ttfts = self.ttft_sum, self.ttft_count, list(self.ttfts)
             reasons = dict(self.finish_reasons)
+            sums = list(self.stage_sums)
         buckets = "".join(f'dpd_e2e_ttft_seconds_bucket{{le="{bound!r}"}} {sum(t <= bound for t in ttfts)}.0\n'
                           for bound in self.behaviour.ttft_buckets)
         labels = 'engine="0",model_name="/opt/ml/model"'
@@ -259,6 +275,15 @@ class _Server(ThreadingHTTPServer):
             f"vllm:time_to_first_token_seconds_count{{{labels}}} {ttft_count}.0\n")
         success = "".join(f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} {count}.0\n'
                           for reason, count in sorted(reasons.items()))
+        stages = {role: "".join(f"{family}_sum {total!r}\n{family}_count {ttft_count}.0\n"
+                                for (owner, family), total in (zip(STAGE_SERIES, sums, strict=True) if sums else ())
+                                if owner == role) for role in ("prefiller", "decoder")}
+        if self.behaviour.stage_split:  # the decoder's own TTFT: its queue and first step
+            decoder_ttft = sum(sums[3:])
+            stages["decoder"] += (f"vllm:time_to_first_token_seconds_sum {decoder_ttft!r}\n"
+                                  f"vllm:time_to_first_token_seconds_count {ttft_count}.0\n")
+        if path == "/prefiller/metrics":
+            return stages["prefiller"] or None
         cache = "" if not self.behaviour.prefix_block else (
             f'vllm:prefix_cache_queries_total{{engine="0",model_name="/opt/ml/model"}} {c["cache_queries"]}.0\n'
             f'vllm:prefix_cache_hits_total{{engine="0",model_name="/opt/ml/model"}} {c["cache_hits"]}.0\n')
@@ -276,7 +301,8 @@ class _Server(ThreadingHTTPServer):
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 0.0\n'
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {c["external"]}.0\n'
                     f'vllm:prompt_tokens_total{{{labels}}} {c["prompt"]}.0\n'
-                    f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n{cache}{engine_ttft}{success}')
+                    f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n{cache}{engine_ttft}{success}'
+                    f'{stages["decoder"]}')
         return None
 
 

@@ -262,6 +262,9 @@ def replay(run: Any, name: str, *, printed: Mapping[str, str] | None = None, exi
                   window=window, publish=publish)
 
 
+PREFILLER_POD = "prefill-dpd-test-5b7-aaa"  # the stub's prefiller, as the prefill Deployment names its pods
+
+
 def recorded_cluster(run: Any, *, name: str, present: tuple[str, ...] = ("dpd-test", "dpd-test-agg"),
                      printed: Mapping[str, str] | None = None, exit_code: int = 0) -> BenchmarkKube:
     """A recorded cluster where the Job ``name`` runs ``run`` (a conftest ``Run``, :func:`replay`): the router's and
@@ -270,9 +273,14 @@ def recorded_cluster(run: Any, *, name: str, present: tuple[str, ...] = ("dpd-te
 
     def metrics(namespace: str, pod_port: str) -> str:
         router, decoder = run.metrics[replayed.current]
+        if pod_port.startswith("prefill-"):
+            return str(run.prefiller_metrics[replayed.current])
         return str(router if namespace == "hyperpod-inference-system" else decoder)
 
     the_pod = pod(f"{name}-x", init=[container("benchmark", "terminated")], main=[container("publish", "terminated")])
+    pods = router_and_decoder()
+    if getattr(run, "prefiller_metrics", None):  # the stub's prefiller, a pod of the endpoint's prefill Deployment
+        pods["default|inference.sagemaker.aws.amazon.com/dpd-role=prefill"] = [decoder_pod(PREFILLER_POD)]
     core = FakeCore(pods=[[the_pod]], logs={"benchmark": replayed.benchmark_log, "publish": replayed.publish},
-                    other_pods=router_and_decoder(), metrics=metrics)
+                    other_pods=pods, metrics=metrics)
     return benchmark_kube(FakeBatch(states=replayed.states), core, custom=FakeCustom(present=present))
