@@ -61,6 +61,9 @@ def test_generate_to_standard_output(capsys: pytest.CaptureFixture[str]) -> None
     (["trace", "summary", "missing.jsonl"], "missing.jsonl: no such trace file"),
     (["trace", "generate", "bursty", "--burst-cv", "0.5", "-o", "-"], "burst_cv: must be above 1"),
     (["trace", "generate", "poisson", "--rate", "1000", "--duration", "86400", "-o", "-"], "over 5,000,000"),
+    (["trace", "generate", "poisson", "--rate", "1e-300", "-o", "t.jsonl"], "drew no request"),
+    (["trace", "generate", "poisson", "--rate", "1e-306", "--duration", "1e307", "-o", "-"], "is over ten years"),
+    (["trace", "summary", str(AZURE), "--window", "1e-320", "--json"], "window: must be at least 0.001 s"),
 ])
 def test_bad_input_is_one_message_and_status_2(argv: list[str], message: str, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch,
@@ -85,3 +88,13 @@ def test_argparse_refuses_an_unknown_kind_and_a_zero_window(capsys: pytest.Captu
             main(argv)
         assert exited.value.code == 2
     assert "invalid choice: 'steady'" in capsys.readouterr().err
+
+
+def test_shared_blocks_are_taken_by_shared_prefix_without_prefix_groups(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t.jsonl"
+    assert main(["trace", "generate", "shared-prefix", "--shared-blocks", "3", "--lengths", "fixed", "--isl", "2048",
+                 "--duration", "60", "-o", str(out)]) == 0
+    assert "8 prefix groups of 3 blocks" in capsys.readouterr().err
+    firsts = {tuple(r.prefix_blocks[:3]) for r in read_trace(out).requests}
+    assert firsts <= {tuple(range(g * 3, g * 3 + 3)) for g in range(8)}  # the 8 groups' three shared blocks

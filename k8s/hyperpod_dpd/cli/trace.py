@@ -131,7 +131,9 @@ def run_summary(args: argparse.Namespace) -> int:
 
 def run_generate(args: argparse.Namespace) -> int:
     shape = LengthShape(args.lengths)
-    prefix = PrefixGroups(groups=args.prefix_groups, shared_blocks=args.shared_blocks) if args.prefix_groups else None
+    prefix = None
+    if args.prefix_groups or args.kind == ArrivalKind.SHARED_PREFIX.value:  # shared-prefix: 8 groups by default
+        prefix = PrefixGroups(groups=args.prefix_groups or PrefixGroups().groups, shared_blocks=args.shared_blocks)
     trace = generate(args.kind, rate_per_s=args.rate, duration_s=args.duration, seed=args.seed,
                      input_tokens=Lengths(mean=args.isl, shape=shape),
                      output_tokens=Lengths(mean=args.osl, shape=shape),

@@ -9,6 +9,9 @@ from typing import Any
 
 from hyperpod_dpd.errors import Problem
 
+MAX_TOKENS = 10_000_000  # longer than any model's context (aiperf refuses a 1e300-token prompt: no such int)
+HASH_RANGE = (-(2**63), 2**63)  # int64: orjson, aiperf's parser, reads no wider int (and i64 is what we store)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Row:
@@ -51,6 +54,9 @@ def count(value: Any, *, field: str, fix: str) -> int:
     whole = int(value)
     if whole < 0:
         raise BadRow(field=field, value=whole, message="is negative", fix=fix)
+    if whole > MAX_TOKENS:
+        raise BadRow(field=field, value=f"{whole:.3g}", message=f"is over {MAX_TOKENS:,} tokens, longer than any "
+                     "model's context", fix=fix)
     return whole
 
 
