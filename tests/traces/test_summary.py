@@ -78,7 +78,7 @@ def test_the_json_holds_every_figure_and_every_window() -> None:
 def test_the_tables_show_the_busiest_windows_first_as_a_clock() -> None:
     day = _trace((0, 1, 1), (90_000, 5, 5), (90_001, 5, 5))
     headers, rows = summarise(day, window_s=300).busiest(2)
-    assert headers[0] == "window from" and [row[0] for row in rows] == ["1+01:00:00", "00:00:00"]
+    assert headers[0] == "from first arrival" and [row[0] for row in rows] == ["1+01:00:00", "00:00:00"]
 
 
 @pytest.mark.parametrize("window", [0.0, -1.0, float("nan"), float("inf"), 1e-320, 9e-4])

@@ -129,7 +129,7 @@ class TraceSummary:
         top = sorted(self.windows, key=lambda w: (-w.requests, w.start_s))[:count]
         rows: list[Sequence[str]] = [(_clock(w.start_s), f"{w.requests:,}", f"{w.arrivals_per_s:,.3f}",
                                       f"{w.prefill_tokens_per_s:,.0f}", f"{w.decode_tokens_per_s:,.0f}") for w in top]
-        return ("window from", "requests", "requests/s", "prefill tok/s", "decode tok/s"), rows
+        return ("from first arrival", "requests", "requests/s", "prefill tok/s", "decode tok/s"), rows
 
 
 def _rounded(share: float | None) -> float | None:
@@ -141,7 +141,7 @@ def _three(lengths: Lengths) -> tuple[str, str, str]:
 
 
 def _clock(seconds: float) -> str:
-    """``d+hh:mm:ss`` from the first arrival (a day's trace reads as a clock)."""
+    """``d+hh:mm:ss`` from the first arrival, not the time of day (BurstGPT has none; Azure's is dropped)."""
     whole = int(seconds)
     days, rest = divmod(whole, 86_400)
     text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
