@@ -23,7 +23,7 @@ import yaml
 
 from hyperpod_dpd.cli import EXIT_CODES, build_parser
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec.fields import is_record, record_kinds, spec_fields, union_options, without_none
+from hyperpod_dpd.spec.fields import is_record, is_shorthand, record_kinds, spec_fields, union_options, without_none
 from hyperpod_dpd.spec.instances import InstanceType
 from hyperpod_dpd.spec.loading import to_plain
 from hyperpod_dpd.spec.units import ByteSize
@@ -84,7 +84,8 @@ def _type_text(hint: Any, seen: Mapping[type, str]) -> str:
     if typing.get_origin(hint) in (Mapping, dict):
         return "mapping of string to string"
     if is_record(hint):
-        return f"mapping (fields of `{seen[hint]}`)" if hint in seen else "mapping"
+        shape = f"mapping (fields of `{seen[hint]}`)" if hint in seen else "mapping"
+        return f"{shape}, or `true` (every default)" if is_shorthand(hint) else shape
     if hint is ByteSize:
         return "size (`8Gi`, `512Mi`)"
     if hint is InstanceType:

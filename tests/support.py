@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import importlib.util
 import json
 import os
@@ -24,7 +25,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from hyperpod_dpd import spec_to_mapping
+from hyperpod_dpd import DpdSpec, spec_to_mapping
+from hyperpod_dpd.spec import AutoscalingSpec, SloScaling, SloSpec
 from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
 from hyperpod_dpd.traces.model import Trace, TraceRequest
 
@@ -66,6 +68,16 @@ def write_spec(tmp_path: Path, *replacements: tuple[str, str]) -> str:
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     return str(path)
+
+
+def run_bench(capsys: pytest.CaptureFixture[str], *argv: str, seams: Any = None) -> tuple[int, str, str]:
+    """``hyperpod-dpd bench ARGV`` through ``main`` (with ``seams``, the benchmark session's): its status, standard
+    output and standard error."""
+    from hyperpod_dpd.cli import main  # the CLI loads cdk8s; only the bench tests need it
+
+    code = main(["bench", *argv], seams=seams)
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def default_mapping() -> dict[str, Any]:
@@ -225,3 +237,31 @@ def poisson_trace(rate: Callable[[float], float], *, duration_s: float, seed: in
     first = found[0] if found else 0.0
     return Trace(requests=tuple(TraceRequest(at_s=t - first, input_tokens=isl, output_tokens=osl) for t in found),
                  source=f"poisson test trace, seed {seed}")
+
+
+# --- SLO autoscaling --------------------------------------------------------------------------------
+
+SLO_WORKSPACE = "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-1234abcd"
+
+
+def slo_autoscaled(*, ttft_ms: int = 2000, tpot_ms: int = 50, prefill_max: int = 4, decode_max: int = 1) -> DpdSpec:
+    """The default spec (Llama 3.3 70B, TP8 on ml.p5.48xlarge) with an SLO and SLO autoscaling on both roles."""
+    spec = default_spec()
+    return dataclasses.replace(
+        spec, slo=SloSpec(ttft_ms=ttft_ms, tpot_ms=tpot_ms),
+        metrics=dataclasses.replace(spec.metrics, amp_workspace_url=SLO_WORKSPACE),
+        prefill=dataclasses.replace(spec.prefill, autoscaling=AutoscalingSpec(max_replicas=prefill_max,
+                                                                              slo=SloScaling())),
+        decode=dataclasses.replace(spec.decode, autoscaling=AutoscalingSpec(max_replicas=decode_max,
+                                                                            slo=SloScaling())))
+
+
+def with_slo_options(spec: DpdSpec, role: str = "prefill", **changes: Any) -> DpdSpec:
+    """``spec`` with ``<role>.autoscaling.slo``'s fields changed."""
+    cfg = dict(spec.roles())[role]
+    assert cfg.autoscaling is not None and cfg.autoscaling.slo is not None
+    scaling = dataclasses.replace(cfg.autoscaling, slo=dataclasses.replace(cfg.autoscaling.slo, **changes))
+    changed = dataclasses.replace(cfg, autoscaling=scaling)
+    if role == "prefill":
+        return dataclasses.replace(spec, prefill=changed)
+    return dataclasses.replace(spec, decode=changed)

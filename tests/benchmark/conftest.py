@@ -22,13 +22,13 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
-from support import load_module
+from support import load_module, write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.client import Client
@@ -51,6 +51,12 @@ QUIET = re.compile(rf"^{re.escape(RESULTS_MARK)} quiet=(\d+)$")
 fake_openai = load_module("fake_openai", HERE / "fake_openai.py")
 kube_fakes = load_module("kube_fakes", HERE / "kube_fakes.py")
 Behaviour = fake_openai.Behaviour
+
+
+@pytest.fixture
+def stub_spec(tmp_path: Path) -> str:
+    """The default spec with the stub router's threshold (32), so D(64,16) is a DPD scenario."""
+    return write_spec(tmp_path, ("threshold: 4096", "threshold: 32"))
 
 
 @pytest.fixture
@@ -166,15 +172,19 @@ def rendered_benchmark_container(scenario: Scenario) -> dict[str, Any]:
     return found
 
 
-def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario | None = None) -> Run:
+def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario | None = None, *,
+               container: dict[str, Any] | None = None, mounts: dict[str, str] | None = None,
+               client: Client | None = None) -> Run:
     """The rendered Job's benchmark container (genai-bench by default here, else the scenario's client), run here
-    against the stub."""
+    against the stub; ``container`` (with ``client``) runs another rendering of it, such as a trace replay's, with
+    ``mounts`` (pod path to local folder) beside the Job's own volumes."""
     scenario = scenario or Scenario(isl=ISL, osl=OSL, concurrency=LEVELS, requests=REQUESTS, max_seconds=60,
                                     client=Client.GENAI_BENCH)
-    container = rendered_benchmark_container(scenario)
+    container = container or rendered_benchmark_container(scenario)
+    client = client or scenario.client
     results = base / "results"
     results.mkdir()
-    local = {"/results": str(results), "/tokenizer": str(tokenizer), "/tmp": str(base / "tmp")}
+    local = {"/results": str(results), "/tokenizer": str(tokenizer), "/tmp": str(base / "tmp"), **(mounts or {})}
 
     pod_paths = re.compile("|".join(re.escape(path) for path in local))
 
@@ -186,7 +196,7 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
         args = [mapped(a) for a in container["args"]]
         args[args.index("--api-base" if "--api-base" in args else "--url") + 1] = url
         env = {e["name"]: mapped(e["value"]) for e in container["env"]}
-        env.update({"PATH": f"{_client_dir(scenario.client)}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        env.update({"PATH": f"{_client_dir(client)}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                     "QUIET_SECONDS": "1",
                     "HOME": str(base)})
         command = [*container["command"][:2], mapped(container["command"][2]), *container["command"][3:]]
@@ -209,6 +219,13 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
     code = int((results / "exit-code").read_text().strip())
     return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen,
                ttfts)
+
+
+@pytest.fixture(scope="session")
+def stub_runner() -> SimpleNamespace:
+    """:func:`run_client`, the stub's :class:`Behaviour` and :data:`ROUTER_BUCKETS`, for a module's own session run
+    (test modules cannot import this one)."""
+    return SimpleNamespace(run_client=run_client, Behaviour=Behaviour, router_buckets=ROUTER_BUCKETS)
 
 
 def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any,

@@ -96,6 +96,8 @@ class FakeCore:
     other_pods: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
     metrics: Callable[[str, str], str] | None = None
     proxied: list[tuple[str, str, str]] = field(default_factory=list)
+    config_maps: list[tuple[str, Any]] = field(default_factory=list)
+    deleted_config_maps: list[tuple[str, str]] = field(default_factory=list)
 
     def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any:
         if f"{namespace}|{label_selector}" in self.other_pods:
@@ -131,11 +133,19 @@ class FakeCore:
         self.accounts.append((namespace, body))
         return k8s_model("V1ServiceAccount", body)
 
+    def create_namespaced_config_map(self, namespace: str, body: Any) -> Any:
+        self.config_maps.append((namespace, body))
+        return k8s_model("V1ConfigMap", body)
+
+    def delete_namespaced_config_map(self, name: str, namespace: str) -> Any:
+        self.deleted_config_maps.append((namespace, name))
+        return k8s_model("V1Status", {"status": "Success"})
+
 
 def benchmark_kube(batch: FakeBatch, core: FakeCore, custom: Any = None, access: Any = None) -> BenchmarkKube:
     """Both endpoints present unless ``custom`` says otherwise; every permission granted unless ``access``."""
     return BenchmarkKube(custom=custom or FakeCustom(), apps=None, core=core, batch=batch,  # type: ignore[arg-type]
-                         accounts=core, access=access or FakeAccess())
+                         accounts=core, access=access or FakeAccess(), config_maps=core)
 
 
 @dataclass
@@ -197,3 +207,36 @@ class FakeCustom:
                 "metadata": {"name": name, "namespace": namespace}}
 
 
+
+
+def recorded_cluster(run: Any, *, name: str, present: tuple[str, ...] = ("dpd-test", "dpd-test-agg"),
+                     printed: Mapping[str, str] | None = None, exit_code: int = 0) -> BenchmarkKube:
+    """A recorded cluster where the Job ``name`` runs ``run`` (a conftest ``Run``): its log walks through the quiet
+    windows one poll at a time, and the router's and decoder's /metrics (through the API server) answer with the
+    stub's counters of the window the log is in. The publish container's log holds ``printed`` (default: the run's
+    files) and exits ``exit_code``."""
+    levels = len(run.metrics) - 1  # a quiet window before the first level and after each
+    marks = ["quiet=0", *(mark for done in range(1, levels + 1) for mark in (f"level={done}", f"quiet={done}"))]
+    logs = iter("".join(f"### hyperpod-dpd-bench {m}\n" for m in marks[:i + 1]) for i in range(len(marks)))
+    window = [0]
+
+    def benchmark_log() -> str:
+        text = next(logs, None)
+        if text is None:
+            return f"### hyperpod-dpd-bench quiet={levels}\n"
+        window[0] = int(text.rsplit("quiet=", 1)[1].split()[0])
+        return text
+
+    def metrics(namespace: str, pod_port: str) -> str:
+        router, decoder = run.metrics[window[0]]
+        return str(router if namespace == "hyperpod-inference-system" else decoder)
+
+    files = run.files() if printed is None else printed
+    publish = "".join(f"### hyperpod-dpd-bench file={n}\n{text}\n### hyperpod-dpd-bench end\n"
+                      for n, text in files.items()) + f"### hyperpod-dpd-bench exit={exit_code}\n"
+    the_pod = pod(f"{name}-x", init=[container("benchmark", "terminated")], main=[container("publish", "terminated")])
+    # one poll per mark: the Job completes once the last quiet window was seen
+    batch = FakeBatch(states=[job(name)] * len(marks) + [job(name, condition="Complete")])
+    core = FakeCore(pods=[[the_pod]], logs={"benchmark": benchmark_log, "publish": publish},
+                    other_pods=router_and_decoder(), metrics=metrics)
+    return benchmark_kube(batch, core, custom=FakeCustom(present=present))

@@ -16,7 +16,7 @@ import boto3
 import pytest
 import yaml
 from botocore.stub import Stubber
-from support import FakeAdvice, FakeClock, FakeEstimate, FakePoint, write_spec
+from support import FakeAdvice, FakeClock, FakeEstimate, FakePoint, run_bench, write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
@@ -36,16 +36,7 @@ from hyperpod_dpd.spec.loading import load_spec
 RUN = "20261201-0300"
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, seams: Seams | None = None) -> tuple[int, str, str]:
-    code = main(["bench", *argv], seams=seams)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def stub_spec(tmp_path: Path) -> str:
-    """The default spec with the stub router's threshold (32), so D(64,16) is a DPD scenario."""
-    return write_spec(tmp_path, ("threshold: 4096", "threshold: 32"))
+run_cli = run_bench
 
 
 def test_render_writes_the_manifests_only(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -165,37 +156,9 @@ def test_compare_without_the_advisor_names_the_extra(capsys: pytest.CaptureFixtu
 
 def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-test", "dpd-test-agg"),
              printed: Mapping[str, str] | None = None, exit_code: int = 0) -> Any:
-    """A recorded cluster where the Job runs ``run``: its log walks through the quiet windows one poll at a
-    time, and the router's and decoder's /metrics (through the API server) answer with the stub's counters
-    of the window the log is in. The publish container's log holds ``printed`` (default: the run's files)
-    and exits ``exit_code``."""
-    name = f"bench-dpd-test-{RUN}"
-    levels = len(run.metrics) - 1  # a quiet window before the first level and after each
-    marks = ["quiet=0", *(mark for done in range(1, levels + 1) for mark in (f"level={done}", f"quiet={done}"))]
-    logs = iter("".join(f"### hyperpod-dpd-bench {m}\n" for m in marks[:i + 1]) for i in range(len(marks)))
-    window = [0]
-
-    def benchmark_log() -> str:
-        text = next(logs, None)
-        if text is None:
-            return f"### hyperpod-dpd-bench quiet={levels}\n"
-        window[0] = int(text.rsplit("quiet=", 1)[1].split()[0])
-        return text
-
-    def metrics(namespace: str, pod_port: str) -> str:
-        router, decoder = run.metrics[window[0]]
-        return str(router if namespace == "hyperpod-inference-system" else decoder)
-
-    files = run.files() if printed is None else printed
-    publish = "".join(f"### hyperpod-dpd-bench file={n}\n{text}\n### hyperpod-dpd-bench end\n"
-                      for n, text in files.items()) + f"### hyperpod-dpd-bench exit={exit_code}\n"
-    pod = fakes.pod(f"{name}-x", init=[fakes.container("benchmark", "terminated")],
-                    main=[fakes.container("publish", "terminated")])
-    # one poll per mark: the Job completes once the last quiet window was seen
-    batch = fakes.FakeBatch(states=[fakes.job(name)] * len(marks) + [fakes.job(name, condition="Complete")])
-    core = fakes.FakeCore(pods=[[pod]], logs={"benchmark": benchmark_log, "publish": publish},
-                          other_pods=fakes.router_and_decoder(), metrics=metrics)
-    return fakes.benchmark_kube(batch, core, custom=fakes.FakeCustom(present=present))
+    """The recorded cluster of ``fakes.recorded_cluster`` running this file's Job."""
+    return fakes.recorded_cluster(run, name=f"bench-dpd-test-{RUN}", present=present, printed=printed,
+                                  exit_code=exit_code)
 
 
 BUCKET = "dpd-models-example"  # the default spec's model bucket: results go under its benchmarks/

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support import slo_autoscaled
 from syrupy.assertion import SnapshotAssertion
 
 from hyperpod_dpd import (
@@ -35,6 +36,7 @@ from hyperpod_dpd import (
 )
 from hyperpod_dpd.charts import render_inference_endpoint_config
 from hyperpod_dpd.charts.render import synth_documents
+from hyperpod_dpd.scaling.shape import pin_capacities
 
 Validate = Callable[[dict[str, Any]], list[str]]
 
@@ -49,6 +51,15 @@ def default_documents() -> dict[str, str]:
 
 def test_default_manifests_snapshot(default_documents: dict[str, str], snapshot: SnapshotAssertion) -> None:
     assert default_documents == snapshot
+
+
+def test_slo_autoscaled_manifest_snapshot(snapshot: SnapshotAssertion, crd_errors: Validate) -> None:
+    """An SLO and SLO autoscaling on both roles, capacities pinned as synth pins the advisor's."""
+    spec = pin_capacities(slo_autoscaled(decode_max=2), {"prefill": 19084.8, "decode": 2328.5})
+    document = render_inference_endpoint_config(spec, region="us-west-2")
+    assert crd_errors(document) == []
+    assert set(document["spec"]["pdSpec"]["autoScalingSpec"]) == {"prefillAutoScaling", "decodingAutoScaling"}
+    assert document == snapshot
 
 
 def test_synth_is_byte_identical_across_runs(default_documents: dict[str, str]) -> None:

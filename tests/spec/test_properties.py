@@ -30,6 +30,7 @@ from hyperpod_dpd import (
     spec_to_mapping,
 )
 from hyperpod_dpd.charts import render_inference_endpoint_config
+from hyperpod_dpd.spec import AutoscalingSpec, MetricsSpec, SloScaling, SloSpec
 from hyperpod_dpd.spec.loading import parse_spec
 from hyperpod_dpd.spec.schema import spec_json_schema
 
@@ -73,10 +74,22 @@ def valid_specs(draw: st.DrawFn) -> DpdSpec:
 
     # Model names that match no preset, so sizing needs no architecture and any TP is allowed.
     model = ModelSpec(name=draw(st.from_regex(r"\Acustom-[a-z0-9]{1,12}\Z")), source=draw(sources))
+    prefill, decode = role(False), role(True)
+    slo_scaled: dict[str, Any] = {}
+    if draw(st.booleans()):  # SLO autoscaling on both roles, capacities pinned (synth's advisor pins them)
+        def scaled(spec: RoleSpec, maximum: int) -> RoleSpec:
+            slo = SloScaling(capacity_tokens_per_s=draw(st.floats(1, 1e6)), start_up_seconds=draw(st.floats(0, 3600)),
+                             utilisation=draw(st.floats(0.05, 1)))
+            return dataclasses.replace(spec, autoscaling=AutoscalingSpec(max_replicas=maximum, slo=slo))
+
+        prefill, decode = scaled(prefill, 4), scaled(decode, draw(st.integers(1, 3)))
+        slo_scaled = {"slo": SloSpec(ttft_ms=draw(st.integers(100, 10000)), tpot_ms=draw(st.integers(10, 200))),
+                      "metrics": MetricsSpec(amp_workspace_url="https://aps-workspaces.us-west-2.amazonaws.com/"
+                                                               "workspaces/ws-1234abcd")}
     return DpdSpec(
         name=draw(label), namespace=draw(label), model=model, instance_type=instance, tensor_parallel_size=tp,
         max_model_len=max_len, gpu_memory_utilization=draw(st.floats(0.3, 0.95)),
-        prefill=role(False), decode=role(True),
+        prefill=prefill, decode=decode, **slo_scaled,
         routing=RoutingSpec(threshold=draw(st.integers(0, max_len)),
                             strategy=draw(st.sampled_from([RoutingStrategy.PREFIX_AWARE, RoutingStrategy.ROUND_ROBIN,
                                                            RoutingStrategy.SESSION]))),

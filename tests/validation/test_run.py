@@ -45,7 +45,7 @@ def test_the_rules_run_in_a_fixed_order() -> None:
         "engine_flags", "environment", "exec_limits", "ports", "autoscaling_signals", "context_window",
         "slo_targets", "scrape_interval", "alert_thresholds",
         "names", "model_source", "hardware", "roles", "engine", "routing", "kv_cache", "observability", "tls",
-        "idle_node_gpus", "topology", "autoscaling",
+        "idle_node_gpus", "topology", "autoscaling", "slo_scaling",
         "front_doors", "audit_trail",
         "sizing",
     ]

@@ -44,6 +44,12 @@ class ServiceAccountApi(Protocol):
     def create_namespaced_service_account(self, namespace: str, body: Any) -> Any: ...
 
 
+class ConfigMapApi(Protocol):
+    def create_namespaced_config_map(self, namespace: str, body: Any) -> Any: ...
+
+    def delete_namespaced_config_map(self, name: str, namespace: str) -> Any: ...
+
+
 class AccessReviewApi(Protocol):
     def create_self_subject_access_review(self, body: Any) -> Any: ...
 
@@ -55,6 +61,7 @@ class BenchmarkKube(KubeApi):
     batch: BatchApi | None = None
     accounts: ServiceAccountApi | None = None
     access: AccessReviewApi | None = None
+    config_maps: ConfigMapApi | None = None
 
     @classmethod
     def from_kube(cls, kube: KubeApi) -> BenchmarkKube:
@@ -64,7 +71,8 @@ class BenchmarkKube(KubeApi):
         api_client = getattr(kube.core, "api_client", None)
         return cls(custom=kube.custom, apps=kube.apps, core=kube.core, transport=kube.transport,
                    batch=client.BatchV1Api(api_client), accounts=kube.core,  # type: ignore[arg-type]
-                   access=client.AuthorizationV1Api(api_client))
+                   access=client.AuthorizationV1Api(api_client),
+                   config_maps=kube.core)  # type: ignore[arg-type]
 
     def _batch(self) -> BatchApi:
         if self.batch is None:
@@ -75,6 +83,11 @@ class BenchmarkKube(KubeApi):
         if self.accounts is None:
             raise KubeError("no ServiceAccount client: build BenchmarkKube with accounts=")
         return self.accounts
+
+    def _config_maps(self) -> ConfigMapApi:
+        if self.config_maps is None:
+            raise KubeError("no ConfigMap client: build BenchmarkKube with config_maps=")
+        return self.config_maps
 
     def service_account(self, namespace: str, name: str) -> JsonDict | None:
         found: JsonDict | None = self._call(f"get serviceaccount {namespace}/{name}",
@@ -132,6 +145,23 @@ class BenchmarkKube(KubeApi):
         """Delete the Job and its pod (background propagation); already gone is fine."""
         self._call(f"delete job {namespace}/{name}", self._batch().delete_namespaced_job, name, namespace,
                    propagation_policy="Background")
+
+    def create_config_map(self, namespace: str, body: JsonDict) -> None:
+        """Create a ConfigMap (``bench --trace``'s trace); one of the same name is an error naming the fix."""
+        name = body["metadata"]["name"]
+        try:
+            self._call(f"create configmap {namespace}/{name}", self._config_maps().create_namespaced_config_map,
+                       namespace, body, missing_ok=False)
+        except KubeError as err:
+            if err.status == 409:
+                raise KubeError(f"a ConfigMap {namespace}/{name} already exists: pass another --run-id, or "
+                                f"`kubectl delete configmap {name} -n {namespace}`", status=409) from None
+            raise
+
+    def delete_config_map(self, namespace: str, name: str) -> None:
+        """Delete a ConfigMap; already gone is fine."""
+        self._call(f"delete configmap {namespace}/{name}", self._config_maps().delete_namespaced_config_map, name,
+                   namespace)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from hyperpod_dpd.contracts.operator import IEC_API_VERSION, IEC_KIND  # noqa: E
 from hyperpod_dpd.contracts.vllm import canonical_args, flag_values, parse_flags  # noqa: E402
 from hyperpod_dpd.errors import Problem, SpecError  # noqa: E402
 from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV  # noqa: E402
+from hyperpod_dpd.scaling import CompiledTrigger, compile_role  # noqa: E402
 from hyperpod_dpd.spec import (  # noqa: E402
     AutoscalingSpec,
     CloudWatchTrigger,
@@ -216,22 +217,39 @@ def _pd_spec(s: DpdSpec) -> dict[str, Any]:
         if s.topology.placement_group is not None:
             topology["placementGroup"] = s.topology.placement_group
         pd["topologySpec"] = topology
-    scaling = {f"{'prefill' if name == 'prefill' else 'decoding'}AutoScaling": _autoscaling(role.autoscaling)
+    scaling = {f"{'prefill' if name == 'prefill' else 'decoding'}AutoScaling": _autoscaling(s, name, role.autoscaling)
                for name, role in s.roles() if role.autoscaling is not None}
     if scaling:
         pd["autoScalingSpec"] = scaling
     return pd
 
 
-def _autoscaling(scaling: AutoscalingSpec) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "minReplicaCount": scaling.min_replicas,
-        "maxReplicaCount": scaling.max_replicas,
-        "pollingInterval": scaling.polling_interval_seconds,
-        "cooldownPeriod": scaling.cooldown_seconds,
-    }
+def _autoscaling(s: DpdSpec, role: str, scaling: AutoscalingSpec) -> dict[str, Any]:
+    """The role's ``autoScalingSpec``: its bounds and triggers as written, or as ``autoscaling.slo`` compiles them
+    (the written triggers then follow the compiled ones)."""
+    prometheus: list[dict[str, Any]] = []
+    if scaling.slo is not None:
+        compiled = compile_role(s, role)
+        body: dict[str, Any] = {
+            "minReplicaCount": compiled.min_replicas,
+            "maxReplicaCount": compiled.max_replicas,
+            "pollingInterval": compiled.polling_interval_s,
+            "cooldownPeriod": compiled.cooldown_s,
+            "initialCooldownPeriod": compiled.initial_cooldown_s,
+            "scaleUpStabilizationTime": compiled.scale_up_stabilisation_s,
+            "scaleDownStabilizationTime": compiled.scale_down_stabilisation_s,
+        }
+        address = s.metrics.amp_workspace_url or ""
+        prometheus = [_compiled_trigger(t, address) for t in compiled.triggers]
+    else:
+        body = {
+            "minReplicaCount": scaling.min_replicas,
+            "maxReplicaCount": scaling.max_replicas,
+            "pollingInterval": scaling.polling_interval_seconds,
+            "cooldownPeriod": scaling.cooldown_seconds,
+        }
     cloudwatch = [_cloudwatch(t) for t in scaling.triggers if isinstance(t, CloudWatchTrigger)]
-    prometheus = [_prometheus(t) for t in scaling.triggers if isinstance(t, PrometheusTrigger)]
+    prometheus += [_prometheus(t) for t in scaling.triggers if isinstance(t, PrometheusTrigger)]
     if cloudwatch:
         body["cloudWatchTriggerList"] = cloudwatch
     if prometheus:
@@ -248,6 +266,11 @@ def _cloudwatch(t: CloudWatchTrigger) -> dict[str, Any]:
     if t.dimensions:
         body["dimensions"] = [{"name": k, "value": v} for k, v in t.dimensions.items()]
     return body
+
+
+def _compiled_trigger(t: CompiledTrigger, server_address: str) -> dict[str, Any]:
+    return {"name": t.name, "serverAddress": server_address, "query": t.query, "targetValue": t.target,
+            "metricType": t.metric_type.value}
 
 
 def _prometheus(t: PrometheusTrigger) -> dict[str, Any]:

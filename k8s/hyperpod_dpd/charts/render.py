@@ -15,6 +15,7 @@ from hyperpod_dpd.charts.inference_endpoint_config import (
 )
 from hyperpod_dpd.contracts.crd import check_manifest
 from hyperpod_dpd.errors import SpecWarning
+from hyperpod_dpd.scaling.shape import with_stand_in_capacities
 from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.validation import CheckedSpec, check
 
@@ -59,10 +60,12 @@ def synth_to_directory(specs: Sequence[DpdSpec | CheckedSpec], out: Path, *, reg
 def check_against_crd(spec: DpdSpec | CheckedSpec, *, region: str | None = None) -> None:
     """Render ``spec`` without cdk8s and validate it against the operator's CRD (raises :class:`SpecError`).
 
-    A spec whose S3 source leaves the region to the stack is checked with a stand-in region.
+    A spec whose S3 source leaves the region to the stack is checked with a stand-in region, and SLO autoscaling
+    that synth will size with the advisor with a stand-in capacity.
     """
     checked = spec if isinstance(spec, CheckedSpec) else check(spec)
     source = checked.spec.model.source
     if region is None and isinstance(source, S3Source) and source.region is None:
         region = _ANY_REGION
-    render_inference_endpoint_config(checked, region=region)
+    stand_in = with_stand_in_capacities(checked.spec)  # synth computes them; their form is what is checked here
+    render_inference_endpoint_config(checked if stand_in is checked.spec else stand_in, region=region)

@@ -7,7 +7,9 @@ the result files back (from S3 when the Job uploaded them, else from its log), d
 per level the latencies, throughput, failed requests, goodput under the spec's slo, and the router's and
 decoder's counters that prove the level was disaggregated. --aggregated also benchmarks the aggregated twin
 and reports DPD's change; --compare adds the advisor's prediction. --output-dir DIR only writes the
-manifests (- prints them); --results-dir DIR reports a results folder instead of running anything.
+manifests (- prints them); --results-dir DIR reports a results folder instead of running anything. --trace FILE
+replays a request trace with aiperf's fixed schedule instead of load levels, window by window, each window proven
+as a level is.
 
 Exit status: 0 when every Job succeeded and every level can be trusted, 1 otherwise, 2 for usage errors
 (traffic the spec cannot serve or route as asked, a missing endpoint or twin, RBAC the run lacks, results
@@ -21,6 +23,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
+from hyperpod_dpd.benchmark.replay import DEFAULT_SPEEDUP
 from hyperpod_dpd.benchmark.route import RoutePath
 from hyperpod_dpd.benchmark.scenario import (
     DEFAULT_CONCURRENCY,
@@ -41,6 +44,7 @@ from hyperpod_dpd.cli._common import (
 )
 from hyperpod_dpd.contracts.stack_outputs import render_resolved
 from hyperpod_dpd.errors import SpecError, UsageError
+from hyperpod_dpd.traces import DEFAULT_WINDOW_S, FORMAT_NAMES
 
 if TYPE_CHECKING:
     from hyperpod_dpd.benchmark.session import BenchRequest, Seams
@@ -77,6 +81,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                               "each rate; at least 155)")
     traffic.add_argument("--max-seconds", type=positive, default=DEFAULT_MAX_SECONDS, metavar="S",
                          help=f"time bound per level, a multiple of 60 (default: {DEFAULT_MAX_SECONDS})")
+    replay = parser.add_argument_group("replaying a trace (docs/bench.md, Replaying a trace)")
+    replay.add_argument("--trace", metavar="FILE", type=path,
+                        help="replay this request trace (Mooncake JSONL, Azure or BurstGPT CSV; gzipped too) with "
+                             "aiperf's fixed schedule instead of load levels, with the proof of disaggregation per "
+                             "window")
+    replay.add_argument("--trace-format", choices=FORMAT_NAMES, help="the trace's format (default: detected)")
+    replay.add_argument("--trace-speedup", type=number, default=DEFAULT_SPEEDUP, metavar="X",
+                        help=f"replay X times faster than the trace (default: {DEFAULT_SPEEDUP:g}, real time)")
+    replay.add_argument("--trace-window", type=number, default=DEFAULT_WINDOW_S, metavar="SECONDS",
+                        help="seconds of the replay per window, one aiperf run and one proof each (default: "
+                             f"{DEFAULT_WINDOW_S:g})")
     what = parser.add_argument_group("what to run")
     what.add_argument("--aggregated", action="store_true",
                       help="also benchmark the aggregated twin (<name>-agg) and report DPD's change")
@@ -146,6 +161,8 @@ def run(args: argparse.Namespace, *, seams: Seams | None = None) -> int:
     if args.repeat > 1 and args.results_dir:
         raise UsageError("--repeat runs the Jobs again; with --results-dir give each repeat's folder as another "
                          "--results-dir")
+    if args.trace is not None:
+        return _replay(args, checked, seams)
     request = _request(args, checked, seams)
     try:
         if args.render:
@@ -157,6 +174,42 @@ def run(args: argparse.Namespace, *, seams: Seams | None = None) -> int:
         report = session.run(request, seams=seams)
     except SpecError as err:
         raise problems_error("invalid benchmark options:", err) from None
+    print(report.to_json() if args.json else report.render())
+    return 0 if report.healthy else 1
+
+
+def _replay(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> int:
+    """``--trace``: read and window the trace, then render or run its replay (benchmark/replay_run.py)."""
+    from hyperpod_dpd.benchmark import replay_run  # noqa: PLC0415 - as in run()
+    from hyperpod_dpd.benchmark.replay import plan_replay  # noqa: PLC0415
+    from hyperpod_dpd.traces import read_trace  # noqa: PLC0415
+
+    levels = args.concurrency != levels_text(DEFAULT_CONCURRENCY) or args.request_rate is not None
+    conflicts = [flag for flag, given in (
+        ("--concurrency/--request-rate", levels), ("--isl", args.isl is not None), ("--osl", args.osl != DEFAULT_OSL),
+        ("--requests", args.requests is not None), ("--prefix-share", bool(args.prefix_share)),
+        ("--client", args.client != DEFAULT_CLIENT.value), ("--aggregated", args.aggregated),
+        ("--compare", args.compare), ("--results-dir", bool(args.results_dir or args.aggregated_results_dir)),
+        ("--repeat", args.repeat > 1), ("--report-dir", args.report_dir is not None)) if given]
+    if conflicts:
+        raise UsageError(f"--trace replays the trace's own arrivals and lengths with aiperf against the DPD endpoint: "
+                         f"drop {', '.join(conflicts)}")
+    try:
+        trace = read_trace(args.trace, format=args.trace_format)
+        replay = plan_replay(trace, speedup=args.trace_speedup, window_s=args.trace_window,
+                             max_model_len=checked.spec.max_model_len)
+        request = _request(args, checked, seams)
+        if args.render:
+            planned = replay_run.plan(request, seams=seams)
+            print(render_resolved(planned.names, deployed=planned.deployed), file=sys.stderr)
+            for path in emit_documents(replay_run.manifests(planned, replay), args.render):
+                print(path)
+            return 0
+        report = replay_run.run(request, replay, seams=seams)
+    except SpecError as err:
+        raise problems_error("cannot replay the trace:", err) from None
+    except OSError as err:
+        raise UsageError(f"--trace {args.trace}: {err.strerror or err}") from None
     print(report.to_json() if args.json else report.render())
     return 0 if report.healthy else 1
 

@@ -14,7 +14,11 @@ import json
 from hyperpod_dpd.cli._argtypes import path, tokens
 from hyperpod_dpd.cli._common import add_spec_argument, read_spec_with_problems
 from hyperpod_dpd.contracts.prices import node_cost, user_price
-from hyperpod_dpd.errors import SpecError, UsageError
+from hyperpod_dpd.errors import Problem, SpecError, UsageError
+from hyperpod_dpd.scaling import CompiledScaling, compile_all
+from hyperpod_dpd.scaling.report import describe, to_json
+from hyperpod_dpd.scaling.shape import scaled_roles
+from hyperpod_dpd.spec import DpdSpec
 
 
 def usd(text: str) -> float:
@@ -33,6 +37,18 @@ def add_price_argument(parser: argparse.ArgumentParser) -> None:
 
 def _cannot_plan(err: SpecError) -> str:
     return "cannot plan this spec:\n" + "\n".join(f"  - {problem.render()}" for problem in err.problems)
+
+
+def _compiled_scaling(spec: DpdSpec) -> tuple[dict[str, CompiledScaling], list[Problem]]:
+    """Each SLO-scaled role compiled as synth compiles it (capacities from the advisor when not pinned)."""
+    if not scaled_roles(spec):
+        return {}, []
+    from hyperpod_dpd.advisor.capacity import capacities  # noqa: PLC0415 - the advisor only for SLO scaling
+
+    try:
+        return compile_all(spec, capacities=capacities(spec)), []
+    except SpecError as err:
+        return {}, list(err.problems)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -60,12 +76,17 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as err:
         raise UsageError(_cannot_plan(err)) from None
     cost = node_cost(spec.node_usage(), override=args.price_per_node_hour)
+    scaled, scaling_problems = ({}, []) if refused else _compiled_scaling(spec)
     if args.json:
-        print(json.dumps({"cost": cost.to_json(), **sized.to_json()}, indent=2))
+        autoscaling = {"autoscaling": {role: to_json(c) for role, c in scaled.items()}} if scaled else {}
+        print(json.dumps({"cost": cost.to_json(), **sized.to_json(), **autoscaling}, indent=2))
     else:
         print("\n".join(cost.lines()) + "\n")
         print(render_table(sized), end="")
-    problems = [*refused, *(p for p in sized.problems if p not in refused)]
+        if scaled:
+            print("\nSLO autoscaling (as synth renders it):")
+            print("\n".join(line for compiled in scaled.values() for line in describe(compiled)))
+    problems = [*refused, *(p for p in sized.problems if p not in refused), *scaling_problems]
     if problems:
         raise UsageError(str(SpecError(problems, source=args.spec or "the embedded default spec")))
     return 0

@@ -34,10 +34,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     checked = read_checked_spec(args.spec)
+    from hyperpod_dpd.advisor.capacity import resolve  # noqa: PLC0415 - AIConfigurator only for SLO scaling
     from hyperpod_dpd.charts.render import synth_documents  # noqa: PLC0415 - loads jsii only when needed
 
     try:
-        documents, warnings = synth_documents([checked], region=args.region)
+        resolved = resolve(checked.spec)  # one replica's capacity at the SLO, pinned before rendering
+        documents, warnings = synth_documents([checked if resolved is checked.spec else resolved], region=args.region)
     except SpecError as err:
         raise UsageError(str(SpecError(err.problems, source=source_name(args.spec)))) from None
     print_warnings(warnings)

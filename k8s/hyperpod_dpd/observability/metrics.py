@@ -127,6 +127,12 @@ INTER_TOKEN_LATENCY = Metric(name="vllm:inter_token_latency_seconds", kind=Kind.
 # long prompts this pod served, counted per pod.
 REQUEST_PROMPT_TOKENS = Metric(name="vllm:request_prompt_tokens", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
                                provenance=f"{_VLLM} (buckets build_1_2_5_buckets(max_model_len))")
+# Every prompt token a pod's engine was given (vllm/v1/metrics/loggers.py l.591) and the ones its prefix cache
+# already held (l.516, counted in tokens): the difference is what the engine computed, SLO autoscaling's
+# prefill demand.
+PROMPT_TOKENS = Metric(name="vllm:prompt_tokens_total", kind=Kind.COUNTER, exporter=Exporter.VLLM, provenance=_VLLM)
+PREFIX_CACHE_HITS = Metric(name="vllm:prefix_cache_hits_total", kind=Kind.COUNTER, exporter=Exporter.VLLM,
+                           provenance=f"{_VLLM} (tokens served from the prefix cache)")
 GENERATION_TOKENS = Metric(name="vllm:generation_tokens_total", kind=Kind.COUNTER, exporter=Exporter.VLLM,
                            provenance=_VLLM)
 PREFILL_TIME = Metric(name="vllm:request_prefill_time_seconds", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
@@ -168,8 +174,9 @@ LOCAL_CACHE_HIT = "local_cache_hit"
 
 ALL_METRICS = (DPD_DISAGGREGATED, DPD_LOCAL, DPD_FALLBACK, DPD_INFLIGHT_PREFILL, DPD_E2E_TTFT, MODEL_INVOCATIONS,
                MODEL_ERRORS, REQUESTS_RUNNING, REQUESTS_WAITING, KV_CACHE_USAGE, PREEMPTIONS, PROMPT_TOKENS_BY_SOURCE,
-               TTFT, INTER_TOKEN_LATENCY, PREFILL_TIME, REQUEST_PROMPT_TOKENS, GENERATION_TOKENS, KV_STORE_PUT_TIME,
-               DEPLOYMENT_AVAILABLE, DEPLOYMENT_WANTED, CONTAINER_RESTARTS, GPU_XID)
+               TTFT, INTER_TOKEN_LATENCY, PREFILL_TIME, REQUEST_PROMPT_TOKENS, PROMPT_TOKENS, PREFIX_CACHE_HITS,
+               GENERATION_TOKENS, KV_STORE_PUT_TIME, DEPLOYMENT_AVAILABLE, DEPLOYMENT_WANTED, CONTAINER_RESTARTS,
+               GPU_XID)
 
 
 def series_names(metric: Metric) -> tuple[str, ...]:

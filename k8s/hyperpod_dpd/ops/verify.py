@@ -353,9 +353,10 @@ def rendered_manifest(spec: DpdSpec, *, region: str | None = None) -> JsonDict |
         render_inference_endpoint_config,
     )
     from hyperpod_dpd.errors import SpecError  # noqa: PLC0415
+    from hyperpod_dpd.scaling.shape import with_stand_in_capacities  # noqa: PLC0415
 
-    try:
-        return render_inference_endpoint_config(spec, region=region)
+    try:  # the CRD row checks the form: an SLO capacity synth would compute is stood in for
+        return render_inference_endpoint_config(with_stand_in_capacities(spec), region=region)
     except SpecError:
         return None
 

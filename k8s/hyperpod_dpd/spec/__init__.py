@@ -1,6 +1,13 @@
 """The typed, immutable DPD spec."""
 
-from hyperpod_dpd.spec.autoscaling import AutoscalingSpec, CloudWatchTrigger, MetricType, PrometheusTrigger, Trigger
+from hyperpod_dpd.spec.autoscaling import (
+    AutoscalingSpec,
+    CloudWatchTrigger,
+    MetricType,
+    PrometheusTrigger,
+    SloScaling,
+    Trigger,
+)
 from hyperpod_dpd.spec.endpoint import (
     DLC_IMAGE,
     KNOWN_IMAGES,
@@ -50,6 +57,7 @@ __all__ = [
     "RoutingSpec",
     "RoutingStrategy",
     "S3Source",
+    "SloScaling",
     "SloSpec",
     "TlsSpec",
     "TopologySpec",

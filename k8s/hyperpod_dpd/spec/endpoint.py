@@ -83,12 +83,16 @@ class MetricsSpec(Frozen):
     :param scrape_interval_seconds: :default: - the operator's default (15)
     :param model_metrics_port: where vLLM's ``/metrics`` is scraped. :default: - the endpoint's ``port``,
         where vLLM serves ``/metrics`` (the CRD's own default, 8080, has nothing behind it)
+    :param amp_workspace_url: the Amazon Managed Prometheus workspace the metrics reach
+        (``https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-<id>``), which SLO autoscaling's
+        triggers query. :default: - none (SLO autoscaling then refuses the spec)
     """
 
     enabled: bool = True
     scrape_interval_seconds: int | None = None
     model_metrics_port: int | None = None
     model_metrics_path: str | None = None
+    amp_workspace_url: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,10 +214,20 @@ class DpdSpec(Frozen):
         HyperPod nodes, so the nodes for the maximum must exist up front. The CDK instance groups and
         the preflight quota check both use this count.
         """
+        return math.ceil(self._pods(role, at_scale_limit=at_scale_limit) * self.role_gpus(role)
+                         / self.instance_type.facts.gpus)
+
+    def _pods(self, role: RoleSpec, *, at_scale_limit: bool) -> int:
+        """The role's pods: its replicas, or at the scale limit its ``max_replicas`` within an SLO node budget."""
         pods = role.replicas
-        if at_scale_limit and role.autoscaling is not None:
-            pods = max(pods, role.autoscaling.max_replicas)
-        return math.ceil(pods * self.role_gpus(role) / self.instance_type.facts.gpus)
+        scaling = role.autoscaling
+        if at_scale_limit and scaling is not None:
+            ceiling = scaling.max_replicas
+            budget = scaling.slo.max_nodes if scaling.slo is not None else None
+            if isinstance(budget, int) and budget >= 0 and 1 <= self.role_gpus(role) <= self.instance_type.facts.gpus:
+                ceiling = min(ceiling, budget * (self.instance_type.facts.gpus // self.role_gpus(role)))
+            pods = max(pods, ceiling)
+        return pods
 
     def node_usage(self, *, at_scale_limit: bool = True) -> NodeUsage:
         """Pods, GPUs and whole nodes per role, and how many of the nodes' GPUs the pods use.
@@ -223,9 +237,7 @@ class DpdSpec(Frozen):
         """
         roles = []
         for name, role in self.roles():
-            pods = role.replicas
-            if at_scale_limit and role.autoscaling is not None:
-                pods = max(pods, role.autoscaling.max_replicas)
+            pods = self._pods(role, at_scale_limit=at_scale_limit)
             roles.append(RoleUsage(role=name, pods=pods, gpus_per_pod=self.role_gpus(role),
                                    nodes=self.role_nodes(role, at_scale_limit=at_scale_limit)))
         return NodeUsage(instance_type=self.instance_type, roles=tuple(roles))

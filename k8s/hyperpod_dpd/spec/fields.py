@@ -98,6 +98,11 @@ def record_kinds(options: tuple[Any, ...]) -> dict[str, type] | None:
     return None
 
 
+def is_shorthand(hint: Any) -> bool:
+    """A record whose optional field may be written ``true`` (all its defaults) or ``false`` (none)."""
+    return is_record(hint) and bool(getattr(hint, "SHORTHAND", False))
+
+
 def is_record(hint: Any) -> bool:
     """A spec record (written as a mapping); value objects such as sizes are written as strings."""
     return isinstance(hint, type) and dataclasses.is_dataclass(hint) and hint is not ByteSize

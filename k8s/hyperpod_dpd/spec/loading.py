@@ -23,7 +23,7 @@ import yaml
 
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.spec import DpdSpec, _parsing
-from hyperpod_dpd.spec.fields import record_kinds
+from hyperpod_dpd.spec.fields import is_shorthand, record_kinds
 from hyperpod_dpd.spec.instances import InstanceType, supported_names
 from hyperpod_dpd.spec.units import ByteSize
 
@@ -187,6 +187,8 @@ def _convert(hint: Any, value: Any, path: str, out: _Collector) -> Any:
         kinds = record_kinds(options)
         if kinds is not None:
             return _convert_tagged(kinds, value, path, out)
+        if len(options) == 1 and isinstance(value, bool) and is_shorthand(options[0]):
+            return options[0]() if value else None  # ``slo: true`` is the record's defaults, ``false`` none
         if len(options) == 1:
             return _convert(options[0], value, path, out)
         for option in options:  # e.g. ``str | ModelArchitecture``: pick by the shape of the value

@@ -17,6 +17,7 @@ from typing import Any
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.fields import (
     is_record,
+    is_shorthand,
     record_kinds,
     record_summary,
     record_types,
@@ -106,6 +107,8 @@ def _type(hint: Any) -> dict[str, Any]:
         return {"type": "array", "items": _type(typing.get_args(hint)[0])}
     if origin in (Mapping, dict):
         return {"type": "object", "additionalProperties": _type(typing.get_args(hint)[1])}
+    if is_shorthand(hint):
+        return {"anyOf": [_ref(hint), {"type": "boolean", "description": "true: every default; false: none"}]}
     if is_record(hint):
         return _ref(hint)
     if hint is ByteSize:

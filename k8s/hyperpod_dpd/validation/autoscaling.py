@@ -75,11 +75,11 @@ def autoscaling(ctx: RuleContext) -> Iterator[Finding]:
                             ("cooldown_seconds", scaling.cooldown_seconds)):
             if value < 0:
                 yield problem(f"{field}.{name}", value, "must not be negative", "use 0 or more seconds")
-        if not scaling.triggers:
+        if not scaling.triggers and scaling.slo is None:
             yield problem(f"{field}.triggers", [], "autoscaling needs at least one trigger",
-                          "add a cloudwatch or prometheus trigger, or remove autoscaling")
+                          "add a cloudwatch or prometheus trigger, or slo: true, or remove autoscaling")
         yield from _triggers(field, scaling.triggers)
-        if role_name == "decode" and scaling.max_replicas > DECODE_DEPLOYMENTS:
+        if role_name == "decode" and scaling.max_replicas > DECODE_DEPLOYMENTS and scaling.slo is None:
             yield SpecWarning(code="SingleDecoder", field=f"{field}.max_replicas",
                           message="the current operator runs one decode deployment per endpoint; scaling decode "
                                   "above 1 is unverified")

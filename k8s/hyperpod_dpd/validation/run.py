@@ -22,6 +22,7 @@ from hyperpod_dpd.validation import (
     routing,
     security,
     sizing,
+    slo_scaling,
 )
 from hyperpod_dpd.validation.context import Rule, RuleContext
 
@@ -49,6 +50,7 @@ RULES: tuple[Rule, ...] = (
     hardware.idle_node_gpus,
     hardware.topology,
     autoscaling.autoscaling,
+    slo_scaling.slo_scaling,
     security.front_doors,
     security.audit_trail,
     sizing.sizing,

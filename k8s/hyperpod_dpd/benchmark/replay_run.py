@@ -1,0 +1,94 @@
+"""``bench --trace`` on the cluster: the ConfigMap and the replay Job, the counters around each window, the report.
+
+The run is ``bench``'s (:mod:`hyperpod_dpd.benchmark.session` plans the endpoint, the names and the pod's options;
+:func:`~hyperpod_dpd.benchmark.cluster.run_job` applies and waits; the results come back from S3 or the log), with
+the trace's ConfigMap created before the Job and deleted after it (``--keep`` leaves both), and ``create`` and
+``delete`` on ``configmaps`` added to the permissions asked for before anything is created.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import yaml
+
+from hyperpod_dpd.benchmark import session
+from hyperpod_dpd.benchmark.cluster import run_job
+from hyperpod_dpd.benchmark.disaggregation import LevelSnapshots, MetricsSources, read_counters
+from hyperpod_dpd.benchmark.job import job_name
+from hyperpod_dpd.benchmark.readiness import (
+    Permission,
+    missing_endpoints,
+    needed_permissions,
+    permission_problems,
+)
+from hyperpod_dpd.benchmark.replay import Replay
+from hyperpod_dpd.benchmark.replay_job import render_replay_job, replay_deadline_seconds
+from hyperpod_dpd.benchmark.replay_proof import ReplayReport, window_results
+from hyperpod_dpd.benchmark.uploaded import result_files
+from hyperpod_dpd.clients.kube import KubeError
+from hyperpod_dpd.clients.wait import Progress, Waiter
+from hyperpod_dpd.errors import UsageError, raise_if_any
+
+
+def manifests(planned: session.Plan, replay: Replay) -> dict[str, str]:
+    """The ConfigMap, ServiceAccount and Job as one YAML file, by file name (``--output-dir``)."""
+    (_, target), options = planned.targets[0], planned.options
+    return {f"{target.namespace}-{job_name(target, options)}.k8s.yaml": yaml.safe_dump_all(
+        render_replay_job(target, replay, options), sort_keys=False, width=1000)}
+
+
+def plan(request: session.BenchRequest, *, seams: session.Seams = session.REAL) -> session.Plan:
+    """bench's plan of the endpoint, names and pod options. Its level traffic is not sent: the shortest answer keeps
+    that traffic's length check against ``max_model_len`` out of a replay's way."""
+    return session.plan(dataclasses.replace(request, osl=2), seams=seams)
+
+
+def run(request: session.BenchRequest, replay: Replay, *, seams: session.Seams = session.REAL) -> ReplayReport:
+    """Replay ``replay`` against the request's endpoint; a :class:`UsageError` for what stops the run."""
+    planned = plan(request, seams=seams)
+    spec, options = request.spec, planned.options
+    (_, target), = planned.targets
+    objects = render_replay_job(target, replay, options)
+    trace = next(o for o in objects if o["kind"] == "ConfigMap")
+    namespace = target.namespace
+    try:
+        kube = seams.benchmark_kube(request.kube_context, request.kubeconfig)
+        missing = set() if kube.service_account(namespace, options.service_account) is not None else {namespace}
+        needed = [*needed_permissions(planned.targets, spec, missing_accounts=missing),
+                  Permission("create", "configmaps", namespace), Permission("delete", "configmaps", namespace)]
+        raise_if_any(permission_problems(lambda p: kube.allowed(p.verb, p.resource, p.namespace, group=p.group,
+                                                                subresource=p.subresource), needed))
+        raise_if_any(missing_endpoints(kube, planned.targets, namespace=spec.namespace))
+        name = job_name(target, options)
+        if not request.quiet:
+            print(f"replaying {replay.source} against {namespace}/{target.name} with job {name} "
+                  f"({replay.requests:,} requests, {len(replay.windows)} windows of {replay.window_s:g} s)",
+                  file=sys.stderr)
+        timeout = request.timeout if request.timeout is not None else \
+            replay_deadline_seconds(replay, options.quiet_seconds) + 300
+        waiter = Waiter(timeout=timeout, poll_interval=request.poll_interval, clock=seams.clock, sleep=seams.sleep,
+                        progress=None if request.quiet else Progress(sys.stderr))
+        snapshots = LevelSnapshots(read=lambda: read_counters(kube, MetricsSources.for_spec(spec)))
+        kube.create_config_map(namespace, trace)
+        try:
+            job_run = run_job(kube, [o for o in objects if o["kind"] != "ConfigMap"], waiter=waiter,
+                              keep=request.keep, on_poll=snapshots.observe)
+        finally:
+            if not request.keep:
+                kube.delete_config_map(namespace, trace["metadata"]["name"])
+    except KubeError as err:
+        raise UsageError(str(err)) from None
+    files = result_files(job_run.log, results=options.results, endpoint=target.name, run_id=options.run_id,
+                         s3=lambda region: seams.aws_clients(region, request.profile).s3(region),
+                         note=lambda text: print(text, file=sys.stderr))
+    if snapshots.errors and not request.quiet:
+        print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
+    problem = "" if job_run.succeeded else "\n".join(filter(None, [
+        job_run.check.detail, job_run.diagnostics, job_run.log.log_tail]))
+    identity = {"model": spec.model.name, "instance_type": spec.instance_type.api_name,
+                "architecture": request.architecture}
+    return ReplayReport(endpoint=target.name, replay=replay, job=name, problem=problem, identity=identity,
+                        threshold=spec.routing.threshold,
+                        windows=window_results(replay, files, snapshots.taken, threshold=spec.routing.threshold))

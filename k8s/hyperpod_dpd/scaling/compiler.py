@@ -1,0 +1,127 @@
+"""``compile_role(spec, role)``: a role's ``autoscaling.slo`` as the KEDA triggers, bounds and windows it renders to.
+
+The control law is Dynamo Planner's throughput law (peers-2026 §2.1) in KEDA's terms. KEDA hands each
+trigger to the HPA as an external metric: ``metricType: Average`` becomes an ``AverageValue`` target
+(kedacore/keda pkg/scalers/scaler.go ``GetMetricTargetType``, ``GetMetricTarget``), for which the HPA asks
+for ``ceil(sum of the metric / target)`` replicas once ``sum / (target x replicas)`` leaves its tolerance
+(kubernetes v1.28 pkg/controller/podautoscaler/replica_calculator.go ``GetExternalPerPodMetricReplicas``,
+read in the kevinhehc/k8s-1.28@f0212864 mirror). So a query that returns the role's *total* demand in tokens
+per second, over a target of what one replica serves at the SLO, asks for exactly the replicas the demand
+needs. ``metricType: Value`` is ``GetExternalMetricReplicas`` (same file): ``ceil(ready pods x metric /
+target)``, a proportional step, which suits the SLO-ratio floor (p90 over target, target 1: twice the
+target asks for twice the pods; below the target it asks for fewer, which the max below ignores). The HPA
+takes the largest count any trigger asks for (horizontal.go ``computeReplicasForMetrics``), so the floors
+only ever add replicas.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
+from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.scaling import queries, startup
+from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, RoleCapacity, Signal
+from hyperpod_dpd.scaling.shape import request_shape, role_spec, scaled_roles, slo_scaling, target_seconds
+from hyperpod_dpd.spec import DpdSpec, MetricType
+from hyperpod_dpd.validation.slo_scaling import budget_replicas
+
+# Without a TTFT target the decode queue floor counts the requests a decoder completes in this long: the TTFT
+# target the advisor's own messages suggest (advisor/traffic.py, "--ttft-ms 2000"), a wait a chat user notices.
+DEFAULT_QUEUE_WINDOW_S = 2.0
+PINNED_SOURCE = "pinned in the spec (autoscaling.slo.capacity_tokens_per_s)"
+
+
+def capacity_field(role: str) -> str:
+    return f"{role}.autoscaling.slo.capacity_tokens_per_s"
+
+
+def unresolved(role: str) -> Problem:
+    return Problem(field=capacity_field(role), value=None,
+                   message="is not set, and the charts render from the spec alone: one replica's capacity at the "
+                           "SLO must be computed before rendering",
+                   fix="synthesize with hyperpod-dpd synth or the CDK app (they compute it with the advisor), "
+                       "or pin it (hyperpod-dpd plan prints it)")
+
+
+def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = None) -> CompiledScaling:
+    """The role's compiled autoscaling. ``capacity`` overrides the spec's pin (with its provenance).
+
+    Raises :class:`SpecError` when the role has no ``autoscaling.slo``, its SLO target is missing, or its
+    capacity is neither given nor pinned.
+    """
+    role_cfg = role_spec(spec, role)
+    scaling = role_cfg.autoscaling
+    slo = slo_scaling(spec, role)
+    if scaling is None or slo is None:
+        raise SpecError([Problem(field=f"{role}.autoscaling.slo", value=None, message="is not set",
+                                 fix=f"add {role}: {{autoscaling: {{slo: true}}}}")])
+    target_s = target_seconds(spec, role)
+    if capacity is None:
+        if slo.capacity_tokens_per_s is None:
+            raise SpecError([unresolved(role)])
+        capacity = RoleCapacity(tokens_per_s=slo.capacity_tokens_per_s, source=PINNED_SOURCE)
+    notes: list[str] = []
+    isl, osl = request_shape(spec, slo)
+    # Whole tokens per second: the fallback (a whole multiple of it) then asks for exactly the planned replicas.
+    per_replica = float(max(1, math.floor(capacity.tokens_per_s * slo.utilisation)))
+    unit = "prompt tokens/s" if role == "prefill" else "output tokens/s"
+    notes.append(f"demand target {per_replica:,.0f} {unit} per replica: {slo.utilisation:g} of the "
+                 f"{capacity.tokens_per_s:,.0f} one replica serves within "
+                 f"{'TTFT' if role == 'prefill' else 'TPOT'} {target_s * 1000:g} ms at {isl}/{osl} tokens; "
+                 f"capacity {capacity.source}")
+
+    maximum = scaling.max_replicas
+    budget, binding = budget_replicas(spec, role, slo)
+    if budget is not None and budget < maximum:
+        notes.append(f"max_replicas {maximum} capped at {budget} by {binding}")
+        maximum = budget
+    if role == "decode" and maximum > DECODE_DEPLOYMENTS:
+        notes.append(decode_cap_note(maximum, per_replica))
+        maximum = DECODE_DEPLOYMENTS
+    minimum = min(scaling.min_replicas, maximum)
+    planned = min(maximum, max(minimum, role_cfg.replicas, 1))
+
+    start_up_s = startup.start_up_seconds(spec, slo)
+    down = startup.scale_down_stabilisation(start_up_s)
+    notes.append(f"start-up {start_up_s:,.0f} s ({'given' if slo.start_up_seconds is not None else 'estimated'}): "
+                 f"scale-down waits {down} s, scale-up {startup.SCALE_UP_STABILISATION_S} s")
+    notes.append(f"while the demand series are absent the triggers hold {planned} replica(s)")
+
+    window_s = target_s if role == "prefill" else (
+        spec.slo.ttft_ms / 1000 if spec.slo is not None and spec.slo.ttft_ms is not None else DEFAULT_QUEUE_WINDOW_S)
+    per_request = isl if role == "prefill" else osl
+    # Requests one replica clears within the window at its capacity: more waiting per replica misses the SLO.
+    queue_target = max(1, math.floor(capacity.tokens_per_s * window_s / per_request))
+    triggers = (
+        CompiledTrigger(name=f"{role}-slo-demand", signal=Signal.DEMAND, target=per_replica,
+                        query=queries.demand(spec, role, fallback=per_replica * planned),
+                        metric_type=MetricType.AVERAGE, fallback=per_replica * planned),
+        CompiledTrigger(name=f"{role}-slo-queue", signal=Signal.QUEUE, target=float(queue_target),
+                        query=queries.queue(spec, role), metric_type=MetricType.AVERAGE, fallback=0.0),
+        CompiledTrigger(name=f"{role}-slo-ratio", signal=Signal.SLO_RATIO, target=1.0,
+                        query=queries.slo_ratio(spec, role, target_s=target_s), metric_type=MetricType.VALUE,
+                        fallback=0.0),
+    )
+    return CompiledScaling(
+        role=role, min_replicas=minimum, max_replicas=maximum, polling_interval_s=scaling.polling_interval_seconds,
+        cooldown_s=scaling.cooldown_seconds, initial_cooldown_s=startup.initial_cooldown(start_up_s),
+        scale_up_stabilisation_s=startup.SCALE_UP_STABILISATION_S, scale_down_stabilisation_s=down,
+        start_up_s=start_up_s, capacity=capacity, triggers=triggers, notes=tuple(notes))
+
+
+def decode_cap_note(wanted: int, per_replica: float) -> str:
+    """What the compiler would do with more decode deployments, and what the user can do instead."""
+    return (f"decode max_replicas {wanted} capped at {DECODE_DEPLOYMENTS}: the operator runs one decode deployment "
+            "per endpoint (AWS's DPD docs and blog); the CRD accepts decodingSpec.replicas above 1 and AWS's "
+            "troubleshooting page suggests raising it, but whether the router spreads decodes over several is "
+            f"unverified. Uncapped, the triggers would ask for ceil(demand / {per_replica:,.0f}) decoders, up to "
+            f"{wanted}; above {per_replica:,.0f} output tokens/s the one decoder misses its TPOT target. To serve "
+            "more: a larger tensor_parallel_size (a faster decode step, so a larger batch fits the TPOT target, and "
+            "more KV room), FP8 weights or KV cache, or a second endpoint taking part of the traffic")
+
+
+def compile_all(spec: DpdSpec, *, capacities: dict[str, RoleCapacity] | None = None) -> dict[str, CompiledScaling]:
+    """Every SLO-scaled role's compiled autoscaling, by role name."""
+    given = capacities or {}
+    return {role: compile_role(spec, role, capacity=given.get(role)) for role in scaled_roles(spec)}

@@ -1,0 +1,75 @@
+"""What SLO autoscaling sizes a role for: the request shape, the latency target, the role's SLO options."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from hyperpod_dpd.errors import SpecError
+from hyperpod_dpd.spec import DpdSpec, RoleSpec, SloScaling
+from hyperpod_dpd.validation.slo_scaling import TARGET_FIELD, missing_target
+
+ROLES = ("prefill", "decode")
+
+
+def role_spec(spec: DpdSpec, role: str) -> RoleSpec:
+    return dict(spec.roles())[role]
+
+
+def slo_scaling(spec: DpdSpec, role: str) -> SloScaling | None:
+    """The role's ``autoscaling.slo``, or ``None`` when the role does not scale on its SLO."""
+    scaling = role_spec(spec, role).autoscaling
+    return None if scaling is None else scaling.slo
+
+
+def scaled_roles(spec: DpdSpec) -> tuple[str, ...]:
+    """The roles with ``autoscaling.slo``, in the spec's order."""
+    return tuple(role for role in ROLES if slo_scaling(spec, role) is not None)
+
+
+def request_shape(spec: DpdSpec, slo: SloScaling) -> tuple[int, int]:
+    """``(input, output)`` tokens per request the capacity is computed for.
+
+    The input defaults to the routing threshold, the shortest prompt the router sends to a prefiller (the
+    planner's headline figures use it too), kept within ``max_model_len`` with room for the output.
+    """
+    output = slo.output_tokens
+    if slo.input_tokens is not None:
+        return slo.input_tokens, output
+    return max(1, min(spec.routing.threshold, spec.max_model_len - output)), output
+
+
+def target_seconds(spec: DpdSpec, role: str) -> float:
+    """The role's latency target in seconds (TTFT for prefill, TPOT for decode); SpecError when unset."""
+    name = TARGET_FIELD[role]
+    value = None if spec.slo is None else getattr(spec.slo, name)
+    if value is None:
+        raise SpecError([missing_target(role)])
+    return float(value) / 1000
+
+
+
+def pin_capacities(spec: DpdSpec, capacities: Mapping[str, float]) -> DpdSpec:
+    """``spec`` with ``autoscaling.slo.capacity_tokens_per_s`` set for each role in ``capacities``."""
+    for role, tokens_per_s in capacities.items():
+        cfg = role_spec(spec, role)
+        scaling = cfg.autoscaling
+        if scaling is None or scaling.slo is None:
+            raise ValueError(f"{role} has no autoscaling.slo to pin a capacity in")
+        slo = dataclasses.replace(scaling.slo, capacity_tokens_per_s=tokens_per_s)
+        pinned = dataclasses.replace(cfg, autoscaling=dataclasses.replace(scaling, slo=slo))
+        spec = (dataclasses.replace(spec, prefill=pinned) if role == "prefill"
+                else dataclasses.replace(spec, decode=pinned))
+    return spec
+
+
+# What a shape-only render (the CRD check of ``validate`` and ``verify``) pins where the advisor has not: the
+# triggers' form does not depend on the number, only their targets do.
+STAND_IN_CAPACITY = 1000.0
+
+
+def with_stand_in_capacities(spec: DpdSpec) -> DpdSpec:
+    """``spec`` with :data:`STAND_IN_CAPACITY` wherever an SLO-scaled role has no capacity yet."""
+    missing = {role: STAND_IN_CAPACITY for role in scaled_roles(spec)
+               if (slo := slo_scaling(spec, role)) is not None and slo.capacity_tokens_per_s is None}
+    return pin_capacities(spec, missing) if missing else spec
