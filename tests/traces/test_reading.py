@@ -244,11 +244,12 @@ def test_rows_aiperf_cannot_replay_are_counted_and_the_writer_refuses_them(tmp_p
         json.dumps({"timestamp": t, "input_length": n, "output_length": 2, "hash_ids": h}) + "\n"
         for t, (n, h) in enumerate(rows))))
     assert len(trace.requests) == 4  # read for the summary, as every row says what arrived
-    assert ("2 rows aiperf would refuse to replay, first line 1: 3 hash ids of 512 tokens overshoot input_length "
-            "500 (at most 1)") in trace.source
-    with pytest.raises(UsageError, match="request 1: 3 hash ids of 512 tokens overshoot input_length 500"):
+    assert ("2 rows aiperf would refuse to replay, first line 1 has 3 prefix hashes of 512 tokens for a 500-token "
+            "prompt: aiperf cannot build it") in trace.source
+    with pytest.raises(UsageError, match="request 1 has 3 prefix hashes of 512 tokens for a 500-token prompt"):
         write_mooncake(trace, tmp_path / "out.jsonl")
-    with pytest.raises(UsageError, match="request 2: hash id 8 is 300 tokens here but 88 tokens earlier"):
+    with pytest.raises(UsageError, match="request 2 uses hash 8 as a block of 300 tokens, which an earlier request "
+                                         "used as 88: aiperf refuses a hash of two sizes; give a partial last"):
         write_mooncake(Trace(requests=trace.requests[1:3], source="t", block_tokens=512), tmp_path / "out.jsonl")
 
 

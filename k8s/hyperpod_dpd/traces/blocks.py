@@ -11,6 +11,16 @@ would refuse and the writer can refuse to write them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """Why aiperf would refuse a row's hashes, and the fix."""
+
+    message: str
+    fix: str
+
 
 def last_block(input_tokens: int, hashes: int, *, block_tokens: int) -> int | None:
     """The tokens aiperf gives the last of ``hashes`` ids of a prompt, or None when it refuses the row."""
@@ -27,18 +37,21 @@ class BlockSizes:
         self._block = block_tokens
         self._sizes: dict[int, int] = {}
 
-    def refusal(self, input_tokens: int, hashes: tuple[int, ...]) -> str | None:
+    def refusal(self, input_tokens: int, hashes: tuple[int, ...]) -> Refusal | None:
         """Why aiperf refuses this row, or None; the sizes are recorded as aiperf caches them, one by one."""
         if not hashes:
             return None
         last = last_block(input_tokens, len(hashes), block_tokens=self._block)
         if last is None:
-            return (f"{len(hashes)} hash ids of {self._block} tokens overshoot input_length {input_tokens} "
-                    f"(at most {-(-input_tokens // self._block)})")
+            return Refusal(message=f"has {len(hashes)} prefix hashes of {self._block} tokens for a "
+                           f"{input_tokens}-token prompt: aiperf cannot build it",
+                           fix=f"give at most ceil(input_length / {self._block}) hash_ids per request")
         final = len(hashes) - 1
         for index, hash_id in enumerate(hashes):
             size = last if index == final else self._block
             had = self._sizes.setdefault(hash_id, size)
             if had != size:
-                return f"hash id {hash_id} is {size} tokens here but {had} tokens earlier"
+                return Refusal(message=f"uses hash {hash_id} as a block of {size} tokens, which an earlier request "
+                               f"used as {had}: aiperf refuses a hash of two sizes",
+                               fix="give a partial last block a hash of its own, as Mooncake's traces do")
         return None

@@ -115,10 +115,8 @@ def mooncake_lines(trace: Trace) -> Iterator[str]:
         if not math.isfinite(request.at_s * 1e3):  # written in ms: 1e307 s is no more a time than inf
             raise UsageError(f"{trace.source}: an arrival at {request.at_s} s is no time; give finite arrivals")
         refusal = sizes.refusal(request.input_tokens, request.prefix_blocks)
-        if refusal:
-            raise UsageError(f"{trace.source}: request {number:,}: {refusal}, which aiperf refuses to replay "
-                             "(prompt.py:629-669, aiperf==0.13.0); give each hash one size and at most "
-                             "ceil(input_length / 512) of them")
+        if refusal:  # aiperf==0.13.0 prompt.py:629-669
+            raise UsageError(f"{trace.source}: request {number:,} {refusal.message}; {refusal.fix}")
         row: dict[str, Any] = {"timestamp": _timestamp_ms(request.at_s), "input_length": request.input_tokens,
                                "output_length": request.output_tokens}
         if request.prefix_blocks:

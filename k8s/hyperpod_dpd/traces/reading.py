@@ -209,7 +209,7 @@ class _Columns:
         refusal = self.sizes.refusal(row.input_tokens, row.prefix_blocks)
         if refusal:
             self.unreplayable += 1
-            self.first_refusal = self.first_refusal or f"line {line}: {refusal}"
+            self.first_refusal = self.first_refusal or f"line {line} {refusal.message}"
 
     def trace(self, *, name: str, fmt: TraceFormat, skipped: Counter[str]) -> Trace:
         if self.out_of_order:
