@@ -17,7 +17,7 @@ from typing import IO, Any, NoReturn
 from hyperpod_dpd.errors import UsageError
 from hyperpod_dpd.traces.blocks import BlockSizes
 from hyperpod_dpd.traces.model import Trace
-from hyperpod_dpd.traces.rows import HASH_RANGE, BadRow, Row, Skip, count, instant
+from hyperpod_dpd.traces.rows import HASH_RANGE, BadRow, Row, Skip, abbreviated, count, instant
 
 # Tokens per hash id: aiperf's default block size for this loader (plugin/plugins.yaml:599 ``default_block_size:
 # 512`` and config/dataset/defaults.py:46 ``BLOCK_SIZE = 512``), Mooncake's own block size.
@@ -90,7 +90,7 @@ def _hashes(value: Any) -> tuple[int, ...]:
     low, high = HASH_RANGE
     wide = next((h for h in value if not low <= h < high), None)
     if wide is not None:
-        raise BadRow(field="hash_ids", value=f"{wide:.3g}", message="is outside a 64-bit signed integer",
+        raise BadRow(field="hash_ids", value=abbreviated(wide), message="is outside a 64-bit signed integer",
                      fix="give hash ids that fit in 64 bits, as aiperf's JSON parser (orjson) needs")
     return tuple(value)
 

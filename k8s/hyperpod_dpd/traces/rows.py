@@ -41,6 +41,14 @@ class Skip(Exception):
         self.reason = reason
 
 
+def abbreviated(number: int) -> str:
+    """A big whole number as 3 digits and a power of ten (one past a float's range too), not 300 digits."""
+    digits = str(abs(number))
+    if len(digits) <= 3:
+        return str(number)
+    return f"{'-' if number < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1:02d}"
+
+
 def count(value: Any, *, field: str, fix: str) -> int:
     """A token count: a whole number (an integral JSON float too, as pydantic's lax int does), not a bool, >= 0."""
     if value is None:
@@ -55,15 +63,20 @@ def count(value: Any, *, field: str, fix: str) -> int:
     if whole < 0:
         raise BadRow(field=field, value=whole, message="is negative", fix=fix)
     if whole > MAX_TOKENS:
-        raise BadRow(field=field, value=f"{whole:.3g}", message=f"is over {MAX_TOKENS:,} tokens, longer than any "
+        raise BadRow(field=field, value=abbreviated(whole), message=f"is over {MAX_TOKENS:,} tokens, longer than any "
                      "model's context", fix=fix)
     return whole
 
 
 def instant(value: Any, *, field: str, fix: str) -> int | float:
     """A finite number (an arrival time in the format's unit); NaN, infinities, bools and text are refused."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise BadRow(field=field, value=value, message="is not a finite number", fix=fix)
+    try:
+        finite = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+    except OverflowError:  # an int past a float's range: no time a float can hold
+        finite = False
+    if not finite:
+        raise BadRow(field=field, value=abbreviated(value) if isinstance(value, int) else value,
+                     message="is not a finite number", fix=fix)
     return value
 
 
