@@ -70,14 +70,17 @@ def count(value: Any, *, field: str, fix: str) -> int:
 
 def instant(value: Any, *, field: str, fix: str) -> int | float:
     """A finite number (an arrival time in the format's unit); NaN, infinities, bools and text are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRow(field=field, value=value, message="is not a finite number", fix=fix)
+    number: int | float = value
     try:
-        finite = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+        finite = math.isfinite(number)
     except OverflowError:  # an int past a float's range: no time a float can hold
         finite = False
     if not finite:
-        raise BadRow(field=field, value=abbreviated(value) if isinstance(value, int) else value,
+        raise BadRow(field=field, value=abbreviated(number) if isinstance(number, int) else number,
                      message="is not a finite number", fix=fix)
-    return value
+    return number
 
 
 # A format's row parser: one line of text -> its arrival (in the format's unit) and request.
