@@ -11,6 +11,7 @@ from genai-bench's sonnet and aiperf's Shakespeare corpus, so nothing is downloa
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import itertools
 import json
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import pytest
@@ -129,6 +131,11 @@ class Run:
     prompts: tuple[str, ...] = ()  # every prompt the stub was sent, in order
     prompts_seen: dict[int, int] = field(default_factory=dict)  # how many, in each quiet window
     server_ttfts: tuple[float, ...] = ()  # the stub's own TTFT of every answered request, in order
+    router_log: str = ""  # the stub router's routing lines, one per routed request
+    estimates: tuple[int, ...] = ()  # the stub router's length estimate of every routed prompt, in order
+    intruded: int = 0  # requests a second client sent during the first level
+    prefiller_metrics: dict[int, str] = field(default_factory=dict)  # the stub's prefiller, when it serves one
+    behaviour: Any = None  # how the stub answered (its Behaviour): the truth a test compares with
 
     def server_ttfts_by_level(self) -> list[tuple[float, ...]]:
         """The stub's TTFTs of each level's requests (a request's first token comes before the quiet window)."""
@@ -146,7 +153,9 @@ class Run:
 
     def routing(self) -> dict[Load, LevelDisaggregation]:
         """What the stub's router and decoder counted per level, by bench's own windowing of the snapshots."""
-        taken = {window: DpdCounters.parse([router], [decoder]) for window, (router, decoder) in self.metrics.items()}
+        taken = {window: DpdCounters.parse([router], [decoder], prefiller=[self.prefiller_metrics[window]]
+                                           if self.prefiller_metrics.get(window) else [])
+                 for window, (router, decoder) in self.metrics.items()}
 
         def unread() -> DpdCounters:
             raise AssertionError("every window was read during the run")
@@ -172,12 +181,26 @@ def rendered_benchmark_container(scenario: Scenario) -> dict[str, Any]:
     return found
 
 
+def second_client(url: str, requests: int) -> None:
+    """Another client of the same endpoint: ``requests`` streamed chat requests of ISL words, one after another."""
+    where = urlsplit(url)
+    for number in range(requests):
+        connection = http.client.HTTPConnection(where.hostname or "127.0.0.1", where.port, timeout=30)
+        body = {"model": "/opt/ml/model", "max_tokens": OSL, "ignore_eos": True, "stream": True,
+                "messages": [{"role": "user", "content": " ".join(f"other{number}" for _ in range(ISL))}]}
+        connection.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+        connection.getresponse().read()
+        connection.close()
+
+
 def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario | None = None, *,
                container: dict[str, Any] | None = None, mounts: dict[str, str] | None = None,
-               client: Client | None = None) -> Run:
+               client: Client | None = None, intruder: int = 0) -> Run:
     """The rendered Job's benchmark container (genai-bench by default here, else the scenario's client), run here
     against the stub; ``container`` (with ``client``) runs another rendering of it, such as a trace replay's, with
-    ``mounts`` (pod path to local folder) beside the Job's own volumes."""
+    ``mounts`` (pod path to local folder) beside the Job's own volumes; ``intruder`` requests from a second client
+    reach the stub in the first level's window (sent right after the counters before it were read, while the pod
+    pauses)."""
     scenario = scenario or Scenario(isl=ISL, osl=OSL, concurrency=LEVELS, requests=REQUESTS, max_seconds=60,
                                     client=Client.GENAI_BENCH)
     container = container or rendered_benchmark_container(scenario)
@@ -201,6 +224,7 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                     "HOME": str(base)})
         command = [*container["command"][:2], mapped(container["command"][2]), *container["command"][3:]]
         metrics: dict[int, tuple[str, str]] = {}
+        prefiller: dict[int, str] = {}
         seen: dict[int, int] = {}
         lines: list[str] = []
         with subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -213,12 +237,17 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                     metrics[int(quiet[1])] = (server.metrics("/router/metrics") or "",
                                               server.metrics("/decoder/metrics") or "")
                     seen[int(quiet[1])] = len(server.prompts)
+                    if intruder and int(quiet[1]) == 0:
+                        second_client(url, intruder)
+                    prefiller[int(quiet[1])] = server.metrics("/prefiller/metrics") or ""
             stderr = process.stderr.read()
             process.wait(timeout=240)
         served, prompts, ttfts = server.requests, tuple(server.prompts), tuple(server.ttfts)
+        router_log, estimates = "".join(f"{line}\n" for line in server.router_log), tuple(server.estimates)
     code = int((results / "exit-code").read_text().strip())
     return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen,
-               ttfts)
+               ttfts, router_log, estimates, intruder,
+               prefiller_metrics={window: text for window, text in prefiller.items() if text}, behaviour=behaviour)
 
 
 @pytest.fixture(scope="session")
@@ -229,9 +258,9 @@ def stub_runner() -> SimpleNamespace:
 
 
 def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any,
-         scenario: Scenario | None = None) -> Iterator[Run]:
+         scenario: Scenario | None = None, *, intruder: int = 0) -> Iterator[Run]:
     base = tmp_path_factory.mktemp(name)
-    yield run_client(behaviour, tokenizer_dir, base, scenario)
+    yield run_client(behaviour, tokenizer_dir, base, scenario, intruder=intruder)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -286,6 +315,31 @@ def short_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> 
                     Behaviour(first_token_s=0.02, per_token_s=0.005, max_output_tokens=4))
 
 
+TWIN_BUCKETS = (0.01, 0.02, 0.021, 0.022, 0.025, 0.03, 0.05, 0.1, 0.25)  # vLLM's own are coarser; 1 ms steps here
+INTRUDER_REQUESTS = 12  # a second client's requests in the first level: more than its 8, past any cut-off slack
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """Healthy answers from an engine that serves its own TTFT histogram, as the aggregated twin's vLLM does, but a
+    second client of the same endpoint sends its own requests during the first level (the second is the
+    benchmark's alone)."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "shared",
+                    Behaviour(first_token_s=0.02, per_token_s=0.005, engine_ttft=True, ttft_buckets=TWIN_BUCKETS),
+                    intruder=INTRUDER_REQUESTS)
+
+
+@pytest.fixture(scope="session")
+def short_estimate_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """One level (concurrency 2) of healthy answers; the server counts every prompt clear of the threshold (32), but
+    the router estimates each at 30% of its length (a length rule that counts shorter than bench's shipped
+    lengths), so it disaggregates none."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "short-estimate",
+                    Behaviour(first_token_s=0.02, per_token_s=0.005, estimate_scale=0.3),
+                    Scenario(isl=ISL, osl=OSL, concurrency=(2,), requests=REQUESTS, max_seconds=60,
+                             client=Client.GENAI_BENCH))
+
+
 @pytest.fixture(scope="session")
 def direct_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
     """Healthy answers, but the router's threshold is above the prompts: served by the decoder alone."""
@@ -297,6 +351,9 @@ CLOSED_LOOP = (8, 16, 32)  # bench's default levels
 CLOSED_LOOP_REQUESTS = 96  # per level: three rounds of the highest level's users
 # The router's TTFT histogram around the stub's 500 ms, fine enough that p50 and p99 are bounded to 5 ms
 ROUTER_BUCKETS = (0.1, 0.25, 0.5, 0.505, 0.51, 0.52, 0.55, 0.6, 0.75, 1.0, 2.5)
+# The shares of its TTFT the closed-loop stub reports as the prefiller's queue, prefill step (KV put inside),
+# KV put, the decoder's queue and first step: the router and network keep the rest, 15%
+STAGE_SPLIT = (0.10, 0.50, 0.10, 0.05, 0.20)
 
 
 def closed_loop(**options: Any) -> Scenario:
@@ -308,9 +365,18 @@ def closed_loop(**options: Any) -> Scenario:
 @pytest.fixture(scope="session")
 def closed_loop_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
     """aiperf at concurrency 8, 16 and 32 against a stub with a 500 ms TTFT, 5 ms per token, whose router
-    serves a TTFT histogram with finite buckets."""
+    serves a TTFT histogram with finite buckets and whose prefiller and decoder serve the TTFT's stages."""
     yield from _run(tmp_path_factory, tokenizer_dir, "closed-loop",
-                    Behaviour(first_token_s=0.5, per_token_s=0.005, ttft_buckets=ROUTER_BUCKETS), closed_loop())
+                    Behaviour(first_token_s=0.5, per_token_s=0.005, ttft_buckets=ROUTER_BUCKETS,
+                              stage_split=STAGE_SPLIT), closed_loop())
+
+
+@pytest.fixture(scope="session")
+def closed_loop_twin_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
+    """The same levels against a stub standing in for the aggregated twin: 400 ms to the first token, 8 ms per
+    token (docs/bench.md's figures; only asked for when they are redrawn)."""
+    yield from _run(tmp_path_factory, tokenizer_dir, "closed-loop-twin",
+                    Behaviour(first_token_s=0.4, per_token_s=0.008), closed_loop())
 
 
 PREFIX_SHARE = 0.5

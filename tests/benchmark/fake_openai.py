@@ -11,7 +11,13 @@ decoder would count, and serves it as Prometheus text: the router's ``dpd_routin
 (``GET /router/metrics``; names from the HyperPod inference dashboard) decided by its length rule
 against ``routing_threshold``, and the decoder's ``vllm:prompt_tokens_by_source_total``
 (``GET /decoder/metrics``; vLLM 0.19 ``vllm/v1/metrics/loggers.py``), where a disaggregated
-request's prompt arrives as ``external_kv_transfer`` unless ``kv_transfer`` is off.
+request's prompt arrives as ``external_kv_transfer`` unless ``kv_transfer`` is off. The decoder (for
+the aggregated twin: its one engine) also serves vLLM's ``vllm:time_to_first_token_seconds`` histogram,
+from the same clock as the router's (with ``engine_ttft``), and
+``vllm:request_success_total{finished_reason}`` (``length`` for an answer streamed whole, ``abort``
+for one the client cut off; vLLM 0.19 ``vllm/v1/metrics/loggers.py:645``), and the router logs its
+documented ``Conditional routing: estimated_tokens=E, threshold=T, disaggregate=...`` line per request
+(:attr:`_Server.router_log`).
 """
 
 from __future__ import annotations
@@ -43,6 +49,16 @@ class Behaviour:
     :param ttft_buckets: the router TTFT histogram's finite bucket bounds in seconds (none: ``+Inf`` only).
     :param prefix_block: the decoder's prefix cache, in blocks of this many words: a prompt's leading whole
         blocks already seen count as ``vllm:prefix_cache_hits_total`` (0: no prefix cache series).
+    :param estimate_scale: the router's estimate is this fraction of the rule above, as a router whose
+        length rule counts a prompt shorter than bench's shipped lengths assume (characters / 4 of a
+        tokenizer whose tokens are shorter than Llama 3's).
+    :param engine_ttft: the decoder serves ``vllm:time_to_first_token_seconds``, bucketed by ``ttft_buckets``
+        (off by default, so the recorded DPD runs' TTFT decomposition stays what their tests quote).
+    :param stage_split: the shares of each request's TTFT (request in to first token, the router's clock) that
+        the stub reports as its stages, in the order of :data:`STAGE_SERIES`: the prefiller's queue, its
+        prefill step (the KV put inside it), the KV put, the decoder's queue and its first step; served as
+        those histograms' ``_sum``/``_count`` (``GET /prefiller/metrics`` and the decoder's), the decoder's
+        TTFT as its two stages. A split the test sets, not a model's: (none: no stage series).
     """
 
     first_token_s: float = 0.02
@@ -57,6 +73,15 @@ class Behaviour:
     kv_transfer: bool = True
     ttft_buckets: tuple[float, ...] = ()
     prefix_block: int = 0
+    estimate_scale: float = 1.0
+    engine_ttft: bool = False
+    stage_split: tuple[float, float, float, float, float] | tuple[()] = ()
+
+
+# (role, family) of each share of Behaviour.stage_split (names: hyperpod_dpd.observability.metrics)
+STAGE_SERIES = (("prefiller", "vllm:request_queue_time_seconds"), ("prefiller", "vllm:request_prefill_time_seconds"),
+                ("prefiller", "lmcache:store_put_time"), ("decoder", "vllm:request_queue_time_seconds"),
+                ("decoder", "vllm:request_prefill_time_seconds"))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -113,6 +138,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         time.sleep(behaviour.first_token_s)
+        generated = [False]
+        try:
+            self._stream(body, number, tokens, received=received, prompt_tokens=len(prompt.split()),
+                         generated=generated)
+        finally:
+            if not generated[0]:  # the client went away before the last token: vLLM aborts the request
+                self.server.finished("abort")
+
+    def _stream(self, body: dict[str, Any], number: int, tokens: int, *, received: float, prompt_tokens: int,
+                generated: list[bool]) -> None:
+        behaviour = self.server.behaviour
         for index in range(tokens):
             if index:
                 time.sleep(behaviour.per_token_s)
@@ -121,8 +157,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.generated()
             if not index:  # the router's TTFT: request in, first token out
                 self.server.first_token(time.perf_counter() - received)
-        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens,
-                 "total_tokens": len(prompt.split()) + tokens}
+        generated[0] = True  # vLLM counts a request finished when its last token is made, read or not
+        self.server.finished("length")
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
+                 "total_tokens": prompt_tokens + tokens}
         self._event({"id": f"r{number}", "object": "chat.completion.chunk", "model": body.get("model"),
                      "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "usage": usage})
         self._chunk(b"data: [DONE]\n\n")
@@ -160,12 +198,23 @@ class _Server(ThreadingHTTPServer):
         self.ttfts: list[float] = []  # the router's TTFT of every request, in seconds
         self.blocks: set[tuple[str, ...]] = set()  # every prefix of whole blocks the decoder has cached
         self.prompts: list[str] = []  # every routed prompt, in arrival order
+        self.estimates: list[int] = []  # the router's estimate of every routed prompt, in arrival order
+        self.router_log: list[str] = []  # the router's routing line of every routed prompt
+        self.finish_reasons: dict[str, int] = {}  # vllm:request_success_total by finished_reason
+        self.stage_sums = [0.0] * len(behaviour.stage_split)  # seconds, per share of Behaviour.stage_split
+
+    def finished(self, reason: str) -> None:
+        """One request finished: streamed whole (``length``) or cut off by its client (``abort``)."""
+        with self._lock:
+            self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + 1
 
     def first_token(self, seconds: float) -> None:
         with self._lock:
             self.ttft_sum += seconds
             self.ttft_count += 1
             self.ttfts.append(seconds)
+            for index, share in enumerate(self.behaviour.stage_split):
+                self.stage_sums[index] += share * seconds
 
     def generated(self) -> None:
         """One output token streamed (vLLM's generation_tokens_total counts it when generated)."""
@@ -180,12 +229,16 @@ class _Server(ThreadingHTTPServer):
     def route(self, prompt: str) -> None:
         """Count the router's decision and the decoder's prompt tokens by source for one request."""
         words = len(prompt.split())
-        estimate = max(words, len(prompt) // 4)
+        estimate = int(max(words, len(prompt) // 4) * self.behaviour.estimate_scale)
+        threshold = self.behaviour.routing_threshold
         with self._lock:
             self.prompts.append(prompt)
+            self.estimates.append(estimate)
+            self.router_log.append(f"INFO Conditional routing: estimated_tokens={estimate}, threshold={threshold}, "
+                                   f"disaggregate={estimate >= threshold}")
             self.counters["prompt"] += words
             self._cache(prompt.split())
-            if estimate >= self.behaviour.routing_threshold:
+            if estimate >= threshold:
                 self.counters["disaggregated"] += 1
                 self.counters["external" if self.behaviour.kv_transfer else "computed"] += words
             else:
@@ -208,8 +261,29 @@ class _Server(ThreadingHTTPServer):
         with self._lock:
             c = dict(self.counters)
             ttft_sum, ttft_count, ttfts = self.ttft_sum, self.ttft_count, list(self.ttfts)
+            reasons = dict(self.finish_reasons)
+            sums = list(self.stage_sums)
         buckets = "".join(f'dpd_e2e_ttft_seconds_bucket{{le="{bound!r}"}} {sum(t <= bound for t in ttfts)}.0\n'
                           for bound in self.behaviour.ttft_buckets)
+        labels = 'engine="0",model_name="/opt/ml/model"'
+        engine_ttft = "" if not self.behaviour.engine_ttft else (
+            "# TYPE vllm:time_to_first_token_seconds histogram\n" + "".join(
+                f'vllm:time_to_first_token_seconds_bucket{{{labels},le="{bound!r}"}} '
+                f"{sum(t <= bound for t in ttfts)}.0\n" for bound in self.behaviour.ttft_buckets)
+            + f'vllm:time_to_first_token_seconds_bucket{{{labels},le="+Inf"}} {ttft_count}.0\n'
+            f"vllm:time_to_first_token_seconds_sum{{{labels}}} {ttft_sum!r}\n"
+            f"vllm:time_to_first_token_seconds_count{{{labels}}} {ttft_count}.0\n")
+        success = "".join(f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} {count}.0\n'
+                          for reason, count in sorted(reasons.items()))
+        stages = {role: "".join(f"{family}_sum {total!r}\n{family}_count {ttft_count}.0\n"
+                                for (owner, family), total in (zip(STAGE_SERIES, sums, strict=True) if sums else ())
+                                if owner == role) for role in ("prefiller", "decoder")}
+        if self.behaviour.stage_split:  # the decoder's own TTFT: its queue and first step
+            decoder_ttft = sum(sums[3:])
+            stages["decoder"] += (f"vllm:time_to_first_token_seconds_sum {decoder_ttft!r}\n"
+                                  f"vllm:time_to_first_token_seconds_count {ttft_count}.0\n")
+        if path == "/prefiller/metrics":
+            return stages["prefiller"] or None
         cache = "" if not self.behaviour.prefix_block else (
             f'vllm:prefix_cache_queries_total{{engine="0",model_name="/opt/ml/model"}} {c["cache_queries"]}.0\n'
             f'vllm:prefix_cache_hits_total{{engine="0",model_name="/opt/ml/model"}} {c["cache_hits"]}.0\n')
@@ -221,14 +295,14 @@ class _Server(ThreadingHTTPServer):
                 f'dpd_e2e_ttft_seconds_bucket{{le="+Inf"}} {ttft_count}.0\n'
                 f"dpd_e2e_ttft_seconds_sum {ttft_sum!r}\ndpd_e2e_ttft_seconds_count {ttft_count}.0\n")
         if path == "/decoder/metrics":
-            labels = 'engine="0",model_name="/opt/ml/model"'
             return ("# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.\n"
                     "# TYPE vllm:prompt_tokens_by_source_total counter\n"
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="local_compute"}} {c["computed"]}.0\n'
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 0.0\n'
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {c["external"]}.0\n'
                     f'vllm:prompt_tokens_total{{{labels}}} {c["prompt"]}.0\n'
-                    f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n{cache}')
+                    f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n{cache}{engine_ttft}{success}'
+                    f'{stages["decoder"]}')
         return None
 
 

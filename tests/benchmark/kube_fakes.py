@@ -118,7 +118,9 @@ class FakeCore:
     def read_namespaced_pod_log(self, name: str, namespace: str, *, container: str, since_seconds: int | None = None,
                                 limit_bytes: int | None = None) -> Any:
         self.log_reads.append(container)
-        log = self.logs[container]
+        log = self.logs.get(container)
+        if log is None:  # as the API server answers for a container the pod does not run
+            raise api_error(400, f"container {container} is not valid for pod {name}")
         return log if isinstance(log, str) else log()
 
     def read_namespaced_service_account(self, name: str, namespace: str) -> Any:
@@ -194,27 +196,52 @@ def router_and_decoder(name: str = "dpd-test", namespace: str = "default") -> di
             f"{namespace}|inference.sagemaker.aws.amazon.com/dpd-role=prefill": []}
 
 
+def twin_selector(name: str = "dpd-test-agg") -> str:
+    """The label selector a recorded twin's InferenceEndpointConfig names in ``status.selector``."""
+    return f"app={name}"
+
+
+def twin_pods(name: str = "dpd-test-agg", namespace: str = "default") -> dict[str, list[dict[str, Any]]]:
+    """The aggregated twin's router pod and its one engine pod (found by :func:`twin_selector`)."""
+    return {f"{namespace}|{twin_selector(name)}": [deployment_pod(f"{name}-6b8-eng", namespace, container="vllm")],
+            "hyperpod-inference-system|": [router_pod(f"{name}-{namespace}-router-5f4-abc")]}
+
+
 @dataclass
 class FakeCustom:
-    """InferenceEndpointConfigs by name (absent: 404)."""
+    """InferenceEndpointConfigs by name (absent: 404), each with the pod selector the operator reports in its status
+    (none for a name in ``no_selector``)."""
 
     present: tuple[str, ...] = ("dpd-test", "dpd-test-agg")
+    no_selector: tuple[str, ...] = ()
 
     def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> Any:
         if name not in self.present:
             raise api_error(404)
+        status = {} if name in self.no_selector else {"selector": twin_selector(name)}
         return {"apiVersion": f"{group}/{version}", "kind": "InferenceEndpointConfig",
-                "metadata": {"name": name, "namespace": namespace}}
+                "metadata": {"name": name, "namespace": namespace}, "status": status}
 
 
+@dataclass
+class Replay:
+    """One benchmark Job replaying a recorded run of the benchmark container against the stub: its states (one poll
+    per quiet mark, then Complete), its benchmark log walking the quiet windows one poll at a time, the window
+    that log is in (whose counters the pods' /metrics answer with), and its publish container's log."""
+
+    states: list[dict[str, Any]]
+    benchmark_log: Callable[[], str]
+    window: list[int]
+    publish: str
+
+    @property
+    def current(self) -> int:
+        return self.window[0]
 
 
-def recorded_cluster(run: Any, *, name: str, present: tuple[str, ...] = ("dpd-test", "dpd-test-agg"),
-                     printed: Mapping[str, str] | None = None, exit_code: int = 0) -> BenchmarkKube:
-    """A recorded cluster where the Job ``name`` runs ``run`` (a conftest ``Run``): its log walks through the quiet
-    windows one poll at a time, and the router's and decoder's /metrics (through the API server) answer with the
-    stub's counters of the window the log is in. The publish container's log holds ``printed`` (default: the run's
-    files) and exits ``exit_code``."""
+def replay(run: Any, name: str, *, printed: Mapping[str, str] | None = None, exit_code: int = 0) -> Replay:
+    """Job ``name`` replaying ``run``; its publish log holds ``printed`` (default: the run's files) and exits
+    ``exit_code``."""
     levels = len(run.metrics) - 1  # a quiet window before the first level and after each
     marks = ["quiet=0", *(mark for done in range(1, levels + 1) for mark in (f"level={done}", f"quiet={done}"))]
     logs = iter("".join(f"### hyperpod-dpd-bench {m}\n" for m in marks[:i + 1]) for i in range(len(marks)))
@@ -227,16 +254,33 @@ def recorded_cluster(run: Any, *, name: str, present: tuple[str, ...] = ("dpd-te
         window[0] = int(text.rsplit("quiet=", 1)[1].split()[0])
         return text
 
-    def metrics(namespace: str, pod_port: str) -> str:
-        router, decoder = run.metrics[window[0]]
-        return str(router if namespace == "hyperpod-inference-system" else decoder)
-
     files = run.files() if printed is None else printed
     publish = "".join(f"### hyperpod-dpd-bench file={n}\n{text}\n### hyperpod-dpd-bench end\n"
                       for n, text in files.items()) + f"### hyperpod-dpd-bench exit={exit_code}\n"
-    the_pod = pod(f"{name}-x", init=[container("benchmark", "terminated")], main=[container("publish", "terminated")])
     # one poll per mark: the Job completes once the last quiet window was seen
-    batch = FakeBatch(states=[job(name)] * len(marks) + [job(name, condition="Complete")])
-    core = FakeCore(pods=[[the_pod]], logs={"benchmark": benchmark_log, "publish": publish},
-                    other_pods=router_and_decoder(), metrics=metrics)
-    return benchmark_kube(batch, core, custom=FakeCustom(present=present))
+    return Replay(states=[job(name)] * len(marks) + [job(name, condition="Complete")], benchmark_log=benchmark_log,
+                  window=window, publish=publish)
+
+
+PREFILLER_POD = "prefill-dpd-test-5b7-aaa"  # the stub's prefiller, as the prefill Deployment names its pods
+
+
+def recorded_cluster(run: Any, *, name: str, present: tuple[str, ...] = ("dpd-test", "dpd-test-agg"),
+                     printed: Mapping[str, str] | None = None, exit_code: int = 0) -> BenchmarkKube:
+    """A recorded cluster where the Job ``name`` runs ``run`` (a conftest ``Run``, :func:`replay`): the router's and
+    decoder's /metrics (through the API server) answer with the stub's counters of the window the Job's log is in."""
+    replayed = replay(run, name, printed=printed, exit_code=exit_code)
+
+    def metrics(namespace: str, pod_port: str) -> str:
+        router, decoder = run.metrics[replayed.current]
+        if pod_port.startswith("prefill-"):
+            return str(run.prefiller_metrics[replayed.current])
+        return str(router if namespace == "hyperpod-inference-system" else decoder)
+
+    the_pod = pod(f"{name}-x", init=[container("benchmark", "terminated")], main=[container("publish", "terminated")])
+    pods = router_and_decoder()
+    if getattr(run, "prefiller_metrics", None):  # the stub's prefiller, a pod of the endpoint's prefill Deployment
+        pods["default|inference.sagemaker.aws.amazon.com/dpd-role=prefill"] = [decoder_pod(PREFILLER_POD)]
+    core = FakeCore(pods=[[the_pod]], logs={"benchmark": replayed.benchmark_log, "publish": replayed.publish},
+                    other_pods=pods, metrics=metrics)
+    return benchmark_kube(FakeBatch(states=replayed.states), core, custom=FakeCustom(present=present))

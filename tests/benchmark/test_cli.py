@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import os
 import re
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import fmean
 from types import ModuleType
 from typing import Any
 
@@ -21,14 +25,17 @@ from support import FakeAdvice, FakeClock, FakeEstimate, FakePoint, run_bench, w
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.cluster import parse_job_log
+from hyperpod_dpd.benchmark.figures import HTML_FILE, LATENCY_PNG, STAGES_PNG, read_embedded
 from hyperpod_dpd.benchmark.job import UPLOAD_MANIFEST, JobOptions, render_benchmark_job
 from hyperpod_dpd.benchmark.levels import ResultsError
+from hyperpod_dpd.benchmark.proof import PROOF_FILE, folder_proof
 from hyperpod_dpd.benchmark.results import collect
 from hyperpod_dpd.benchmark.route import largest_direct_isl
 from hyperpod_dpd.benchmark.session import Seams
-from hyperpod_dpd.charts.aggregated import layout_identity
+from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.clients.aws import AwsClients
+from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.spec.loading import load_spec
@@ -464,7 +471,7 @@ def test_unreadable_s3_falls_back_to_the_log_with_a_note(capsys: pytest.CaptureF
     aws = S3Seam(client(s3))
     seams = _on_cluster(_cluster(fakes, healthy_run), aws)
     _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json", seams=seams)
-    assert _levels(out) == [2, 4] and aws.asked == ["us-west-2"]
+    assert _levels(out) == [2, 4] and aws.asked == ["us-west-2"]  # one client: the read, the counters written
     (note,) = [line for line in err.splitlines() if "uploaded results" in line]
     assert note == (f"cannot read the uploaded results in s3://{BUCKET}/{UPLOADED} ({reason}); using the copy in "
                     "the Job's log, which kubelet's log rotation may have cut")
@@ -739,3 +746,239 @@ def test_repeat_runs_the_job_again_under_its_own_run_id(capsys: pytest.CaptureFi
     assert [[level["concurrency"] for level in again["levels"]] for again in run["repeats"]] == [[2, 4]]
     names = [body["metadata"]["name"] for cluster in clusters for _, body in cluster.batch.created]
     assert names == [f"bench-dpd-test-{RUN}", f"bench-dpd-test-{RUN}-r2"]
+
+
+CLOSED_LOOP_TRAFFIC = ("--run-id", RUN, "--isl", "64", "--osl", "16", "--requests", "96", "--max-seconds", "60")
+
+
+def _halved_router_ttft(run: Any) -> Any:
+    """``run`` with a router whose dpd_e2e_ttft_seconds sum and buckets say half the stub's TTFT: the client's
+    mean then stands about 250 ms above the router's, a client-overhead fault only the server's figures show."""
+    def halved(router: str) -> str:
+        def sum_line(match: re.Match[str]) -> str:
+            return f"dpd_e2e_ttft_seconds_sum {float(match[1]) / 2!r}"
+        return re.sub(r"^dpd_e2e_ttft_seconds_sum (\S+)$", sum_line, router, flags=re.M)
+    return dataclasses.replace(run, metrics={window: (halved(router), decoder)
+                                             for window, (router, decoder) in run.metrics.items()})
+
+
+def _downloaded(s3: Any, folder: Path, prefix: str = UPLOADED) -> Path:
+    """The run's S3 folder copied to ``folder``, as ``aws s3 cp --recursive`` would."""
+    folder.mkdir()
+    for item in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]:
+        name = item["Key"].removeprefix(prefix)
+        (folder / name).write_bytes(s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read())
+    return folder
+
+
+SERVER_FAULTS = {  # a live run whose verdict only the servers' counters give: its fixture, traffic and doctoring
+    "client-overhead": ("closed_loop_run", CLOSED_LOOP_TRAFFIC, _halved_router_ttft),
+    "not-disaggregated": ("direct_run", STUB_TRAFFIC, lambda run: run),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(SERVER_FAULTS))
+def test_a_results_folder_keeps_the_live_runs_counters_and_verdicts(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, stub_spec: str, tmp_path: Path,
+        request: pytest.FixtureRequest, *, s3: Any, fault: str) -> None:
+    """The live run exits 1 on a fault the router's and decoders' counters show. Its S3 folder (downloaded) and
+    its copy under --report-dir then report the same verdicts and exit 1, not 'unchecked' and 0 as before."""
+    fixture, traffic, doctor = SERVER_FAULTS[fault]
+    run = doctor(request.getfixturevalue(fixture))
+    aws = _upload(s3, run.files())
+    code, out, _ = run_cli(capsys, stub_spec, *traffic, "--json", "--report-dir", str(tmp_path / "report"),
+                           seams=_on_cluster(_cluster(fakes, run), aws))
+    live = json.loads(out)["runs"]["dpd"]
+    assert code == 1 and fault in {w["code"] for w in live["warnings"]}
+    proof = json.loads(s3.get_object(Bucket=BUCKET, Key=UPLOADED + PROOF_FILE)["Body"].read())
+    assert (proof["run_id"], proof["endpoint"], sorted(proof["windows"])) == (
+        RUN, "dpd-test", [str(window) for window in sorted(run.metrics)])
+    for folder in (_downloaded(s3, tmp_path / "downloaded"), tmp_path / "report" / "runs" / "dpd"):
+        again_code, again, err = run_cli(capsys, stub_spec, "--results-dir", str(folder), "--json")
+        reread = json.loads(again)["runs"]["dpd"]
+        assert again_code == 1, err
+        assert reread["warnings"] == live["warnings"] and reread["routing"] == live["routing"]
+        assert "unchecked" not in reread
+        _, text, _ = run_cli(capsys, stub_spec, "--results-dir", str(folder))
+        assert "not checked" not in text and "DISAGG" in text
+
+
+def test_a_stale_or_foreign_counters_file_is_refused_by_run_and_time(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, direct_run: Any, stub_spec: str, tmp_path: Path, *,
+        s3: Any) -> None:
+    """An earlier run's counters under the same run id (its result files differ), another endpoint's, or a file cut
+    mid-JSON: each is named with why, and the folder is reported unchecked, never with those counters."""
+    aws = _upload(s3, direct_run.files())
+    run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json", seams=_on_cluster(_cluster(fakes, direct_run), aws))
+    folder = _downloaded(s3, tmp_path / "folder")
+    proof = (folder / PROOF_FILE).read_text()
+    level = next(name for name in sorted(p.name for p in folder.iterdir()) if "_num_concurrency_2_" in name)
+    (folder / level).write_text((folder / level).read_text() + "\n")  # this run's files, not the proof's
+    written = json.loads(proof)["written_at"]
+    cases = {
+        "stale": (proof, f"was written by run {RUN} at {written} for result files that differ from this folder's "
+                         f"({level})"),
+        "foreign": (proof.replace('"endpoint": "dpd-test"', '"endpoint": "other"'),
+                    f"holds endpoint other's counters (run {RUN}), not dpd-test's"),
+        "cut": (proof[:40], f"{PROOF_FILE}: not JSON"),
+    }
+    for proof_text, why in cases.values():
+        (folder / PROOF_FILE).write_text(proof_text)
+        code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(folder), "--json")
+        document = json.loads(out)["runs"]["dpd"]
+        assert why in document["unchecked"] and "routing" not in document
+        assert code == 0 and "Traceback" not in err  # the doctored folder shows nothing the router counted
+        _, printed, err = run_cli(capsys, stub_spec, "--results-dir", str(folder))
+        assert why in err and why in printed and "DISAGG" not in printed
+
+
+def test_counters_s3_refuses_are_a_note_naming_the_permission(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                              healthy_run: Any, stub_spec: str) -> None:
+    client = boto3.client("s3", region_name="us-west-2")
+    stub = Stubber(client)
+    stub.add_client_error("list_objects_v2", "AccessDenied", "Access Denied", 403)
+    stub.add_client_error("put_object", "AccessDenied", "Access Denied", 403)
+    stub.activate()
+    _, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--json",
+                          seams=_on_cluster(_cluster(fakes, healthy_run), S3Seam(client)))
+    assert _levels(out) == [2, 4]
+    assert (f"cannot write the router and decoder counters to s3://{BUCKET}/{UPLOADED}{PROOF_FILE} (access denied "
+            f"on PutObject; the caller needs s3:PutObject on s3://{BUCKET}/{UPLOADED}{PROOF_FILE})") in err
+
+
+# --- docs/bench.md's figures: a stub run's report ---------------------------------------------------------
+
+DOC_RUN = Path(__file__).resolve().parent / "data" / "doc-run"  # the run's folders: dpd/ (with counters), aggregated/
+DOC_IMAGES = DOC.parent / "images"
+DOC_FIGURES = ((LATENCY_PNG, "bench-latency.png"), (STAGES_PNG, "bench-ttft-stages.png"))
+WRITE_DOC_RUN = "HYPERPOD_DPD_WRITE_DOC_FIGURES"  # 1: run the stub again, record its folders, redraw the figures
+DOC_SLO = ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 550\n  tpot_ms: 10")
+
+
+def _no_advisor(spec: Any, scenario: Scenario) -> Any:
+    """The stub is no model the advisor sizes: the report says so instead of drawing a prediction."""
+    raise SpecError([Problem(field="model", value="the test suite's stub", message="the stub is not a model",
+                             fix="compare a real endpoint")])
+
+
+def _doc_spec(tmp_path: Path) -> str:
+    return write_spec(tmp_path, ("threshold: 4096", "threshold: 32"), DOC_SLO)
+
+
+def _figures(report: Path) -> dict[str, Any]:
+    return read_embedded((report / HTML_FILE).read_text(encoding="utf-8"))
+
+
+def _assert_plotted_is_measured(data: Mapping[str, Any], document: Mapping[str, Any]) -> None:
+    """Every point of the figures is a number of the run's own report: each layout's client percentiles per level,
+    the SLO, and the DPD endpoint's stages from the servers' counters, the router's and the client's TTFT."""
+    for label, run in document["runs"].items():
+        for metric in ("ttft", "tpot"):
+            for q in ("p50", "p90"):
+                (series,) = [s for s in data["latency"] if (s["layout"], s["metric"], s["quantile"]) == (
+                    label, metric, q)]
+                assert series["x"] == [float(level["concurrency"]) for level in run["levels"]]
+                assert series["y_ms"] == pytest.approx([level[f"{metric}_s"][q] * 1e3 for level in run["levels"]],
+                                                       abs=5e-4)  # the figure data is in ms, to the microsecond
+    assert data["slo"] == {"ttft_p90_ms": 550.0, "tpot_p90_ms": 10.0}
+    stages = document["ttft_stages"]
+    assert data["ttft_stages"]["x"] == [float(row["concurrency"]) for row in stages]
+    for name, plotted in data["ttft_stages"]["stages_ms"].items():
+        assert plotted == pytest.approx([row["stages_s"][name] * 1e3 for row in stages], abs=5e-4)
+    assert data["ttft_stages"]["router_ttft_ms"] == pytest.approx([row["router_ttft_s"] * 1e3 for row in stages],
+                                                                  abs=5e-4)
+    assert data["ttft_stages"]["client_ttft_ms"] == pytest.approx([row["client_ttft_s"] * 1e3 for row in stages],
+                                                                  abs=5e-4)
+
+
+def test_a_live_runs_figures_plot_its_results_and_its_folder_redraws_them(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, closed_loop_run: Any, tmp_path: Path, *,
+        s3: Any) -> None:
+    """The real bench against the stub (its Job's aiperf, the simulated cluster): the figures hold the run's numbers,
+    the stages are the stub's own split of its TTFT, and --results-dir on the run folder draws the same PNGs."""
+    spec = _doc_spec(tmp_path)
+    seams = dataclasses.replace(_on_cluster(_cluster(fakes, closed_loop_run), _upload(s3, closed_loop_run.files())),
+                                predictor=_no_advisor)
+    code, out, _ = run_cli(capsys, spec, *CLOSED_LOOP_TRAFFIC, "--json", "--report-dir", str(tmp_path / "live"),
+                           seams=seams)
+    document = json.loads(out)
+    # the client's overhead is measured, not controlled: on a loaded machine it may pass its bound, then the only
+    # warning (exit 1), which --results-dir must report again
+    flagged = {w["code"] for w in document["runs"]["dpd"]["warnings"]}
+    assert flagged <= {"client-overhead"} and code == (1 if flagged else 0), out
+    data = _figures(tmp_path / "live")
+    _assert_plotted_is_measured(data, document)
+    truth = closed_loop_run.server_ttfts_by_level()  # the stub's clock: its split of each level's TTFT
+    split = closed_loop_run.behaviour.stage_split
+    for i, row in enumerate(document["ttft_stages"]):
+        mean = fmean(truth[i])  # a tolerance of 1 us: the stub's sums are floats added request by request
+        assert row["stages_s"]["prefill queue"] == pytest.approx(split[0] * mean, abs=1e-6)
+        assert row["stages_s"]["KV transfer"] == pytest.approx(split[2] * mean, abs=1e-6)
+        assert row["stages_s"]["router and network"] == pytest.approx(
+            (1 - split[0] - split[1] - sum(split[3:])) * mean, abs=1e-6)
+    code, _, _ = run_cli(capsys, spec, "--results-dir", str(tmp_path / "live" / "runs" / "dpd"), "--report-dir",
+                         str(tmp_path / "again"), seams=Seams(predictor=_no_advisor))
+    assert code == (1 if flagged else 0)
+    for made, _ in DOC_FIGURES:
+        assert (tmp_path / "again" / made).read_bytes() == (tmp_path / "live" / made).read_bytes(), made
+
+
+def _as_in_the_pod(run: Any, tokenizer: Path, router: str) -> dict[str, str]:
+    """``run``'s result files with this machine's folders and the stub's address as the pod has them (``/results``,
+    ``/tokenizer``, ``/tmp`` and the router's URL; conftest's run_client maps them the other way)."""
+    base = run.folder.parent.parent
+    local = {str(base / "results"): "/results", str(tokenizer): "/tokenizer", str(base / "tmp"): "/tmp"}
+
+    def mapped(text: str) -> str:
+        for path, pod in local.items():
+            text = text.replace(path, pod)
+        return re.sub(r"http://127\.0\.0\.1:\d+", router, text)
+
+    return {name: mapped(text) for name, text in run.files().items()}
+
+
+def _record_doc_run(capsys: pytest.CaptureFixture[str], fakes: ModuleType, request: pytest.FixtureRequest,
+                    spec: str, *, tmp_path: Path, s3: Any) -> None:
+    """The doc's run, again: bench live against the stub (DPD), the twin's client against a slower stub, both
+    folders recorded under DOC_RUN with the paths the pod would have written."""
+    run, twin = request.getfixturevalue("closed_loop_run"), request.getfixturevalue("closed_loop_twin_run")
+    tokenizer = request.getfixturevalue("tokenizer_dir")
+    files = _as_in_the_pod(run, tokenizer, BenchmarkTarget.for_spec(default_spec()).api_base)
+    seams = dataclasses.replace(_on_cluster(_cluster(fakes, run, printed=files), _upload(s3, files)),
+                                predictor=_no_advisor)
+    code, out, _ = run_cli(capsys, spec, *CLOSED_LOOP_TRAFFIC, "--report-dir", str(tmp_path / "recorded"),
+                           seams=seams)
+    assert code == 0, out  # a run whose client overhead passed its bound on a loaded machine is not the doc's
+    shutil.rmtree(DOC_RUN, ignore_errors=True)
+    shutil.copytree(tmp_path / "recorded" / "runs" / "dpd", DOC_RUN / "dpd")
+    (DOC_RUN / "aggregated").mkdir()
+    twin_router = BenchmarkTarget.for_spec(aggregated_spec(default_spec())).api_base
+    for name, text in _as_in_the_pod(twin, tokenizer, twin_router).items():
+        (DOC_RUN / "aggregated" / name).write_text(text, encoding="utf-8")
+
+
+def test_the_docs_figures_are_a_stub_runs_report(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                 tmp_path: Path, request: pytest.FixtureRequest, *, s3: Any) -> None:
+    """docs/bench.md shows the PNGs bench --report-dir draws from the recorded stub run (DOC_RUN): the same bytes
+    (matplotlib is pinned), and the run folder is bench's own, its counters checked against its result files."""
+    spec = _doc_spec(tmp_path)
+    if os.environ.get(WRITE_DOC_RUN) == "1":
+        _record_doc_run(capsys, fakes, request, spec, tmp_path=tmp_path, s3=s3)
+    files = {path.name: path.read_text(encoding="utf-8") for path in sorted((DOC_RUN / "dpd").iterdir())}
+    proof, why = folder_proof(files, endpoint="dpd-test")
+    assert proof is not None and why is None and proof.windows  # bench wrote it, for exactly these result files
+    assert not any("/tmp/pytest" in text or "127.0.0.1" in text for text in files.values())  # the pod's paths
+    report = tmp_path / "report"
+    code, out, err = run_cli(capsys, spec, "--results-dir", str(DOC_RUN / "dpd"), "--aggregated-results-dir",
+                             str(DOC_RUN / "aggregated"), "--report-dir", str(report), "--json",
+                             seams=Seams(predictor=_no_advisor))
+    assert code == 0, out + err
+    _assert_plotted_is_measured(_figures(report), json.loads(out))
+    if os.environ.get(WRITE_DOC_RUN) == "1":
+        for made, committed in DOC_FIGURES:
+            (DOC_IMAGES / committed).write_bytes((report / made).read_bytes())
+    for made, committed in DOC_FIGURES:
+        assert (DOC_IMAGES / committed).read_bytes() == (report / made).read_bytes(), (
+            f"docs/images/{committed} is not the report of {DOC_RUN.name}: rerun with {WRITE_DOC_RUN}=1")
+    docs = DOC.read_text(encoding="utf-8")
+    assert all(f"images/{committed}" in docs for _, committed in DOC_FIGURES)

@@ -10,6 +10,7 @@ from hyperpod_dpd.benchmark.disaggregation import (
     DpdCounters,
     LevelDisaggregation,
 )
+from hyperpod_dpd.benchmark.report import render_results
 from hyperpod_dpd.benchmark.results import read_directory
 from hyperpod_dpd.load_point import Load
 
@@ -61,3 +62,23 @@ def test_each_role_has_its_own_rate_and_a_prefiller_counts_nothing_else() -> Non
     assert seen.prefix_cache == {"decoder": (100, 1000), "prefill": (700, 1000)}
     assert seen.prefix_cache_hit_rate("prefill") == 0.7 and seen.prefix_cache_hit_rate("decoder") == 0.1
     assert seen.prompt_tokens == 1000 and seen.pod_changes == ()
+
+
+def test_the_printed_table_has_each_roles_hit_rate(prefix_run: Any) -> None:
+    """The PREFIX HIT column shows what --json's routing[].prefix_cache holds: the decoder's rate, and '-' for the
+    prefillers, which exported none here."""
+    results = read_directory(prefix_run.folder)
+    routing = prefix_run.routing()
+    (seen,) = routing.values()
+    lines = render_results("prefix", results, [], routing).splitlines()
+    header = lines[1].split()
+    assert header[-11:-8] == ["PREFIX", "HIT", "dec/pre"] and header[-8] == "DISAGG"
+    (row,) = [line.split() for line in lines[2:]]
+    assert row[-6] == f"{seen.prefix_cache_hit_rate('decoder'):.0%}/-" == "48%/-"
+    other = LevelDisaggregation.between(DpdCounters.parse(["dpd_routing_disaggregated_total 0.0\n"], [_vllm(0, 0, 0)],
+                                                          prefiller=[_vllm(0, 0, 0)]),
+                                        DpdCounters.parse(["dpd_routing_disaggregated_total 9.0\n"],
+                                                          [_vllm(0, 0, 90)], prefiller=[_vllm(3, 4, 90)]),
+                                        load=seen.load)
+    (row,) = [line.split() for line in render_results("p", results, [], {seen.load: other}).splitlines()[2:]]
+    assert row[-6] == "-/75%"  # a decoder without the series, a prefiller that hit 3 of 4 tokens

@@ -47,8 +47,8 @@ def test_summary_text_names_the_source_the_rates_and_the_busiest_windows(
     assert "4 requests over 61.0 s; windows of 60 s" in out
     assert "arrivals/s: mean 0.033, p99 window 0.050, peak window 0.050" in out  # [3, 1]: p99 2.98 / 60
     assert "prefix reuse: - (the trace has no prefix hashes" in out
-    assert "window from  requests  requests/s  prefill tok/s  decode tok/s" in out
-    assert "00:00:00            3       0.050" in out
+    assert "from first arrival  requests  requests/s  prefill tok/s  decode tok/s" in out
+    assert "00:00:00                   3       0.050" in out
 
 
 def test_generate_to_standard_output(capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,6 +61,9 @@ def test_generate_to_standard_output(capsys: pytest.CaptureFixture[str]) -> None
     (["trace", "summary", "missing.jsonl"], "missing.jsonl: no such trace file"),
     (["trace", "generate", "bursty", "--burst-cv", "0.5", "-o", "-"], "burst_cv: must be above 1"),
     (["trace", "generate", "poisson", "--rate", "1000", "--duration", "86400", "-o", "-"], "over 5,000,000"),
+    (["trace", "generate", "poisson", "--rate", "1e-300", "-o", "t.jsonl"], "drew no request"),
+    (["trace", "generate", "poisson", "--rate", "1e-306", "--duration", "1e307", "-o", "-"], "is over ten years"),
+    (["trace", "summary", str(AZURE), "--window", "1e-320", "--json"], "window: must be at least 0.001 s"),
 ])
 def test_bad_input_is_one_message_and_status_2(argv: list[str], message: str, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch,
@@ -85,3 +88,25 @@ def test_argparse_refuses_an_unknown_kind_and_a_zero_window(capsys: pytest.Captu
             main(argv)
         assert exited.value.code == 2
     assert "invalid choice: 'steady'" in capsys.readouterr().err
+
+
+def test_shared_blocks_are_taken_by_shared_prefix_without_prefix_groups(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t.jsonl"
+    assert main(["trace", "generate", "shared-prefix", "--shared-blocks", "3", "--lengths", "fixed", "--isl", "2048",
+                 "--duration", "60", "-o", str(out)]) == 0
+    assert "8 prefix groups of 3 blocks" in capsys.readouterr().err
+    firsts = {tuple(r.prefix_blocks[:3]) for r in read_trace(out).requests}
+    assert firsts <= {tuple(range(g * 3, g * 3 + 3)) for g in range(8)}  # the 8 groups' three shared blocks
+
+
+def test_a_trace_shorter_than_one_window_is_said_to_read_low(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    short = tmp_path / "t.jsonl"
+    short.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                     '{"timestamp": 5000, "input_length": 5, "output_length": 1}\n')
+    assert main(["trace", "summary", str(short)]) == 0
+    assert ("warning: the trace spans 5 s, less than one 300 s window, so its rates per window read low; give "
+            "--window 5 or less") in capsys.readouterr().err
+    assert main(["trace", "summary", str(short), "--window", "5"]) == 0
+    assert "read low" not in capsys.readouterr().err

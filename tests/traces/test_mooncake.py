@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 from importlib import resources
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aiperf.common.exceptions import ConfigurationError
+from aiperf.dataset.generator.prompt import PromptGenerator
 from aiperf.dataset.loader.models import MooncakeTrace
 from aiperf.dataset.loader.mooncake_trace import MooncakeTraceDatasetLoader
 from aiperf.dataset.synthesis.prefix_analyzer import PrefixAnalyzer
@@ -18,7 +22,19 @@ from pydantic import ValidationError
 from support import fuzz_examples
 
 from hyperpod_dpd.errors import UsageError
-from hyperpod_dpd.traces import BLOCK_TOKENS, Trace, TraceRequest, generate, read_trace, summarise, write_mooncake
+from hyperpod_dpd.traces import (
+    BLOCK_TOKENS,
+    Lengths,
+    LengthShape,
+    PrefixGroups,
+    Trace,
+    TraceRequest,
+    generate,
+    mooncake_lines,
+    read_trace,
+    summarise,
+    write_mooncake,
+)
 from hyperpod_dpd.traces.mooncake import parse_row
 from hyperpod_dpd.traces.rows import BadRow, Skip
 
@@ -85,13 +101,71 @@ def test_the_writer_round_trips_through_the_reader(tmp_path: Path, name: str) ->
         assert gzip.decompress((tmp_path / name).read_bytes()).startswith(b'{"timestamp": 0, ')
 
 
+class _CorpusRng(random.Random):
+    def reseed_for_hash_id(self, hash_id: int) -> None:
+        self.seed(hash_id)
+
+
+def _stub() -> SimpleNamespace:
+    return SimpleNamespace(_cache={}, _hash_id_corpus_rng=_CorpusRng(0), _tokenized_corpus=list(range(1000)),
+                           tokenizer=SimpleNamespace(block_separation_token_id=None), _sample_tokens=lambda n: [0] * n)
+
+
+def _aiperf_prompts(rows: list[MooncakeTrace]) -> list[list[int]]:
+    """Each row's prompt as aiperf builds it: its own ``PromptGenerator._build_token_sequence``
+    (aiperf/dataset/generator/prompt.py:576-679) on one generator per file, with a stub corpus and no tokenizer
+    (the method only samples corpus ids; the stub keeps the hash-id cache, the part that refuses)."""
+    stub = _stub()
+    return [PromptGenerator._build_token_sequence(stub, row.input_length or 0, row.hash_ids or [], BLOCK_TOKENS)
+            for row in rows]
+
+
 def test_every_row_written_is_one_aiperfs_loader_takes(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    write_mooncake(generate("bursty", rate_per_s=4, duration_s=60, seed=1), path)
+    write_mooncake(generate("shared-prefix", rate_per_s=4, duration_s=120, seed=1), path)
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert rows and all(MooncakeTraceDatasetLoader.can_load(data=row) for row in rows)  # its own format probe
     parsed = _aiperf_rows(path)
     assert all(row.timestamp is not None and row.output_length for row in parsed)  # fixed_schedule.py:88-92
+    assert sum(1 for row in parsed if row.hash_ids) == len(parsed)
+    assert [len(p) for p in _aiperf_prompts(parsed)] == [row.input_length for row in parsed]
+
+
+@settings(max_examples=fuzz_examples(40), deadline=None)
+@given(kind=st.sampled_from(["shared-prefix", "bursty", "diurnal"]), seed=st.integers(0, 2**32),
+       mean=st.integers(1, 6000), fixed=st.booleans(), groups=st.integers(1, 20), shared=st.integers(1, 8))
+@example(kind="shared-prefix", seed=1, mean=1024, fixed=False, groups=8, shared=2)  # the default, 99 % refused once
+def test_every_generated_prompt_is_one_aiperf_builds(*, kind: str, seed: int, mean: int, fixed: bool, groups: int,
+                                                     shared: int) -> None:
+    """aiperf builds every prompt of every generated trace at its length (a partial block is never shared)."""
+    shape = LengthShape.FIXED if fixed else LengthShape.LOGNORMAL
+    trace = generate(kind, rate_per_s=2, duration_s=60, seed=seed, input_tokens=Lengths(mean=mean, shape=shape),
+                     prefix=PrefixGroups(groups=groups, shared_blocks=shared))
+    rows = [MooncakeTrace.model_validate_json(line) for line in mooncake_lines(trace)]
+    assert [len(p) for p in _aiperf_prompts(rows)] == [r.input_tokens for r in trace.requests]
+
+
+def _aiperf_refusals(rows: list[MooncakeTrace]) -> list[int]:
+    """The 1-based rows aiperf's builder refuses, going on past each (one generator, its cache kept)."""
+    stub = _stub()
+    refused = []
+    for number, row in enumerate(rows, 1):
+        try:
+            PromptGenerator._build_token_sequence(stub, row.input_length or 0, row.hash_ids or [], BLOCK_TOKENS)
+        except ConfigurationError:
+            refused.append(number)
+    return refused
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_the_rows_counted_unreplayable_are_the_rows_aiperfs_builder_refuses(name: str) -> None:
+    """aiperf's shipped samples hold such rows (production_trace.jsonl: 1,024 tokens under 3 hashes;
+    precise_schedule.jsonl: hash 3050 at 288 then 88 tokens): its own builder refuses them, and we count the same."""
+    path = Path(str(SAMPLES / name))
+    refused = _aiperf_refusals(_aiperf_rows(path))
+    source = read_trace(path).source
+    assert f"{len(refused)} rows aiperf would refuse to replay, first line {refused[0]} " in source
+    assert refused  # both samples show it
 
 
 def test_a_trace_of_other_block_sizes_is_not_written_as_512_token_blocks(tmp_path: Path) -> None:
@@ -104,7 +178,9 @@ def test_a_trace_of_other_block_sizes_is_not_written_as_512_token_blocks(tmp_pat
 
 
 ANY = st.one_of(st.none(), st.booleans(), st.integers(-5, 5000), st.floats(-1e4, 1e4), st.text(max_size=4),
-                st.lists(st.one_of(st.integers(-3, 3), st.booleans(), st.floats(-2, 2)), max_size=3),
+                st.integers(-(10**400), 10**400), st.floats(),  # past int64, MAX_TOKENS and a float; NaN, infinities
+                st.lists(st.one_of(st.integers(-3, 3), st.booleans(), st.floats(-2, 2), st.integers(-(2**70), 2**70)),
+                         max_size=3),
                 st.just({"prompt": "x"}), st.just([{"role": "user", "content": "x"}]))
 ROWS = st.one_of(
     st.dictionaries(st.sampled_from(["timestamp", "input_length", "output_length", "hash_ids", "text_input",

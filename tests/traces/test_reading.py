@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,8 @@ from hypothesis import strategies as st
 from support import fuzz_examples, watchdog
 
 from hyperpod_dpd.errors import SpecError, UsageError
-from hyperpod_dpd.traces import BLOCK_TOKENS, TraceFormat, read_trace
+from hyperpod_dpd.traces import BLOCK_TOKENS, Trace, TraceFormat, TraceRequest, read_trace, write_mooncake
+from hyperpod_dpd.traces.model import PackedRequests
 from hyperpod_dpd.traces.reading import MAX_PROBLEMS
 
 DATA = Path(__file__).with_name("data")
@@ -85,9 +88,14 @@ def test_unsorted_rows_are_sorted_and_said_so(tmp_path: Path) -> None:
     ('{"timestamp": 0, "input_length": "ten", "output_length": 2}',
      "line 1: input_length: is not a whole number (got 'ten'). Fix: give a whole number of tokens"),
     ('{"timestamp": 0, "input_length": -5, "output_length": 2}', "line 1: input_length: is negative (got -5)"),
-    ('{"timestamp": 0, "input_length": 0, "output_length": 2}', "line 1: input_length: is 0 (got 0)"),
+    ('{"timestamp": 0, "input_length": 1e300, "output_length": 2}',
+     "line 1: input_length: is over 10,000,000 tokens, longer than any model's context (got '1.00e+300')"),
+    ('{"timestamp": 0, "input_length": 3, "output_length": 2, "hash_ids": [18446744073709551616]}',
+     "line 1: hash_ids: is outside a 64-bit signed integer (got '1.84e+19')"),
     ('{"timestamp": NaN, "input_length": 3, "output_length": 2}', "line 1: row: is not JSON (NaN is not a JSON"),
     ('{"timestamp": 1e999, "input_length": 3, "output_length": 2}', "line 1: timestamp: is not a finite number"),
+    ('{"timestamp": 1' + "0" * 400 + ', "input_length": 3, "output_length": 2}',
+     "line 1: timestamp: is not a finite number (got '1.00e+400')"),
     ('{"input_length": 3, "output_length": 2}', "line 1: timestamp: is missing"),
     ('{"delay": 5, "input_length": 3, "output_length": 2}', "timestamp: is a multi-turn delay without a timestamp"),
     ('{"timestamp": 0, "input_length": 3}', "line 1: output_length: is missing (got None)"),
@@ -118,8 +126,9 @@ def test_a_bad_azure_row_is_named_by_line_field_value_and_fix(tmp_path: Path, ro
 
 def test_a_bad_burstgpt_timestamp_is_refused(tmp_path: Path) -> None:
     head = BURSTGPT.read_text().splitlines()[0]
-    text = _problems(_write(tmp_path, f"{head}\nnan,ChatGPT,4,3,7,API log\n", "b.csv"))
-    assert "line 2: Timestamp: is not a finite number (got nan)" in text
+    text = _problems(_write(tmp_path, f"{head}\nNaN,ChatGPT,4,3,7,API log\nsoon,ChatGPT,4,3,7,API log\n", "b.csv"))
+    assert "line 2: Timestamp: is not a finite number (got 'NaN')" in text
+    assert "line 3: Timestamp: is not a finite number (got 'soon')" in text
 
 
 def test_every_bad_row_is_reported_up_to_a_bound(tmp_path: Path) -> None:
@@ -220,3 +229,69 @@ def test_arrivals_spanning_more_than_ten_years_are_a_unit_mix_up(tmp_path: Path)
     head = BURSTGPT.read_text().splitlines()[0]
     text = _problems(_write(tmp_path, f"{head}\n-1e308,x,4,3,7,API log\n1e308,x,4,3,7,API log\n", "b.csv"))
     assert "timestamps: span more than ten years (got 'inf s')" in text and "seconds from the start" in text
+
+
+def test_a_mooncake_row_of_zero_tokens_is_skipped_and_counted_as_a_csv_row_is(tmp_path: Path) -> None:
+    trace = read_trace(_write(tmp_path, '{"timestamp": 0, "input_length": 0, "output_length": 2}\n'
+                                        '{"timestamp": 1, "input_length": 3, "output_length": 0}\n'
+                                        '{"timestamp": 2, "input_length": 3, "output_length": 2}\n'))
+    assert len(trace.requests) == 1
+    assert "1 skipped (input_length 0), 1 skipped (output_length 0)" in trace.source
+
+
+def test_rows_aiperf_cannot_replay_are_counted_and_the_writer_refuses_them(tmp_path: Path) -> None:
+    """aiperf's PromptGenerator._build_token_sequence (prompt.py:629-669): the oracle of both rules."""
+    rows = [(500, [1, 2, 3]), (600, [7, 8]), (300, [8]), (1024, [7])]
+    trace = read_trace(_write(tmp_path, "".join(
+        json.dumps({"timestamp": t, "input_length": n, "output_length": 2, "hash_ids": h}) + "\n"
+        for t, (n, h) in enumerate(rows))))
+    assert len(trace.requests) == 4  # read for the summary, as every row says what arrived
+    assert ("2 rows aiperf would refuse to replay, first line 1 has 3 prefix hashes of 512 tokens for a 500-token "
+            "prompt: aiperf cannot build it") in trace.source
+    with pytest.raises(UsageError, match="request 1 has 3 prefix hashes of 512 tokens for a 500-token prompt"):
+        write_mooncake(trace, tmp_path / "out.jsonl")
+    with pytest.raises(UsageError, match="request 2 uses hash 8 as a block of 300 tokens, which an earlier request "
+                                         "used as 88: aiperf refuses a hash of two sizes; give a partial last"):
+        write_mooncake(Trace(requests=trace.requests[1:3], source="t", block_tokens=512), tmp_path / "out.jsonl")
+
+
+def test_csv_quirks_of_real_files_are_read(tmp_path: Path) -> None:
+    """A byte-order mark, CRLF line ends, quoted fields, extra columns, and the 2024 Azure time (a zone, sometimes
+    no fraction: ``2024-05-10 00:00:00.009930+00:00``)."""
+    path = tmp_path / "t.csv"
+    path.write_bytes("\ufeffTIMESTAMP,ContextTokens,GeneratedTokens,Extra\r\n"
+                     '2024-05-10 00:00:00.009930+00:00,"1,024",7,x\r\n'.replace('"1,024"', '"1024"').encode()
+                     + b'"2024-05-10 00:00:01+00:00",20,"8",y\r\n2024-05-10 00:00:02.5,30,9,z\r\n')
+    trace = read_trace(path)
+    assert [(r.at_s, r.input_tokens, r.output_tokens) for r in trace.requests] == [
+        (0.0, 1024, 7), (pytest.approx(0.99007, abs=1e-12), 20, 8), (pytest.approx(2.49007, abs=1e-12), 30, 9)]
+    assert "Azure LLM inference CSV" in trace.source
+
+
+def test_a_trace_is_read_from_a_pipe(tmp_path: Path) -> None:
+    """A pipe cannot seek back over the gzip magic bytes (``summary <(zcat f)``): they are peeked."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    payload = gzip.compress(b'{"timestamp": 0, "input_length": 3, "output_length": 2}\n')
+    writer = threading.Thread(target=fifo.write_bytes, args=(payload,))
+    writer.start()
+    try:
+        trace = read_trace(fifo)
+    finally:
+        writer.join(timeout=5)
+    assert [(r.input_tokens, r.output_tokens) for r in trace.requests] == [(3, 2)]
+
+
+def test_a_read_trace_is_held_as_packed_columns_and_equals_its_requests(tmp_path: Path) -> None:
+    rows = [(5, 600, 3, [1, 2]), (2, 10, 4, []), (9, 512, 5, [1])]
+    path = _write(tmp_path, "".join(json.dumps({"timestamp": t, "input_length": i, "output_length": o, "hash_ids": h})
+                                    + "\n" for t, i, o, h in rows))
+    trace = read_trace(path)
+    assert isinstance(trace.requests, PackedRequests)
+    expected = (TraceRequest(at_s=0.0, input_tokens=10, output_tokens=4),
+                TraceRequest(at_s=0.003, input_tokens=600, output_tokens=3, prefix_blocks=(1, 2)),
+                TraceRequest(at_s=0.007, input_tokens=512, output_tokens=5, prefix_blocks=(1,)))
+    assert trace.requests == expected and tuple(trace.requests) == expected
+    assert trace.requests[-1] == expected[-1] and trace.requests[1:] == expected[1:]
+    with pytest.raises(IndexError):
+        trace.requests[3]

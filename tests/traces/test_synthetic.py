@@ -7,6 +7,7 @@ The traces are seeded, so each test is deterministic; the tolerances are what th
 from __future__ import annotations
 
 import math
+import re
 import statistics
 
 import pytest
@@ -87,7 +88,19 @@ def test_shared_prefix_defaults_to_eight_groups_and_other_kinds_take_groups_too(
     shared = generate("shared-prefix", duration_s=300, seed=5, input_tokens=Lengths(mean=2048))
     assert len({r.prefix_blocks[:2] for r in shared.requests}) == 8
     bursty = generate("bursty", duration_s=300, seed=5, prefix=PrefixGroups(groups=2, shared_blocks=1))
-    assert len({r.prefix_blocks[0] for r in bursty.requests}) == 2
+    assert len({r.prefix_blocks[0] for r in bursty.requests if r.input_tokens >= 512}) == 2  # a full block shared
+
+
+def test_a_prompt_shorter_than_the_shared_blocks_shares_only_its_full_blocks() -> None:
+    """A partial last block is the request's own: aiperf gives a hash one size (prompt.py:660-669)."""
+    trace = generate("shared-prefix", rate_per_s=3, duration_s=300, seed=1, input_tokens=Lengths(mean=700),
+                     prefix=PrefixGroups(groups=2, shared_blocks=3))
+    group_ids = set(range(2 * 3))
+    for request in trace.requests:  # 700 tokens: one full block (a group's), one of 188 tokens (its own)
+        assert len(request.prefix_blocks) == 2 and request.prefix_blocks[0] in group_ids
+        assert request.prefix_blocks[1] not in group_ids
+    tail = [r.prefix_blocks[1] for r in trace.requests]
+    assert len(tail) == len(set(tail))
 
 
 def test_lognormal_lengths_have_the_asked_mean() -> None:
@@ -117,10 +130,14 @@ def test_the_same_seed_makes_the_same_trace_and_another_seed_another() -> None:
     ({"kind": "diurnal", "peak_to_trough": 0.5}, "peak_to_trough: must be at least 1"),
     ({"kind": "poisson", "rate_per_s": 1e6, "duration_s": 86_400}, "over 5,000,000; lower the rate"),
     ({"kind": "shared-prefix", "input_tokens": Lengths(mean=2 * 10**6)}, "hold over 20,000,000 prefix hashes"),
+    ({"kind": "poisson", "rate_per_s": 1e-306, "duration_s": 1e307}, "duration_s: 1e\\+307 s is over ten years"),
+    ({"kind": "poisson", "rate_per_s": 1e-9, "duration_s": 1e10}, "is over ten years"),
+    ({"kind": "poisson", "rate_per_s": 1e-300}, "drew no request \\(the mean is 3.6e-297\\); raise the rate"),
+    ({"kind": "poisson", "rate_per_s": 1e300}, "1e\\+300 requests/s for 3.6e\\+03 s is 3.6e\\+303 requests, over"),
 ])
 def test_parameters_out_of_range_are_refused(kwargs: dict[str, object], message: str) -> None:
     kind = kwargs.pop("kind")
-    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(UsageError, match=message if "\\" in message else re.escape(message)):
         generate(kind, **kwargs)  # type: ignore[arg-type]
 
 
@@ -135,3 +152,14 @@ def test_length_and_prefix_parameters_out_of_range_are_refused() -> None:
         PrefixGroups(groups=0)
     with pytest.raises(UsageError, match="got 8 groups of 100000"):
         PrefixGroups(shared_blocks=100_000)
+
+
+def test_a_huge_peak_time_keeps_the_diurnal_shape() -> None:
+    """peak_at is taken within one period first: 1e308 + t would keep no phase in a float."""
+    period = 86_400.0
+    far = 1e12 * period + period / 4  # a quarter period, a whole number of days later
+    near = generate("diurnal", rate_per_s=0.5, duration_s=period, seed=3, peak_at_s=period / 4)
+    assert generate("diurnal", rate_per_s=0.5, duration_s=period, seed=3, peak_at_s=far).requests == near.requests
+    huge = generate("diurnal", rate_per_s=0.5, duration_s=period, seed=3, peak_at_s=1e308)
+    quarters = [_in(huge, q * period / 4, (q + 1) * period / 4) for q in range(4)]
+    assert max(quarters) > 1.3 * min(quarters)  # peak/trough 3: the busiest quarter holds ~2x the quietest

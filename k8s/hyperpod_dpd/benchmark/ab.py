@@ -8,8 +8,8 @@ transfer) with one prefill and one decode node against one aggregated node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
@@ -35,6 +35,8 @@ class AbRow:
     ttft_p50: tuple[float | None, float | None]
     e2e_p50: tuple[float | None, float | None]
     output_tokens_per_s: tuple[float, float]
+    # each side's reasons the level is unverified (its trust warnings' codes), a side with none left out
+    unverified: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def changes(self) -> dict[str, float | None]:
         return {"tpot_p50": change(*self.tpot_p50), "ttft_p50": change(*self.ttft_p50),
@@ -45,7 +47,7 @@ class AbRow:
                  "output_tokens_per_s": self.output_tokens_per_s}
         return {**self.load.as_dict(),
                 **{key: {"dpd": dpd, "aggregated": agg} for key, (dpd, agg) in pairs.items()},
-                "change_percent": self.changes()}
+                "change_percent": self.changes(), "unverified": {k: list(v) for k, v in self.unverified.items()}}
 
 
 def compare_ab(dpd: BenchmarkResults, aggregated: BenchmarkResults) -> list[AbRow]:
@@ -146,9 +148,12 @@ def _difference(metric: BuyerMetric, dpd: Sequence[LevelResult], agg: Sequence[L
 class BuyerRow:
     load: Load
     differences: tuple[Difference, ...]
+    # each side's reasons the level is unverified (its trust warnings' codes), a side with none left out
+    unverified: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.load.as_dict(), "metrics": [d.as_dict() for d in self.differences]}
+        return {**self.load.as_dict(), "metrics": [d.as_dict() for d in self.differences],
+                "unverified": {side: list(codes) for side, codes in self.unverified.items()}}
 
 
 def compare_buyer(dpd: Sequence[BenchmarkResults], aggregated: Sequence[BenchmarkResults],
@@ -192,7 +197,10 @@ def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout]) -> st
              "the median over one run's requests); 'no difference' when the interval holds 0")
     headers = (column_header([row.load for row in rows]), "METRIC", "DPD", "AGG", "DPD-AGG", "95% INTERVAL",
                "VERDICT")
-    notes = ["  TTFT and TPOT are the client's on both sides; bench reads server counters on the DPD endpoint only, so "
-             "the twin's are not checked against a server clock"]
+    notes = ["  TTFT and TPOT are the client's on both sides, each bounded against its own endpoint's server clock "
+             "(DPD: the router's TTFT; the twin: its router's, else its engines')"]
+    notes += [f"  {row.load.describe()}: unverified on "
+              + "; ".join(f"{side} ({', '.join(codes)})" for side, codes in row.unverified.items())
+              + ": its differences are not the endpoints' alone" for row in rows if row.unverified]
     return "\n".join([title, *render_columns(headers, table), *(f"  {layout.describe()}" for layout in layouts),
                       *notes])

@@ -53,6 +53,7 @@ class Decomposition:
     decoder_ttft_s: float | None
     client_ttft_s: float | None
     notes: tuple[str, ...] = ()
+    runs: int = 1  # the repeats it is the median of (benchmark/repeats.py)
 
     @property
     def measured(self) -> bool:
@@ -66,7 +67,7 @@ class Decomposition:
         return {**self.load.as_dict(), "stages_s": dict(self.stages), "router_ttft_s": self.router_ttft_s,
                 "decoder_ttft_s": self.decoder_ttft_s, "client_ttft_s": self.client_ttft_s,
                 "client_overhead_s": None if self.client_ttft_s is None or self.router_ttft_s is None
-                else self.client_ttft_s - self.router_ttft_s, "notes": list(self.notes)}
+                else self.client_ttft_s - self.router_ttft_s, "notes": list(self.notes), "runs": self.runs}
 
 
 def decompose(level: LevelResult, seen: LevelDisaggregation | None) -> Decomposition:

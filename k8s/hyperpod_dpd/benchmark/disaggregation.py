@@ -40,10 +40,11 @@ from hyperpod_dpd.contracts.operator import (
     role_deployment,
     router_deployment,
 )
+from hyperpod_dpd.contracts.router import clears
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.observability.metrics import KV_STORE_PUT_TIME, PREFILL_TIME, QUEUE_TIME, TTFT
 from hyperpod_dpd.ops.dpd_counters import DEFAULT_METRICS_PATH as METRICS_PATH
-from hyperpod_dpd.ops.dpd_counters import LABEL, SAMPLE, routing_decisions, sample_value
+from hyperpod_dpd.ops.dpd_counters import LABEL, ROUTING_LINE, SAMPLE, routing_decisions, sample_value
 from hyperpod_dpd.spec import DpdSpec
 
 DISAGGREGATED = "dpd_routing_disaggregated_total"
@@ -54,6 +55,10 @@ EXTERNAL_KV = "vllm:prompt_tokens_by_source_total"
 EXTERNAL_SOURCE = "external_kv_transfer"
 CACHE_HIT_SOURCE = "local_cache_hit"  # the decoder's own prefix cache: not recomputed, not transferred
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
+# Requests an engine finished, by finished_reason (vllm/v1/metrics/loggers.py:645, vLLM 0.19.0; the metrics contract):
+# "abort" is a request its client went away from, which no client records as answered.
+REQUEST_SUCCESS = "vllm:request_success_total"
+ABORTED = "abort"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"  # vllm/v1/metrics/loggers.py:516 (vLLM 0.19.0), in tokens
 PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"  # vllm/v1/metrics/loggers.py:505, in tokens
@@ -114,6 +119,8 @@ DECODER_STAGE_FAMILIES = (QUEUE_TIME.name, PREFILL_TIME.name, TTFT.name)
 # by source, prompt and generated tokens), and its containers' restarts.
 RESTARTS = "restarts"
 BUCKET = "ttft_le:"  # a router TTFT bucket, by its upper bound
+ENGINE_BUCKET = "engine_ttft_le:"  # a vLLM pod's vllm:time_to_first_token_seconds bucket, by its upper bound
+FINISHED = "finished_requests"  # a vLLM pod's requests finished other than aborted
 ROUTER_SERIES = {"disaggregated": (DISAGGREGATED, None), "local": (LOCAL, None), "fallback": (FALLBACK, None),
                  "ttft_seconds": (f"{E2E_TTFT}_sum", None), "ttft_count": (f"{E2E_TTFT}_count", None)}
 DECODER_SERIES = {"external_kv_tokens": (EXTERNAL_KV, {"source": EXTERNAL_SOURCE}),
@@ -140,6 +147,12 @@ def pod_sample(text: str, *, router: bool, restarts: int = 0, prefiller: bool = 
             found[key] = value
     if router:
         found.update({f"{BUCKET}{bound!r}": count for bound, count in histogram_buckets(text, E2E_TTFT).items()})
+    elif not prefiller:
+        engine = histogram_buckets(text, TTFT.name)
+        found.update({f"{ENGINE_BUCKET}{bound!r}": count for bound, count in engine.items()})
+        finished = sample_value(text, REQUEST_SUCCESS)
+        if finished is not None:
+            found[FINISHED] = finished - (sample_value(text, REQUEST_SUCCESS, {"finished_reason": ABORTED}) or 0.0)
     return found
 
 
@@ -206,6 +219,8 @@ class LevelDisaggregation:
     # the level's increase of each stage histogram's _sum and _count, by "prefill:<family>_sum" or
     # "decode:<family>_count"; a series no pod exports is absent (unmeasured), never 0
     stage_totals: Mapping[str, float] = field(default_factory=dict)
+    finished_requests: int | None = None  # the decoders' (engines') vllm:request_success_total, aborts left out
+    engine_ttft_buckets: Mapping[float, float] = field(default_factory=dict)  # their vllm:time_to_first_token_seconds
 
     @classmethod
     def between(cls, before: DpdCounters, after: DpdCounters, *, load: Load) -> LevelDisaggregation:
@@ -250,6 +265,9 @@ class LevelDisaggregation:
                    router_ttft_mean_s=grown.get("ttft_seconds", 0.0) / count if count else None,
                    router_ttft_buckets={float(key.removeprefix(BUCKET)): value for key, value in grown.items()
                                         if key.startswith(BUCKET)},
+                   finished_requests=known(FINISHED),
+                   engine_ttft_buckets={float(key.removeprefix(ENGINE_BUCKET)): value
+                                        for key, value in grown.items() if key.startswith(ENGINE_BUCKET)},
                    pod_changes=tuple(changes),
                    prefix_cache={role: (round(hits), round(queries))
                                  for role, (hits, queries) in sorted(cache.items())},
@@ -264,6 +282,12 @@ class LevelDisaggregation:
     def fraction(self) -> float | None:
         """Disaggregated over routed; None when the router counted nothing."""
         return self.disaggregated / self.routed if self.routed else None
+
+    @property
+    def engine_ttft_mean_s(self) -> float | None:
+        """The decoders' (for the twin: its engines') own mean ``vllm:time_to_first_token_seconds``; None unexported."""
+        total, count = (self.stage_totals.get(f"decode:{TTFT.name}{part}") for part in ("_sum", "_count"))
+        return None if total is None or not count else total / count
 
     def router_ttft_bounds(self, q: float) -> tuple[float, float] | None:
         """The router TTFT histogram bucket holding this level's ``q`` quantile (None when it has no finite one)."""
@@ -290,16 +314,18 @@ class LevelDisaggregation:
                 "prefix_cache": {role: {"hit_tokens": hits, "queried_tokens": queries,
                                         "hit_rate": self.prefix_cache_hit_rate(role)}
                                  for role, (hits, queries) in self.prefix_cache.items()},
-                "stage_totals": dict(self.stage_totals)}
+                "stage_totals": dict(self.stage_totals), "finished_requests": self.finished_requests,
+                "engine_ttft_mean_s": self.engine_ttft_mean_s}
 
 
 def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: Mapping[Load, LevelDisaggregation],
                             *, prompt_tokens: Mapping[Load, float | None] | None = None, isl: int = 0,
-                            threshold: int = 0) -> list[TrustWarning]:
+                            threshold: int = 0, estimates: RouterEstimates | None = None) -> list[TrustWarning]:
     """A DPD level below :data:`MIN_FRACTION`, with no KV received, or not measured; a direct one that was not.
 
-    ``prompt_tokens`` (the server's mean count per level, with the model's tokenizer), ``isl`` and
-    ``threshold`` let a level below :data:`MIN_FRACTION` say which ``--isl`` this model needs."""
+    ``prompt_tokens`` (the server's mean count per level, with the model's tokenizer), ``isl``, ``threshold``
+    and the router's own ``estimates`` of the prompts it kept local let a level below :data:`MIN_FRACTION` say
+    which ``--isl`` clears the threshold."""
     found: list[TrustWarning] = []
     for level in levels:
         seen = measured.get(level)
@@ -316,7 +342,7 @@ def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: M
         elif path is RoutePath.DPD and fraction < MIN_FRACTION:
             counted = (prompt_tokens or {}).get(level)
             needed = isl_for_model(isl=isl, prompt_tokens=counted, threshold=threshold)
-            fix = _threshold_fix(isl=isl, counted=counted, needed=needed, threshold=threshold)
+            fix = _threshold_fix(isl=isl, counted=counted, needed=needed, threshold=threshold, estimates=estimates)
             found.append(TrustWarning(code=Trust.NOT_DISAGGREGATED, load=level, message=(
                 f"the router disaggregated {seen.disaggregated} of {seen.routed} requests ({fraction:.0%}, below "
                 f"{MIN_FRACTION:.0%}; {seen.local} went straight to the decoder, {seen.fallback} fell back): these "
@@ -340,11 +366,23 @@ def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: M
     return found
 
 
-def _threshold_fix(*, isl: int, counted: float | None, needed: int | None, threshold: int) -> str:
-    """What to change when a DPD level went local: the input length the model's tokenizer needs, or, when its count
-    already clears the threshold, the router's own estimate to scale by. The router estimates a prompt's length from
-    its characters (about 4 per token), not with the model's tokenizer, so a tokenizer with shorter tokens than
-    Llama 3's (the shipped lengths' tokenizer) reaches the threshold in tokens while the estimate stays below it."""
+def _threshold_fix(*, isl: int, counted: float | None, needed: int | None, threshold: int,
+                   estimates: RouterEstimates | None = None) -> str:
+    """What to change when a DPD level went local: the input length that clears the threshold at the router's own
+    estimate (its log line), else the one the model's tokenizer needs, or, when its count already clears the
+    threshold, how to scale by the router's estimate. The router estimates a prompt's length by its own rule
+    (characters / 4 or tokens, :mod:`hyperpod_dpd.contracts.router`), not with the model's tokenizer, so a tokenizer
+    with shorter tokens than Llama 3's (the shipped lengths' tokenizer) reaches the threshold in tokens while the
+    estimate stays below it."""
+    if estimates is not None and isl and not clears(estimates.low, estimates.threshold):
+        fix = isl_for_model(isl=isl, prompt_tokens=estimates.low, threshold=estimates.threshold)
+        deployed = "" if estimates.threshold == threshold else f" (the spec says {threshold})"
+        tokens = f"; the model's tokenizer counted {counted:,.0f} per request" if counted else ""
+        target = estimates.threshold * (1 + MARGIN)
+        return (f"the router's own estimate of these prompts is {estimates.low:,}-{estimates.high:,} tokens (its "
+                f"'Conditional routing' log line, {estimates.count} requests kept local), below its threshold "
+                f"{estimates.threshold:,}{deployed} with the {MARGIN:.0%} margin ({target:,.0f}){tokens}: use --isl "
+                f"{fix} or more, which the router's rule estimates at {estimates.low * (fix or isl) // isl:,} or more")
     if needed is not None and counted:
         return (f"the model's tokenizer counted {counted:,.0f} prompt tokens per request against the threshold "
                 f"{threshold}: use --isl {needed} or more")
@@ -395,6 +433,17 @@ class MetricsSources:
                    decoder_selector=f"{ROLE_LABEL}=decode", decoder_deployment=role_deployment(spec, "decode"),
                    decoder_port=spec.port, prefiller_selector=f"{ROLE_LABEL}=prefill",
                    prefiller_deployment=role_deployment(spec, "prefill"))
+
+
+    @classmethod
+    def for_twin(cls, twin: DpdSpec, *, selector: str) -> MetricsSources:
+        """The aggregated twin's router Deployment and its engine pods: those of the twin's own Deployment, by the
+        label selector the operator writes in the twin's ``InferenceEndpointConfig`` ``status.selector`` (the
+        CRD's scale subresource reads it, ``labelSelectorPath: .status.selector``, "LabelSelector for the
+        deployment"); no prefiller."""
+        return cls(router_namespace=OPERATOR_NAMESPACE, router_deployment=router_deployment(twin),
+                   router_container=ROUTER_CONTAINER, decoder_namespace=twin.namespace, decoder_selector=selector,
+                   decoder_deployment="", decoder_port=twin.port)
 
 
 class MetricsKube(Protocol):
@@ -449,11 +498,13 @@ def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
     when either has none."""
     routers = [p for p in kube.pods(sources.router_namespace, "")
                if of_deployment(p, sources.router_deployment) and serving(p)]
+    # the twin's engines are their Deployment's selector's pods (no Deployment name to check them against)
     decoders = [p for p in kube.pods(sources.decoder_namespace, sources.decoder_selector)
-                if of_deployment(p, sources.decoder_deployment) and serving(p)]
+                if (not sources.decoder_deployment or of_deployment(p, sources.decoder_deployment)) and serving(p)]
     if not routers or not decoders:
+        engines = sources.decoder_deployment or f"the pods of {sources.decoder_selector}"
         raise KubeError(f"no running pod of Deployment {sources.router_deployment} in {sources.router_namespace} "
-                        f"or of {sources.decoder_deployment} in {sources.decoder_namespace}")
+                        f"or of {engines} in {sources.decoder_namespace}")
     router_texts = {_name(pod): _router_counters(kube, sources, pod) for pod in routers}
     decoder_texts = {_name(p): kube.pod_get(sources.decoder_namespace, _name(p), sources.decoder_port, METRICS_PATH)
                      for p in decoders}
@@ -492,6 +543,38 @@ def _router_counters(kube: MetricsKube, sources: MetricsSources, pod: JsonDict) 
         return text
     disaggregated, local = routing_decisions(kube.pod_log(sources.router_namespace, name, sources.router_container))
     return f"{text}\n{DISAGGREGATED} {disaggregated}\n{LOCAL} {local}\n"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RouterEstimates:
+    """The router's own length estimates of the prompts it kept local (``disaggregate=False``) and the threshold it
+    logged, from its documented ``Conditional routing: estimated_tokens=E, threshold=T, ...`` lines."""
+
+    low: int
+    high: int
+    threshold: int
+    count: int
+
+
+def kept_local(kube: MetricsKube, sources: MetricsSources, *, since_seconds: int) -> RouterEstimates | None:
+    """The estimates of the requests every running router pod kept local in the last ``since_seconds``; None when
+    no pod logged one or the log could not be read (the fix then falls back to the server's token count)."""
+    found: list[tuple[int, int]] = []
+    try:
+        routers = [p for p in kube.pods(sources.router_namespace, "")
+                   if of_deployment(p, sources.router_deployment) and serving(p)]
+        for pod in routers:
+            log = kube.pod_log(sources.router_namespace, _name(pod), sources.router_container,
+                               since_seconds=since_seconds)
+            found += [(int(line["tokens"]), int(line["threshold"])) for line in ROUTING_LINE.finditer(log)
+                      if line["disaggregate"] == "False"]
+    except KubeError:
+        return None
+    if not found:
+        return None
+    estimates = [tokens for tokens, _ in found]
+    return RouterEstimates(low=min(estimates), high=max(estimates), threshold=max(t for _, t in found),
+                           count=len(found))
 
 
 QUIET_MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} (?:quiet=(?P<quiet>\d+)|level=(?P<level>\S+))\s*$", re.M)

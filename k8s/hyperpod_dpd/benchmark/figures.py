@@ -4,9 +4,10 @@ The figures are drawn from :func:`figure_series`, which the page also embeds as 
 id="figure-data">``), so what a figure shows can be read back and checked. Latency against load for
 each layout (TTFT and TPOT, p50 solid, p90 dashed), the spec's SLO as a line on the p90s, the
 advisor's p50 per level, and the DPD endpoint's TTFT by stage, stacked, with the client's TTFT
-beside it. Nothing is fetched: the SVGs are inline. The output is deterministic (no dates in the
-files, a fixed SVG hash salt). matplotlib comes with the ``bench`` extra; without it the page holds
-the numbers and names the extra.
+beside it. With repeats, each point is the median over them and a bar spans their range
+(:mod:`~hyperpod_dpd.benchmark.repeats`). Nothing is fetched: the SVGs are inline. The output is
+deterministic (no dates in the files, a fixed SVG hash salt). matplotlib comes with the ``bench``
+extra; without it the page holds the numbers and names the extra.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hyperpod_dpd.benchmark.capacity import Slo
 from hyperpod_dpd.benchmark.decomposition import STAGES, Decomposition
 from hyperpod_dpd.benchmark.prediction import ComparisonRow
+from hyperpod_dpd.benchmark.repeats import level_repeats, spread
 from hyperpod_dpd.benchmark.results import BenchmarkResults
 
 BENCH_EXTRA = "bench"
@@ -40,13 +42,14 @@ class ReportInput:
     """What the page shows: each layout's levels, the SLO, the DPD stages, the advisor's rows, the text report."""
 
     title: str
-    runs: Mapping[str, BenchmarkResults]
+    runs: Mapping[str, BenchmarkResults]  # by layout: each level the median over its repeats (benchmark/repeats.py)
     slo: Slo | None
     decompositions: Sequence[Decomposition]
     predictions: Sequence[ComparisonRow]
     prediction_note: str | None
     text: str
     document: Mapping[str, Any]
+    repeats: Mapping[str, Sequence[BenchmarkResults]] = field(default_factory=dict)  # by layout, when run again
 
 
 def _ms(value: float | None) -> float | None:
@@ -57,9 +60,19 @@ def figure_series(report: ReportInput) -> dict[str, Any]:
     """Every number the figures draw, in ms, by figure: the data the page embeds and the tests check."""
     loads = sorted({lv.load for run in report.runs.values() for lv in run.levels}, key=lambda load: load.sort_key())
     closed = all(load.closed_loop for load in loads)
-    series = [{"layout": label, "metric": metric, "quantile": q, "x": [lv.load.value for lv in run.levels],
-               "y_ms": [_ms(getattr(getattr(lv, metric), q)) for lv in run.levels]}
-              for label, run in report.runs.items() for metric, _, _ in METRICS for q in QUANTILES]
+    series = []
+    for label, run in report.runs.items():
+        repeats = report.repeats.get(label) or [run]
+        for metric, _, _ in METRICS:
+            for q in QUANTILES:
+                values = [[getattr(getattr(level, metric), q) for level in level_repeats(repeats, lv.load)]
+                          for lv in run.levels]
+                ranges = [spread(each) for each in values]
+                series.append({"layout": label, "metric": metric, "quantile": q,
+                               "x": [lv.load.value for lv in run.levels],
+                               "y_ms": [_ms(getattr(getattr(lv, metric), q)) for lv in run.levels],
+                               "runs": [len(each) for each in values],
+                               "range_ms": [None if r is None else [_ms(r[0]), _ms(r[1])] for r in ranges]})
     predicted = []
     for metric, _, label in METRICS:
         for layout in ("disaggregated", "aggregated"):
@@ -72,6 +85,7 @@ def figure_series(report: ReportInput) -> dict[str, Any]:
     stages = {"x": [row.load.value for row in report.decompositions],
               "stages_ms": {name: [_ms(row.stage(name)) for row in report.decompositions] for name in STAGES},
               "client_ttft_ms": [_ms(row.client_ttft_s) for row in report.decompositions],
+              "runs": [row.runs for row in report.decompositions],
               "router_ttft_ms": [_ms(row.router_ttft_s) for row in report.decompositions]}
     return {"x_label": "concurrency" if closed else "requests/s", "latency": series, "slo": slo,
             "prediction": predicted, "prediction_note": report.prediction_note, "ttft_stages": stages}
@@ -96,6 +110,11 @@ def latency_figure(data: Mapping[str, Any]) -> Any:
                 ax.plot(*_points(s["x"], s["y_ms"]), marker="o", color=colors[s["layout"]],
                         linestyle="-" if s["quantile"] == "p50" else "--", label=f"{s['layout']} {s['quantile']}",
                         gid=f"{s['layout']}-{metric}-{s['quantile']}")
+                spans = [(x, r) for x, r, n in zip(s["x"], s["range_ms"], s["runs"], strict=True) if r and n > 1]
+                if spans:  # the repeats' lowest to highest around their median
+                    ax.vlines([x for x, _ in spans], [r[0] for _, r in spans], [r[1] for _, r in spans],
+                              color=colors[s["layout"]], linewidth=3.0, alpha=0.35,
+                              gid=f"{s['layout']}-{metric}-{s['quantile']}-range")
         for p in data["prediction"]:
             if p["metric"] == metric:
                 ax.plot(*_points(p["x"], p["y_ms"]), marker="x", linestyle=":", color=colors[p["layout"]],

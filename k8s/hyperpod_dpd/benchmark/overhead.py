@@ -18,18 +18,29 @@ network in between added. Three figures are bounded, each over every answered re
 
 A level whose router serves no TTFT histogram is flagged as unmeasured: its TTFT is the client's,
 with nothing to show how much of it the server's.
+
+The aggregated twin is bounded the same way (:func:`twin_ttft`): against its router's histogram when
+that router serves one, else against its engine pods' own ``vllm:time_to_first_token_seconds``
+(vLLM 0.19 ``vllm/v1/metrics/loggers.py:727``), a server clock for an aggregated endpoint, where
+prefill and the first token happen in one engine; the difference then also holds the router's hop.
+A twin level with neither is flagged unmeasured too, so an A/B never sets a checked DPD TTFT against
+an unchecked one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
+from hyperpod_dpd.benchmark.disaggregation import E2E_TTFT, LevelDisaggregation, quantile_bounds
 from hyperpod_dpd.benchmark.levels import LevelResult
+from hyperpod_dpd.benchmark.traffic import counted, ours
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
-from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.columns import milliseconds, render_columns
+from hyperpod_dpd.load_point import Load, column_header
+from hyperpod_dpd.observability.metrics import TTFT
 
 BOUND_S = 0.05  # 50 ms of client and network time per request
 BOUND_RATIO = 0.10  # or a tenth of the server's TTFT, whichever is larger
@@ -37,10 +48,42 @@ TAIL_BOUND_S = 0.10  # at p99: 100 ms
 TAIL_BOUND_RATIO = 0.20  # or a fifth of the router's p99
 
 
-def client_overhead(level: LevelResult, seen: LevelDisaggregation | None) -> float | None:
-    """The client's mean TTFT minus the router's for the same level, in seconds; None when either is unknown."""
+@dataclass(frozen=True, kw_only=True)
+class ServerTtft:
+    """One level's TTFT by a server's own clock: its mean and histogram buckets (by upper bound), and whose."""
+
+    clock: str  # "the router" or "the engine": the messages' subject
+    series: str  # the histogram it was read from
+    mean_s: float | None
+    buckets: Mapping[float, float] = field(default_factory=dict)
+
+    def bounds(self, q: float) -> tuple[float, float] | None:
+        return quantile_bounds(self.buckets, q)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"clock": self.clock.removeprefix("the "), "series": self.series, "mean_s": self.mean_s}
+
+
+def router_ttft(seen: LevelDisaggregation) -> ServerTtft:
+    """The router's ``dpd_e2e_ttft_seconds``: the DPD endpoint's clock (prefill, KV transfer, first decode step)."""
+    return ServerTtft(clock="the router", series=E2E_TTFT, mean_s=seen.router_ttft_mean_s,
+                      buckets=seen.router_ttft_buckets)
+
+
+def twin_ttft(seen: LevelDisaggregation) -> ServerTtft:
+    """The twin's clock: its router's histogram when served, else its engine pods' TTFT histogram."""
+    if seen.router_ttft_mean_s is not None:
+        return router_ttft(seen)
+    return ServerTtft(clock="the engine", series=TTFT.name, mean_s=seen.engine_ttft_mean_s,
+                      buckets=seen.engine_ttft_buckets)
+
+
+def client_overhead(level: LevelResult, seen: LevelDisaggregation | None,
+                    clock: Callable[[LevelDisaggregation], ServerTtft] = router_ttft) -> float | None:
+    """The client's mean TTFT minus the server's (``clock``) for the same level, in seconds; None when either is
+    unknown."""
     client = level.client_ttft_mean
-    server = seen.router_ttft_mean_s if seen is not None else None
+    server = clock(seen).mean_s if seen is not None else None
     return None if client is None or server is None else client - server
 
 
@@ -72,36 +115,90 @@ def _fix(level: LevelResult) -> str:
     return "the pod's client has 2 CPUs (its limit 4), which this load outran: lower the load per level"
 
 
-def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[Load, LevelDisaggregation]) -> list[TrustWarning]:
+# Why a level has no server clock to bound the client against, by the clock that was looked for.
+UNMEASURED = {
+    "router": "the router served no dpd_e2e_ttft_seconds for this level",
+    "twin": ("neither the twin's router (dpd_e2e_ttft_seconds) nor its engine pods (vllm:time_to_first_token_seconds) "
+             "served a TTFT histogram for this level")}
+
+
+def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[Load, LevelDisaggregation], *,
+                      clock: Callable[[LevelDisaggregation], ServerTtft] = router_ttft) -> list[TrustWarning]:
+    """The client's TTFT against the server's ``clock`` per level: its mean, p50 and p99 over their bounds, or no
+    server figure at all (the level is unverified, never silently passed)."""
     found = []
     for level in levels:
         seen = routing.get(level.load)
         if seen is None or not level.answered:
             continue  # counters unread (routing-unknown says so) or nothing answered (level-failed says so)
-        if seen.router_ttft_mean_s is None:
+        server = clock(seen)
+        if server.mean_s is None:
+            why = UNMEASURED["twin" if clock is twin_ttft else "router"]
             found.append(TrustWarning(code=Trust.OVERHEAD_UNKNOWN, load=level.load, message=(
-                "the router served no dpd_e2e_ttft_seconds for this level, so the client's own share of TTFT could "
-                "not be measured: TTFT here is the benchmark pod's, unverified against the server's")))
+                f"{why}, so the client's own share of TTFT could not be measured: TTFT here is the benchmark pod's, "
+                "unverified against the server's")))
             continue
-        overhead = client_overhead(level, seen)
-        bound = overhead_bound(seen.router_ttft_mean_s)
+        overhead = client_overhead(level, seen, clock)
+        bound = overhead_bound(server.mean_s)
         if overhead is not None and overhead > bound:
             found.append(TrustWarning(code=Trust.CLIENT_OVERHEAD, load=level.load, message=(
-                f"the client's mean TTFT is {overhead * 1e3:.0f} ms above the router's own "
-                f"({seen.router_ttft_mean_s * 1e3:.0f} ms), over the {bound * 1e3:.0f} ms bound: TTFT here is partly "
-                f"the benchmark pod's ({_fix(level)})")))
+                f"the client's mean TTFT is {overhead * 1e3:.0f} ms above {server.clock}'s own "
+                f"({server.mean_s * 1e3:.0f} ms, {server.series}), over the {bound * 1e3:.0f} ms bound: TTFT here is "
+                f"partly the benchmark pod's ({_fix(level)})")))
             continue
         ttfts = [ttft for ttft, _ in level.answered]
         for name, q, limit in (("p50", 0.50, overhead_bound), ("p99", 0.99, tail_bound)):
-            bucket, client = seen.router_ttft_bounds(q), quantile(ttfts, q)
+            bucket, client = server.bounds(q), quantile(ttfts, q)
             if bucket is None or client is None:
                 continue
-            router_most = bucket[1]
-            if client - router_most > limit(router_most):
+            most = bucket[1]
+            if client - most > limit(most):
                 found.append(TrustWarning(code=Trust.CLIENT_OVERHEAD, load=level.load, message=(
-                    f"the client's TTFT {name} is {client * 1e3:.0f} ms, at least {(client - router_most) * 1e3:.0f} "
-                    f"ms above the router's (at most {router_most * 1e3:.0f} ms by its histogram), over the "
-                    f"{limit(router_most) * 1e3:.0f} ms bound: the TTFT {name} here is partly the benchmark pod's "
+                    f"the client's TTFT {name} is {client * 1e3:.0f} ms, at least {(client - most) * 1e3:.0f} "
+                    f"ms above {server.clock}'s (at most {most * 1e3:.0f} ms by its histogram), over the "
+                    f"{limit(most) * 1e3:.0f} ms bound: the TTFT {name} here is partly the benchmark pod's "
                     f"({_fix(level)})")))
                 break
     return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerClockRow:
+    """One level of an endpoint without DPD columns (the twin): the server's TTFT beside the client's, and the
+    request counts the other-traffic check compares."""
+
+    load: Load
+    server: ServerTtft | None  # None: the counters around the level were not read
+    client_ttft_mean_s: float | None
+    overhead_s: float | None
+    counted: Mapping[str, int]
+    ours: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {**self.load.as_dict(), "server_ttft": None if self.server is None else self.server.as_dict(),
+                "client_ttft_mean_s": self.client_ttft_mean_s, "client_overhead_s": self.overhead_s,
+                "server_requests": dict(self.counted), "client_requests": self.ours}
+
+
+def server_clock_rows(levels: Sequence[LevelResult], counters: Mapping[Load, LevelDisaggregation],
+                      clock: Callable[[LevelDisaggregation], ServerTtft]) -> list[ServerClockRow]:
+    rows = []
+    for level in levels:
+        seen = counters.get(level.load)
+        rows.append(ServerClockRow(load=level.load, server=None if seen is None else clock(seen),
+                                   client_ttft_mean_s=level.client_ttft_mean,
+                                   overhead_s=client_overhead(level, seen, clock),
+                                   counted={} if seen is None else counted(seen), ours=ours(level)[0]))
+    return rows
+
+
+def render_server_clock(label: str, rows: Sequence[ServerClockRow]) -> str:
+    """The twin's server clock per level: whose TTFT it is, its mean, the client's, the overhead, the requests."""
+    headers = (column_header([row.load for row in rows]), "SERVER CLOCK", "SRV TTFT ms", "CLIENT TTFT ms",
+               "CLIENT +ms", "SRV REQ", "OURS")
+    table = [[row.load.cell(), "unread" if row.server is None else row.server.series,
+              "-" if row.server is None else milliseconds(row.server.mean_s), milliseconds(row.client_ttft_mean_s),
+              "-" if row.overhead_s is None else f"{row.overhead_s * 1e3:+.0f}",
+              "/".join(str(count) for count in row.counted.values()) or "-", str(row.ours)] for row in rows]
+    return "\n".join([f"{label}: the client's TTFT against the server's own clock, per level (SRV REQ: the router's "
+                      "routed and the engines' finished requests)", *render_columns(headers, table)])

@@ -35,6 +35,7 @@ from hyperpod_dpd.errors import Problem, raise_if_any
 # the summary's window (five minutes), so a replay's windows are the ones advise --trace reports; the hashes' block
 # size is the one aiperf's Mooncake loader reads and the traces package writes (512 tokens)
 from hyperpod_dpd.traces import BLOCK_TOKENS, DEFAULT_WINDOW_S, Trace, TraceRequest, write_mooncake
+from hyperpod_dpd.traces.blocks import BlockSizes  # aiperf's prompt-building rule, shared with the writer
 
 DEFAULT_SPEEDUP = 1.0
 MIN_WINDOW_S = 1.0  # one second of schedule; under a minute the pauses between windows outweigh the traffic
@@ -125,23 +126,12 @@ def hash_problems(requests: tuple[TraceRequest, ...], *, where: str) -> list[Pro
     """Prefix hashes aiperf cannot turn into a prompt: it builds each hash as one block of :data:`BLOCK_TOKENS`
     tokens and the last as the remainder, refuses a last block outside (0, block], and refuses a hash it already
     built at another size (aiperf==0.13.0 aiperf/dataset/generator/prompt.py:629-669, ``_build_token_sequence``)."""
-    sizes: dict[int, int] = {}
+    sizes = BlockSizes(block_tokens=BLOCK_TOKENS)
     for number, request in enumerate(requests, start=1):
-        blocks = request.prefix_blocks
-        if not blocks:
-            continue
-        last = request.input_tokens - (len(blocks) - 1) * BLOCK_TOKENS
-        if len(blocks) * BLOCK_TOKENS > request.input_tokens and not 0 < last <= BLOCK_TOKENS:
-            return [Problem(field="--trace", value=f"{where}, request {number}", message=(
-                f"has {len(blocks)} prefix hashes of {BLOCK_TOKENS} tokens for a {request.input_tokens}-token "
-                "prompt: aiperf cannot build it"), fix="give at most ceil(input_length / 512) hash_ids per request")]
-        for place, block in enumerate(blocks):
-            size = last if place == len(blocks) - 1 and last < BLOCK_TOKENS else BLOCK_TOKENS
-            if sizes.setdefault(block, size) != size:
-                return [Problem(field="--trace", value=f"{where}, request {number}", message=(
-                    f"uses hash {block} as a block of {size} tokens, which an earlier request used as "
-                    f"{sizes[block]}: aiperf refuses a hash of two sizes"),
-                    fix="give a partial last block a hash of its own, as Mooncake's traces do")]
+        refusal = sizes.refusal(request.input_tokens, request.prefix_blocks)
+        if refusal:
+            return [Problem(field="--trace", value=f"{where}, request {number}", message=refusal.message,
+                            fix=refusal.fix)]
     return []
 
 

@@ -43,6 +43,7 @@ from hyperpod_dpd.benchmark.report import to_json
 from hyperpod_dpd.benchmark.results import _json_object
 from hyperpod_dpd.benchmark.route import prompt_length
 from hyperpod_dpd.benchmark.scenario import Scenario
+from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
 from hyperpod_dpd.benchmark.trust import LOST, OUTPUT_TOLERANCE, Trust, TrustWarning, level_warnings
 from hyperpod_dpd.contracts.router import clears, stays_below
 from hyperpod_dpd.load_point import Load
@@ -251,6 +252,7 @@ def proof_warnings(result: WindowResult, *, threshold: int) -> list[TrustWarning
             f"{', '.join(seen.pod_changes)} during this window: its requests were served by a changing set of pods")))
     if result.level is not None:
         found += overhead_warnings([result.level], {load: seen})
+        found += other_traffic_warnings([result.level], {load: seen})  # a window is one run that waits for its own
     return found
 
 

@@ -18,7 +18,9 @@ from hyperpod_dpd.load_point import Load, column_header
 
 HEADERS = ("TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",
            "FAILED", "ERR")
-ROUTING_HEADERS = ("DISAGG", "KV IN tok", "SRV tok/s", "CLIENT +ms")  # from the router's and the decoder's counters
+# from the router's and the vLLM pods' counters
+ROUTING_HEADERS = ("PREFIX HIT dec/pre", "DISAGG", "KV IN tok", "SRV tok/s", "CLIENT +ms")
+CACHE_ROLES = ("decoder", "prefill")  # the roles of the PREFIX HIT column, in its order
 GOODPUT_HEADER = "GOOD req/s"
 
 
@@ -34,14 +36,17 @@ def level_row(level: LevelResult) -> list[str]:
 
 
 def routing_cells(level: LevelResult, seen: LevelDisaggregation | None) -> list[str]:
-    """``DISAGG`` as disaggregated/routed and percent, ``KV IN tok`` the decoder's external prompt tokens,
+    """``PREFIX HIT`` the decoders' and prefillers' prefix-cache hit rates (``-`` for a role that exports none),
+    ``DISAGG`` as disaggregated/routed and percent, ``KV IN tok`` the decoder's external prompt tokens,
     ``SRV tok/s`` the decoders' own output tokens per second, ``CLIENT +ms`` the client's mean TTFT above the
     router's."""
     if seen is None or seen.fraction is None:
-        return ["?", "?", "?", "?"]
+        return ["?"] * len(ROUTING_HEADERS)
     overhead = client_overhead(level, seen)
     served = server_output_tokens_per_s(level, seen)
-    return [f"{seen.disaggregated}/{seen.routed} {seen.fraction:.0%}", f"{seen.external_kv_tokens:,}",
+    rates = [seen.prefix_cache_hit_rate(role) for role in CACHE_ROLES]
+    return ["/".join("-" if rate is None else f"{rate:.0%}" for rate in rates),
+            f"{seen.disaggregated}/{seen.routed} {seen.fraction:.0%}", f"{seen.external_kv_tokens:,}",
             "-" if served is None else f"{served:,.1f}", "-" if overhead is None else f"{overhead * 1e3:+.0f}"]
 
 

@@ -9,6 +9,7 @@ their own instead of patching module globals. Progress and notes go to standard 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -27,10 +28,12 @@ from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
 from hyperpod_dpd.benchmark.decomposition import Decomposition, decompose, render_decompositions
 from hyperpod_dpd.benchmark.disaggregation import (
+    MIN_FRACTION,
     LevelDisaggregation,
     LevelSnapshots,
     MetricsSources,
-    disaggregation_warnings,
+    RouterEstimates,
+    kept_local,
     read_counters,
 )
 from hyperpod_dpd.benchmark.economics import Layout, layouts
@@ -44,8 +47,9 @@ from hyperpod_dpd.benchmark.job import (
     render_benchmark_job,
 )
 from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.overhead import overhead_warnings
+from hyperpod_dpd.benchmark.overhead import overhead_warnings, render_server_clock, server_clock_rows, twin_ttft
 from hyperpod_dpd.benchmark.prediction import AdviceLike, ComparisonRow, compare, predict, render_comparison
+from hyperpod_dpd.benchmark.proof import PROOF_FILE, RunProof, folder_proof, snapshots_proof
 from hyperpod_dpd.benchmark.readiness import (
     api_base_of,
     missing_endpoints,
@@ -53,6 +57,7 @@ from hyperpod_dpd.benchmark.readiness import (
     permission_problems,
     served_model,
 )
+from hyperpod_dpd.benchmark.repeats import median_decomposition, median_results
 from hyperpod_dpd.benchmark.report import render_results, results_object, to_json
 from hyperpod_dpd.benchmark.results import BenchmarkResults, collect, read_files
 from hyperpod_dpd.benchmark.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
@@ -67,8 +72,15 @@ from hyperpod_dpd.benchmark.scenario import (
     parse_rates,
 )
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings
-from hyperpod_dpd.benchmark.uploaded import result_files
+from hyperpod_dpd.benchmark.uploaded import (
+    UNREADABLE,
+    result_files,
+    unreadable_reason,
+    uploaded_folder,
+    write_uploaded,
+)
 from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity, twin_layout_identity
 from hyperpod_dpd.clients.aws import AwsClients, session_clients
 from hyperpod_dpd.clients.kube import KubeError, load_kube
@@ -78,7 +90,11 @@ from hyperpod_dpd.errors import SpecError, UsageError, raise_if_any
 from hyperpod_dpd.load_point import Load, column_header
 from hyperpod_dpd.spec import DpdSpec
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
 DPD, AGGREGATED = "dpd", "aggregated"
+RUNS_FOLDER = "runs"  # under --report-dir: each live run's result files and counters
 TRAFFIC = re.compile(r"^D\((\d+),(\d+)\)$")
 
 
@@ -183,10 +199,11 @@ class BenchRequest:
     report_dir: str | None = None
 
 
-# A results folder holds the client's files only: the counters bench read while the Job ran are not in it.
+# A results folder without the counters bench read while the Job ran (proof.PROOF_FILE): the client's files only.
 UNCHECKED = ("not checked: a results folder holds no router or decoder counters, so which path the requests took, "
              "whether the KV cache arrived and how much of the TTFT is the client's were not verified here (the run "
-             "that wrote the folder checked them; its report says whether they held)")
+             f"that wrote the folder checked them and wrote them as {PROOF_FILE}, which this folder lacks or whose "
+             "counters were refused)")
 
 
 @dataclass
@@ -202,16 +219,45 @@ class Outcome:
     source: str = ""
     routing: dict[Load, LevelDisaggregation] | None = None  # when the counters were read
     repeats: list[BenchmarkResults] = field(default_factory=list)  # the same levels run again, after ``results``
+    # the aggregated twin's router and engine counters per level (its TTFT clock and request counts), when read
+    server: dict[Load, LevelDisaggregation] | None = None
+    repeat_routing: list[dict[Load, LevelDisaggregation] | None] = field(default_factory=list)  # one per repeat
+    files: Mapping[str, str] = field(default_factory=dict)  # the result files read, by name
+    proof: RunProof | None = None  # the counters read, as written beside the results
+    proof_note: str = ""  # why a folder's counters file was not used
+    repeat_copies: list[tuple[Mapping[str, str], RunProof | None]] = field(default_factory=list)  # each repeat's
+
+    def unverified(self, load: Load) -> tuple[str, ...]:
+        """Why this endpoint's ``load`` is not verified against its servers: its warnings' codes, and ``unchecked``
+        for a results folder (it holds no counters at all)."""
+        codes = sorted({w.code.value for w in self.warnings if w.load == load})
+        return (*codes, *(() if self.job else ("unchecked",)))
+
+    def run_folders(self) -> dict[str, dict[str, str]]:
+        """A live run's folders as ``--results-dir`` reads them, by name (``dpd``, then ``dpd-r2``...): the result
+        files it read and the counters it read beside them."""
+        if not self.job:
+            return {}
+        folders = {}
+        for index, (files, proof) in enumerate([(self.files, self.proof), *self.repeat_copies], start=1):
+            copy = dict(files)
+            if proof is not None:
+                copy[PROOF_FILE] = proof.to_text()
+            folders[self.label if index == 1 else f"{self.label}-r{index}"] = copy
+        return folders
 
     @property
     def runs(self) -> list[BenchmarkResults]:
         return [self.results, *self.repeats]
 
     def decompositions(self) -> list[Decomposition]:
-        """The first run's TTFT by stage per level, when the counters were read (the DPD endpoint's)."""
-        if self.routing is None:
-            return []
-        return [decompose(level, self.routing.get(level.load)) for level in self.results.levels]
+        """TTFT by stage per level, the median over every run whose counters were read (:mod:`repeats`; the DPD
+        endpoint's)."""
+        read = [(run, routing) for run, routing in zip(self.runs, [self.routing, *self.repeat_routing], strict=True)
+                if routing is not None]
+        loads = sorted({level.load for run, _ in read for level in run.levels}, key=Load.sort_key)
+        return [median_decomposition([decompose(level, routing.get(load)) for run, routing in read
+                                      if (level := run.level(load)) is not None]) for load in loads]
 
 
 @dataclass(frozen=True)
@@ -246,7 +292,10 @@ class Report:
             endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
             routing=o.routing, slo=self.slo, identity=self.identity, layout=self.run_layouts.get(o.label)),
             "problem": o.problem or None,
-            **({"unchecked": UNCHECKED} if o.routing is None and not o.job else {}),
+            **({"unchecked": UNCHECKED + (f" ({o.proof_note})" if o.proof_note else "")}
+               if o.routing is None and not o.job else {}),
+            **({"server_clock": [row.as_dict() for row in server_clock_rows(o.results.levels, o.server, twin_ttft)]}
+               if o.server is not None else {}),
             **({"repeats": [run.as_dict() for run in o.repeats]} if o.repeats else {})} for o in outcomes}}
         ab = self._ab()
         if ab is not None:
@@ -276,8 +325,10 @@ class Report:
                      else f"read from {o.source}")
             title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
             block = render_results(title, o.results, o.warnings, o.routing, self.slo)
+            if o.server is not None:
+                block += "\n\n" + render_server_clock(o.label, server_clock_rows(o.results.levels, o.server, twin_ttft))
             if o.routing is None and not o.job:
-                block += f"\n\n{UNCHECKED}"
+                block += f"\n\n{UNCHECKED}" + (f" ({o.proof_note})" if o.proof_note else "")
             if o.problem:
                 block += f"\n\nthe job did not succeed:\n{o.problem}"
             blocks.append(block)
@@ -300,34 +351,54 @@ class Report:
             blocks.append(f"measured against predicted: {self.prediction_note}")
         return "\n\n".join(blocks)
 
+    def _unverified(self, load: Load) -> dict[str, tuple[str, ...]]:
+        """Each A/B side's reasons its ``load`` is unverified (a side with none left out)."""
+        return {o.label: found for o in self.outcomes[:2] if (found := o.unverified(load))}
+
     def _ab(self) -> list[AbRow] | None:
         outcomes = self.outcomes
-        return compare_ab(outcomes[0].results, outcomes[1].results) if len(outcomes) > 1 else None
+        if len(outcomes) < 2:
+            return None
+        return [dataclasses.replace(row, unverified=self._unverified(row.load))
+                for row in compare_ab(outcomes[0].results, outcomes[1].results)]
 
     def _buyer(self) -> list[BuyerRow] | None:
         outcomes = self.outcomes
         if len(outcomes) < 2 or self.layouts is None:
             return None
-        return compare_buyer(outcomes[0].runs, outcomes[1].runs, self.layouts)
+        return [dataclasses.replace(row, unverified=self._unverified(row.load))
+                for row in compare_buyer(outcomes[0].runs, outcomes[1].runs, self.layouts)]
 
     def _capacities(self) -> list[Capacity]:
         if not self.slo:
             return []
-        return [capacity_at_slo(o.label, o.results, self.slo, untrusted=frozenset(w.load for w in o.warnings))
+        return [capacity_at_slo(o.label, median_results(o.runs), self.slo,
+                                untrusted=frozenset(w.load for w in o.warnings))
                 for o in self.outcomes]
 
     def write_input(self) -> ReportInput:
         """What the HTML report shows: the first run of each endpoint, DPD's stages, the advisor's rows."""
         title = f"bench: {', '.join(o.endpoint for o in self.outcomes)}, {self.scenario.traffic}"
         return ReportInput(
-            title=title, runs={o.label: o.results for o in self.outcomes}, slo=self.slo,
+            title=title, runs={o.label: median_results(o.runs) for o in self.outcomes},
+            repeats={o.label: o.runs for o in self.outcomes if o.repeats}, slo=self.slo,
             decompositions=self.outcomes[0].decompositions(),
             predictions=self.comparison.rows if self.comparison is not None else (),
             prediction_note=self.prediction_note, text=self.render(), document=json.loads(self.to_json()))
 
     def write(self, folder: Path) -> list[Path]:
-        """The HTML report, its PNGs and its JSON in ``folder`` (:mod:`figures`)."""
-        return write_report(folder, self.write_input())
+        """The HTML report, its PNGs and its JSON in ``folder`` (:mod:`figures`), and each live run's folder under
+        ``runs/`` (its result files and counters), which ``--results-dir`` reports again with the same verdicts."""
+        written = write_report(folder, self.write_input())
+        for o in self.outcomes:
+            for name, files in o.run_folders().items():
+                run = folder / RUNS_FOLDER / name
+                run.mkdir(parents=True, exist_ok=True)
+                for file, text in sorted(files.items()):
+                    if "/" not in file and file not in (".", ".."):  # a name, never a path out of the folder
+                        (run / file).write_text(text, encoding="utf-8")
+                written.append(run)
+        return written
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,6 +470,8 @@ def _merge_repeat(outcomes: list[Outcome], again: list[Outcome]) -> None:
     """Another run of the same levels, kept beside the first (its warnings and failures count as the first's)."""
     for first, other in zip(outcomes, again, strict=True):
         first.repeats.append(other.results)
+        first.repeat_routing.append(other.routing)
+        first.repeat_copies.append((other.files, other.proof))
         first.warnings += other.warnings
         first.problem = "\n".join(filter(None, [first.problem, other.problem]))
 
@@ -480,8 +553,16 @@ def _from_directories(request: BenchRequest) -> list[Outcome]:
             raise UsageError(str(err)) from None
         _refuse_other_endpoint(folder, api_base_of(files), endpoint, spec.namespace)
         scenario = _scenario_of(results)
-        warnings = trust_warnings(results, scenario) + _threshold_warnings(spec, scenario, results)
-        outcomes.append(Outcome(label, endpoint, results, warnings, source=folder))
+        warnings = trust_warnings(results, scenario)
+        proof, why = folder_proof(files, endpoint=endpoint)
+        if why and not request.quiet:
+            print(f"{folder}: {why}", file=sys.stderr)
+        if proof is not None:  # the live run's own counters: its verdicts again, from the same server figures
+            warnings += proof.warnings(results, isl=scenario.isl, threshold=spec.routing.threshold)
+        else:
+            warnings += _threshold_warnings(spec, scenario, results)
+        outcomes.append(Outcome(label, endpoint, results, warnings, source=folder, files=files, proof=proof,
+                                proof_note=why or "", routing=proof.routing() if proof is not None else None))
     _refuse_mismatch(outcomes)
     return outcomes
 
@@ -609,22 +690,25 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         raise UsageError(str(err)) from None
     timeout = request.timeout if request.timeout is not None else \
         deadline_seconds(scenario, options.quiet_seconds) + 300
-    outcomes = []
+    outcomes, s3 = [], _s3_clients(request, seams)
     for label, target, objects in manifests:
-        # Only the DPD endpoint has a router that disaggregates; the twin's path is not in question.
-        snapshots = LevelSnapshots(read=lambda: read_counters(kube, MetricsSources.for_spec(spec))) \
-            if label == DPD else None
+        # Only the DPD endpoint has a router that disaggregates; the twin's counters give its TTFT clock and its
+        # request counts (its path is not in question).
+        sources, unread = (MetricsSources.for_spec(spec), "") if label == DPD else _twin_sources(kube, spec, target)
+        snapshots = LevelSnapshots(read=functools.partial(read_counters, kube, sources)) \
+            if sources is not None else None
         name = job_name(target, options)
         if not request.quiet:
             print(f"benchmarking {target.namespace}/{target.name} with job {name} ({scenario.traffic}, "
                   f"{scenario.levels_text()}, {scenario.client.value})", file=sys.stderr)
         waiter = Waiter(timeout=timeout, poll_interval=request.poll_interval, clock=seams.clock, sleep=seams.sleep,
                         progress=None if request.quiet else Progress(sys.stderr))
+        started = seams.clock()
         try:
             job_run = run_job(kube, objects, waiter=waiter, keep=request.keep,
                               on_poll=snapshots.observe if snapshots is not None else None)
-            results = collect(_result_files(request, options, target, job_run.log, seams=seams),
-                              expected=scenario.loads, isl=scenario.isl, osl=scenario.osl, tolerant=True)
+            files = _result_files(options, target, job_run.log, s3=s3)
+            results = collect(files, expected=scenario.loads, isl=scenario.isl, osl=scenario.osl, tolerant=True)
         except KubeError as err:
             raise UsageError(str(err)) from None
         except ResultsError as err:
@@ -632,26 +716,94 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         problem = "" if job_run.succeeded else "\n".join(filter(None, [
             job_run.check.detail, job_run.diagnostics, job_run.log.log_tail]))
         warnings = trust_warnings(results, scenario)
-        routing = None
-        if snapshots is not None:
-            routing = snapshots.levels(scenario.loads)
-            warnings += disaggregation_warnings(
-                request.path, list(results.loads), routing, isl=scenario.isl, threshold=spec.routing.threshold,
-                prompt_tokens={level.load: level.mean_input_tokens for level in results.levels})
-            warnings += overhead_warnings(results.levels, routing)
-            if snapshots.errors and not request.quiet:
-                print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
-        outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing))
+        routing, server, proof = None, None, None
+        if label == DPD and snapshots is not None and sources is not None:
+            proof = snapshots_proof(snapshots, run_id=options.run_id, endpoint=target.name, path=request.path,
+                                    written_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", seams.now()),
+                                    loads=scenario.loads, files=files)
+            routing = proof.routing()
+            estimates = _local_estimates(kube, sources, routing, request.path,
+                                         since_seconds=math.ceil(seams.clock() - started) + 60)
+            warnings += proof.warnings(results, isl=scenario.isl, threshold=spec.routing.threshold,
+                                       estimates=estimates)
+            _keep_proof(options, target, job_run.log, proof, s3=s3)
+        elif label == AGGREGATED:
+            server = snapshots.levels(scenario.loads) if snapshots is not None else {}
+            unread = unread or (snapshots.errors[-1] if snapshots is not None and snapshots.errors else
+                                "a quiet window was missed")
+            warnings += [TrustWarning(code=Trust.OVERHEAD_UNKNOWN, load=level.load, message=(
+                f"the twin's router and engine counters could not be read around this level ({unread}), so nothing "
+                "shows how much of its TTFT is the client's: TTFT here is the benchmark pod's, unverified"))
+                for level in results.levels if level.load not in server and level.answered]
+            warnings += overhead_warnings(results.levels, server, clock=twin_ttft)
+            warnings += other_traffic_warnings(results.levels, server)
+        if snapshots is not None and snapshots.errors and not request.quiet:
+            whose = "router and decoder" if label == DPD else "twin's router and engine"
+            print(f"reading the {whose} counters: {snapshots.errors[-1]}", file=sys.stderr)
+        outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing,
+                                server=server, files=files, proof=proof))
     return outcomes
 
 
-def _result_files(request: BenchRequest, options: JobOptions, target: BenchmarkTarget, log: JobLog, *,
-                  seams: Seams) -> Mapping[str, str]:
+def _twin_sources(kube: BenchmarkKube, spec: DpdSpec, target: BenchmarkTarget) -> tuple[MetricsSources | None, str]:
+    """Where the twin's counters are (its router, and its engine pods by the selector its InferenceEndpointConfig's
+    status names), or why they cannot be found."""
+    twin = aggregated_spec(spec)
+    if target.name != twin.name:  # the stack named its twin
+        twin = dataclasses.replace(twin, name=target.name)
+    try:
+        found = kube.endpoint_config(spec.namespace, target.name) or {}
+    except KubeError as err:
+        return None, str(err)
+    selector = (found.get("status") or {}).get("selector")
+    if not isinstance(selector, str) or not selector:
+        return None, (f"InferenceEndpointConfig {spec.namespace}/{target.name} has no status.selector naming its "
+                      "pods (is it deployed?)")
+    return MetricsSources.for_twin(twin, selector=selector), ""
+
+
+def _local_estimates(kube: BenchmarkKube, sources: MetricsSources, routing: Mapping[Load, LevelDisaggregation],
+                     path: RoutePath, *, since_seconds: int) -> RouterEstimates | None:
+    """The router's own estimates of the prompts it kept local, read once, when a DPD level was not disaggregated."""
+    if path is not RoutePath.DPD or not any(seen.fraction is not None and seen.fraction < MIN_FRACTION
+                                            for seen in routing.values()):
+        return None
+    return kept_local(kube, sources, since_seconds=since_seconds)
+
+
+def _s3_clients(request: BenchRequest, seams: Seams) -> Callable[[str | None], S3Client]:
+    """One S3 client per region for the whole run: the results read back and the counters written beside them."""
+    made: dict[str | None, S3Client] = {}
+
+    def s3(region: str | None) -> S3Client:
+        if region not in made:
+            made[region] = seams.aws_clients(region, request.profile).s3(region)
+        return made[region]
+
+    return s3
+
+
+def _keep_proof(options: JobOptions, target: BenchmarkTarget, log: JobLog, proof: RunProof, *,
+                s3: Callable[[str | None], S3Client]) -> None:
+    """The counters beside the results the Job uploaded, so that ``--results-dir`` on that folder checks them too;
+    a note on stderr (naming the permission) when S3 refuses, and nothing when the Job uploaded nothing."""
+    folder = uploaded_folder(log, results=options.results, endpoint=target.name, run_id=options.run_id)
+    if folder is None:
+        return
+    try:
+        write_uploaded(s3(folder.region), folder, PROOF_FILE, proof.to_text())
+    except UNREADABLE as err:
+        reason = unreadable_reason(err)
+        print(f"cannot write the router and decoder counters to {folder.uri}{PROOF_FILE} ({reason}); --results-dir "
+              "on that folder will report its levels unchecked", file=sys.stderr)
+
+
+def _result_files(options: JobOptions, target: BenchmarkTarget, log: JobLog, *,
+                  s3: Callable[[str | None], S3Client]) -> Mapping[str, str]:
     """The Job's result files: the copy it uploaded to S3 (whole, where the log may have been rotated away),
     else its log's, with a note on stderr saying why."""
     return result_files(log, results=options.results, endpoint=target.name, run_id=options.run_id,
-                        s3=lambda region: seams.aws_clients(region, request.profile).s3(region),
-                        note=lambda text: print(text, file=sys.stderr))
+                        s3=s3, note=lambda text: print(text, file=sys.stderr))
 
 
 def _comparison(spec: DpdSpec, scenario: Scenario, outcomes: list[Outcome], *, seams: Seams) -> Comparison:

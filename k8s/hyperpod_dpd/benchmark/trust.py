@@ -36,6 +36,7 @@ class Trust(Enum):
     ROUTING_UNKNOWN = "routing-unknown"
     CLIENT_OVERHEAD = "client-overhead"
     OVERHEAD_UNKNOWN = "client-overhead-unknown"
+    OTHER_TRAFFIC = "other-traffic"
 
 
 @dataclass(frozen=True, kw_only=True)

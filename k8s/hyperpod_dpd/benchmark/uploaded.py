@@ -73,6 +73,30 @@ def read_uploaded(s3: S3Client, folder: S3Location) -> dict[str, str]:
     return files
 
 
+def unreadable_reason(err: Exception) -> str:
+    """One line for an :data:`UNREADABLE` error: its own message, else what S3 or botocore said."""
+    return str(err) if isinstance(err, UploadedUnreadable | AwsUnavailable) else describe_error(err)
+
+
+def uploaded_folder(log: JobLog, *, results: S3Location | None, endpoint: str, run_id: str) -> S3Location | None:
+    """The run's S3 folder when the Job uploaded into it: an upload was asked, and the publish container finished
+    without :data:`~hyperpod_dpd.benchmark.job.UPLOAD_FAILED`; else None."""
+    if results is None or log.exit_code is None or log.exit_code == UPLOAD_FAILED:
+        return None
+    return results_folder(results, endpoint, run_id)
+
+
+def write_uploaded(s3: S3Client, folder: S3Location, name: str, text: str) -> None:
+    """``text`` as the object ``name`` in ``folder``, beside the Job's files; :class:`UploadedUnreadable` (naming
+    the permission) when S3 refuses."""
+    key = f"{_key_prefix(folder)}{name}"
+    try:
+        s3.put_object(Bucket=folder.bucket, Key=key, Body=text.encode("utf-8"), ContentType="application/json")
+    except AWS_ERRORS as err:
+        raise UploadedUnreadable(describe_error(
+            err, permission=f"s3:PutObject on s3://{folder.bucket}/{key}")) from None
+
+
 def result_files(log: JobLog, *, results: S3Location | None, endpoint: str, run_id: str,
                  s3: Callable[[str | None], S3Client], note: Callable[[str], None]) -> Mapping[str, str]:
     """The Job's result files by name: the uploaded copy of each over the log's, or the log's alone when
@@ -80,13 +104,13 @@ def result_files(log: JobLog, *, results: S3Location | None, endpoint: str, run_
 
     :param s3: ``s3(region)``, an S3 client for the bucket's region; only called when the Job uploaded.
     """
-    if results is None or log.exit_code is None or log.exit_code == UPLOAD_FAILED:
+    folder = uploaded_folder(log, results=results, endpoint=endpoint, run_id=run_id)
+    if folder is None:
         return log.files  # no upload asked, the publish container never finished, or its upload failed
-    folder = results_folder(results, endpoint, run_id)
     try:
         uploaded = read_uploaded(s3(folder.region), folder)
     except UNREADABLE as err:
-        reason = str(err) if isinstance(err, UploadedUnreadable | AwsUnavailable) else describe_error(err)
+        reason = unreadable_reason(err)
         note(f"cannot read the uploaded results in {folder.uri} ({reason}); using the copy in the Job's log, "
              "which kubelet's log rotation may have cut")
         return log.files

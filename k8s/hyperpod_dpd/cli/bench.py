@@ -108,7 +108,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     what.add_argument("--price-per-node-hour", type=number, metavar="USD",
                       help="your rate for the A/B's cost columns (default: the price table's figure, labelled)")
     what.add_argument("--report-dir", metavar="DIR", type=path,
-                      help="also write report.html (self-contained, inline SVG), its PNGs and report.json into DIR")
+                      help="also write report.html (self-contained, inline SVG), its PNGs and report.json into DIR, "
+                           "and each live run's results with its counters under DIR/runs/ (a --results-dir folder)")
     what.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     job = parser.add_argument_group("the Job")
     job.add_argument("--namespace", help="where the Job runs (default: the spec's namespace)")

@@ -13,7 +13,7 @@ import json
 import sys
 
 from hyperpod_dpd.cli._argtypes import number, path, positive, seconds, whole
-from hyperpod_dpd.cli._common import DASH, add_json_argument, read_spec
+from hyperpod_dpd.cli._common import DASH, add_json_argument, read_spec, warn
 from hyperpod_dpd.columns import render_columns
 from hyperpod_dpd.contracts.router import PrefillRule
 from hyperpod_dpd.errors import SpecError, UsageError
@@ -32,6 +32,7 @@ from hyperpod_dpd.traces import (
     write_mooncake,
 )
 from hyperpod_dpd.traces.mooncake import write_lines
+from hyperpod_dpd.traces.summary import MIN_WINDOW_S
 from hyperpod_dpd.traces.synthetic import DAY_S
 
 JSON_SHAPE = ('{"source", "requests", "duration_s", "window_s", "input_tokens": {"mean", "p50", "p99"}, '
@@ -125,13 +126,18 @@ def run_summary(args: argparse.Namespace) -> int:
     except SpecError as err:  # a bad row is the user's to fix: a message and status 2, as a bad spec
         raise UsageError(str(err)) from None
     summary = summarise(trace, window_s=args.window, routing=routing)
+    if summary.duration_s < summary.window_s:  # every rate is requests over one whole window: it reads low
+        warn(f"the trace spans {summary.duration_s:g} s, less than one {summary.window_s:g} s window, so its "
+             f"rates per window read low; give --window {max(MIN_WINDOW_S, summary.duration_s):g} or less")
     print(json.dumps(summary.to_json(), indent=2) if args.json else "\n".join(render(summary)))
     return 0
 
 
 def run_generate(args: argparse.Namespace) -> int:
     shape = LengthShape(args.lengths)
-    prefix = PrefixGroups(groups=args.prefix_groups, shared_blocks=args.shared_blocks) if args.prefix_groups else None
+    prefix = None
+    if args.prefix_groups or args.kind == ArrivalKind.SHARED_PREFIX.value:  # shared-prefix: 8 groups by default
+        prefix = PrefixGroups(groups=args.prefix_groups or PrefixGroups().groups, shared_blocks=args.shared_blocks)
     trace = generate(args.kind, rate_per_s=args.rate, duration_s=args.duration, seed=args.seed,
                      input_tokens=Lengths(mean=args.isl, shape=shape),
                      output_tokens=Lengths(mean=args.osl, shape=shape),

@@ -80,11 +80,11 @@ def _azure_time(text: str) -> int:
 
 
 def _seconds(text: str) -> float:
+    fix = "give seconds from the trace's start, a finite number"
     try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    return float(instant(value, field="Timestamp", fix="give seconds from the trace's start, a finite number"))
+        return float(instant(float(text), field="Timestamp", fix=fix))
+    except (ValueError, BadRow):  # the text as written, not the nan it parsed to
+        raise BadRow(field="Timestamp", value=text, message="is not a finite number", fix=fix) from None
 
 
 def _tokens(text: str, field: str) -> int:

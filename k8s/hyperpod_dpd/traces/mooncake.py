@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from hyperpod_dpd.errors import UsageError
+from hyperpod_dpd.traces.blocks import BlockSizes
 from hyperpod_dpd.traces.model import Trace
-from hyperpod_dpd.traces.rows import BadRow, Row, Skip, count, instant
+from hyperpod_dpd.traces.rows import HASH_RANGE, BadRow, Row, Skip, abbreviated, count, instant
 
 # Tokens per hash id: aiperf's default block size for this loader (plugin/plugins.yaml:599 ``default_block_size:
 # 512`` and config/dataset/defaults.py:46 ``BLOCK_SIZE = 512``), Mooncake's own block size.
@@ -65,9 +66,8 @@ def parse_row(text: str) -> tuple[int | float, Row]:
     # base_trace_loader.py:360): a decode demand we cannot size, so we require it.
     out = count(data.get("output_length"), field="output_length",
                 fix="give the tokens generated as output_length (aiperf would let the server choose)")
-    if inp < 1 or out < 1:
-        name, value = ("input_length", inp) if inp < 1 else ("output_length", out)
-        raise BadRow(field=name, value=value, message="is 0", fix=_FIX_LENGTH)
+    if inp < 1 or out < 1:  # skipped and counted, as a CSV row of 0 tokens is (csv_formats.py): no work to size
+        raise Skip("input_length 0" if inp < 1 else "output_length 0")
     if data.get("timestamp") is None:
         # fixed_schedule.py:88-92 needs a first-turn timestamp; a later turn may give ``delay`` instead, a session
         # this reader does not replay.
@@ -87,6 +87,11 @@ def _hashes(value: Any) -> tuple[int, ...]:
             h for h in value if not isinstance(h, int) or isinstance(h, bool))
         raise BadRow(field="hash_ids", value=shown, message="is not a list of whole numbers",
                      fix="give the prompt's block hashes as a JSON list of integers, or leave hash_ids out")
+    low, high = HASH_RANGE
+    wide = next((h for h in value if not low <= h < high), None)
+    if wide is not None:
+        raise BadRow(field="hash_ids", value=abbreviated(wide), message="is outside a 64-bit signed integer",
+                     fix="give hash ids that fit in 64 bits, as aiperf's JSON parser (orjson) needs")
     return tuple(value)
 
 
@@ -105,14 +110,18 @@ def mooncake_lines(trace: Trace) -> Iterator[str]:
         raise UsageError(f"{trace.source}: its prefix hashes cover {trace.block_tokens} tokens, but aiperf reads "
                          f"Mooncake hash_ids as {BLOCK_TOKENS}-token blocks; regenerate with "
                          f"{BLOCK_TOKENS}-token blocks")
-    for request in trace.requests:
-        if not math.isfinite(request.at_s):
+    sizes = BlockSizes(block_tokens=BLOCK_TOKENS)
+    for number, request in enumerate(trace.requests, 1):
+        if not math.isfinite(request.at_s * 1e3):  # written in ms: 1e307 s is no more a time than inf
             raise UsageError(f"{trace.source}: an arrival at {request.at_s} s is no time; give finite arrivals")
+        refusal = sizes.refusal(request.input_tokens, request.prefix_blocks)
+        if refusal:  # aiperf==0.13.0 prompt.py:629-669
+            raise UsageError(f"{trace.source}: request {number:,} {refusal.message}; {refusal.fix}")
         row: dict[str, Any] = {"timestamp": _timestamp_ms(request.at_s), "input_length": request.input_tokens,
                                "output_length": request.output_tokens}
         if request.prefix_blocks:
             row["hash_ids"] = list(request.prefix_blocks)
-        yield json.dumps(row, separators=(", ", ": "))
+        yield json.dumps(row, separators=(", ", ": "), allow_nan=False)  # JSON has no NaN: orjson refuses it
 
 
 def write_lines(lines: Iterable[str], stream: IO[str]) -> None:

@@ -1,7 +1,8 @@
 """Read a request trace file of any supported format into a :class:`Trace`, or say exactly what is wrong with it.
 
-The file is streamed one line at a time (gzip'd or not: told by its first two bytes), so a trace of millions of
-rows costs the requests it holds and no copy of the text. Every bad row is reported with its line number, field,
+The file is streamed one line at a time (gzip'd or not: told by its first two bytes; a pipe works too), and the
+requests are held as columns of machine numbers, ~28 bytes each (plus 8 per prefix hash), so a trace of millions
+of rows costs no copy of the text and no object per row. Every bad row is reported with its line number, field,
 value and fix (up to :data:`MAX_PROBLEMS`), as one :class:`SpecError`; a file that cannot be opened is a
 :class:`UsageError`. Rows are sorted by arrival, as aiperf's fixed schedule does before replaying them
 (``aiperf/timing/strategies/fixed_schedule.py:110``, aiperf==0.13.0), and shifted so the first is at 0.
@@ -11,17 +12,17 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from array import array
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from enum import Enum
-from itertools import pairwise
 from pathlib import Path
 from typing import BinaryIO
 
 from hyperpod_dpd.errors import Problem, SpecError, UsageError
 from hyperpod_dpd.traces import csv_formats, mooncake
-from hyperpod_dpd.traces.model import Trace, TraceRequest
+from hyperpod_dpd.traces.blocks import BlockSizes
+from hyperpod_dpd.traces.model import PackedRequests, Trace
 from hyperpod_dpd.traces.rows import BadRow, Parser, Row, Skip
 
 MAX_PROBLEMS = 20  # a file with a wrong column has it on every row: the first rows tell the story
@@ -49,14 +50,6 @@ _UNITS = {TraceFormat.MOONCAKE: "milliseconds", TraceFormat.AZURE: "a date and t
           TraceFormat.BURSTGPT: "seconds from the start"}
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Read:
-    """A row read, in the format's own time unit (kept exact until the first arrival is subtracted)."""
-
-    at: int | float
-    request: Row
-
-
 def read_trace(path: str | Path, *, format: TraceFormat | str | None = None) -> Trace:
     """The trace in ``path`` (plain or gzip'd), its format told by its first line unless ``format`` names it.
 
@@ -69,8 +62,7 @@ def read_trace(path: str | Path, *, format: TraceFormat | str | None = None) -> 
     name = str(path)
     try:
         with Path(path).open("rb") as raw:
-            gzipped = raw.read(2) == _GZIP_MAGIC
-            raw.seek(0)
+            gzipped = raw.peek(2)[:2] == _GZIP_MAGIC  # peek, not read and seek: a pipe cannot seek
             stream: BinaryIO = gzip.GzipFile(fileobj=raw) if gzipped else raw  # type: ignore[assignment]
             return _read(stream, name=name, wanted=wanted)
     except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
@@ -156,7 +148,7 @@ def _chain(head: tuple[int, str], rest: Iterator[tuple[int, str]]) -> Iterator[t
 
 def _collect(rows: Iterator[tuple[int, str]], *, parse: Parser, unit: float, name: str,
              fmt: TraceFormat) -> Trace:
-    found: list[_Read] = []
+    packed = _Columns(unit=unit)
     problems: list[Problem] = []
     bad = 0
     skipped: Counter[str] = Counter()
@@ -171,36 +163,84 @@ def _collect(rows: Iterator[tuple[int, str]], *, parse: Parser, unit: float, nam
         except Skip as skip:
             skipped[skip.reason] += 1
             continue
-        found.append(_Read(at=at, request=row))
+        packed.add(at, row, line=number)
     if bad > len(problems):
         problems.append(Problem(field="more rows", value=bad - len(problems), message="are wrong as well",
                                 fix="fix the rows above (often the same mistake) and read the trace again"))
     if problems:
         raise SpecError(problems, source=name, what=f"{fmt.label} trace")
-    if not found:
+    if not len(packed.at_s):
         why = "; ".join(f"{count} {reason}" for reason, count in sorted(skipped.items())) or "no row"
         raise SpecError([Problem(field="rows", value=sum(skipped.values()), message=f"none is a request ({why})",
                                  fix="give a trace with at least one request that has input and output tokens")],
                         source=name, what=f"{fmt.label} trace")
-    return _trace(found, name=name, fmt=fmt, unit=unit, skipped=skipped)
+    return packed.trace(name=name, fmt=fmt, skipped=skipped)
 
 
-def _trace(found: list[_Read], *, name: str, fmt: TraceFormat, unit: float, skipped: Counter[str]) -> Trace:
-    out_of_order = sum(1 for before, after in pairwise(found) if after.at < before.at)
-    found.sort(key=lambda read: read.at)  # stable: rows at the same time keep their order
-    first = found[0].at
-    span = (found[-1].at - first) * unit
-    if not span <= MAX_SPAN_S:
-        raise SpecError([Problem(field="timestamps", value=f"{span:.3g} s", message="span more than ten years",
-                                 fix=f"give arrivals in the {fmt.label} unit ({_UNITS[fmt]}); a mixed-up unit "
-                                     "reads this way")], source=name, what=f"{fmt.label} trace")
-    requests = tuple(TraceRequest(at_s=(read.at - first) * unit, input_tokens=read.request.input_tokens,
-                                  output_tokens=read.request.output_tokens, prefix_blocks=read.request.prefix_blocks)
-                     for read in found)
-    has_blocks = any(request.prefix_blocks for request in requests)
-    notes = [f"{len(requests):,} requests read"]
-    notes += [f"{count:,} skipped ({reason})" for reason, count in sorted(skipped.items())]
-    if out_of_order:
-        notes.append(f"{out_of_order:,} rows out of time order, sorted")
-    return Trace(requests=requests, source=f"{name} ({fmt.label}: {', '.join(notes)})",
-                 block_tokens=mooncake.BLOCK_TOKENS if has_blocks else None)
+class _Columns:
+    """The rows read, as columns of machine numbers (a real week of 27M rows must fit in memory: ~28 bytes a row).
+
+    An arrival is kept as seconds after the file's first row, subtracted in the format's own unit first (Azure's
+    integer nanoseconds exactly), so a row's time loses nothing before it is made relative to the earliest.
+    """
+
+    def __init__(self, *, unit: float) -> None:
+        self.unit = unit
+        self.at_s, self.inp, self.out = array("d"), array("q"), array("q")
+        self.hashes, self.ends = array("q"), array("q")
+        self.origin: int | float | None = None
+        self.previous: int | float | None = None
+        self.out_of_order = 0
+        self.sizes = BlockSizes(block_tokens=mooncake.BLOCK_TOKENS)
+        self.unreplayable = 0
+        self.first_refusal = ""
+
+    def add(self, at: int | float, row: Row, *, line: int) -> None:
+        if self.origin is None:
+            self.origin = at
+        elif self.previous is not None and at < self.previous:
+            self.out_of_order += 1
+        self.previous = at
+        self.at_s.append((at - self.origin) * self.unit)
+        self.inp.append(row.input_tokens)
+        self.out.append(row.output_tokens)
+        self.hashes.extend(row.prefix_blocks)
+        self.ends.append(len(self.hashes))
+        refusal = self.sizes.refusal(row.input_tokens, row.prefix_blocks)
+        if refusal:
+            self.unreplayable += 1
+            self.first_refusal = self.first_refusal or f"line {line} {refusal.message}"
+
+    def trace(self, *, name: str, fmt: TraceFormat, skipped: Counter[str]) -> Trace:
+        if self.out_of_order:
+            self._sort()  # stable: rows at the same time keep their order
+        first = self.at_s[0]
+        span = self.at_s[-1] - first
+        if not span <= MAX_SPAN_S:
+            raise SpecError([Problem(field="timestamps", value=f"{span:.3g} s", message="span more than ten years",
+                                     fix=f"give arrivals in the {fmt.label} unit ({_UNITS[fmt]}); a mixed-up unit "
+                                         "reads this way")], source=name, what=f"{fmt.label} trace")
+        if first:
+            self.at_s = array("d", (at - first for at in self.at_s))
+        notes = [f"{len(self.at_s):,} requests read"]
+        notes += [f"{count:,} skipped ({reason})" for reason, count in sorted(skipped.items())]
+        if self.out_of_order:
+            notes.append(f"{self.out_of_order:,} rows out of time order, sorted")
+        if self.unreplayable:
+            notes.append(f"{self.unreplayable:,} rows aiperf would refuse to replay, first {self.first_refusal}")
+        requests = PackedRequests(at_s=self.at_s, input_tokens=self.inp, output_tokens=self.out, hashes=self.hashes,
+                                  hash_ends=self.ends)
+        return Trace(requests=requests, source=f"{name} ({fmt.label}: {', '.join(notes)})",
+                     block_tokens=mooncake.BLOCK_TOKENS if len(self.hashes) else None)
+
+    def _sort(self) -> None:
+        order = sorted(range(len(self.at_s)), key=self.at_s.__getitem__)
+        starts = array("q", [0]) + self.ends[:-1]
+        hashes, ends = array("q"), array("q")
+        for i in order:
+            hashes.extend(self.hashes[starts[i]:self.ends[i]])
+            ends.append(len(hashes))
+        self.at_s = array("d", (self.at_s[i] for i in order))
+        self.inp = array("q", (self.inp[i] for i in order))
+        self.out = array("q", (self.out[i] for i in order))
+        self.hashes, self.ends = hashes, ends

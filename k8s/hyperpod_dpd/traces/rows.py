@@ -9,6 +9,9 @@ from typing import Any
 
 from hyperpod_dpd.errors import Problem
 
+MAX_TOKENS = 10_000_000  # longer than any model's context (aiperf refuses a 1e300-token prompt: no such int)
+HASH_RANGE = (-(2**63), 2**63)  # int64: orjson, aiperf's parser, reads no wider int (and i64 is what we store)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Row:
@@ -38,6 +41,14 @@ class Skip(Exception):
         self.reason = reason
 
 
+def abbreviated(number: int) -> str:
+    """A big whole number as 3 digits and a power of ten (one past a float's range too), not 300 digits."""
+    digits = str(abs(number))
+    if len(digits) <= 3:
+        return str(number)
+    return f"{'-' if number < 0 else ''}{digits[0]}.{digits[1:3]}e+{len(digits) - 1:02d}"
+
+
 def count(value: Any, *, field: str, fix: str) -> int:
     """A token count: a whole number (an integral JSON float too, as pydantic's lax int does), not a bool, >= 0."""
     if value is None:
@@ -51,14 +62,25 @@ def count(value: Any, *, field: str, fix: str) -> int:
     whole = int(value)
     if whole < 0:
         raise BadRow(field=field, value=whole, message="is negative", fix=fix)
+    if whole > MAX_TOKENS:
+        raise BadRow(field=field, value=abbreviated(whole), message=f"is over {MAX_TOKENS:,} tokens, longer than any "
+                     "model's context", fix=fix)
     return whole
 
 
 def instant(value: Any, *, field: str, fix: str) -> int | float:
     """A finite number (an arrival time in the format's unit); NaN, infinities, bools and text are refused."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise BadRow(field=field, value=value, message="is not a finite number", fix=fix)
-    return value
+    number: int | float = value
+    try:
+        finite = math.isfinite(number)
+    except OverflowError:  # an int past a float's range: no time a float can hold
+        finite = False
+    if not finite:
+        raise BadRow(field=field, value=abbreviated(number) if isinstance(number, int) else number,
+                     message="is not a finite number", fix=fix)
+    return number
 
 
 # A format's row parser: one line of text -> its arrival (in the format's unit) and request.

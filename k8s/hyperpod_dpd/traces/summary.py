@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,6 +20,7 @@ from hyperpod_dpd.traces.model import Trace
 
 DEFAULT_WINDOW_S = 300.0  # five minutes: HPA-scale reaction times, and the window public capacity plans quote
 MAX_WINDOWS = 1_000_000
+MIN_WINDOW_S = 1e-3  # aiperf schedules in milliseconds (models.py:299-302); 1 / 1e-320 is no finite rate
 NO_HASHES = "the trace has no prefix hashes (Azure and BurstGPT traces record none; Mooncake's hash_ids do)"
 
 
@@ -127,7 +129,7 @@ class TraceSummary:
         top = sorted(self.windows, key=lambda w: (-w.requests, w.start_s))[:count]
         rows: list[Sequence[str]] = [(_clock(w.start_s), f"{w.requests:,}", f"{w.arrivals_per_s:,.3f}",
                                       f"{w.prefill_tokens_per_s:,.0f}", f"{w.decode_tokens_per_s:,.0f}") for w in top]
-        return ("window from", "requests", "requests/s", "prefill tok/s", "decode tok/s"), rows
+        return ("from first arrival", "requests", "requests/s", "prefill tok/s", "decode tok/s"), rows
 
 
 def _rounded(share: float | None) -> float | None:
@@ -139,7 +141,7 @@ def _three(lengths: Lengths) -> tuple[str, str, str]:
 
 
 def _clock(seconds: float) -> str:
-    """``d+hh:mm:ss`` from the first arrival (a day's trace reads as a clock)."""
+    """``d+hh:mm:ss`` from the first arrival, not the time of day (BurstGPT has none; Azure's is dropped)."""
     whole = int(seconds)
     days, rest = divmod(whole, 86_400)
     text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
@@ -160,10 +162,11 @@ def summarise(trace: Trace, *, window_s: float = DEFAULT_WINDOW_S, routing: Pref
     :param window_s: the window the arrival rates are counted in. :default: 300.0 (five minutes)
     :param routing: the router's rule, counting the prompts that go through the prefiller. :default: None - every
         prompt (a threshold of 0)
-    :raises UsageError: an empty trace, or a window that is not a positive finite number of seconds.
+    :raises UsageError: an empty trace, or a window that is not a finite number of seconds, at least MIN_WINDOW_S.
     """
-    if not (math.isfinite(window_s) and window_s > 0):
-        raise UsageError(f"window: must be a positive number of seconds (got {window_s}); give e.g. 300")
+    if not (math.isfinite(window_s) and window_s >= MIN_WINDOW_S):
+        raise UsageError(f"window: must be at least {MIN_WINDOW_S:g} s, a finite number (got {window_s:.3g}); give "
+                         "e.g. 300")
     if not trace.requests:
         raise UsageError(f"{trace.source}: the trace has no requests; give a trace with at least one")
     spans = trace.duration_s / window_s
@@ -175,10 +178,13 @@ def summarise(trace: Trace, *, window_s: float = DEFAULT_WINDOW_S, routing: Pref
         count += 1
     arrivals, prompt, output = [0] * count, [0] * count, [0] * count
     prefilled = 0
+    inputs, outputs = array("q"), array("q")  # one pass: a packed trace makes each request as it is read
     for request in trace.requests:
         index = min(count - 1, int(request.at_s // window_s))
         arrivals[index] += 1
         output[index] += request.output_tokens
+        inputs.append(request.input_tokens)
+        outputs.append(request.output_tokens)
         if routing is None or routing.prefills(request.input_tokens):
             prompt[index] += request.input_tokens
             prefilled += 1
@@ -188,8 +194,7 @@ def summarise(trace: Trace, *, window_s: float = DEFAULT_WINDOW_S, routing: Pref
     reuse, per_request, note = _reuse(trace)
     return TraceSummary(
         source=trace.source, requests=len(trace.requests), duration_s=trace.duration_s, window_s=window_s,
-        input_tokens=Lengths.of([r.input_tokens for r in trace.requests]),
-        output_tokens=Lengths.of([r.output_tokens for r in trace.requests]), windows=windows,
+        input_tokens=Lengths.of(inputs), output_tokens=Lengths.of(outputs), windows=windows,
         peak=max(windows, key=lambda w: w.requests), p99_arrivals_per_s=quantile([w.arrivals_per_s for w in windows],
                                                                                   0.99),
         mean_arrivals_per_s=len(trace.requests) / (count * window_s), prefilled_share=prefilled / len(trace.requests),

@@ -24,6 +24,8 @@ from enum import Enum
 from hyperpod_dpd.errors import UsageError
 from hyperpod_dpd.traces.model import Trace, TraceRequest
 from hyperpod_dpd.traces.mooncake import BLOCK_TOKENS
+from hyperpod_dpd.traces.reading import MAX_SPAN_S
+from hyperpod_dpd.traces.rows import MAX_TOKENS
 
 
 class ArrivalKind(Enum):
@@ -35,7 +37,6 @@ class ArrivalKind(Enum):
     SHARED_PREFIX = "shared-prefix"
 
 
-MAX_TOKENS = 10_000_000  # longer than any model's context, short enough that its hash ids fit in memory
 MAX_GROUPS = 100_000  # a group's shared hash ids are held for the whole trace
 MAX_BLOCKS = 20_000_000  # hash ids in one trace (~1 GB): more is a typo in a rate, a length or a count
 
@@ -86,7 +87,8 @@ class PrefixGroups:
     group's first ``shared_blocks`` blocks (a system prompt, a document), then blocks of its own.
 
     Every later request of a group finds its shared blocks already seen, so the prefix reuse share is
-    (requests - groups used) x shared / all blocks, for requests of at least ``shared_blocks`` blocks.
+    (requests - groups used) x shared / all blocks, for requests of at least ``shared_blocks`` full blocks. Only
+    full blocks are shared: a shorter prompt shares its full blocks and its partial last block is its own.
 
     :param groups: how many prefixes (at least 1). :default: 8
     :param shared_blocks: the blocks of 512 tokens a group's prompts share. :default: 2
@@ -128,10 +130,12 @@ def generate(kind: ArrivalKind | str, *, rate_per_s: float = 2.0, duration_s: fl
     :raises UsageError: a parameter out of range, or a trace of over MAX_REQUESTS requests.
     """
     kind = _kind(kind)
-    for name, value, low in (("rate_per_s", rate_per_s, 0.0), ("duration_s", duration_s, 0.0),
-                             ("period_s", period_s, 0.0)):
-        if not (math.isfinite(value) and value > low):
-            raise UsageError(f"{name}: must be a finite number above {low:g} (got {value}); give e.g. 2")
+    for name, value in (("rate_per_s", rate_per_s), ("duration_s", duration_s), ("period_s", period_s)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{name}: must be a finite number above 0 (got {value:.3g}); give e.g. 2")
+    if duration_s > MAX_SPAN_S:  # the reader refuses a longer trace as a unit mix-up
+        raise UsageError(f"duration_s: {duration_s:.3g} s is over ten years ({MAX_SPAN_S:.3g} s), longer than any "
+                         "trace is read; give e.g. 86400 (a day)")
     if not (math.isfinite(peak_to_trough) and peak_to_trough >= 1):
         raise UsageError(f"peak_to_trough: must be at least 1 (got {peak_to_trough}); give e.g. 3")
     if not (math.isfinite(burst_cv) and 1 < burst_cv <= 20):
@@ -140,23 +144,26 @@ def generate(kind: ArrivalKind | str, *, rate_per_s: float = 2.0, duration_s: fl
         raise UsageError(f"peak_at_s: must be a finite time (got {peak_at_s}); give e.g. 43200")
     expected = rate_per_s * duration_s
     if expected > MAX_REQUESTS:
-        raise UsageError(f"{rate_per_s:g} requests/s for {duration_s:g} s is {expected:,.0f} requests, over "
+        raise UsageError(f"{rate_per_s:.3g} requests/s for {duration_s:.3g} s is {expected:.3g} requests, over "
                          f"{MAX_REQUESTS:,}; lower the rate or the duration")
     if kind is ArrivalKind.SHARED_PREFIX and prefix is None:
         prefix = PrefixGroups()
     if prefix and expected * (input_tokens.mean / BLOCK_TOKENS + 1) > MAX_BLOCKS:
-        raise UsageError(f"{expected:,.0f} requests of {input_tokens.mean:,} tokens hold over {MAX_BLOCKS:,} prefix "
+        raise UsageError(f"{expected:.3g} requests of {input_tokens.mean:,} tokens hold over {MAX_BLOCKS:,} prefix "
                          "hashes; lower the rate, the duration or the prompt length")
     rng = random.Random(seed)
     if kind is ArrivalKind.DIURNAL:
         times: Iterator[float] = _diurnal(rng, rate_per_s, duration_s, ratio=peak_to_trough, period=period_s,
-                                        peak_at=peak_at_s)
+                                        peak_at=math.fmod(peak_at_s, period_s))  # one period: 1e308 keeps no phase
     elif kind is ArrivalKind.BURSTY:
         times = _gamma(rng, rate_per_s, duration_s, burst_cv)
     else:
         times = _poisson(rng, rate_per_s, duration_s)
     arrivals = list(times)
-    first = arrivals[0] if arrivals else 0.0  # the first request is at 0, as in a trace read from a file
+    if not arrivals:
+        raise UsageError(f"{rate_per_s:.3g} requests/s for {duration_s:.3g} s drew no request (the mean is "
+                         f"{expected:.3g}); raise the rate or the duration")
+    first = arrivals[0]  # the first request is at 0, as in a trace read from a file
     inp, out = input_tokens.sampler(rng), output_tokens.sampler(rng)
     blocks = _Blocks(rng, prefix) if prefix else None
     requests = []
@@ -219,8 +226,10 @@ class _Blocks:
         self._next = prefix.groups * prefix.shared_blocks
 
     def of(self, tokens: int) -> tuple[int, ...]:
+        """Only full blocks are shared: aiperf gives a hash one size (prompt.py:660-669, aiperf==0.13.0), so a
+        group's block is never some prompt's partial last block; a partial tail gets an id of its own."""
         count = math.ceil(tokens / BLOCK_TOKENS)
-        shared = self._shared[self._rng.randrange(self._prefix.groups)][:count]
+        shared = self._shared[self._rng.randrange(self._prefix.groups)][:tokens // BLOCK_TOKENS]
         own = count - len(shared)
         self._next += own
         return shared + tuple(range(self._next - own, self._next))
