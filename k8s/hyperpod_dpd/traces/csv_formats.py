@@ -59,7 +59,8 @@ def header(line: str, fmt: str, *, line_number: int) -> tuple[int, int, int]:
     missing = [name for name in _NEEDED[fmt] if name not in names]
     if missing:
         raise BadRow(field="header", value=line.strip()[:80], message=f"has no column {', '.join(missing)}",
-                     fix=f"give the {fmt} header {_HEADERS[fmt]!r} as the first line, or the right --format")
+                     fix=f"give the {fmt} header {_HEADERS[fmt]!r} as the first line, or name the right format "
+                         "with the command's format option")
     at, inp, out = (names.index(name) for name in _NEEDED[fmt])
     return at, inp, out
 

@@ -123,7 +123,8 @@ def _read(stream: BinaryIO, *, name: str, wanted: TraceFormat | None) -> Trace:
     if fmt is None:
         raise SpecError([Problem(field=f"line {head[0]}", value=head[1].strip()[:80],
                                  message="is neither a Mooncake JSON row nor an Azure or BurstGPT CSV header",
-                                 fix=f"give --format ({', '.join(FORMAT_NAMES)}), or a header of "
+                                 fix=f"name the trace's format ({', '.join(FORMAT_NAMES)}) with the format option, "
+                                     "or give a header of "
                                      f"{csv_formats.AZURE_HEADER!r} or {csv_formats.BURSTGPT_HEADER!r}")],
                         source=name, what="trace")
     parse: Parser
