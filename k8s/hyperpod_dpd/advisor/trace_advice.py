@@ -26,6 +26,7 @@ from hyperpod_dpd.advisor.prices import Price, node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.contracts.router import PrefillRule
+from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.scaling import CompiledScaling, Signal, compile_all
 from hyperpod_dpd.scaling.shape import ROLES, request_shape, role_spec, scaled_roles, slo_scaling
 from hyperpod_dpd.spec import AutoscalingSpec, DpdSpec, SloScaling
@@ -157,6 +158,11 @@ def size_trace(spec: DpdSpec, trace: Trace, *, window_s: float = DEFAULT_WINDOW_
     extra) when a capacity is neither pinned nor computable; :class:`UsageError` for a bad window or trace.
     """
     summary = summarise(trace, window_s=window_s, routing=PrefillRule(threshold=spec.routing.threshold))
+    missing = [name for name in ("ttft_ms", "tpot_ms") if spec.slo is None or getattr(spec.slo, name) is None]
+    if missing:
+        raise SpecError([Problem(field=f"slo.{name}", value=None, message="is not set: a trace is sized and emulated "
+                                 "against the spec's latency targets", fix="add slo: {ttft_ms: 2000, tpot_ms: 50} "
+                                 "(your targets)") for name in missing])
     sized_spec = with_slo_scaling(spec)
     compiled = compile_all(sized_spec, capacities=capacities(sized_spec, factors=factors))
     shape = workload(trace, threshold=spec.routing.threshold, step_s=window_s)
