@@ -205,6 +205,7 @@ def test_plan_trace_without_the_advisor_names_the_extra(files: dict[str, Path], 
     (("--trace", "{steady}", "--isl", "4096"), "--isl does not apply with --trace"),
     (("--trace", "{steady}", "--search"), "--search does not apply with --trace"),
     (("--autoscale",), "--autoscale needs --trace FILE"),
+    (("--replay", "r.json", "--isl", "1", "--osl", "1", "--request-rate", "1"), "--replay needs --trace FILE"),
     (("--window", "60", "--isl", "1", "--osl", "1", "--request-rate", "1"), "--window needs --trace FILE"),
     ((), "advise needs --isl, --osl, --concurrency or --request-rate"),
     (("--isl", "1024"), "advise needs --osl, --concurrency or --request-rate"),
@@ -228,3 +229,52 @@ def test_one_request_and_a_window_longer_than_the_trace_are_one_window(
     data = json.loads(out)
     assert len(data["trace"]["windows"]) == 1 and data["roles"]["prefill"]["needed"] == [1]
     assert data["fixed"]["requests"] == 1
+
+
+def _replay_file(folder: Path, *, speedup: float, windows: list[dict[str, Any]]) -> Path:
+    """A ``bench --trace --json`` result of the fields the comparison reads (``benchmark/replay_proof.py``)."""
+    path = folder / "replay.json"
+    path.write_text(json.dumps({"endpoint": "dpd-test", "replay": {"source": "steady", "speedup": speedup,
+                                                                   "window_s": 300.0}, "windows": windows}))
+    return path
+
+
+def test_replay_puts_the_emulated_windows_beside_the_measured_ones_at_the_replays_pace(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hyperpod_dpd.traces import read_trace
+
+    speedup = 2.0
+    windows = [{"window_start_s": 300.0 * i, "window_s": 300.0, "arrivals_per_s": 2.0, "ttft_p90_s": 0.5,
+                "tpot_p90_s": None if i == 1 else 0.02} for i in range(3)]
+    replay = _replay_file(tmp_path, speedup=speedup, windows=windows)
+    code, out, _ = _run(capsys, "advise", files["pinned"], "--trace", files["steady"], "--replay", replay, "--json")
+    assert code in (0, 1)
+    found = json.loads(out)["replay"]
+    assert found["speedup"] == speedup and found["day"] == "the layout you wrote" and len(found["windows"]) == 3
+    arrivals = [r.at_s / speedup for r in read_trace(files["steady"]).requests]
+    for i, row in enumerate(found["windows"]):
+        inside = sum(300 * i <= t < 300 * (i + 1) for t in arrivals)
+        # the emulator's 15 s steps tile the window exactly, so the mean of their rates is the window's count / 300
+        assert row["emulated_arrivals_per_s"] == pytest.approx(inside / 300, abs=1e-4)
+        assert row["ttft_error"] == pytest.approx(row["emulated_ttft_p90_s"] / 0.5 - 1, abs=1e-3)
+    assert found["windows"][1]["tpot_error"] is None and found["windows"][0]["tpot_error"] is not None
+    code, out, _ = _run(capsys, "advise", files["pinned"], "--trace", files["steady"], "--replay", replay)
+    assert "beside the replay" in out and "median |error|: TTFT " in out
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("not json", "cannot read it as JSON"),
+    ('{"replay": {"speedup": 1}, "windows": []}', "replay, windows: are missing or empty"),
+    ('{"replay": {"speedup": 0}, "windows": [{}]}', "replay.speedup"),
+    ('{"replay": {"speedup": 1}, "windows": [{"window_start_s": 0, "window_s": 300}]}',
+     "windows[0].arrivals_per_s"),
+    ('{"replay": {"speedup": 1}, "windows": [{"window_start_s": 0, "window_s": 300, "arrivals_per_s": 1, '
+     '"ttft_p90_s": "fast"}]}', "windows[0].ttft_p90_s"),
+])
+def test_a_replay_file_of_another_shape_is_refused_naming_the_field(
+        files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str,
+        message: str) -> None:
+    path = tmp_path / "replay.json"
+    path.write_text(content)
+    code, _, err = _run(capsys, "advise", files["pinned"], "--trace", files["one"], "--replay", path)
+    assert code == 2 and message in err and "Traceback" not in err

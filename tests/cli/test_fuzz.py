@@ -223,7 +223,7 @@ def test_every_option_of_the_trace_commands_ends_cleanly_on_any_value(offline: P
 
 # advise and plan on a trace: the trace options fuzzed (the default spec has no slo: targets, so a run that gets past
 # the options and the trace ends in that refusal, within the watchdog; tests/cli/test_advise_trace.py runs them through)
-TRACE_DESTS = ("trace_format", "window", "autoscale", "report_dir", "json", "price_per_node_hour")
+TRACE_DESTS = ("trace_format", "window", "autoscale", "report_dir", "replay", "json", "price_per_node_hour")
 
 
 def _advise_trace_options(command: str) -> list[argparse.Action]:

@@ -26,6 +26,7 @@ from hyperpod_dpd.traces import DEFAULT_WINDOW_S, FORMAT_NAMES, Trace, read_trac
 
 if TYPE_CHECKING:  # the advisor is imported when the command runs, to keep --help fast
     from hyperpod_dpd.advisor.autoscaling import EmulatedDay
+    from hyperpod_dpd.advisor.replay_check import ReplayRun, WindowError
     from hyperpod_dpd.advisor.trace_advice import TraceAdvice, TraceSizing
 
 EXIT_SLO_MISSED = 1
@@ -39,7 +40,7 @@ LOAD_POINT_OPTIONS = (("--isl", "isl"), ("--osl", "osl"), ("--concurrency", "con
                       ("--top", "top"), ("--write-spec", "write_spec"), ("--any-layout", "any_layout"),
                       ("--calibrate", "calibrate"))
 TRACE_OPTIONS = (("--trace-format", "trace_format"), ("--window", "window"), ("--autoscale", "autoscale"),
-                 ("--report-dir", "report_dir"))
+                 ("--report-dir", "report_dir"), ("--replay", "replay"))
 
 
 def add_trace_source(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the trace (the slo: true default on both roles if the spec has none)")
     parser.add_argument("--report-dir", metavar="DIR", type=path,
                         help="with --trace: write an HTML page and PNGs of the emulated day (report.html)")
+    parser.add_argument("--replay", metavar="RESULT_JSON", type=path,
+                        help="with --trace: put the emulated day (the autoscaled one with --autoscale) beside a "
+                             "'bench --trace FILE --json' replay of the same trace, window by window, with the error")
 
 
 def refuse_trace_options(args: argparse.Namespace) -> None:
@@ -176,6 +180,43 @@ def render_advice(advice: TraceAdvice) -> list[str]:
     return lines
 
 
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.0%}"
+
+
+def _abs_share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _median_abs(values: Sequence[float | None]) -> float | None:
+    found = sorted(abs(v) for v in values if v is not None)
+    return found[len(found) // 2] if found else None
+
+
+def render_replay(label: str, replay: ReplayRun, rows: Sequence[WindowError]) -> list[str]:
+    """The emulated day beside the replay, window by window, with the median error."""
+    table: list[Sequence[str]] = [
+        (_clock(r.start_s), f"{r.measured_arrivals_per_s:,.3f}", f"{r.emulated_arrivals_per_s:,.3f}",
+         "-" if r.measured_ttft_p90_s is None else _ms(r.measured_ttft_p90_s),
+         "-" if r.emulated_ttft_p90_s is None else _ms(r.emulated_ttft_p90_s), _share(r.ttft_error),
+         "-" if r.measured_tpot_p90_s is None else _ms(r.measured_tpot_p90_s),
+         "-" if r.emulated_tpot_p90_s is None else _ms(r.emulated_tpot_p90_s), _share(r.tpot_error)) for r in rows]
+    ttft, tpot = _median_abs([r.ttft_error for r in rows]), _median_abs([r.tpot_error for r in rows])
+    return ["", f"{label} beside the replay {replay.source} ({replay.speedup:g}x; replay clock), p90s in ms:",
+            *render_columns(("from", "req/s measured", "emulated", "TTFT measured", "emulated", "error",
+                             "TPOT measured", "emulated", "error"), table, rule=True),
+            f"median |error|: TTFT {_abs_share(ttft)}, TPOT {_abs_share(tpot)}"
+            " (emulated over measured, less one; a window without a measured latency has none)"]
+
+
+def _replay_json(label: str, replay: ReplayRun, rows: Sequence[WindowError]) -> dict[str, object]:
+    ttft, tpot = _median_abs([r.ttft_error for r in rows]), _median_abs([r.tpot_error for r in rows])
+    return {"source": replay.source, "speedup": replay.speedup, "day": label,
+            "median_abs_ttft_error": None if ttft is None else round(ttft, 4),
+            "median_abs_tpot_error": None if tpot is None else round(tpot, 4),
+            "windows": [r.to_json() for r in rows]}
+
+
 def run(args: argparse.Namespace) -> int:
     for flag, dest in LOAD_POINT_OPTIONS:
         if getattr(args, dest) not in (None, False):
@@ -183,9 +224,17 @@ def run(args: argparse.Namespace) -> int:
                              "the targets; drop one of them")
     spec = read_spec(args.spec)
     trace = load_trace(args)
+    from hyperpod_dpd.advisor.replay_check import at_replay_pace, compare, read_replay  # noqa: PLC0415
     from hyperpod_dpd.advisor.trace_advice import advise_trace  # noqa: PLC0415 - keeps --help fast
 
     source = args.spec or "the embedded default spec"
+    replay = None
+    if args.replay:
+        try:
+            replay = read_replay(args.replay)
+        except SpecError as err:
+            raise UsageError(str(err)) from None
+        trace = at_replay_pace(trace, replay.speedup)
     try:
         advice = advise_trace(spec, trace, window_s=args.window or DEFAULT_WINDOW_S, autoscale=args.autoscale,
                               price_per_node_hour=args.price_per_node_hour)
@@ -201,8 +250,19 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot write the report to {args.report_dir}: {err.strerror}. Fix: choose a "
                              "writable folder") from None
         print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
-    print(json.dumps(advice.to_json(), indent=2) if args.json else "\n".join(render_advice(advice)))
     day = advice.autoscaled or advice.fixed
+    label = "the autoscaled day" if advice.autoscaled is not None else "the layout you wrote"
+    rows = compare(day, replay) if replay is not None else ()
+    if args.json:
+        found = advice.to_json()
+        if replay is not None:
+            found["replay"] = _replay_json(label, replay, rows)
+        print(json.dumps(found, indent=2))
+    else:
+        lines = render_advice(advice)
+        if replay is not None:
+            lines += render_replay(label, replay, rows)
+        print("\n".join(lines))
     objective = spec.slo.objective if spec.slo is not None else None
     if day.slo_attainment is not None and objective is not None and day.slo_attainment < objective:
         print(f"hyperpod-dpd: the emulated layout meets the SLO for {day.slo_attainment:.1%} of requests, under "
