@@ -80,6 +80,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python bench/advise_bench.py
 	$(BIN)/python bench/emulator_bench.py
 	$(BIN)/python bench/trace_bench.py
+	$(BIN)/python bench/advise_trace_bench.py
 
 ## venv-size: what each install level and extra costs on disk, measured from the installed packages
 venv-size: $(TEST_STAMP)

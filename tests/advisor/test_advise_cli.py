@@ -176,13 +176,19 @@ def test_bad_traffic_exits_2(argv: list[str], message: str, capsys: pytest.Captu
     ["--isl", "many", "--osl", "256", "--concurrency", "8"],
     ["--isl", "4096", "--osl", "256", "--concurrency", "8,x"],
     ["--isl", "4096", "--osl", "256", "--concurrency", "8", "--request-rate", "1"],
-    ["--isl", "4096", "--osl", "256"],
 ])
 def test_malformed_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["advise", *argv])
     assert caught.value.code == 2
     assert "usage: hyperpod-dpd advise" in capsys.readouterr().err
+
+
+def test_no_load_point_and_no_trace_exit_2_naming_both(capsys: pytest.CaptureFixture[str]) -> None:
+    """--isl/--osl and a load point are required unless --trace gives the traffic."""
+    assert main(["advise", "--isl", "4096", "--osl", "256"]) == 2
+    assert "advise needs --concurrency or --request-rate (the traffic to predict), or --trace FILE" in \
+        capsys.readouterr().err
 
 
 def test_json_has_nodes_and_dollars_for_both_layouts(capsys: pytest.CaptureFixture[str]) -> None:

@@ -221,6 +221,36 @@ def test_every_option_of_the_trace_commands_ends_cleanly_on_any_value(offline: P
     run(argv, capsys)
 
 
+# advise and plan on a trace: the trace options fuzzed (the default spec has no slo: targets, so a run that gets past
+# the options and the trace ends in that refusal, within the watchdog; tests/cli/test_advise_trace.py runs them through)
+TRACE_DESTS = ("trace_format", "window", "autoscale", "report_dir", "replay", "json", "price_per_node_hour")
+
+
+def _advise_trace_options(command: str) -> list[argparse.Action]:
+    return [a for a in _options(command) if a.dest in TRACE_DESTS]
+
+
+@st.composite
+def advise_trace_lines(draw: st.DrawFn) -> list[str]:
+    command = draw(st.sampled_from(["advise", "plan"]))
+    argv = [command, SPEC_FILE, "--trace", TRACE_FILE]
+    for action in draw(st.lists(st.sampled_from(_advise_trace_options(command)), max_size=4)):
+        flag = action.option_strings[-1]
+        argv.append(flag if action.nargs == 0 else f"{flag}={draw(_value(action))}")
+    return argv
+
+
+@FUZZ
+@given(advise_trace_lines(), st.one_of(st.just(TRACE_TEXT.encode()), trace_files))
+def test_advise_and_plan_on_a_trace_end_cleanly_on_any_option_and_trace_file(
+        offline: Path, capsys: pytest.CaptureFixture[str], argv: list[str], data: bytes) -> None:
+    (offline / TRACE_FILE).write_bytes(data)
+    (offline / SPEC_FILE).write_text(default_spec_text())
+    code, err = run(argv, capsys)
+    if code == 2:
+        assert err.strip(), "a refusal says why"
+
+
 def test_the_watchdog_stops_a_run_that_hangs() -> None:
     started = time.perf_counter()
     with pytest.raises(Hang), watchdog(0.2):

@@ -16,7 +16,7 @@ import html
 import io
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,25 +171,26 @@ def _svg(figure: Any) -> str:
     return text[text.index("<svg"):]
 
 
-def _page(report: ReportInput, data: Mapping[str, Any], pictures: Sequence[str], note: str | None) -> str:
+def _page(title: str, text: str, data: Mapping[str, Any], pictures: Sequence[str], note: str | None) -> str:
     embedded = json.dumps(data, sort_keys=True).replace("</", "<\\/")
     body = "\n".join(f"<figure>{svg}</figure>" for svg in pictures)
     return "\n".join([
         "<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f"<title>{html.escape(report.title)}</title>",
+        f"<title>{html.escape(title)}</title>",
         "<style>body{font-family:sans-serif;margin:1.5em}pre{font-size:12px;overflow-x:auto}</style></head><body>",
-        f"<h1>{html.escape(report.title)}</h1>",
+        f"<h1>{html.escape(title)}</h1>",
         *([f"<p><strong>{html.escape(note)}</strong></p>"] if note else []), body,
-        f"<pre>{html.escape(report.text)}</pre>",
+        f"<pre>{html.escape(text)}</pre>",
         f"<script type=\"application/json\" id=\"figure-data\">{embedded}</script>", "</body></html>", ""])
 
 
-def write_report(folder: Path, report: ReportInput) -> list[Path]:
-    """``report.html``, ``report.json`` and, with matplotlib, ``latency.png`` and ``ttft-stages.png``."""
+def write_page(folder: Path, *, title: str, text: str, data: Mapping[str, Any], document: Mapping[str, Any],
+               draw: Callable[[Mapping[str, Any]], list[tuple[str, Any]]]) -> list[Path]:
+    """``report.html`` (its SVGs inline, ``data`` embedded), ``report.json`` (``document`` and ``data``) and, with
+    matplotlib, one PNG per ``(file name, figure)`` that ``draw(data)`` returns; without it the page says so."""
     folder.mkdir(parents=True, exist_ok=True)
-    data = figure_series(report)
     written = [folder / JSON_FILE]
-    written[0].write_text(json.dumps({**report.document, "figures": data}, indent=2) + "\n", encoding="utf-8")
+    written[0].write_text(json.dumps({**document, "figures": data}, indent=2) + "\n", encoding="utf-8")
     try:
         from matplotlib import rc_context  # noqa: PLC0415 - the bench extra's
     except ImportError:
@@ -199,16 +200,26 @@ def write_report(folder: Path, report: ReportInput) -> list[Path]:
         note, pictures = None, []
         # A fixed hash salt makes the SVG's ids the same on every run; text as paths needs no font on the reader's side.
         with rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "path", "font.size": 9.0}):
-            figures = [(LATENCY_PNG, latency_figure(data))]
-            if report.decompositions:
-                figures.append((STAGES_PNG, stages_figure(data)))
-            for name, figure in figures:
+            for name, figure in draw(data):
                 pictures.append(_svg(figure))
                 (folder / name).write_bytes(_save(figure, "png"))
                 written.append(folder / name)
     page = folder / HTML_FILE
-    page.write_text(_page(report, data, pictures, note), encoding="utf-8")
+    page.write_text(_page(title, text, data, pictures, note), encoding="utf-8")
     return [page, *written]
+
+
+def write_report(folder: Path, report: ReportInput) -> list[Path]:
+    """``report.html``, ``report.json`` and, with matplotlib, ``latency.png`` and ``ttft-stages.png``."""
+
+    def draw(data: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        figures = [(LATENCY_PNG, latency_figure(data))]
+        if report.decompositions:
+            figures.append((STAGES_PNG, stages_figure(data)))
+        return figures
+
+    return write_page(folder, title=report.title, text=report.text, data=figure_series(report),
+                      document=report.document, draw=draw)
 
 
 def read_embedded(page: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""``hyperpod-dpd advise [SPEC] --isl N --osl N (--concurrency N[,N...] | --request-rate R) [...]``.
+"""``hyperpod-dpd advise [SPEC] --isl N --osl N (--concurrency N[,N...] | --request-rate R) [...]``, or
+``hyperpod-dpd advise [SPEC] --trace FILE [--autoscale] [...]`` (:mod:`hyperpod_dpd.cli.advise_trace`).
 
 Predicts the spec's DPD layout against aggregated vLLM with NVIDIA AIConfigurator (the ``advisor``
 extra, imported only when the command runs). ``--search`` finds the layout with the fewest nodes that
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 from hyperpod_dpd.advisor.search import DEFAULT_MAX_NODES, DEFAULT_TOP
+from hyperpod_dpd.cli import advise_trace
 from hyperpod_dpd.cli._argtypes import number, path, whole, wholes
 from hyperpod_dpd.cli._common import DASH, add_spec_argument, print_warnings, read_spec, warn
 from hyperpod_dpd.errors import SpecError, UsageError
@@ -29,9 +31,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Predict TTFT, TPOT and throughput of the spec's DPD layout against aggregated vLLM on "
                     "the same model and TP, with NVIDIA AIConfigurator (pip install 'hyperpod-dpd[advisor]').")
     add_spec_argument(parser)
-    parser.add_argument("--isl", type=whole, required=True, metavar="N", help="input tokens per request")
-    parser.add_argument("--osl", type=whole, required=True, metavar="N", help="output tokens per request")
-    load = parser.add_mutually_exclusive_group(required=True)
+    parser.add_argument("--isl", type=whole, metavar="N", help="input tokens per request (required without --trace)")
+    parser.add_argument("--osl", type=whole, metavar="N", help="output tokens per request (required without --trace)")
+    load = parser.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=wholes, metavar="N[,N...]",
                       help="requests in flight (closed loop), one or more load points")
     load.add_argument("--request-rate", type=number, metavar="R", help="arrivals per second (one load point)")
@@ -58,10 +60,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="fit the model's prefill, decode and overhead factors to a 'hyperpod-dpd bench "
                              "--json' result of this spec, report its error, and use them")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    advise_trace.add_arguments(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.trace is not None:
+        return advise_trace.run(args)
+    advise_trace.refuse_trace_options(args)
+    missing = [flag for flag, value in (("--isl", args.isl), ("--osl", args.osl)) if value is None]
+    if args.concurrency is None and args.request_rate is None:
+        missing.append("--concurrency or --request-rate")
+    if missing:
+        raise UsageError(f"advise needs {', '.join(missing)} (the traffic to predict), or --trace FILE (a day of it)")
     for flag, value in (("--write-spec", args.write_spec), ("--max-nodes", args.max_nodes), ("--top", args.top),
                         ("--any-layout", args.any_layout or None)):
         if value is not None and not args.search:
