@@ -255,8 +255,9 @@ def emulate(spec: DpdSpec, trace: Trace, *, scaling: Mapping[str, CompiledScalin
 
     A role not in ``scaling`` keeps the spec's ``replicas`` (``scaling=None``: the layout the user wrote).
     ``latency`` replaces the queueing model (a test's analytic stand-in). :default: the advisor's queueing
-    model on AIConfigurator's step times with ``factors``. Raises :class:`SpecError` for an empty trace, a
-    bad step, or scaling that does not fit the spec.
+    model on AIConfigurator's step times with ``factors``. Raises :class:`SpecError` for an empty, unordered
+    or not finite trace, a bad step or more than ``workload.MAX_STEPS`` of them, or scaling that does not fit
+    the spec (roles, bounds, trigger targets, start-up and polling times, zero ranges).
     """
     scaling = dict(scaling or {})
     if not (isinstance(step_s, int | float) and math.isfinite(step_s) and 0 < step_s <= SYNC_PERIOD_S):
@@ -310,7 +311,7 @@ def emulate(spec: DpdSpec, trace: Trace, *, scaling: Mapping[str, CompiledScalin
         # FIFO behind a backlog falling or rising linearly from `backlog` to `carried` through the step
         low, high = min(backlog, carried), max(backlog, carried)
         waits = [(backlog + (i + 0.5) / _WAIT_SAMPLES * (carried - backlog)) / limit if limit else math.inf
-                 for i in range(_WAIT_SAMPLES)]
+                 for i in range(_WAIT_SAMPLES)] if high else []
         wait_p90 = (low + 0.9 * (high - low)) / limit if limit else math.inf
         ttft = point.ttft_p90_s + wait_p90 if point else math.inf
         tpot = point.tpot_p90_s if point else math.inf
@@ -325,7 +326,8 @@ def emulate(spec: DpdSpec, trace: Trace, *, scaling: Mapping[str, CompiledScalin
         backlog = carried
         if point is not None and arrivals:
             if slo_ttft is not None:
-                met_ttft += arrivals * sum(point.ttft_share_within(slo_ttft - w) for w in waits) / len(waits)
+                met_ttft += arrivals * (point.ttft_share_within(slo_ttft) if not high else
+                                        sum(point.ttft_share_within(slo_ttft - w) for w in waits) / len(waits))
             if slo_tpot is not None:
                 met_tpot += shape.output_tokens[k] * point.tpot_share_within(slo_tpot)
         syncing = math.floor(end / SYNC_PERIOD_S + 1e-9) > math.floor(start / SYNC_PERIOD_S + 1e-9)
