@@ -11,14 +11,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import fuzz_examples, poisson_trace
+from support import fuzz_examples, poisson_trace, slo_autoscaled
 
 from hyperpod_dpd.advisor import Traffic, advise
 from hyperpod_dpd.advisor.autoscaling import EmulatedDay, LatencyPoint, QueueingLatency, emulate
 from hyperpod_dpd.advisor.autoscaling.hpa import MetricSample, TargetType, replicas_for_metric
 from hyperpod_dpd.advisor.autoscaling.workload import workload
 from hyperpod_dpd.errors import SpecError
-from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, Signal
+from hyperpod_dpd.scaling import compile_role
+from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, RoleCapacity, Signal
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.autoscaling import MetricType
 from hyperpod_dpd.spec.observability import SloSpec
@@ -122,6 +123,16 @@ def test_the_demand_signal_reads_what_its_query_counts(slo_spec: DpdSpec, prefil
     peaks = [emulate(slo_spec, shared, scaling={"prefill": replace(prefill_scaling, triggers=(t,))},
                      latency=Analytic()).roles["prefill"].peak_replicas for t in (raw, computed)]
     assert peaks == [3, 1]
+    # the compiler's own prefill demand query subtracts the hits, so the emulator reads it as computed tokens
+    spec = slo_autoscaled()
+    compiled = compile_role(spec, "prefill", capacity=RoleCapacity(tokens_per_s=3000.0, source="test"))
+    demand = next(t for t in compiled.triggers if t.signal is Signal.DEMAND)
+    assert "vllm:prefix_cache_hits_total" in demand.query and "vllm:prompt_tokens_total" in demand.query
+    day = emulate(spec, shared, scaling={"prefill": replace(compiled, triggers=(demand,))}, latency=Analytic())
+    assert day.roles["prefill"].peak_replicas == 1
+    # and its SLO ratio drops a NaN quantile (`> 0`), so an idle window reads its fallback (the test below)
+    ratio = next(t for t in compiled.triggers if t.signal is Signal.SLO_RATIO)
+    assert " > 0) or vector(" in ratio.query
 
 
 def test_replicas_follow_a_diurnal_trace_within_the_control_lag(slo_spec: DpdSpec, latency: QueueingLatency,
