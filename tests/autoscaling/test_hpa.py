@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -95,6 +96,13 @@ def test_a_policy_counts_the_changes_made_within_its_period() -> None:
     assert run(hpa, [1] * 6, start=8) == [4, 4, 4, 4, 2, 2]  # int(8 x 0.5), then int(4 x 0.5) a period later
 
 
+def test_scale_events_older_than_the_longest_policy_period_are_forgotten() -> None:
+    hpa = Hpa(min_replicas=1, max_replicas=10, behaviour=no_windows())
+    run(hpa, [1, 2, 3, 4, 5, 4, 3, 2, 1] * 20, start=1)  # 180 syncs, each a change of one pod
+    # the default policies' periods are 15 s: only the last sync's event can still limit a change
+    assert len(hpa.scale_up_events) + len(hpa.scale_down_events) <= 1
+
+
 def test_bounds_clamp_and_a_count_outside_them_is_corrected_without_metrics() -> None:
     hpa = Hpa(min_replicas=2, max_replicas=5, behaviour=no_windows())
     assert hpa.sync(now=0, samples=[per_pod(500, 10)], spec_replicas=4, status_replicas=4, ready_replicas=4) == 5
@@ -116,8 +124,26 @@ def test_the_emulated_window_is_the_longest_range_in_the_query() -> None:
     assert keda.window_s("sum(rate(a[1m])) / sum(rate(b[5m]))") == 300
     assert keda.window_s("max(vllm:num_requests_waiting) or vector(0)") == keda.DEFAULT_WINDOW_S
     assert keda.window_s("avg_over_time(x[90s])") == 90
+    # PromQL's durations: compound, sub-second, days, and a subquery's range (not its step)
+    assert [keda.window_s(f"rate(x[{d}])") for d in ("1m30s", "500ms", "1d", "5m:30s", "1h30m", "2w")] == [
+        90, 0.5, 86400, 300, 5400, 14 * 86400]
+    assert keda.window_s("rate(x[0s])") == 0  # which the emulator refuses (test_emulator: bad inputs)
+
+
+DURATIONS = st.lists(st.tuples(st.integers(min_value=0, max_value=999), st.sampled_from(["ms", "s", "m", "h", "d"])),
+                     min_size=1, max_size=3, unique_by=lambda part: part[1])
 
 
 @given(st.text())
 def test_any_query_text_has_a_window(query: str) -> None:
-    assert keda.window_s(query) > 0
+    assert keda.window_s(query) >= 0
+
+
+@given(parts=DURATIONS, padding=st.text(alphabet="abc(){} ", max_size=10))
+def test_a_range_reads_as_its_duration_in_seconds(parts: list[tuple[int, str]], padding: str) -> None:
+    order = ["d", "h", "m", "s", "ms"]  # PromQL writes a duration's units largest first
+    ordered = sorted(parts, key=lambda part: order.index(part[1]))
+    text = "".join(f"{amount}{unit}" for amount, unit in ordered)
+    seconds = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+    assert keda.window_s(f"{padding}rate(x[{text}]){padding}") == pytest.approx(
+        sum(amount * seconds[unit] for amount, unit in ordered))

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 DEFAULT_JITTER = 0.10
 WARM_UP_SHARE = 0.2
 SEED = 18
+# The probabilities an outcome's TTFT and TPOT distributions are kept at, so that a reader can ask what share
+# of requests meets a target (the SLO objective's quantity), not only whether the p90 does.
+QUANTILES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +63,7 @@ class Outcome:
     ``saturated`` (open loop only): the arrival rate is at or above ``capacity_per_s``; the latency
     figures are then ``nan``, because they depend only on how long the run lasted.
     ``tpot_p90_s`` is the 90th percentile of the requests' own TPOT (a request decodes at one step time).
+    ``ttft_quantiles`` and ``tpot_quantiles``: the same distributions at :data:`QUANTILES` (empty when saturated).
     """
 
     requests_per_s: float
@@ -73,6 +77,8 @@ class Outcome:
     capacity_per_s: float
     saturated: bool = False
     tpot_p90_s: float = math.nan
+    ttft_quantiles: tuple[float, ...] = ()
+    tpot_quantiles: tuple[float, ...] = ()
 
 
 @dataclass
@@ -265,7 +271,8 @@ def _outcome(run: _Run, stations: Stations, *, osl: int, capacity: float) -> Out
                    e2e_s=sum(r.end - r.arrival + stations.overhead_s for r in measured) / count,
                    decoding=run.decoding_area / elapsed if elapsed > 0 else 0.0,
                    in_flight=run.in_flight_area / elapsed if elapsed > 0 else 0.0, capacity_per_s=capacity,
-                   tpot_p90_s=quantile(tpots, 0.9))
+                   tpot_p90_s=quantile(tpots, 0.9), ttft_quantiles=tuple(quantile(ttfts, q) for q in QUANTILES),
+                   tpot_quantiles=tuple(quantile(tpots, q) for q in QUANTILES))
 
 
 def quantile(ordered: list[float], q: float) -> float:

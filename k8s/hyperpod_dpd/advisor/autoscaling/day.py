@@ -52,10 +52,12 @@ class RoleDay:
 class EmulatedDay:
     """A trace played through KEDA, the HPA and the queueing model, step by step.
 
-    Latencies are per step: the 90th percentile TTFT (the queueing model's, plus the wait behind any
-    backlog) and TPOT of the requests arriving in it. A step *meets the SLO* when both its p90s are within
-    the spec's ``slo`` targets; :attr:`slo_attainment` is the share of requests arriving in such steps
-    (``None`` when the spec has no ``slo``).
+    Latencies are per step: the 90th percentile TTFT (the queueing model's, plus the 90th percentile wait
+    behind any backlog) and TPOT of the requests arriving in it. Attainment is what ``slo.objective`` holds
+    to: :attr:`ttft_attainment` the share of requests whose TTFT is within ``slo.ttft_ms`` (each step's
+    requests read from the curve's TTFT distribution, shifted by their wait behind a backlog), and
+    :attr:`tpot_attainment` the share of output tokens whose request's TPOT is within ``slo.tpot_ms``;
+    ``None`` without that target. :attr:`slo_attainment` is the lower of the two.
 
     :param times_s: each step's start, from the trace's first request.
     :param tpot_s: each step's mean TPOT (``advise`` reports the mean).
@@ -75,6 +77,8 @@ class EmulatedDay:
     slo_ttft_s: float | None
     slo_tpot_s: float | None
     slo_attainment: float | None
+    ttft_attainment: float | None
+    tpot_attainment: float | None
     requests: int
     routed_share: float
     cached_share: float
@@ -114,7 +118,8 @@ class EmulatedDay:
             "source": self.source, "step_s": self.step_s, "requests": self.requests,
             "routed_share": round(self.routed_share, 4), "cached_share": round(self.cached_share, 4),
             "slo": {"ttft_s": self.slo_ttft_s, "tpot_s": self.slo_tpot_s},
-            "slo_attainment": _round(self.slo_attainment, 4),
+            "slo_attainment": _round(self.slo_attainment, 4), "ttft_attainment": _round(self.ttft_attainment, 4),
+            "tpot_attainment": _round(self.tpot_attainment, 4),
             "mean_ttft_p90_s": _round(self.mean_ttft_p90_s, 4), "mean_tpot_p90_s": _round(self.mean_tpot_p90_s, 5),
             "usd": _round(self.usd, 2), "price": self.price, "latency": self.latency_source,
             "layouts": [list(layout) for layout in self.layouts],

@@ -1,21 +1,24 @@
 """``emulate(spec, trace, scaling=...)``: KEDA and the HPA driving each role's replicas through a trace.
 
-Each step (15 s, the HPA's sync period, by default): pods past their start-up serve; the step's arrivals
-(plus any backlog) are served up to :data:`~hyperpod_dpd.advisor.autoscaling.latency.MAX_LOAD` of the
-ready layout's capacity, the rest carried to the next step as a fluid backlog whose drain time is added
-to TTFT; latency comes from the queueing model at the arrival rate averaged over :data:`SMOOTHING_S`
-centred on the step (the curve's Poisson arrivals already hold a step's own noise; the centring makes a
-burst's edge blur over 2.5 min each side), or at the limit while a backlog lasts. Then, when a role's polling interval
-has passed, KEDA reads each compiled trigger the way its PromQL would over the emulated counters (a
-``rate(...[1m])`` becomes the trailing minute's mean of tokens the role processed, a queue gauge the
-requests waiting, an SLO ratio the window's p90 over its target), and every 15 s the HPA turns those
-values into replicas (:mod:`~hyperpod_dpd.advisor.autoscaling.hpa`). A new pod serves ``start_up_s`` after
-the HPA asks for it; a removed pod stops at once (a pod still starting goes first).
+Each step (15 s, the HPA's sync period, by default): pods past their start-up serve; the routed arrivals
+(those reaching a prefiller) load the ready layout's DPD curve at their trailing rate over
+:data:`STEADY_WINDOW_S`, or over :data:`RATE_WINDOW_S` when that stands out of Poisson noise (causal,
+and in seconds, so the result does not depend on ``step_s``); while that
+rate is above :data:`~hyperpod_dpd.advisor.autoscaling.latency.MAX_LOAD` of the layout's capacity the
+excess is carried as a fluid backlog, latency is read at the limit, and each request's FIFO wait behind
+the backlog is added to its TTFT. The share of requests within the SLO target is read from the curve's
+TTFT distribution at that rate. Every 15 s the HPA turns the values KEDA cached into replicas
+(:mod:`~hyperpod_dpd.advisor.autoscaling.hpa`); KEDA polls half a polling interval out of phase with it,
+reading each compiled trigger the way its PromQL would over the samples Prometheus holds one scrape
+interval after the fact (a ``rate(...[1m])`` becomes the minute's mean of tokens the role processed, a
+queue gauge the requests waiting, an SLO ratio the window's p90 over its target). A new pod serves
+``start_up_s`` after the HPA asks for it; a removed pod stops at once (a pod still starting goes first).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -47,20 +50,50 @@ from hyperpod_dpd.traces.model import Trace
 from hyperpod_dpd.validation import check
 
 ROLES = ("prefill", "decode")
-# The span the arrival rate is averaged over before the latency curve is read: at 3.5 requests/s it holds about
-# 1,000 arrivals (+-3 % of Poisson noise, against +-14 % in one 15 s step); diurnal change is far slower.
-SMOOTHING_S = 300.0
+# The trailing span a burst is seen over. A queue forgets its past within its relaxation time, about
+# 1 / (mu (1 - sqrt(rho))^2) for M/M/1: 9 s at 72 % of a 5 requests/s prefiller, 76 s at 90 %; so a minute's
+# trailing rate follows any burst of a minute or more, causally (latency rises after a burst starts, not before).
+RATE_WINDOW_S = 60.0
+# The trailing span a steady rate is read over: at 3.5 requests/s about 1,000 arrivals (+-3 % of Poisson noise,
+# against +-7 % in a minute). The curve's own Poisson arrivals already hold that noise; reading the convex curve
+# at a noisy rate would count it twice (+3 % p90 TTFT at 65 % of capacity).
+STEADY_WINDOW_S = 300.0
+# How many standard deviations of Poisson noise the minute's rate must stand off the steady one to be a burst
+# (two-sided 95 %).
+BURST_Z = 2.0
+# Prometheus' sample of a counter is up to one scrape old when KEDA queries it: the operator's default scrape
+# (MetricsSpec.scrape_interval_seconds unset).
+DEFAULT_SCRAPE_S = 15.0
+# Arrivals a step's backlog wait is sampled at (evenly through the step), for the share of requests within target.
+_WAIT_SAMPLES = 4
+# A comparison that drops a NaN quantile (NaN > 0 is false), as the compiled SLO-ratio query ends.
+_DROPS_NAN = re.compile(r">\s*0(?![.\d])")
+# Layouts simulated above which the emulation says what its curves cost (a 20 x 20 range is 400 of them).
+_LAYOUTS_NOTED = 16
+# A prompt-length spread above which the one-size curve is warned about (+-10 % jitter is a CV of 0.06).
+_CV_WARNING = 0.5
 
 
-def _centred_mean(counts: tuple[int, ...], *, half: int, step_s: float) -> list[float]:
-    """Arrivals per second averaged over the ``2 x half + 1`` steps centred on each (fewer at the edges)."""
+def _trailing(running: list[int], k: int, span: int, step_s: float) -> tuple[float, float]:
+    """The mean rate over the ``span`` steps ending with step ``k`` (fewer at the start), and their seconds."""
+    low = max(0, k + 1 - span)
+    seconds = (k + 1 - low) * step_s
+    return (running[k + 1] - running[low]) / seconds, seconds
+
+
+def _arrival_rate(counts: tuple[int, ...], *, step_s: float) -> list[float]:
+    """Each step's arrival rate, causally: the steady :data:`STEADY_WINDOW_S` rate, or the last
+    :data:`RATE_WINDOW_S` minute's where it stands more than :data:`BURST_Z` Poisson deviations off it."""
+    short, steady = max(1, round(RATE_WINDOW_S / step_s)), max(1, round(STEADY_WINDOW_S / step_s))
     running = [0]
     for count in counts:
         running.append(running[-1] + count)
     found = []
     for k in range(len(counts)):
-        low, high = max(0, k - half), min(len(counts), k + half + 1)
-        found.append((running[high] - running[low]) / ((high - low) * step_s))
+        recent, seconds = _trailing(running, k, short, step_s)
+        level, _ = _trailing(running, k, steady, step_s)
+        noise = math.sqrt(max(level, 1 / seconds) / seconds)
+        found.append(recent if abs(recent - level) > BURST_Z * noise else level)
     return found
 
 
@@ -95,7 +128,7 @@ class _Role:
     pending: list[float] = field(default_factory=list)
     hpa: Hpa | None = None
     cached: tuple[MetricSample, ...] = ()
-    last_poll: float = -math.inf
+    next_poll: float = 0.0
     ready_series: list[int] = field(default_factory=list)
     desired_series: list[int] = field(default_factory=list)
 
@@ -123,6 +156,7 @@ class _Role:
 class _History:
     """The per-step quantities the triggers' queries read."""
 
+    served_prompt_tokens: list[float] = field(default_factory=list)
     served_prefill_tokens: list[float] = field(default_factory=list)
     served_output_tokens: list[float] = field(default_factory=list)
     served: list[float] = field(default_factory=list)
@@ -145,19 +179,32 @@ def _weighted_p90(values: list[float], weights: list[float]) -> float | None:
     return pairs[-1][0]
 
 
-def _signal_value(trigger: CompiledTrigger, role: str, history: _History, *, step_s: float,
+def _signal_value(trigger: CompiledTrigger, role: str, history: _History, *, upto: int, step_s: float,
                   slo_ttft_s: float | None, slo_tpot_s: float | None) -> float:
+    """What ``trigger``'s query reads over the first ``upto`` steps (the samples Prometheus holds by then)."""
+    if upto <= 0:
+        return trigger.fallback  # no sample yet: the series is absent, the query's `or` answers
     steps = max(1, math.ceil(keda.window_s(trigger.query) / step_s))
-    served = history.served[-steps:]
+    low = max(0, upto - steps)
+    served = history.served[low:upto]
     if trigger.signal is Signal.QUEUE:
-        return history.queue[-1]
+        return history.queue[upto - 1]
     if trigger.signal is Signal.DEMAND:
-        tokens = history.served_prefill_tokens if role == "prefill" else history.served_output_tokens
-        return sum(tokens[-steps:]) / (len(served) * step_s)
+        if role == "prefill":
+            # vllm:prompt_tokens_total counts every prompt token, cached or not; the compiled prefill query
+            # subtracts vllm:prefix_cache_hits_total (scaling/queries.py demand), a hand-written one may not
+            tokens = (history.served_prefill_tokens if "prefix_cache_hits" in trigger.query
+                      else history.served_prompt_tokens)
+        else:
+            tokens = history.served_output_tokens
+        return sum(tokens[low:upto]) / (len(served) * step_s)
     series, target = ((history.ttft_p90_s, slo_ttft_s) if role == "prefill" else (history.tpot_p90_s, slo_tpot_s))
-    p90 = _weighted_p90(series[-steps:], served)
+    p90 = _weighted_p90(series[low:upto], served)
     if p90 is None or target is None:
-        return trigger.fallback  # no requests in the window: the series is absent, the query's `or` answers
+        # No requests in the window: the pods' bucket series exist but histogram_quantile is NaN. The compiled
+        # query drops it with `> 0` and its `or vector(fallback)` answers; without that filter KEDA reads the
+        # NaN as 0 (keda.read_value).
+        return trigger.fallback if _DROPS_NAN.search(trigger.query) else math.nan
     return p90 / target
 
 
@@ -176,7 +223,22 @@ def _check_scaling(spec: DpdSpec, scaling: Mapping[str, CompiledScaling]) -> Non
             problems.append(Problem(field=f"scaling.{role}.min_replicas", value=compiled.min_replicas,
                                     message=f"must be at least 1 and at most max_replicas {compiled.max_replicas}",
                                     fix="scaling to zero is not emulated: give min_replicas >= 1"))
-        for trigger in compiled.triggers:
+        for name, value, least in (("start_up_s", compiled.start_up_s, "at least 0"),
+                                    ("polling_interval_s", compiled.polling_interval_s, "above 0")):
+            if not (isinstance(value, int | float) and math.isfinite(value)
+                    and (value >= 0 if least == "at least 0" else value > 0)):
+                problems.append(Problem(field=f"scaling.{role}.{name}", value=value,
+                                        message=f"must be a finite number of seconds, {least}",
+                                        fix=f"give the {name.removesuffix('_s').replace('_', ' ')} in seconds"))
+        for index, trigger in enumerate(compiled.triggers):
+            if not (isinstance(trigger.target, int | float) and math.isfinite(trigger.target) and trigger.target > 0):
+                problems.append(Problem(field=f"scaling.{role}.triggers[{index}].target", value=trigger.target,
+                                        message="must be a finite number above 0 (the HPA divides by it)",
+                                        fix="give the value one replica should hold (Average) or the total (Value)"))
+            if keda.window_s(trigger.query) <= 0:
+                problems.append(Problem(field=f"scaling.{role}.triggers[{index}].query", value=trigger.query,
+                                        message="has a zero range, which PromQL refuses",
+                                        fix="give the range a positive duration, e.g. [1m]"))
             if trigger.signal is Signal.SLO_RATIO and (spec.slo is None or (
                     spec.slo.ttft_ms if role == "prefill" else spec.slo.tpot_ms) is None):
                 problems.append(Problem(field=f"scaling.{role}.triggers", value=trigger.name,
@@ -193,8 +255,9 @@ def emulate(spec: DpdSpec, trace: Trace, *, scaling: Mapping[str, CompiledScalin
 
     A role not in ``scaling`` keeps the spec's ``replicas`` (``scaling=None``: the layout the user wrote).
     ``latency`` replaces the queueing model (a test's analytic stand-in). :default: the advisor's queueing
-    model on AIConfigurator's step times with ``factors``. Raises :class:`SpecError` for an empty trace, a
-    bad step, or scaling that does not fit the spec.
+    model on AIConfigurator's step times with ``factors``. Raises :class:`SpecError` for an empty, unordered
+    or not finite trace, a bad step or more than ``workload.MAX_STEPS`` of them, or scaling that does not fit
+    the spec (roles, bounds, trigger targets, start-up and polling times, zero ranges).
     """
     scaling = dict(scaling or {})
     if not (isinstance(step_s, int | float) and math.isfinite(step_s) and 0 < step_s <= SYNC_PERIOD_S):
@@ -220,38 +283,53 @@ def emulate(spec: DpdSpec, trace: Trace, *, scaling: Mapping[str, CompiledScalin
                             scaling=compiled, hpa=Hpa(min_replicas=keda.hpa_min_replicas(compiled.min_replicas),
                                                       max_replicas=compiled.max_replicas, behaviour=behaviour))
     history = _History()
-    smoothed = _centred_mean(shape.arrivals, half=max(0, round(SMOOTHING_S / 2 / step_s)), step_s=step_s)
-    backlog = backlog_prefill = backlog_output = 0.0
-    met = 0
+    trailing = _arrival_rate(shape.routed, step_s=step_s)
+    scrape_s = float(spec.metrics.scrape_interval_seconds or DEFAULT_SCRAPE_S)
+    for role in roles.values():
+        if role.scaling is not None:
+            # KEDA's poll loop starts when the ScaledObject is reconciled, out of phase with the HPA's sync:
+            # half an interval in, so a poll and the sync that uses it are apart (scale_handler.go:454-482)
+            role.next_poll = role.scaling.polling_interval_s / 2
+    backlog = 0.0
+    met_ttft = met_tpot = 0.0
     for k, arrivals in enumerate(shape.arrivals):
         start, end = k * step_s, (k + 1) * step_s
         for role in roles.values():
             role.promote(start)
         prefill, decode = roles["prefill"].ready, roles["decode"].ready
         limit = MAX_LOAD * model.capacity(prefill, decode) if prefill and decode else 0.0
-        offered = arrivals + backlog
-        served = min(offered, limit * step_s)
-        share = served / offered if offered else 0.0
-        offered_prefill = shape.prefill_tokens[k] + backlog_prefill
-        offered_output = shape.output_tokens[k] + backlog_output
-        carried = offered - served
-        # The curve already holds Poisson arrivals' own burstiness: read it at the step's smoothed rate, not at
-        # its raw count (which would count that burstiness twice), unless a backlog pins it at the limit.
-        rate = served / step_s if carried > 0 else min(smoothed[k], limit)
+        routed = shape.routed[k]
+        # The fluid backlog follows the trailing rate against the limit, not the step's own count: the curve
+        # already holds Poisson noise, and a count compared per step would make the result depend on step_s.
+        if limit:
+            carried = min(backlog + routed, max(0.0, backlog + (trailing[k] - limit) * step_s))
+        else:
+            carried = backlog + routed
+        served = backlog + routed - carried
+        rate = limit if carried > 0 or backlog > 0 else min(trailing[k], limit)
         point = model.at(max(1, prefill), max(1, decode), rate) if limit else None
-        wait = (backlog + carried) / 2 / limit if limit else math.inf
-        ttft = point.ttft_p90_s + wait if point else math.inf
+        # FIFO behind a backlog falling or rising linearly from `backlog` to `carried` through the step
+        low, high = min(backlog, carried), max(backlog, carried)
+        waits = [(backlog + (i + 0.5) / _WAIT_SAMPLES * (carried - backlog)) / limit if limit else math.inf
+                 for i in range(_WAIT_SAMPLES)] if high else []
+        wait_p90 = (low + 0.9 * (high - low)) / limit if limit else math.inf
+        ttft = point.ttft_p90_s + wait_p90 if point else math.inf
         tpot = point.tpot_p90_s if point else math.inf
         history.served.append(served)
-        history.served_prefill_tokens.append(offered_prefill * share)
-        history.served_output_tokens.append(offered_output * share)
+        history.served_prompt_tokens.append((shape.prompt_tokens[k] / routed if routed else 0.0) * served)
+        history.served_prefill_tokens.append((shape.prefill_tokens[k] / routed if routed else 0.0) * served)
+        history.served_output_tokens.append(shape.output_tokens[k] if decode else 0.0)
         history.ttft_p90_s.append(ttft)
         history.tpot_p90_s.append(tpot)
         history.tpot_s.append(point.tpot_s if point else math.inf)
         history.queue.append(carried + (served / step_s * point.queue_s if point else 0.0))
-        backlog, backlog_prefill, backlog_output = carried, offered_prefill * (1 - share), offered_output * (1 - share)
-        if (slo_ttft is None or ttft <= slo_ttft) and (slo_tpot is None or tpot <= slo_tpot):
-            met += arrivals
+        backlog = carried
+        if point is not None and arrivals:
+            if slo_ttft is not None:
+                met_ttft += arrivals * (point.ttft_share_within(slo_ttft) if not high else
+                                        sum(point.ttft_share_within(slo_ttft - w) for w in waits) / len(waits))
+            if slo_tpot is not None:
+                met_tpot += shape.output_tokens[k] * point.tpot_share_within(slo_tpot)
         syncing = math.floor(end / SYNC_PERIOD_S + 1e-9) > math.floor(start / SYNC_PERIOD_S + 1e-9)
         for role in roles.values():
             role.ready_series.append(role.ready)
@@ -259,24 +337,26 @@ def emulate(spec: DpdSpec, trace: Trace, *, scaling: Mapping[str, CompiledScalin
             if compiled is None or role.hpa is None:
                 role.desired_series.append(role.pods)
                 continue
-            if end - role.last_poll >= compiled.polling_interval_s - 1e-9:
-                role.last_poll = end
-                role.cached = tuple(MetricSample(
-                    value=keda.read_value(_signal_value(t, role.name, history, step_s=step_s, slo_ttft_s=slo_ttft,
-                                                        slo_tpot_s=slo_tpot)),
-                    target=t.target, target_type=keda.target_type(t.metric_type)) for t in compiled.triggers)
-            if syncing:
+            if syncing:  # the HPA reads what KEDA cached at its last poll, before this instant's poll
                 desired = role.hpa.sync(now=end, samples=role.cached, spec_replicas=role.pods,
                                         status_replicas=role.pods, ready_replicas=role.ready)
                 role.resize(desired, now=end, start_up_s=compiled.start_up_s)
+            if end >= role.next_poll - 1e-9:
+                role.next_poll += compiled.polling_interval_s * max(1, math.ceil(
+                    (end - role.next_poll + 1e-9) / compiled.polling_interval_s))
+                # the samples Prometheus holds: those scraped at least one scrape interval ago
+                upto = math.floor((end - scrape_s) / step_s + 1e-9)
+                role.cached = tuple(MetricSample(
+                    value=keda.read_value(_signal_value(t, role.name, history, upto=upto, step_s=step_s,
+                                                        slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot)),
+                    target=t.target, target_type=keda.target_type(t.metric_type)) for t in compiled.triggers)
             role.desired_series.append(role.pods)
-    return _day(spec, trace, shape=shape, roles=roles, history=history, model=model, met=met, slo_ttft=slo_ttft,
-                slo_tpot=slo_tpot,
-                price_per_node_hour=price_per_node_hour)
+    return _day(spec, trace, shape=shape, roles=roles, history=history, model=model, met_ttft=met_ttft,
+                met_tpot=met_tpot, slo_ttft=slo_ttft, slo_tpot=slo_tpot, price_per_node_hour=price_per_node_hour)
 
 
 def _day(spec: DpdSpec, trace: Trace, *, shape: Workload, roles: dict[str, _Role], history: _History,
-         model: LatencyModel, met: int, slo_ttft: float | None, slo_tpot: float | None,
+         model: LatencyModel, met_ttft: float, met_tpot: float, slo_ttft: float | None, slo_tpot: float | None,
          price_per_node_hour: float | None) -> EmulatedDay:
     step_s = shape.step_s
     price = node_price(spec.instance_type, override=price_per_node_hour)
@@ -292,12 +372,26 @@ def _day(spec: DpdSpec, trace: Trace, *, shape: Workload, roles: dict[str, _Role
             desired=tuple(role.desired_series), replica_hours=sum(pods) * hours, node_hours=node_hours,
             provisioned_nodes=provisioned, usd=None if price is None else node_hours * price.usd_per_node_hour,
             provisioned_usd=None if price is None else provisioned * len(pods) * hours * price.usd_per_node_hour)
-    slo = slo_ttft is not None or slo_tpot is not None
-    notes = [f"{shape.routed_share:.0%} of requests reach a prefiller (routing.threshold {spec.routing.threshold}); "
-             "every request's latency is read from the DPD curve"]
+    ttft_attainment = None if slo_ttft is None else met_ttft / len(trace.requests)
+    tokens = sum(shape.output_tokens)
+    tpot_attainment = None if slo_tpot is None else (met_tpot / tokens if tokens else 1.0)
+    found = [v for v in (ttft_attainment, tpot_attainment) if v is not None]
+    notes = [f"{shape.routed_share:.0%} of requests reach a prefiller (routing.threshold {spec.routing.threshold}) "
+             "and load the DPD curve; the others' prefill on the decoders is not modelled, and their latency is "
+             "read from the same curve"]
+    if shape.prefill_cv > _CV_WARNING:
+        # Pollaczek-Khinchine: the mean queue wait scales with (1 + CV^2) of the service time; the curve's
+        # one prompt size with +-10 % jitter has CV^2 = 0.0033
+        notes.append(f"the routed prompts' computed lengths vary (CV {shape.prefill_cv:.2f}) but the curve uses one "
+                     f"size ({shape.prefill_isl} tokens): prefill queue waits may be up to "
+                     f"{(1 + shape.prefill_cv ** 2) / (1 + 0.1 ** 2 / 3):.1f}x the curve's, and long prompts' TTFT "
+                     "is above it")
     if shape.cached_share:
         notes.append(f"{shape.cached_share:.0%} of routed prompt tokens are prefix-cache hits (an unbounded cache)")
     layouts = model.layouts if isinstance(model, QueueingLatency) else ()
+    if len(layouts) > _LAYOUTS_NOTED:
+        notes.append(f"{len(layouts)} layouts' latency curves were simulated (about 2 s each): narrow the replica "
+                     "ranges to emulate faster")
     source = (f"the advisor's queueing model at the trace's mean shape (isl {shape.isl}, prefill {shape.prefill_isl} "
               f"tokens computed, osl {shape.osl}), interpolated over load" if isinstance(model, QueueingLatency)
               else type(model).__name__)
@@ -305,7 +399,7 @@ def _day(spec: DpdSpec, trace: Trace, *, shape: Workload, roles: dict[str, _Role
         source=trace.source, step_s=step_s, times_s=tuple(k * step_s for k in range(len(shape.arrivals))),
         arrivals_per_s=tuple(a / step_s for a in shape.arrivals), ttft_p90_s=tuple(history.ttft_p90_s),
         tpot_p90_s=tuple(history.tpot_p90_s), tpot_s=tuple(history.tpot_s), queue=tuple(history.queue), roles=days,
-        slo_ttft_s=slo_ttft,
-        slo_tpot_s=slo_tpot, slo_attainment=met / len(trace.requests) if slo else None, requests=len(trace.requests),
+        slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot, slo_attainment=min(found) if found else None,
+        ttft_attainment=ttft_attainment, tpot_attainment=tpot_attainment, requests=len(trace.requests),
         routed_share=shape.routed_share, cached_share=shape.cached_share, layouts=layouts, latency_source=source,
         price=None if price is None else price.describe(), notes=tuple(notes))

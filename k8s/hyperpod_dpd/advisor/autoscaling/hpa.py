@@ -13,8 +13,10 @@ cited by function rather than line), files under ``pkg/controller/podautoscaler/
   the count stays ``statusReplicas``, else it is ``ceil(total / target)``.
 - ``replica_calculator.go`` ``GetExternalMetricReplicas`` -> ``getUsageRatioReplicaCount`` (a ``Value``
   target): the ratio is ``metric / target``; inside the tolerance the count stays ``spec.replicas``, else
-  ``ceil(ratio x readyReplicas)`` (the scale's ``status.readyReplicas``: a pod still loading weights does
-  not count), and ``ceil(ratio)`` from zero.
+  ``ceil(ratio x readyReplicas)``, and ``ceil(ratio)`` from zero. Upstream counts the ready pods itself
+  (``getReadyPodsCount``: pods matching the selector that are ``Running`` with condition ``Ready`` true; the
+  fork above reads ``scale.status.readyReplicas`` instead); either way a pod still loading weights does not
+  count, which is the emulator's ``ready``.
 - ``replica_calculator.go`` ``Tolerances.isWithin``: ``1 - 0.1 <= ratio <= 1 + 0.1``; the 0.1 is
   ``config/v1alpha1/defaults.go`` ``HorizontalPodAutoscalerTolerance`` (``kubernetes/kubernetes@85643c0f``).
 - ``horizontal.go`` ``stabilizeRecommendationWithBehaviors``: the raw recommendation of every sync is
@@ -162,7 +164,16 @@ class Hpa:
             self.scale_up_events.append((now, desired - spec_replicas))
         elif desired < spec_replicas:
             self.scale_down_events.append((now, spec_replicas - desired))
+        # horizontal.go markScaleEventsOutdated: an event older than its direction's longest policy period no
+        # longer limits a change, so it is dropped (upstream reuses its slot), keeping a day's memory bounded
+        self.scale_up_events = self._recent(self.scale_up_events, now, self.behaviour.scale_up)
+        self.scale_down_events = self._recent(self.scale_down_events, now, self.behaviour.scale_down)
         return desired
+
+    @staticmethod
+    def _recent(events: list[tuple[float, int]], now: float, rules: ScalingRules) -> list[tuple[float, int]]:
+        longest = max((policy.period_s for policy in rules.policies), default=0.0)
+        return [(when, change) for when, change in events if when > now - longest]
 
     def _stabilised(self, now: float, wanted: int, current: int) -> int:
         up_cutoff = now - self.behaviour.scale_up.stabilisation_s

@@ -28,8 +28,12 @@ from hyperpod_dpd.spec.autoscaling import MetricType
 
 # The range PromQL's rate() most often uses when a query names none the emulator can read.
 DEFAULT_WINDOW_S = 60.0
-_RANGE = re.compile(r"\[(\d+)([smh])\]")
-_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
+# PromQL durations (prometheus/common model/time.go ParseDuration): units in falling order, each at most once,
+# ``ms`` below ``s``; a year is 365 days. A range ``[5m]`` or a subquery ``[5m:30s]`` (its range, then its step).
+_UNIT_S = {"y": 365 * 86400.0, "w": 7 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_DURATION = "".join(f"(?:(\\d+){unit})?" for unit in ("y", "w", "d", "h", "m(?!s)", "s", "ms"))
+_RANGE = re.compile(rf"\[({_DURATION})(?::[^\]]*)?\]")
+_PART = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
 
 
 def target_type(metric_type: MetricType) -> TargetType:
@@ -46,8 +50,10 @@ def read_value(value: float | None) -> float:
 
 
 def window_s(query: str) -> float:
-    """The longest range selector in ``query`` (``[1m]`` -> 60), which the emulator averages over."""
-    found = [int(amount) * _UNIT_S[unit] for amount, unit in _RANGE.findall(query)]
+    """The longest range selector in ``query`` (``[1m]`` -> 60, ``[1m30s]`` -> 90, ``[5m:30s]`` -> 300), which the
+    emulator averages over; :data:`DEFAULT_WINDOW_S` when it has none. A zero range reads 0 (PromQL refuses it)."""
+    found = [sum(int(amount) * _UNIT_S[unit] for amount, unit in _PART.findall(match.group(1)))
+             for match in _RANGE.finditer(query) if match.group(1)]
     return max(found) if found else DEFAULT_WINDOW_S
 
 

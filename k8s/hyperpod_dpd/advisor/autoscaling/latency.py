@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hyperpod_dpd.advisor import queueing
-from hyperpod_dpd.advisor.queueing import Stations
+from hyperpod_dpd.advisor.queueing import QUANTILES, Stations
 
 # Shares of capacity the curve is simulated at; 0.9 is advise's own near-capacity limit
 # (comparison.NEAR_CAPACITY), above which a 4,000-request open loop has not settled.
@@ -27,12 +27,44 @@ MAX_LOAD = LOAD_GRID[-1]
 
 @dataclass(frozen=True, kw_only=True)
 class LatencyPoint:
-    """What requests see at one rate on one layout (seconds)."""
+    """What requests see at one rate on one layout (seconds).
+
+    :param ttft_quantiles: TTFT at :data:`~hyperpod_dpd.advisor.queueing.QUANTILES`. :default: - none: the
+        distribution is read as exponential through ``ttft_p90_s`` (an M/M/1 sojourn), for analytic stand-ins
+    :param tpot_quantiles: the requests' TPOT likewise. :default: - none: exponential through ``tpot_p90_s``
+    """
 
     ttft_p90_s: float
     tpot_s: float
     tpot_p90_s: float
     queue_s: float
+    ttft_quantiles: tuple[float, ...] = ()
+    tpot_quantiles: tuple[float, ...] = ()
+
+    def ttft_share_within(self, target_s: float) -> float:
+        """The share of requests whose TTFT is at most ``target_s``."""
+        return share_within(self.ttft_quantiles, p90=self.ttft_p90_s, target=target_s)
+
+    def tpot_share_within(self, target_s: float) -> float:
+        """The share of requests whose TPOT is at most ``target_s``."""
+        return share_within(self.tpot_quantiles, p90=self.tpot_p90_s, target=target_s)
+
+
+def share_within(quantiles: tuple[float, ...], *, p90: float, target: float) -> float:
+    """The distribution's CDF at ``target``: linear between the stored quantiles, else exponential through ``p90``."""
+    if not quantiles:
+        if not math.isfinite(p90) or target <= 0:
+            return 0.0
+        return 1.0 - 0.1 ** (target / p90) if p90 > 0 else 1.0
+    if target < quantiles[0]:
+        return 0.0
+    if target >= quantiles[-1]:
+        return 1.0
+    high = bisect.bisect_right(quantiles, target)
+    low = high - 1
+    span = quantiles[high] - quantiles[low]
+    weight = (target - quantiles[low]) / span if span > 0 else 1.0
+    return QUANTILES[low] + weight * (QUANTILES[high] - QUANTILES[low])
 
 
 class LatencyModel(Protocol):
@@ -72,7 +104,8 @@ class QueueingLatency:
                 found = queueing.open_loop(stations, osl=self.osl, rate=share * limit, capacity_per_s=limit,
                                            requests=self.requests)
                 points.append(LatencyPoint(ttft_p90_s=found.ttft_p90_s, tpot_s=found.tpot_s,
-                                           tpot_p90_s=found.tpot_p90_s, queue_s=found.queue_s))
+                                           tpot_p90_s=found.tpot_p90_s, queue_s=found.queue_s,
+                                           ttft_quantiles=found.ttft_quantiles, tpot_quantiles=found.tpot_quantiles))
             self._curves[key] = (limit, tuple(points))
         return self._curves[key]
 
@@ -103,5 +136,12 @@ def interpolate(grid: tuple[float, ...], points: tuple[LatencyPoint, ...], share
     def mix(name: str) -> float:
         return float(getattr(a, name)) * (1 - weight) + float(getattr(b, name)) * weight
 
+    def mixed(first: tuple[float, ...], second: tuple[float, ...]) -> tuple[float, ...]:
+        # quantile by quantile (the distributions' mixture in the quantile domain); empty unless both have them
+        if len(first) != len(second):
+            return ()
+        return tuple(x * (1 - weight) + y * weight for x, y in zip(first, second, strict=True))
+
     return LatencyPoint(ttft_p90_s=mix("ttft_p90_s"), tpot_s=mix("tpot_s"), tpot_p90_s=mix("tpot_p90_s"),
-                        queue_s=mix("queue_s"))
+                        queue_s=mix("queue_s"), ttft_quantiles=mixed(a.ttft_quantiles, b.ttft_quantiles),
+                        tpot_quantiles=mixed(a.tpot_quantiles, b.tpot_quantiles))
