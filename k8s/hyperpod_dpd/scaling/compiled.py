@@ -16,7 +16,8 @@ class Signal(Enum):
     """What a compiled trigger's query measures (the emulator computes the same quantity from its model)."""
 
     # Tokens per second the role must process: prompt tokens the prefillers compute (every cached token left
-    # out, vLLM's local_compute count), or output tokens the decoders generate. An ``Average`` target of one replica's capacity at the SLO.
+    # out, vLLM's local_compute count), or output tokens the decoders generate.
+    # An ``Average`` target of one replica's capacity at the SLO.
     DEMAND = "demand"
     # Requests waiting per replica (vllm:num_requests_waiting): a floor when demand under-reads a burst.
     QUEUE = "queue"

@@ -105,9 +105,10 @@ def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = No
 
     window_s = target_s if role == "prefill" else (
         spec.slo.ttft_ms / 1000 if spec.slo is not None and spec.slo.ttft_ms is not None else DEFAULT_QUEUE_WINDOW_S)
-    # The longest prompt the capacity was computed at: the fewest requests a replica clears, so the floor never
-    # waits for more than it should (and synth, which sees only the pinned number, renders the same target).
-    per_request = lengths[-1] if role == "prefill" else osl
+    # The shortest prompt the capacity was computed at: a replica clears the most of those, so more waiting
+    # misses the SLO whatever the prompts' lengths, and the floor adds no replica the demand does not need
+    # (synth, which sees only the pinned number, renders the same target).
+    per_request = lengths[0] if role == "prefill" else osl
     # Requests one replica clears within the window at its capacity: more waiting per replica misses the SLO.
     queue_target = max(1, math.floor(capacity.tokens_per_s * window_s / per_request))
     triggers = (

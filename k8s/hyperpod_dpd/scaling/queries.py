@@ -69,7 +69,8 @@ def queue(spec: DpdSpec, role: str) -> str:
 
     On a decoder this counts the requests whose KV is still arriving from a prefiller too (vllm==0.19.0
     v1/core/sched/scheduler.py:790-791 parks a ``WAITING_FOR_REMOTE_KVS`` request in ``skipped_waiting``, which
-    :1957 counts as waiting): transfers in flight read as waiting. With decode held at one replica the floor changes nothing.
+    :1957 counts as waiting): transfers in flight read as waiting. With decode held at
+    one replica the floor changes nothing.
     """
     return _with_fallback(f"sum({select(m.REQUESTS_WAITING.name, _pods(spec, role))})", 0)
 
