@@ -131,7 +131,7 @@ def _role(spec: DpdSpec, role: str, minimum: int, maximum: int, slo: SloScaling)
     capacity = slo.capacity_tokens_per_s
     if capacity is not None and not (_finite(capacity) and 0 < capacity <= MAX_CAPACITY_TOKENS_PER_S):
         yield problem(f"{field}.capacity_tokens_per_s", capacity, f"must be a positive, finite number of tokens "
-                      f"per second, at most {MAX_CAPACITY_TOKENS_PER_S:.0e}", "remove it to let the advisor compute "
+                      f"per second, at most {MAX_CAPACITY_TOKENS_PER_S:,.0f}", "remove it to let the advisor compute "
                       "it, or pin what hyperpod-dpd plan prints")
     if not (_finite(slo.utilisation) and 0 < slo.utilisation <= 1):
         yield problem(f"{field}.utilisation", slo.utilisation, "must be above 0 and at most 1 (the share of one "
