@@ -128,7 +128,7 @@ def option_problems(options: ObservabilityOptions) -> list[Problem]:
     """Problems with the options, each naming the field and the fix."""
     problems = []
     arn = options.amp_workspace_arn
-    if arn is not None and not Token.is_unresolved(arn) and not AMP_WORKSPACE_ARN.match(arn):
+    if arn is not None and not Token.is_unresolved(arn) and not AMP_WORKSPACE_ARN.fullmatch(arn):
         problems.append(Problem(field="observability.amp_workspace_arn", value=arn,
                                 message="is not an Amazon Managed Service for Prometheus workspace ARN",
                                 fix="use arn:aws:aps:<region>:<account>:workspace/ws-..."))

@@ -55,7 +55,7 @@ def test_default_manifests_snapshot(default_documents: dict[str, str], snapshot:
 
 def test_slo_autoscaled_manifest_snapshot(snapshot: SnapshotAssertion, crd_errors: Validate) -> None:
     """An SLO and SLO autoscaling on both roles, capacities pinned as synth pins the advisor's."""
-    spec = pin_capacities(slo_autoscaled(decode_max=2), {"prefill": 19084.8, "decode": 2328.5})
+    spec = pin_capacities(slo_autoscaled(decode_max=2), {"prefill": 11608.6, "decode": 2328.5})
     document = render_inference_endpoint_config(spec, region="us-west-2")
     assert crd_errors(document) == []
     assert set(document["spec"]["pdSpec"]["autoScalingSpec"]) == {"prefillAutoScaling", "decodingAutoScaling"}

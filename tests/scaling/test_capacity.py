@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from importlib import metadata
@@ -16,8 +17,9 @@ from hyperpod_dpd.advisor.comparison import kv_room
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
-from hyperpod_dpd.scaling import RoleCapacity, compile_all
-from hyperpod_dpd.scaling.shape import pin_capacities, request_shape
+from hyperpod_dpd.scaling import DecodeBound, RoleCapacity, compile_all
+from hyperpod_dpd.scaling.shape import pin_capacities, prompt_lengths, request_shape
+from hyperpod_dpd.validation import check
 
 
 def _steps(spec: DpdSpec):  # type: ignore[no-untyped-def]
@@ -38,15 +40,28 @@ def test_the_decode_capacity_is_the_largest_batch_within_tpot_over_its_step(slo_
     assert f"batch {best} of {limit}" in advised["decode"].source
 
 
+def test_the_decode_capacity_names_what_holds_its_batch(advised: dict[str, RoleCapacity]) -> None:
+    # The default layout: batch 32 of 32 at ~14 ms per step, far within TPOT 50 ms: max_num_seqs holds it.
+    assert advised["decode"].bound is DecodeBound.MAX_NUM_SEQS
+    assert "held by max_num_seqs" in advised["decode"].source
+    tight = role_capacity(slo_autoscaled(tpot_ms=12), "decode")  # one step at batch 32 takes about 13.7 ms
+    assert tight.bound is DecodeBound.TPOT and "held by TPOT" in tight.source
+
+
+LONGEST = 16384 - 256  # the longest prompt max_model_len leaves room for with the default output
+
+
 def test_the_prefill_capacity_holds_p90_ttft_at_the_target_and_not_much_beyond(
         slo_spec: DpdSpec, advised: dict[str, RoleCapacity]) -> None:
-    steps, factors = _steps(slo_spec)
-    isl, _ = request_shape(slo_spec, slo_spec.prefill.autoscaling.slo)  # type: ignore[union-attr, arg-type]
-    service = factors.prefill * steps.prefill_s(isl)
-    rate = advised["prefill"].tokens_per_s / isl
+    slo = dataclasses.replace(slo_spec.prefill.autoscaling.slo, input_tokens=LONGEST)  # type: ignore[union-attr, arg-type]
+    steps, factors = _estimator(slo_spec, slo, None).steps(slo_spec.tensor_parallel_size), PhaseFactors()
+    assert f"of {LONGEST} tokens" in advised["prefill"].source
+    service = factors.prefill * steps.prefill_s(LONGEST)
+    rate = advised["prefill"].tokens_per_s / LONGEST
     assert rate < 1 / service  # below what one lane prefills back to back (M/D/1 stability)
-    transfer = plan(slo_spec, prompt_tokens=isl).request.transfer_seconds_at_line_rate
-    first = factors.decode * steps.decode_step_s(DEFAULT_MAX_NUM_SEQS["decode"])
+    transfer = plan(slo_spec, prompt_tokens=LONGEST).request.transfer_seconds_at_line_rate
+    room = kv_room(plan(slo_spec, prompt_tokens=LONGEST).decode.kv_cache_tokens, LONGEST + 256)
+    first = factors.decode * steps.decode_step_s(min(room, DEFAULT_MAX_NUM_SEQS["decode"]))
     stations = queueing.Stations(prefill_lanes=1, decoders=1, slots=1 << 30, prefill_s=lambda _: service,
                                  tpot_s=lambda _: first, handoff_s=transfer)
 
@@ -57,6 +72,27 @@ def test_the_prefill_capacity_holds_p90_ttft_at_the_target_and_not_much_beyond(
     # 5% more load is past the knee: the seeded simulation's p90 is not strictly monotone in the rate, but
     # its reversals are far smaller than what 5% more load adds this close to the lane's capacity.
     assert p90(min(rate * 1.05, 0.999 / service)) > 2.0
+
+
+def test_the_prefill_capacity_is_the_lowest_over_the_prompts_a_prefiller_gets(
+        slo_spec: DpdSpec, advised: dict[str, RoleCapacity]) -> None:
+    # At the threshold (4,096 tokens) one prefiller serves ~19,000 tokens/s, at 16,128 ~11,600: a target
+    # from the threshold alone would overstate what the longer prompts get by ~40%.
+    assert prompt_lengths(slo_spec, slo_spec.prefill.autoscaling.slo) == (4096, LONGEST)  # type: ignore[union-attr, arg-type]
+    at_threshold = role_capacity(with_slo_options(slo_spec, input_tokens=4096), "prefill")
+    assert advised["prefill"].tokens_per_s < 0.7 * at_threshold.tokens_per_s
+    assert "the lowest in tokens/s over prompts of 4096 and 16128 tokens" in advised["prefill"].source
+    assert "over prompts" not in at_threshold.source  # a given length is the only one
+
+
+def test_a_tiny_threshold_is_not_modelled_as_tiny_prompts_and_warns() -> None:
+    spec = dataclasses.replace(slo_autoscaled(), routing=dataclasses.replace(slo_autoscaled().routing, threshold=0))
+    assert prompt_lengths(spec, spec.prefill.autoscaling.slo) == (1024, LONGEST)  # type: ignore[union-attr, arg-type]
+    warning = next(w for w in check(spec).warnings if w.code == "SloShortPrompts")
+    assert warning.field == "routing.threshold" and "input_tokens" in warning.message
+    given = with_slo_options(spec, input_tokens=512)
+    assert prompt_lengths(given, given.prefill.autoscaling.slo) == (512,)  # type: ignore[union-attr, arg-type]
+    assert "SloShortPrompts" not in [w.code for w in check(given).warnings]
 
 
 def test_a_tighter_tpot_lowers_the_decode_target(advised: dict[str, RoleCapacity]) -> None:
@@ -90,6 +126,8 @@ def test_a_target_no_replica_meets_is_a_spec_error(slo: dict[str, int], field: s
         capacities(spec)
     assert field in [p.field for p in caught.value.problems]
     assert "Fix:" in str(caught.value)
+    # Lowering routing.threshold moves no long prompt off the prefiller: it is never the fix.
+    assert "routing.threshold" not in str(caught.value)
 
 
 def test_resolve_pins_every_capacity_so_the_charts_need_no_advisor(slo_spec: DpdSpec, resolved: DpdSpec,

@@ -20,6 +20,7 @@ from hyperpod_dpd.scaling.shape import pin_capacities, with_stand_in_capacities
 from hyperpod_dpd.spec import PrometheusTrigger, SloSpec
 from hyperpod_dpd.spec.loading import parse_spec
 from hyperpod_dpd.spec.schema import spec_json_schema
+from hyperpod_dpd.validation.run import check_data
 
 BASE = pin_capacities(slo_autoscaled(), {"prefill": 19000.0, "decode": 2300.0})
 
@@ -41,6 +42,8 @@ REFUSALS: list[tuple[str, Callable[[DpdSpec], DpdSpec], str]] = [
      "metrics.amp_workspace_url"),
     ("not a workspace", lambda s: dataclasses.replace(s, metrics=dataclasses.replace(
         s.metrics, amp_workspace_url="http://prometheus:9090")), "metrics.amp_workspace_url"),
+    ("a workspace and a newline", lambda s: dataclasses.replace(s, metrics=dataclasses.replace(
+        s.metrics, amp_workspace_url=f"{s.metrics.amp_workspace_url}\n")), "metrics.amp_workspace_url"),
     ("min 0", lambda s: _scaling(s, min_replicas=0), "prefill.autoscaling.min_replicas"),
     ("min above max", lambda s: _scaling(s, min_replicas=5, max_replicas=4), "prefill.autoscaling"),
     ("capacity 0", lambda s: _slo(s, capacity_tokens_per_s=0.0), "prefill.autoscaling.slo.capacity_tokens_per_s"),
@@ -48,6 +51,7 @@ REFUSALS: list[tuple[str, Callable[[DpdSpec], DpdSpec], str]] = [
      "prefill.autoscaling.slo.capacity_tokens_per_s"),
     ("capacity inf", lambda s: _slo(s, "decode", capacity_tokens_per_s=math.inf),
      "decode.autoscaling.slo.capacity_tokens_per_s"),
+    ("capacity 1e300", lambda s: _slo(s, capacity_tokens_per_s=1e300), "prefill.autoscaling.slo.capacity_tokens_per_s"),
     ("utilisation 0", lambda s: _slo(s, utilisation=0.0), "prefill.autoscaling.slo.utilisation"),
     ("utilisation above 1", lambda s: _slo(s, utilisation=1.5), "prefill.autoscaling.slo.utilisation"),
     ("start-up negative", lambda s: _slo(s, start_up_seconds=-1.0), "prefill.autoscaling.slo.start_up_seconds"),
@@ -104,12 +108,19 @@ def test_slo_true_is_every_default_and_false_none() -> None:
     assert list(jsonschema.Draft7Validator(spec_json_schema()).iter_errors(data)) == []
 
 
-def test_slo_a_string_is_refused_by_the_loader() -> None:
+@pytest.mark.parametrize("value", ["yes", 1, 0.5])
+def test_slo_neither_a_bool_nor_a_mapping_is_one_problem_naming_true(value: Any) -> None:
     data = spec_to_mapping(slo_autoscaled())
-    data["prefill"]["autoscaling"]["slo"] = "yes"
+    data["prefill"]["autoscaling"]["slo"] = value
     with pytest.raises(SpecError) as caught:
         spec_from_mapping(data)
     assert [p.field for p in caught.value.problems] == ["prefill.autoscaling.slo"]
+    problem = caught.value.problems[0]
+    assert "must be true, false or a mapping of options" in problem.message and "slo: true" in problem.fix
+    # The rules see it as on, so no "autoscaling needs at least one trigger" follows.
+    with pytest.raises(SpecError) as checked:
+        check_data(data)
+    assert [p.field for p in checked.value.problems] == ["prefill.autoscaling.slo"]
 
 
 def test_validate_checks_an_unresolved_spec_against_the_crd_with_a_stand_in() -> None:

@@ -6,10 +6,15 @@ Poisson arrivals, prompts served one at a time in FCFS order, the same model ``a
 counting the queue, the prefill, the KV transfer at line rate and the decoder's first step at its SLO batch:
 the TTFT budget is left for those by simulating them, not by a guessed margin. Poisson arrivals rather than
 Dynamo's deterministic ``1 / wall_time`` leave the headroom a bursty minute needs; the rate is found by
-bisection, so the result is the model's own p90, deterministic by its seed.
+bisection, so the result is the model's own p90, deterministic by its seed. It is found at each of
+:func:`~hyperpod_dpd.scaling.shape.prompt_lengths` and the lowest in tokens per second is the capacity.
 
 Decode: Dynamo Planner's law (peers-2026 §2.1): the largest batch ``B <= min(max_num_seqs, KV room)``
 whose decode step stays within ``slo.tpot_ms``; one decoder then generates ``B / step(B)`` tokens per second.
+It assumes pure decode steps: the prompts below ``routing.threshold`` that the decoder prefills itself take
+step time this does not count, while their output tokens are in the demand, so with many short prompts the
+capacity is overstated by about the share of decode time their prefills take; the queue and SLO-ratio
+floors then add what demand alone misses.
 """
 
 from __future__ import annotations
@@ -26,9 +31,16 @@ from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
-from hyperpod_dpd.scaling.compiled import RoleCapacity
+from hyperpod_dpd.scaling.compiled import DecodeBound, RoleCapacity
 from hyperpod_dpd.scaling.compiler import capacity_field
-from hyperpod_dpd.scaling.shape import pin_capacities, request_shape, scaled_roles, slo_scaling, target_seconds
+from hyperpod_dpd.scaling.shape import (
+    pin_capacities,
+    prompt_lengths,
+    request_shape,
+    scaled_roles,
+    slo_scaling,
+    target_seconds,
+)
 from hyperpod_dpd.spec import DpdSpec, SloScaling
 from hyperpod_dpd.validation import check
 
@@ -49,6 +61,13 @@ class DecodeBatch:
     batch: int
     step_s: float
     limit: int
+    # What ``limit`` is: max_num_seqs or the KV room, whichever is smaller (max_num_seqs on a tie).
+    limited_by: DecodeBound
+
+    @property
+    def bound(self) -> DecodeBound:
+        """What holds the batch: the TPOT target below the limit, else what the limit is."""
+        return self.limited_by if self.batch == self.limit else DecodeBound.TPOT
 
     @property
     def tokens_per_s(self) -> float:
@@ -70,7 +89,8 @@ def decode_batch(spec: DpdSpec, steps: StepTimes, factors: PhaseFactors, *, tpot
     """The largest batch within the KV room and ``max_num_seqs`` whose corrected step is within ``tpot_s``."""
     isl, osl = request_shape(spec, slo)
     room = kv_room(plan(spec, prompt_tokens=isl).decode.kv_cache_tokens, isl + osl)
-    limit = min(room, spec.decode.max_num_seqs or DEFAULT_MAX_NUM_SEQS["decode"])
+    seqs = spec.decode.max_num_seqs or DEFAULT_MAX_NUM_SEQS["decode"]
+    limit, limited_by = (seqs, DecodeBound.MAX_NUM_SEQS) if seqs <= room else (room, DecodeBound.KV_ROOM)
 
     def step(batch: int) -> float:
         return factors.decode * steps.decode_step_s(batch)
@@ -88,7 +108,7 @@ def decode_batch(spec: DpdSpec, steps: StepTimes, factors: PhaseFactors, *, tpot
             low = middle
         else:
             high = middle - 1
-    return DecodeBatch(batch=low, step_s=step(low), limit=limit)
+    return DecodeBatch(batch=low, step_s=step(low), limit=limit, limited_by=limited_by)
 
 
 def _prefill_p90(stations: queueing.Stations, rate: float, lane_rate: float) -> float:
@@ -97,8 +117,11 @@ def _prefill_p90(stations: queueing.Stations, rate: float, lane_rate: float) -> 
 
 
 def prefill_rate(spec: DpdSpec, steps: StepTimes, factors: PhaseFactors, *, ttft_s: float, slo: SloScaling,
-                 first_step_s: float) -> float:
-    """Prompts per second one prefiller serves with the simulated p90 TTFT within ``ttft_s``."""
+                 first_step_s: float, given: bool = True) -> float:
+    """Prompts per second one prefiller serves with the simulated p90 TTFT within ``ttft_s``.
+
+    ``given``: the prompt length is the spec's ``input_tokens``, not one of the default ends (the fix differs).
+    """
     isl, _ = request_shape(spec, slo)
     service = factors.prefill * steps.prefill_s(isl)
     transfer = plan(spec, prompt_tokens=isl).request.transfer_seconds_at_line_rate
@@ -108,12 +131,14 @@ def prefill_rate(spec: DpdSpec, steps: StepTimes, factors: PhaseFactors, *, ttft
     lane_rate = 1 / service
     idle = _prefill_p90(stations, IDLE_SHARE * lane_rate, lane_rate)
     if idle > ttft_s:
-        shorter = "prefill.autoscaling.slo.input_tokens" if slo.input_tokens else "routing.threshold"
+        # Not "lower routing.threshold": that moves no prompt off the prefiller, it only models a shorter one.
+        longest = "" if given else (", lower max_model_len (the longest prompt a prefiller is given; "
+                                    f"{isl} tokens leave room for the output)")
         raise SpecError([Problem(field="slo.ttft_ms", value=round(ttft_s * 1000, 3),
                                  message=f"is below one {isl}-token prompt's TTFT on an idle prefiller "
                                          f"({idle * 1000:,.0f} ms by the advisor: prefill, KV transfer and the first "
                                          "decode step)",
-                                 fix=f"raise slo.ttft_ms above {math.ceil(idle * 1000)}, lower {shorter}, or raise "
+                                 fix=f"raise slo.ttft_ms above {math.ceil(idle * 1000)}{longest}, or raise "
                                      "tensor_parallel_size")])
     low, high = IDLE_SHARE * lane_rate, lane_rate
     for _ in range(BISECTION_STEPS):
@@ -144,24 +169,41 @@ def role_capacity(spec: DpdSpec, role: str, *, factors: PhaseFactors | None = No
         raise SpecError([Problem(field=f"{role}.autoscaling.slo", value=None, message="is not set",
                                  fix=f"add {role}: {{autoscaling: {{slo: true}}}}")])
     target_s = target_seconds(spec, role)
-    estimator = _estimator(spec, slo, factors)
-    steps = estimator.steps(spec.tensor_parallel_size)
-    isl, osl = request_shape(spec, slo)
     if role == "decode":
+        estimator = _estimator(spec, slo, factors)
+        steps = estimator.steps(spec.tensor_parallel_size)
+        isl, osl = request_shape(spec, slo)
         batch = decode_batch(spec, steps, estimator.factors, tpot_s=target_s, slo=slo)
-        what = (f"batch {batch.batch} of {batch.limit} at {batch.step_s * 1000:.2f} ms per step within TPOT "
-                f"{target_s * 1000:g} ms, {isl}/{osl} tokens")
-        return RoleCapacity(tokens_per_s=batch.tokens_per_s,
+        held = {DecodeBound.TPOT: "held by TPOT", DecodeBound.MAX_NUM_SEQS: "held by max_num_seqs",
+                DecodeBound.KV_ROOM: "held by the KV room"}[batch.bound]
+        what = (f"batch {batch.batch} of {batch.limit} ({held}) at {batch.step_s * 1000:.2f} ms per step within "
+                f"TPOT {target_s * 1000:g} ms, {isl}/{osl} tokens; pure decode steps (the short prompts a decoder "
+                "prefills itself are not counted)")
+        return RoleCapacity(tokens_per_s=batch.tokens_per_s, bound=batch.bound,
                             source=_source(estimator, what, tp=spec.tensor_parallel_size))
-    tpot_s = spec.slo.tpot_ms / 1000 if spec.slo is not None and spec.slo.tpot_ms is not None else None
-    decode_slo = dataclasses.replace(slo, input_tokens=isl)
-    first = (decode_batch(spec, steps, estimator.factors, tpot_s=tpot_s, slo=decode_slo).step_s if tpot_s is not None
-             else estimator.factors.decode * steps.decode_step_s(1))
-    rate = prefill_rate(spec, steps, estimator.factors, ttft_s=target_s, slo=slo, first_step_s=first)
+    lengths = prompt_lengths(spec, slo)
+    found = [_prefill_capacity(spec, dataclasses.replace(slo, input_tokens=isl), factors, ttft_s=target_s,
+                               given=slo.input_tokens is not None) for isl in lengths]
+    estimator, rate, isl = min(found, key=lambda f: (f[1] * f[2], f[2]))
+    over = "" if len(lengths) == 1 else (f", the lowest in tokens/s over prompts of "
+                                         f"{' and '.join(str(n) for n in lengths)} tokens")
     what = (f"{rate:.3g} prompts/s of {isl} tokens with p90 TTFT within {target_s * 1000:g} ms on one prefill lane "
-            "(Poisson arrivals; KV transfer and the first decode step included)")
+            f"(Poisson arrivals; KV transfer and the first decode step included){over}")
     return RoleCapacity(tokens_per_s=rate * isl,
                         source=_source(estimator, what, tp=spec.tensor_parallel_size))
+
+
+def _prefill_capacity(spec: DpdSpec, slo: SloScaling, factors: PhaseFactors | None, *, ttft_s: float,
+                      given: bool) -> tuple[Estimator, float, int]:
+    """``(estimator, prompts per second, prompt tokens)`` of one prefiller at ``slo.input_tokens``."""
+    estimator = _estimator(spec, slo, factors)
+    steps = estimator.steps(spec.tensor_parallel_size)
+    isl, _ = request_shape(spec, slo)
+    tpot_s = spec.slo.tpot_ms / 1000 if spec.slo is not None and spec.slo.tpot_ms is not None else None
+    first = (decode_batch(spec, steps, estimator.factors, tpot_s=tpot_s, slo=slo).step_s if tpot_s is not None
+             else estimator.factors.decode * steps.decode_step_s(1))
+    rate = prefill_rate(spec, steps, estimator.factors, ttft_s=ttft_s, slo=slo, first_step_s=first, given=given)
+    return estimator, rate, isl
 
 
 def capacities(spec: DpdSpec, *, factors: PhaseFactors | None = None) -> dict[str, RoleCapacity]:

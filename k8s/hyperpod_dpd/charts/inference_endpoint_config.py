@@ -235,7 +235,6 @@ def _autoscaling(s: DpdSpec, role: str, scaling: AutoscalingSpec) -> dict[str, A
             "maxReplicaCount": compiled.max_replicas,
             "pollingInterval": compiled.polling_interval_s,
             "cooldownPeriod": compiled.cooldown_s,
-            "initialCooldownPeriod": compiled.initial_cooldown_s,
             "scaleUpStabilizationTime": compiled.scale_up_stabilisation_s,
             "scaleDownStabilizationTime": compiled.scale_down_stabilisation_s,
         }

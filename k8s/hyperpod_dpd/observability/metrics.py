@@ -128,8 +128,9 @@ INTER_TOKEN_LATENCY = Metric(name="vllm:inter_token_latency_seconds", kind=Kind.
 REQUEST_PROMPT_TOKENS = Metric(name="vllm:request_prompt_tokens", kind=Kind.HISTOGRAM, exporter=Exporter.VLLM,
                                provenance=f"{_VLLM} (buckets build_1_2_5_buckets(max_model_len))")
 # Every prompt token a pod's engine was given (vllm/v1/metrics/loggers.py l.591) and the ones its prefix cache
-# already held (l.516, counted in tokens): the difference is what the engine computed, SLO autoscaling's
-# prefill demand.
+# already held (l.516, counted in tokens). Their difference is not what the engine computed: the hits count
+# local GPU hits only and are counted again each time a waiting request is rescheduled; SLO autoscaling reads
+# PROMPT_TOKENS_BY_SOURCE's local_compute series instead (scaling/queries.py).
 PROMPT_TOKENS = Metric(name="vllm:prompt_tokens_total", kind=Kind.COUNTER, exporter=Exporter.VLLM, provenance=_VLLM)
 PREFIX_CACHE_HITS = Metric(name="vllm:prefix_cache_hits_total", kind=Kind.COUNTER, exporter=Exporter.VLLM,
                            provenance=f"{_VLLM} (tokens served from the prefix cache)")

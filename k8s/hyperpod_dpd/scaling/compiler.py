@@ -20,9 +20,17 @@ import math
 
 from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.scaling import queries, startup
-from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, RoleCapacity, Signal
-from hyperpod_dpd.scaling.shape import request_shape, role_spec, scaled_roles, slo_scaling, target_seconds
+from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, DecodeBound, RoleCapacity, Signal
+from hyperpod_dpd.scaling.shape import (
+    prompt_lengths,
+    request_shape,
+    role_spec,
+    scaled_roles,
+    slo_scaling,
+    target_seconds,
+)
 from hyperpod_dpd.spec import DpdSpec, MetricType
 from hyperpod_dpd.validation.slo_scaling import budget_replicas
 
@@ -63,12 +71,16 @@ def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = No
         capacity = RoleCapacity(tokens_per_s=slo.capacity_tokens_per_s, source=PINNED_SOURCE)
     notes: list[str] = []
     isl, osl = request_shape(spec, slo)
+    lengths = prompt_lengths(spec, slo)
     # Whole tokens per second: the fallback (a whole multiple of it) then asks for exactly the planned replicas.
     per_replica = float(max(1, math.floor(capacity.tokens_per_s * slo.utilisation)))
-    unit = "prompt tokens/s" if role == "prefill" else "output tokens/s"
+    unit = "computed prompt tokens/s" if role == "prefill" else "output tokens/s"
+    shape = (f"{isl}/{osl} tokens" if role == "decode" else f"{lengths[0]}-token prompts" if len(lengths) == 1
+             else f"prompts of {lengths[0]} to {lengths[-1]} tokens (the lower end's or the upper end's capacity, "
+                  "whichever is lower)")
     notes.append(f"demand target {per_replica:,.0f} {unit} per replica: {slo.utilisation:g} of the "
                  f"{capacity.tokens_per_s:,.0f} one replica serves within "
-                 f"{'TTFT' if role == 'prefill' else 'TPOT'} {target_s * 1000:g} ms at {isl}/{osl} tokens; "
+                 f"{'TTFT' if role == 'prefill' else 'TPOT'} {target_s * 1000:g} ms at {shape}; "
                  f"capacity {capacity.source}")
 
     maximum = scaling.max_replicas
@@ -77,20 +89,26 @@ def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = No
         notes.append(f"max_replicas {maximum} capped at {budget} by {binding}")
         maximum = budget
     if role == "decode" and maximum > DECODE_DEPLOYMENTS:
-        notes.append(decode_cap_note(maximum, per_replica))
+        notes.append(decode_cap_note(spec, maximum, capacity=capacity, per_replica=per_replica))
         maximum = DECODE_DEPLOYMENTS
     minimum = min(scaling.min_replicas, maximum)
     planned = min(maximum, max(minimum, role_cfg.replicas, 1))
 
     start_up_s = startup.start_up_seconds(spec, slo)
     down = startup.scale_down_stabilisation(start_up_s)
-    notes.append(f"start-up {start_up_s:,.0f} s ({'given' if slo.start_up_seconds is not None else 'estimated'}): "
-                 f"scale-down waits {down} s, scale-up {startup.SCALE_UP_STABILISATION_S} s")
+    how = ("given" if slo.start_up_seconds is not None else
+           f"an estimate: the weights at {startup.LOAD_BYTES_PER_S / 1e9:g} GB/s plus {startup.WARM_UP_S:g} s, from "
+           "one AWS figure, Llama 3.3 70B in 5-10 minutes from a cold S3 fetch; give start_up_seconds as measured")
+    notes.append(f"start-up {start_up_s:,.0f} s ({how}): scale-down waits {down} s, scale-up "
+                 f"{startup.SCALE_UP_STABILISATION_S} s")
     notes.append(f"while the demand series are absent the triggers hold {planned} replica(s)")
 
     window_s = target_s if role == "prefill" else (
         spec.slo.ttft_ms / 1000 if spec.slo is not None and spec.slo.ttft_ms is not None else DEFAULT_QUEUE_WINDOW_S)
-    per_request = isl if role == "prefill" else osl
+    # The shortest prompt the capacity was computed at: a replica clears the most of those, so more waiting
+    # misses the SLO whatever the prompts' lengths, and the floor adds no replica the demand does not need
+    # (synth, which sees only the pinned number, renders the same target).
+    per_request = lengths[0] if role == "prefill" else osl
     # Requests one replica clears within the window at its capacity: more waiting per replica misses the SLO.
     queue_target = max(1, math.floor(capacity.tokens_per_s * window_s / per_request))
     triggers = (
@@ -110,15 +128,37 @@ def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = No
         start_up_s=start_up_s, capacity=capacity, triggers=triggers, notes=tuple(notes))
 
 
-def decode_cap_note(wanted: int, per_replica: float) -> str:
-    """What the compiler would do with more decode deployments, and what the user can do instead."""
+def decode_cap_note(spec: DpdSpec, wanted: int, *, capacity: RoleCapacity, per_replica: float) -> str:
+    """What the compiler would do with more decode deployments, what goes wrong past one, and what to do instead.
+
+    Past its capacity a decoder whose batch TPOT holds misses TPOT; one held by ``max_num_seqs`` or its KV room
+    keeps its TPOT and queues the rest, so TTFT grows instead, and the cure differs.
+    """
+    cap = f"{capacity.tokens_per_s:,.0f}"
+    seqs = spec.decode.max_num_seqs or DEFAULT_MAX_NUM_SEQS["decode"]
+    past = {
+        DecodeBound.TPOT: (f"above {cap} output tokens/s the one decoder misses its TPOT target (a larger batch's "
+                           "step is slower than it)",
+                           "a larger tensor_parallel_size (a faster decode step, so a larger batch fits the TPOT "
+                           "target)"),
+        DecodeBound.MAX_NUM_SEQS: (f"above {cap} output tokens/s requests queue on the one decoder: its batch is "
+                                   f"held at decode.max_num_seqs {seqs} with the step within TPOT, so TPOT holds "
+                                   "and TTFT grows",
+                                   f"raise decode.max_num_seqs above {seqs} (the batch then grows up to the TPOT "
+                                   "target or the KV room), a larger tensor_parallel_size"),
+        DecodeBound.KV_ROOM: (f"above {cap} output tokens/s requests queue on the one decoder: its KV cache holds no "
+                              "more sequences, with the step within TPOT, so TPOT holds and TTFT grows",
+                              "FP8 KV cache or a larger tensor_parallel_size (more KV room)"),
+    }
+    what, cure = past[capacity.bound] if capacity.bound is not None else (
+        f"above {cap} output tokens/s the one decoder falls behind (TPOT or, when its batch is full, TTFT grows)",
+        "raise decode.max_num_seqs if the batch is full, a larger tensor_parallel_size")
     return (f"decode max_replicas {wanted} capped at {DECODE_DEPLOYMENTS}: the operator runs one decode deployment "
             "per endpoint (AWS's DPD docs and blog); the CRD accepts decodingSpec.replicas above 1 and AWS's "
             "troubleshooting page suggests raising it, but whether the router spreads decodes over several is "
             f"unverified. Uncapped, the triggers would ask for ceil(demand / {per_replica:,.0f}) decoders, up to "
-            f"{wanted}; above {per_replica:,.0f} output tokens/s the one decoder misses its TPOT target. To serve "
-            "more: a larger tensor_parallel_size (a faster decode step, so a larger batch fits the TPOT target, and "
-            "more KV room), FP8 weights or KV cache, or a second endpoint taking part of the traffic")
+            f"{wanted}; {what}. To serve more: {cure}, FP8 weights, or a second endpoint taking part of the "
+            "traffic")
 
 
 def compile_all(spec: DpdSpec, *, capacities: dict[str, RoleCapacity] | None = None) -> dict[str, CompiledScaling]:

@@ -1,10 +1,11 @@
 """The PromQL of SLO autoscaling's triggers: one series each, contracted series only, and a fallback.
 
-KEDA's Prometheus scaler reads an empty result as "no value" and leaves the role alone (peers-2026 §2.6:
-``ignoreNullValues`` defaults to true and the HyperPod CRD cannot change it), so a mistyped or absent
-series would silently never scale. Every query therefore ends in ``or vector(<fallback>)``: the demand
-query's fallback holds the planned replicas (KEDA and the HPA then ask for exactly that many), the floors'
-fallback is 0 (no opinion; the demand trigger decides).
+KEDA's Prometheus scaler reads an empty result, and a NaN or Inf, as 0 (``ignoreNullValues`` defaults to true
+and the HyperPod CRD cannot change it: kedacore/keda@8b4f083c pkg/scalers/prometheus_scaler.go:267-271 and
+:298-301, ``ExecutePromQuery``), so over an ``Average`` target a mistyped or absent series would ask for 0
+replicas: the role would drop to ``min_replicas``. Every query therefore ends in ``or vector(<fallback>)``:
+the demand query's fallback holds the planned replicas (KEDA and the HPA then ask for exactly that many), the
+floors' fallback is 0 (no opinion; the demand trigger decides).
 """
 
 from __future__ import annotations
@@ -45,20 +46,32 @@ def _pods(spec: DpdSpec, role: str) -> str:
 def demand(spec: DpdSpec, role: str, *, fallback: float) -> str:
     """Tokens per second the role's replicas must process, in total (an ``Average`` target divides it).
 
-    Prefill: the prompt tokens reaching the prefillers less the prefix-cache hits, which they do not compute.
-    Only prompts at or above ``routing.threshold`` reach a prefiller, so only prefill-pod series are read.
+    Prefill: the prompt tokens the prefillers compute, vLLM's own count of a prompt less every cached token,
+    local prefix cache and connector (LMCache) alike, counted once per finished prefill
+    (``vllm:prompt_tokens_by_source_total{source="local_compute"}``: vllm==0.19.0 v1/metrics/stats.py:282-302
+    ``computed += prompt_len - num_cached_tokens``, exported per source by v1/metrics/loggers.py:601-613 and
+    :1119-1123). ``prompt_tokens_total`` less ``prefix_cache_hits_total`` is not that: the hits count local
+    GPU hits only, and are counted again on every scheduling attempt of a request still waiting for KV room,
+    so that difference reads low exactly when the prefillers are overloaded. The capacity is in the same unit:
+    the advisor prefills whole prompts, every token computed. Only prompts at or above ``routing.threshold``
+    reach a prefiller, so only prefill-pod series are read.
     Decode: the output tokens the decoders generate.
     """
     pods, window = _pods(spec, role), rate_range(spec)
     if role == "prefill":
-        prompts = f"sum(rate({select(m.PROMPT_TOKENS.name, pods)}{window}))"
-        hits = f"sum(rate({select(m.PREFIX_CACHE_HITS.name, pods)}{window}))"
-        return _with_fallback(f"clamp_min({prompts} - ({hits} or vector(0)), 0)", fallback)
+        computed = select(m.PROMPT_TOKENS_BY_SOURCE.name, pods, f'source="{m.LOCAL_COMPUTE}"')
+        return _with_fallback(f"sum(rate({computed}{window}))", fallback)
     return _with_fallback(f"sum(rate({select(m.GENERATION_TOKENS.name, pods)}{window}))", fallback)
 
 
 def queue(spec: DpdSpec, role: str) -> str:
-    """Requests waiting on the role's engines, in total."""
+    """Requests waiting on the role's engines, in total.
+
+    On a decoder this counts the requests whose KV is still arriving from a prefiller too (vllm==0.19.0
+    v1/core/sched/scheduler.py:790-791 parks a ``WAITING_FOR_REMOTE_KVS`` request in ``skipped_waiting``, which
+    :1957 counts as waiting): transfers in flight read as waiting. With decode held at
+    one replica the floor changes nothing.
+    """
     return _with_fallback(f"sum({select(m.REQUESTS_WAITING.name, _pods(spec, role))})", 0)
 
 

@@ -15,8 +15,7 @@ def describe(compiled: CompiledScaling) -> list[str]:
         " per replica" if t.signal is not Signal.SLO_RATIO else "") for t in compiled.triggers)
     lines = [f"{compiled.role}: {compiled.min_replicas}..{compiled.max_replicas} replicas; {triggers}",
              f"  polling {compiled.polling_interval_s} s, scale-up window {compiled.scale_up_stabilisation_s} s, "
-             f"scale-down window {compiled.scale_down_stabilisation_s} s, initial cooldown "
-             f"{compiled.initial_cooldown_s} s"]
+             f"scale-down window {compiled.scale_down_stabilisation_s} s"]
     lines += [f"  - {note}" for note in compiled.notes]
     return lines
 
@@ -27,7 +26,8 @@ def to_json(compiled: CompiledScaling) -> dict[str, Any]:
             "initial_cooldown_s": compiled.initial_cooldown_s,
             "scale_up_stabilisation_s": compiled.scale_up_stabilisation_s,
             "scale_down_stabilisation_s": compiled.scale_down_stabilisation_s, "start_up_s": compiled.start_up_s,
-            "capacity": {"tokens_per_s": compiled.capacity.tokens_per_s, "source": compiled.capacity.source},
+            "capacity": {"tokens_per_s": compiled.capacity.tokens_per_s, "source": compiled.capacity.source,
+                         "bound": None if compiled.capacity.bound is None else compiled.capacity.bound.value},
             "triggers": [{"name": t.name, "signal": t.signal.value, "query": t.query, "target": t.target,
                           "metric_type": t.metric_type.value, "fallback": t.fallback} for t in compiled.triggers],
             "notes": list(compiled.notes)}

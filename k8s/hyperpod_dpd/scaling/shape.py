@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.spec import DpdSpec, RoleSpec, SloScaling
-from hyperpod_dpd.validation.slo_scaling import TARGET_FIELD, missing_target
+from hyperpod_dpd.validation.slo_scaling import SHORT_PROMPT_TOKENS, TARGET_FIELD, missing_target
 
 ROLES = ("prefill", "decode")
 
@@ -28,15 +28,32 @@ def scaled_roles(spec: DpdSpec) -> tuple[str, ...]:
 
 
 def request_shape(spec: DpdSpec, slo: SloScaling) -> tuple[int, int]:
-    """``(input, output)`` tokens per request the capacity is computed for.
+    """``(input, output)`` tokens per request the decode capacity is computed for.
 
     The input defaults to the routing threshold, the shortest prompt the router sends to a prefiller (the
-    planner's headline figures use it too), kept within ``max_model_len`` with room for the output.
+    planner's headline figures use it too), kept within ``max_model_len`` with room for the output. The
+    prefill capacity reads :func:`prompt_lengths` instead.
     """
     output = slo.output_tokens
     if slo.input_tokens is not None:
         return slo.input_tokens, output
     return max(1, min(spec.routing.threshold, spec.max_model_len - output)), output
+
+
+def prompt_lengths(spec: DpdSpec, slo: SloScaling) -> tuple[int, ...]:
+    """The prompt lengths the prefill capacity is computed at; the capacity is the lowest over them.
+
+    ``input_tokens`` alone when given. Else both ends of what a prefiller gets: ``routing.threshold`` (but at
+    least :data:`SHORT_PROMPT_TOKENS`) and the longest prompt ``max_model_len`` leaves room for with
+    ``output_tokens``. One prefiller's tokens per second rise with the prompt while per-request costs (the KV
+    transfer, the first decode step) dominate, and fall once attention's cost, quadratic in the prompt, does:
+    so the lowest over the range is at one of its ends, and the target holds whatever lengths arrive.
+    """
+    if slo.input_tokens is not None:
+        return (slo.input_tokens,)
+    longest = max(1, spec.max_model_len - slo.output_tokens)
+    shortest = min(longest, max(spec.routing.threshold, SHORT_PROMPT_TOKENS))
+    return tuple(sorted({shortest, longest}))
 
 
 def target_seconds(spec: DpdSpec, role: str) -> float:

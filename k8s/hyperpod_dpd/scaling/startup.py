@@ -12,13 +12,16 @@ import math
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.spec import DpdSpec, SloScaling
 
-# A cold weight load, bytes per second. AWS's HyperPod inference troubleshooting page: Llama 3.3 70B
-# "takes 5-10 minutes from a cold S3 fetch"; its BF16 weights are 141 GB, and the slow end (600 s, load
-# and warm-up together) less the warm-up below is about 0.25 GB/s. Planning at the slow end keeps a
-# replica from being counted as serving before it does.
+# An ESTIMATE from one data point, not a measurement: AWS's HyperPod inference troubleshooting page says
+# Llama 3.3 70B "takes 5-10 minutes from a cold S3 fetch" (weights and engine start together). Its BF16
+# weights are 141 GB; the slow end (600 s) less WARM_UP_S below leaves 540 s, about 0.26 GB/s, rounded down
+# to 0.25 GB/s. Planning at the slow end keeps a replica from being counted as serving before it does; a
+# measured start-up belongs in autoscaling.slo.start_up_seconds.
 LOAD_BYTES_PER_S = 0.25e9
-# vLLM's engine start after the weights: KV cache profiling and CUDA graph capture (vLLM 0.19.0 logs both
-# at start-up), about a minute on H100-class GPUs for a 70B model at TP 8.
+# An ASSUMED engine start after the weights (KV cache profiling, and CUDA graph capture unless the engine
+# runs eager), with no source of its own: it only splits AWS's 600 s above into load and warm-up, so the
+# estimate for other model sizes scales the load part alone. AWS's blog runs its prefiller with
+# --enforce-eager (no graph capture), which makes a minute generous there.
 WARM_UP_S = 60.0
 # The HPA refuses a stabilisation window above one hour (kubernetes release-1.27
 # pkg/apis/autoscaling/validation/validation.go, MaxStabilizationWindowSeconds = 3600), so the compiler never
@@ -36,7 +39,7 @@ SCALE_DOWN_START_UPS = 2
 
 
 def start_up_seconds(spec: DpdSpec, slo: SloScaling) -> float:
-    """``slo.start_up_seconds``, else the model's weights at :data:`LOAD_BYTES_PER_S` plus :data:`WARM_UP_S`."""
+    """``slo.start_up_seconds``, else an estimate: the weights at :data:`LOAD_BYTES_PER_S` plus :data:`WARM_UP_S`."""
     if slo.start_up_seconds is not None:
         return float(slo.start_up_seconds)
     return plan(spec).weights_bytes / LOAD_BYTES_PER_S + WARM_UP_S
@@ -49,5 +52,10 @@ def scale_down_stabilisation(start_up_s: float) -> int:
 
 
 def initial_cooldown(start_up_s: float) -> int:
-    """KEDA's ``initialCooldownPeriod``: no scale-in right after the ScaledObject appears, for one start-up."""
+    """One start-up, what KEDA's ``initialCooldownPeriod`` would be; not rendered.
+
+    KEDA reads ``initialCooldownPeriod`` (and ``cooldownPeriod``) only when it scales a target to zero
+    (kedacore/keda@8b4f083c pkg/scaling/executor/scale_scaledobjects.go:95-101 and :187-213), and SLO
+    autoscaling keeps ``min_replicas >= 1``, so it would change nothing.
+    """
     return math.ceil(start_up_s)

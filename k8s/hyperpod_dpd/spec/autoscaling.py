@@ -67,11 +67,13 @@ class SloScaling(Frozen):
     second over what one replica serves within the spec's ``slo:`` target (the advisor computes it for the
     exact layout, or it is pinned here), with a queue floor and an SLO-ratio floor beside it.
 
-    :param input_tokens: the prompt length the capacity is computed for. :default: - the routing threshold
-        (the shortest prompt the router sends to the prefiller; the planner's figures use it too)
+    :param input_tokens: the prompt length the capacity is computed for: the typical one, from a trace or bench.
+        :default: - prefill: the lower capacity of the routing threshold (at least 1,024 tokens) and the
+        longest prompt max_model_len allows; decode: the routing threshold
     :param output_tokens: the output length the decode capacity is computed for. :default: 256
-    :param capacity_tokens_per_s: one replica's prompt tokens (prefill) or output tokens (decode) per second at
-        the SLO. :default: - computed by the advisor at synth time (``hyperpod-dpd plan`` prints it)
+    :param capacity_tokens_per_s: one replica's computed prompt tokens (prefill) or output tokens (decode) per
+        second at the SLO, at most 1e7. :default: - computed by the advisor at synth time (``hyperpod-dpd plan``
+        prints it)
     :param utilisation: the share of that capacity each replica is driven to before KEDA adds one.
         :default: 0.9 (the HPA's 10% tolerance then still acts at or below capacity)
     :param max_nodes: a node budget for this role: caps max_replicas at the pods these nodes hold.
@@ -79,8 +81,8 @@ class SloScaling(Frozen):
     :param max_usd_per_hour: a dollar budget for this role's nodes at the shipped price table's rate
         (``plan`` prints it): caps max_replicas the same way. :default: - no dollar budget
     :param start_up_seconds: how long a new replica takes to serve (weights loaded, engine warmed), from which
-        the stabilisation windows are chosen. :default: - the model's weight bytes at 0.25 GB/s plus 60 s of
-        engine warm-up (AWS: Llama 3.3 70B takes 5-10 minutes from a cold S3 fetch)
+        the stabilisation windows are chosen. :default: - an estimate: the model's weight bytes at 0.25 GB/s
+        plus 60 s of engine warm-up, from one AWS figure (Llama 3.3 70B takes 5-10 minutes from a cold S3 fetch)
     """
 
     SHORTHAND: ClassVar[bool] = True

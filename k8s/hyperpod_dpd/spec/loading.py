@@ -187,8 +187,14 @@ def _convert(hint: Any, value: Any, path: str, out: _Collector) -> Any:
         kinds = record_kinds(options)
         if kinds is not None:
             return _convert_tagged(kinds, value, path, out)
-        if len(options) == 1 and isinstance(value, bool) and is_shorthand(options[0]):
-            return options[0]() if value else None  # ``slo: true`` is the record's defaults, ``false`` none
+        if len(options) == 1 and is_shorthand(options[0]) and not isinstance(value, Mapping):
+            if isinstance(value, bool):
+                return options[0]() if value else None  # ``slo: true`` is the record's defaults, ``false`` none
+            name = path.rsplit(".", 1)[-1]
+            out.add(path, value, f"must be true, false or a mapping of options, not {_kind_of(value)}",
+                    f"write {name}: true (every default) or {name}: {{option: value}}")
+            # Something was meant on: the rules check the rest as for ``true``, not as if the key were absent.
+            return options[0]()
         if len(options) == 1:
             return _convert(options[0], value, path, out)
         for option in options:  # e.g. ``str | ModelArchitecture``: pick by the shape of the value

@@ -16,8 +16,9 @@ from hyperpod_dpd.spec import AutoscalingSpec, CloudWatchTrigger, PrometheusTrig
 from hyperpod_dpd.validation.context import Finding, RuleContext, problem
 from hyperpod_dpd.validation.naming import DNS_LABEL
 
+# Matched with fullmatch: ``$`` would accept a trailing newline.
 AMP_WORKSPACE = re.compile(
-    r"^https://aps-workspaces\.[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*\.amazonaws\.com/workspaces/ws-[a-zA-Z0-9-]+$")
+    r"https://aps-workspaces\.[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*\.amazonaws\.com/workspaces/ws-[a-zA-Z0-9-]+")
 # KEDA's Prometheus scaler (kedacore/keda pkg/scalers/prometheus_scaler.go, ExecutePromQuery) sends the
 # query to /api/v1/query and decodes data.result as a list of {metric, value} samples: more than one
 # element is an error ("returned multiple elements"), and a scalar result ([time, "value"]) does not
@@ -96,7 +97,7 @@ def _triggers(field: str, triggers: Sequence[CloudWatchTrigger | PrometheusTrigg
         names.add(trigger.name)
         if trigger.target_value <= 0:
             yield problem(f"{path}.target_value", trigger.target_value, "must be positive", "set the per-pod target")
-        if isinstance(trigger, PrometheusTrigger) and not AMP_WORKSPACE.match(trigger.server_address):
+        if isinstance(trigger, PrometheusTrigger) and not AMP_WORKSPACE.fullmatch(trigger.server_address):
             yield problem(f"{path}.server_address", trigger.server_address, "must be an Amazon Managed Prometheus "
                           "workspace URL", "write https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-<id>")
         if isinstance(trigger, CloudWatchTrigger):

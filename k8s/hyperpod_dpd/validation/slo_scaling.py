@@ -21,6 +21,14 @@ from hyperpod_dpd.validation.context import Finding, RuleContext, problem
 TARGET_FIELD = {"prefill": "ttft_ms", "decode": "tpot_ms"}
 # The names the compiled triggers take; a written trigger may not reuse one (KEDA needs unique names).
 COMPILED_SUFFIXES = ("slo-demand", "slo-queue", "slo-ratio")
+# The shortest prompt the default prefill capacity is computed for (scaling/shape.py prompt_lengths). A
+# prefiller's tokens per second fall steeply below it, where the KV transfer and the first decode step cost
+# more than the prefill (the default layout serves 82 tokens/s of 1-token prompts, 19,085 of 4,096-token
+# ones, by the advisor): sized for 1-token prompts, 1 req/s of 4k prompts would ask for 57 prefillers, not 1.
+SHORT_PROMPT_TOKENS = 1024
+# The largest capacity one replica may pin, tokens per second: far above any GPU node's prefill rate (the
+# default layout's is ~2e4), and short enough that the rendered targetValue stays a plain number.
+MAX_CAPACITY_TOKENS_PER_S = 1e7
 WORKSPACE_FIX = "write https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-<id> (the stack's AMP workspace)"
 
 
@@ -65,7 +73,7 @@ def _finite(value: float) -> bool:
 def slo_scaling(ctx: RuleContext) -> Iterator[Finding]:
     spec = ctx.spec
     url = spec.metrics.amp_workspace_url
-    if url is not None and not AMP_WORKSPACE.match(url):
+    if url is not None and not AMP_WORKSPACE.fullmatch(url):
         yield problem("metrics.amp_workspace_url", url, "must be an Amazon Managed Prometheus workspace URL",
                       WORKSPACE_FIX)
     for role, cfg in spec.roles():
@@ -111,10 +119,20 @@ def _role(spec: DpdSpec, role: str, minimum: int, maximum: int, slo: SloScaling)
             yield problem(f"{field}.input_tokens", slo.input_tokens, f"is below routing.threshold "
                           f"{spec.routing.threshold}: no prompt that short reaches a prefiller",
                           f"give at least {spec.routing.threshold}, or leave it to default to the threshold")
+    elif role == "prefill" and spec.routing.threshold < SHORT_PROMPT_TOKENS:
+        yield SpecWarning(code="SloShortPrompts", field="routing.threshold",
+                          message=f"is {spec.routing.threshold}, so prompts under {SHORT_PROMPT_TOKENS} tokens reach "
+                                  f"the prefillers, but {field}'s capacity is computed from {SHORT_PROMPT_TOKENS} "
+                                  "tokens up: a prefiller serves far fewer tokens per second of shorter prompts "
+                                  "(the KV transfer and first decode step outweigh the prefill), so many short "
+                                  f"prompts would overload it. Raise routing.threshold to {SHORT_PROMPT_TOKENS} or "
+                                  f"more (short prompts are cheaper prefilled on the decoder), or set "
+                                  f"{field}.input_tokens to the typical prompt")
     capacity = slo.capacity_tokens_per_s
-    if capacity is not None and not (_finite(capacity) and capacity > 0):
-        yield problem(f"{field}.capacity_tokens_per_s", capacity, "must be a positive, finite number of tokens "
-                      "per second", "remove it to let the advisor compute it, or pin what hyperpod-dpd plan prints")
+    if capacity is not None and not (_finite(capacity) and 0 < capacity <= MAX_CAPACITY_TOKENS_PER_S):
+        yield problem(f"{field}.capacity_tokens_per_s", capacity, f"must be a positive, finite number of tokens "
+                      f"per second, at most {MAX_CAPACITY_TOKENS_PER_S:,.0f}", "remove it to let the advisor compute "
+                      "it, or pin what hyperpod-dpd plan prints")
     if not (_finite(slo.utilisation) and 0 < slo.utilisation <= 1):
         yield problem(f"{field}.utilisation", slo.utilisation, "must be above 0 and at most 1 (the share of one "
                       "replica's SLO capacity each replica is driven to)", "use e.g. 0.9")
