@@ -123,11 +123,11 @@ def test_the_demand_signal_reads_what_its_query_counts(slo_spec: DpdSpec, prefil
     peaks = [emulate(slo_spec, shared, scaling={"prefill": replace(prefill_scaling, triggers=(t,))},
                      latency=Analytic()).roles["prefill"].peak_replicas for t in (raw, computed)]
     assert peaks == [3, 1]
-    # the compiler's own prefill demand query subtracts the hits, so the emulator reads it as computed tokens
+    # the compiler's own prefill demand query reads vLLM's computed prompt tokens, so the emulator reads it so too
     spec = slo_autoscaled()
     compiled = compile_role(spec, "prefill", capacity=RoleCapacity(tokens_per_s=3000.0, source="test"))
     demand = next(t for t in compiled.triggers if t.signal is Signal.DEMAND)
-    assert "vllm:prefix_cache_hits_total" in demand.query and "vllm:prompt_tokens_total" in demand.query
+    assert "vllm:prompt_tokens_by_source_total{" in demand.query and 'source="local_compute"' in demand.query
     day = emulate(spec, shared, scaling={"prefill": replace(compiled, triggers=(demand,))}, latency=Analytic())
     assert day.roles["prefill"].peak_replicas == 1
     # and its SLO ratio drops a NaN quantile (`> 0`), so an idle window reads its fallback (the test below)

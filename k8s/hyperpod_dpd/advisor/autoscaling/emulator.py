@@ -191,10 +191,11 @@ def _signal_value(trigger: CompiledTrigger, role: str, history: _History, *, upt
         return history.queue[upto - 1]
     if trigger.signal is Signal.DEMAND:
         if role == "prefill":
-            # vllm:prompt_tokens_total counts every prompt token, cached or not; the compiled prefill query
-            # subtracts vllm:prefix_cache_hits_total (scaling/queries.py demand), a hand-written one may not
-            tokens = (history.served_prefill_tokens if "prefix_cache_hits" in trigger.query
-                      else history.served_prompt_tokens)
+            # vllm:prompt_tokens_total counts every prompt token, cached or not; the compiled prefill query reads
+            # vLLM's computed tokens (prompt_tokens_by_source_total{source="local_compute"}, scaling/queries.py
+            # demand), and a hand-written one may subtract vllm:prefix_cache_hits_total instead
+            computed = 'source="local_compute"' in trigger.query or "prefix_cache_hits" in trigger.query
+            tokens = history.served_prefill_tokens if computed else history.served_prompt_tokens
         else:
             tokens = history.served_output_tokens
         return sum(tokens[low:upto]) / (len(served) * step_s)
