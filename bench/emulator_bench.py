@@ -16,11 +16,9 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 from hyperpod_dpd.advisor import Traffic, advise
 from hyperpod_dpd.advisor.autoscaling import emulate
@@ -28,10 +26,7 @@ from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, Role
 from hyperpod_dpd.spec.autoscaling import MetricType
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.spec.observability import SloSpec
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from support import poisson_trace  # noqa: E402 - the tests' trace stand-in until the generator lands
+from hyperpod_dpd.traces import Lengths, at_rate
 
 DAY_S = 86_400.0
 SPEC = replace(default_spec(), slo=SloSpec(ttft_ms=1000, tpot_ms=30))
@@ -53,9 +48,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     repeat = parser.parse_args().repeat
-    trace = poisson_trace(lambda t: 3.0 - 2.0 * math.cos(2 * math.pi * t / DAY_S), duration_s=DAY_S, seed=1)
+    fixed = {"input_tokens": Lengths(mean=4096), "output_tokens": Lengths(mean=256)}
+    trace = at_rate(lambda t: 3.0 - 2.0 * math.cos(2 * math.pi * t / DAY_S), peak=5.0, duration_s=DAY_S, seed=1,
+                    **fixed)
     advise(SPEC, Traffic(isl=4096, osl=256, request_rate=3.0))  # warm-up
-    emulate(SPEC, poisson_trace(lambda _t: 1.0, duration_s=60, seed=0))
+    emulate(SPEC, at_rate(lambda _t: 1.0, peak=1.0, duration_s=60, seed=0, **fixed))
     cases: dict[str, Callable[[], object]] = {
         "advise --request-rate 3 (one point)": lambda: advise(SPEC, Traffic(isl=4096, osl=256, request_rate=3.0)),
         "emulate a day, fixed layout": lambda: emulate(SPEC, trace),

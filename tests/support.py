@@ -12,7 +12,6 @@ import dataclasses
 import importlib.util
 import json
 import os
-import random
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -28,7 +27,7 @@ from hypothesis import strategies as st
 from hyperpod_dpd import DpdSpec, spec_to_mapping
 from hyperpod_dpd.spec import AutoscalingSpec, SloScaling, SloSpec
 from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
-from hyperpod_dpd.traces.model import Trace, TraceRequest
+from hyperpod_dpd.traces import Lengths, Trace, at_rate
 
 
 def load_module(name: str, path: Path) -> ModuleType:
@@ -225,18 +224,12 @@ def fuzz_examples(count: int) -> int:
 
 def poisson_trace(rate: Callable[[float], float], *, duration_s: float, seed: int, isl: int = 4096, osl: int = 256,
                   peak: float | None = None) -> Trace:
-    """Poisson arrivals at ``rate(t)`` per second (thinned from ``peak``, by default the rate's largest value on a
-    minute grid), every request ``isl`` in and ``osl`` out: a stand-in for the trace generator in tests."""
-    draw = random.Random(seed)
+    """The traces package's Poisson arrivals at ``rate(t)`` per second (thinned from ``peak``, by default the rate's
+    largest value on a minute grid), every request ``isl`` in and ``osl`` out: the load shapes the emulator's tests
+    drive it with."""
     top = peak if peak is not None else max(rate(t) for t in range(0, int(duration_s) + 1, 60))
-    found: list[float] = []
-    when = 0.0
-    while (when := when + draw.expovariate(top)) < duration_s:
-        if draw.random() * top <= rate(when):
-            found.append(when)
-    first = found[0] if found else 0.0
-    return Trace(requests=tuple(TraceRequest(at_s=t - first, input_tokens=isl, output_tokens=osl) for t in found),
-                 source=f"poisson test trace, seed {seed}")
+    return at_rate(rate, peak=top, duration_s=duration_s, seed=seed, input_tokens=Lengths(mean=isl),
+                   output_tokens=Lengths(mean=osl))
 
 
 # --- SLO autoscaling --------------------------------------------------------------------------------

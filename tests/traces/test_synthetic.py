@@ -13,7 +13,7 @@ import statistics
 import pytest
 
 from hyperpod_dpd.errors import UsageError
-from hyperpod_dpd.traces import ArrivalKind, Lengths, LengthShape, PrefixGroups, Trace, generate, summarise
+from hyperpod_dpd.traces import ArrivalKind, Lengths, LengthShape, PrefixGroups, Trace, at_rate, generate, summarise
 
 
 @pytest.fixture(scope="session")
@@ -163,3 +163,24 @@ def test_a_huge_peak_time_keeps_the_diurnal_shape() -> None:
     huge = generate("diurnal", rate_per_s=0.5, duration_s=period, seed=3, peak_at_s=1e308)
     quarters = [_in(huge, q * period / 4, (q + 1) * period / 4) for q in range(4)]
     assert max(quarters) > 1.3 * min(quarters)  # peak/trough 3: the busiest quarter holds ~2x the quietest
+
+
+def test_a_trace_at_a_given_rate_follows_its_shape() -> None:
+    # 1/s for the first half hour, 5/s for the second: counts are Poisson, so each half lies within 4 standard
+    # deviations (sqrt of the mean) of 1,800 and 9,000 (a chance of about 6e-5 each of a false failure); arrivals
+    # are moved so the first is at 0, which shifts the boundary by the first gap, about 1 s (a few requests)
+    trace = at_rate(lambda t: 1.0 if t < 1800 else 5.0, peak=5.0, duration_s=3600, seed=3,
+                    input_tokens=Lengths(mean=4096), output_tokens=Lengths(mean=7))
+    low = sum(1 for r in trace.requests if r.at_s < 1800)
+    high = len(trace.requests) - low
+    assert trace.requests[0].at_s == 0 and {r.input_tokens for r in trace.requests} == {4096}
+    assert abs(low - 1800) < 4 * math.sqrt(1800) and abs(high - 9000) < 4 * math.sqrt(9000)
+    assert at_rate(lambda _t: 2.0, peak=2.0, duration_s=600, seed=1) == at_rate(
+        lambda _t: 2.0, peak=2.0, duration_s=600, seed=1)
+
+
+@pytest.mark.parametrize("kwargs", [{"peak": 0.0, "duration_s": 60.0}, {"peak": math.nan, "duration_s": 60.0},
+                                    {"peak": 1.0, "duration_s": math.inf}, {"peak": 1e9, "duration_s": 1e9}])
+def test_a_trace_at_a_given_rate_refuses_what_it_cannot_draw(kwargs: dict[str, float]) -> None:
+    with pytest.raises(UsageError):
+        at_rate(lambda _t: 1.0, seed=0, **kwargs)

@@ -163,7 +163,38 @@ def generate(kind: ArrivalKind | str, *, rate_per_s: float = 2.0, duration_s: fl
     if not arrivals:
         raise UsageError(f"{rate_per_s:.3g} requests/s for {duration_s:.3g} s drew no request (the mean is "
                          f"{expected:.3g}); raise the rate or the duration")
-    first = arrivals[0]  # the first request is at 0, as in a trace read from a file
+    return _trace(arrivals, rng, input_tokens=input_tokens, output_tokens=output_tokens, prefix=prefix,
+                  source=_source(kind, rate_per_s, duration_s, seed, prefix))
+
+
+def at_rate(rate: Callable[[float], float], *, peak: float, duration_s: float, seed: int = 0,
+            input_tokens: Lengths = DEFAULT_INPUT, output_tokens: Lengths = DEFAULT_OUTPUT) -> Trace:
+    """Poisson arrivals at ``rate(t)`` per second, for a load shape no kind names (a step, a short burst): a
+    non-homogeneous Poisson process thinned from ``peak``, which ``rate`` must never exceed.
+
+    :raises UsageError: ``peak`` or ``duration_s`` not a positive finite number, over MAX_REQUESTS requests, or no
+        request drawn.
+    """
+    for name, value in (("peak", peak), ("duration_s", duration_s)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{name}: must be a finite number above 0 (got {value:.3g}); give e.g. 2")
+    if peak * duration_s > MAX_REQUESTS:
+        raise UsageError(f"{peak:.3g} requests/s for {duration_s:.3g} s may draw over {MAX_REQUESTS:,} requests; "
+                         "lower the peak or the duration")
+    rng = random.Random(seed)
+    arrivals = list(_thinned(rng, rate, peak, duration_s))
+    if not arrivals:
+        raise UsageError(f"a peak of {peak:.3g} requests/s for {duration_s:.3g} s drew no request; raise the rate "
+                         "or the duration")
+    return _trace(arrivals, rng, input_tokens=input_tokens, output_tokens=output_tokens, prefix=None,
+                  source=f"synthetic trace at a given rate (peak {peak:g} requests/s for {duration_s:g} s, "
+                         f"seed {seed})")
+
+
+def _trace(arrivals: list[float], rng: random.Random, *, input_tokens: Lengths, output_tokens: Lengths,
+           prefix: PrefixGroups | None, source: str) -> Trace:
+    """The requests at ``arrivals``, the first moved to 0 as in a trace read from a file."""
+    first = arrivals[0]
     inp, out = input_tokens.sampler(rng), output_tokens.sampler(rng)
     blocks = _Blocks(rng, prefix) if prefix else None
     requests = []
@@ -171,8 +202,7 @@ def generate(kind: ArrivalKind | str, *, rate_per_s: float = 2.0, duration_s: fl
         length = inp()
         requests.append(TraceRequest(at_s=at - first, input_tokens=length, output_tokens=out(),
                                      prefix_blocks=blocks.of(length) if blocks else ()))
-    return Trace(requests=tuple(requests), source=_source(kind, rate_per_s, duration_s, seed, prefix),
-                 block_tokens=BLOCK_TOKENS if prefix else None)
+    return Trace(requests=tuple(requests), source=source, block_tokens=BLOCK_TOKENS if prefix else None)
 
 
 def _kind(kind: ArrivalKind | str) -> ArrivalKind:
@@ -200,10 +230,15 @@ def _poisson(rng: random.Random, rate: float, duration: float) -> Iterator[float
 def _diurnal(rng: random.Random, mean: float, duration: float, *, ratio: float, period: float,
              peak_at: float) -> Iterator[float]:
     amplitude = (ratio - 1) / (ratio + 1)
-    peak = mean * (1 + amplitude)
     omega = 2 * math.pi / period
+    yield from _thinned(rng, lambda at: mean * (1 + amplitude * math.cos(omega * (at - peak_at))),
+                        mean * (1 + amplitude), duration)
+
+
+def _thinned(rng: random.Random, rate: Callable[[float], float], peak: float, duration: float) -> Iterator[float]:
+    """Arrivals at ``rate(t) <= peak``: Poisson at ``peak``, each kept with probability ``rate(t) / peak``."""
     for at in _poisson(rng, peak, duration):
-        if rng.random() * peak < mean * (1 + amplitude * math.cos(omega * (at - peak_at))):
+        if rng.random() * peak <= rate(at):
             yield at
 
 
