@@ -11,7 +11,7 @@ from genai-bench's sonnet and aiperf's Shakespeare corpus, so nothing is downloa
 
 from __future__ import annotations
 
-import http.client
+import dataclasses
 import importlib.util
 import itertools
 import json
@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
-from urllib.parse import urlsplit
 
 import boto3
 import pytest
@@ -181,26 +180,12 @@ def rendered_benchmark_container(scenario: Scenario) -> dict[str, Any]:
     return found
 
 
-def second_client(url: str, requests: int) -> None:
-    """Another client of the same endpoint: ``requests`` streamed chat requests of ISL words, one after another."""
-    where = urlsplit(url)
-    for number in range(requests):
-        connection = http.client.HTTPConnection(where.hostname or "127.0.0.1", where.port, timeout=30)
-        body = {"model": "/opt/ml/model", "max_tokens": OSL, "ignore_eos": True, "stream": True,
-                "messages": [{"role": "user", "content": " ".join(f"other{number}" for _ in range(ISL))}]}
-        connection.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
-        connection.getresponse().read()
-        connection.close()
-
-
 def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario | None = None, *,
                container: dict[str, Any] | None = None, mounts: dict[str, str] | None = None,
-               client: Client | None = None, intruder: int = 0) -> Run:
+               client: Client | None = None) -> Run:
     """The rendered Job's benchmark container (genai-bench by default here, else the scenario's client), run here
     against the stub; ``container`` (with ``client``) runs another rendering of it, such as a trace replay's, with
-    ``mounts`` (pod path to local folder) beside the Job's own volumes; ``intruder`` requests from a second client
-    reach the stub in the first level's window (sent right after the counters before it were read, while the pod
-    pauses)."""
+    ``mounts`` (pod path to local folder) beside the Job's own volumes."""
     scenario = scenario or Scenario(isl=ISL, osl=OSL, concurrency=LEVELS, requests=REQUESTS, max_seconds=60,
                                     client=Client.GENAI_BENCH)
     container = container or rendered_benchmark_container(scenario)
@@ -237,8 +222,6 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                     metrics[int(quiet[1])] = (server.metrics("/router/metrics") or "",
                                               server.metrics("/decoder/metrics") or "")
                     seen[int(quiet[1])] = len(server.prompts)
-                    if intruder and int(quiet[1]) == 0:
-                        second_client(url, intruder)
                     prefiller[int(quiet[1])] = server.metrics("/prefiller/metrics") or ""
             stderr = process.stderr.read()
             process.wait(timeout=240)
@@ -246,7 +229,7 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
         router_log, estimates = "".join(f"{line}\n" for line in server.router_log), tuple(server.estimates)
     code = int((results / "exit-code").read_text().strip())
     return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen,
-               ttfts, router_log, estimates, intruder,
+               ttfts, router_log, estimates,
                prefiller_metrics={window: text for window, text in prefiller.items() if text}, behaviour=behaviour)
 
 
@@ -258,9 +241,9 @@ def stub_runner() -> SimpleNamespace:
 
 
 def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any,
-         scenario: Scenario | None = None, *, intruder: int = 0) -> Iterator[Run]:
+         scenario: Scenario | None = None) -> Iterator[Run]:
     base = tmp_path_factory.mktemp(name)
-    yield run_client(behaviour, tokenizer_dir, base, scenario, intruder=intruder)
+    yield run_client(behaviour, tokenizer_dir, base, scenario)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -315,29 +298,97 @@ def short_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> 
                     Behaviour(first_token_s=0.02, per_token_s=0.005, max_output_tokens=4))
 
 
-TWIN_BUCKETS = (0.01, 0.02, 0.021, 0.022, 0.025, 0.03, 0.05, 0.1, 0.25)  # vLLM's own are coarser; 1 ms steps here
 INTRUDER_REQUESTS = 12  # a second client's requests in the first level: more than its 8, past any cut-off slack
+ENGINE = 'engine="0",model_name="/opt/ml/model"'  # the stub's vLLM labels
+SAMPLE_LINE = r"^{name}(?P<labels>\{{[^}}]*\}})? (?P<value>\S+)$"
+
+
+def add_to_sample(text: str, name: str, delta: float, *, labels: str = "") -> str:
+    """``text`` with ``delta`` added to the sample of series ``name`` whose labels hold ``labels``."""
+    def added(match: re.Match[str]) -> str:
+        if labels not in (match["labels"] or ""):
+            return match[0]
+        return f"{match[0].rsplit(' ', 1)[0]} {float(match['value']) + delta!r}"
+    return re.sub(SAMPLE_LINE.format(name=re.escape(name)), added, text, flags=re.M)
+
+
+def sample(text: str, name: str, *, labels: str = "") -> float:
+    found = [float(m["value"]) for m in re.finditer(SAMPLE_LINE.format(name=re.escape(name)), text, flags=re.M)
+             if labels in (m["labels"] or "")]
+    return sum(found)
+
+
+def with_intruder(run: Run, requests: int) -> Run:
+    """``run`` as if a second client had sent ``requests`` of its own prompts (ISL words each, disaggregated, TTFT the
+    stub's ``first_token_s``) right after window 0 was read, and its engine served vLLM's own TTFT histogram: every
+    snapshot from window 1 on counts them, as the stub counted a live second client. The benchmark client's files are
+    unchanged: they are what it sent."""
+    ttft, words = run.behaviour.first_token_s, ISL
+    metrics = {}
+    for window, texts in sorted(run.metrics.items()):
+        router, decoder = texts
+        extra = requests if window else 0
+        router = add_to_sample(router, "dpd_routing_disaggregated_total", extra)
+        for bound in re.findall(r'^dpd_e2e_ttft_seconds_bucket\{le="([^"]+)"\}', router, flags=re.M):
+            if float(bound) >= ttft:  # a histogram's buckets are cumulative: each at or above the TTFT holds them
+                router = add_to_sample(router, "dpd_e2e_ttft_seconds_bucket", extra, labels=f'le="{bound}"')
+        for part, delta in (("_count", extra), ("_sum", extra * ttft)):
+            router = add_to_sample(router, f"dpd_e2e_ttft_seconds{part}", delta)
+        decoder = add_to_sample(decoder, "vllm:request_success_total", extra, labels='finished_reason="length"')
+        for name, labels, delta in (("vllm:prompt_tokens_by_source_total", "external_kv_transfer", extra * words),
+                                    ("vllm:prompt_tokens_total", "", extra * words),
+                                    ("vllm:generation_tokens_total", "", extra * OSL)):
+            decoder = add_to_sample(decoder, name, delta, labels=labels)
+        # the engine's clock: the stub's router and engine time a request alike (Behaviour.engine_ttft)
+        engine = "".join(line.replace("dpd_e2e_ttft_seconds", "vllm:time_to_first_token_seconds").replace(
+            "{le=", f"{{{ENGINE},le=").replace("_sum ", f"_sum{{{ENGINE}}} ").replace("_count ", f"_count{{{ENGINE}}} ")
+            + "\n" for line in router.splitlines() if "dpd_e2e_ttft" in line)
+        metrics[window] = (router, decoder + engine)
+    at = run.prompts_seen[0]
+    intruders = tuple(" ".join(f"other{n}" for _ in range(words)) for n in range(requests))
+    return dataclasses.replace(
+        run, metrics=metrics, prompts=run.prompts[:at] + intruders + run.prompts[at:],
+        prompts_seen={w: seen + (requests if w else 0) for w, seen in run.prompts_seen.items()},
+        server_ttfts=run.server_ttfts[:at] + (ttft,) * requests + run.server_ttfts[at:], intruded=requests,
+        behaviour=dataclasses.replace(run.behaviour, engine_ttft=True))
+
+
+def estimated_short(run: Run, scale: float) -> Run:
+    """``run`` as if its router estimated every prompt at ``scale`` of its length (Behaviour.estimate_scale) and so
+    kept all of them local: its routing counters, the decoder's prompt tokens by source and its routing lines."""
+    threshold = run.behaviour.routing_threshold
+    metrics = {}
+    for window, texts in run.metrics.items():
+        router, decoder = texts
+        routed = sample(router, "dpd_routing_disaggregated_total")
+        external = sample(decoder, "vllm:prompt_tokens_by_source_total", labels="external_kv_transfer")
+        router = add_to_sample(add_to_sample(router, "dpd_routing_disaggregated_total", -routed),
+                               "dpd_routing_local_total", routed)
+        decoder = add_to_sample(add_to_sample(decoder, "vllm:prompt_tokens_by_source_total", -external,
+                                              labels="external_kv_transfer"),
+                                "vllm:prompt_tokens_by_source_total", external, labels="local_compute")
+        metrics[window] = (router, decoder)
+    estimates = tuple(int(estimate * scale) for estimate in run.estimates)
+    log = "".join(f"INFO Conditional routing: estimated_tokens={e}, threshold={threshold}, "
+                  f"disaggregate={e >= threshold}\n" for e in estimates)
+    return dataclasses.replace(run, metrics=metrics, estimates=estimates, router_log=log,
+                               behaviour=dataclasses.replace(run.behaviour, estimate_scale=scale))
 
 
 @pytest.fixture(scope="session")
-def shared_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
-    """Healthy answers from an engine that serves its own TTFT histogram, as the aggregated twin's vLLM does, but a
-    second client of the same endpoint sends its own requests during the first level (the second is the
-    benchmark's alone)."""
-    yield from _run(tmp_path_factory, tokenizer_dir, "shared",
-                    Behaviour(first_token_s=0.02, per_token_s=0.005, engine_ttft=True, ttft_buckets=TWIN_BUCKETS),
-                    intruder=INTRUDER_REQUESTS)
+def shared_run(healthy_run: Run) -> Run:
+    """The healthy run with a second client of the same endpoint sending its own requests during the first level
+    (the second is the benchmark's alone), against an engine that serves its own TTFT histogram, as the aggregated
+    twin's vLLM does."""
+    return with_intruder(healthy_run, INTRUDER_REQUESTS)
 
 
 @pytest.fixture(scope="session")
-def short_estimate_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
-    """One level (concurrency 2) of healthy answers; the server counts every prompt clear of the threshold (32), but
-    the router estimates each at 30% of its length (a length rule that counts shorter than bench's shipped
-    lengths), so it disaggregates none."""
-    yield from _run(tmp_path_factory, tokenizer_dir, "short-estimate",
-                    Behaviour(first_token_s=0.02, per_token_s=0.005, estimate_scale=0.3),
-                    Scenario(isl=ISL, osl=OSL, concurrency=(2,), requests=REQUESTS, max_seconds=60,
-                             client=Client.GENAI_BENCH))
+def short_estimate_run(healthy_run: Run) -> Run:
+    """The healthy run, but the router estimates each prompt at 30% of its length (a length rule that counts
+    shorter than bench's shipped lengths), so it disaggregates none while the server counts every prompt clear of
+    the threshold (32)."""
+    return estimated_short(healthy_run, 0.3)
 
 
 @pytest.fixture(scope="session")

@@ -14,10 +14,10 @@ against ``routing_threshold``, and the decoder's ``vllm:prompt_tokens_by_source_
 request's prompt arrives as ``external_kv_transfer`` unless ``kv_transfer`` is off. The decoder (for
 the aggregated twin: its one engine) also serves vLLM's ``vllm:time_to_first_token_seconds`` histogram,
 from the same clock as the router's (with ``engine_ttft``), and
-``vllm:request_success_total{finished_reason}`` (``length`` for an answer streamed whole, ``abort``
-for one the client cut off; vLLM 0.19 ``vllm/v1/metrics/loggers.py:645``), and the router logs its
-documented ``Conditional routing: estimated_tokens=E, threshold=T, disaggregate=...`` line per request
-(:attr:`_Server.router_log`).
+``vllm:request_success_total{finished_reason}`` (``length`` for an answer made whole; nothing for one
+its client cut off, as vLLM 0.19's ``OutputProcessor.abort_requests`` counts none, ``loggers.py:645``),
+and the router logs its documented ``Conditional routing: estimated_tokens=E, threshold=T,
+disaggregate=...`` line per request (:attr:`_Server.router_log`).
 """
 
 from __future__ import annotations
@@ -138,16 +138,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         time.sleep(behaviour.first_token_s)
-        generated = [False]
-        try:
-            self._stream(body, number, tokens, received=received, prompt_tokens=len(prompt.split()),
-                         generated=generated)
-        finally:
-            if not generated[0]:  # the client went away before the last token: vLLM aborts the request
-                self.server.finished("abort")
+        # a client that goes away before the last token is counted under no finished_reason (vLLM counts none)
+        self._stream(body, number, tokens, received=received, prompt_tokens=len(prompt.split()))
 
-    def _stream(self, body: dict[str, Any], number: int, tokens: int, *, received: float, prompt_tokens: int,
-                generated: list[bool]) -> None:
+    def _stream(self, body: dict[str, Any], number: int, tokens: int, *, received: float, prompt_tokens: int) -> None:
         behaviour = self.server.behaviour
         for index in range(tokens):
             if index:
@@ -157,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.generated()
             if not index:  # the router's TTFT: request in, first token out
                 self.server.first_token(time.perf_counter() - received)
-        generated[0] = True  # vLLM counts a request finished when its last token is made, read or not
+        # vLLM counts a request finished when its last token is made, read or not
         self.server.finished("length")
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
                  "total_tokens": prompt_tokens + tokens}
@@ -204,7 +198,7 @@ class _Server(ThreadingHTTPServer):
         self.stage_sums = [0.0] * len(behaviour.stage_split)  # seconds, per share of Behaviour.stage_split
 
     def finished(self, reason: str) -> None:
-        """One request finished: streamed whole (``length``) or cut off by its client (``abort``)."""
+        """One request finished by the engine (``length``: made whole)."""
         with self._lock:
             self.finish_reasons[reason] = self.finish_reasons.get(reason, 0) + 1
 

@@ -121,6 +121,13 @@ def test_ab_reports_the_change_from_aggregated(capsys: pytest.CaptureFixture[str
     assert [line.split()[0] for line in ab[2:14]] == ["2"] * 6 + ["4"] * 6
     buyer = document["ab_buyer"]
     assert [layout["gpus"] for layout in buyer["layouts"]] == [16, 8]
+    for row, level in zip(document["ab"], buyer["levels"], strict=True):  # each change beside its interval
+        tpot = {m["metric"]: m for m in level["metrics"]}["tpot_p50_s"]
+        assert row["change_interval_percent"]["tpot_p50"] == {"verdict": tpot["verdict"], "interval": {
+            **tpot["interval"], "low": pytest.approx(tpot["interval"]["low"] / tpot["aggregated"] * 100),
+            "high": pytest.approx(tpot["interval"]["high"] / tpot["aggregated"] * 100)}}
+        assert row["change_interval_percent"]["e2e_p50"] == {"verdict": "no interval (one run; --repeat 2 or more)",
+                                                             "interval": None}
     for level in buyer["levels"]:
         metrics = {m["metric"]: m for m in level["metrics"]}
         assert metrics["ttft_p50_s"]["interval"]["method"] == "bootstrap"  # one run: over its requests

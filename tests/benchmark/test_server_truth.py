@@ -8,29 +8,36 @@ its own clock, every request it served, every estimate its router made. Each ass
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
+import socket
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from statistics import fmean
+from statistics import fmean, median_low
 from types import ModuleType
 from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
-from support import FakeClock, write_spec
+from support import FakeClock, load_module, write_spec
 
-from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
+from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf
+from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation, RouterEstimates, disaggregation_warnings
 from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
+from hyperpod_dpd.benchmark.overhead import overhead_warnings, twin_ttft
 from hyperpod_dpd.benchmark.results import collect
-from hyperpod_dpd.benchmark.route import isl_for_model
+from hyperpod_dpd.benchmark.route import RoutePath, isl_for_model
 from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
 from hyperpod_dpd.benchmark.trust import Trust
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.contracts.router import clears
 from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.observability.metrics import TTFT
 
 RUN = "20261201-0300"
 TRAFFIC = ("--run-id", RUN, "--concurrency", "2,4", "--isl", "64", "--osl", "16", "--requests", "8",
@@ -77,11 +84,13 @@ def _no_engine_ttft(text: str) -> str:
 
 def ab_cluster(fakes: ModuleType, dpd: Any, twin: Any | None = None, *,
                twin_router: Callable[[str], str] = _no_router_ttft, twin_engine: Callable[[str], str] = str,
-               no_selector: tuple[str, ...] = ()) -> Any:
+               no_selector: tuple[str, ...] = (), twin_router_pod: bool = True, twin_restarting: bool = False) -> Any:
     """A recorded cluster where the DPD Job replays ``dpd`` and the twin's Job ``twin``: each endpoint's router and
     engine pods answer /metrics with their own run's counters of the window their Job's log is in (the twin's
     router through ``twin_router``, by default one without a TTFT histogram, its engine through ``twin_engine``), and
-    the DPD router's log holds the stub router's routing lines."""
+    the DPD router's log holds the stub router's routing lines. ``twin_router_pod`` False: the twin has no router
+    pod (the operator makes one only with a pdSpec); ``twin_restarting``: its engine container restarts between
+    every two reads of its pods."""
     names = {"dpd": f"bench-dpd-test-{RUN}", "agg": f"bench-dpd-test-agg-{RUN}"}
     runs = {"dpd": dpd, "agg": twin if twin is not None else dpd}
     replays = {key: fakes.replay(runs[key], names[key]) for key in names}
@@ -90,8 +99,12 @@ def ab_cluster(fakes: ModuleType, dpd: Any, twin: Any | None = None, *,
                 for name in names.values()}
     endpoints = fakes.router_and_decoder()
     twin_pods = fakes.twin_pods()
-    other = {**endpoints, **job_pods, f"default|{fakes.twin_selector()}": twin_pods[f"default|{fakes.twin_selector()}"],
-             f"{ROUTERS}|": endpoints[f"{ROUTERS}|"] + twin_pods[f"{ROUTERS}|"]}
+    engines = f"default|{fakes.twin_selector()}"
+    other = {**endpoints, **job_pods, engines: twin_pods[engines],
+             f"{ROUTERS}|": endpoints[f"{ROUTERS}|"] + (twin_pods[f"{ROUTERS}|"] if twin_router_pod else [])}
+    if twin_restarting:
+        other = Restarting(other, key=engines, pod=lambda n: fakes.deployment_pod("dpd-test-agg-6b8-eng", "default",
+                                                                                  container="vllm", restarts=n))
 
     class Core(fakes.FakeCore):  # type: ignore[misc,name-defined]
         def read_namespaced_pod_log(self, name: str, namespace: str, *, container: str,
@@ -112,6 +125,21 @@ def ab_cluster(fakes: ModuleType, dpd: Any, twin: Any | None = None, *,
     core = Core(pods=[[]], other_pods=other, metrics=metrics)
     batch = Jobs(states={names[key]: replays[key].states for key in names})
     return fakes.benchmark_kube(batch, core, custom=fakes.FakeCustom(no_selector=no_selector))  # type: ignore[arg-type]
+
+
+class Restarting(dict[str, list[dict[str, Any]]]):
+    """Pods by ``namespace|selector``, where ``key``'s one pod has restarted once more at every read."""
+
+    def __init__(self, pods: Mapping[str, list[dict[str, Any]]], *, key: str,
+                 pod: Callable[[int], dict[str, Any]]) -> None:
+        super().__init__(pods)
+        self.key, self.pod, self.reads = key, pod, 0
+
+    def __getitem__(self, key: str) -> list[dict[str, Any]]:
+        if key != self.key:
+            return super().__getitem__(key)
+        self.reads += 1
+        return [self.pod(self.reads)]
 
 
 def bench(capsys: pytest.CaptureFixture[str], kube: Any, *argv: str) -> tuple[int, str, str]:
@@ -207,6 +235,30 @@ def test_a_twin_whose_pods_cannot_be_found_is_unverified_with_why(capsys: pytest
     assert [row["server_ttft"] for row in twin["server_clock"]] == [None, None]
 
 
+def test_a_twin_without_a_router_pod_is_still_bounded_by_its_engines(capsys: pytest.CaptureFixture[str],
+                                                                     fakes: ModuleType, healthy_run: Any,
+                                                                     shared_run: Any, spec: str) -> None:
+    """The operator makes a router only for an endpoint with a pdSpec: before, no twin router pod failed the whole
+    read, and every twin level was client-overhead-unknown though its engines served their TTFT and counts."""
+    _, out, _ = bench(capsys, ab_cluster(fakes, healthy_run, shared_run, twin_router_pod=False), spec, *TRAFFIC,
+                      "--aggregated", "--json")
+    twin = json.loads(out)["runs"]["aggregated"]
+    assert "client-overhead-unknown" not in {w["code"] for w in twin["warnings"]}, twin["warnings"]
+    assert [row["server_ttft"]["clock"] for row in twin["server_clock"]] == ["engine", "engine"]
+    assert all(list(row["server_requests"]) == ["the engines finished"] for row in twin["server_clock"])
+
+
+def test_a_twin_engine_that_restarted_is_reported(capsys: pytest.CaptureFixture[str], fakes: ModuleType,
+                                                  healthy_run: Any, spec: str) -> None:
+    """Before, only the DPD side reported a restart: the twin's counts of a restarted engine passed as whole."""
+    _, out, _ = bench(capsys, ab_cluster(fakes, healthy_run, twin_restarting=True), spec, *TRAFFIC, "--aggregated",
+                      "--json")
+    twin = json.loads(out)["runs"]["aggregated"]
+    restarted = [w for w in twin["warnings"] if w["code"] == "pod-restarted"]
+    assert [w["concurrency"] for w in restarted] == [2, 4], twin["warnings"]
+    assert "decoder/dpd-test-agg-6b8-eng restarted" in restarted[0]["message"]
+
+
 def test_another_clients_requests_on_a_shared_endpoint_are_reported(capsys: pytest.CaptureFixture[str],
                                                                     fakes: ModuleType, shared_run: Any,
                                                                     spec: str) -> None:
@@ -236,20 +288,19 @@ def test_a_level_kept_local_by_the_routers_own_estimate_names_it_and_the_isl_tha
     """The server counts every prompt clear of the threshold, but the router's own estimate (its log line) is below
     it: bench quotes the router's numbers, not the model's token count, and the --isl it gives clears the threshold
     by the margin under the router's rule. Before: "Check the deployed routingThreshold against --isl"."""
-    traffic = [*TRAFFIC]
-    traffic[traffic.index("--concurrency") + 1] = "2"
-    code, out, _ = bench(capsys, ab_cluster(fakes, short_estimate_run), spec, *traffic, "--json")
+    code, out, _ = bench(capsys, ab_cluster(fakes, short_estimate_run), spec, *TRAFFIC, "--json")
     run = json.loads(out)["runs"]["dpd"]
     local = [w for w in run["warnings"] if w["code"] == "not-disaggregated"]
-    assert code == 1 and [w["concurrency"] for w in local] == [2]
-    low, high = min(short_estimate_run.estimates), max(short_estimate_run.estimates)
+    assert code == 1 and [w["concurrency"] for w in local] == [2, 4]
+    estimates = short_estimate_run.estimates
+    low, high, typical = min(estimates), max(estimates), median_low(estimates)
     message = local[0]["message"]
     print(message)
-    assert f"The router's own estimate of these prompts is {low:,}-{high:,} tokens" in message
-    assert f"{len(short_estimate_run.estimates)} requests kept local" in message and "threshold 32" in message
+    assert f"The router's own estimate of these prompts is {low:,}-{high:,} tokens, {typical:,} typically" in message
+    assert f"{len(estimates)} requests kept local" in message and "threshold 32" in message
     fix = int(re.search(r"use --isl (\d+) or more", message)[1])  # type: ignore[index]
-    assert fix == isl_for_model(isl=64, prompt_tokens=low, threshold=32)
-    assert clears(low * fix // 64, 32) and not clears(low, 32)  # the router's estimate scales with the prompt
+    assert fix == isl_for_model(isl=64, prompt_tokens=typical, threshold=32)
+    assert clears(typical * fix // 64, 32) and not clears(typical, 32)  # the router's estimate scales with the prompt
     assert "Check the deployed routingThreshold" not in message
 
 
@@ -263,27 +314,136 @@ def test_an_ab_of_results_folders_names_both_sides_unchecked(capsys: pytest.Capt
         {"dpd": ["unchecked"], "aggregated": ["output-length", "unchecked"]}] * 2
 
 
-def _level(load: Load, *, answered: int, failed: int = 0) -> LevelResult:
+def _level(load: Load, *, answered: int, failed: int = 0, client: Client = Client.AIPERF) -> LevelResult:
     empty = Percentiles(None, None, None)
     return LevelResult(load=load, scenario="D(64,16)", ttft=empty, tpot=empty, e2e=empty, output_tokens_per_s=0.0,
                        completed=answered, failed=failed, duration_s=1.0, mean_input_tokens=None,
-                       mean_output_tokens=None, answered=((0.02, 0.005),) * answered)
+                       mean_output_tokens=None, answered=((0.02, 0.005),) * answered, sent=answered + failed,
+                       client=client.value)
 
 
-@pytest.mark.parametrize(("load", "routed", "finished", "flagged"), [
-    (Load(rate=8.0), 24, 24, 0),  # an open-loop client waits for every request it sent: all its own
-    (Load(rate=8.0), 25, 24, 1),  # one routed request it never sent
-    (Load(rate=8.0), 24, 26, 2),  # the engines finished two more than it sent
-    (Load(concurrency=4), 28, 27, 0),  # a closed-loop level may cut one request per user at its end
-    (Load(concurrency=4), 29, 24, 1),
+def _seen(load: Load, routed: int | None, finished: int | None) -> LevelDisaggregation:
+    return LevelDisaggregation(load=load, disaggregated=routed or 0, local=0, fallback=0, external_kv_tokens=0,
+                               finished_requests=finished)
+
+
+@pytest.mark.parametrize(("load", "client", "routed", "finished", "flagged"), [
+    (Load(rate=8.0), Client.AIPERF, 24, 24, 0),  # an open-loop client waits for every request it sent: all its own
+    (Load(rate=8.0), Client.AIPERF, 26, 26, 2),  # two requests both servers counted that it never sent
+    (Load(rate=8.0), Client.AIPERF, 25, 24, 0),  # one counter alone over: ambiguous (a double count), not flagged
+    (Load(rate=8.0), Client.AIPERF, 27, 26, 2),  # the smaller excess is what is surely not ours
+    (Load(rate=8.0), Client.AIPERF, 26, None, 2),  # only the router's count read: it alone decides
+    (Load(concurrency=4), Client.GENAI_BENCH, 28, 28, 0),  # genai-bench may cut one request per user at the end
+    (Load(concurrency=4), Client.GENAI_BENCH, 29, 29, 1),
+    (Load(concurrency=4), Client.AIPERF, 28, 28, 4),  # aiperf waits for its --request-count: no cut to allow
 ])
 def test_other_traffic_is_what_the_servers_counted_beyond_this_clients_requests(
-        load: Load, routed: int, finished: int, flagged: int) -> None:
+        load: Load, client: Client, routed: int, finished: int | None, flagged: int) -> None:
     """22 answered and 2 failed: the client's 24 requests, against the router's and the engines' counts."""
-    level = _level(load, answered=22, failed=2)
-    seen = LevelDisaggregation(load=load, disaggregated=routed, local=0, fallback=0, external_kv_tokens=0,
-                               finished_requests=finished)
-    warnings = other_traffic_warnings([level], {load: seen})
+    warnings = other_traffic_warnings([_level(load, answered=22, failed=2, client=client)],
+                                      {load: _seen(load, routed, finished)})
     assert [w.message.split(".")[0] for w in warnings] == (
         [f"other traffic: {flagged} requests not ours"] if flagged else [])
     assert all(w.code is Trust.OTHER_TRAFFIC for w in warnings)
+
+
+def _aiperf_records(*, warmup_failed: int, answered: int) -> str:
+    """aiperf 0.13 records: failed warm-up requests (an error, no TTFT), then answered measured ones."""
+    failed = {"metadata": {"benchmark_phase": "warmup"}, "metrics": {}, "error": {"code": 503, "message": "busy"}}
+    ok = {"metadata": {"benchmark_phase": "profiling"},
+          "metrics": {"time_to_first_token": {"value": 20.0, "unit": "ms"},
+                      "inter_token_latency": {"value": 5.0, "unit": "ms"}}}
+    return "".join(json.dumps(record) + "\n" for record in [failed] * warmup_failed + [ok] * answered)
+
+
+AIPERF_SUMMARY = {"aiperf_version": "0.13.0", "request_count": {"avg": 8}, "benchmark_duration": {"avg": 1.0}}
+
+
+def test_an_aiperf_warm_up_error_is_a_request_this_client_sent() -> None:
+    """A failed warm-up request is in neither aiperf's answered records nor its summary's error count, but the
+    servers counted it: an open-loop level (no allowance) was flagged by its own warm-up error."""
+    level = parse_aiperf(AIPERF_SUMMARY, _aiperf_records(warmup_failed=1, answered=8), rate=2.0)
+    load = Load(rate=2.0)
+    assert level.sent == 9 and level.failed == 0 and len(level.answered) == 8
+    assert other_traffic_warnings([level], {load: _seen(load, 9, 9)}) == []
+    assert [w.code for w in other_traffic_warnings([level], {load: _seen(load, 10, 10)})] == [Trust.OTHER_TRAFFIC]
+
+
+def test_a_level_whose_client_files_do_not_count_its_requests_is_unchecked_not_flagged() -> None:
+    """Without aiperf's records file the client's count was its failures alone (0 here): every level was flagged
+    other-traffic. Now the level says the check could not run."""
+    level = parse_aiperf(AIPERF_SUMMARY, None, rate=2.0)
+    load = Load(rate=2.0)
+    warnings = other_traffic_warnings([level], {load: _seen(load, 9, 9)})
+    assert level.sent is None and [w.code for w in warnings] == [Trust.OTHER_TRAFFIC_UNKNOWN]
+    assert "profile_export.jsonl" in warnings[0].message and "could not" in warnings[0].message
+
+
+def _kept_local(estimates: RouterEstimates, *, local: int = 8, max_model_len: int | None = None) -> str:
+    load = Load(concurrency=2)
+    seen = LevelDisaggregation(load=load, disaggregated=0, local=local, fallback=0, external_kv_tokens=0)
+    warnings = disaggregation_warnings(RoutePath.DPD, [load], {load: seen}, isl=64, threshold=32,
+                                       estimates=estimates, osl=16, max_model_len=max_model_len)
+    assert [w.code for w in warnings] == [Trust.NOT_DISAGGREGATED]
+    return warnings[0].message
+
+
+def test_the_isl_fix_scales_by_the_routers_typical_estimate_not_one_short_prompt() -> None:
+    """The log since before the Job held one 2-token prompt from someone else: the lowest estimate advised --isl
+    in the thousands; the median of the level's own estimates advises what the run's prompts need."""
+    message = _kept_local(RouterEstimates(low=2, high=20, threshold=32, count=8, typical=19))
+    fix = int(re.search(r"use --isl (\d+) or more", message)[1])  # type: ignore[index]
+    assert fix == isl_for_model(isl=64, prompt_tokens=19, threshold=32) < isl_for_model(isl=64, prompt_tokens=2,
+                                                                                         threshold=32)
+    assert "2-20 tokens, 19 typically" in message
+
+
+@pytest.mark.parametrize(("estimates", "local"), [
+    (RouterEstimates(low=0, high=0, threshold=32, count=8, typical=0), 8),  # before: "use --isl None or more"
+    (RouterEstimates(low=19, high=19, threshold=32, count=40, typical=19), 8),  # 40 lines for 8 local requests
+])
+def test_router_estimates_that_cannot_be_this_runs_are_not_scaled_by(estimates: RouterEstimates, local: int) -> None:
+    message = _kept_local(estimates, local=local)
+    assert "router's own estimate" not in message and "None" not in message
+
+
+def test_an_isl_fix_past_the_models_context_says_so() -> None:
+    message = _kept_local(RouterEstimates(low=19, high=19, threshold=32, count=8, typical=19), max_model_len=80)
+    fix = isl_for_model(isl=64, prompt_tokens=19, threshold=32)
+    assert f"but --isl {fix} plus --osl 16 is {fix + 16} tokens, above the spec's max_model_len 80" in message
+
+
+def test_the_stub_counts_a_request_its_client_left_under_no_finished_reason() -> None:
+    """vLLM 0.19 counts a client disconnect under no finished_reason (OutputProcessor.abort_requests reaches no
+    stats); the stub counted it as ``abort``, which the engines' count then subtracted as if vLLM did."""
+    stub = load_module("fake_openai_disconnect", Path(__file__).parent / "fake_openai.py")
+    with stub.serving(stub.Behaviour(first_token_s=0.0, per_token_s=0.001)) as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=5)
+        body = json.dumps({"model": "/opt/ml/model", "max_tokens": 3000, "ignore_eos": True, "stream": True,
+                           "messages": [{"role": "user", "content": "a b c"}]})
+        connection.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        response.fp.readline()  # the first chunk's size line: the stream started
+        connection.sock.shutdown(socket.SHUT_RDWR)
+        connection.close()
+        streamed = -1
+        for _ in range(60):  # until the handler stops streaming (3000 tokens at 1 ms would take 3 s whole)
+            time.sleep(0.05)
+            if server.counters["generated"] == streamed:
+                break
+            streamed = server.counters["generated"]
+        assert 0 < streamed < 3000 and server.finish_reasons == {}
+
+
+def test_a_twin_over_the_bound_on_its_engines_clock_names_the_twins_frontend() -> None:
+    """The engine's clock starts after the twin's HTTP handling and tokenization: a level over the bound on it says
+    that part of the difference may be the twin's own, not only the client's."""
+    load = Load(concurrency=4)
+    level = replace(_level(load, answered=8), answered=((0.2, 0.005),) * 8)
+    engine = replace(_seen(load, None, 8), engine_ttft_buckets={0.05: 8.0, float("inf"): 8.0},
+                     stage_totals={f"decode:{TTFT.name}_sum": 0.4, f"decode:{TTFT.name}_count": 8.0})
+    router = replace(engine, router_ttft_mean_s=0.05)
+    on_engine = overhead_warnings([level], {load: engine}, clock=twin_ttft)
+    on_router = overhead_warnings([level], {load: router}, clock=twin_ttft)
+    assert [w.code for w in on_engine] == [w.code for w in on_router] == [Trust.CLIENT_OVERHEAD]
+    assert "the twin's own frontend" in on_engine[0].message and "frontend" not in on_router[0].message

@@ -28,6 +28,11 @@ def change(new: float | None, old: float | None) -> float | None:
     return (new - old) / old * 100
 
 
+NO_INTERVAL = "no interval (one run; --repeat 2 or more)"
+# The buyer metric behind each of the A/B row's changes (the end-to-end p50 has none: its change stays a point)
+CHANGE_METRICS = {"tpot_p50": "tpot_p50_s", "ttft_p50": "ttft_p50_s", "output_tokens_per_s": "output_tokens_per_s"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class AbRow:
     load: Load
@@ -37,6 +42,20 @@ class AbRow:
     output_tokens_per_s: tuple[float, float]
     # each side's reasons the level is unverified (its trust warnings' codes), a side with none left out
     unverified: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # the buyer table's difference behind each change that has one (its interval and verdict), by change key
+    differences: Mapping[str, Difference] = field(default_factory=dict)
+
+    def intervals(self) -> dict[str, dict[str, Any]]:
+        """Each change's 95% interval in percent of the aggregated side and its verdict ("no difference" when the
+        interval holds 0): a point change alone is no finding."""
+        found = {}
+        for key in self.changes():
+            d = self.differences.get(key)
+            interval = None if d is None or d.interval is None or not d.aggregated else {
+                "low": d.interval.low / d.aggregated * 100, "high": d.interval.high / d.aggregated * 100,
+                "method": d.interval.method, "confidence": d.interval.confidence}
+            found[key] = {"interval": interval, "verdict": NO_INTERVAL if d is None else d.verdict}
+        return found
 
     def changes(self) -> dict[str, float | None]:
         return {"tpot_p50": change(*self.tpot_p50), "ttft_p50": change(*self.ttft_p50),
@@ -47,7 +66,8 @@ class AbRow:
                  "output_tokens_per_s": self.output_tokens_per_s}
         return {**self.load.as_dict(),
                 **{key: {"dpd": dpd, "aggregated": agg} for key, (dpd, agg) in pairs.items()},
-                "change_percent": self.changes(), "unverified": {k: list(v) for k, v in self.unverified.items()}}
+                "change_percent": self.changes(), "change_interval_percent": self.intervals(),
+                "unverified": {k: list(v) for k, v in self.unverified.items()}}
 
 
 def compare_ab(dpd: BenchmarkResults, aggregated: BenchmarkResults) -> list[AbRow]:
@@ -120,7 +140,7 @@ class Difference:
         if self.difference is None:
             return "not measured"
         if self.interval is None:
-            return "no interval (one run; --repeat 2 or more)"
+            return NO_INTERVAL
         if self.interval.spans_zero:
             return "no difference"
         favours = (self.interval.high < 0) == (self.metric.better == "lower")

@@ -118,6 +118,7 @@ def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float
     first = str((errors[0].get("error_details") or {}).get("message"))[:300] if errors else None
     output = _avg(summary, "usage_completion_tokens")
     answered, warmup = _answered(records or "", where)
+    sent = None if records is None else len(_records(records, f"{where}l"))
     return LevelResult(
         load=_load(load, rate), scenario=_scenario(summary),
         ttft=_percentiles(summary, "time_to_first_token", where), tpot=_percentiles(summary, "inter_token_latency",
@@ -128,7 +129,8 @@ def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float
         duration_s=_avg(summary, "benchmark_duration") or 0.0,
         mean_input_tokens=_avg(summary, "usage_prompt_tokens") or _avg(summary, "input_sequence_length"),
         mean_output_tokens=output if output is not None else _avg(summary, "output_sequence_length"),
-        error_codes=codes, first_error=first, answered=answered, warmup_answered=warmup, client=Client.AIPERF.value)
+        error_codes=codes, first_error=first, answered=answered, warmup_answered=warmup, sent=sent,
+        client=Client.AIPERF.value)
 
 
 def _load(load: Load | None, rate: float | None) -> Load:
@@ -142,14 +144,16 @@ def _load(load: Load | None, rate: float | None) -> Load:
 def parse_failed_records(records: str, *, rate: float | None = None, load: Load | None = None, isl: int, osl: int,
                          where: str = "records") -> LevelResult:
     """A level whose every request failed (aiperf wrote no summary): the measured records' failures by HTTP code."""
-    measured = [r for r in _records(records, where) if _measured(r)]
+    every = _records(records, where)
+    measured = [r for r in every if _measured(r)]
     errors = [r["error"] for r in measured if isinstance(r.get("error"), Mapping)]
     codes = Counter(str(error.get("code")) for error in errors)
     none = Percentiles(None, None, None)
     return LevelResult(load=_load(load, rate), scenario=f"D({isl},{osl})", ttft=none, tpot=none, e2e=none,
                        output_tokens_per_s=0.0, completed=len(measured) - len(errors), failed=len(errors),
                        duration_s=0.0, mean_input_tokens=None, mean_output_tokens=None, error_codes=codes,
-                       first_error=str(errors[0].get("message"))[:300] if errors else None, client=Client.AIPERF.value)
+                       first_error=str(errors[0].get("message"))[:300] if errors else None, sent=len(every),
+                       client=Client.AIPERF.value)
 
 
 def _scenario(summary: Mapping[str, Any]) -> str:

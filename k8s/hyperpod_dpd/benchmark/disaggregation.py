@@ -27,10 +27,11 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import median_low
 from typing import Any, Protocol
 
 from hyperpod_dpd.benchmark.job import RESULTS_MARK
-from hyperpod_dpd.benchmark.route import MARGIN, ROUND_TO, RoutePath, isl_for_model
+from hyperpod_dpd.benchmark.route import MARGIN, ROUND_TO, RoutePath, isl_for_model, route_problems
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
 from hyperpod_dpd.clients.kube import JsonDict, KubeError
 from hyperpod_dpd.contracts.operator import (
@@ -55,8 +56,11 @@ EXTERNAL_KV = "vllm:prompt_tokens_by_source_total"
 EXTERNAL_SOURCE = "external_kv_transfer"
 CACHE_HIT_SOURCE = "local_cache_hit"  # the decoder's own prefix cache: not recomputed, not transferred
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
-# Requests an engine finished, by finished_reason (vllm/v1/metrics/loggers.py:645, vLLM 0.19.0; the metrics contract):
-# "abort" is a request its client went away from, which no client records as answered.
+# Requests an engine finished, by finished_reason (vllm/v1/metrics/loggers.py:645, vLLM 0.19.0; the metrics contract).
+# A client that went away is counted in none of them: AsyncLLM.abort goes to OutputProcessor.abort_requests
+# (vllm/v1/engine/output_processor.py:446-505), which never reaches _update_stats_from_finished. "abort" counts only
+# the engine's own aborts (pause_generation(mode="abort"), vllm/v1/engine/core.py:1528; a streamed input's end,
+# vllm/v1/core/sched/scheduler.py:1746): requests no client received whole, so they are left out too.
 REQUEST_SUCCESS = "vllm:request_success_total"
 ABORTED = "abort"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
@@ -320,13 +324,16 @@ class LevelDisaggregation:
 
 def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: Mapping[Load, LevelDisaggregation],
                             *, prompt_tokens: Mapping[Load, float | None] | None = None, isl: int = 0,
-                            threshold: int = 0, estimates: RouterEstimates | None = None) -> list[TrustWarning]:
+                            threshold: int = 0, estimates: RouterEstimates | None = None, osl: int = 0,
+                            max_model_len: int | None = None) -> list[TrustWarning]:
     """A DPD level below :data:`MIN_FRACTION`, with no KV received, or not measured; a direct one that was not.
 
     ``prompt_tokens`` (the server's mean count per level, with the model's tokenizer), ``isl``, ``threshold``
     and the router's own ``estimates`` of the prompts it kept local let a level below :data:`MIN_FRACTION` say
-    which ``--isl`` clears the threshold."""
+    which ``--isl`` clears the threshold; ``osl`` and ``max_model_len`` check that it fits the model."""
     found: list[TrustWarning] = []
+    local = sum(seen.local for seen in measured.values())
+    fits = _Fits(osl=osl, threshold=threshold, max_model_len=max_model_len)
     for level in levels:
         seen = measured.get(level)
         if seen is None:
@@ -342,7 +349,8 @@ def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: M
         elif path is RoutePath.DPD and fraction < MIN_FRACTION:
             counted = (prompt_tokens or {}).get(level)
             needed = isl_for_model(isl=isl, prompt_tokens=counted, threshold=threshold)
-            fix = _threshold_fix(isl=isl, counted=counted, needed=needed, threshold=threshold, estimates=estimates)
+            fix = _threshold_fix(isl=isl, counted=counted, needed=needed, threshold=threshold,
+                                 estimates=_ours(estimates, local), fits=fits)
             found.append(TrustWarning(code=Trust.NOT_DISAGGREGATED, load=level, message=(
                 f"the router disaggregated {seen.disaggregated} of {seen.routed} requests ({fraction:.0%}, below "
                 f"{MIN_FRACTION:.0%}; {seen.local} went straight to the decoder, {seen.fallback} fell back): these "
@@ -359,33 +367,64 @@ def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: M
             found.append(TrustWarning(code=Trust.NOT_DIRECT, load=level, message=(
                 f"--path direct, but the router disaggregated {seen.disaggregated} of {seen.routed} requests "
                 f"({fraction:.0%}): these numbers are not the decoder's alone")))
-        if seen.pod_changes:
-            found.append(TrustWarning(code=Trust.POD_RESTARTED, load=level, message=(
-                f"{', '.join(seen.pod_changes)} during this level: its requests were served by a changing set of "
-                "pods, and the counts of a pod that went away are lost")))
+        found += restart_warnings({level: seen})
     return found
 
 
+def restart_warnings(measured: Mapping[Load, LevelDisaggregation]) -> list[TrustWarning]:
+    """``pod-restarted`` for every level a counted pod restarted, appeared or went away in (either endpoint's)."""
+    return [TrustWarning(code=Trust.POD_RESTARTED, load=load, message=(
+        f"{', '.join(seen.pod_changes)} during this level: its requests were served by a changing set of pods, and "
+        "the counts of a pod that went away are lost")) for load, seen in measured.items() if seen.pod_changes]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Fits:
+    """What a suggested ``--isl`` must also fit: the model's context with ``osl`` (unchecked when not known)."""
+
+    osl: int
+    threshold: int
+    max_model_len: int | None
+
+    def caveat(self, isl: int | None) -> str:
+        """Why ``isl`` would not run (route_problems' own words), or ""."""
+        if isl is None or self.max_model_len is None:
+            return ""
+        problems = route_problems(isl=isl, osl=self.osl, path=RoutePath.DPD, threshold=self.threshold,
+                                  max_model_len=self.max_model_len)
+        return "".join(f"; but --isl {isl} {p.message} ({p.fix})" for p in problems if "max_model_len" in p.message)
+
+
+def _ours(estimates: RouterEstimates | None, local: int) -> RouterEstimates | None:
+    """The router's estimates when they can be this run's: no more than twice the requests its levels kept local
+    (the log reaches back before the Job; more lines than that are mostly someone else's prompts)."""
+    if estimates is None or estimates.typical <= 0 or estimates.count > 2 * max(local, 1):
+        return None
+    return estimates
+
+
 def _threshold_fix(*, isl: int, counted: float | None, needed: int | None, threshold: int,
-                   estimates: RouterEstimates | None = None) -> str:
+                   estimates: RouterEstimates | None = None, fits: _Fits | None = None) -> str:
     """What to change when a DPD level went local: the input length that clears the threshold at the router's own
-    estimate (its log line), else the one the model's tokenizer needs, or, when its count already clears the
-    threshold, how to scale by the router's estimate. The router estimates a prompt's length by its own rule
+    typical estimate (its log line), else the one the model's tokenizer needs, or, when its count already clears
+    the threshold, how to scale by the router's estimate. The router estimates a prompt's length by its own rule
     (characters / 4 or tokens, :mod:`hyperpod_dpd.contracts.router`), not with the model's tokenizer, so a tokenizer
     with shorter tokens than Llama 3's (the shipped lengths' tokenizer) reaches the threshold in tokens while the
     estimate stays below it."""
-    if estimates is not None and isl and not clears(estimates.low, estimates.threshold):
-        fix = isl_for_model(isl=isl, prompt_tokens=estimates.low, threshold=estimates.threshold)
+    fits = fits or _Fits(osl=0, threshold=threshold, max_model_len=None)
+    if estimates is not None and isl and not clears(estimates.typical, estimates.threshold):
+        fix = isl_for_model(isl=isl, prompt_tokens=estimates.typical, threshold=estimates.threshold)
         deployed = "" if estimates.threshold == threshold else f" (the spec says {threshold})"
         tokens = f"; the model's tokenizer counted {counted:,.0f} per request" if counted else ""
         target = estimates.threshold * (1 + MARGIN)
-        return (f"the router's own estimate of these prompts is {estimates.low:,}-{estimates.high:,} tokens (its "
-                f"'Conditional routing' log line, {estimates.count} requests kept local), below its threshold "
-                f"{estimates.threshold:,}{deployed} with the {MARGIN:.0%} margin ({target:,.0f}){tokens}: use --isl "
-                f"{fix} or more, which the router's rule estimates at {estimates.low * (fix or isl) // isl:,} or more")
+        return (f"the router's own estimate of these prompts is {estimates.low:,}-{estimates.high:,} tokens, "
+                f"{estimates.typical:,} typically (its 'Conditional routing' log line, {estimates.count} requests "
+                f"kept local), below its threshold {estimates.threshold:,}{deployed} with the {MARGIN:.0%} margin "
+                f"({target:,.0f}){tokens}: use --isl {fix} or more, which the router's rule estimates at "
+                f"{estimates.typical * (fix or isl) // isl:,} or more{fits.caveat(fix)}")
     if needed is not None and counted:
         return (f"the model's tokenizer counted {counted:,.0f} prompt tokens per request against the threshold "
-                f"{threshold}: use --isl {needed} or more")
+                f"{threshold}: use --isl {needed} or more{fits.caveat(needed)}")
     if counted and threshold and isl:
         target = math.ceil(threshold * (1 + MARGIN))
         return (f"the model's tokenizer counted {counted:,.0f} prompt tokens per request, clear of the threshold "
@@ -424,6 +463,9 @@ class MetricsSources:
     decoder_port: int
     prefiller_selector: str = ""  # "" reads no prefiller: the TTFT decomposition's prefill stages are unmeasured
     prefiller_deployment: str = ""
+    # the twin's: the operator makes a router only for an endpoint with a pdSpec, and the twin's router name is
+    # inferred (<name>-<namespace>-router), so its engine pods are read without it and its requests by the engines
+    router_optional: bool = False
 
     @classmethod
     def for_spec(cls, spec: DpdSpec) -> MetricsSources:
@@ -443,7 +485,7 @@ class MetricsSources:
         deployment"); no prefiller."""
         return cls(router_namespace=OPERATOR_NAMESPACE, router_deployment=router_deployment(twin),
                    router_container=ROUTER_CONTAINER, decoder_namespace=twin.namespace, decoder_selector=selector,
-                   decoder_deployment="", decoder_port=twin.port)
+                   decoder_deployment="", decoder_port=twin.port, router_optional=True)
 
 
 class MetricsKube(Protocol):
@@ -501,7 +543,7 @@ def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
     # the twin's engines are their Deployment's selector's pods (no Deployment name to check them against)
     decoders = [p for p in kube.pods(sources.decoder_namespace, sources.decoder_selector)
                 if (not sources.decoder_deployment or of_deployment(p, sources.decoder_deployment)) and serving(p)]
-    if not routers or not decoders:
+    if not decoders or (not routers and not sources.router_optional):
         engines = sources.decoder_deployment or f"the pods of {sources.decoder_selector}"
         raise KubeError(f"no running pod of Deployment {sources.router_deployment} in {sources.router_namespace} "
                         f"or of {engines} in {sources.decoder_namespace}")
@@ -548,12 +590,15 @@ def _router_counters(kube: MetricsKube, sources: MetricsSources, pod: JsonDict) 
 @dataclass(frozen=True, kw_only=True)
 class RouterEstimates:
     """The router's own length estimates of the prompts it kept local (``disaggregate=False``) and the threshold it
-    logged, from its documented ``Conditional routing: estimated_tokens=E, threshold=T, ...`` lines."""
+    logged, from its documented ``Conditional routing: estimated_tokens=E, threshold=T, ...`` lines. The log is
+    read since before the Job started, so it may hold others' requests: the fix scales by the ``typical`` (median)
+    estimate, which a few short prompts from anyone do not move, never by the lowest."""
 
     low: int
     high: int
     threshold: int
     count: int
+    typical: int  # the median estimate (the lower middle one of an even count)
 
 
 def kept_local(kube: MetricsKube, sources: MetricsSources, *, since_seconds: int) -> RouterEstimates | None:
@@ -574,7 +619,7 @@ def kept_local(kube: MetricsKube, sources: MetricsSources, *, since_seconds: int
         return None
     estimates = [tokens for tokens, _ in found]
     return RouterEstimates(low=min(estimates), high=max(estimates), threshold=max(t for _, t in found),
-                           count=len(found))
+                           count=len(found), typical=median_low(estimates))
 
 
 QUIET_MARK = re.compile(rf"^{re.escape(RESULTS_MARK)} (?:quiet=(?P<quiet>\d+)|level=(?P<level>\S+))\s*$", re.M)

@@ -45,6 +45,9 @@ class LevelResult:
     # (TTFT, TPOT) in seconds of every answered request, warm-up included (the router counts those too)
     answered: tuple[tuple[float, float | None], ...] = ()
     warmup_answered: int = 0  # how many of ``answered``, at its start, were warm-up requests (aiperf marks them)
+    # every request the client sent in the level (warm-up, answered and failed), as its own files count them; None
+    # when they do not (aiperf's records file missing: its summary counts neither the warm-up nor its errors)
+    sent: int | None = None
     client: str | None = None  # the client whose files these are (a Client value), when known
 
     @property

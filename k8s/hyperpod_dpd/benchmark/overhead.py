@@ -25,6 +25,15 @@ that router serves one, else against its engine pods' own ``vllm:time_to_first_t
 prefill and the first token happen in one engine; the difference then also holds the router's hop.
 A twin level with neither is flagged unmeasured too, so an A/B never sets a checked DPD TTFT against
 an unchecked one.
+
+The engine's clock starts later than the router's: vLLM sets a request's ``arrival_time`` in
+``InputProcessor.process_inputs`` (vLLM 0.19 ``vllm/v1/engine/input_processor.py:241``), after the
+HTTP handling, the chat template and tokenization, and the frontend's queue before them. So on an
+engine clock the difference also holds the twin's own frontend, which a busy twin (32-64 streams)
+can make large: the two sides are bounded against different things. The allowance is not widened
+for it: by how much the frontend adds is not measured, and a wider bound would pass a client's
+overhead unseen; a level over the bound on the engine's clock says that part of it may be the twin's
+frontend, and the twin's router clock, the same as the DPD side's, is used whenever it is served.
 """
 
 from __future__ import annotations
@@ -115,6 +124,14 @@ def _fix(level: LevelResult) -> str:
     return "the pod's client has 2 CPUs (its limit 4), which this load outran: lower the load per level"
 
 
+def _frontend(server: ServerTtft) -> str:
+    """On the engine's clock, what else the difference holds (see the module's docstring)."""
+    if server.series != TTFT.name:
+        return ""
+    return ("; the engine's clock starts after the twin's HTTP handling, chat template and tokenization, so part of "
+            "this may be the twin's own frontend")
+
+
 # Why a level has no server clock to bound the client against, by the clock that was looked for.
 UNMEASURED = {
     "router": "the router served no dpd_e2e_ttft_seconds for this level",
@@ -144,7 +161,7 @@ def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[Load, Leve
             found.append(TrustWarning(code=Trust.CLIENT_OVERHEAD, load=level.load, message=(
                 f"the client's mean TTFT is {overhead * 1e3:.0f} ms above {server.clock}'s own "
                 f"({server.mean_s * 1e3:.0f} ms, {server.series}), over the {bound * 1e3:.0f} ms bound: TTFT here is "
-                f"partly the benchmark pod's ({_fix(level)})")))
+                f"partly the benchmark pod's ({_fix(level)}){_frontend(server)}")))
             continue
         ttfts = [ttft for ttft, _ in level.answered]
         for name, q, limit in (("p50", 0.50, overhead_bound), ("p99", 0.99, tail_bound)):
@@ -157,7 +174,7 @@ def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[Load, Leve
                     f"the client's TTFT {name} is {client * 1e3:.0f} ms, at least {(client - most) * 1e3:.0f} "
                     f"ms above {server.clock}'s (at most {most * 1e3:.0f} ms by its histogram), over the "
                     f"{limit(most) * 1e3:.0f} ms bound: the TTFT {name} here is partly the benchmark pod's "
-                    f"({_fix(level)})")))
+                    f"({_fix(level)}){_frontend(server)}")))
                 break
     return found
 
@@ -172,7 +189,7 @@ class ServerClockRow:
     client_ttft_mean_s: float | None
     overhead_s: float | None
     counted: Mapping[str, int]
-    ours: int
+    ours: int | None  # None: the client's files do not count what it sent
 
     def as_dict(self) -> dict[str, object]:
         return {**self.load.as_dict(), "server_ttft": None if self.server is None else self.server.as_dict(),
@@ -188,7 +205,8 @@ def server_clock_rows(levels: Sequence[LevelResult], counters: Mapping[Load, Lev
         rows.append(ServerClockRow(load=level.load, server=None if seen is None else clock(seen),
                                    client_ttft_mean_s=level.client_ttft_mean,
                                    overhead_s=client_overhead(level, seen, clock),
-                                   counted={} if seen is None else counted(seen), ours=ours(level)[0]))
+                                   counted={} if seen is None else counted(seen),
+                                   ours=None if (mine := ours(level)) is None else mine[0]))
     return rows
 
 
@@ -199,6 +217,7 @@ def render_server_clock(label: str, rows: Sequence[ServerClockRow]) -> str:
     table = [[row.load.cell(), "unread" if row.server is None else row.server.series,
               "-" if row.server is None else milliseconds(row.server.mean_s), milliseconds(row.client_ttft_mean_s),
               "-" if row.overhead_s is None else f"{row.overhead_s * 1e3:+.0f}",
-              "/".join(str(count) for count in row.counted.values()) or "-", str(row.ours)] for row in rows]
+              "/".join(str(count) for count in row.counted.values()) or "-",
+              "-" if row.ours is None else str(row.ours)] for row in rows]
     return "\n".join([f"{label}: the client's TTFT against the server's own clock, per level (SRV REQ: the router's "
                       "routed and the engines' finished requests)", *render_columns(headers, table)])

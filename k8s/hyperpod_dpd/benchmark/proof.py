@@ -81,14 +81,16 @@ class RunProof:
         return LevelSnapshots(read=_unread, taken=dict(self.windows)).levels(self.loads)
 
     def warnings(self, results: BenchmarkResults, *, isl: int, threshold: int,
-                 estimates: RouterEstimates | None = None) -> list[TrustWarning]:
+                 estimates: RouterEstimates | None = None, osl: int = 0,
+                 max_model_len: int | None = None) -> list[TrustWarning]:
         """The server-side verdicts on ``results``: the path and KV checks, the client-overhead bound, and other
         clients' traffic. ``estimates`` are the router's own logged estimates (a live run reads them; a results
         folder has none, so its fix names the threshold without them)."""
         routing = self.routing()
         return (disaggregation_warnings(
             self.path, list(results.loads), routing, isl=isl, threshold=threshold,
-            prompt_tokens={level.load: level.mean_input_tokens for level in results.levels}, estimates=estimates)
+            prompt_tokens={level.load: level.mean_input_tokens for level in results.levels}, estimates=estimates,
+            osl=osl, max_model_len=max_model_len)
             + overhead_warnings(results.levels, routing)
             + other_traffic_warnings(results.levels, routing))
 

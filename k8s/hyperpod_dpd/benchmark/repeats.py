@@ -57,7 +57,8 @@ def median_level(levels: Sequence[LevelResult]) -> LevelResult:
         duration_s=sum(level.duration_s for level in levels),
         mean_input_tokens=middle([level.mean_input_tokens for level in levels]),
         mean_output_tokens=middle([level.mean_output_tokens for level in levels]),
-        answered=tuple(answer for level in levels for answer in level.measured_answered), warmup_answered=0)
+        answered=tuple(answer for level in levels for answer in level.measured_answered), warmup_answered=0,
+        sent=None if any(level.sent is None for level in levels) else sum(level.sent or 0 for level in levels))
 
 
 def median_results(runs: Sequence[BenchmarkResults]) -> BenchmarkResults:

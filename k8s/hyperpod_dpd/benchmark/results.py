@@ -80,7 +80,7 @@ def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
         mean_input_tokens=_number(_get(stats, "num_input_tokens.mean", where)),
         mean_output_tokens=_number(_get(stats, "num_output_tokens.mean", where)),
         error_codes=codes, first_error=str(errors[0])[:300] if errors else None, answered=answered,
-        client=Client.GENAI_BENCH.value)
+        sent=len(answered) + failed, client=Client.GENAI_BENCH.value)
 
 
 @dataclass(frozen=True)

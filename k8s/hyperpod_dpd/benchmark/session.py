@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from hyperpod_dpd.benchmark.ab import AbRow, BuyerRow, compare_ab, compare_buyer, render_buyer
+from hyperpod_dpd.benchmark.ab import CHANGE_METRICS, AbRow, BuyerRow, compare_ab, compare_buyer, render_buyer
 from hyperpod_dpd.benchmark.capacity import Capacity, Slo, capacity_at_slo, render_capacities
 from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
@@ -35,6 +35,7 @@ from hyperpod_dpd.benchmark.disaggregation import (
     RouterEstimates,
     kept_local,
     read_counters,
+    restart_warnings,
 )
 from hyperpod_dpd.benchmark.economics import Layout, layouts
 from hyperpod_dpd.benchmark.figures import ReportInput, write_report
@@ -359,8 +360,11 @@ class Report:
         outcomes = self.outcomes
         if len(outcomes) < 2:
             return None
-        return [dataclasses.replace(row, unverified=self._unverified(row.load))
-                for row in compare_ab(outcomes[0].results, outcomes[1].results)]
+        buyer = {row.load: {d.metric.key: d for d in row.differences} for row in self._buyer() or []}
+        return [dataclasses.replace(row, unverified=self._unverified(row.load), differences={
+            change: found for change, key in CHANGE_METRICS.items()
+            if (found := buyer.get(row.load, {}).get(key)) is not None})
+            for row in compare_ab(outcomes[0].results, outcomes[1].results)]
 
     def _buyer(self) -> list[BuyerRow] | None:
         outcomes = self.outcomes
@@ -725,7 +729,7 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
             estimates = _local_estimates(kube, sources, routing, request.path,
                                          since_seconds=math.ceil(seams.clock() - started) + 60)
             warnings += proof.warnings(results, isl=scenario.isl, threshold=spec.routing.threshold,
-                                       estimates=estimates)
+                                       estimates=estimates, osl=scenario.osl, max_model_len=spec.max_model_len)
             _keep_proof(options, target, job_run.log, proof, s3=s3)
         elif label == AGGREGATED:
             server = snapshots.levels(scenario.loads) if snapshots is not None else {}
@@ -737,6 +741,7 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
                 for level in results.levels if level.load not in server and level.answered]
             warnings += overhead_warnings(results.levels, server, clock=twin_ttft)
             warnings += other_traffic_warnings(results.levels, server)
+            warnings += restart_warnings(server)
         if snapshots is not None and snapshots.errors and not request.quiet:
             whose = "router and decoder" if label == DPD else "twin's router and engine"
             print(f"reading the {whose} counters: {snapshots.errors[-1]}", file=sys.stderr)

@@ -37,6 +37,7 @@ class Trust(Enum):
     CLIENT_OVERHEAD = "client-overhead"
     OVERHEAD_UNKNOWN = "client-overhead-unknown"
     OTHER_TRAFFIC = "other-traffic"
+    OTHER_TRAFFIC_UNKNOWN = "other-traffic-unknown"
 
 
 @dataclass(frozen=True, kw_only=True)
