@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -10,13 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import slo_autoscaled, with_slo_options
 
 from hyperpod_dpd.advisor import Advice, Traffic, advise
-from hyperpod_dpd.advisor.calibration import calibrate, parse_bench
+from hyperpod_dpd.advisor.calibration import calibrate, calibrate_at_its_traffic, parse_bench
+from hyperpod_dpd.advisor.capacity import role_capacity
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.spec.loading import spec_to_yaml
+from hyperpod_dpd.traces import Lengths, generate, write_mooncake
 
 Bench = Callable[..., dict[str, Any]]
 TRAFFIC = Traffic(isl=4096, osl=256, concurrency=(8, 16, 32))
@@ -336,3 +341,27 @@ def test_a_bad_aggregated_run_is_refused_by_name(measured_both: Advice, bench_of
     with pytest.raises(SpecError) as caught:
         calibrate(default_spec(), TRAFFIC, parse_bench(document, where="b.json"), source="b.json")
     assert [p.field for p in caught.value.problems] == [field]
+
+
+def test_advise_trace_sizes_on_the_factors_fitted_to_a_bench_run(tmp_path: Path, measured: Advice, bench_of: Bench,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # The bench run is of an endpoint 20 % slower per decode step: with --calibrate the decode capacity at the SLO
+    # (the batch law on the fitted step time) is the calibrated one, and the trace is sized on it. Prefill's
+    # capacity is pinned, so only decode's is computed (the bisection for prefill is the slow part).
+    spec = with_slo_options(slo_autoscaled(), "prefill", capacity_tokens_per_s=11_609.0)
+    spec_file, trace_file, bench_file = tmp_path / "spec.yaml", tmp_path / "t.jsonl", tmp_path / "bench.json"
+    spec_file.write_text(spec_to_yaml(spec))
+    write_mooncake(generate("poisson", rate_per_s=1.0, duration_s=600, seed=2, input_tokens=Lengths(mean=4096),
+                            output_tokens=Lengths(mean=256)), trace_file)
+    bench_file.write_text(json.dumps(bench_of(measured)))
+    assert main(["advise", str(spec_file), "--trace", str(trace_file), "--calibrate", str(bench_file),
+                 "--json"]) in (0, 1)
+    out, err = capsys.readouterr()
+    fit = calibrate_at_its_traffic(spec, parse_bench(bench_of(measured), where="bench.json"), source="bench.json")
+    calibrated = role_capacity(spec, "decode", factors=fit.factors).tokens_per_s
+    uncalibrated = role_capacity(spec, "decode").tokens_per_s
+    assert "calibrated on concurrency 8, 16, 32" in err
+    assert json.loads(out)["roles"]["decode"]["target_tokens_per_s"] == math.floor(calibrated * 0.9)
+    # the batch is held by max_num_seqs in both, so the capacity scales as the step time: 1.08 / the fitted decode
+    assert calibrated / uncalibrated == pytest.approx(1.08 / fit.factors.decode, rel=1e-6)
+    assert fit.factors.decode == pytest.approx(TRUE.decode, rel=0.02)

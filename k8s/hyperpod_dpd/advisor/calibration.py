@@ -437,6 +437,15 @@ def _bounds(name: str, *, field: str, decode: float, prefill: float, floors: _Fl
     return found
 
 
+def calibrate_at_its_traffic(spec: DpdSpec, bench: Bench, *, source: str) -> Fit:
+    """:func:`calibrate` at the traffic ``bench`` measured (its prompt and output lengths, every concurrency level
+    of its runs): for a command with no load point of its own, as ``advise --trace``, whose trace gives the traffic
+    and whose capacities and emulation then run on the fitted factors."""
+    runs = (bench, *((bench.aggregated,) if bench.aggregated is not None else ()))
+    concurrency = tuple(sorted({level.concurrency for run in runs for level in run.levels}))
+    return calibrate(spec, Traffic(isl=bench.isl, osl=bench.osl, concurrency=concurrency), bench, source=source)
+
+
 def calibrate(spec: DpdSpec, traffic: Traffic, bench: Bench, *, source: str) -> Fit:
     """Phase factors fitted to ``bench``'s runs, each layout on its own, or :class:`SpecError` naming why not."""
     problems = _refusals(spec, traffic, bench)

@@ -58,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "SageMaker ml.* rate or EC2 list price")
     parser.add_argument("--calibrate", metavar="BENCH_JSON", type=path,
                         help="fit the model's prefill, decode and overhead factors to a 'hyperpod-dpd bench "
-                             "--json' result of this spec, report its error, and use them")
+                             "--json' result of this spec, report its error, and use them (with --trace: fitted at "
+                             "the bench run's own traffic; the capacities at the SLO and the emulated day use them)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     advise_trace.add_arguments(parser)
     parser.set_defaults(handler=run)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.cli._argtypes import path, seconds
-from hyperpod_dpd.cli._common import read_spec
+from hyperpod_dpd.cli._common import read_spec, warn
 from hyperpod_dpd.cli.trace import render as render_summary
 from hyperpod_dpd.columns import render_columns
 from hyperpod_dpd.errors import SpecError, UsageError
@@ -37,8 +37,7 @@ HOURLY_FROM_S = 3 * HOUR_S
 LOAD_POINT_OPTIONS = (("--isl", "isl"), ("--osl", "osl"), ("--concurrency", "concurrency"),
                       ("--request-rate", "request_rate"), ("--ttft-ms", "ttft_ms"), ("--tpot-ms", "tpot_ms"),
                       ("--baseline-nodes", "baseline_nodes"), ("--search", "search"), ("--max-nodes", "max_nodes"),
-                      ("--top", "top"), ("--write-spec", "write_spec"), ("--any-layout", "any_layout"),
-                      ("--calibrate", "calibrate"))
+                      ("--top", "top"), ("--write-spec", "write_spec"), ("--any-layout", "any_layout"))
 TRACE_OPTIONS = (("--trace-format", "trace_format"), ("--window", "window"), ("--autoscale", "autoscale"),
                  ("--report-dir", "report_dir"), ("--replay", "replay"))
 
@@ -236,8 +235,17 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(err)) from None
         trace = at_replay_pace(trace, replay.speedup)
     try:
+        factors = None
+        if args.calibrate:
+            from hyperpod_dpd.advisor.calibration import calibrate_at_its_traffic, read_bench  # noqa: PLC0415
+
+            fit = calibrate_at_its_traffic(spec, read_bench(Path(args.calibrate)), source=args.calibrate)
+            for warning in fit.warnings:
+                warn(warning)
+            print(fit.render(), file=sys.stderr)
+            factors = fit.factors
         advice = advise_trace(spec, trace, window_s=args.window or DEFAULT_WINDOW_S, autoscale=args.autoscale,
-                              price_per_node_hour=args.price_per_node_hour)
+                              factors=factors, price_per_node_hour=args.price_per_node_hour)
     except SpecError as err:
         raise UsageError(f"cannot advise on {source} with {args.trace}:\n" + "\n".join(
             f"  - {problem.render()}" for problem in err.problems)) from None
