@@ -28,7 +28,7 @@ from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.contracts.router import PrefillRule
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.scaling import CompiledScaling, Signal, compile_all
-from hyperpod_dpd.scaling.shape import ROLES, request_shape, role_spec, scaled_roles, slo_scaling
+from hyperpod_dpd.scaling.shape import ROLES, pod_nodes, request_shape, role_spec, scaled_roles, slo_scaling
 from hyperpod_dpd.spec import AutoscalingSpec, DpdSpec, SloScaling
 from hyperpod_dpd.traces import DEFAULT_WINDOW_S, Trace, TraceSummary, summarise
 
@@ -64,12 +64,6 @@ def with_slo_scaling(spec: DpdSpec, roles: tuple[str, ...] = ROLES) -> DpdSpec:
         spec = (dataclasses.replace(spec, prefill=changed) if role == "prefill"
                 else dataclasses.replace(spec, decode=changed))
     return spec
-
-
-def _nodes(spec: DpdSpec, role: str, pods: int) -> int:
-    """Whole nodes ``pods`` of the role occupy (the stack's own count, :meth:`DpdSpec.role_nodes`)."""
-    cfg = role_spec(spec, role)
-    return spec.role_nodes(dataclasses.replace(cfg, replicas=pods, autoscaling=None), at_scale_limit=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,9 +170,9 @@ def size_trace(spec: DpdSpec, trace: Trace, *, window_s: float = DEFAULT_WINDOW_
         needed = tuple(max(1, math.ceil(d / target)) for d in demand)
         needs[role] = RoleNeed(role=role, compiled=compiled[role], target_tokens_per_s=target,
                                demand_tokens_per_s=demand, needed=needed,
-                               node_hours=sum(_nodes(spec, role, n) for n in needed) * hours)
+                               node_hours=sum(pod_nodes(spec, role, n) for n in needed) * hours)
     span_s = len(summary.windows) * window_s
-    fixed_nodes = sum(_nodes(spec, role, role_spec(spec, role).replicas) for role in ROLES)
+    fixed_nodes = sum(pod_nodes(spec, role, role_spec(spec, role).replicas) for role in ROLES)
     notes = []
     if needs["decode"].over_operator_cap:
         notes.append(f"decode needs up to {needs['decode'].max_replicas} decoders; the operator runs "

@@ -16,6 +16,14 @@ def role_spec(spec: DpdSpec, role: str) -> RoleSpec:
     return dict(spec.roles())[role]
 
 
+def pod_nodes(spec: DpdSpec, role: str, pods: int) -> int:
+    """Whole nodes ``pods`` replicas of the role occupy, as the stack counts them (:meth:`DpdSpec.role_nodes`)."""
+    if not pods:
+        return 0
+    sized = dataclasses.replace(role_spec(spec, role), replicas=pods, autoscaling=None)
+    return spec.role_nodes(sized, at_scale_limit=False)
+
+
 def slo_scaling(spec: DpdSpec, role: str) -> SloScaling | None:
     """The role's ``autoscaling.slo``, or ``None`` when the role does not scale on its SLO."""
     scaling = role_spec(spec, role).autoscaling

@@ -45,6 +45,7 @@ from hyperpod_dpd.advisor.traffic import Traffic
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, Signal
+from hyperpod_dpd.scaling.shape import pod_nodes
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.traces.model import Trace
 from hyperpod_dpd.validation import check
@@ -209,11 +210,6 @@ def _signal_value(trigger: CompiledTrigger, role: str, history: _History, *, upt
     return p90 / target
 
 
-def _nodes(spec: DpdSpec, role: str, pods: int) -> int:
-    role_spec = spec.prefill if role == "prefill" else spec.decode
-    return spec.role_nodes(replace(role_spec, replicas=pods, autoscaling=None), at_scale_limit=False) if pods else 0
-
-
 def _check_scaling(spec: DpdSpec, scaling: Mapping[str, CompiledScaling]) -> None:
     problems = []
     for role, compiled in scaling.items():
@@ -366,8 +362,8 @@ def _day(spec: DpdSpec, trace: Trace, *, shape: Workload, roles: dict[str, _Role
     for name, role in roles.items():
         # pods during a step: those serving plus those starting (the desired count after the step's resize)
         pods = [max(r, d) for r, d in zip(role.ready_series, role.desired_series, strict=True)]
-        node_hours = sum(_nodes(spec, name, p) for p in pods) * hours
-        provisioned = _nodes(spec, name, role.scaling.max_replicas if role.scaling else role.ready_series[0])
+        node_hours = sum(pod_nodes(spec, name, p) for p in pods) * hours
+        provisioned = pod_nodes(spec, name, role.scaling.max_replicas if role.scaling else role.ready_series[0])
         days[name] = RoleDay(
             role=name, autoscaled=role.scaling is not None, ready=tuple(role.ready_series),
             desired=tuple(role.desired_series), replica_hours=sum(pods) * hours, node_hours=node_hours,
