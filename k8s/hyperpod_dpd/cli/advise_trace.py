@@ -23,6 +23,7 @@ from hyperpod_dpd.cli.trace import render as render_summary
 from hyperpod_dpd.columns import render_columns
 from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.traces import DEFAULT_WINDOW_S, FORMAT_NAMES, Trace, read_trace
+from hyperpod_dpd.traces.summary import clock
 
 if TYPE_CHECKING:  # the advisor is imported when the command runs, to keep --help fast
     from hyperpod_dpd.advisor.autoscaling import EmulatedDay
@@ -88,13 +89,6 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:,.0f}"
 
 
-def _clock(seconds_: float) -> str:
-    whole = int(seconds_)
-    days, rest = divmod(whole, 86_400)
-    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}"
-    return f"{days}+{text}" if days else text
-
-
 def _bins(count: int, step_s: float, span_s: float) -> list[range]:
     """Consecutive steps grouped by the hour (a trace of at least three hours) or, shorter, by 5 minutes."""
     bin_s = HOUR_S if span_s >= HOURLY_FROM_S else DEFAULT_WINDOW_S
@@ -124,7 +118,7 @@ def render_sizing(sizing: TraceSizing) -> list[str]:
     windows = summary.windows
     hourly: list[Sequence[str]] = []
     for group in _bins(len(windows), summary.window_s, sizing.span_s):
-        hourly.append((_clock(windows[group[0]].start_s),
+        hourly.append((clock(windows[group[0]].start_s, with_seconds=False),
                        f"{sum(windows[i].requests for i in group) / (len(group) * summary.window_s):,.3f}",
                        *(_span(min(n.needed[i] for i in group), max(n.needed[i] for i in group))
                          for n in sizing.needs.values())))
@@ -168,7 +162,7 @@ def render_advice(advice: TraceAdvice) -> list[str]:
     rows: list[Sequence[str]] = []
     for group in _bins(len(day.times_s), day.step_s, len(day.times_s) * day.step_s):
         arrivals = sum(day.arrivals_per_s[i] for i in group) / len(group)
-        rows.append((_clock(day.times_s[group[0]]), f"{arrivals:,.3f}",
+        rows.append((clock(day.times_s[group[0]], with_seconds=False), f"{arrivals:,.3f}",
                      *(_span(min(r.ready[i] for i in group), max(r.ready[i] for i in group))
                        for r in day.roles.values()),
                      _ms(max(day.ttft_p90_s[i] for i in group)), _ms(max(day.tpot_p90_s[i] for i in group))))
@@ -195,7 +189,7 @@ def _median_abs(values: Sequence[float | None]) -> float | None:
 def render_replay(label: str, replay: ReplayRun, rows: Sequence[WindowError]) -> list[str]:
     """The emulated day beside the replay, window by window, with the median error."""
     table: list[Sequence[str]] = [
-        (_clock(r.start_s), f"{r.measured_arrivals_per_s:,.3f}", f"{r.emulated_arrivals_per_s:,.3f}",
+        (clock(r.start_s, with_seconds=False), f"{r.measured_arrivals_per_s:,.3f}", f"{r.emulated_arrivals_per_s:,.3f}",
          "-" if r.measured_ttft_p90_s is None else _ms(r.measured_ttft_p90_s),
          "-" if r.emulated_ttft_p90_s is None else _ms(r.emulated_ttft_p90_s), _share(r.ttft_error),
          "-" if r.measured_tpot_p90_s is None else _ms(r.measured_tpot_p90_s),

@@ -127,7 +127,7 @@ class TraceSummary:
     def busiest(self, count: int = 5) -> tuple[Sequence[str], list[Sequence[str]]]:
         """Headers and rows of the ``count`` busiest windows, busiest first (earliest first on a tie)."""
         top = sorted(self.windows, key=lambda w: (-w.requests, w.start_s))[:count]
-        rows: list[Sequence[str]] = [(_clock(w.start_s), f"{w.requests:,}", f"{w.arrivals_per_s:,.3f}",
+        rows: list[Sequence[str]] = [(clock(w.start_s), f"{w.requests:,}", f"{w.arrivals_per_s:,.3f}",
                                       f"{w.prefill_tokens_per_s:,.0f}", f"{w.decode_tokens_per_s:,.0f}") for w in top]
         return ("from first arrival", "requests", "requests/s", "prefill tok/s", "decode tok/s"), rows
 
@@ -140,11 +140,12 @@ def _three(lengths: Lengths) -> tuple[str, str, str]:
     return f"{lengths.mean:,.1f}", f"{lengths.p50:,.0f}", f"{lengths.p99:,.0f}"
 
 
-def _clock(seconds: float) -> str:
-    """``d+hh:mm:ss`` from the first arrival, not the time of day (BurstGPT has none; Azure's is dropped)."""
+def clock(seconds: float, *, with_seconds: bool = True) -> str:
+    """``d+hh:mm:ss`` (``d+hh:mm`` without seconds) from the first arrival, not the time of day (BurstGPT has none;
+    Azure's is dropped)."""
     whole = int(seconds)
     days, rest = divmod(whole, 86_400)
-    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}" + (f":{rest % 60:02d}" if with_seconds else "")
     return f"{days}+{text}" if days else text
 
 
