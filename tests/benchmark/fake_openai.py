@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from hyperpod_dpd.observability.metrics import TTFT, derived_buckets
+
 
 @dataclass(frozen=True, kw_only=True)
 class Behaviour:
@@ -46,7 +48,9 @@ class Behaviour:
     :param routing_threshold: prompts estimated at this many tokens or more are disaggregated; the estimate
         is the larger of the word count and characters / 4 (the router's two observed rules).
     :param kv_transfer: a disaggregated prompt reaches the decoder as external KV tokens (off: recomputed).
-    :param ttft_buckets: the router TTFT histogram's finite bucket bounds in seconds (none: ``+Inf`` only).
+    :param ttft_buckets: the router TTFT histogram's finite bucket bounds in seconds: by default vLLM 0.19's own
+        TTFT buckets (the router's are not published); ``()`` serves ``+Inf`` only, a histogram that cannot place
+        any quantile.
     :param prefix_block: the decoder's prefix cache, in blocks of this many words: a prompt's leading whole
         blocks already seen count as ``vllm:prefix_cache_hits_total`` (0: no prefix cache series).
     :param estimate_scale: the router's estimate is this fraction of the rule above, as a router whose
@@ -71,7 +75,7 @@ class Behaviour:
     eos_after: int = 3
     routing_threshold: int = 32
     kv_transfer: bool = True
-    ttft_buckets: tuple[float, ...] = ()
+    ttft_buckets: tuple[float, ...] = derived_buckets(TTFT.name)
     prefix_block: int = 0
     estimate_scale: float = 1.0
     engine_ttft: bool = False

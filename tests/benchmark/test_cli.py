@@ -689,6 +689,12 @@ def test_the_default_bench_on_a_healthy_stub_exits_0_with_the_overhead_bounded_a
     assert [level["concurrency"] for level in run["levels"]] == [8, 16, 32]
     assert [r["fraction"] for r in run["routing"]] == [1.0, 1.0, 1.0]
     assert all(0 < r["client_overhead_s"] < 0.05 for r in run["routing"])
+    for row in run["routing"]:  # both quantiles placed in a finite bucket, and the proven least within the bound
+        quantiles = row["client_overhead_quantiles"]
+        assert set(quantiles) == {"p50", "p99"}
+        for name, figure in quantiles.items():
+            assert figure["server_bucket_s"][1] is not None, (row["concurrency"], name)
+            assert figure["overhead_at_least_s"] <= figure["bound_s"], (row["concurrency"], name, figure)
 
 
 def test_report_dir_writes_the_report_and_names_a_missing_advisor(

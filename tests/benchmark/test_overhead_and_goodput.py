@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any
 
+import pytest
+
 from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation
+from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation, bucket_quantile
 from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.overhead import (
     BOUND_S,
@@ -15,6 +18,8 @@ from hyperpod_dpd.benchmark.overhead import (
     client_overhead,
     overhead_bound,
     overhead_warnings,
+    quantile_overheads,
+    router_ttft,
     tail_bound,
 )
 from hyperpod_dpd.benchmark.results import parse_run, read_directory
@@ -106,10 +111,56 @@ def test_the_tail_of_the_client_overhead_is_bounded() -> None:
 
 def test_a_client_within_the_bounds_at_every_quantile_passes() -> None:
     seen = _seen(ROUTING + ROUTER_TTFT)
-    assert overhead_warnings([_level([0.53] * 98 + [0.74] * 2)], {C64: seen}) == []
-    # a histogram of one bucket says nothing of the quantiles: only the mean is bounded
+    level = _level([0.53] * 98 + [0.74] * 2)
+    assert overhead_warnings([level], {C64: seen}) == []
+    quantiles = quantile_overheads(level, router_ttft(seen))
+    p50, p99 = quantiles["p50"], quantiles["p99"]
+    assert p50 is not None and p99 is not None
+    # Prometheus' linear estimate inside (0.5, 0.55]: rank 50 of the bucket's 98 requests
+    assert p50.server.estimate == pytest.approx(0.5 + 0.05 * 50 / 98) and p50.resolved
+    assert p50.least_s == pytest.approx(0.53 - 0.55) and p50.estimate_s == pytest.approx(0.53 - 0.5 - 0.05 * 50 / 98)
+    assert p99.server.lower == 0.6 and p99.server.upper == 0.75 and p99.resolved  # 150 ms wide, 150 ms bound
+    assert p99.as_dict()["server_bucket_s"] == [0.6, 0.75]
+
+
+def test_a_histogram_of_one_bucket_leaves_the_quantiles_unverified() -> None:
+    """A router that serves only the +Inf bucket says nothing of its quantiles. Before, only the mean was bounded
+    and the p99 +425 ms below passed, trusted."""
     coarse = ROUTING + 'dpd_e2e_ttft_seconds_bucket{le="+Inf"} 100\n' + ROUTER_TTFT.split("\n", 8)[-1]
-    assert overhead_warnings([_level([0.555] * 98 + [0.98] * 2)], {C64: _seen(coarse)}) == []
+    (warning,) = overhead_warnings([_level([0.555] * 98 + [0.98] * 2)], {C64: _seen(coarse)})
+    assert warning.code is Trust.OVERHEAD_UNKNOWN
+    assert "has no finite bucket, so its TTFT p50 and p99 cannot be told" in warning.message
+    assert "the mean is within its bound" in warning.message
+
+
+def test_a_p99_above_the_top_finite_bucket_is_unverified_not_passed() -> None:
+    """The router's top finite bucket is 750 ms and 2 of 100 requests took longer: its p99 is only "above 750 ms".
+    Before, the p99 check was skipped without a word and the level passed on its mean and p50."""
+    text = ROUTING + "".join(f'dpd_e2e_ttft_seconds_bucket{{le="{le}"}} {count}\n' for le, count in (
+        ("0.5", 0), ("0.55", 98), ("0.75", 98), ("+Inf", 100))) + "dpd_e2e_ttft_seconds_sum 53.9\n" \
+        "dpd_e2e_ttft_seconds_count 100\n"
+    seen = _seen(text)
+    level = _level([0.53] * 98 + [1.6] * 2)
+    assert seen.router_ttft_bounds(0.99) is None
+    (warning,) = overhead_warnings([level], {C64: seen})
+    assert warning.code is Trust.OVERHEAD_UNKNOWN
+    assert "TTFT p99 lies above the top finite bucket of dpd_e2e_ttft_seconds (750 ms)" in warning.message
+    p99 = quantile_overheads(level, router_ttft(seen))["p99"]
+    assert p99 is not None and not p99.server.finite and p99.least_s is None and p99.as_dict()["server_bucket_s"] == [
+        0.75, None]
+
+
+def test_the_bucket_quantile_is_prometheus_histogram_quantile() -> None:
+    """Prometheus' BucketQuantile (promql/quantile.go): the first bucket starts at 0, linear inside a bucket, a
+    bucket without requests between two counted ones is skipped, and a histogram without +Inf is no histogram."""
+    buckets = {0.1: 0.0, 0.2: 10.0, 0.4: 10.0, 0.8: 30.0, math.inf: 30.0}
+    low = bucket_quantile(buckets, 0.1)
+    assert low is not None and (low.lower, low.upper) == (0.1, 0.2) and low.estimate == pytest.approx(0.13)
+    mid = bucket_quantile(buckets, 0.5)
+    assert mid is not None and (mid.lower, mid.upper) == (0.4, 0.8) and mid.estimate == pytest.approx(0.5)
+    first = bucket_quantile({1.0: 4.0, math.inf: 4.0}, 0.5)
+    assert first is not None and first.lower == 0.0 and first.estimate == pytest.approx(0.5)
+    assert bucket_quantile({0.5: 3.0}, 0.5) is None and bucket_quantile({math.inf: 0.0}, 0.5) is None
 
 
 def test_a_router_without_its_ttft_histogram_leaves_the_level_unverified(healthy_run: Any) -> None:

@@ -98,19 +98,47 @@ def histogram_buckets(text: str, name: str) -> dict[float, float]:
     return buckets
 
 
-def quantile_bounds(buckets: Mapping[float, float], q: float) -> tuple[float, float] | None:
-    """The bucket ``[lower, upper]`` that holds the ``q`` quantile of a histogram's counts, as Prometheus'
-    ``histogram_quantile`` finds it; None when nothing was counted or it lies in the ``+Inf`` bucket."""
+@dataclass(frozen=True)
+class BucketQuantile:
+    """Where a histogram puts its ``q`` quantile: the bucket ``(lower, upper]`` that holds it and Prometheus'
+    linear estimate inside it. ``upper`` is ``math.inf`` (and ``estimate`` None) when the quantile lies above the
+    top finite bucket, where the histogram says only that it is more than ``lower``."""
+
+    lower: float
+    upper: float
+    estimate: float | None
+
+    @property
+    def finite(self) -> bool:
+        return not math.isinf(self.upper)
+
+
+def bucket_quantile(buckets: Mapping[float, float], q: float) -> BucketQuantile | None:
+    """The ``q`` quantile of cumulative bucket counts (by upper bound), found as Prometheus' ``histogram_quantile``
+    finds it (prometheus/promql/quantile.go ``BucketQuantile``, v3.x: the first bucket whose count reaches
+    ``q * total``, linear inside it, the first bucket starting at 0); None when nothing was counted. Prometheus
+    returns the top finite bound for a quantile in the ``+Inf`` bucket; this says "above it" instead."""
     ordered = sorted(buckets.items())
     total = ordered[-1][1] if ordered else 0.0
-    if total <= 0:
-        return None
-    rank, lower = q * total, 0.0
+    if total <= 0 or not math.isinf(ordered[-1][0]):
+        return None  # no +Inf bucket: the total is unknown, so is every rank
+    rank, lower, below = q * total, 0.0, 0.0
     for bound, count in ordered:
         if count >= rank:
-            return None if math.isinf(bound) else (lower, bound)
-        lower = bound
+            if math.isinf(bound):
+                return BucketQuantile(lower=lower, upper=bound, estimate=None)
+            inside = count - below
+            share = (rank - below) / inside if inside > 0 else 1.0
+            return BucketQuantile(lower=lower, upper=bound, estimate=lower + (bound - lower) * share)
+        lower, below = bound, count
     return None
+
+
+def quantile_bounds(buckets: Mapping[float, float], q: float) -> tuple[float, float] | None:
+    """The finite bucket ``[lower, upper]`` that holds the ``q`` quantile; None when nothing was counted or it lies
+    in the ``+Inf`` bucket."""
+    found = bucket_quantile(buckets, q)
+    return (found.lower, found.upper) if found is not None and found.finite else None
 
 
 # The histograms the TTFT decomposition reads, per role (names from the metrics contract, benchmark/decomposition.py

@@ -10,11 +10,15 @@ network in between added. Three figures are bounded, each over every answered re
 
 - the mean, against the histogram's sum and count: at most :data:`BOUND_S` or :data:`BOUND_RATIO` of
   the router's mean;
-- p50 and p99, against the router's histogram bucket that holds the same quantile. The bucket gives
-  the router's quantile only to within its width, so the client's quantile is compared with the
-  bucket's *upper* bound (the most the router's could be): a level is flagged only when the client
-  surely added more than :data:`BOUND_S` / :data:`BOUND_RATIO` at p50, or :data:`TAIL_BOUND_S` /
-  :data:`TAIL_BOUND_RATIO` at p99 (a tail doubles the room, since few requests make it).
+- p50 and p99, against the router's histogram at the same quantile. The histogram places the router's quantile
+  only within a bucket ``(lower, upper]``, so the client's quantile is compared with the bucket's *upper* bound (the
+  most the router's could be): a level is flagged only when the client surely added more than :data:`BOUND_S` /
+  :data:`BOUND_RATIO` at p50, or :data:`TAIL_BOUND_S` / :data:`TAIL_BOUND_RATIO` at p99 (a tail doubles the room,
+  since few requests make it). Beside the proven least, :class:`QuantileOverhead` carries Prometheus' linear
+  estimate inside the bucket (what a dashboard's ``histogram_quantile`` shows) and whether the bucket is narrow
+  enough that an excess could not hide in it; the results' JSON carries all three per level.
+- A quantile above the histogram's top finite bucket cannot be placed at all: the level is flagged unverified at
+  that quantile, never passed on its mean alone.
 
 A level whose router serves no TTFT histogram is flagged as unmeasured: its TTFT is the client's,
 with nothing to show how much of it the server's.
@@ -43,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import E2E_TTFT, LevelDisaggregation, quantile_bounds
+from hyperpod_dpd.benchmark.disaggregation import E2E_TTFT, BucketQuantile, LevelDisaggregation, bucket_quantile
 from hyperpod_dpd.benchmark.levels import LevelResult
 from hyperpod_dpd.benchmark.traffic import counted, ours
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
@@ -66,8 +70,12 @@ class ServerTtft:
     mean_s: float | None
     buckets: Mapping[float, float] = field(default_factory=dict)
 
-    def bounds(self, q: float) -> tuple[float, float] | None:
-        return quantile_bounds(self.buckets, q)
+    def quantile(self, q: float) -> BucketQuantile | None:
+        return bucket_quantile(self.buckets, q)
+
+    @property
+    def top_finite_s(self) -> float | None:
+        return max((bound for bound in self.buckets if not math.isinf(bound)), default=None)
 
     def as_dict(self) -> dict[str, object]:
         return {"clock": self.clock.removeprefix("the "), "series": self.series, "mean_s": self.mean_s}
@@ -139,10 +147,86 @@ UNMEASURED = {
              "served a TTFT histogram for this level")}
 
 
+# The quantiles bounded beyond the mean, each with its own allowance (a tail doubles the room, since few requests
+# make it).
+QUANTILES: tuple[tuple[str, float, Callable[[float], float]], ...] = (
+    ("p50", 0.50, overhead_bound), ("p99", 0.99, tail_bound))
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuantileOverhead:
+    """The client's TTFT quantile against the server's histogram at the same quantile.
+
+    The histogram puts the server's quantile in a bucket ``(lower, upper]``: the client surely added at least
+    ``client - upper`` and at most ``client - lower``; ``estimate`` is the difference from Prometheus' linear estimate
+    inside the bucket, the figure a dashboard shows. Only ``least_s`` can prove an excess; ``resolved`` says whether
+    the bucket is narrow enough that an excess over ``limit_s`` could not hide in it."""
+
+    name: str
+    client_s: float
+    server: BucketQuantile
+    limit_s: float | None  # None: above the top finite bucket, nothing to bound against
+
+    @property
+    def least_s(self) -> float | None:
+        return self.client_s - self.server.upper if self.server.finite else None
+
+    @property
+    def estimate_s(self) -> float | None:
+        return None if self.server.estimate is None else self.client_s - self.server.estimate
+
+    @property
+    def over(self) -> bool:
+        return self.least_s is not None and self.limit_s is not None and self.least_s > self.limit_s
+
+    @property
+    def resolved(self) -> bool:
+        return self.limit_s is not None and self.server.upper - self.server.lower <= self.limit_s
+
+    def as_dict(self) -> dict[str, object]:
+        return {"client_s": self.client_s, "server_bucket_s": [self.server.lower, None if not self.server.finite
+                                                               else self.server.upper],
+                "server_estimate_s": self.server.estimate, "overhead_estimate_s": self.estimate_s,
+                "overhead_at_least_s": self.least_s, "bound_s": self.limit_s, "resolved": self.resolved}
+
+
+def quantile_overheads(level: LevelResult, server: ServerTtft) -> dict[str, QuantileOverhead | None]:
+    """p50 and p99 of the client's TTFT (every answered request, as the server counts them) against the server's
+    histogram; a quantile is None when the histogram counted nothing."""
+    ttfts = [ttft for ttft, _ in level.answered]
+    found: dict[str, QuantileOverhead | None] = {}
+    for name, q, limit in QUANTILES:
+        client, where = quantile(ttfts, q), server.quantile(q)
+        found[name] = None if client is None or where is None else QuantileOverhead(
+            name=name, client_s=client, server=where, limit_s=limit(where.upper) if where.finite else None)
+    return found
+
+
+def quantiles_dict(level: LevelResult, seen: LevelDisaggregation | None,
+                   clock: Callable[[LevelDisaggregation], ServerTtft] = router_ttft) -> dict[str, object] | None:
+    """:func:`quantile_overheads` for the results' JSON; None when the counters around the level were not read."""
+    if seen is None:
+        return None
+    return {name: None if value is None else value.as_dict()
+            for name, value in quantile_overheads(level, clock(seen)).items()}
+
+
+def _unbounded(server: ServerTtft, names: Sequence[str]) -> str:
+    """Why these quantiles could not be bounded: above the histogram's top finite bucket, or no buckets at all."""
+    top = server.top_finite_s
+    if top is None:
+        return (f"{server.series} from {server.clock} has no finite bucket, so its TTFT {' and '.join(names)} "
+                "cannot be told")
+    return (f"{server.clock}'s TTFT {' and '.join(names)} lie{'s' if len(names) == 1 else ''} above the top finite "
+            f"bucket of {server.series} ({top * 1e3:.0f} ms), so the histogram cannot say how much of the client's "
+            "lies above the server's there")
+
+
 def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[Load, LevelDisaggregation], *,
                       clock: Callable[[LevelDisaggregation], ServerTtft] = router_ttft) -> list[TrustWarning]:
     """The client's TTFT against the server's ``clock`` per level: its mean, p50 and p99 over their bounds, or no
-    server figure at all (the level is unverified, never silently passed)."""
+    server figure at all, or a quantile the server's histogram cannot place (the level is unverified, never
+    silently passed)."""
     found = []
     for level in levels:
         seen = routing.get(level.load)
@@ -163,19 +247,21 @@ def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[Load, Leve
                 f"({server.mean_s * 1e3:.0f} ms, {server.series}), over the {bound * 1e3:.0f} ms bound: TTFT here is "
                 f"partly the benchmark pod's ({_fix(level)}){_frontend(server)}")))
             continue
-        ttfts = [ttft for ttft, _ in level.answered]
-        for name, q, limit in (("p50", 0.50, overhead_bound), ("p99", 0.99, tail_bound)):
-            bucket, client = server.bounds(q), quantile(ttfts, q)
-            if bucket is None or client is None:
-                continue
-            most = bucket[1]
-            if client - most > limit(most):
-                found.append(TrustWarning(code=Trust.CLIENT_OVERHEAD, load=level.load, message=(
-                    f"the client's TTFT {name} is {client * 1e3:.0f} ms, at least {(client - most) * 1e3:.0f} "
-                    f"ms above {server.clock}'s (at most {most * 1e3:.0f} ms by its histogram), over the "
-                    f"{limit(most) * 1e3:.0f} ms bound: the TTFT {name} here is partly the benchmark pod's "
-                    f"({_fix(level)}){_frontend(server)}")))
-                break
+        quantiles = quantile_overheads(level, server)
+        over = next((value for value in quantiles.values() if value is not None and value.over), None)
+        if over is not None and over.least_s is not None and over.limit_s is not None:
+            found.append(TrustWarning(code=Trust.CLIENT_OVERHEAD, load=level.load, message=(
+                f"the client's TTFT {over.name} is {over.client_s * 1e3:.0f} ms, at least {over.least_s * 1e3:.0f} "
+                f"ms above {server.clock}'s (at most {over.server.upper * 1e3:.0f} ms by its histogram), over the "
+                f"{over.limit_s * 1e3:.0f} ms bound: the TTFT {over.name} here is partly the benchmark pod's "
+                f"({_fix(level)}){_frontend(server)}")))
+            continue
+        blind = [name for name, value in quantiles.items() if value is None or not value.server.finite]
+        if blind:
+            found.append(TrustWarning(code=Trust.OVERHEAD_UNKNOWN, load=level.load, message=(
+                f"{_unbounded(server, blind)}: the client's TTFT {' and '.join(blind)} here "
+                f"{'is' if len(blind) == 1 else 'are'} unverified against the server's (the mean is within its "
+                "bound)")))
     return found
 
 
@@ -188,12 +274,14 @@ class ServerClockRow:
     server: ServerTtft | None  # None: the counters around the level were not read
     client_ttft_mean_s: float | None
     overhead_s: float | None
+    quantiles: Mapping[str, object] | None
     counted: Mapping[str, int]
     ours: int | None  # None: the client's files do not count what it sent
 
     def as_dict(self) -> dict[str, object]:
         return {**self.load.as_dict(), "server_ttft": None if self.server is None else self.server.as_dict(),
                 "client_ttft_mean_s": self.client_ttft_mean_s, "client_overhead_s": self.overhead_s,
+                "client_overhead_quantiles": self.quantiles,
                 "server_requests": dict(self.counted), "client_requests": self.ours}
 
 
@@ -205,6 +293,7 @@ def server_clock_rows(levels: Sequence[LevelResult], counters: Mapping[Load, Lev
         rows.append(ServerClockRow(load=level.load, server=None if seen is None else clock(seen),
                                    client_ttft_mean_s=level.client_ttft_mean,
                                    overhead_s=client_overhead(level, seen, clock),
+                                   quantiles=quantiles_dict(level, seen, clock),
                                    counted={} if seen is None else counted(seen),
                                    ours=None if (mine := ours(level)) is None else mine[0]))
     return rows

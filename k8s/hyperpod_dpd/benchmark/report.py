@@ -9,7 +9,8 @@ from typing import Any
 from hyperpod_dpd.benchmark.capacity import Slo
 from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
 from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
-from hyperpod_dpd.benchmark.overhead import client_overhead
+from hyperpod_dpd.benchmark.overhead import client_overhead, quantiles_dict
+from hyperpod_dpd.benchmark.repeats import level_repeats, median_level
 from hyperpod_dpd.benchmark.results import BenchmarkResults
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.trust import TrustWarning
@@ -78,6 +79,36 @@ def render_results(title: str, results: BenchmarkResults, warnings: Sequence[Tru
     return "\n".join(lines)
 
 
+REPEAT_HEADERS = ("RUN", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "OUT tok/s", "DONE", "FAILED", "DISAGG")
+
+
+def render_repeats(label: str, runs: Sequence[BenchmarkResults],
+                   routings: Sequence[Mapping[Load, LevelDisaggregation] | None]) -> str:
+    """Every repeat of every level beside the others, and their median (what capacity, the stages and the figures
+    read, :mod:`repeats`): the main table is the first run's alone, which would hide how far the repeats spread."""
+    loads = sorted({level.load for run in runs for level in run.levels}, key=Load.sort_key)
+    rows = []
+    for load in loads:
+        for index, run in enumerate(runs, start=1):
+            level = run.level(load)
+            if level is None:
+                rows.append([load.cell(), str(index), "not run", *["-"] * (len(REPEAT_HEADERS) - 2)])
+                continue
+            routing = routings[index - 1] if index - 1 < len(routings) else None
+            seen = None if routing is None else routing.get(load)
+            share = "?" if seen is None or seen.fraction is None else f"{seen.fraction:.0%}"
+            rows.append([load.cell(), str(index), _three(level.ttft), _three(level.tpot),
+                         f"{level.output_tokens_per_s:,.1f}", str(level.completed), str(level.failed), share])
+        present = level_repeats(runs, load)
+        if len(present) > 1:
+            middle = median_level(present)
+            rows.append([load.cell(), "median", _three(middle.ttft), _three(middle.tpot),
+                         f"{middle.output_tokens_per_s:,.1f}", "-", "-", "-"])
+    return "\n".join([f"{label}: each of the {len(runs)} runs per level and their median (capacity, the TTFT stages "
+                      "and the figures read the median)", *render_columns((column_header(loads), *REPEAT_HEADERS),
+                                                                         rows)])
+
+
 def results_object(*, endpoint: str, scenario: Scenario, results: BenchmarkResults,
                    warnings: Sequence[TrustWarning], job: str | None = None,
                    routing: Mapping[Load, LevelDisaggregation] | None = None,
@@ -93,6 +124,7 @@ def results_object(*, endpoint: str, scenario: Scenario, results: BenchmarkResul
     if routing is not None:
         document["routing"] = [{**(routing[lv.load].as_dict() if lv.load in routing else lv.load.as_dict()),
                                 "client_overhead_s": client_overhead(lv, routing.get(lv.load)),
+                                "client_overhead_quantiles": quantiles_dict(lv, routing.get(lv.load)),
                                 "server_output_tokens_per_s": server_output_tokens_per_s(lv, routing.get(lv.load))}
             for lv in results.levels]
     if slo:

@@ -59,7 +59,7 @@ from hyperpod_dpd.benchmark.readiness import (
     served_model,
 )
 from hyperpod_dpd.benchmark.repeats import median_decomposition, median_results
-from hyperpod_dpd.benchmark.report import render_results, results_object, to_json
+from hyperpod_dpd.benchmark.report import render_repeats, render_results, results_object, to_json
 from hyperpod_dpd.benchmark.results import BenchmarkResults, collect, read_files
 from hyperpod_dpd.benchmark.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
 from hyperpod_dpd.benchmark.scenario import (
@@ -325,7 +325,11 @@ class Report:
             where = (f"{'/'.join(map(str, counts))} requests per level, {scenario.client.value}, job {o.job}" if o.job
                      else f"read from {o.source}")
             title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
+            if o.repeats:
+                title += f" (the first of {len(o.runs)} runs; each run is below)"
             block = render_results(title, o.results, o.warnings, o.routing, self.slo)
+            if o.repeats:
+                block += "\n\n" + render_repeats(o.label, o.runs, [o.routing, *o.repeat_routing])
             if o.server is not None:
                 block += "\n\n" + render_server_clock(o.label, server_clock_rows(o.results.levels, o.server, twin_ttft))
             if o.routing is None and not o.job:
