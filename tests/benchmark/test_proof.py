@@ -63,6 +63,20 @@ def test_a_folder_uses_only_its_own_proof() -> None:
     assert proof is None and "(aiperf_rate_5.json)" in str(why)  # a result file the proof never saw
 
 
+def test_a_twins_proof_keeps_why_its_counters_were_unread() -> None:
+    """The twin's counters file: its windows and why a level's counters could not be read survive the file, so the
+    verdicts recomputed from it are the live run's. A DPD file, with nothing unread, has no such key."""
+    snapshots = LevelSnapshots(read=lambda: _snapshot(0), taken={0: _snapshot(0), 1: _snapshot(1)})  # rate: unread
+    proof = snapshots_proof(snapshots, run_id="r1", endpoint="dpd-test-agg", written_at="2026-12-01T03:00:00Z",
+                            path=RoutePath.DPD, loads=LOADS, files=FILES, unread="pods/proxy is forbidden")
+    again = RunProof.parse(proof.to_text())
+    assert again == proof and again.unread == "pods/proxy is forbidden"
+    assert "unread" not in json.loads(_proof().to_text())
+    nothing = snapshots_proof(None, run_id="r1", endpoint="dpd-test-agg", written_at="2026-12-01T03:00:00Z",
+                              path=RoutePath.DPD, loads=LOADS, files=FILES, unread="no status.selector")
+    assert RunProof.parse(nothing.to_text()) == nothing and nothing.routing() == {}
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (lambda d: d.update(format=2), "not a bench counters file of format 1"),
     (lambda d: d.pop("run_id"), "'run_id' is missing"),
@@ -72,6 +86,7 @@ def test_a_folder_uses_only_its_own_proof() -> None:
     (lambda d: d["windows"].update({"\u00b2": {}}), "is not a level count"),  # a digit to str.isdigit, not to int
     (lambda d: d["windows"]["0"].update({"router/p": {"disaggregated": "ten"}}), "names to finite numbers"),
     (lambda d: d.update(result_files_sha256={"a.json": 3}), "maps file names to hex digests"),
+    (lambda d: d.update(unread=["a read failed"]), "'unread' is why the counters could not be read"),
 ])
 def test_a_bad_proof_is_a_results_error_naming_the_key(change: Any, message: str) -> None:
     document = json.loads(_proof().to_text())

@@ -5,7 +5,9 @@ levels; the Job's folder holds only the client's files. So that ``--results-dir`
 verdicts as the live run (which path each level took, whether the KV cache arrived, how much of TTFT
 was the client's, from the same server figures), ``bench`` writes every snapshot into
 :data:`PROOF_FILE` beside the results: into the run's S3 folder (next to what the Job uploaded) and,
-with ``--report-dir``, into the run's local copy there.
+with ``--report-dir``, into the run's local copy there. The aggregated twin's folder gets its own, of its
+router's and engine pods' counters, so that ``--aggregated-results-dir`` reaches the twin's verdicts again
+(:meth:`RunProof.twin_warnings`).
 
 A proof names its run (run id, endpoint, the UTC time bench wrote it) and the sha256 of every result
 file it was checked against. A folder's proof is used only when those hashes are exactly the folder's
@@ -29,17 +31,19 @@ from hyperpod_dpd.benchmark.disaggregation import (
     LevelSnapshots,
     RouterEstimates,
     disaggregation_warnings,
+    restart_warnings,
 )
 from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.overhead import overhead_warnings
+from hyperpod_dpd.benchmark.overhead import overhead_warnings, twin_ttft
 from hyperpod_dpd.benchmark.results import BenchmarkResults
 from hyperpod_dpd.benchmark.route import RoutePath
 from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
-from hyperpod_dpd.benchmark.trust import TrustWarning
+from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
 from hyperpod_dpd.load_point import Load
 
 PROOF_FILE = "hyperpod-dpd-counters.json"
 FORMAT = 1  # the file's version: a later bench that changes the shape raises it and refuses older files by name
+MISSED = "a quiet window was missed"  # why a level's counters are unread when no read failed: no poll saw it
 
 
 def result_hashes(files: Mapping[str, str]) -> dict[str, str]:
@@ -75,6 +79,9 @@ class RunProof:
     loads: tuple[Load, ...]
     windows: Mapping[int, DpdCounters]
     results: Mapping[str, str] = field(default_factory=dict)  # the sha256 of every result file it checked
+    # why counters could not be read (the pods not found, or the last read's error), for the levels left unmeasured;
+    # written only when set (key ``unread``), so a file without it is still of format 1
+    unread: str = ""
 
     def routing(self) -> dict[Load, LevelDisaggregation]:
         """Each level's counts, windowed exactly as the live run windowed them."""
@@ -94,12 +101,28 @@ class RunProof:
             + overhead_warnings(results.levels, routing)
             + other_traffic_warnings(results.levels, routing))
 
+    def twin_warnings(self, results: BenchmarkResults) -> list[TrustWarning]:
+        """The aggregated twin's server-side verdicts on ``results``, from its router's and engine pods' counters: a
+        level whose counters were not read around it is unverified (with why), the others' TTFT is bounded against
+        the twin's own clock (:func:`~hyperpod_dpd.benchmark.overhead.twin_ttft`), and other clients' traffic and
+        restarted pods are reported. Its path is not in question (it has no prefillers), so no path or KV checks."""
+        server = self.routing()
+        unread = self.unread or MISSED
+        return ([TrustWarning(code=Trust.OVERHEAD_UNKNOWN, load=level.load, message=(
+            f"the twin's router and engine counters could not be read around this level ({unread}), so nothing "
+            "shows how much of its TTFT is the client's: TTFT here is the benchmark pod's, unverified"))
+            for level in results.levels if level.load not in server and level.answered]
+            + overhead_warnings(results.levels, server, clock=twin_ttft)
+            + other_traffic_warnings(results.levels, server)
+            + restart_warnings(server))
+
     def to_text(self) -> str:
         document = {"format": FORMAT, "run_id": self.run_id, "endpoint": self.endpoint, "written_at": self.written_at,
                     "path": self.path.value, "levels": [load.as_dict() for load in self.loads],
                     "result_files_sha256": dict(sorted(self.results.items())),
                     "windows": {str(window): dict(sorted(counters.pods.items()))
-                                for window, counters in sorted(self.windows.items())}}
+                                for window, counters in sorted(self.windows.items())},
+                    **({"unread": self.unread} if self.unread else {})}
         return json.dumps(document, indent=1, sort_keys=False) + "\n"
 
     @classmethod
@@ -127,9 +150,12 @@ class RunProof:
                                                     for pod, sample in pods.items()})
         if not all(isinstance(name, str) and isinstance(digest, str) for name, digest in hashes.items()):
             raise ResultsError(f"{where}: 'result_files_sha256' maps file names to hex digests")
+        unread = data.get("unread", "")
+        if not isinstance(unread, str):
+            raise ResultsError(f"{where}: 'unread' is why the counters could not be read, a string")
         return cls(run_id=str(texts["run_id"]), endpoint=str(texts["endpoint"]), written_at=str(texts["written_at"]),
                    path=RoutePath(texts["path"]), loads=tuple(_load(level, where) for level in levels),
-                   windows=parsed, results=dict(hashes))
+                   windows=parsed, results=dict(hashes), unread=unread)
 
     def mismatch(self, files: Mapping[str, str]) -> str | None:
         """Why this proof is not the one of ``files`` (their hashes differ from those it checked), or None."""
@@ -162,8 +188,10 @@ def folder_proof(files: Mapping[str, str], *, endpoint: str) -> tuple[RunProof |
     return (None, why) if why else (proof, None)
 
 
-def snapshots_proof(snapshots: LevelSnapshots, *, run_id: str, endpoint: str, written_at: str, path: RoutePath,
-                    loads: Sequence[Load], files: Mapping[str, str]) -> RunProof:
-    """What a live run read, as the proof it writes beside ``files``."""
+def snapshots_proof(snapshots: LevelSnapshots | None, *, run_id: str, endpoint: str, written_at: str,
+                    path: RoutePath, loads: Sequence[Load], files: Mapping[str, str], unread: str = "") -> RunProof:
+    """What a live run read, as the proof it writes beside ``files``; ``snapshots`` None: nothing could be read
+    (``unread`` says why), which the proof records too, so a folder re-read says the same."""
     return RunProof(run_id=run_id, endpoint=endpoint, written_at=written_at, path=path, loads=tuple(loads),
-                    windows=dict(snapshots.taken), results=result_hashes(files))
+                    windows=dict(snapshots.taken) if snapshots is not None else {}, results=result_hashes(files),
+                    unread=unread)

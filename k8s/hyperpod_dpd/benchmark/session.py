@@ -35,7 +35,6 @@ from hyperpod_dpd.benchmark.disaggregation import (
     RouterEstimates,
     kept_local,
     read_counters,
-    restart_warnings,
 )
 from hyperpod_dpd.benchmark.economics import Layout, layouts
 from hyperpod_dpd.benchmark.figures import ReportInput, write_report
@@ -48,7 +47,7 @@ from hyperpod_dpd.benchmark.job import (
     render_benchmark_job,
 )
 from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.overhead import overhead_warnings, render_server_clock, server_clock_rows, twin_ttft
+from hyperpod_dpd.benchmark.overhead import render_server_clock, server_clock_rows, twin_ttft
 from hyperpod_dpd.benchmark.prediction import AdviceLike, ComparisonRow, compare, predict, render_comparison
 from hyperpod_dpd.benchmark.proof import PROOF_FILE, RunProof, folder_proof, snapshots_proof
 from hyperpod_dpd.benchmark.readiness import (
@@ -73,7 +72,6 @@ from hyperpod_dpd.benchmark.scenario import (
     parse_rates,
 )
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
-from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings
 from hyperpod_dpd.benchmark.uploaded import (
     UNREADABLE,
@@ -96,6 +94,8 @@ if TYPE_CHECKING:
 
 DPD, AGGREGATED = "dpd", "aggregated"
 RUNS_FOLDER = "runs"  # under --report-dir: each live run's result files and counters
+COUNTERS = {DPD: "router and decoder", AGGREGATED: "twin's router and engine"}  # whose counters each run reads
+FOLDER_OPTION = {DPD: "--results-dir", AGGREGATED: "--aggregated-results-dir"}  # what re-reads each run's folder
 TRAFFIC = re.compile(r"^D\((\d+),(\d+)\)$")
 
 
@@ -230,9 +230,9 @@ class Outcome:
 
     def unverified(self, load: Load) -> tuple[str, ...]:
         """Why this endpoint's ``load`` is not verified against its servers: its warnings' codes, and ``unchecked``
-        for a results folder (it holds no counters at all)."""
+        for a results folder without its counters (its run's counters file absent or refused)."""
         codes = sorted({w.code.value for w in self.warnings if w.load == load})
-        return (*codes, *(() if self.job else ("unchecked",)))
+        return (*codes, *(() if self.job or self.proof is not None else ("unchecked",)))
 
     def run_folders(self) -> dict[str, dict[str, str]]:
         """A live run's folders as ``--results-dir`` reads them, by name (``dpd``, then ``dpd-r2``...): the result
@@ -294,7 +294,7 @@ class Report:
             routing=o.routing, slo=self.slo, identity=self.identity, layout=self.run_layouts.get(o.label)),
             "problem": o.problem or None,
             **({"unchecked": UNCHECKED + (f" ({o.proof_note})" if o.proof_note else "")}
-               if o.routing is None and not o.job else {}),
+               if o.proof is None and not o.job else {}),
             **({"server_clock": [row.as_dict() for row in server_clock_rows(o.results.levels, o.server, twin_ttft)]}
                if o.server is not None else {}),
             **({"repeats": [run.as_dict() for run in o.repeats]} if o.repeats else {})} for o in outcomes}}
@@ -332,7 +332,7 @@ class Report:
                 block += "\n\n" + render_repeats(o.label, o.runs, [o.routing, *o.repeat_routing])
             if o.server is not None:
                 block += "\n\n" + render_server_clock(o.label, server_clock_rows(o.results.levels, o.server, twin_ttft))
-            if o.routing is None and not o.job:
+            if o.proof is None and not o.job:
                 block += f"\n\n{UNCHECKED}" + (f" ({o.proof_note})" if o.proof_note else "")
             if o.problem:
                 block += f"\n\nthe job did not succeed:\n{o.problem}"
@@ -565,12 +565,17 @@ def _from_directories(request: BenchRequest) -> list[Outcome]:
         proof, why = folder_proof(files, endpoint=endpoint)
         if why and not request.quiet:
             print(f"{folder}: {why}", file=sys.stderr)
-        if proof is not None:  # the live run's own counters: its verdicts again, from the same server figures
-            warnings += proof.warnings(results, isl=scenario.isl, threshold=spec.routing.threshold)
-        else:
+        routing, server = None, None
+        if proof is None:
             warnings += _threshold_warnings(spec, scenario, results)
+        elif label == AGGREGATED:  # the twin's own counters: its clock, request counts and restarts, as live
+            server = proof.routing()
+            warnings += proof.twin_warnings(results)
+        else:  # the live run's own counters: its verdicts again, from the same server figures
+            routing = proof.routing()
+            warnings += proof.warnings(results, isl=scenario.isl, threshold=spec.routing.threshold)
         outcomes.append(Outcome(label, endpoint, results, warnings, source=folder, files=files, proof=proof,
-                                proof_note=why or "", routing=proof.routing() if proof is not None else None))
+                                proof_note=why or "", routing=routing, server=server))
     _refuse_mismatch(outcomes)
     return outcomes
 
@@ -725,30 +730,25 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
             job_run.check.detail, job_run.diagnostics, job_run.log.log_tail]))
         warnings = trust_warnings(results, scenario)
         routing, server, proof = None, None, None
+        written_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", seams.now())
         if label == DPD and snapshots is not None and sources is not None:
             proof = snapshots_proof(snapshots, run_id=options.run_id, endpoint=target.name, path=request.path,
-                                    written_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", seams.now()),
-                                    loads=scenario.loads, files=files)
+                                    written_at=written_at, loads=scenario.loads, files=files)
             routing = proof.routing()
             estimates = _local_estimates(kube, sources, routing, request.path,
                                          since_seconds=math.ceil(seams.clock() - started) + 60)
             warnings += proof.warnings(results, isl=scenario.isl, threshold=spec.routing.threshold,
                                        estimates=estimates, osl=scenario.osl, max_model_len=spec.max_model_len)
-            _keep_proof(options, target, job_run.log, proof, s3=s3)
-        elif label == AGGREGATED:
-            server = snapshots.levels(scenario.loads) if snapshots is not None else {}
-            unread = unread or (snapshots.errors[-1] if snapshots is not None and snapshots.errors else
-                                "a quiet window was missed")
-            warnings += [TrustWarning(code=Trust.OVERHEAD_UNKNOWN, load=level.load, message=(
-                f"the twin's router and engine counters could not be read around this level ({unread}), so nothing "
-                "shows how much of its TTFT is the client's: TTFT here is the benchmark pod's, unverified"))
-                for level in results.levels if level.load not in server and level.answered]
-            warnings += overhead_warnings(results.levels, server, clock=twin_ttft)
-            warnings += other_traffic_warnings(results.levels, server)
-            warnings += restart_warnings(server)
+            _keep_proof(options, target, job_run.log, proof, label=label, s3=s3)
+        elif label == AGGREGATED:  # written even when nothing was read, with why: a re-read says the same
+            unread = unread or (snapshots.errors[-1] if snapshots is not None and snapshots.errors else "")
+            proof = snapshots_proof(snapshots, run_id=options.run_id, endpoint=target.name, path=request.path,
+                                    written_at=written_at, loads=scenario.loads, files=files, unread=unread)
+            server = proof.routing()
+            warnings += proof.twin_warnings(results)
+            _keep_proof(options, target, job_run.log, proof, label=label, s3=s3)
         if snapshots is not None and snapshots.errors and not request.quiet:
-            whose = "router and decoder" if label == DPD else "twin's router and engine"
-            print(f"reading the {whose} counters: {snapshots.errors[-1]}", file=sys.stderr)
+            print(f"reading the {COUNTERS[label]} counters: {snapshots.errors[-1]}", file=sys.stderr)
         outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing,
                                 server=server, files=files, proof=proof))
     return outcomes
@@ -792,10 +792,11 @@ def _s3_clients(request: BenchRequest, seams: Seams) -> Callable[[str | None], S
     return s3
 
 
-def _keep_proof(options: JobOptions, target: BenchmarkTarget, log: JobLog, proof: RunProof, *,
+def _keep_proof(options: JobOptions, target: BenchmarkTarget, log: JobLog, proof: RunProof, *, label: str,
                 s3: Callable[[str | None], S3Client]) -> None:
-    """The counters beside the results the Job uploaded, so that ``--results-dir`` on that folder checks them too;
-    a note on stderr (naming the permission) when S3 refuses, and nothing when the Job uploaded nothing."""
+    """The counters beside the results the Job uploaded, so that ``--results-dir`` (the twin's:
+    ``--aggregated-results-dir``) on that folder checks them too; a note on stderr (naming the permission and whose
+    counters) when S3 refuses, and nothing when the Job uploaded nothing."""
     folder = uploaded_folder(log, results=options.results, endpoint=target.name, run_id=options.run_id)
     if folder is None:
         return
@@ -803,8 +804,8 @@ def _keep_proof(options: JobOptions, target: BenchmarkTarget, log: JobLog, proof
         write_uploaded(s3(folder.region), folder, PROOF_FILE, proof.to_text())
     except UNREADABLE as err:
         reason = unreadable_reason(err)
-        print(f"cannot write the router and decoder counters to {folder.uri}{PROOF_FILE} ({reason}); --results-dir "
-              "on that folder will report its levels unchecked", file=sys.stderr)
+        print(f"cannot write the {COUNTERS[label]} counters to {folder.uri}{PROOF_FILE} ({reason}); "
+              f"{FOLDER_OPTION[label]} on that folder will report its levels unchecked", file=sys.stderr)
 
 
 def _result_files(options: JobOptions, target: BenchmarkTarget, log: JobLog, *,
