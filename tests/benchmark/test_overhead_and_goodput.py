@@ -18,6 +18,7 @@ from hyperpod_dpd.benchmark.overhead import (
     client_overhead,
     overhead_bound,
     overhead_warnings,
+    quantile,
     quantile_overheads,
     router_ttft,
     tail_bound,
@@ -41,7 +42,21 @@ def test_the_client_overhead_is_measured_and_bounded_at_each_level(healthy_run: 
         assert overhead is not None and level.client_ttft_mean is not None
         assert overhead == level.client_ttft_mean - seen.router_ttft_mean_s
         assert 0 < overhead < BOUND_S, f"{level.load.describe()}: {overhead * 1e3:.1f} ms"
-    assert overhead_warnings(results.levels, routing) == []
+    # p50 and p99: with a handful of requests per level the p99 is the slowest request, which genai-bench on a busy
+    # machine sometimes holds 100 ms or more (136 ms against the stub's 20 ms, seen here). Such a flag is right, so
+    # what is asserted is that every flag is borne out by the stub's own clock for the same requests.
+    truth = dict(zip(healthy_run.loads, healthy_run.server_ttfts_by_level(), strict=True))
+    for warning in overhead_warnings(results.levels, routing):
+        level = next(lv for lv in results.levels if lv.load == warning.load)
+        assert warning.code is Trust.CLIENT_OVERHEAD and "TTFT p" in warning.message, warning.render()
+        over = [q for q in quantile_overheads(level, router_ttft(routing[level.load])).values()
+                if q is not None and q.over]
+        assert over, warning.render()
+        for figure in over:
+            q = {"p50": 0.5, "p99": 0.99}[figure.name]
+            stub = quantile(list(truth[level.load]), q)
+            assert stub is not None and figure.limit_s is not None
+            assert figure.client_s - stub > figure.limit_s, (warning.render(), stub)
 
 
 def test_an_overhead_above_the_bound_is_flagged(healthy_run: Any) -> None:
