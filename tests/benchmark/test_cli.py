@@ -693,8 +693,9 @@ def test_the_default_bench_on_a_healthy_stub_exits_0_with_the_overhead_bounded_a
         quantiles = row["client_overhead_quantiles"]
         assert set(quantiles) == {"p50", "p99"}
         for name, figure in quantiles.items():
-            assert figure["server_bucket_s"][1] is not None, (row["concurrency"], name)
+            assert figure["server_between_s"][1] is not None, (row["concurrency"], name)
             assert figure["overhead_at_least_s"] <= figure["bound_s"], (row["concurrency"], name, figure)
+            assert figure["verdict"] in {"within", "unresolved"}, (row["concurrency"], name, figure)
 
 
 def test_report_dir_writes_the_report_and_names_a_missing_advisor(

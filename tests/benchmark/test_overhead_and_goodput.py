@@ -16,14 +16,17 @@ from hyperpod_dpd.benchmark.overhead import (
     BOUND_S,
     TAIL_BOUND_RATIO,
     client_overhead,
+    order_statistic,
     overhead_bound,
     overhead_warnings,
     quantile,
     quantile_overheads,
+    resolution_notes,
     router_ttft,
     tail_bound,
 )
-from hyperpod_dpd.benchmark.results import parse_run, read_directory
+from hyperpod_dpd.benchmark.report import render_results
+from hyperpod_dpd.benchmark.results import BenchmarkResults, parse_run, read_directory
 from hyperpod_dpd.benchmark.trust import Trust
 from hyperpod_dpd.load_point import Load
 
@@ -49,13 +52,13 @@ def test_the_client_overhead_is_measured_and_bounded_at_each_level(healthy_run: 
     for warning in overhead_warnings(results.levels, routing):
         level = next(lv for lv in results.levels if lv.load == warning.load)
         assert warning.code is Trust.CLIENT_OVERHEAD and "TTFT p" in warning.message, warning.render()
-        over = [q for q in quantile_overheads(level, router_ttft(routing[level.load])).values()
-                if q is not None and q.over]
+        over = [q for q in quantile_overheads(level, router_ttft(routing[level.load])).figures.values()
+                if q.verdict == "over"]
         assert over, warning.render()
         for figure in over:
             q = {"p50": 0.5, "p99": 0.99}[figure.name]
-            stub = quantile(list(truth[level.load]), q)
-            assert stub is not None and figure.limit_s is not None
+            stub = order_statistic(list(truth[level.load]), q)  # the same rank of the stub's own TTFTs
+            assert stub is not None
             assert figure.client_s - stub > figure.limit_s, (warning.render(), stub)
 
 
@@ -128,14 +131,56 @@ def test_a_client_within_the_bounds_at_every_quantile_passes() -> None:
     seen = _seen(ROUTING + ROUTER_TTFT)
     level = _level([0.53] * 98 + [0.74] * 2)
     assert overhead_warnings([level], {C64: seen}) == []
-    quantiles = quantile_overheads(level, router_ttft(seen))
-    p50, p99 = quantiles["p50"], quantiles["p99"]
-    assert p50 is not None and p99 is not None
+    found = quantile_overheads(level, router_ttft(seen))
+    p50, p99 = found.figures["p50"], found.figures["p99"]
     # Prometheus' linear estimate inside (0.5, 0.55]: rank 50 of the bucket's 98 requests
-    assert p50.server.estimate == pytest.approx(0.5 + 0.05 * 50 / 98) and p50.resolved
-    assert p50.least_s == pytest.approx(0.53 - 0.55) and p50.estimate_s == pytest.approx(0.53 - 0.5 - 0.05 * 50 / 98)
-    assert p99.server.lower == 0.6 and p99.server.upper == 0.75 and p99.resolved  # 150 ms wide, 150 ms bound
-    assert p99.as_dict()["server_bucket_s"] == [0.6, 0.75]
+    assert p50.server.estimate == pytest.approx(0.5 + 0.05 * 50 / 98)
+    assert p50.least_s == pytest.approx(0.53 - 0.55) and p50.most_s == pytest.approx(0.03)
+    assert p50.verdict == "within"
+    # the 99th fastest (740 ms) against the bucket (600, 750]: between -10 and +140 ms, the bound 120-150 ms
+    assert p99.verdict == "unresolved" and p99.most_s == pytest.approx(0.14)
+    assert p99.as_dict()["server_between_s"] == [0.6, 0.75]
+
+
+def _histogram(*buckets: tuple[str, int], total_s: float) -> LevelDisaggregation:
+    count = dict(buckets)["+Inf"]
+    return _seen(ROUTING + "".join(f'dpd_e2e_ttft_seconds_bucket{{le="{le}"}} {n}\n' for le, n in buckets)
+                 + f"dpd_e2e_ttft_seconds_sum {total_s}\ndpd_e2e_ttft_seconds_count {count}\n")
+
+
+def test_short_and_long_prompts_10_ms_apart_are_not_flagged() -> None:
+    """Half the requests local (50 ms), half disaggregated (1.2 s), the client 10 ms behind on each. numpy's
+    linear p50 sits between the two groups (630 ms), 575 ms above the bucket holding the server's 50th request;
+    the order statistic the histogram's rank reads (the 50th fastest, 60 ms) is not. Before: flagged."""
+    seen = _histogram(("0.04", 0), ("0.06", 50), ("1.0", 50), ("2.5", 100), ("+Inf", 100), total_s=62.5)
+    level = _level([0.06] * 50 + [1.21] * 50)
+    assert quantile(list(map(lambda a: a[0], level.answered)), 0.5) == pytest.approx(0.635)
+    assert overhead_warnings([level], {C64: seen}) == []
+    p50 = quantile_overheads(level, router_ttft(seen)).figures["p50"]
+    assert p50.client_s == 0.06 and p50.verdict == "within" and p50.shown_s == pytest.approx(0.635)
+
+
+def test_one_slow_outlier_is_not_the_p99_of_the_others() -> None:
+    """100 requests at 500 ms and one at 30 s on the server, each 10 ms later at the client: the interpolated p99
+    leans toward the outlier, the 100th-fastest answer does not."""
+    seen = _histogram(("0.5", 0), ("0.75", 100), ("2.5", 100), ("+Inf", 101), total_s=80.0)
+    level = _level([0.51] * 100 + [30.01])
+    assert overhead_warnings([level], {C64: seen}) == []
+    assert quantile_overheads(level, router_ttft(seen)).figures["p99"].client_s == 0.51
+
+
+def test_requests_the_server_counted_beyond_the_clients_move_the_bound_by_their_number() -> None:
+    """The client answered 100; the router counted 110 (a cut wave of 10 fast ones). The client's 99th fastest on
+    the server's clock is at most the server's 109th: a fast extra can only lower the server's quantile."""
+    seen = _histogram(("0.1", 10), ("0.5", 10), ("0.55", 108), ("0.75", 110), ("+Inf", 110), total_s=55.0)
+    level = _level([0.53] * 98 + [0.74] * 2)
+    p99 = quantile_overheads(level, router_ttft(seen)).figures["p99"]
+    assert (p99.floor.lower, p99.bound.upper) == (0.5, 0.75)  # the buckets of ranks 99 and 109
+    assert overhead_warnings([level], {C64: seen}) == []
+    fewer = _histogram(("0.55", 90), ("+Inf", 90), total_s=47.0)
+    (warning,) = overhead_warnings([level], {C64: fewer})
+    assert warning.code is Trust.OVERHEAD_UNKNOWN
+    assert "counted 90 requests, fewer than the 100 the client answered" in warning.message
 
 
 def test_a_histogram_of_one_bucket_leaves_the_quantiles_unverified() -> None:
@@ -144,25 +189,39 @@ def test_a_histogram_of_one_bucket_leaves_the_quantiles_unverified() -> None:
     coarse = ROUTING + 'dpd_e2e_ttft_seconds_bucket{le="+Inf"} 100\n' + ROUTER_TTFT.split("\n", 8)[-1]
     (warning,) = overhead_warnings([_level([0.555] * 98 + [0.98] * 2)], {C64: _seen(coarse)})
     assert warning.code is Trust.OVERHEAD_UNKNOWN
-    assert "has no finite bucket, so its TTFT p50 and p99 cannot be told" in warning.message
+    assert "has no finite bucket, so its TTFT p50 and p99 cannot be placed" in warning.message
     assert "the mean is within its bound" in warning.message
 
 
 def test_a_p99_above_the_top_finite_bucket_is_unverified_not_passed() -> None:
     """The router's top finite bucket is 750 ms and 2 of 100 requests took longer: its p99 is only "above 750 ms".
     Before, the p99 check was skipped without a word and the level passed on its mean and p50."""
-    text = ROUTING + "".join(f'dpd_e2e_ttft_seconds_bucket{{le="{le}"}} {count}\n' for le, count in (
-        ("0.5", 0), ("0.55", 98), ("0.75", 98), ("+Inf", 100))) + "dpd_e2e_ttft_seconds_sum 53.9\n" \
-        "dpd_e2e_ttft_seconds_count 100\n"
-    seen = _seen(text)
+    seen = _histogram(("0.5", 0), ("0.55", 98), ("0.75", 98), ("+Inf", 100), total_s=53.9)
     level = _level([0.53] * 98 + [1.6] * 2)
     assert seen.router_ttft_bounds(0.99) is None
     (warning,) = overhead_warnings([level], {C64: seen})
     assert warning.code is Trust.OVERHEAD_UNKNOWN
     assert "TTFT p99 lies above the top finite bucket of dpd_e2e_ttft_seconds (750 ms)" in warning.message
-    p99 = quantile_overheads(level, router_ttft(seen))["p99"]
-    assert p99 is not None and not p99.server.finite and p99.least_s is None and p99.as_dict()["server_bucket_s"] == [
-        0.75, None]
+    p99 = quantile_overheads(level, router_ttft(seen)).figures["p99"]
+    assert p99.verdict == "unplaced" and p99.least_s is None and p99.as_dict()["server_between_s"] == [0.75, None]
+    # a client p99 within the bound of the top edge is within the bound of anything above it
+    near = _level([0.53] * 98 + [0.8] * 2)
+    assert overhead_warnings([near], {C64: seen}) == []
+    assert quantile_overheads(near, router_ttft(seen)).figures["p99"].verdict == "within"
+
+
+def test_a_bucket_too_wide_to_decide_is_said_in_the_table() -> None:
+    """The server's p99 lies in (1.0, 2.5] s and the client's is 2.4 s: anything from -100 ms to +1,400 ms. No
+    flag (nothing shows an excess), but the printed results say the p99 was checked to the bucket's width only."""
+    seen = _histogram(("0.5", 0), ("1.0", 98), ("2.5", 100), ("+Inf", 100), total_s=92.0)
+    level = _level([0.9] * 98 + [2.4] * 2)
+    assert overhead_warnings([level], {C64: seen}) == []
+    assert quantile_overheads(level, router_ttft(seen)).figures["p99"].verdict == "unresolved"
+    p50_note, note = resolution_notes([level], {C64: seen})
+    assert "TTFT p50 added between -100 and +400 ms" in p50_note
+    assert "TTFT p99 added between -100 and +1400 ms (the server's figure lies in 1000-2500 ms)" in note
+    results = BenchmarkResults(levels=(level,))
+    assert note in render_results("dpd", results, [], {C64: seen})
 
 
 def test_the_bucket_quantile_is_prometheus_histogram_quantile() -> None:

@@ -118,12 +118,21 @@ def bucket_quantile(buckets: Mapping[float, float], q: float) -> BucketQuantile 
     finds it (prometheus/promql/quantile.go ``BucketQuantile``, v3.x: the first bucket whose count reaches
     ``q * total``, linear inside it, the first bucket starting at 0); None when nothing was counted. Prometheus
     returns the top finite bound for a quantile in the ``+Inf`` bucket; this says "above it" instead."""
+    total = buckets.get(math.inf, 0.0)
+    return bucket_at_rank(buckets, q * total) if 0.0 <= q <= 1.0 else None
+
+
+def bucket_at_rank(buckets: Mapping[float, float], rank: float) -> BucketQuantile | None:
+    """The bucket holding the ``rank``-th smallest counted value (1 the fastest), with the linear estimate inside it;
+    None when nothing was counted or there is no ``+Inf`` bucket (then the total, so every rank, is unknown). The
+    counts are taken as their running maximum first, as Prometheus does for a histogram whose buckets were scraped
+    out of step (``ensureMonotonicAndIgnoreSmallDeltas``)."""
     ordered = sorted(buckets.items())
-    total = ordered[-1][1] if ordered else 0.0
-    if total <= 0 or not math.isinf(ordered[-1][0]):
-        return None  # no +Inf bucket: the total is unknown, so is every rank
-    rank, lower, below = q * total, 0.0, 0.0
-    for bound, count in ordered:
+    if not ordered or not math.isinf(ordered[-1][0]) or ordered[-1][1] <= 0:
+        return None
+    lower, below, highest = 0.0, 0.0, 0.0
+    for bound, raw in ordered:
+        count = highest = max(highest, raw)
         if count >= rank:
             if math.isinf(bound):
                 return BucketQuantile(lower=lower, upper=bound, estimate=None)

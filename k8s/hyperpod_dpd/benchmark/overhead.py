@@ -10,15 +10,12 @@ network in between added. Three figures are bounded, each over every answered re
 
 - the mean, against the histogram's sum and count: at most :data:`BOUND_S` or :data:`BOUND_RATIO` of
   the router's mean;
-- p50 and p99, against the router's histogram at the same quantile. The histogram places the router's quantile
-  only within a bucket ``(lower, upper]``, so the client's quantile is compared with the bucket's *upper* bound (the
-  most the router's could be): a level is flagged only when the client surely added more than :data:`BOUND_S` /
-  :data:`BOUND_RATIO` at p50, or :data:`TAIL_BOUND_S` / :data:`TAIL_BOUND_RATIO` at p99 (a tail doubles the room,
-  since few requests make it). Beside the proven least, :class:`QuantileOverhead` carries Prometheus' linear
-  estimate inside the bucket (what a dashboard's ``histogram_quantile`` shows) and whether the bucket is narrow
-  enough that an excess could not hide in it; the results' JSON carries all three per level.
-- A quantile above the histogram's top finite bucket cannot be placed at all: the level is flagged unverified at
-  that quantile, never passed on its mean alone.
+- p50 and p99, against the router's histogram for the same requests, as order statistics
+  (:class:`QuantileOverhead` says why that is sound): a level is flagged only when the client surely added more
+  than :data:`BOUND_S` / :data:`BOUND_RATIO` at p50, or :data:`TAIL_BOUND_S` / :data:`TAIL_BOUND_RATIO` at p99 (a
+  tail doubles the room, since few requests make it). A bucket too wide to decide is listed beside the results
+  (:func:`resolution_notes`), not flagged; a quantile above the top finite bucket and possibly over is flagged
+  unverified, never passed on the mean alone.
 
 A level whose router serves no TTFT histogram is flagged as unmeasured: its TTFT is the client's,
 with nothing to show how much of it the server's.
@@ -47,7 +44,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import E2E_TTFT, BucketQuantile, LevelDisaggregation, bucket_quantile
+from hyperpod_dpd.benchmark.disaggregation import (
+    E2E_TTFT,
+    BucketQuantile,
+    LevelDisaggregation,
+    bucket_at_rank,
+    bucket_quantile,
+)
 from hyperpod_dpd.benchmark.levels import LevelResult
 from hyperpod_dpd.benchmark.traffic import counted, ours
 from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
@@ -76,6 +79,12 @@ class ServerTtft:
     @property
     def top_finite_s(self) -> float | None:
         return max((bound for bound in self.buckets if not math.isinf(bound)), default=None)
+
+    @property
+    def count(self) -> int | None:
+        """The requests the histogram counted (its ``+Inf`` bucket); None when it has none."""
+        total = self.buckets.get(math.inf)
+        return None if total is None else round(total)
 
     def as_dict(self) -> dict[str, object]:
         return {"clock": self.clock.removeprefix("the "), "series": self.series, "mean_s": self.mean_s}
@@ -122,6 +131,20 @@ def quantile(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def rank(q: float, n: int) -> int:
+    """``ceil(q * n)``, at least 1 and at most ``n`` (the product rounded first: 0.57 * 100 is 56.99999999999999)."""
+    return min(n, max(1, math.ceil(round(q * n, 9))))
+
+
+def order_statistic(values: Sequence[float], q: float) -> float | None:
+    """The ``ceil(q * n)``-th smallest of ``values`` (numpy's ``inverted_cdf``): the request at the rank a histogram
+    quantile's bucket holds (Prometheus' ``BucketQuantile`` takes the first bucket reaching ``q * n``)."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[rank(q, len(ordered)) - 1]
+
+
 def _fix(level: LevelResult) -> str:
     """What lowers the client's share: genai-bench 0.0.5 blocks serially inside one event loop, so more CPU does
     not help it (+500 to +945 ms measured at 64 streams while it used 0.56 cores); aiperf sends from worker
@@ -155,51 +178,93 @@ QUANTILES: tuple[tuple[str, float, Callable[[float], float]], ...] = (
 
 @dataclass(frozen=True, kw_only=True)
 class QuantileOverhead:
-    """The client's TTFT quantile against the server's histogram at the same quantile.
+    """The client's TTFT at a quantile against the server's histogram for the same requests.
 
-    The histogram puts the server's quantile in a bucket ``(lower, upper]``: the client surely added at least
-    ``client - upper`` and at most ``client - lower``; ``estimate`` is the difference from Prometheus' linear estimate
-    inside the bucket, the figure a dashboard shows. Only ``least_s`` can prove an excess; ``resolved`` says whether
-    the bucket is narrow enough that an excess over ``limit_s`` could not hide in it."""
+    The proof compares order statistics: if the client added at most ``L`` to every request, its ``k``-th fastest
+    answer (``k = ceil(q n)`` of its ``n``) is at most ``L`` slower than the server's ``k``-th fastest of the same
+    requests. When the server counted ``e`` more requests than the client answered (a wave the client cut, a
+    failure after the first token), the ``k``-th of the client's requests on the server's clock is at most the
+    server's ``(k + e)``-th and at least its ``k``-th: ``bound`` is the bucket holding rank ``k + e`` (its upper
+    edge the most the server's figure can be), ``floor`` the bucket holding rank ``k`` (its lower edge the least).
+    ``least_s`` and ``most_s`` are the overhead those edges prove, each against the bound at its own edge (the
+    bound only grows with the server's TTFT); ``shown_s`` is the client's linearly interpolated quantile and
+    ``server`` Prometheus' estimate at ``q``, what a table or a dashboard shows."""
 
     name: str
-    client_s: float
-    server: BucketQuantile
-    limit_s: float | None  # None: above the top finite bucket, nothing to bound against
+    client_s: float  # the client's k-th fastest answer, the figure the proof uses
+    shown_s: float  # the client's quantile, linearly interpolated, as the table reports it
+    server: BucketQuantile  # the histogram at q, for the estimate
+    bound: BucketQuantile  # the bucket holding rank k + e: its upper edge
+    floor: BucketQuantile  # the bucket holding rank k: its lower edge
+    limit: Callable[[float], float]
+
+    @property
+    def limit_s(self) -> float:
+        """The bound at the most the server's figure can be (the edge ``least_s`` is proven against); above the top
+        finite bucket, at that bucket's edge."""
+        return self.limit(self.bound.upper if self.bound.finite else self.floor.lower)
 
     @property
     def least_s(self) -> float | None:
-        return self.client_s - self.server.upper if self.server.finite else None
+        return self.client_s - self.bound.upper if self.bound.finite else None
+
+    @property
+    def most_s(self) -> float:
+        return self.client_s - self.floor.lower
 
     @property
     def estimate_s(self) -> float | None:
-        return None if self.server.estimate is None else self.client_s - self.server.estimate
+        return None if self.server.estimate is None else self.shown_s - self.server.estimate
 
     @property
-    def over(self) -> bool:
-        return self.least_s is not None and self.limit_s is not None and self.least_s > self.limit_s
-
-    @property
-    def resolved(self) -> bool:
-        return self.limit_s is not None and self.server.upper - self.server.lower <= self.limit_s
+    def verdict(self) -> str:
+        """``over`` (the client surely added more than the bound), ``within`` (surely not), ``unresolved`` (the
+        bucket is too wide to say) or ``unplaced`` (above the top finite bucket and possibly over)."""
+        least = self.least_s
+        if least is not None and least > self.limit_s:
+            return "over"
+        if self.most_s <= self.limit(self.floor.lower):
+            return "within"
+        return "unresolved" if self.bound.finite else "unplaced"
 
     def as_dict(self) -> dict[str, object]:
-        return {"client_s": self.client_s, "server_bucket_s": [self.server.lower, None if not self.server.finite
-                                                               else self.server.upper],
+        return {"client_s": self.shown_s, "client_rank_s": self.client_s,
+                "server_between_s": [self.floor.lower, self.bound.upper if self.bound.finite else None],
                 "server_estimate_s": self.server.estimate, "overhead_estimate_s": self.estimate_s,
-                "overhead_at_least_s": self.least_s, "bound_s": self.limit_s, "resolved": self.resolved}
+                "overhead_at_least_s": self.least_s, "overhead_at_most_s": self.most_s, "bound_s": self.limit_s,
+                "verdict": self.verdict}
 
 
-def quantile_overheads(level: LevelResult, server: ServerTtft) -> dict[str, QuantileOverhead | None]:
-    """p50 and p99 of the client's TTFT (every answered request, as the server counts them) against the server's
-    histogram; a quantile is None when the histogram counted nothing."""
+@dataclass(frozen=True, kw_only=True)
+class Quantiles:
+    """p50 and p99 of one level, or why they cannot be compared at all (``why``, then ``figures`` is empty)."""
+
+    figures: Mapping[str, QuantileOverhead] = field(default_factory=dict)
+    why: str = ""
+
+
+def quantile_overheads(level: LevelResult, server: ServerTtft) -> Quantiles:
+    """p50 and p99 of the client's TTFT (every answered request, warm-up included, as the server counts them)
+    against the server's histogram."""
     ttfts = [ttft for ttft, _ in level.answered]
-    found: dict[str, QuantileOverhead | None] = {}
+    counted, answered = server.count, len(ttfts)
+    if not answered:
+        return Quantiles(why="the client answered no request")
+    if counted is None or counted <= 0:
+        return Quantiles(why=_unplaceable(server))
+    if counted < answered:
+        return Quantiles(why=(f"{server.series} from {server.clock} counted {counted} requests, fewer than the "
+                              f"{answered} the client answered, so its quantiles are not of the same requests"))
+    figures = {}
     for name, q, limit in QUANTILES:
-        client, where = quantile(ttfts, q), server.quantile(q)
-        found[name] = None if client is None or where is None else QuantileOverhead(
-            name=name, client_s=client, server=where, limit_s=limit(where.upper) if where.finite else None)
-    return found
+        client, shown, at_q = order_statistic(ttfts, q), quantile(ttfts, q), server.quantile(q)
+        bound = bucket_at_rank(server.buckets, rank(q, answered) + counted - answered)
+        floor = bucket_at_rank(server.buckets, rank(q, answered))
+        if client is None or shown is None or at_q is None or bound is None or floor is None:
+            return Quantiles(why=_unplaceable(server))
+        figures[name] = QuantileOverhead(name=name, client_s=client, shown_s=shown, server=at_q, bound=bound,
+                                         floor=floor, limit=limit)
+    return Quantiles(figures=figures)
 
 
 def quantiles_dict(level: LevelResult, seen: LevelDisaggregation | None,
@@ -207,19 +272,42 @@ def quantiles_dict(level: LevelResult, seen: LevelDisaggregation | None,
     """:func:`quantile_overheads` for the results' JSON; None when the counters around the level were not read."""
     if seen is None:
         return None
-    return {name: None if value is None else value.as_dict()
-            for name, value in quantile_overheads(level, clock(seen)).items()}
+    found = quantile_overheads(level, clock(seen))
+    return {"not_compared": found.why} if found.why else {
+        name: figure.as_dict() for name, figure in found.figures.items()}
 
 
-def _unbounded(server: ServerTtft, names: Sequence[str]) -> str:
-    """Why these quantiles could not be bounded: above the histogram's top finite bucket, or no buckets at all."""
-    top = server.top_finite_s
+def resolution_notes(levels: Sequence[LevelResult], routing: Mapping[Load, LevelDisaggregation], *,
+                     clock: Callable[[LevelDisaggregation], ServerTtft] = router_ttft) -> list[str]:
+    """The quantiles the server's histogram could bound only to its bucket's width: neither surely over the bound
+    nor surely within it. Not a reason to distrust the level (nothing shows an excess), but said, never silent."""
+    notes = []
+    for level in levels:
+        seen = routing.get(level.load)
+        if seen is None or not level.answered:
+            continue
+        for figure in quantile_overheads(level, clock(seen)).figures.values():
+            if figure.verdict == "unresolved":
+                notes.append(
+                    f"{level.load.describe()}: the client's TTFT {figure.name} added between "
+                    f"{(figure.least_s or 0.0) * 1e3:+.0f} and {figure.most_s * 1e3:+.0f} ms (the server's figure lies "
+                    f"in {figure.floor.lower * 1e3:.0f}-{figure.bound.upper * 1e3:.0f} ms), against a "
+                    f"{figure.limit_s * 1e3:.0f} ms bound: checked only to the histogram's resolution")
+    return notes
+
+
+def _unplaceable(server: ServerTtft) -> str:
+    return f"{server.series} from {server.clock} has no finite bucket and +Inf count, so its quantiles cannot be told"
+
+
+def _unplaced(server: ServerTtft, names: Sequence[str]) -> str:
+    """Why these quantiles could not be bounded: above the histogram's top finite bucket, or it has none."""
+    top, which = server.top_finite_s, " and ".join(names)
     if top is None:
-        return (f"{server.series} from {server.clock} has no finite bucket, so its TTFT {' and '.join(names)} "
-                "cannot be told")
-    return (f"{server.clock}'s TTFT {' and '.join(names)} lie{'s' if len(names) == 1 else ''} above the top finite "
-            f"bucket of {server.series} ({top * 1e3:.0f} ms), so the histogram cannot say how much of the client's "
-            "lies above the server's there")
+        return f"{server.series} from {server.clock} has no finite bucket, so its TTFT {which} cannot be placed"
+    return (f"{server.clock}'s TTFT {which} lie{'s' if len(names) == 1 else ''} above the top finite bucket of "
+            f"{server.series} ({top * 1e3:.0f} ms), and the client's is more than the bound above that edge, so the "
+            "histogram cannot say how much of it is the client's")
 
 
 def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[Load, LevelDisaggregation], *,
@@ -248,18 +336,23 @@ def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[Load, Leve
                 f"partly the benchmark pod's ({_fix(level)}){_frontend(server)}")))
             continue
         quantiles = quantile_overheads(level, server)
-        over = next((value for value in quantiles.values() if value is not None and value.over), None)
-        if over is not None and over.least_s is not None and over.limit_s is not None:
+        if quantiles.why:
+            found.append(TrustWarning(code=Trust.OVERHEAD_UNKNOWN, load=level.load, message=(
+                f"{quantiles.why}: the client's TTFT p50 and p99 here are unverified against the server's (the mean "
+                "is within its bound)")))
+            continue
+        over = next((value for value in quantiles.figures.values() if value.verdict == "over"), None)
+        if over is not None and over.least_s is not None:
             found.append(TrustWarning(code=Trust.CLIENT_OVERHEAD, load=level.load, message=(
                 f"the client's TTFT {over.name} is {over.client_s * 1e3:.0f} ms, at least {over.least_s * 1e3:.0f} "
-                f"ms above {server.clock}'s (at most {over.server.upper * 1e3:.0f} ms by its histogram), over the "
+                f"ms above {server.clock}'s (at most {over.bound.upper * 1e3:.0f} ms by its histogram), over the "
                 f"{over.limit_s * 1e3:.0f} ms bound: the TTFT {over.name} here is partly the benchmark pod's "
                 f"({_fix(level)}){_frontend(server)}")))
             continue
-        blind = [name for name, value in quantiles.items() if value is None or not value.server.finite]
+        blind = [name for name, value in quantiles.figures.items() if value.verdict == "unplaced"]
         if blind:
             found.append(TrustWarning(code=Trust.OVERHEAD_UNKNOWN, load=level.load, message=(
-                f"{_unbounded(server, blind)}: the client's TTFT {' and '.join(blind)} here "
+                f"{_unplaced(server, blind)}: the client's TTFT {' and '.join(blind)} here "
                 f"{'is' if len(blind) == 1 else 'are'} unverified against the server's (the mean is within its "
                 "bound)")))
     return found
