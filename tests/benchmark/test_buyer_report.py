@@ -405,6 +405,19 @@ def test_the_printed_report_shows_every_repeat_and_their_median_not_the_first_al
     assert [row[-1] for row in at_16] == ["100%", "100%", "100%", "-"]  # each run's own routing counts
 
 
+def test_a_repeats_warning_says_which_run_it_is_of() -> None:
+    """Before, a warning of the third run was printed under the first run's table with nothing to tell them apart."""
+    from hyperpod_dpd.benchmark.session import _merge_repeat
+    from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
+
+    report = repeated_report()
+    first = report.outcomes[0]
+    again = Outcome("dpd", "dpd-test", first.repeats[0], [TrustWarning(
+        code=Trust.FAILED_REQUESTS, load=Load(concurrency=16), message="2 of 20 requests failed")], job="bench-r4")
+    _merge_repeat([first], [again])
+    assert [w.message for w in first.warnings] == ["(run 4) 2 of 20 requests failed"]
+
+
 def test_the_report_is_the_same_bytes_every_time(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     recorded_report().write(first)

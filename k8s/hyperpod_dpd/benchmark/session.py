@@ -484,7 +484,8 @@ def _merge_repeat(outcomes: list[Outcome], again: list[Outcome]) -> None:
         first.repeats.append(other.results)
         first.repeat_routing.append(other.routing)
         first.repeat_copies.append((other.files, other.proof))
-        first.warnings += other.warnings
+        run = len(first.runs)  # this repeat's number, so the merged warnings say which run they are of
+        first.warnings += [dataclasses.replace(w, message=f"(run {run}) {w.message}") for w in other.warnings]
         first.problem = "\n".join(filter(None, [first.problem, other.problem]))
 
 
