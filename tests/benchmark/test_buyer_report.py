@@ -158,6 +158,9 @@ def test_one_run_a_side_of_identical_backends_has_no_verdict(open_loop_run: Any)
         assert ttft.difference == pytest.approx(0.015 * (ttft.aggregated or 0))  # the shift is there, unclaimed
     text = render_buyer(rows, (same, same))
     assert "DPD better" not in text and "DPD worse" not in text and "no interval (one run" in text
+    copies = compare_buyer([later, later], [first, first], (same, same))  # one run given twice is still one run
+    assert {d.verdict for row in copies for d in row.differences} == {
+        "no interval (each side's runs are identical: copies of one run, not repeats)"}
     repeated = compare_buyer([later, shifted(first, 0.998)], [shifted(first, 1.012), first], (same, same))
     for row in repeated:
         for d in row.differences:

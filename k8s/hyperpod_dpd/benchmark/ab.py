@@ -29,6 +29,7 @@ def change(new: float | None, old: float | None) -> float | None:
 
 
 NO_INTERVAL = "no interval (one run; --repeat 2 or more)"
+COPIES = "no interval (each side's runs are identical: copies of one run, not repeats)"
 # The buyer metric behind each of the A/B row's changes
 CHANGE_METRICS = {"tpot_p50": "tpot_p50_s", "ttft_p50": "ttft_p50_s", "e2e_p50": "e2e_p50_s",
                   "output_tokens_per_s": "output_tokens_per_s"}
@@ -132,8 +133,11 @@ class Difference:
             return "not measured"
         if self.interval is None:
             dpd, aggregated = self.runs
-            return NO_INTERVAL if max(self.runs) <= 1 else (
-                f"no interval ({dpd} DPD and {aggregated} aggregated runs; --repeat 2 or more on each)")
+            if max(self.runs) <= 1:
+                return NO_INTERVAL
+            if min(self.runs) >= 2:
+                return COPIES
+            return f"no interval ({dpd} DPD and {aggregated} aggregated runs; --repeat 2 or more on each)"
         if self.interval.spans_zero:
             return "no difference"
         favours = (self.interval.high < 0) == (self.metric.better == "lower")
@@ -158,6 +162,10 @@ def _difference(metric: BuyerMetric, dpd: Sequence[LevelResult], agg: Sequence[L
     mine = [v for v in (metric.value(level, layouts[0]) for level in dpd) if v is not None]
     theirs = [v for v in (metric.value(level, layouts[1]) for level in agg) if v is not None]
     interval = welch_interval(mine, theirs)
+    if interval is not None and interval.low == interval.high:
+        # No spread on either side: the repeats are copies of one run (a folder given twice), not runs; Welch's
+        # zero-width interval would turn one run's difference into a verdict.
+        interval = None
     return Difference(metric=metric, dpd=fmean(mine) if mine else None, aggregated=fmean(theirs) if theirs else None,
                       interval=interval, runs=(len(mine), len(theirs)))
 
