@@ -174,6 +174,8 @@ class FakeEstimate:
     e2e_s: float
     output_tokens_per_s: float
     gpus: int
+    ttft_band_s: tuple[float, float] | None = None  # the advisor's own range, where it gives one
+    tpot_band_s: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)

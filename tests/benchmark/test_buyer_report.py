@@ -5,6 +5,8 @@ requests' (TTFT, TPOT) as a client wrote them, and the servers' /metrics text be
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import json
 import math
 import random
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
 from types import ModuleType
+from typing import Any
 
 import pytest
 from support import FakeAdvice as Advice
@@ -34,10 +37,11 @@ from hyperpod_dpd.benchmark.figures import HTML_FILE, LATENCY_PNG, STAGES_PNG, f
 from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.overhead import quantile
 from hyperpod_dpd.benchmark.prediction import compare
-from hyperpod_dpd.benchmark.results import BenchmarkResults
+from hyperpod_dpd.benchmark.results import BenchmarkResults, collect
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.session import Comparison, Outcome, Report
 from hyperpod_dpd.benchmark.stats import BOOTSTRAP, WELCH, bootstrap_median_interval, t_quantile, welch_interval
+from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
 from hyperpod_dpd.contracts.prices import table_price
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.observability.metrics import derived_families
@@ -99,7 +103,8 @@ def test_welch_and_the_bootstrap_hold_the_difference() -> None:
 
 def test_identical_backends_are_no_difference() -> None:
     """Two runs of one backend, each its own 80 requests: the medians differ by noise (the audit's
-    'DPD TTFT -7.9%' was such a difference, printed as a change); every interval holds zero."""
+    'DPD TTFT -7.9%' was such a difference, printed as a change); one run a side makes no claim on any
+    metric, and the percentage alone is no verdict."""
     dpd = run_of(*(sampled(1 + c, c, ttft_s=0.5, tpot_s=0.02, tokens_per_s=900.0) for c in LOADS))
     twin = run_of(*(sampled(100 + c, c, ttft_s=0.5, tpot_s=0.02, tokens_per_s=900.0) for c in LOADS))
     rows = compare_buyer([dpd], [twin], PRICED)
@@ -109,16 +114,59 @@ def test_identical_backends_are_no_difference() -> None:
         verdicts = {d.metric.key: d for d in row.differences}
         for key in ("ttft_p50_s", "tpot_p50_s"):
             difference = verdicts[key]
-            assert difference.interval is not None and difference.interval.method == BOOTSTRAP
-            assert difference.interval.spans_zero and difference.verdict == "no difference"
-            assert difference.difference != 0  # the medians do differ: only the interval says it is noise
+            assert difference.difference != 0  # the medians do differ: nothing may call that a change
             raw.append(abs(difference.difference or 0) / (difference.aggregated or 1))
-        # one run: a throughput is one number per side, so there is no interval and no claim
-        assert verdicts["output_tokens_per_s"].interval is None
-        assert verdicts["output_tokens_per_s"].verdict.startswith("no interval")
+        for d in row.differences:
+            assert d.interval is None and d.verdict.startswith("no interval (one run"), (row.load, d.metric.key)
     assert max(raw) > 0.005  # the noise a bare percentage would have shown as a change
     text = render_buyer(rows, PRICED)
-    assert "no difference" in text and "DPD better" not in text and "DPD worse" not in text
+    assert "no interval" in text and "DPD better" not in text and "DPD worse" not in text
+
+
+def shifted(results: BenchmarkResults, factor: float) -> BenchmarkResults:
+    """``results`` as a second run of the same endpoint might have measured them: every request's TTFT and TPOT,
+    every percentile and the throughput moved by ``factor`` (a run-to-run shift, the same for all requests)."""
+
+    def moved(p: Percentiles) -> Percentiles:
+        return Percentiles(*(None if v is None else v * factor for v in (p.p50, p.p90, p.p99)))
+
+    return BenchmarkResults(levels=tuple(dataclasses.replace(
+        level, ttft=moved(level.ttft), tpot=moved(level.tpot), e2e=moved(level.e2e),
+        output_tokens_per_s=level.output_tokens_per_s / factor,
+        answered=tuple((ttft * factor, None if tpot is None else tpot * factor) for ttft, tpot in level.answered))
+        for level in results.levels))
+
+
+def test_one_run_a_side_of_identical_backends_has_no_verdict(open_loop_run: Any) -> None:
+    """The recorded stub run against itself moved 1.5% (the audit's two back-to-back aiperf runs of one stub: TTFT
+    p50 516.3 against 508.9 ms). Before, the bootstrap over one run's requests gave an interval clear of zero and
+    "DPD worse" for the same backend; the shift between runs is what one run cannot show, so no metric has an
+    interval or a verdict. Two runs a side, each moved within that 1.5%, hold zero: "no difference"."""
+    first = collect(open_loop_run.files())
+    assert first.levels and all(level.measured_answered for level in first.levels)
+    later = shifted(first, 1.015)
+    same = layouts(SPEC)[0]
+    rows = compare_buyer([later], [first], (same, same))
+    assert [row.load for row in rows] == [level.load for level in first.levels]
+    for row in rows:
+        for d in row.differences:
+            if d.dpd is None:
+                continue
+            assert d.interval is None and d.verdict == "no interval (one run; --repeat 2 or more)", (
+                row.load, d.metric.key, d.interval)
+        ttft = next(d for d in row.differences if d.metric.key == "ttft_p50_s")
+        assert ttft.difference == pytest.approx(0.015 * (ttft.aggregated or 0))  # the shift is there, unclaimed
+    text = render_buyer(rows, (same, same))
+    assert "DPD better" not in text and "DPD worse" not in text and "no interval (one run" in text
+    copies = compare_buyer([later, later], [first, first], (same, same))  # one run given twice is still one run
+    assert {d.verdict for row in copies for d in row.differences} == {
+        "no interval (each side's runs are identical: copies of one run, not repeats)"}
+    repeated = compare_buyer([later, shifted(first, 0.998)], [shifted(first, 1.012), first], (same, same))
+    for row in repeated:
+        for d in row.differences:
+            if d.dpd is not None:
+                assert d.interval is not None and d.interval.method == WELCH and d.runs == (2, 2)
+                assert d.verdict == "no difference", (row.load, d.metric.key, d.interval)
 
 
 def test_repeated_levels_of_identical_backends_are_no_difference_in_throughput_too() -> None:
@@ -265,8 +313,21 @@ def test_a_stage_without_its_series_is_unmeasured_never_zero() -> None:
 
 
 
-def recorded_report(*, with_prediction: bool = True) -> Report:
-    """A stub run: DPD and the twin at 8, 16 and 32, the counters of DPD's levels, the advisor's points."""
+def banded(estimate: Estimate, c: int) -> Estimate:
+    """``estimate`` with the advisor's range: TTFT 80-130% of its figure, TPOT 95-105%; none at 32 (saturated)."""
+    if c == 32:
+        return estimate
+    return dataclasses.replace(estimate, ttft_band_s=(0.8 * estimate.ttft_s, 1.3 * estimate.ttft_s),
+                               tpot_band_s=(0.95 * estimate.tpot_s, 1.05 * estimate.tpot_s))
+
+
+def recorded_report(*, with_prediction: bool = True, bands: bool = False, dpd_job: str | None = None,
+                    dpd_warnings: Sequence[TrustWarning] = (), slo: tuple[float, float] | None = (0.6, 0.02)) -> Report:
+    """A stub run: DPD and the twin at 8, 16 and 32, the counters of DPD's levels, the advisor's points.
+
+    :param bands: the advisor's points carry its range (:func:`banded`). :param dpd_job: DPD was a live run (its
+        levels are checked against its counters), not a folder without them.
+    """
     dpd = run_of(*(sampled(c, c, ttft_s=0.30 + 0.01 * c, tpot_s=0.012 + 0.0002 * c, tokens_per_s=70.0 * c)
                    for c in LOADS))
     twin = run_of(*(sampled(50 + c, c, ttft_s=0.25 + 0.02 * c, tpot_s=0.015 + 0.0006 * c, tokens_per_s=55.0 * c)
@@ -277,17 +338,20 @@ def recorded_report(*, with_prediction: bool = True) -> Report:
     routing = {Load(concurrency=c): LevelDisaggregation.between(
         stage_counters(scale=1, **stages[c]), stage_counters(scale=2, **stages[c]), load=Load(concurrency=c))
         for c in LOADS}
-    outcomes = [Outcome("dpd", "dpd-test", dpd, [], source="recorded", routing=routing),
+    outcomes = [Outcome("dpd", "dpd-test", dpd, list(dpd_warnings), job=dpd_job, source="recorded", routing=routing),
                 Outcome("aggregated", "dpd-test-agg", twin, [], source="recorded")]
     comparison = None
     if with_prediction:
-        advice = Advice(points=tuple(Point(c, Estimate(0.25 + 0.02 * c, 0.015 + 0.0005 * c, 4.0, 50.0 * c, 8),
-                                           Estimate(0.28 + 0.01 * c, 0.013 + 0.0002 * c, 3.5, 70.0 * c, 16))
-                                     for c in LOADS), assumptions={"system": "h100_sxm"})
+        points = [Point(c, Estimate(0.25 + 0.02 * c, 0.015 + 0.0005 * c, 4.0, 50.0 * c, 8),
+                        Estimate(0.28 + 0.01 * c, 0.013 + 0.0002 * c, 3.5, 70.0 * c, 16)) for c in LOADS]
+        if bands:
+            points = [dataclasses.replace(p, aggregated=banded(p.aggregated, p.concurrency),
+                                          disaggregated=banded(p.disaggregated, p.concurrency)) for p in points]
+        advice = Advice(points=tuple(points), assumptions={"system": "h100_sxm"})
         rows = compare(dpd, advice, layout="disaggregated") + compare(twin, advice, layout="aggregated")
         comparison = Comparison(rows=rows, assumptions=dict(advice.assumptions))
     return Report(scenario=Scenario(isl=4352, osl=256, concurrency=LOADS), outcomes=outcomes,
-                  comparison=comparison, slo=(0.6, 0.02), identity={"model": "m"}, layouts=PRICED,
+                  comparison=comparison, slo=slo, identity={"model": "m"}, layouts=PRICED,
                   prediction_note=None if with_prediction else "no prediction: the advisor extra is not installed")
 
 
@@ -345,6 +409,73 @@ def test_the_figures_are_drawn_from_the_embedded_series() -> None:
     assert heights[:2] == pytest.approx([40.0, 40.0]) and math.isnan(heights[2])  # no bar where unmeasured
     notes = [text.get_text() for text in ax.texts]
     assert notes == ["unmeasured:\nrouter and network\nKV transfer"]  # the 32 bar names what it lacks
+
+
+def test_the_advisors_range_is_a_band_and_unverified_levels_are_hollow(tmp_path: Path) -> None:
+    """The advisor's TTFT range (80-130%, none at 32) is shaded around its p50, with a gap where it gave none; the
+    DPD level with a trust warning (32) and the twin's levels from a folder without counters are hollow, each with
+    its reason in the legend and under the figure. Before, the prediction was points only and every level alike."""
+    from hyperpod_dpd.benchmark.figures import latency_caption, latency_figure
+    from hyperpod_dpd.benchmark.prediction import BAND
+
+    overhead = TrustWarning(code=Trust.CLIENT_OVERHEAD, load=Load(concurrency=32), message="client too slow")
+    report = recorded_report(bands=True, dpd_job="bench-dpd-test-r", dpd_warnings=[overhead])
+    data = figure_series(report.write_input())
+    assert data["prediction_band"] == BAND
+    predicted = {(p["layout"], p["metric"]): p for p in data["prediction"]}
+    ttft = [(0.28 + 0.01 * c) * 1e3 for c in LOADS]
+    assert predicted["disaggregated", "ttft"]["band_ms"][:2] == [
+        pytest.approx([0.8 * t, 1.3 * t], abs=5e-4) for t in ttft[:2]]
+    assert predicted["disaggregated", "ttft"]["band_ms"][2] is None  # saturated: no range, never a zero-width one
+    by = {(s["layout"], s["metric"], s["quantile"]): s for s in data["latency"]}
+    assert by["dpd", "ttft", "p50"]["unverified"] == [[], [], ["client-overhead"]]
+    assert by["aggregated", "tpot", "p90"]["unverified"] == [["unchecked"]] * 3
+    axes = latency_figure(data).axes
+    bands = {c.get_gid(): c for ax in axes for c in ax.collections}
+    [shape] = bands["advisor-disaggregated-ttft-band"].get_paths()
+    xs, ys = shape.vertices[:, 0], shape.vertices[:, 1]
+    assert set(xs.tolist()) == {8.0, 16.0}  # the gap at 32
+    assert (ys.min(), ys.max()) == pytest.approx((0.8 * ttft[0], 1.3 * ttft[1]), abs=5e-4)
+    lines = {line.get_gid(): line for ax in axes for line in ax.get_lines()}
+    hollow = lines["dpd-ttft-p50-unverified"]
+    assert list(hollow.get_xdata()) == [32.0] and hollow.get_markerfacecolor() == "white"
+    assert list(hollow.get_ydata()) == pytest.approx(by["dpd", "ttft", "p50"]["y_ms"][2:])
+    assert lines["dpd-ttft-p50"].get_markevery() == [0, 1]  # filled markers on the verified levels only
+    assert list(lines["aggregated-tpot-p90-unverified"].get_xdata()) == [8.0, 16.0, 32.0]
+    legend = [text.get_text() for text in axes[0].get_legend().get_texts()]
+    assert "dpd unverified (client-overhead)" in legend and "aggregated unverified (unchecked)" in legend
+    assert "advisor disaggregated range" in legend
+    caption = latency_caption(data)
+    assert caption is not None and BAND in caption and "dpd at 32 (client-overhead)" in caption
+    assert "aggregated at 8 (unchecked), 16 (unchecked), 32 (unchecked)" in caption
+    assert "disaggregated TTFT at 32" in caption  # where the advisor gave no range
+    report.write(tmp_path)
+    page = (tmp_path / HTML_FILE).read_text(encoding="utf-8")
+    assert f"<figcaption>{html.escape(caption)}</figcaption>" in page
+    rows = json.loads(report.to_json())["comparison"]["rows"]
+    first = next(r for r in rows if r["layout"] == "disaggregated" and r["metric"] == "TTFT p50")
+    assert first["predicted_band"] == pytest.approx([0.8 * ttft[0] / 1e3, 1.3 * ttft[0] / 1e3])
+    assert first["within_band"] is (first["predicted_band"][0] <= first["measured"] <= first["predicted_band"][1])
+    assert "RANGE" in report.render() and "inside" in report.render()
+
+
+def test_without_an_slo_the_capacity_says_which_field_sets_it(tmp_path: Path) -> None:
+    """The default spec sets no slo: before, the capacity block, its JSON and the page's SLO line were just
+    absent; now each says the capacity is not measured and names slo.ttft_ms and slo.tpot_ms."""
+    from hyperpod_dpd.benchmark.capacity import NO_SLO
+
+    assert default_spec().slo is None
+    report = recorded_report(slo=None)
+    assert NO_SLO in report.render() and "slo.ttft_ms" in NO_SLO and "slo.tpot_ms" in NO_SLO
+    document = json.loads(report.to_json())
+    assert document["capacity_at_slo"] == [] and document["capacity_at_slo_note"] == NO_SLO
+    report.write(tmp_path)
+    page = (tmp_path / HTML_FILE).read_text(encoding="utf-8")
+    assert f"<p>{html.escape(NO_SLO)}</p>" in page
+    data = read_embedded(page)
+    assert data["slo"] is None and data["slo_note"] == NO_SLO
+    with_slo = figure_series(recorded_report().write_input())
+    assert with_slo["slo_note"] is None and "capacity at the spec's SLO (the client's p90" in recorded_report().render()
 
 
 def repeated_report() -> Report:

@@ -16,7 +16,7 @@ from typing import Any
 from hyperpod_dpd.benchmark.economics import Layout
 from hyperpod_dpd.benchmark.levels import LevelResult
 from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.stats import Interval, bootstrap_median_interval, welch_interval
+from hyperpod_dpd.benchmark.stats import Interval, welch_interval
 from hyperpod_dpd.columns import render_columns
 from hyperpod_dpd.load_point import Load, column_header
 
@@ -29,8 +29,10 @@ def change(new: float | None, old: float | None) -> float | None:
 
 
 NO_INTERVAL = "no interval (one run; --repeat 2 or more)"
-# The buyer metric behind each of the A/B row's changes (the end-to-end p50 has none: its change stays a point)
-CHANGE_METRICS = {"tpot_p50": "tpot_p50_s", "ttft_p50": "ttft_p50_s", "output_tokens_per_s": "output_tokens_per_s"}
+COPIES = "no interval (each side's runs are identical: copies of one run, not repeats)"
+# The buyer metric behind each of the A/B row's changes
+CHANGE_METRICS = {"tpot_p50": "tpot_p50_s", "ttft_p50": "ttft_p50_s", "e2e_p50": "e2e_p50_s",
+                  "output_tokens_per_s": "output_tokens_per_s"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,22 +94,12 @@ class BuyerMetric:
     unit: str
     better: str  # "lower" or "higher"
     value: Callable[[LevelResult, Layout], float | None]
-    per_request: Callable[[LevelResult], list[float]] | None = None
-
-
-def _ttfts(level: LevelResult) -> list[float]:
-    return [ttft for ttft, _ in level.measured_answered]
-
-
-def _tpots(level: LevelResult) -> list[float]:
-    return [tpot for _, tpot in level.measured_answered if tpot is not None]
 
 
 BUYER_METRICS = (
-    BuyerMetric(label="TTFT p50", key="ttft_p50_s", unit="ms", better="lower",
-                value=lambda lv, _: lv.ttft.p50, per_request=_ttfts),
-    BuyerMetric(label="TPOT p50", key="tpot_p50_s", unit="ms", better="lower",
-                value=lambda lv, _: lv.tpot.p50, per_request=_tpots),
+    BuyerMetric(label="TTFT p50", key="ttft_p50_s", unit="ms", better="lower", value=lambda lv, _: lv.ttft.p50),
+    BuyerMetric(label="TPOT p50", key="tpot_p50_s", unit="ms", better="lower", value=lambda lv, _: lv.tpot.p50),
+    BuyerMetric(label="E2E p50", key="e2e_p50_s", unit="ms", better="lower", value=lambda lv, _: lv.e2e.p50),
     BuyerMetric(label="output", key="output_tokens_per_s", unit="tok/s", better="higher",
                 value=lambda lv, _: lv.output_tokens_per_s),
     BuyerMetric(label="per GPU", key="output_tokens_per_s_per_gpu", unit="tok/s/GPU", better="higher",
@@ -140,7 +132,12 @@ class Difference:
         if self.difference is None:
             return "not measured"
         if self.interval is None:
-            return NO_INTERVAL
+            dpd, aggregated = self.runs
+            if max(self.runs) <= 1:
+                return NO_INTERVAL
+            if min(self.runs) >= 2:
+                return COPIES
+            return f"no interval ({dpd} DPD and {aggregated} aggregated runs; --repeat 2 or more on each)"
         if self.interval.spans_zero:
             return "no difference"
         favours = (self.interval.high < 0) == (self.metric.better == "lower")
@@ -155,11 +152,20 @@ class Difference:
 
 def _difference(metric: BuyerMetric, dpd: Sequence[LevelResult], agg: Sequence[LevelResult],
                 layouts: tuple[Layout, Layout]) -> Difference:
+    """The interval is over whole runs (Welch, two or more a side), or there is none.
+
+    One run a side gives no interval for any metric: a bootstrap over one run's requests measures how its
+    requests scatter, not how a second run of the same endpoint lands. Two back-to-back runs of one stub
+    (500 ms TTFT) gave TTFT p50 516.3 against 508.9 ms, a bootstrap interval of [4.3, 11.4] ms and "DPD worse"
+    for identical backends; the shift between runs is what a claim has to clear, and one run cannot show it.
+    """
     mine = [v for v in (metric.value(level, layouts[0]) for level in dpd) if v is not None]
     theirs = [v for v in (metric.value(level, layouts[1]) for level in agg) if v is not None]
     interval = welch_interval(mine, theirs)
-    if interval is None and metric.per_request is not None and len(dpd) == len(agg) == 1:
-        interval = bootstrap_median_interval(metric.per_request(dpd[0]), metric.per_request(agg[0]))
+    if interval is not None and interval.low == interval.high:
+        # No spread on either side: the repeats are copies of one run (a folder given twice), not runs; Welch's
+        # zero-width interval would turn one run's difference into a verdict.
+        interval = None
     return Difference(metric=metric, dpd=fmean(mine) if mine else None, aggregated=fmean(theirs) if theirs else None,
                       interval=interval, runs=(len(mine), len(theirs)))
 
@@ -213,8 +219,8 @@ def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout]) -> st
             table.append([row.load.cell(), f"{d.metric.label} {d.metric.unit}", _scaled(d.dpd, d.metric.unit),
                           _scaled(d.aggregated, d.metric.unit), _scaled(d.difference, d.metric.unit), interval,
                           d.verdict])
-    title = ("DPD against the aggregated twin: DPD - AGG with its 95% interval (welch-t over repeats; bootstrap of "
-             "the median over one run's requests); 'no difference' when the interval holds 0")
+    title = ("DPD against the aggregated twin: DPD - AGG with its 95% interval (welch-t over the repeats, two or more "
+             "a side; one run a side has none and no verdict); 'no difference' when the interval holds 0")
     headers = (column_header([row.load for row in rows]), "METRIC", "DPD", "AGG", "DPD-AGG", "95% INTERVAL",
                "VERDICT")
     notes = ["  TTFT and TPOT are the client's on both sides, each bounded against its own endpoint's server clock "

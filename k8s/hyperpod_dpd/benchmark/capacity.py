@@ -17,6 +17,11 @@ from hyperpod_dpd.load_point import Load
 
 Slo = tuple[float | None, float | None]  # TTFT and TPOT targets in seconds, from the spec's slo
 
+# What the report says in place of the capacity when the spec sets no target (the default spec sets none).
+NO_SLO = ("capacity at the spec's SLO: not measured, the spec sets no slo; set slo.ttft_ms and/or slo.tpot_ms in "
+          "the spec (for example slo: {ttft_ms: 2000, tpot_ms: 50}) and the report names, per layout, the highest "
+          "level whose client p90 TTFT and p90 TPOT meet them")
+
 
 def meets(level: LevelResult, slo: Slo) -> bool:
     ttft, tpot = slo
@@ -68,5 +73,8 @@ def capacity_at_slo(label: str, results: BenchmarkResults, slo: Slo, *,
 
 
 def render_capacities(capacities: list[Capacity]) -> str:
+    """The capacity of each layout, or :data:`NO_SLO` when there is none to find (the spec sets no target)."""
+    if not capacities:
+        return NO_SLO
     return "\n".join(["capacity at the spec's SLO (the client's p90 per level):",
                       *(f"  {capacity.render()}" for capacity in capacities)])

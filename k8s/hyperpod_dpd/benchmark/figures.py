@@ -3,10 +3,13 @@
 The figures are drawn from :func:`figure_series`, which the page also embeds as JSON (``<script
 id="figure-data">``), so what a figure shows can be read back and checked. Latency against load for
 each layout (TTFT and TPOT, p50 solid, p90 dashed), the spec's SLO as a line on the p90s, the
-advisor's p50 per level, and the DPD endpoint's TTFT by stage, stacked, with the client's TTFT
-beside it. With repeats, each point is the median over them and a bar spans their range
-(:mod:`~hyperpod_dpd.benchmark.repeats`). Nothing is fetched: the SVGs are inline. The output is
-deterministic (no dates in the files, a fixed SVG hash salt). matplotlib comes with the ``bench``
+advisor's p50 per level with its own range shaded around it (``prediction.BAND``), and the DPD
+endpoint's TTFT by stage, stacked, with the client's TTFT beside it. A level not verified against
+its servers (a trust warning, or a results folder without its counters) is drawn with a hollow
+marker, its reasons in the legend and under the figure. With repeats, each point is the median
+over them and a bar spans their range (:mod:`~hyperpod_dpd.benchmark.repeats`). Nothing is
+fetched: the SVGs are inline. The output is deterministic (no dates in the files, a fixed SVG hash
+salt). matplotlib comes with the ``bench``
 extra; without it the page holds the numbers and names the extra.
 """
 
@@ -21,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hyperpod_dpd.benchmark.capacity import Slo
+from hyperpod_dpd.benchmark.capacity import NO_SLO, Slo
 from hyperpod_dpd.benchmark.decomposition import STAGES, Decomposition
-from hyperpod_dpd.benchmark.prediction import ComparisonRow
+from hyperpod_dpd.benchmark.prediction import BAND, ComparisonRow
 from hyperpod_dpd.benchmark.repeats import level_repeats, spread
 from hyperpod_dpd.benchmark.results import BenchmarkResults
+from hyperpod_dpd.load_point import Load
 
 BENCH_EXTRA = "bench"
 HTML_FILE = "report.html"
@@ -50,6 +54,8 @@ class ReportInput:
     text: str
     document: Mapping[str, Any]
     repeats: Mapping[str, Sequence[BenchmarkResults]] = field(default_factory=dict)  # by layout, when run again
+    # by layout, each level not verified against its servers and why (its trust warnings' codes, ``unchecked``)
+    unverified: Mapping[str, Mapping[Load, Sequence[str]]] = field(default_factory=dict)
 
 
 def _ms(value: float | None) -> float | None:
@@ -68,8 +74,10 @@ def figure_series(report: ReportInput) -> dict[str, Any]:
                 values = [[getattr(getattr(level, metric), q) for level in level_repeats(repeats, lv.load)]
                           for lv in run.levels]
                 ranges = [spread(each) for each in values]
+                doubted = report.unverified.get(label, {})
                 series.append({"layout": label, "metric": metric, "quantile": q,
                                "x": [lv.load.value for lv in run.levels],
+                               "unverified": [sorted(doubted.get(lv.load, ())) for lv in run.levels],
                                "y_ms": [_ms(getattr(getattr(lv, metric), q)) for lv in run.levels],
                                "runs": [len(each) for each in values],
                                "range_ms": [None if r is None else [_ms(r[0]), _ms(r[1])] for r in ranges]})
@@ -80,6 +88,9 @@ def figure_series(report: ReportInput) -> dict[str, Any]:
             if rows:
                 predicted.append({"layout": layout, "metric": metric, "x": [row.load.value for row in rows],
                                   "y_ms": [_ms(row.predicted) for row in rows],
+                                  "band_ms": [None if row.predicted_band is None else
+                                              [_ms(row.predicted_band[0]), _ms(row.predicted_band[1])]
+                                              for row in rows],
                                   "error_percent": [row.difference_percent for row in rows]})
     slo = {"ttft_p90_ms": _ms(report.slo[0]), "tpot_p90_ms": _ms(report.slo[1])} if report.slo else None
     stages = {"x": [row.load.value for row in report.decompositions],
@@ -87,8 +98,11 @@ def figure_series(report: ReportInput) -> dict[str, Any]:
               "client_ttft_ms": [_ms(row.client_ttft_s) for row in report.decompositions],
               "runs": [row.runs for row in report.decompositions],
               "router_ttft_ms": [_ms(row.router_ttft_s) for row in report.decompositions]}
+    banded = any(band is not None for p in predicted for band in p["band_ms"])
     return {"x_label": "concurrency" if closed else "requests/s", "latency": series, "slo": slo,
-            "prediction": predicted, "prediction_note": report.prediction_note, "ttft_stages": stages}
+            "slo_note": None if report.slo else NO_SLO, "prediction": predicted,
+            "prediction_band": BAND if banded else None, "prediction_note": report.prediction_note,
+            "ttft_stages": stages}
 
 
 def _points(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[list[float], list[float]]:
@@ -107,9 +121,19 @@ def latency_figure(data: Mapping[str, Any]) -> Any:
     for ax, (metric, ylabel, _) in zip(axes, METRICS, strict=True):
         for s in data["latency"]:
             if s["metric"] == metric:
-                ax.plot(*_points(s["x"], s["y_ms"]), marker="o", color=colors[s["layout"]],
+                gid = f"{s['layout']}-{metric}-{s['quantile']}"
+                xs, ys = _points(s["x"], s["y_ms"])
+                doubted = [bool(codes) for codes, y in zip(s["unverified"], s["y_ms"], strict=True) if y is not None]
+                ax.plot(xs, ys, marker="o", color=colors[s["layout"]],
                         linestyle="-" if s["quantile"] == "p50" else "--", label=f"{s['layout']} {s['quantile']}",
-                        gid=f"{s['layout']}-{metric}-{s['quantile']}")
+                        markevery=[i for i, d in enumerate(doubted) if not d] if any(doubted) else None, gid=gid)
+                if any(doubted):  # hollow: the level's figures may not be the endpoint's alone
+                    codes = sorted({code for each in s["unverified"] for code in each})
+                    ax.plot([x for x, d in zip(xs, doubted, strict=True) if d],
+                            [y for y, d in zip(ys, doubted, strict=True) if d], marker="o", linestyle="none",
+                            markerfacecolor="white", markeredgecolor=colors[s["layout"]], markeredgewidth=1.5,
+                            label=(f"{s['layout']} unverified ({', '.join(codes)})" if s["quantile"] == "p50"
+                                   else "_nolegend_"), gid=f"{gid}-unverified", zorder=3)
                 spans = [(x, r) for x, r, n in zip(s["x"], s["range_ms"], s["runs"], strict=True) if r and n > 1]
                 if spans:  # the repeats' lowest to highest around their median
                     ax.vlines([x for x, _ in spans], [r[0] for _, r in spans], [r[1] for _, r in spans],
@@ -117,6 +141,12 @@ def latency_figure(data: Mapping[str, Any]) -> Any:
                               gid=f"{s['layout']}-{metric}-{s['quantile']}-range")
         for p in data["prediction"]:
             if p["metric"] == metric:
+                bands = p["band_ms"]
+                if any(band is not None for band in bands):  # a level without a range leaves a gap, never 0
+                    ax.fill_between(p["x"], [math.nan if b is None else b[0] for b in bands],
+                                    [math.nan if b is None else b[1] for b in bands], color=colors[p["layout"]],
+                                    alpha=0.15, linewidth=0, label=f"advisor {p['layout']} range",
+                                    gid=f"advisor-{p['layout']}-{metric}-band")
                 ax.plot(*_points(p["x"], p["y_ms"]), marker="x", linestyle=":", color=colors[p["layout"]],
                         label=f"advisor {p['layout']} p50", gid=f"advisor-{p['layout']}-{metric}")
         target = (data["slo"] or {}).get(f"{metric}_p90_ms")
@@ -127,6 +157,33 @@ def latency_figure(data: Mapping[str, Any]) -> Any:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     return figure
+
+
+def latency_caption(data: Mapping[str, Any]) -> str | None:
+    """What the latency figure's shading and hollow markers mean, and why a level is hollow; None when it has
+    neither (nor a missing SLO to name)."""
+    parts = []
+    if data.get("prediction_band"):
+        parts.append(f"Shaded around the advisor's p50 (x markers): {data['prediction_band']}.")
+        gaps = []
+        for p in data["prediction"]:
+            missing = [f"{x:g}" for x, band in zip(p["x"], p["band_ms"], strict=True) if band is None]
+            if missing:
+                gaps.append(f"{p['layout']} {p['metric'].upper()} at {', '.join(missing)}")
+        if gaps:
+            parts.append(f"No range (the advisor gave none: a saturated layout has none) for {'; '.join(gaps)}.")
+    doubted = []
+    for s in data["latency"]:
+        if (s["metric"], s["quantile"]) == ("ttft", "p50") and any(s["unverified"]):
+            doubted.append(f"{s['layout']} at " + ", ".join(
+                f"{x:g} ({', '.join(codes)})" for x, codes in zip(s["x"], s["unverified"], strict=True) if codes))
+    if doubted:
+        parts.append("Hollow markers: levels not verified against their servers (a trust warning's code, or "
+                     "'unchecked': a results folder without its counters), so their figures may not be the "
+                     f"endpoint's alone: {'; '.join(doubted)}.")
+    if data.get("slo_note"):
+        parts.append(f"No SLO line: {data['slo_note']}.")
+    return " ".join(parts) or None
 
 
 def stages_figure(data: Mapping[str, Any]) -> Any:
@@ -171,23 +228,31 @@ def _svg(figure: Any) -> str:
     return text[text.index("<svg"):]
 
 
-def _page(title: str, text: str, data: Mapping[str, Any], pictures: Sequence[str], note: str | None) -> str:
+def _page(title: str, text: str, data: Mapping[str, Any], pictures: Sequence[tuple[str, str | None]],
+          note: str | None, *, notes: Sequence[str] = ()) -> str:
     embedded = json.dumps(data, sort_keys=True).replace("</", "<\\/")
-    body = "\n".join(f"<figure>{svg}</figure>" for svg in pictures)
+    body = "\n".join(f"<figure>{svg}" + (f"<figcaption>{html.escape(caption)}</figcaption>" if caption else "")
+                     + "</figure>" for svg, caption in pictures)
     return "\n".join([
         "<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{html.escape(title)}</title>",
         "<style>body{font-family:sans-serif;margin:1.5em}pre{font-size:12px;overflow-x:auto}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        *([f"<p><strong>{html.escape(note)}</strong></p>"] if note else []), body,
+        *([f"<p><strong>{html.escape(note)}</strong></p>"] if note else []),
+        *(f"<p>{html.escape(each)}</p>" for each in notes), body,
         f"<pre>{html.escape(text)}</pre>",
         f"<script type=\"application/json\" id=\"figure-data\">{embedded}</script>", "</body></html>", ""])
 
 
 def write_page(folder: Path, *, title: str, text: str, data: Mapping[str, Any], document: Mapping[str, Any],
-               draw: Callable[[Mapping[str, Any]], list[tuple[str, Any]]]) -> list[Path]:
+               draw: Callable[[Mapping[str, Any]], list[tuple[str, Any]]],
+               captions: Mapping[str, str | None] | None = None, notes: Sequence[str] = ()) -> list[Path]:
     """``report.html`` (its SVGs inline, ``data`` embedded), ``report.json`` (``document`` and ``data``) and, with
-    matplotlib, one PNG per ``(file name, figure)`` that ``draw(data)`` returns; without it the page says so."""
+    matplotlib, one PNG per ``(file name, figure)`` that ``draw(data)`` returns; without it the page says so.
+
+    :param captions: by file name, the text under that figure. :default: - none
+    :param notes: paragraphs at the top of the page, with or without pictures. :default: - none
+    """
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / JSON_FILE]
     written[0].write_text(json.dumps({**document, "figures": data}, indent=2) + "\n", encoding="utf-8")
@@ -195,17 +260,17 @@ def write_page(folder: Path, *, title: str, text: str, data: Mapping[str, Any], 
         from matplotlib import rc_context  # noqa: PLC0415 - the bench extra's
     except ImportError:
         note: str | None = f"no pictures: they need matplotlib (pip install 'hyperpod-dpd[{BENCH_EXTRA}]')"
-        pictures: list[str] = []
+        pictures: list[tuple[str, str | None]] = []
     else:
         note, pictures = None, []
         # A fixed hash salt makes the SVG's ids the same on every run; text as paths needs no font on the reader's side.
         with rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "path", "font.size": 9.0}):
             for name, figure in draw(data):
-                pictures.append(_svg(figure))
+                pictures.append((_svg(figure), (captions or {}).get(name)))
                 (folder / name).write_bytes(_save(figure, "png"))
                 written.append(folder / name)
     page = folder / HTML_FILE
-    page.write_text(_page(title, text, data, pictures, note), encoding="utf-8")
+    page.write_text(_page(title, text, data, pictures, note, notes=notes), encoding="utf-8")
     return [page, *written]
 
 
@@ -218,8 +283,10 @@ def write_report(folder: Path, report: ReportInput) -> list[Path]:
             figures.append((STAGES_PNG, stages_figure(data)))
         return figures
 
-    return write_page(folder, title=report.title, text=report.text, data=figure_series(report),
-                      document=report.document, draw=draw)
+    data = figure_series(report)
+    return write_page(folder, title=report.title, text=report.text, data=data, document=report.document, draw=draw,
+                      captions={LATENCY_PNG: latency_caption(data)},
+                      notes=[data["slo_note"]] if data["slo_note"] else [])
 
 
 def read_embedded(page: str) -> dict[str, Any]:

@@ -88,6 +88,24 @@ def point_load(point: AdvicePoint) -> Load:
 
 METRICS = (("TTFT p50", "ttft_s", "ms"), ("TPOT p50", "tpot_s", "ms"), ("E2E p50", "e2e_s", "s"),
            ("output tok/s", "output_tokens_per_s", ""))
+# The advisor's own range for a figure, where it states one (advisor.estimates.Estimate.ttft_band_s and
+# tpot_band_s): the same simulation from the least to the most variable service times (estimates.VARIABILITY),
+# widened by a by-analogy model's spread and a calibration's residual error (docs/advise.md, "Ranges, not one
+# number"). The advisor states no other accuracy for a latency curve (its anchor tolerance is on published
+# relative changes, not on a latency).
+BANDS = {"ttft_s": "ttft_band_s", "tpot_s": "tpot_band_s"}
+BAND = ("the advisor's range: its simulation from the least to the most variable service times, widened by a "
+        "by-analogy model's spread and a calibration's residual (advisor.estimates, ttft_band_s/tpot_band_s)")
+
+
+def _band(predicted: Any, key: str) -> tuple[float, float] | None:
+    """The advisor's range for ``key``, when its estimate carries one (a saturated layout, and an estimate
+    made without ranges, carry none)."""
+    band = getattr(predicted, BANDS[key], None) if key in BANDS else None
+    if band is None:
+        return None
+    low, high = (float(v) for v in band)
+    return low, high
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,15 +116,24 @@ class ComparisonRow:
     unit: str
     measured: float | None
     predicted: float
+    predicted_band: tuple[float, float] | None = None  # the advisor's own range around ``predicted`` (BAND)
 
     @property
     def difference_percent(self) -> float | None:
         return change(self.measured, self.predicted)
 
+    @property
+    def within_band(self) -> bool | None:
+        """Whether the measurement lies inside the advisor's range; None without either."""
+        if self.measured is None or self.predicted_band is None:
+            return None
+        return self.predicted_band[0] <= self.measured <= self.predicted_band[1]
+
     def as_dict(self) -> dict[str, Any]:
         return {**self.load.as_dict(), "layout": self.layout, "metric": self.metric,
                 "measured": self.measured, "predicted": self.predicted,
-                "difference_percent": self.difference_percent}
+                "predicted_band": None if self.predicted_band is None else list(self.predicted_band),
+                "within_band": self.within_band, "difference_percent": self.difference_percent}
 
 
 def compare(measured: BenchmarkResults, advice: AdviceLike, *, layout: str = "disaggregated") -> list[ComparisonRow]:
@@ -123,7 +150,8 @@ def compare(measured: BenchmarkResults, advice: AdviceLike, *, layout: str = "di
         values = {"ttft_s": level.ttft.p50, "tpot_s": level.tpot.p50, "e2e_s": level.e2e.p50,
                   "output_tokens_per_s": level.output_tokens_per_s}
         rows += [ComparisonRow(load=level.load, layout=layout, metric=label, unit=unit,
-                               measured=values[key], predicted=float(getattr(predicted, key)))
+                               measured=values[key], predicted=float(getattr(predicted, key)),
+                               predicted_band=_band(predicted, key))
                  for label, key, unit in METRICS]
     return rows
 
@@ -141,11 +169,18 @@ def _value(value: float | None, unit: str) -> str:
 def render_comparison(rows: Sequence[ComparisonRow], assumptions: Mapping[str, Any] | None = None) -> str:
     if not rows:
         return "measured against predicted: no level to compare (none completed, or the advisor has no such point)"
+    def band(row: ComparisonRow) -> str:
+        if row.predicted_band is None:
+            return "-"
+        inside = {True: "inside", False: "outside", None: ""}[row.within_band]
+        return f"{_value(row.predicted_band[0], row.unit)} - {_value(row.predicted_band[1], row.unit)} {inside}".strip()
+
     table = [[f"{row.load.cell()} {row.layout}", row.metric, _value(row.measured, row.unit),
-              _value(row.predicted, row.unit), percent(row.difference_percent)] for row in rows]
-    lines = ["measured against predicted (difference = (measured - predicted) / predicted)",
+              _value(row.predicted, row.unit), percent(row.difference_percent), band(row)] for row in rows]
+    lines = ["measured against predicted (difference = (measured - predicted) / predicted; RANGE is "
+             f"{BAND}, '-' where it gives none)",
              *render_columns((f"{column_header([row.load for row in rows])} LAYOUT", "METRIC", "MEASURED",
-                              "PREDICTED", "DIFF"), table)]
+                              "PREDICTED", "DIFF", "RANGE"), table)]
     if assumptions:
         lines += ["", "the prediction assumes:", *(f"  {key}: {value}" for key, value in sorted(assumptions.items()))]
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from hyperpod_dpd.benchmark.ab import CHANGE_METRICS, AbRow, BuyerRow, compare_ab, compare_buyer, render_buyer
-from hyperpod_dpd.benchmark.capacity import Capacity, Slo, capacity_at_slo, render_capacities
+from hyperpod_dpd.benchmark.capacity import NO_SLO, Capacity, Slo, capacity_at_slo, render_capacities
 from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
 from hyperpod_dpd.benchmark.decomposition import Decomposition, decompose, render_decompositions
@@ -306,8 +306,10 @@ class Report:
             document["ab_buyer"] = {"layouts": [layout.as_dict() for layout in self.layouts],
                                     "levels": [row.as_dict() for row in buyer]}
         capacities = self._capacities()
-        if capacities:
+        if capacities or self.slo is None:
             document["capacity_at_slo"] = [capacity.as_dict() for capacity in capacities]
+        if self.slo is None:
+            document["capacity_at_slo_note"] = NO_SLO
         stages = [row.as_dict() for o in outcomes for row in o.decompositions()]
         if stages:
             document["ttft_stages"] = stages
@@ -349,7 +351,7 @@ class Report:
                 blocks.append(f"TTFT by stage ({o.label}): unmeasured, no pod exported a stage histogram "
                               "(docs/bench.md names them)")
         capacities = self._capacities()
-        if capacities:
+        if capacities or self.slo is None:
             blocks.append(render_capacities(capacities))
         buyer = self._buyer()
         if buyer is not None and self.layouts is not None:
@@ -394,6 +396,8 @@ class Report:
         return ReportInput(
             title=title, runs={o.label: median_results(o.runs) for o in self.outcomes},
             repeats={o.label: o.runs for o in self.outcomes if o.repeats}, slo=self.slo,
+            unverified={o.label: {lv.load: codes for lv in o.results.levels if (codes := o.unverified(lv.load))}
+                        for o in self.outcomes},
             decompositions=self.outcomes[0].decompositions(),
             predictions=self.comparison.rows if self.comparison is not None else (),
             prediction_note=self.prediction_note, text=self.render(), document=json.loads(self.to_json()))
