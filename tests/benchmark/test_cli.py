@@ -1078,6 +1078,7 @@ def test_a_results_folder_copied_from_s3_reads_only_the_files_its_manifest_names
     level = json.loads(out)["runs"]["dpd"]["levels"][0]
     assert code == 1 and level["concurrency"] == 2  # 1: no counters in the folder (unchecked)
     assert level["ttft_s"]["p50"] == json.loads(files[mine])["aggregated_metrics"]["stats"]["ttft"]["p50"] != 9.999
+    _, _, err = run_cli(capsys, stub_spec, "--results-dir", str(folder))  # notes go to stderr without --json
     assert f"ignored 1 file(s) that its {UPLOAD_MANIFEST} does not name as the run's ({other})" in err
 
 
