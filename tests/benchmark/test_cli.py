@@ -74,10 +74,11 @@ def test_no_upload_keeps_the_results_in_the_log(capsys: pytest.CaptureFixture[st
 def test_a_results_folder_is_reported_as_a_table(capsys: pytest.CaptureFixture[str], healthy_run: Any,
                                                 stub_spec: str) -> None:
     code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder))
-    assert code == 0
-    assert "D(64,16) (64 in / 16 out)" in out and "cannot be trusted" not in out
-    # the folder carries no counters: the report says what it could not verify (before: nothing)
+    # the folder carries no counters: every level is unverified, and the run exits 1 (before: 0, trusted)
+    assert code == 1
+    assert "D(64,16) (64 in / 16 out)" in out
     assert "not checked: a results folder holds no router or decoder counters" in out
+    assert "[unchecked] concurrency 2: not checked against the servers" in out
     _, text, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--json")
     assert json.loads(text)["runs"]["dpd"]["unchecked"].startswith("not checked: a results folder")
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
@@ -89,7 +90,9 @@ def test_json_and_trust_warnings_set_the_exit_status(capsys: pytest.CaptureFixtu
     code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(erroring_run.folder), "--json")
     assert code == 1
     document = json.loads(out)["runs"]["dpd"]
-    assert document["trusted"] is False and {w["code"] for w in document["warnings"]} == {"failed-requests"}
+    # the failures, and every level unverified: the folder holds no counters
+    assert document["trusted"] is False and {w["code"] for w in document["warnings"]} == {"failed-requests",
+                                                                                         "unchecked"}
     # what was measured, for advise --calibrate to check
     assert {k: document[k] for k in ("model", "architecture", "instance_type")} == {
         "model": "Llama-3.3-70B-Instruct", "architecture": "llama-3.3-70b", "instance_type": "ml.p5.48xlarge"}
@@ -150,7 +153,8 @@ def test_compare_prints_measured_beside_predicted(capsys: pytest.CaptureFixture[
     seams = Seams(predictor=predictor)
     code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare", "--json",
                            seams=seams)
-    assert code == 0 and asked[0].isl == 64 and asked[0].osl == 16 and asked[0].concurrency == (2, 4)
+    # exit 1: the folder holds no counters, so its levels are unchecked
+    assert code == 1 and asked[0].isl == 64 and asked[0].osl == 16 and asked[0].concurrency == (2, 4)
     comparison = json.loads(out)["comparison"]
     assert comparison["assumptions"] == {"system": "h100_sxm"}
     tpot = [r for r in comparison["rows"] if r["metric"] == "TPOT p50"]
@@ -387,7 +391,8 @@ def test_compare_with_the_real_advisor(capsys: pytest.CaptureFixture[str], healt
     if importlib.util.find_spec("aiconfigurator") is None:
         pytest.skip("the advisor extra is not installed: pip install '.[advisor]'")
     code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare", "--json")
-    assert code == 0, err
+    assert code == 1, err  # the folder holds no counters: its levels are unchecked
+    assert {w["code"] for w in json.loads(out)["runs"]["dpd"]["warnings"]} == {"unchecked"}
     rows = json.loads(out)["comparison"]["rows"]
     assert {(r["concurrency"], r["metric"]) for r in rows} == {
         (c, m) for c in (2, 4) for m in ("TTFT p50", "TPOT p50", "E2E p50", "output tok/s")}
@@ -843,7 +848,10 @@ def test_a_stale_or_foreign_counters_file_is_refused_by_run_and_time(
         code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(folder), "--json")
         document = json.loads(out)["runs"]["dpd"]
         assert why in document["unchecked"] and "routing" not in document
-        assert code == 0 and "Traceback" not in err  # the doctored folder shows nothing the router counted
+        # the doctored folder shows nothing the router counted: every level unchecked, with why (before: exit 0)
+        assert code == 1 and "Traceback" not in err
+        assert {w["code"] for w in document["warnings"]} == {"unchecked"}
+        assert all(why in w["message"] for w in document["warnings"])
         _, printed, err = run_cli(capsys, stub_spec, "--results-dir", str(folder))
         assert why in err and why in printed and "DISAGG" not in printed
 
@@ -988,7 +996,11 @@ def test_the_docs_figures_are_a_stub_runs_report(capsys: pytest.CaptureFixture[s
     code, out, err = run_cli(capsys, spec, "--results-dir", str(DOC_RUN / "dpd"), "--aggregated-results-dir",
                              str(DOC_RUN / "aggregated"), "--report-dir", str(report), "--json",
                              seams=Seams(predictor=_no_advisor))
-    assert code == 0, out + err
+    # the DPD folder's counters verify its levels; the twin's folder was recorded without its counters, so its
+    # levels are unchecked, which alone makes the exit status 1
+    runs = json.loads(out)["runs"]
+    assert code == 1 and runs["dpd"]["warnings"] == [], out + err
+    assert {w["code"] for w in runs["aggregated"]["warnings"]} == {"unchecked"}
     _assert_plotted_is_measured(_figures(report), json.loads(out))
     if os.environ.get(WRITE_DOC_RUN) == "1":
         for made, committed in DOC_FIGURES:
@@ -998,3 +1010,108 @@ def test_the_docs_figures_are_a_stub_runs_report(capsys: pytest.CaptureFixture[s
             f"docs/images/{committed} is not the report of {DOC_RUN.name}: rerun with {WRITE_DOC_RUN}=1")
     docs = DOC.read_text(encoding="utf-8")
     assert all(f"images/{committed}" in docs for _, committed in DOC_FIGURES)
+
+
+# --- a results folder: one run's files, checked against its counters or marked unverified -----------------------
+
+
+def _level_file(files: Mapping[str, str], concurrency: int) -> str:
+    return next(name for name in files if name.endswith(".json") and f"_num_concurrency_{concurrency}_" in name)
+
+
+def test_a_results_dir_without_counters_is_unverified_per_level(capsys: pytest.CaptureFixture[str],
+                                                                 healthy_run: Any, tmp_path: Path) -> None:
+    """Finding 4: a folder without hyperpod-dpd-counters.json is the client's word alone: one [unchecked] per level
+    with why and the fix, trusted false, exit 1 (before: exit 0, trusted); capacity does not call its levels trusted
+    and advise --calibrate refuses the run."""
+    from hyperpod_dpd.advisor import Traffic
+    from hyperpod_dpd.advisor.calibration import calibrate, parse_bench
+
+    spec = write_spec(tmp_path, ("threshold: 4096", "threshold: 32"),
+                      ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 5000\n  tpot_ms: 1000"))
+    code, out, _ = run_cli(capsys, spec, "--results-dir", str(healthy_run.folder), "--json")
+    document = json.loads(out)
+    run = document["runs"]["dpd"]
+    assert code == 1 and run["trusted"] is False
+    unchecked = [w for w in run["warnings"] if w["code"] == "unchecked"]
+    assert [w["concurrency"] for w in unchecked] == [2, 4] and {w["code"] for w in run["warnings"]} == {"unchecked"}
+    assert "the folder holds no hyperpod-dpd-counters.json" in unchecked[0]["message"]
+    assert "Fix: re-run it live (hyperpod-dpd bench), or keep the hyperpod-dpd-counters.json" in \
+        unchecked[0]["message"]
+    (capacity,) = document["capacity_at_slo"]
+    assert capacity["capacity"] == {"concurrency": 4} and capacity["trusted"] is False  # met, but unverified
+    with pytest.raises(SpecError) as caught:
+        calibrate(load_spec(Path(spec)), Traffic(isl=64, osl=16, concurrency=(2, 4)),
+                  parse_bench(document, where="bench.json"), source="bench.json")
+    refused = {p.field: p for p in caught.value.problems}
+    assert "not checked against the servers" in refused["calibrate.trusted"].message
+
+
+def test_a_results_dir_with_two_files_for_one_level_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                healthy_run: Any, tmp_path: Path,
+                                                                stub_spec: str) -> None:
+    """Finding 2 (B6 class): an earlier run's file for concurrency 2 beside this run's, TTFT p50 9.999 s. Before:
+    exit 0, trusted, TTFT p50 9,999 ms, nothing on stderr."""
+    folder = tmp_path / "run"
+    shutil.copytree(healthy_run.folder, folder)
+    mine = _level_file(healthy_run.files(), 2)
+    stale = json.loads((folder / mine).read_text())
+    stale["aggregated_metrics"]["stats"]["ttft"]["p50"] = 9.999
+    other = mine.rsplit("_time_", 1)[0] + "_time_99s.json"
+    (folder / other).write_text(json.dumps(stale))
+    code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(folder), "--json")
+    assert code == 2 and out == "", out
+    assert f"two result files for concurrency 2: {mine} and {other}" in err and "Fix: move the file" in err
+
+
+def test_a_results_folder_copied_from_s3_reads_only_the_files_its_manifest_names(
+        capsys: pytest.CaptureFixture[str], healthy_run: Any, tmp_path: Path, stub_spec: str) -> None:
+    """The run's S3 folder copied down holds its upload manifest: an earlier run's object under the same run id is
+    ignored, by name, and this run's level is the one reported."""
+    folder = tmp_path / "s3-copy"
+    shutil.copytree(healthy_run.folder, folder)
+    files = healthy_run.files()
+    (folder / UPLOAD_MANIFEST).write_text("\n".join(sorted(files)) + "\n")
+    mine = _level_file(files, 2)
+    stale = json.loads(files[mine])
+    stale["aggregated_metrics"]["stats"]["ttft"]["p50"] = 9.999
+    other = mine.rsplit("_time_", 1)[0] + "_time_99s.json"
+    (folder / other).write_text(json.dumps(stale))
+    code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(folder), "--json")
+    level = json.loads(out)["runs"]["dpd"]["levels"][0]
+    assert code == 1 and level["concurrency"] == 2  # 1: no counters in the folder (unchecked)
+    assert level["ttft_s"]["p50"] == json.loads(files[mine])["aggregated_metrics"]["stats"]["ttft"]["p50"] != 9.999
+    _, _, err = run_cli(capsys, stub_spec, "--results-dir", str(folder))  # notes go to stderr without --json
+    assert f"ignored 1 file(s) that its {UPLOAD_MANIFEST} does not name as the run's ({other})" in err
+
+
+def test_a_results_dir_with_a_cut_file_reports_the_other_levels(capsys: pytest.CaptureFixture[str],
+                                                                 healthy_run: Any, tmp_path: Path,
+                                                                 stub_spec: str) -> None:
+    """Finding 5: as a live run does, a folder whose level file is cut mid-JSON reports the other levels and the
+    cut one as not run, naming the file (before: exit 2, no report)."""
+    folder = tmp_path / "cut"
+    shutil.copytree(healthy_run.folder, folder)
+    cut = _level_file(healthy_run.files(), 2)
+    (folder / cut).write_text(healthy_run.files()[cut][:500])
+    code, out, _ = run_cli(capsys, stub_spec, "--results-dir", str(folder), "--json")
+    run = json.loads(out)["runs"]["dpd"]
+    assert code == 1 and _levels(out) == [4] and run["not_run"] == [2]
+    (missing,) = [w for w in run["warnings"] if w["code"] == "level-not-run"]
+    assert missing["concurrency"] == 2 and f"{cut}: not JSON" in missing["message"]
+
+
+def test_a_live_run_whose_client_json_is_cut_reports_the_other_levels(capsys: pytest.CaptureFixture[str],
+                                                                      fakes: ModuleType, healthy_run: Any,
+                                                                      stub_spec: str) -> None:
+    """Finding 5 (M7's live wiring): the Job's log cut a level's file and nothing was uploaded; the other level is
+    reported with its proof, the cut one as not run with why (collect(..., tolerant=True) in the live run)."""
+    files = healthy_run.files()
+    cut = _level_file(files, 2)
+    seams = _on_cluster(_cluster(fakes, healthy_run, printed={**files, cut: files[cut][:500]}), S3Seam())
+    code, out, err = run_cli(capsys, stub_spec, *STUB_TRAFFIC, "--no-upload", "--json", seams=seams)
+    run = json.loads(out)["runs"]["dpd"]
+    assert code == 1 and _levels(out) == [4] and run["not_run"] == [2], err
+    (missing,) = [w for w in run["warnings"] if w["code"] == "level-not-run"]
+    assert missing["concurrency"] == 2 and f"{cut}: not JSON" in missing["message"]
+    assert [row["concurrency"] for row in run["routing"]] == [4]  # the other level still checked on its counters

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hyperpod_dpd.benchmark import BenchmarkResults, ResultsError, Scenario, Trust, trust_warnings
-from hyperpod_dpd.benchmark.results import RUN_FILE, collect, parse_run, read_directory
+from hyperpod_dpd.benchmark.levels import LevelResult
+from hyperpod_dpd.benchmark.results import RUN_FILE, DuplicateLevel, collect, parse_run, read_directory, read_files
 from hyperpod_dpd.load_point import Load
 
 LEVELS = tuple(Load(concurrency=level) for level in (2, 4))
@@ -167,3 +172,103 @@ def test_the_server_counts_its_own_output_tokens_per_level(healthy_run: Any) -> 
         served = server_output_tokens_per_s(level, seen)
         assert seen.generation_tokens is not None and served == seen.generation_tokens / level.duration_s
         assert served >= level.output_tokens_per_s * 0.999  # the client cannot receive more than was streamed
+
+
+# genai-bench 0.0.5's own aggregation of a recorded level's requests with another --warmup-ratio, written by its own
+# save(): AggregatedMetricsCollector.aggregate_metrics_data drops the first int(N * ratio) requests from the stats,
+# and the run file keeps every request, with no mark on the warm-up ones.
+REAGGREGATE = """
+import json, sys
+from genai_bench.metrics.aggregated_metrics_collector import AggregatedMetricsCollector
+from genai_bench.metrics.metrics import RequestLevelMetrics
+source, target, ratio = sys.argv[1], sys.argv[2], float(sys.argv[3])
+data = json.load(open(source))
+collector = AggregatedMetricsCollector()
+for request in data["individual_request_metrics"]:
+    collector.add_single_request_metrics(RequestLevelMetrics(**request))
+metrics = data["aggregated_metrics"]
+collector.set_run_metadata(metrics["num_concurrency"], metrics["scenario"])
+collector.aggregate_metrics_data(0.0, metrics["run_duration"], ratio, None)
+collector.save(target, data["_time_unit"])
+"""
+
+
+def _reaggregated(healthy_run: Any, folder: Path, ratio: float) -> tuple[dict[str, Any], LevelResult]:
+    name = next(name for name in healthy_run.files() if RUN_FILE.match(name) and "_concurrency_2_" in name)
+    target = folder / name
+    # a subprocess: importing genai-bench monkey-patches threading with gevent
+    subprocess.run([sys.executable, "-c", REAGGREGATE, str(healthy_run.folder / name), str(target), str(ratio)],
+                   check=True, capture_output=True, timeout=120)
+    data = json.loads(target.read_text())
+    return data, parse_run(data, where=name)
+
+
+def test_genai_bench_warm_up_is_left_out_of_goodput(healthy_run: Any, tmp_path: Path) -> None:
+    """C2: the first int(N x ratio) requests genai-bench aggregated without are its warm-up; GOOD and the measured
+    means count the others only, as aiperf's marked warm-up is left out (before: every answered request counted)."""
+    data, level = _reaggregated(healthy_run, tmp_path, 0.25)
+    requests = data["individual_request_metrics"]
+    warmup = int(len(requests) * 0.25)
+    assert warmup >= 2 and all(r["error_code"] is None for r in requests)
+    assert level.warmup_answered == warmup and len(level.answered) == len(requests)  # the router counted them all
+    assert len(level.measured_answered) == len(requests) - warmup
+    assert level.goodput(ttft_s=60.0, tpot_s=60.0)[0] == len(requests) - warmup  # before: len(requests)
+    # the measured mean is genai-bench's own mean over its measured requests
+    assert level.measured_means[0] == pytest.approx(data["aggregated_metrics"]["stats"]["ttft"]["mean"], rel=1e-9)
+    # the run as recorded (--warmup-ratio 0.1 over 9 requests): int(0.9), no warm-up
+    recorded = read_directory(healthy_run.folder, expected=LEVELS).level(Load(concurrency=2))
+    assert recorded is not None and recorded.warmup_answered == int(recorded.completed * 0.1)
+
+
+def _copy(folder: Path, into: Path) -> Path:
+    shutil.copytree(folder, into)
+    return into
+
+
+def test_two_files_for_one_level_are_refused_naming_both(healthy_run: Any, tmp_path: Path) -> None:
+    """B6 class: an earlier run's file for concurrency 2 (TTFT p50 9.999 s) beside this run's; before, the later
+    name in sort order won in silence (TTFT p50 9,999 ms, trusted)."""
+    folder = _copy(healthy_run.folder, tmp_path / "run")
+    mine = next(name for name in healthy_run.files() if RUN_FILE.match(name) and "_concurrency_2_" in name)
+    stale = json.loads((folder / mine).read_text())
+    stale["aggregated_metrics"]["stats"]["ttft"]["p50"] = 9.999
+    other = mine.rsplit("_time_", 1)[0] + "_time_99s.json"
+    (folder / other).write_text(json.dumps(stale))
+    for tolerant in (False, True):
+        with pytest.raises(DuplicateLevel) as caught:
+            collect(read_files(folder), tolerant=tolerant)
+        assert mine in str(caught.value) and other in str(caught.value) and "Fix:" in str(caught.value)
+        assert "concurrency 2" in str(caught.value)
+
+
+def test_two_aiperf_files_for_one_rate_are_refused(open_loop_run: Any, tmp_path: Path) -> None:
+    """The same for aiperf's layout: aiperf_rate_8.json and an aiperf_rate_8.0.json of another run, and an aiperf
+    file beside a genai-bench file of the same concurrency."""
+    files = open_loop_run.files()
+    assert "aiperf_rate_8.json" in files
+    with pytest.raises(DuplicateLevel, match=r"aiperf_rate_8\.0\.json and aiperf_rate_8\.json|"
+                                             r"aiperf_rate_8\.json and aiperf_rate_8\.0\.json"):
+        collect({**files, "aiperf_rate_8.0.json": files["aiperf_rate_8.json"]})
+    genai = json.dumps(_one_level(num_concurrency=8))
+    summary = files["aiperf_rate_8.json"]
+    with pytest.raises(DuplicateLevel, match=r"aiperf_concurrency_8\.json"):
+        collect({"D64_16_text-to-text_num_concurrency_8_time_3s.json": genai, "aiperf_concurrency_8.json": summary})
+
+
+def test_a_debug_file_beside_its_levels_run_file_is_not_a_duplicate() -> None:
+    """genai-bench's run file is the level's result over a debug file of the same level (as before)."""
+    run = json.dumps(_one_level())
+    results = collect({"D64_16_text-to-text_num_concurrency_2_time_1s.json": run,
+                       "debug_for_run_D64_16_2.json": run})
+    assert [lv.load.concurrency for lv in results.levels] == [2]
+
+
+def test_a_cut_file_names_its_level_among_the_missing_without_a_plan() -> None:
+    """tolerant: a level's file cut mid-JSON is listed with why, and its level (from its name) is not run, even
+    when no plan file lists the levels."""
+    level = json.dumps(_one_level())
+    cut = json.dumps(_one_level(num_concurrency=8))[:100]
+    results = collect({"D64_16_text-to-text_num_concurrency_2_time_1s.json": level,
+                       "D64_16_text-to-text_num_concurrency_8_time_3s.json": cut}, tolerant=True)
+    assert [lv.load.concurrency for lv in results.levels] == [2] and results.missing == (Load(concurrency=8),)
+    assert "not JSON" in results.unreadable[0]

@@ -7,6 +7,9 @@ the measured run time, so names are matched, never built) and, when every reques
 ``error_codes_frequency``, so the counts here are rebuilt from what is reliable. Latencies are
 normalised to seconds whatever ``_time_unit`` says. aiperf's files (open-loop request rates) are
 read by :mod:`hyperpod_dpd.benchmark.aiperf_results` into the same :class:`LevelResult`.
+
+One folder holds one run: two files for the same level (an earlier run's beside this one's) are
+refused by name (:class:`DuplicateLevel`), never one of them taken in silence.
 """
 
 from __future__ import annotations
@@ -48,6 +51,34 @@ def _number(value: Any, scale: float = 1.0) -> float | None:
     return None if value is None else float(value) * scale
 
 
+def _warmup(requests: list[Mapping[str, Any]], stats: Mapping[str, Any]) -> int:
+    """How many of a level's requests, from its first, genai-bench left out of its statistics as warm-up.
+
+    genai-bench 0.0.5 records no phase per request: ``AggregatedMetricsCollector.aggregate_metrics_data``
+    (genai_bench/metrics/aggregated_metrics_collector.py) leaves out the first ``int(N * warmup_ratio)`` of the
+    ``N`` requests it collected (errors included, in the order ``individual_request_metrics`` keeps them) and
+    aggregates the rest, and the ratio is not in the run file. So the warm-up is found from the file itself: the
+    count of leading requests whose removal makes the answered requests' TTFT sum equal ``stats.ttft.sum``, the
+    sum genai-bench computed over its measured requests only (both in the file's ``_time_unit``). bench passes no
+    ``--cooldown-ratio``; a file whose sum matches no such count (a cool-down, or a file edited since) is taken
+    as having no warm-up. The level's time (``run_duration``) still covers the warm-up, as genai-bench records no
+    time per request: GOOD req/s is the measured requests that met the SLO over the whole level's time.
+    """
+    total = (stats.get("ttft") or {}).get("sum") if isinstance(stats.get("ttft"), Mapping) else None
+    if not isinstance(total, int | float) or not requests:
+        return 0
+    ttfts = [float(r["ttft"]) if r.get("error_code") is None and isinstance(r.get("ttft"), int | float) else 0.0
+             for r in requests]
+    remaining = sum(ttfts)
+    # A float sum in another order differs in its last bits: a millionth of the total is far below one request.
+    tolerance = 1e-6 * max(abs(float(total)), 1e-9)
+    for skipped, ttft in enumerate([*ttfts, 0.0]):
+        if abs(remaining - float(total)) <= tolerance:
+            return skipped
+        remaining -= ttft
+    return 0
+
+
 def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
     """One run (or debug) file's JSON as a :class:`LevelResult`."""
     unit = data.get("_time_unit", "s")
@@ -63,8 +94,13 @@ def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
     failed = max(int(metrics.get("num_error_requests") or 0), sum(codes.values()))
     requests = [r for r in data.get("individual_request_metrics") or [] if isinstance(r, Mapping)]
     errors = [r.get("error_message") for r in requests if r.get("error_code") is not None]
-    answered = tuple((float(r["ttft"]) * scale, _number(r.get("tpot"), scale)) for r in requests
+    warmup = _warmup(requests, stats)
+
+    def answers(chosen: list[Mapping[str, Any]]) -> tuple[tuple[float, float | None], ...]:
+        return tuple((float(r["ttft"]) * scale, _number(r.get("tpot"), scale)) for r in chosen
                      if r.get("error_code") is None and r.get("ttft") is not None)
+
+    warmed, answered = answers(requests[:warmup]), answers(requests[warmup:])
     duration = float(metrics.get("run_duration") or 0.0)
     throughput = float(_get(metrics, "mean_output_throughput_tokens_per_s", where) or 0.0)
     streamed = [r.get("num_output_tokens") for r in requests if r.get("error_code") is None]
@@ -79,8 +115,8 @@ def parse_run(data: Mapping[str, Any], *, where: str = "result") -> LevelResult:
         output_tokens_per_s=throughput, completed=completed, failed=failed, duration_s=duration,
         mean_input_tokens=_number(_get(stats, "num_input_tokens.mean", where)),
         mean_output_tokens=_number(_get(stats, "num_output_tokens.mean", where)),
-        error_codes=codes, first_error=str(errors[0])[:300] if errors else None, answered=answered,
-        sent=len(answered) + failed, client=Client.GENAI_BENCH.value)
+        error_codes=codes, first_error=str(errors[0])[:300] if errors else None, answered=warmed + answered,
+        warmup_answered=len(warmed), sent=len(warmed) + len(answered) + failed, client=Client.GENAI_BENCH.value)
 
 
 @dataclass(frozen=True)
@@ -141,6 +177,20 @@ def _json_object(name: str, text: str) -> Mapping[str, Any]:
     return data
 
 
+class DuplicateLevel(ResultsError):
+    """Two result files of one folder hold the same level: which is the run's own cannot be told from the files."""
+
+
+def file_level(name: str) -> Load | None:
+    """The level a result file's name carries (genai-bench's names carry the concurrency, aiperf's the level),
+    or None for a name that is no level's."""
+    if (match := RUN_FILE.match(name) or DEBUG_FILE.match(name)) is not None:
+        return Load(concurrency=int(match["level"]))
+    if (match := AIPERF_FILE.match(name) or RECORDS_FILE.match(name)) is not None:
+        return file_load(match)
+    return None
+
+
 def collect(files: Mapping[str, str], *, expected: Iterable[Load] = (), isl: int = 0,
             osl: int = 0, tolerant: bool = False) -> BenchmarkResults:
     """Result files by name (their text) as results, genai-bench's and aiperf's; other names are ignored.
@@ -149,45 +199,71 @@ def collect(files: Mapping[str, str], *, expected: Iterable[Load] = (), isl: int
     ``isl`` and ``osl`` name the scenario of an aiperf level whose every request failed (it writes no
     summary). :default: - another level's
     ``tolerant`` reads on past a file that is not its client's (a copy cut mid-JSON), listing it in
-    ``unreadable`` and its level among the missing, instead of raising :class:`ResultsError`.
+    ``unreadable`` and its level (by its name) among the missing, instead of raising :class:`ResultsError`.
+    Two files of the same level raise :class:`DuplicateLevel` naming both, tolerant or not: taking either would
+    report a number the run may not have measured.
     """
     found: dict[Load, LevelResult] = {}
+    sources: dict[Load, str] = {}
     unreadable: list[str] = []
+    cut: set[Load] = set()
     for name in sorted(files):
         try:
-            _collect_one(name, files, found, isl=isl, osl=osl)
+            _collect_one(name, files, found, sources, isl=isl, osl=osl)
+        except DuplicateLevel:
+            raise
         except ResultsError as err:
             if not tolerant:
                 raise
             unreadable.append(str(err))
+            if (load := file_level(name)) is not None:
+                cut.add(load)
     known = next((level.scenario for level in found.values() if level.completed), None)
     if not isl and known is not None:  # a level that wrote only failed records runs the same scenario
         found = {key: replace(level, scenario=known) if not level.completed else level for key, level in found.items()}
-    wanted = sorted(set(expected) or set(_planned_levels(files)), key=Load.sort_key)
+    wanted = sorted((set(expected) or set(_planned_levels(files))) | cut, key=Load.sort_key)
     missing = tuple(level for level in wanted if level not in found)
     return BenchmarkResults(levels=tuple(found[key] for key in sorted(found, key=Load.sort_key)), missing=missing,
                             unreadable=tuple(unreadable))
 
 
-def _collect_one(name: str, files: Mapping[str, str], found: dict[Load, LevelResult], *, isl: int, osl: int) -> None:
-        if RUN_FILE.match(name) or DEBUG_FILE.match(name):
-            level = parse_run(_json_object(name, files[name]), where=name)
-            if level.load not in found or RUN_FILE.match(name):
-                found[level.load] = level
-        elif (match := AIPERF_FILE.match(name)) is not None:
-            records = files.get(name.removesuffix(".json") + ".jsonl")
-            level = parse_aiperf(_json_object(name, files[name]), records, load=file_load(match), where=name)
-            found[level.load] = level
-        elif (match := RECORDS_FILE.match(name)) is not None and name.removesuffix("l") not in files:
-            level = parse_failed_records(files[name], load=file_load(match), isl=isl, osl=osl, where=name)
-            found[level.load] = level
+def _keep(name: str, level: LevelResult, found: dict[Load, LevelResult], sources: dict[Load, str], *,
+          over: bool = False) -> None:
+    """``level`` (read from ``name``) as its load's result; a load another file already gave is a
+    :class:`DuplicateLevel`, unless ``over``: genai-bench's run file over its debug file of the same level."""
+    earlier = sources.get(level.load)
+    if earlier is not None and not (over and DEBUG_FILE.match(earlier)):
+        raise DuplicateLevel(
+            f"two result files for {level.load.describe()}: {earlier} and {name}; one folder holds one run, and "
+            "either may be an earlier run's (the same --run-id, or files copied together). Fix: move the file "
+            "that is not this run's out of the folder, or keep the run's hyperpod-dpd-upload.txt (uploaded with "
+            "its files) in the folder so that only the files it names are read")
+    found[level.load] = level
+    sources[level.load] = name
 
 
-def read_files(folder: Path) -> dict[str, str]:
+def _collect_one(name: str, files: Mapping[str, str], found: dict[Load, LevelResult], sources: dict[Load, str], *,
+                 isl: int, osl: int) -> None:
+    if RUN_FILE.match(name) or DEBUG_FILE.match(name):
+        level = parse_run(_json_object(name, files[name]), where=name)
+        if level.load in sources and DEBUG_FILE.match(name) and RUN_FILE.match(sources[level.load]):
+            return  # the level's run file is read: its debug file adds nothing
+        _keep(name, level, found, sources, over=RUN_FILE.match(name) is not None)
+    elif (match := AIPERF_FILE.match(name)) is not None:
+        records = files.get(name.removesuffix(".json") + ".jsonl")
+        _keep(name, parse_aiperf(_json_object(name, files[name]), records, load=file_load(match), where=name),
+              found, sources)
+    elif (match := RECORDS_FILE.match(name)) is not None and name.removesuffix("l") not in files:
+        level = parse_failed_records(files[name], load=file_load(match), isl=isl, osl=osl, where=name)
+        _keep(name, level, found, sources)
+
+
+def read_files(folder: Path, *, also: Iterable[str] = ()) -> dict[str, str]:
     """The result files a run wrote into ``folder`` (genai-bench's ``<base>/<experiment folder>``, or the
-    benchmark pod's results folder), by name."""
+    benchmark pod's results folder), by name, and the files named ``also`` (such as the upload manifest)."""
+    extra = set(also)
     return {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.iterdir())
-            if path.is_file() and path.suffix in (".json", ".jsonl")}
+            if path.is_file() and (path.suffix in (".json", ".jsonl") or path.name in extra)}
 
 
 def read_directory(folder: Path, *, expected: Iterable[Load] = ()) -> BenchmarkResults:

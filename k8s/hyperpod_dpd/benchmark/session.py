@@ -41,6 +41,7 @@ from hyperpod_dpd.benchmark.figures import ReportInput, write_report
 from hyperpod_dpd.benchmark.job import (
     QUIET_SECONDS,
     RESULTS_PREFIX,
+    UPLOAD_MANIFEST,
     JobOptions,
     deadline_seconds,
     job_name,
@@ -72,9 +73,10 @@ from hyperpod_dpd.benchmark.scenario import (
     parse_rates,
 )
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
-from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings
+from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings, unchecked_warnings
 from hyperpod_dpd.benchmark.uploaded import (
     UNREADABLE,
+    own_files,
     result_files,
     unreadable_reason,
     uploaded_folder,
@@ -231,8 +233,8 @@ class Outcome:
     def unverified(self, load: Load) -> tuple[str, ...]:
         """Why this endpoint's ``load`` is not verified against its servers: its warnings' codes, and ``unchecked``
         for a results folder without its counters (its run's counters file absent or refused)."""
-        codes = sorted({w.code.value for w in self.warnings if w.load == load})
-        return (*codes, *(() if self.job or self.proof is not None else ("unchecked",)))
+        codes = sorted({w.code.value for w in self.warnings if w.load == load} - {Trust.UNCHECKED.value})
+        return (*codes, *(() if self.job or self.proof is not None else (Trust.UNCHECKED.value,)))
 
     def run_folders(self) -> dict[str, dict[str, str]]:
         """A live run's folders as ``--results-dir`` reads them, by name (``dpd``, then ``dpd-r2``...): the result
@@ -564,10 +566,18 @@ def _from_directories(request: BenchRequest) -> list[Outcome]:
             raise UsageError(f"{folder}: not a folder; pass genai-bench's <experiment-base-dir>/<folder> or the "
                              "Job's run folder")
         try:
-            files = read_files(path)
-            results = collect(files)
+            # A folder copied down from S3 holds its run's upload manifest: only the files it names are the run's
+            # (the counters are written beside them after the upload).
+            files, ignored = own_files(read_files(path, also=(UPLOAD_MANIFEST,)), keep=(PROOF_FILE,))
+            # As a live run reads its Job's files: a cut file's level is reported not run, with why, and the
+            # others are reported; two files of one level are refused (DuplicateLevel), naming both.
+            results = collect(files, tolerant=True)
         except (ResultsError, OSError) as err:
-            raise UsageError(str(err)) from None
+            raise UsageError(f"{folder}: {err}") from None
+        if ignored and not request.quiet:
+            print(f"{folder}: {ignored}", file=sys.stderr)
+        if not results.levels and results.unreadable:
+            raise UsageError(f"{folder}: no result file could be read: {'; '.join(results.unreadable)}")
         _refuse_other_endpoint(folder, api_base_of(files), endpoint, spec.namespace)
         scenario = _scenario_of(results)
         warnings = trust_warnings(results, scenario)
@@ -575,7 +585,8 @@ def _from_directories(request: BenchRequest) -> list[Outcome]:
         if why and not request.quiet:
             print(f"{folder}: {why}", file=sys.stderr)
         routing, server = None, None
-        if proof is None:
+        if proof is None:  # the client's files alone: no level is verified against the servers
+            warnings += unchecked_warnings(results, counters_file=PROOF_FILE, why=why, whose=COUNTERS[label])
             warnings += _threshold_warnings(spec, scenario, results)
         elif label == AGGREGATED:  # the twin's own counters: its clock, request counts and restarts, as live
             server = proof.routing()

@@ -38,6 +38,7 @@ class Trust(Enum):
     OVERHEAD_UNKNOWN = "client-overhead-unknown"
     OTHER_TRAFFIC = "other-traffic"
     OTHER_TRAFFIC_UNKNOWN = "other-traffic-unknown"
+    UNCHECKED = "unchecked"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +81,20 @@ def level_warnings(level: LevelResult, scenario: Scenario) -> list[TrustWarning]
             f"TTFT p50 {ttft * 1e3:.0f} ms is {ttft / e2e:.0%} of end-to-end p50 {e2e * 1e3:.0f} ms: the stream "
             "arrived in one piece (a proxy buffered it), so TTFT is really end-to-end latency and TPOT is wrong")))
     return found
+
+
+def unchecked_warnings(results: BenchmarkResults, *, counters_file: str, why: str | None,
+                       whose: str = "router and decoder") -> list[TrustWarning]:
+    """One :attr:`Trust.UNCHECKED` per level of a results folder without usable counters (``counters_file``, the
+    one a live run writes beside its results): the client's files alone cannot show which path the requests took,
+    whether the KV cache arrived, or how much of the TTFT is the client's, so no level is verified against the
+    servers. ``why`` the folder's counters file was refused, when it was (None: the folder holds none)."""
+    cause = f"its {counters_file} was refused ({why})" if why else f"the folder holds no {counters_file}"
+    return [TrustWarning(code=Trust.UNCHECKED, load=level.load, message=(
+        f"not checked against the servers: {cause}, so the {whose} counters were not read for this level and "
+        "its numbers are the client's alone. Fix: re-run it live (hyperpod-dpd bench), or keep the "
+        f"{counters_file} the live run wrote beside the results (it uploads it into the run's S3 folder)"))
+        for level in results.levels]
 
 
 def trust_warnings(results: BenchmarkResults, scenario: Scenario) -> list[TrustWarning]:

@@ -121,13 +121,39 @@ def result_files(log: JobLog, *, results: S3Location | None, endpoint: str, run_
         note(f"{folder.uri} holds no {UPLOAD_MANIFEST} naming this run's files, so its objects may be an earlier "
              "run's under the same run id; using the copy in the Job's log")
         return log.files
-    listed = {line.strip() for line in uploaded[UPLOAD_MANIFEST].splitlines() if line.strip()}
+    listed = manifest_names(uploaded[UPLOAD_MANIFEST])
     stale = sorted(name for name in uploaded if name not in listed and name != UPLOAD_MANIFEST)
     if stale:
-        note(f"ignored {len(stale)} object(s) in {folder.uri} that this run did not upload ({', '.join(stale[:5])}"
-             f"{', ...' if len(stale) > 5 else ''}): an earlier run's under the same --run-id")
+        note(f"ignored {len(stale)} object(s) in {folder.uri} that this run did not upload ({_names(stale)}): an "
+             "earlier run's under the same --run-id")
     return {**log.files, **{name: text for name, text in uploaded.items()
                             if name in listed and (_whole(text, name) or not _whole(log.files.get(name), name))}}
+
+
+def manifest_names(text: str) -> set[str]:
+    """The file names an upload manifest lists, one a line."""
+    return {line.strip() for line in text.splitlines() if line.strip()}
+
+
+def _names(names: list[str]) -> str:
+    return f"{', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+
+
+def own_files(files: Mapping[str, str], *, keep: tuple[str, ...] = ()) -> tuple[dict[str, str], str | None]:
+    """A results folder's files as its run uploaded them: when the folder holds the run's
+    :data:`~hyperpod_dpd.benchmark.job.UPLOAD_MANIFEST` (a folder copied down from S3), the files it lists and
+    ``keep`` (files written beside the upload afterwards, such as the counters), with a note naming every other
+    file, ignored (an earlier run's under the same run id, or one added since); else ``files`` as they are (None)."""
+    text = files.get(UPLOAD_MANIFEST)
+    if text is None:
+        return dict(files), None
+    listed = manifest_names(text) | set(keep)
+    ignored = sorted(name for name in files if name not in listed and name != UPLOAD_MANIFEST)
+    own = {name: body for name, body in files.items() if name in listed}
+    if not ignored:
+        return own, None
+    return own, (f"ignored {len(ignored)} file(s) that its {UPLOAD_MANIFEST} does not name as the run's "
+                 f"({_names(ignored)}): an earlier run's under the same --run-id, or added since")
 
 
 def _whole(text: str | None, name: str) -> bool:
