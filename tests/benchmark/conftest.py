@@ -135,6 +135,9 @@ class Run:
     intruded: int = 0  # requests a second client sent during the first level
     prefiller_metrics: dict[int, str] = field(default_factory=dict)  # the stub's prefiller, when it serves one
     behaviour: Any = None  # how the stub answered (its Behaviour): the truth a test compares with
+    # per prompt of ``prompts``: (read, last token streamed, tokens streamed) on the stub's clock, None if it streamed
+    # none
+    spans: tuple[tuple[float, float, int] | None, ...] = ()
 
     def server_ttfts_by_level(self) -> list[tuple[float, ...]]:
         """The stub's TTFTs of each level's requests (a request's first token comes before the quiet window)."""
@@ -145,6 +148,14 @@ class Run:
         """The prompts of each level: those sent between its two quiet windows."""
         marks = [self.prompts_seen[window] for window in sorted(self.prompts_seen)]
         return [self.prompts[start:end] for start, end in itertools.pairwise(marks)]
+
+    def streamed_per_s(self, level: int, *, skip: int) -> float:
+        """The stub's own output tokens per second over the ``level``-th level's requests (in run order) after its
+        first ``skip`` (a warm-up): the tokens they streamed over the time from the first one's arrival to the last
+        token of any, on the stub's clock."""
+        marks = [self.prompts_seen[window] for window in sorted(self.prompts_seen)]
+        spans = [span for span in self.spans[marks[level] + skip:marks[level + 1]] if span is not None]
+        return sum(tokens for _, _, tokens in spans) / (max(end for _, end, _ in spans) - min(s for s, _, _ in spans))
 
     def files(self) -> dict[str, str]:
         return {path.name: path.read_text(encoding="utf-8") for path in sorted(self.folder.iterdir())
@@ -227,10 +238,12 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
             process.wait(timeout=240)
         served, prompts, ttfts = server.requests, tuple(server.prompts), tuple(server.ttfts)
         router_log, estimates = "".join(f"{line}\n" for line in server.router_log), tuple(server.estimates)
+        spans = tuple(server.spans.get(index) for index in range(len(prompts)))
     code = int((results / "exit-code").read_text().strip())
     return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen,
                ttfts, router_log, estimates,
-               prefiller_metrics={window: text for window, text in prefiller.items() if text}, behaviour=behaviour)
+               prefiller_metrics={window: text for window, text in prefiller.items() if text}, behaviour=behaviour,
+               spans=spans)
 
 
 @pytest.fixture(scope="session")

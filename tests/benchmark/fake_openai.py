@@ -135,7 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("ignore_eos") is not True:
             tokens = min(tokens, behaviour.eos_after)
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
-        self.server.route(prompt)
+        routed = self.server.route(prompt)
         received = time.perf_counter()
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -143,16 +143,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         time.sleep(behaviour.first_token_s)
         # a client that goes away before the last token is counted under no finished_reason (vLLM counts none)
-        self._stream(body, number, tokens, received=received, prompt_tokens=len(prompt.split()))
+        self._stream(body, number, tokens, received=received, prompt_tokens=len(prompt.split()), routed=routed)
 
-    def _stream(self, body: dict[str, Any], number: int, tokens: int, *, received: float, prompt_tokens: int) -> None:
+    def _stream(self, body: dict[str, Any], number: int, tokens: int, *, received: float, prompt_tokens: int,
+                routed: int) -> None:
         behaviour = self.server.behaviour
         for index in range(tokens):
             if index:
                 time.sleep(behaviour.per_token_s)
             self._event({"id": f"r{number}", "object": "chat.completion.chunk", "model": body.get("model"),
                          "choices": [{"index": 0, "delta": {"content": "word "}, "finish_reason": None}]})
-            self.server.generated()
+            self.server.generated(routed, received)
             if not index:  # the router's TTFT: request in, first token out
                 self.server.first_token(time.perf_counter() - received)
         # vLLM counts a request finished when its last token is made, read or not
@@ -200,6 +201,9 @@ class _Server(ThreadingHTTPServer):
         self.router_log: list[str] = []  # the router's routing line of every routed prompt
         self.finish_reasons: dict[str, int] = {}  # vllm:request_success_total by finished_reason
         self.stage_sums = [0.0] * len(behaviour.stage_split)  # seconds, per share of Behaviour.stage_split
+        # by routed prompt (the index of ``prompts``): when its request was read, when its last token was streamed
+        # and how many it streamed, on this server's clock (time.perf_counter)
+        self.spans: dict[int, tuple[float, float, int]] = {}
 
     def finished(self, reason: str) -> None:
         """One request finished by the engine (``length``: made whole)."""
@@ -214,18 +218,22 @@ class _Server(ThreadingHTTPServer):
             for index, share in enumerate(self.behaviour.stage_split):
                 self.stage_sums[index] += share * seconds
 
-    def generated(self) -> None:
-        """One output token streamed (vLLM's generation_tokens_total counts it when generated)."""
+    def generated(self, routed: int, received: float) -> None:
+        """One output token streamed (vLLM's generation_tokens_total counts it when generated) for the routed
+        prompt ``routed``, whose request was read at ``received``."""
+        now = time.perf_counter()
         with self._lock:
             self.counters["generated"] += 1
+            self.spans[routed] = (received, now, self.spans.get(routed, (received, now, 0))[2] + 1)
 
     def next_number(self) -> int:
         with self._lock:
             self.requests += 1
             return self.requests
 
-    def route(self, prompt: str) -> None:
-        """Count the router's decision and the decoder's prompt tokens by source for one request."""
+    def route(self, prompt: str) -> int:
+        """Count the router's decision and the decoder's prompt tokens by source for one request; its index in
+        :attr:`prompts`."""
         words = len(prompt.split())
         estimate = int(max(words, len(prompt) // 4) * self.behaviour.estimate_scale)
         threshold = self.behaviour.routing_threshold
@@ -242,6 +250,7 @@ class _Server(ThreadingHTTPServer):
             else:
                 self.counters["local"] += 1
                 self.counters["computed"] += words
+            return len(self.prompts) - 1
 
     def _cache(self, words: list[str]) -> None:
         """vLLM's prefix cache counters: every prompt token is queried, the leading whole blocks cached hit."""

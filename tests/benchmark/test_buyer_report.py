@@ -588,7 +588,9 @@ def test_the_prefillers_are_read_by_their_deployment_and_a_silent_one_is_left_ou
     core = fakes.FakeCore(pods=[[]], logs={}, other_pods=pods, metrics=metrics)
     kube = fakes.benchmark_kube(fakes.FakeBatch(states=[]), core)
     counters = read_counters(kube, MetricsSources.for_spec(spec))
-    assert sorted(pod for pod in counters.pods if pod.startswith("prefiller/")) == [f"prefiller/{answering}"]
+    assert sorted(pod for pod in counters.pods if pod.startswith("prefiller/") and pod not in counters.unread) == [
+        f"prefiller/{answering}"]
+    assert list(counters.unread) == [f"prefiller/{silent}"]  # kept, marked, so the stages can say they miss it
     sample = counters.pods[f"prefiller/{answering}"]
     assert sample["stage:prefill:vllm:request_prefill_time_seconds_sum"] == 3.0
     assert "stage:prefill:lmcache:store_put_time_sum" not in sample  # not exported: absent, not 0

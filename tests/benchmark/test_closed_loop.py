@@ -6,6 +6,7 @@ around it, so the client's overhead is bounded at p50 and p99, not only on the m
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hyperpod_dpd.benchmark.client import Client
@@ -66,3 +67,37 @@ def test_each_closed_loop_level_sends_fresh_prompts(closed_loop_run: Any) -> Non
     for i, prompts in enumerate(by_level):
         for other in by_level[i + 1:]:
             assert not set(prompts) & set(other)
+
+
+# The stub's clock starts when it has read a request and stops at its last token; aiperf's benchmark_duration starts
+# when it sends the first measured request and stops when it has read the last one's end (usage event, [DONE]):
+# a loopback round trip and two events apart at each end, a few ms of a window of 2 s or more (C=32), so 2%.
+# (Before the fix SRV tok/s read 10-11% high: the warm-up's 160 tokens over the measured phase's time.)
+SERVER_RATE_TOLERANCE = 0.02
+
+
+def test_the_servers_tokens_per_second_cover_the_clients_timed_window(closed_loop_run: Any) -> None:
+    """SRV tok/s, the decoder's generation_tokens_total increase per second, against what the stub streamed per
+    second over the measured requests (the warm-up's left out, as aiperf's benchmark_duration leaves them out)."""
+    from hyperpod_dpd.benchmark.report import server_output_tokens_per_s
+
+    results = read_directory(closed_loop_run.folder)
+    routing = closed_loop_run.routing()
+    for index, level in enumerate(results.levels):
+        truth = closed_loop_run.streamed_per_s(index, skip=WARMUP)
+        served = server_output_tokens_per_s(level, routing[level.load])
+        assert served is not None and abs(served / truth - 1) <= SERVER_RATE_TOLERANCE, (
+            level.load.describe(), served, truth, level.output_tokens_per_s)
+        assert level.warmup_output_tokens == WARMUP * 16
+
+
+def test_the_servers_tokens_per_second_are_unknown_without_the_records(closed_loop_run: Any) -> None:
+    """Without aiperf's per-request records the warm-up's tokens are unknown: SRV tok/s is not given, never the
+    whole level's tokens over the measured phase's time."""
+    from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf
+    from hyperpod_dpd.benchmark.report import server_output_tokens_per_s
+
+    summary = json.loads((closed_loop_run.folder / "aiperf_concurrency_8.json").read_text(encoding="utf-8"))
+    level = parse_aiperf(summary, None, load=LEVELS[0])
+    assert level.warmup_output_tokens is None
+    assert server_output_tokens_per_s(level, closed_loop_run.routing()[LEVELS[0]]) is None

@@ -24,6 +24,7 @@ from hyperpod_dpd.benchmark.disaggregation import (
     MetricsSources,
     disaggregation_warnings,
     read_counters,
+    restart_warnings,
     sample_sum,
 )
 from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
@@ -182,7 +183,7 @@ def test_a_pod_that_appears_or_goes_away_mid_level_is_reported() -> None:
     assert seen.external_kv_tokens == 300
     assert seen.pod_changes == ("decoder/y started", "decoder/x went away")
     (warning,) = [w for w in disaggregation_warnings(RoutePath.DPD, [C8], {C8: seen}) if w.code is Trust.POD_RESTARTED]
-    assert "decoder/y started, decoder/x went away during this level" in warning.message
+    assert "pods changed during this level (decoder/y started; decoder/x went away)" in warning.message
 
 
 PROMPT = 4304  # the server's prompt tokens per request (the audit's genai-bench prompts)
@@ -252,6 +253,83 @@ def test_a_pod_that_is_not_running_is_left_out(spec: DpdSpec, fakes: ModuleType,
     counters = read_counters(kube, MetricsSources.for_spec(spec))
     assert counters.total("external_kv_tokens") == 100
     assert ("default", "decode-dpd-test-7c9-abc:8000", "metrics") not in core.proxied
+
+
+def _answering(fakes: ModuleType, *, silent: tuple[str, ...] = (), prefillers: tuple[str, ...] = (),
+               routed: int = 0) -> Any:
+    """Two running decoders (xyz: 100 KV tokens, abc: 200), the router (``routed`` requests, all direct), and
+    ``prefillers``; the pods in ``silent`` are Running but their metrics do not answer, as a crash-looping
+    container's."""
+    texts = {"decode-dpd-test-7c9-xyz": f"{KV_IN} 100\n", "decode-dpd-test-7c9-abc": f"{KV_IN} 200\n"}
+
+    def metrics(namespace: str, pod_port: str) -> str:
+        pod = pod_port.split(":", maxsplit=1)[0]
+        if pod in silent:
+            raise fakes.api_error(503, "connection refused")
+        if namespace == "hyperpod-inference-system":
+            return _router(0, routed)
+        return texts.get(pod, "vllm:request_prefill_time_seconds_sum 1.0\nvllm:request_prefill_time_seconds_count 4\n")
+
+    pods = fakes.router_and_decoder()
+    pods["default|inference.sagemaker.aws.amazon.com/dpd-role=decode"].append(fakes.decoder_pod("decode-dpd-test-7c9-abc"))
+    pods["default|inference.sagemaker.aws.amazon.com/dpd-role=prefill"] = [fakes.decoder_pod(p) for p in prefillers]
+    core = fakes.FakeCore(pods=[[]], logs={}, other_pods=pods, metrics=metrics)
+    return fakes.benchmark_kube(fakes.FakeBatch(states=[]), core)
+
+
+def test_a_running_decoder_whose_metrics_do_not_answer_is_reported_not_fatal(spec: DpdSpec,
+                                                                             fakes: ModuleType) -> None:
+    """Decoder abc is Running but its metrics do not answer after the level. Before, read_counters raised and
+    every level of both sides became routing-unknown; now the level counts the other decoder and says it misses
+    abc (pod-restarted), with why."""
+    sources = MetricsSources.for_spec(spec)
+    before = read_counters(_answering(fakes), sources)
+    after = read_counters(_answering(fakes, silent=("decode-dpd-test-7c9-abc",), routed=8), sources)
+    assert after.total("external_kv_tokens") == 100
+    assert list(after.unread) == ["decoder/decode-dpd-test-7c9-abc"]
+    seen = LevelDisaggregation.between(before, after, load=C8)
+    (change,) = seen.pod_changes
+    assert change.startswith("decoder/decode-dpd-test-7c9-abc could not be read after this level (its metrics did "
+                             "not answer")
+    codes = [w.code for w in disaggregation_warnings(RoutePath.DIRECT, [C8], {C8: seen})]
+    assert codes == [Trust.POD_RESTARTED]
+    (warning,) = restart_warnings({C8: seen})
+    assert "decode-dpd-test-7c9-abc could not be read after this level" in warning.message
+
+
+def test_no_decoder_answering_is_still_no_snapshot(spec: DpdSpec, fakes: ModuleType) -> None:
+    silent = ("decode-dpd-test-7c9-abc", "decode-dpd-test-7c9-xyz")
+    with pytest.raises(KubeError, match="no running pod of the router or the decoders answered: decoder/"):
+        read_counters(_answering(fakes, silent=silent), MetricsSources.for_spec(spec))
+
+
+def test_an_unread_pod_is_still_missed_when_read_back_from_the_results_folder() -> None:
+    """The counters file keeps each pod's sample: an unread pod's mark survives it (its why does not)."""
+    before = DpdCounters.parse({"r": _router(0, 0)}, {"x": f"{KV_IN} 0\n", "y": f"{KV_IN} 0\n"})
+    after = DpdCounters.parse({"r": _router(8, 0)}, {"x": f"{KV_IN} 400\n"}, unread={"decoder/y": "why"})
+    stored = DpdCounters(pods={pod: dict(sample) for pod, sample in after.pods.items()})
+    assert LevelDisaggregation.between(before, stored, load=C8).pod_changes == (
+        "decoder/y could not be read after this level",)
+
+
+def test_a_prefiller_that_does_not_answer_is_named_in_the_ttft_stages(spec: DpdSpec, fakes: ModuleType) -> None:
+    """Before, it was dropped from the stages without a note."""
+    from hyperpod_dpd.benchmark.decomposition import decompose
+    from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
+
+    sources = MetricsSources.for_spec(spec)
+    pair = ("prefill-dpd-test-5b7-aaa", "prefill-dpd-test-5b7-bbb")
+    before = read_counters(_answering(fakes, prefillers=pair), sources)
+    after = read_counters(_answering(fakes, prefillers=pair, silent=(pair[1],)), sources)
+    seen = LevelDisaggregation.between(before, after, load=C8)
+    assert seen.pod_changes == ()  # the routing and KV counts are the decoders' and the router's: all read
+    (note,) = seen.stage_notes
+    assert note.startswith(f"prefiller/{pair[1]} could not be read after this level (its metrics did not answer")
+    assert note.endswith("the prefill stages leave its requests out")
+    none = Percentiles(None, None, None)
+    level = LevelResult(load=C8, scenario="D(64,16)", ttft=none, tpot=none, e2e=none, output_tokens_per_s=0.0,
+                        completed=0, failed=0, duration_s=0.0, mean_input_tokens=None, mean_output_tokens=None)
+    assert decompose(level, seen).notes == (note,)
 
 
 def test_every_running_decoder_is_counted_with_its_restarts(spec: DpdSpec, fakes: ModuleType) -> None:

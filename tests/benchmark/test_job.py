@@ -83,8 +83,11 @@ def test_genai_bench_runs_the_blog_scenario_against_the_router(spec: DpdSpec) ->
     def flag(name: str) -> list[str]:
         return [args[i + 1] for i, arg in enumerate(args) if arg == name]
 
+    # absolute (trailing dot): no walk of the pod's DNS search path on each new connection
     assert flag("--api-base") == ["http://dpd-test-default-routing-service.hyperpod-inference-system.svc"
-                                  ".cluster.local:443"]
+                                  ".cluster.local.:443"]
+    # the spec's hardware for genai-bench's metadata: ml.p5.48xlarge, one prefill and one decode pod of TP 8
+    assert flag("--server-gpu-type") == ["H100"] and flag("--server-gpu-count") == ["16"]
     assert flag("--api-backend") == ["vllm"]  # sends ignore_eos
     # above the default routing threshold of 4096; one genai-bench run per level, users started over 5 s
     assert flag("--traffic-scenario") == ["D(4352,256)"] and flag("--num-concurrency") == []
@@ -96,6 +99,19 @@ def test_genai_bench_runs_the_blog_scenario_against_the_router(spec: DpdSpec) ->
     assert re.fullmatch(r"[^@]+@sha256:[0-9a-f]{64}", DEFAULT_IMAGE), "the default image is pinned by digest"
     assert {"name": "CLIENT_VERSION", "value": "0.0.5"} in bench["env"]
     assert {"name": "HF_HUB_OFFLINE", "value": "1"} in bench["env"]
+
+
+def test_genai_bench_is_told_only_a_gpu_type_it_accepts(spec: DpdSpec) -> None:
+    """genai-bench 0.0.5's --server-gpu-type is a click.Choice without B300: the type is left out, the count kept;
+    the aggregated twin is one pod of the spec's TP."""
+    from hyperpod_dpd.benchmark.job import server_gpu_args
+    from hyperpod_dpd.charts.aggregated import aggregated_spec
+    from hyperpod_dpd.spec.instances import InstanceType
+
+    b300 = BenchmarkTarget.for_spec(dataclasses.replace(spec, instance_type=InstanceType.P6_B300_48XLARGE))
+    assert server_gpu_args(b300) == ["--server-gpu-count", "16"]
+    assert server_gpu_args(BenchmarkTarget.for_spec(aggregated_spec(spec), twin=True)) == [
+        "--server-gpu-type", "H100", "--server-gpu-count", "8"]
 
 
 def test_aiperf_runs_each_request_rate_against_the_router(spec: DpdSpec,
@@ -114,7 +130,7 @@ def test_aiperf_runs_each_request_rate_against_the_router(spec: DpdSpec,
 
     assert args[0] == "profile" and bench["command"][3] == "aiperf" and "aiperf" in bench["command"][2]
     assert flag("--url") == ["http://dpd-test-default-routing-service.hyperpod-inference-system.svc"
-                             ".cluster.local:443"]
+                             ".cluster.local.:443"]
     assert flag("--isl") == ["4352"] and flag("--osl") == ["256"] and flag("--isl-stddev") == ["0"]
     assert flag("--extra-inputs") == ["ignore_eos:true"] and "--use-legacy-max-tokens" in args
     assert flag("--arrival-pattern") == ["poisson"] and flag("--random-seed") == []  # per level

@@ -262,3 +262,15 @@ def test_genai_benchs_overhead_is_not_told_to_get_more_cpu() -> None:
     assert "leave --client out to run aiperf" in warning.message and "more CPU does not" in warning.message
     (other,) = overhead_warnings([dataclasses.replace(level, client=Client.AIPERF.value)], {load: seen})
     assert "lower the load per level" in other.message and "--client" not in other.message
+
+
+def test_a_level_without_per_request_records_is_unverified_not_skipped() -> None:
+    """aiperf's summary counts 100 answered requests but its profile_export.jsonl is lost: no client TTFT to set
+    against the router's. Before, the overhead check skipped the level without a word (trusted on that count)."""
+    level = dataclasses.replace(_level([0.53] * 100), answered=())
+    (warning,) = overhead_warnings([level], {C64: _seen(ROUTING + ROUTER_TTFT)})
+    assert warning.code is Trust.OVERHEAD_UNKNOWN
+    assert "counts 100 answered requests but its files hold no per-request records" in warning.message
+    assert "profile_export.jsonl" in warning.message
+    # a level nothing answered is level-failed's, not this check's
+    assert overhead_warnings([dataclasses.replace(level, completed=0)], {C64: _seen(ROUTING + ROUTER_TTFT)}) == []

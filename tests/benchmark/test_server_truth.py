@@ -347,6 +347,15 @@ def test_other_traffic_is_what_the_servers_counted_beyond_this_clients_requests(
     assert all(w.code is Trust.OTHER_TRAFFIC for w in warnings)
 
 
+def test_a_level_neither_server_counted_is_unchecked_not_passed() -> None:
+    """The twin's router is optional and its engines may export no vllm:request_success_total: with neither count,
+    the check passed silently before."""
+    load = Load(concurrency=4)
+    (warning,) = other_traffic_warnings([_level(load, answered=24)], {load: _seen(load, None, None)})
+    assert warning.code is Trust.OTHER_TRAFFIC_UNKNOWN
+    assert warning.message.startswith("neither server counted this level's requests")
+
+
 def _aiperf_records(*, warmup_failed: int, answered: int) -> str:
     """aiperf 0.13 records: failed warm-up requests (an error, no TTFT), then answered measured ones."""
     failed = {"metadata": {"benchmark_phase": "warmup"}, "metrics": {}, "error": {"code": 503, "message": "busy"}}

@@ -104,6 +104,36 @@ def _answered(records: str, where: str) -> tuple[tuple[tuple[float, float | None
     return (*warmup, *answered), len(warmup)
 
 
+# A record's output tokens, in order of preference: the server's own usage count, then aiperf's tokenization of the
+# text it received (aiperf/metrics/types: usage_completion_tokens, output_sequence_length, output_token_count)
+OUTPUT_TOKEN_METRICS = ("usage_completion_tokens", "output_sequence_length", "output_token_count")
+
+
+def warmup_output_tokens(records: str | None, where: str) -> int | None:
+    """The output tokens of the warm-up phase's records; None without records.
+
+    aiperf 0.13's ``benchmark_duration`` is its measured phase's: ``BenchmarkDurationMetric`` (aiperf/metrics/types/
+    benchmark_duration_metric.py) is the last response's timestamp less the first request's, over the records of
+    the phase being summarised (``RecordsManager`` summarises per ``CreditPhase``, aiperf/records/records_manager.py),
+    and the warm-up phase runs first and ends before the profiling phase starts (``PhaseOrchestrator._execute_phases``,
+    aiperf/timing/phase_orchestrator.py, unless a phase is ``seamless``, which bench never sets). The server's
+    counters span both phases, so these tokens are what lies outside the duration. A warm-up request that failed
+    mid-stream reports no count: it adds what it streamed to the server's side alone (none do on a healthy run)."""
+    if records is None:
+        return None
+    total = 0.0
+    for record in _records(records, f"{where}l"):
+        if _measured(record):
+            continue
+        metrics = record.get("metrics") or {}
+        for name in OUTPUT_TOKEN_METRICS:
+            metric = metrics.get(name)
+            if isinstance(metric, Mapping) and isinstance(metric.get("value"), int | float):
+                total += float(metric["value"])
+                break
+    return round(total)
+
+
 def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float | None = None,
                  load: Load | None = None, where: str = "result") -> LevelResult:
     """One level's summary (``load``, or the open-loop ``rate``) and its records (for goodput and the client's mean
@@ -130,7 +160,7 @@ def parse_aiperf(summary: Mapping[str, Any], records: str | None, *, rate: float
         mean_input_tokens=_avg(summary, "usage_prompt_tokens") or _avg(summary, "input_sequence_length"),
         mean_output_tokens=output if output is not None else _avg(summary, "output_sequence_length"),
         error_codes=codes, first_error=first, answered=answered, warmup_answered=warmup, sent=sent,
-        client=Client.AIPERF.value)
+        client=Client.AIPERF.value, warmup_output_tokens=warmup_output_tokens(records, where))
 
 
 def _load(load: Load | None, rate: float | None) -> Load:

@@ -72,7 +72,7 @@ class Decomposition:
 
 def decompose(level: LevelResult, seen: LevelDisaggregation | None) -> Decomposition:
     totals = seen.stage_totals if seen is not None else {}
-    notes = []
+    notes = list(seen.stage_notes) if seen is not None else []  # prefillers the stages leave out
     prefill = _mean(totals, "prefill", PREFILL_TIME.name)
     kv = _mean(totals, "prefill", KV_STORE_PUT_TIME.name, per=PREFILL_TIME.name)
     if prefill is not None and kv is not None:

@@ -159,6 +159,9 @@ DECODER_STAGE_FAMILIES = (QUEUE_TIME.name, PREFILL_TIME.name, TTFT.name)
 # One pod's counters, by name: a router's (routing decisions, its TTFT histogram) or a decoder's (prompt tokens
 # by source, prompt and generated tokens), and its containers' restarts.
 RESTARTS = "restarts"
+# A pod listed Running and serving whose metrics did not answer (a crash-looping container, a proxy error): its entry
+# holds only this mark and its restarts, so the snapshot stands without it and the levels beside it say they miss it
+UNREAD = "unread"
 BUCKET = "ttft_le:"  # a router TTFT bucket, by its upper bound
 ENGINE_BUCKET = "engine_ttft_le:"  # a vLLM pod's vllm:time_to_first_token_seconds bucket, by its upper bound
 FINISHED = "finished_requests"  # a vLLM pod's requests finished other than aborted
@@ -209,21 +212,26 @@ class DpdCounters:
     ``prefiller/<pod>`` (a prefiller's counters feed only its prefix-cache rate and the TTFT decomposition)."""
 
     pods: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # the pods (keys of ``pods``, marked :data:`UNREAD` there) whose metrics could not be read, and why
+    unread: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, router: Iterable[str] | Mapping[str, str], decoder: Iterable[str] | Mapping[str, str], *,
-              restarts: Mapping[str, int] | None = None,
-              prefiller: Iterable[str] | Mapping[str, str] = ()) -> DpdCounters:
+              restarts: Mapping[str, int] | None = None, prefiller: Iterable[str] | Mapping[str, str] = (),
+              unread: Mapping[str, str] | None = None) -> DpdCounters:
         """From the ``/metrics`` text of every router pod, every decoder pod and every prefiller pod (by pod
-        name when a mapping), with each pod's container restarts when known."""
+        name when a mapping), with each pod's container restarts when known; ``unread`` (by ``role/pod``) the
+        running pods whose metrics could not be read, and why."""
         restarts = restarts or {}
+        unread = unread or {}
         pods = {key: pod_sample(text, router=True, restarts=restarts.get(key, 0))
                 for key, text in _named(router, "router").items()}
         pods |= {key: pod_sample(text, router=False, restarts=restarts.get(key, 0))
                  for key, text in _named(decoder, "decoder").items()}
         pods |= {key: pod_sample(text, router=False, prefiller=True, restarts=restarts.get(key, 0))
                  for key, text in _named(prefiller, "prefiller").items()}
-        return cls(pods=pods)
+        pods |= {key: {RESTARTS: float(restarts.get(key, 0)), UNREAD: 1.0} for key in unread}
+        return cls(pods=pods, unread=dict(unread))
 
     def total(self, name: str) -> float:
         return sum(sample.get(name, 0.0) for sample in self.pods.values())
@@ -240,6 +248,16 @@ def _grew(before: Mapping[str, float] | None, after: Mapping[str, float]) -> tup
              if key != RESTARTS}, reset)
 
 
+def _unread(pod: str, before: DpdCounters, after: DpdCounters) -> str | None:
+    """How ``pod`` (in ``after``) was missed, when either snapshot could not read it; None when both did."""
+    when = [name for name, counters in (("before", before), ("after", after))
+            if UNREAD in (counters.pods.get(pod) or {})]
+    if not when:
+        return None
+    why = after.unread.get(pod) or before.unread.get(pod)
+    return f"{pod} could not be read {' and '.join(when)} this level" + (f" ({why})" if why else "")
+
+
 @dataclass(frozen=True, kw_only=True)
 class LevelDisaggregation:
     """What the router and decoder counted while one level ran: per pod, the difference of two snapshots."""
@@ -254,7 +272,11 @@ class LevelDisaggregation:
     prompt_tokens: int | None = None  # the decoders' vllm:prompt_tokens_total, when exported
     generation_tokens: int | None = None  # the decoders' vllm:generation_tokens_total, when exported
     router_ttft_buckets: Mapping[float, float] = field(default_factory=dict)
-    pod_changes: tuple[str, ...] = ()  # pods that restarted, appeared or went away during the level
+    # pods that restarted, appeared, went away or could not be read during the level: its counts miss them
+    pod_changes: tuple[str, ...] = ()
+    # prefillers left out of the TTFT stages (they appeared, went away or did not answer): the stages' means are
+    # over the other prefillers' requests
+    stage_notes: tuple[str, ...] = ()
     # per role (decoder, prefill): the prefix cache's (hit, queried) prompt tokens, for the roles that export them
     prefix_cache: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     # the level's increase of each stage histogram's _sum and _count, by "prefill:<family>_sum" or
@@ -269,12 +291,21 @@ class LevelDisaggregation:
         Prometheus' ``increase`` does, without making any other pod's lifetime total this level's."""
         grown: dict[str, float] = {}
         cache: dict[str, list[float]] = {}
-        changes = []
+        changes, notes = [], []
         for pod, sample in after.pods.items():
             # A prefiller is read for the TTFT decomposition only (means of sums over counts), so one not in both
-            # snapshots is left out of it: dropping its requests biases no mean, and its coming and going says
-            # nothing about the routing or the KV counts.
-            if pod.startswith("prefiller/") and pod not in before.pods:
+            # snapshots, or not read in both, is left out of it, with a note: dropping its requests biases no mean,
+            # and its coming and going says nothing about the routing or the KV counts.
+            prefiller = pod.startswith("prefiller/")
+            missed = _unread(pod, before, after)
+            if missed is not None:
+                if prefiller:
+                    notes.append(f"{missed}: the prefill stages leave its requests out")
+                else:
+                    changes.append(missed)
+                continue
+            if prefiller and pod not in before.pods:
+                notes.append(f"{pod} started during this level: the prefill stages leave its requests out")
                 continue
             delta, reset = _grew(before.pods.get(pod), sample)
             if pod not in before.pods:
@@ -290,8 +321,10 @@ class LevelDisaggregation:
                 if role == "prefiller" and not key.startswith(STAGE):
                     continue  # the decoders' counts are the level's; a prefiller's feed its cache rate and stages
                 grown[key] = grown.get(key, 0.0) + value
-        changes += [f"{pod} went away" for pod in before.pods
-                    if pod not in after.pods and not pod.startswith("prefiller/")]
+        gone = [pod for pod in before.pods if pod not in after.pods]
+        changes += [f"{pod} went away" for pod in gone if not pod.startswith("prefiller/")]
+        notes += [f"{pod} went away during this level: the prefill stages leave its requests out" for pod in gone
+                  if pod.startswith("prefiller/")]
 
         def known(key: str) -> int | None:
             present = any(key in sample for pod, sample in after.pods.items() if not pod.startswith("prefiller/"))
@@ -309,7 +342,7 @@ class LevelDisaggregation:
                    finished_requests=known(FINISHED),
                    engine_ttft_buckets={float(key.removeprefix(ENGINE_BUCKET)): value
                                         for key, value in grown.items() if key.startswith(ENGINE_BUCKET)},
-                   pod_changes=tuple(changes),
+                   pod_changes=tuple(changes), stage_notes=tuple(notes),
                    prefix_cache={role: (round(hits), round(queries))
                                  for role, (hits, queries) in sorted(cache.items())},
                    stage_totals={key.removeprefix(STAGE): value for key, value in sorted(grown.items())
@@ -351,7 +384,7 @@ class LevelDisaggregation:
                 "fallback": self.fallback, "fraction": self.fraction, "external_kv_tokens": self.external_kv_tokens,
                 "cache_hit_tokens": self.cache_hit_tokens, "prompt_tokens": self.prompt_tokens,
                 "generation_tokens": self.generation_tokens, "router_ttft_mean_s": self.router_ttft_mean_s,
-                "pod_changes": list(self.pod_changes),
+                "pod_changes": list(self.pod_changes), "stage_notes": list(self.stage_notes),
                 "prefix_cache": {role: {"hit_tokens": hits, "queried_tokens": queries,
                                         "hit_rate": self.prefix_cache_hit_rate(role)}
                                  for role, (hits, queries) in self.prefix_cache.items()},
@@ -411,8 +444,9 @@ def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: M
 def restart_warnings(measured: Mapping[Load, LevelDisaggregation]) -> list[TrustWarning]:
     """``pod-restarted`` for every level a counted pod restarted, appeared or went away in (either endpoint's)."""
     return [TrustWarning(code=Trust.POD_RESTARTED, load=load, message=(
-        f"{', '.join(seen.pod_changes)} during this level: its requests were served by a changing set of pods, and "
-        "the counts of a pod that went away are lost")) for load, seen in measured.items() if seen.pod_changes]
+        f"pods changed during this level ({'; '.join(seen.pod_changes)}): its requests were served by a changing set "
+        "of pods, and its counts miss what a pod that went away or could not be read served"))
+        for load, seen in measured.items() if seen.pod_changes]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -574,7 +608,9 @@ def restarts(pod: JsonDict) -> int:
 
 def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
     """One snapshot from every running pod of the router and decode Deployments; raises :class:`KubeError`
-    when either has none."""
+    when either has none, or none whose metrics answer. A running pod whose metrics do not answer (a crash-looping
+    container, a proxy error) is kept as :data:`UNREAD` with why: the levels beside this snapshot report it as a
+    pod change (and a prefiller as left out of the TTFT stages), the other pods' counts stand."""
     routers = [p for p in kube.pods(sources.router_namespace, "")
                if of_deployment(p, sources.router_deployment) and serving(p)]
     # the twin's engines are their Deployment's selector's pods (no Deployment name to check them against)
@@ -584,23 +620,32 @@ def read_counters(kube: MetricsKube, sources: MetricsSources) -> DpdCounters:
         engines = sources.decoder_deployment or f"the pods of {sources.decoder_selector}"
         raise KubeError(f"no running pod of Deployment {sources.router_deployment} in {sources.router_namespace} "
                         f"or of {engines} in {sources.decoder_namespace}")
-    router_texts = {_name(pod): _router_counters(kube, sources, pod) for pod in routers}
-    decoder_texts = {_name(p): kube.pod_get(sources.decoder_namespace, _name(p), sources.decoder_port, METRICS_PATH)
-                     for p in decoders}
+    unread: dict[str, str] = {}
+
+    def each(role: str, pods: list[JsonDict], read: Callable[[JsonDict], str]) -> dict[str, str]:
+        texts = {}
+        for pod in pods:
+            try:
+                texts[_name(pod)] = read(pod)
+            except KubeError as err:
+                unread[f"{role}/{_name(pod)}"] = f"its metrics did not answer: {str(err)[:200]}"
+        return texts
+
+    router_texts = each("router", routers, lambda pod: _router_counters(kube, sources, pod))
+    decoder_texts = each("decoder", decoders, lambda pod: kube.pod_get(sources.decoder_namespace, _name(pod),
+                                                                       sources.decoder_port, METRICS_PATH))
+    if not decoder_texts or (routers and not router_texts and not sources.router_optional):
+        raise KubeError("no running pod of the router or the decoders answered: " + "; ".join(
+            f"{pod} {why}" for pod, why in unread.items()))
     prefillers = [p for p in kube.pods(sources.decoder_namespace, sources.prefiller_selector)
                   if of_deployment(p, sources.prefiller_deployment) and serving(p)] if sources.prefiller_deployment \
         else []
-    prefiller_texts = {}
-    for pod in prefillers:  # only the TTFT decomposition reads these: one that does not answer is left unmeasured
-        try:
-            prefiller_texts[_name(pod)] = kube.pod_get(sources.decoder_namespace, _name(pod), sources.decoder_port,
-                                                       METRICS_PATH)
-        except KubeError:
-            continue
+    prefiller_texts = each("prefiller", prefillers, lambda pod: kube.pod_get(sources.decoder_namespace, _name(pod),
+                                                                             sources.decoder_port, METRICS_PATH))
     counts = {f"router/{_name(p)}": restarts(p) for p in routers} | {f"decoder/{_name(p)}": restarts(p)
                                                                        for p in decoders}
     counts |= {f"prefiller/{_name(p)}": restarts(p) for p in prefillers}
-    return DpdCounters.parse(router_texts, decoder_texts, restarts=counts, prefiller=prefiller_texts)
+    return DpdCounters.parse(router_texts, decoder_texts, restarts=counts, prefiller=prefiller_texts, unread=unread)
 
 
 def _router_counters(kube: MetricsKube, sources: MetricsSources, pod: JsonDict) -> str:

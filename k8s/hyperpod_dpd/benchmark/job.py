@@ -255,10 +255,26 @@ def _lock_text(client: Client, version: str) -> str:
     return "\n".join(lines) if version == locked else ""
 
 
+# genai-bench 0.0.5's --server-gpu-type choices (genai_bench/cli/option_groups.py, server_options): a GPU outside
+# them (B300) is left out rather than refused by its click.Choice
+GENAI_BENCH_GPU_TYPES = frozenset({"H100", "A100-80G", "A100-40G", "MI300", "A10", "H200", "B200", "RTX-PRO-6000"})
+
+
+def server_gpu_args(target: BenchmarkTarget) -> list[str]:
+    """genai-bench's ``--server-gpu-type`` and ``--server-gpu-count`` (its experiment metadata and Excel report's
+    ``<count>x<type>``), from the spec's instance type and the GPUs the endpoint's pods use."""
+    found = []
+    if target.gpu_model in GENAI_BENCH_GPU_TYPES:
+        found += ["--server-gpu-type", str(target.gpu_model)]
+    if target.gpus:
+        found += ["--server-gpu-count", str(target.gpus)]
+    return found
+
+
 def genai_bench_args(target: BenchmarkTarget, scenario: Scenario, options: JobOptions) -> list[str]:
     return ["benchmark", "--api-backend", "vllm", "--api-base", target.api_base, "--api-key", "unused",
             "--api-model-name", target.served_model, "--model-tokenizer", "/tokenizer", "--model", target.model_label,
-            *scenario.genai_bench_args(), "--server-engine", "vLLM",
+            *scenario.genai_bench_args(), "--server-engine", "vLLM", *server_gpu_args(target),
             "--experiment-base-dir", "/results", "--experiment-folder-name", options.run_id,
             "--log-dir", "/results/logs"]
 

@@ -49,6 +49,10 @@ class LevelResult:
     # when they do not (aiperf's records file missing: its summary counts neither the warm-up nor its errors)
     sent: int | None = None
     client: str | None = None  # the client whose files these are (a Client value), when known
+    # output tokens streamed to warm-up requests outside the window ``duration_s`` times: aiperf's benchmark_duration
+    # is its measured phase's alone, so its warm-up's tokens are these; 0 when ``duration_s`` covers the warm-up
+    # (genai-bench's run_duration); None when unknown (aiperf's per-request records missing)
+    warmup_output_tokens: int | None = 0
 
     @property
     def client_ttft_mean(self) -> float | None:

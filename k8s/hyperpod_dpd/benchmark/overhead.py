@@ -318,8 +318,15 @@ def overhead_warnings(levels: Sequence[LevelResult], routing: Mapping[Load, Leve
     found = []
     for level in levels:
         seen = routing.get(level.load)
-        if seen is None or not level.answered:
+        if seen is None or (not level.answered and not level.completed):
             continue  # counters unread (routing-unknown says so) or nothing answered (level-failed says so)
+        if not level.answered:  # answered, by the summary, but no per-request record of it
+            found.append(TrustWarning(code=Trust.OVERHEAD_UNKNOWN, load=level.load, message=(
+                f"the client's summary counts {level.completed} answered requests but its files hold no per-request "
+                "records of them (aiperf's profile_export.jsonl is missing), so the client's TTFT mean, p50 and p99 "
+                "could not be set against the server's: TTFT here is the benchmark pod's, unverified. Keep the "
+                "records file beside the summary")))
+            continue
         server = clock(seen)
         if server.mean_s is None:
             why = UNMEASURED["twin" if clock is twin_ttft else "router"]

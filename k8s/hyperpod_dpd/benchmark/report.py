@@ -52,11 +52,16 @@ def routing_cells(level: LevelResult, seen: LevelDisaggregation | None) -> list[
 
 
 def server_output_tokens_per_s(level: LevelResult, seen: LevelDisaggregation | None) -> float | None:
-    """The decoders' ``vllm:generation_tokens_total`` increase over the level, per second of the client's run
-    (every token streamed, the warm-up's and the requests cut at the bound included); None when not exported."""
-    if seen is None or seen.generation_tokens is None or not level.duration_s:
+    """The decoders' ``vllm:generation_tokens_total`` increase over the level, per second of the client's timed
+    window, both over the same requests: the counters span the whole level (their snapshots are taken in the quiet
+    pauses around it), so the tokens of a warm-up the client's duration leaves out (aiperf's, whose
+    ``benchmark_duration`` is its measured phase's: :func:`~hyperpod_dpd.benchmark.aiperf_results.
+    warmup_output_tokens`) are taken off first; genai-bench's duration covers its warm-up. Requests cut at the
+    bound count what they streamed. None when not exported, or when the warm-up's tokens are unknown (aiperf's
+    per-request records missing)."""
+    if seen is None or seen.generation_tokens is None or not level.duration_s or level.warmup_output_tokens is None:
         return None
-    return seen.generation_tokens / level.duration_s
+    return max(seen.generation_tokens - level.warmup_output_tokens, 0) / level.duration_s
 
 
 def goodput_cell(level: LevelResult, slo: Slo) -> str:

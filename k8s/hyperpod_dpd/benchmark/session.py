@@ -654,7 +654,8 @@ def _targets(request: BenchRequest, deployed: DeployedStack | None) -> list[tupl
         dpd = BenchmarkTarget.for_spec(spec, namespace=namespace, tokenizer=tokenizer, region=request.region)
         targets = [(DPD, dpd)]
         if request.aggregated:
-            twin = BenchmarkTarget.for_spec(aggregated_spec(spec), namespace=namespace, tokenizer=dpd.tokenizer)
+            twin = BenchmarkTarget.for_spec(aggregated_spec(spec), namespace=namespace, tokenizer=dpd.tokenizer,
+                                            twin=True)
             targets.append((AGGREGATED, twin))
     # vLLM answers 404 to any other model: the name is the spec's --served-model-name when it sets one.
     return [(label, dataclasses.replace(target, served_model=served_model(spec))) for label, target in targets]

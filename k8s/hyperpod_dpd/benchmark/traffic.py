@@ -17,7 +17,8 @@ router's counters (its fallback's meaning not settled for requests already local
 request twice, and one ambiguous counter must not fail a healthy run. More than that is traffic
 that was not this benchmark's: the level is unverified (``other-traffic``), as any level whose
 server figures do not describe its own requests. A level whose client files do not count what it
-sent (aiperf's records file missing) is ``other-traffic-unknown``: the check could not run.
+sent (aiperf's records file missing), or whose servers gave no request count at all, is
+``other-traffic-unknown``: the check could not run.
 """
 
 from __future__ import annotations
@@ -77,6 +78,12 @@ def other_traffic_warnings(levels: Sequence[LevelResult],
                 "the warm-up and the failed requests, is missing), so the servers' request counts could not be set "
                 "against them: whether another client shared the endpoint is unchecked. Keep the records file "
                 "beside the summary")))
+            continue
+        if not counted(seen):
+            found.append(TrustWarning(code=Trust.OTHER_TRAFFIC_UNKNOWN, load=level.load, message=(
+                "neither server counted this level's requests (the router routed none it counted, and the engines "
+                "export no vllm:request_success_total), so this client's requests could not be set against theirs: "
+                "whether another client shared the endpoint is unchecked")))
             continue
         extra = not_ours(level, seen)
         if extra:
