@@ -63,6 +63,12 @@ class Behaviour:
         prefill step (the KV put inside it), the KV put, the decoder's queue and its first step; served as
         those histograms' ``_sum``/``_count`` (``GET /prefiller/metrics`` and the decoder's), the decoder's
         TTFT as its two stages. A split the test sets, not a model's: (none: no stage series).
+    :param kv_fail_every: every n-th disaggregated request's KV transfer fails and the decoder recomputes its prompt
+        (``local_compute``, as vLLM 0.19 books it under ``kv_load_failure_policy=recompute``; 0: none fails).
+    :param restart_at: the router and the decoder restart just before routing the n-th request: every counter and
+        histogram they serve starts again from zero (0: no restart).
+    :param held_every: every n-th request waits ``held_s`` before the router's clock starts, as a request held in
+        the client or the network would: the client's TTFT holds it, the server's does not (0: none).
     """
 
     first_token_s: float = 0.02
@@ -80,6 +86,10 @@ class Behaviour:
     estimate_scale: float = 1.0
     engine_ttft: bool = False
     stage_split: tuple[float, float, float, float, float] | tuple[()] = ()
+    kv_fail_every: int = 0
+    restart_at: int = 0
+    held_every: int = 0
+    held_s: float = 0.0
 
 
 # (role, family) of each share of Behaviour.stage_split (names: hyperpod_dpd.observability.metrics)
@@ -135,6 +145,8 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("ignore_eos") is not True:
             tokens = min(tokens, behaviour.eos_after)
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        if behaviour.held_every and number % behaviour.held_every == 0:
+            time.sleep(behaviour.held_s)
         self.server.route(prompt)
         received = time.perf_counter()
         self.send_response(200)
@@ -200,6 +212,7 @@ class _Server(ThreadingHTTPServer):
         self.router_log: list[str] = []  # the router's routing line of every routed prompt
         self.finish_reasons: dict[str, int] = {}  # vllm:request_success_total by finished_reason
         self.stage_sums = [0.0] * len(behaviour.stage_split)  # seconds, per share of Behaviour.stage_split
+        self._served_from = 0  # the first of :attr:`ttfts` the histograms count (a restart starts them anew)
 
     def finished(self, reason: str) -> None:
         """One request finished by the engine (``length``: made whole)."""
@@ -230,6 +243,8 @@ class _Server(ThreadingHTTPServer):
         estimate = int(max(words, len(prompt) // 4) * self.behaviour.estimate_scale)
         threshold = self.behaviour.routing_threshold
         with self._lock:
+            if self.behaviour.restart_at and len(self.prompts) + 1 == self.behaviour.restart_at:
+                self._restart()
             self.prompts.append(prompt)
             self.estimates.append(estimate)
             self.router_log.append(f"INFO Conditional routing: estimated_tokens={estimate}, threshold={threshold}, "
@@ -238,10 +253,19 @@ class _Server(ThreadingHTTPServer):
             self._cache(prompt.split())
             if estimate >= threshold:
                 self.counters["disaggregated"] += 1
-                self.counters["external" if self.behaviour.kv_transfer else "computed"] += words
+                every = self.behaviour.kv_fail_every
+                failed = bool(every) and self.counters["disaggregated"] % every == 0
+                self.counters["external" if self.behaviour.kv_transfer and not failed else "computed"] += words
             else:
                 self.counters["local"] += 1
                 self.counters["computed"] += words
+
+    def _restart(self) -> None:
+        """The router and the decoder start again: every series they serve from zero (the records are kept)."""
+        self.counters = dict.fromkeys(self.counters, 0)
+        self.ttft_sum, self.ttft_count, self._served_from = 0.0, 0, len(self.ttfts)
+        self.finish_reasons = {}
+        self.stage_sums = [0.0] * len(self.stage_sums)
 
     def _cache(self, words: list[str]) -> None:
         """vLLM's prefix cache counters: every prompt token is queried, the leading whole blocks cached hit."""
@@ -258,7 +282,7 @@ class _Server(ThreadingHTTPServer):
     def metrics(self, path: str) -> str | None:
         with self._lock:
             c = dict(self.counters)
-            ttft_sum, ttft_count, ttfts = self.ttft_sum, self.ttft_count, list(self.ttfts)
+            ttft_sum, ttft_count, ttfts = self.ttft_sum, self.ttft_count, self.ttfts[self._served_from:]
             reasons = dict(self.finish_reasons)
             sums = list(self.stage_sums)
         buckets = "".join(f'dpd_e2e_ttft_seconds_bucket{{le="{bound!r}"}} {sum(t <= bound for t in ttfts)}.0\n'
