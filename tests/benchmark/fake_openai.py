@@ -67,6 +67,10 @@ class Behaviour:
         (``local_compute``, as vLLM 0.19 books it under ``kv_load_failure_policy=recompute``; 0: none fails).
     :param restart_at: the router and the decoder restart just before routing the n-th request: every counter and
         histogram they serve starts again from zero (0: no restart).
+    :param local_cache_hits: a disaggregated prompt's leading blocks the decoder's prefix cache (``prefix_block``)
+        already holds count as ``local_cache_hit`` and only the rest arrives as ``external_kv_transfer``, as vLLM 0.19
+        books them (``vllm/v1/metrics/stats.py`` l.282-294: the local hit is counted before the connector's tokens);
+        off: every disaggregated prompt token arrives as external KV.
     :param held_every: every n-th request waits ``held_s`` before the router's clock starts, as a request held in
         the client or the network would: the client's TTFT holds it, the server's does not (0: none).
     """
@@ -88,6 +92,7 @@ class Behaviour:
     stage_split: tuple[float, float, float, float, float] | tuple[()] = ()
     kv_fail_every: int = 0
     restart_at: int = 0
+    local_cache_hits: bool = False
     held_every: int = 0
     held_s: float = 0.0
 
@@ -203,7 +208,7 @@ class _Server(ThreadingHTTPServer):
         self._lock = threading.Lock()
 
         self.counters = {"disaggregated": 0, "local": 0, "external": 0, "computed": 0, "prompt": 0, "generated": 0,
-                         "cache_queries": 0, "cache_hits": 0}
+                         "cache_queries": 0, "cache_hits": 0, "hit": 0}
         self.ttft_sum, self.ttft_count = 0.0, 0
         self.ttfts: list[float] = []  # the router's TTFT of every request, in seconds
         self.blocks: set[tuple[str, ...]] = set()  # every prefix of whole blocks the decoder has cached
@@ -250,12 +255,14 @@ class _Server(ThreadingHTTPServer):
             self.router_log.append(f"INFO Conditional routing: estimated_tokens={estimate}, threshold={threshold}, "
                                    f"disaggregate={estimate >= threshold}")
             self.counters["prompt"] += words
-            self._cache(prompt.split())
+            hits = self._cache(prompt.split())
             if estimate >= threshold:
                 self.counters["disaggregated"] += 1
                 every = self.behaviour.kv_fail_every
                 failed = bool(every) and self.counters["disaggregated"] % every == 0
-                self.counters["external" if self.behaviour.kv_transfer and not failed else "computed"] += words
+                hit = hits if self.behaviour.local_cache_hits else 0
+                self.counters["hit"] += hit
+                self.counters["external" if self.behaviour.kv_transfer and not failed else "computed"] += words - hit
             else:
                 self.counters["local"] += 1
                 self.counters["computed"] += words
@@ -267,17 +274,21 @@ class _Server(ThreadingHTTPServer):
         self.finish_reasons = {}
         self.stage_sums = [0.0] * len(self.stage_sums)
 
-    def _cache(self, words: list[str]) -> None:
-        """vLLM's prefix cache counters: every prompt token is queried, the leading whole blocks cached hit."""
+    def _cache(self, words: list[str]) -> int:
+        """vLLM's prefix cache counters: every prompt token is queried, the leading whole blocks cached hit; the
+        prompt's hit tokens."""
         size = self.behaviour.prefix_block
         if not size:
-            return
+            return 0
         self.counters["cache_queries"] += len(words)
+        hits = 0
         for end in range(size, len(words) + 1, size):
             key = tuple(words[:end])
             if key in self.blocks:
-                self.counters["cache_hits"] += size
+                hits += size
             self.blocks.add(key)
+        self.counters["cache_hits"] += hits
+        return hits
 
     def metrics(self, path: str) -> str | None:
         with self._lock:
@@ -320,7 +331,7 @@ class _Server(ThreadingHTTPServer):
             return ("# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.\n"
                     "# TYPE vllm:prompt_tokens_by_source_total counter\n"
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="local_compute"}} {c["computed"]}.0\n'
-                    f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 0.0\n'
+                    f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} {c["hit"]}.0\n'
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {c["external"]}.0\n'
                     f'vllm:prompt_tokens_total{{{labels}}} {c["prompt"]}.0\n'
                     f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n{cache}{engine_ttft}{success}'

@@ -449,3 +449,52 @@ def test_m1_a_client_tail_the_mean_hides_is_flagged_at_p99(
         assert p99["overhead_at_least_s"] <= p99["client_s"] - max(ttfts)  # a proven least of the stub's truth
         assert f"TTFT p99 is {p99['client_s'] * 1e3:.0f} ms" in flagged[level["concurrency"]]
     assert sorted(flagged) == [2, 4] and code == 1
+
+
+# --- M4: a decoder prefix-cache hit is not a failed transfer -------------------------------------------------------
+
+
+PREFIX_BLOCK = 8  # the stub decoder's prefix cache block, in words
+
+
+@pytest.fixture(scope="module")
+def cached_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path,
+               stub_runner: SimpleNamespace) -> Iterator[Any]:
+    """aiperf at concurrency 4, half of each prompt one shared prefix, against a stub whose decoder books the
+    prefix it already holds as local_cache_hit and takes only the rest from the prefiller."""
+    base = tmp_path_factory.mktemp("cached")
+    behaviour = stub_runner.Behaviour(first_token_s=0.02, per_token_s=0.002, prefix_block=PREFIX_BLOCK,
+                                      local_cache_hits=True)
+    scenario = Scenario(isl=64, osl=OSL, concurrency=(4,), requests=12, max_seconds=60, prefix_share=0.5)
+    yield stub_runner.run_client(behaviour, tokenizer_dir, base, scenario)
+
+
+def _cache_hits(prompts: tuple[str, ...]) -> int:
+    """The tokens of ``prompts`` the stub's prefix cache held (its leading whole blocks seen before, in order)."""
+    seen: set[tuple[str, ...]] = set()
+    hits = 0
+    for prompt in prompts:
+        words = prompt.split()
+        for end in range(PREFIX_BLOCK, len(words) + 1, PREFIX_BLOCK):
+            hits += PREFIX_BLOCK * (tuple(words[:end]) in seen)
+            seen.add(tuple(words[:end]))
+    return hits
+
+
+def test_m4_a_decoder_prefix_cache_hit_is_not_a_failed_transfer(
+        capsys: pytest.CaptureFixture[str], fakes: ModuleType, cached_run: Any, stub_spec: str) -> None:
+    """Every request disaggregated and every transfer whole, but the decoder already held each prompt's shared prefix:
+    vLLM books those tokens local_cache_hit, so KV IN is about half the prompt tokens. Before, bench read only
+    external_kv_transfer: a whole prompt cached was "recomputed every prompt", a half one a partial KV failure."""
+    traffic = ("--run-id", RUN, "--concurrency", "4", "--isl", "64", "--osl", str(OSL), "--requests", "12",
+               "--max-seconds", "60", "--prefix-share", "0.5", "--no-upload")
+    _, run, _ = _bench(capsys, _cluster(fakes, cached_run), stub_spec, *traffic)
+    (prompts,) = cached_run.prompts_by_level()
+    hits, tokens = _cache_hits(prompts), _words(prompts)
+    (row,) = run["routing"]
+    print(f"C=4: bench KV IN {row['external_kv_tokens']:,} + cache hits {row['cache_hit_tokens']:,} of "
+          f"{row['prompt_tokens']:,}; stub {tokens - hits:,} transferred + {hits:,} cached of {tokens:,}")
+    assert (row["external_kv_tokens"], row["cache_hit_tokens"], row["prompt_tokens"]) == (tokens - hits, hits, tokens)
+    assert row["fraction"] == 1.0 and row["external_kv_tokens"] < 0.9 * tokens  # the fault: KV IN alone falls short
+    codes = {w["code"] for w in run["warnings"]}
+    assert not codes & {"partial-kv-transfer", "no-kv-transfer"}, run["warnings"]
