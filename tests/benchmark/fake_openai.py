@@ -63,6 +63,16 @@ class Behaviour:
         prefill step (the KV put inside it), the KV put, the decoder's queue and its first step; served as
         those histograms' ``_sum``/``_count`` (``GET /prefiller/metrics`` and the decoder's), the decoder's
         TTFT as its two stages. A split the test sets, not a model's: (none: no stage series).
+    :param kv_fail_every: every n-th disaggregated request's KV transfer fails and the decoder recomputes its prompt
+        (``local_compute``, as vLLM 0.19 books it under ``kv_load_failure_policy=recompute``; 0: none fails).
+    :param restart_at: the router and the decoder restart just before routing the n-th request: every counter and
+        histogram they serve starts again from zero (0: no restart).
+    :param local_cache_hits: a disaggregated prompt's leading blocks the decoder's prefix cache (``prefix_block``)
+        already holds count as ``local_cache_hit`` and only the rest arrives as ``external_kv_transfer``, as vLLM 0.19
+        books them (``vllm/v1/metrics/stats.py`` l.282-294: the local hit is counted before the connector's tokens);
+        off: every disaggregated prompt token arrives as external KV.
+    :param held_every: every n-th request waits ``held_s`` before the router's clock starts, as a request held in
+        the client or the network would: the client's TTFT holds it, the server's does not (0: none).
     """
 
     first_token_s: float = 0.02
@@ -80,6 +90,11 @@ class Behaviour:
     estimate_scale: float = 1.0
     engine_ttft: bool = False
     stage_split: tuple[float, float, float, float, float] | tuple[()] = ()
+    kv_fail_every: int = 0
+    restart_at: int = 0
+    local_cache_hits: bool = False
+    held_every: int = 0
+    held_s: float = 0.0
 
 
 # (role, family) of each share of Behaviour.stage_split (names: hyperpod_dpd.observability.metrics)
@@ -135,6 +150,8 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("ignore_eos") is not True:
             tokens = min(tokens, behaviour.eos_after)
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        if behaviour.held_every and number % behaviour.held_every == 0:
+            time.sleep(behaviour.held_s)
         routed = self.server.route(prompt)
         received = time.perf_counter()
         self.send_response(200)
@@ -192,7 +209,7 @@ class _Server(ThreadingHTTPServer):
         self._lock = threading.Lock()
 
         self.counters = {"disaggregated": 0, "local": 0, "external": 0, "computed": 0, "prompt": 0, "generated": 0,
-                         "cache_queries": 0, "cache_hits": 0}
+                         "cache_queries": 0, "cache_hits": 0, "hit": 0}
         self.ttft_sum, self.ttft_count = 0.0, 0
         self.ttfts: list[float] = []  # the router's TTFT of every request, in seconds
         self.blocks: set[tuple[str, ...]] = set()  # every prefix of whole blocks the decoder has cached
@@ -204,6 +221,7 @@ class _Server(ThreadingHTTPServer):
         # by routed prompt (the index of ``prompts``): when its request was read, when its last token was streamed
         # and how many it streamed, on this server's clock (time.perf_counter)
         self.spans: dict[int, tuple[float, float, int]] = {}
+        self._served_from = 0  # the first of :attr:`ttfts` the histograms count (a restart starts them anew)
 
     def finished(self, reason: str) -> None:
         """One request finished by the engine (``length``: made whole)."""
@@ -238,36 +256,53 @@ class _Server(ThreadingHTTPServer):
         estimate = int(max(words, len(prompt) // 4) * self.behaviour.estimate_scale)
         threshold = self.behaviour.routing_threshold
         with self._lock:
+            if self.behaviour.restart_at and len(self.prompts) + 1 == self.behaviour.restart_at:
+                self._restart()
             self.prompts.append(prompt)
             self.estimates.append(estimate)
             self.router_log.append(f"INFO Conditional routing: estimated_tokens={estimate}, threshold={threshold}, "
                                    f"disaggregate={estimate >= threshold}")
             self.counters["prompt"] += words
-            self._cache(prompt.split())
+            hits = self._cache(prompt.split())
             if estimate >= threshold:
                 self.counters["disaggregated"] += 1
-                self.counters["external" if self.behaviour.kv_transfer else "computed"] += words
+                every = self.behaviour.kv_fail_every
+                failed = bool(every) and self.counters["disaggregated"] % every == 0
+                hit = hits if self.behaviour.local_cache_hits else 0
+                self.counters["hit"] += hit
+                self.counters["external" if self.behaviour.kv_transfer and not failed else "computed"] += words - hit
             else:
                 self.counters["local"] += 1
                 self.counters["computed"] += words
             return len(self.prompts) - 1
 
-    def _cache(self, words: list[str]) -> None:
-        """vLLM's prefix cache counters: every prompt token is queried, the leading whole blocks cached hit."""
+    def _restart(self) -> None:
+        """The router and the decoder start again: every series they serve from zero (the records are kept)."""
+        self.counters = dict.fromkeys(self.counters, 0)
+        self.ttft_sum, self.ttft_count, self._served_from = 0.0, 0, len(self.ttfts)
+        self.finish_reasons = {}
+        self.stage_sums = [0.0] * len(self.stage_sums)
+
+    def _cache(self, words: list[str]) -> int:
+        """vLLM's prefix cache counters: every prompt token is queried, the leading whole blocks cached hit; the
+        prompt's hit tokens."""
         size = self.behaviour.prefix_block
         if not size:
-            return
+            return 0
         self.counters["cache_queries"] += len(words)
+        hits = 0
         for end in range(size, len(words) + 1, size):
             key = tuple(words[:end])
             if key in self.blocks:
-                self.counters["cache_hits"] += size
+                hits += size
             self.blocks.add(key)
+        self.counters["cache_hits"] += hits
+        return hits
 
     def metrics(self, path: str) -> str | None:
         with self._lock:
             c = dict(self.counters)
-            ttft_sum, ttft_count, ttfts = self.ttft_sum, self.ttft_count, list(self.ttfts)
+            ttft_sum, ttft_count, ttfts = self.ttft_sum, self.ttft_count, self.ttfts[self._served_from:]
             reasons = dict(self.finish_reasons)
             sums = list(self.stage_sums)
         buckets = "".join(f'dpd_e2e_ttft_seconds_bucket{{le="{bound!r}"}} {sum(t <= bound for t in ttfts)}.0\n'
@@ -305,7 +340,7 @@ class _Server(ThreadingHTTPServer):
             return ("# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.\n"
                     "# TYPE vllm:prompt_tokens_by_source_total counter\n"
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="local_compute"}} {c["computed"]}.0\n'
-                    f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} 0.0\n'
+                    f'vllm:prompt_tokens_by_source_total{{{labels},source="local_cache_hit"}} {c["hit"]}.0\n'
                     f'vllm:prompt_tokens_by_source_total{{{labels},source="external_kv_transfer"}} {c["external"]}.0\n'
                     f'vllm:prompt_tokens_total{{{labels}}} {c["prompt"]}.0\n'
                     f'vllm:generation_tokens_total{{{labels}}} {c["generated"]}.0\n{cache}{engine_ttft}{success}'
