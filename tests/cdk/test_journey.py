@@ -166,7 +166,7 @@ def _check_bench(journey: Journey, spec: Path, name: str, folder: Path, *, aggre
         assert job["metadata"]["namespace"] == namespace
         assert job["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
         # The router Service of the endpoint the operator created from the deployed config.
-        router = f"http://{endpoint}-{namespace}-routing-service.hyperpod-inference-system.svc.cluster.local:443"
+        router = f"http://{endpoint}-{namespace}-routing-service.hyperpod-inference-system.svc.cluster.local.:443"
         assert router in texts
         # On the system nodes the stack created.
         assert SYSTEM_POOL_LABEL in texts
