@@ -35,6 +35,7 @@ from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation, LevelSnapshots
 from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, RESULTS_MARK, JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.levels import LevelResult
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
 
@@ -156,6 +157,16 @@ class Run:
         marks = [self.prompts_seen[window] for window in sorted(self.prompts_seen)]
         spans = [span for span in self.spans[marks[level] + skip:marks[level + 1]] if span is not None]
         return sum(tokens for _, _, tokens in spans) / (max(end for _, end, _ in spans) - min(s for s, _, _ in spans))
+
+    def server_rates(self, *, skip: int) -> list[tuple[LevelResult, float | None, float]]:
+        """Each level of the run's folder, bench's SRV tok/s for it and what the stub streamed per second over its
+        requests after the first ``skip`` (:meth:`streamed_per_s`)."""
+        from hyperpod_dpd.benchmark.report import server_output_tokens_per_s
+        from hyperpod_dpd.benchmark.results import read_directory
+
+        routing = self.routing()
+        return [(level, server_output_tokens_per_s(level, routing[level.load]), self.streamed_per_s(index, skip=skip))
+                for index, level in enumerate(read_directory(self.folder).levels)]
 
     def files(self) -> dict[str, str]:
         return {path.name: path.read_text(encoding="utf-8") for path in sorted(self.folder.iterdir())

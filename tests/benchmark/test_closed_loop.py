@@ -79,13 +79,7 @@ SERVER_RATE_TOLERANCE = 0.02
 def test_the_servers_tokens_per_second_cover_the_clients_timed_window(closed_loop_run: Any) -> None:
     """SRV tok/s, the decoder's generation_tokens_total increase per second, against what the stub streamed per
     second over the measured requests (the warm-up's left out, as aiperf's benchmark_duration leaves them out)."""
-    from hyperpod_dpd.benchmark.report import server_output_tokens_per_s
-
-    results = read_directory(closed_loop_run.folder)
-    routing = closed_loop_run.routing()
-    for index, level in enumerate(results.levels):
-        truth = closed_loop_run.streamed_per_s(index, skip=WARMUP)
-        served = server_output_tokens_per_s(level, routing[level.load])
+    for level, served, truth in closed_loop_run.server_rates(skip=WARMUP):
         assert served is not None and abs(served / truth - 1) <= SERVER_RATE_TOLERANCE, (
             level.load.describe(), served, truth, level.output_tokens_per_s)
         assert level.warmup_output_tokens == WARMUP * 16

@@ -158,12 +158,6 @@ SERVER_RATE_TOLERANCE = 0.02
 
 def test_the_servers_tokens_per_second_at_each_rate_are_what_the_stub_streamed(open_loop_run: Any) -> None:
     """SRV tok/s against the stub's own tokens per second over the measured requests (the warm-up's left out)."""
-    from hyperpod_dpd.benchmark.report import server_output_tokens_per_s
-
-    results = read_directory(open_loop_run.folder)
-    routing = open_loop_run.routing()
-    for index, level in enumerate(results.levels):
-        truth = open_loop_run.streamed_per_s(index, skip=WARMUP)
-        served = server_output_tokens_per_s(level, routing[level.load])
+    for level, served, truth in open_loop_run.server_rates(skip=WARMUP):
         assert served is not None and abs(served / truth - 1) <= SERVER_RATE_TOLERANCE, (
             level.load.describe(), served, truth)
