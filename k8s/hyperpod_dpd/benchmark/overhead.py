@@ -296,6 +296,16 @@ def resolution_notes(levels: Sequence[LevelResult], routing: Mapping[Load, Level
     return notes
 
 
+def render_resolution_notes(levels: Sequence[LevelResult], routing: Mapping[Load, LevelDisaggregation], *,
+                            whose: str, clock: Callable[[LevelDisaggregation], ServerTtft] = router_ttft) -> list[str]:
+    """:func:`resolution_notes` as printed lines under a table (a heading naming ``whose`` histogram, then one line
+    per note); none when every quantile was decided."""
+    notes = resolution_notes(levels, routing, clock=clock)
+    if not notes:
+        return []
+    return [f"the client's share at p50/p99, to {whose} histogram's resolution only:", *(f"  - {n}" for n in notes)]
+
+
 def _unplaceable(server: ServerTtft) -> str:
     return f"{server.series} from {server.clock} has no finite bucket and +Inf count, so its quantiles cannot be told"
 

@@ -9,7 +9,7 @@ from typing import Any
 from hyperpod_dpd.benchmark.capacity import Slo
 from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
 from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
-from hyperpod_dpd.benchmark.overhead import client_overhead, quantiles_dict, resolution_notes
+from hyperpod_dpd.benchmark.overhead import client_overhead, quantiles_dict, render_resolution_notes
 from hyperpod_dpd.benchmark.repeats import level_repeats, median_level
 from hyperpod_dpd.benchmark.results import BenchmarkResults
 from hyperpod_dpd.benchmark.scenario import Scenario
@@ -79,10 +79,9 @@ def render_results(title: str, results: BenchmarkResults, warnings: Sequence[Tru
             + ([goodput_cell(level, slo)] if slo else []) for level in results.levels]
     rows += [[level.cell(), *(["not run"] + ["-"] * (len(headers) - 2))] for level in results.missing]
     lines = [title, *render_columns(headers, rows)]
-    coarse = resolution_notes(results.levels, routing) if routing is not None else []
+    coarse = render_resolution_notes(results.levels, routing, whose="the server") if routing is not None else []
     if coarse:
-        lines += ["", "the client's share at p50/p99, to the server histogram's resolution only:",
-                  *(f"  - {note}" for note in coarse)]
+        lines += ["", *coarse]
     if warnings:
         lines += ["", "cannot be trusted as measured:", *(f"  - {w.render()}" for w in warnings)]
     return "\n".join(lines)

@@ -48,7 +48,12 @@ from hyperpod_dpd.benchmark.job import (
     render_benchmark_job,
 )
 from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.overhead import render_server_clock, resolution_notes, server_clock_rows, twin_ttft
+from hyperpod_dpd.benchmark.overhead import (
+    render_resolution_notes,
+    render_server_clock,
+    server_clock_rows,
+    twin_ttft,
+)
 from hyperpod_dpd.benchmark.prediction import AdviceLike, ComparisonRow, compare, predict, render_comparison
 from hyperpod_dpd.benchmark.proof import PROOF_FILE, RunProof, folder_proof, snapshots_proof
 from hyperpod_dpd.benchmark.readiness import (
@@ -336,10 +341,9 @@ class Report:
                 block += "\n\n" + render_repeats(o.label, o.runs, [o.routing, *o.repeat_routing])
             if o.server is not None:
                 block += "\n\n" + render_server_clock(o.label, server_clock_rows(o.results.levels, o.server, twin_ttft))
-                coarse = resolution_notes(o.results.levels, o.server, clock=twin_ttft)
+                coarse = render_resolution_notes(o.results.levels, o.server, whose="the twin's", clock=twin_ttft)
                 if coarse:
-                    block += ("\n\nthe client's share at p50/p99, to the twin's histogram's resolution only:\n"
-                              + "\n".join(f"  - {note}" for note in coarse))
+                    block += "\n\n" + "\n".join(coarse)
             if o.proof is None and not o.job:
                 block += f"\n\n{UNCHECKED}" + (f" ({o.proof_note})" if o.proof_note else "")
             if o.problem:
