@@ -1,6 +1,7 @@
 # Everything a fresh machine needs, from Python 3.11+ and make alone.
 #   make synth   installs what a synth needs (the package and the dashboard SDK) and synthesizes the default app
 #   make test    installs everything else too (test tools, the advisor, the benchmark, checkov) and runs the suite
+#   make lock    re-resolves the locks (locks/*.txt) that both install from, on purpose
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,14 +10,13 @@ SYNTH_STAMP := $(VENV)/.installed-synth
 TEST_STAMP := $(VENV)/.installed-test
 SYNTH_EXTRAS := observability
 TEST_EXTRAS := dev,advisor,bench,observability
-# checkov pins an older boto3 and packaging than the project's: it gets a virtual environment of its own.
-CHECKOV_VERSION := 3.3.30
-CHECKOV := $(VENV)/checkov/bin/checkov
+# The resolver `make lock` runs (scripts/lock.py says the same; a test keeps the two equal).
+UV_VERSION := 0.13.10
 MIN_PYTHON := 3.11
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP_FLAGS := --progress-bar off
 
-.PHONY: synth test lint typecheck bench clean venv-size
+.PHONY: synth test lint typecheck bench clean venv-size lock lock-check
 
 # Run first in the install recipe: stop before anything is created when $(PYTHON) is too old, and
 # rebuild a venv that another Python made (a failed first try with an old python3 leaves one behind).
@@ -32,31 +32,44 @@ if [ -e $(BIN)/python ] && [ "$$($(BIN)/python -c 'import sys; print(sys.version
 fi
 endef
 
-$(SYNTH_STAMP): pyproject.toml
+# Every install level installs exactly its lock (locks/*.txt, written by `make lock`): every package pinned
+# with its hashes, no resolution (--no-deps), so a new upstream release changes nothing until the locks move.
+LOCKS := locks
+LOCKED_INSTALL := -m pip install $(PIP_FLAGS) --require-hashes --no-deps
+SHOW_PACKAGES := grep --line-buffered -E '^(Collecting|Installing|Successfully)' || true
+
+$(SYNTH_STAMP): pyproject.toml $(LOCKS)/synth.txt $(LOCKS)/build.txt
 	@$(CHECK_PYTHON)
 	@test -d $(VENV) || { echo ">>> creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
-	@echo ">>> installing hyperpod-dpd with [$(SYNTH_EXTRAS)]: aws-cdk-lib, its Node.js runtime, cdk8s, boto3, the"
-	@echo "    Kubernetes client (about 0.9 GB; 2-7 minutes, mostly download; one line per package follows)"
-	$(BIN)/python -m pip install $(PIP_FLAGS) --quiet --upgrade pip
-	$(BIN)/python -m pip install $(PIP_FLAGS) -e '.[$(SYNTH_EXTRAS)]' | grep --line-buffered -E '^(Collecting|Installing|Successfully)' || true
-	@$(BIN)/python -c 'import hyperpod_dpd_cdk' || { echo "error: the install above failed; see its messages"; exit 1; }
+	@echo ">>> installing hyperpod-dpd with [$(SYNTH_EXTRAS)] as $(LOCKS)/synth.txt pins it: aws-cdk-lib, its Node.js"
+	@echo "    runtime, cdk8s, boto3, the Kubernetes client (about 0.9 GB; 2-7 minutes, mostly download; one line per package follows)"
+	$(BIN)/python $(LOCKED_INSTALL) -r $(LOCKS)/synth.txt | $(SHOW_PACKAGES)
+	$(BIN)/python -m pip install $(PIP_FLAGS) --quiet --no-deps --build-constraint $(LOCKS)/build.txt -e .
+	@$(BIN)/python scripts/lock.py check synth --allow-more || { echo "error: the install above failed; see its messages"; exit 1; }
 	@touch $@
 
-# The benchmark clients' dependency trees at the versions of the locks the pod installs, so the tests run the
-# client the pod runs (a test fails when the two drift).
-CLIENT_LOCKS := k8s/hyperpod_dpd/data/genai_bench_lock.json k8s/hyperpod_dpd/data/aiperf_lock.json
-BENCH_CONSTRAINTS := $(VENV)/bench-constraints.txt
-
-$(TEST_STAMP): $(SYNTH_STAMP) $(CLIENT_LOCKS)
-	@echo ">>> installing the test tools and extras [$(TEST_EXTRAS)]: pytest, mypy, cfn-lint, moto, the advisor's"
-	@echo "    performance database, genai-bench and aiperf (about 3 GB more; 4-10 minutes)"
-	$(BIN)/python -c 'import json, sys; print("".join(sorted({w["name"] + "==" + w["version"] + "\n" for p in sys.argv[1:] for w in json.load(open(p))["wheels"]})), end="")' $(CLIENT_LOCKS) > $(BENCH_CONSTRAINTS)
-	$(BIN)/python -m pip install $(PIP_FLAGS) -c $(BENCH_CONSTRAINTS) -e '.[$(TEST_EXTRAS)]' | grep --line-buffered -E '^(Collecting|Installing|Successfully)' || true
-	@$(BIN)/python -c 'import pytest, mypy' || { echo "error: the install above failed; see its messages"; exit 1; }
-	@echo ">>> installing checkov $(CHECKOV_VERSION) in $(VENV)/checkov (its own venv: it pins older boto3; ~0.3 GB, 1 minute)"
-	$(PYTHON) -m venv $(VENV)/checkov
-	$(VENV)/checkov/bin/python -m pip install $(PIP_FLAGS) --quiet 'checkov==$(CHECKOV_VERSION)'
+$(TEST_STAMP): $(SYNTH_STAMP) $(LOCKS)/test.txt $(LOCKS)/checkov.txt
+	@echo ">>> installing the test tools and extras [$(TEST_EXTRAS)] as $(LOCKS)/test.txt pins them: pytest, mypy,"
+	@echo "    cfn-lint, moto, the advisor's performance database, genai-bench and aiperf (about 3 GB more; 4-10 minutes)"
+	$(BIN)/python $(LOCKED_INSTALL) -r $(LOCKS)/test.txt | $(SHOW_PACKAGES)
+	$(BIN)/python scripts/lock.py check test --remove-unlisted
+	@echo ">>> installing checkov in $(VENV)/checkov as $(LOCKS)/checkov.txt pins it (its own venv: it pins older boto3; ~0.3 GB, 1 minute)"
+	@test -d $(VENV)/checkov || $(PYTHON) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/python $(LOCKED_INSTALL) --quiet -r $(LOCKS)/checkov.txt
+	$(BIN)/python scripts/lock.py check checkov --python $(VENV)/checkov/bin/python --remove-unlisted
 	@touch $@
+
+## lock: re-resolve every install level from pyproject.toml into locks/*.txt (needs the package index); a refresh
+## is its own commit, and the suite and the snapshots decide whether it lands
+lock:
+	@$(CHECK_PYTHON)
+	@test -x $(VENV)/uv/bin/uv || { $(PYTHON) -m venv $(VENV)/uv && $(VENV)/uv/bin/python -m pip install $(PIP_FLAGS) --quiet 'uv==$(UV_VERSION)'; }
+	$(PYTHON) scripts/lock.py compile --uv $(VENV)/uv/bin/uv
+
+## lock-check: the venvs hold exactly what the locks pin (`make test` runs it first)
+lock-check: $(TEST_STAMP)
+	@$(BIN)/python scripts/lock.py check test
+	@$(BIN)/python scripts/lock.py check checkov --python $(VENV)/checkov/bin/python
 
 ## synth: the default app, offline: CloudFormation in cdk.out/, each endpoint's manifests in cdk.out/manifests/
 synth: $(SYNTH_STAMP)
@@ -64,7 +77,7 @@ synth: $(SYNTH_STAMP)
 	$(BIN)/python app.py
 
 ## test: lint, type-check and the whole test suite (promtool, when installed, runs the alert-behaviour tests)
-test: lint typecheck
+test: lock-check lint typecheck
 	$(BIN)/python -m pytest -rs
 
 lint: $(TEST_STAMP)

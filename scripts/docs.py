@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import re
 import sys
+import textwrap
 import typing
 from collections.abc import Callable, Mapping
 from enum import Enum
@@ -162,10 +163,26 @@ def context_usage_text() -> str:
     return context_usage()
 
 
+def cdk_cli_requirement() -> str:
+    """The oldest CDK CLI that reads what the locked aws-cdk-lib writes, asked of the installed library."""
+    from importlib import metadata  # noqa: PLC0415
+
+    from hyperpod_dpd_cdk._private.cdk_cli import minimum_cli_version  # noqa: PLC0415 - starts jsii
+
+    return textwrap.fill(
+        f"Deploying needs the CDK CLI **{minimum_cli_version()} or newer** (`npm install -g aws-cdk@latest`): "
+            f"aws-cdk-lib {metadata.version('aws-cdk-lib')} with its cloud assembly schema "
+            f"{metadata.version('aws-cdk.cloud-assembly-schema')}, the versions `locks/synth.txt` pins, writes a "
+            "cloud assembly that older CLIs cannot read. The app checks the CLI that runs it first and names "
+            "that fix; an older one would fail only after the synth.", width=110, break_on_hyphens=False)
+
+
 GENERATED: dict[str, dict[str, Callable[[], str]]] = {
+    "README.md": {"cdk-cli": cdk_cli_requirement},
+    "docs/setup.md": {"cdk-cli": cdk_cli_requirement},
     "docs/spec.md": {"spec-fields": spec_fields_table},
     "docs/commands.md": {"commands": command_table, "exit-codes": exit_codes_block},
-    "docs/stack.md": {"context-keys": context_keys_table},
+    "docs/stack.md": {"cdk-cli": cdk_cli_requirement, "context-keys": context_keys_table},
     "docs/alerts.md": {"runbooks": runbooks},
     "app.py": {"context-usage": context_usage_text},
 }

@@ -85,7 +85,9 @@ def test_shellcheck_finds_nothing_in_the_launcher() -> None:
 
 
 def test_minimum_cli_version_comes_from_the_library() -> None:
-    assert minimum_cli_version() == "2.1148.0"  # aws-cdk-lib 2.275.0 writes cloud assembly schema 55
+    # aws-cdk-lib 2.275.0 with the aws-cdk.cloud-assembly-schema 55.7.0 that locks/synth.txt pins; a lock refresh that
+    # moves the schema moves this on purpose (and `python scripts/docs.py` the docs).
+    assert minimum_cli_version() == "2.1149.0"
 
 
 @pytest.mark.parametrize(("running", "too_old"), [

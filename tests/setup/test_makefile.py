@@ -26,13 +26,15 @@ def _script(path: Path, body: str) -> Path:
 
 
 def _fake_python(path: Path, version: tuple[int, int]) -> Path:
-    """Reports ``version``; ``-m venv DIR`` makes a venv whose python is another such stand-in; ``-m pip`` does
-    nothing; ``-c`` runs on the real interpreter, with ``sys.version_info`` faked for the version checks."""
+    """Reports ``version``; ``-m venv DIR`` makes a venv whose python is another such stand-in; ``-m pip`` only
+    logs its arguments to ``.venv/pip-calls``; ``-c`` runs on the real interpreter, with ``sys.version_info``
+    faked for the version checks."""
     major, minor = version
     return _script(path, f"""\
 case "$1" in
   --version) echo "Python {major}.{minor}.0" ;;
-  -m) if [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi ;;
+  -m) if [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi
+      if [ "$2" = pip ]; then echo "$*" >> "$(dirname "$0")/../pip-calls"; fi ;;
   -c) case "$2" in
         *version_info*) exec {sys.executable} -c "import sys; sys.version_info = ({major}, {minor}, 0); $2" ;;
         *) exec {sys.executable} -c "$2" ;;
@@ -44,6 +46,7 @@ esac
 def _make(tmp_path: Path, python: Path) -> subprocess.CompletedProcess[str]:
     for name in ("Makefile", "pyproject.toml"):
         shutil.copy(REPO / name, tmp_path / name)
+    shutil.copytree(REPO / "locks", tmp_path / "locks")
     return subprocess.run(["make", "--no-print-directory", STAMP, f"PYTHON={python}"], cwd=tmp_path,
                           env={**os.environ, "MAKEFLAGS": ""}, capture_output=True, text=True, timeout=120,
                           check=False)
@@ -78,3 +81,14 @@ def test_each_install_step_says_what_and_how_long(tmp_path: Path) -> None:
     assert announced[1].startswith(">>> installing hyperpod-dpd with [observability]")
     assert "minutes" in result.stdout
     assert "--quiet -e" not in result.stdout  # the long install is not silenced
+
+
+def test_the_install_takes_exactly_the_locks(tmp_path: Path) -> None:
+    good = _fake_python(tmp_path / "bin" / "python3.12", (3, 12))
+    result = _make(tmp_path, good)
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = (tmp_path / ".venv" / "pip-calls").read_text().splitlines()
+    assert calls[0].startswith("-m pip install") and calls[0].endswith("--require-hashes --no-deps -r locks/synth.txt")
+    # the package itself: no dependencies resolved, built by the locked setuptools
+    assert calls[1].endswith("--no-deps --build-constraint locks/build.txt -e .")
+    assert len(calls) == 2
