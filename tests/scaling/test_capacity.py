@@ -18,13 +18,12 @@ from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.scaling import DecodeBound, RoleCapacity, compile_all
-from hyperpod_dpd.scaling.shape import pin_capacities, prompt_lengths, request_shape
+from hyperpod_dpd.scaling.shape import pin_capacities, prompt_lengths, request_shape, role_shape
 from hyperpod_dpd.validation import check
 
 
 def _steps(spec: DpdSpec):  # type: ignore[no-untyped-def]
-    slo = spec.decode.autoscaling.slo  # type: ignore[union-attr]
-    return _estimator(spec, slo, None).steps(spec.tensor_parallel_size), PhaseFactors()
+    return _estimator(spec, role_shape(spec, "decode"), None).steps(spec.tensor_parallel_size), PhaseFactors()
 
 
 def test_the_decode_capacity_is_the_largest_batch_within_tpot_over_its_step(slo_spec: DpdSpec,
@@ -53,8 +52,8 @@ LONGEST = 16384 - 256  # the longest prompt max_model_len leaves room for with t
 
 def test_the_prefill_capacity_holds_p90_ttft_at_the_target_and_not_much_beyond(
         slo_spec: DpdSpec, advised: dict[str, RoleCapacity]) -> None:
-    slo = dataclasses.replace(slo_spec.prefill.autoscaling.slo, input_tokens=LONGEST)  # type: ignore[union-attr, arg-type]
-    steps, factors = _estimator(slo_spec, slo, None).steps(slo_spec.tensor_parallel_size), PhaseFactors()
+    shape = role_shape(slo_spec, "prefill").at_prompt(LONGEST)
+    steps, factors = _estimator(slo_spec, shape, None).steps(slo_spec.tensor_parallel_size), PhaseFactors()
     assert f"of {LONGEST} tokens" in advised["prefill"].source
     service = factors.prefill * steps.prefill_s(LONGEST)
     rate = advised["prefill"].tokens_per_s / LONGEST

@@ -7,7 +7,8 @@ counting the queue, the prefill, the KV transfer at line rate and the decoder's 
 the TTFT budget is left for those by simulating them, not by a guessed margin. Poisson arrivals rather than
 Dynamo's deterministic ``1 / wall_time`` leave the headroom a bursty minute needs; the rate is found by
 bisection, so the result is the model's own p90, deterministic by its seed. It is found at each of
-:func:`~hyperpod_dpd.scaling.shape.prompt_lengths` and the lowest in tokens per second is the capacity.
+the role's :attr:`~hyperpod_dpd.scaling.shape.RoleShape.prompt_lengths` and the lowest in tokens per second is
+the capacity.
 
 Decode: Dynamo Planner's law (peers-2026 §2.1): the largest batch ``B <= min(max_num_seqs, KV room)``
 whose decode step stays within ``slo.tpot_ms``; one decoder then generates ``B / step(B)`` tokens per second.
@@ -33,15 +34,8 @@ from hyperpod_dpd.planner import plan
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.scaling.compiled import DecodeBound, RoleCapacity
 from hyperpod_dpd.scaling.compiler import capacity_field
-from hyperpod_dpd.scaling.shape import (
-    pin_capacities,
-    prompt_lengths,
-    request_shape,
-    scaled_roles,
-    slo_scaling,
-    target_seconds,
-)
-from hyperpod_dpd.spec import DpdSpec, SloScaling
+from hyperpod_dpd.scaling.shape import RoleShape, pin_capacities, role_shape, scaled_roles, slo_scaling
+from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.validation import check
 
 # Bisection steps over (0, 1 / prefill time): 2^-10 (0.1%) of the lane's service rate, below the simulation's own
@@ -74,20 +68,19 @@ class DecodeBatch:
         return self.batch / self.step_s
 
 
-def _estimator(spec: DpdSpec, slo: SloScaling, factors: PhaseFactors | None) -> Estimator:
+def _estimator(spec: DpdSpec, shape: RoleShape, factors: PhaseFactors | None) -> Estimator:
     architecture = check(spec).architecture
     if architecture is None:  # check() resolves one whenever the spec names a known model
         raise SpecError([Problem(field="model.architecture", value=spec.model.name, message="is unknown",
                                  fix="set model.architecture to a preset")])
-    isl, osl = request_shape(spec, slo)
-    return Estimator(target_for(spec.instance_type, architecture), architecture, isl=isl, osl=osl,
+    return Estimator(target_for(spec.instance_type, architecture), architecture, isl=shape.isl, osl=shape.osl,
                      gpus_per_node=spec.instance_type.facts.gpus, engine=engine_settings(spec), factors=factors)
 
 
 def decode_batch(spec: DpdSpec, steps: StepTimes, factors: PhaseFactors, *, tpot_s: float,
-                 slo: SloScaling) -> DecodeBatch:
+                 shape: RoleShape) -> DecodeBatch:
     """The largest batch within the KV room and ``max_num_seqs`` whose corrected step is within ``tpot_s``."""
-    isl, osl = request_shape(spec, slo)
+    isl, osl = shape.isl, shape.osl
     room = kv_room(plan(spec, prompt_tokens=isl).decode.kv_cache_tokens, isl + osl)
     seqs = spec.decode.max_num_seqs or DEFAULT_MAX_NUM_SEQS["decode"]
     limit, limited_by = (seqs, DecodeBound.MAX_NUM_SEQS) if seqs <= room else (room, DecodeBound.KV_ROOM)
@@ -116,13 +109,14 @@ def _prefill_p90(stations: queueing.Stations, rate: float, lane_rate: float) -> 
     return math.inf if outcome.saturated else outcome.ttft_p90_s
 
 
-def prefill_rate(spec: DpdSpec, steps: StepTimes, factors: PhaseFactors, *, ttft_s: float, slo: SloScaling,
-                 first_step_s: float, given: bool = True) -> float:
-    """Prompts per second one prefiller serves with the simulated p90 TTFT within ``ttft_s``.
+def prefill_rate(spec: DpdSpec, steps: StepTimes, factors: PhaseFactors, *, shape: RoleShape,
+                 first_step_s: float) -> float:
+    """Prompts per second one prefiller serves with the simulated p90 TTFT within the shape's TTFT target.
 
-    ``given``: the prompt length is the spec's ``input_tokens``, not one of the default ends (the fix differs).
+    The prompts are ``shape.isl`` long; the fix for a target no prefiller meets depends on whether that length
+    is the spec's ``input_tokens`` (:attr:`~hyperpod_dpd.scaling.shape.RoleShape.given_input`).
     """
-    isl, _ = request_shape(spec, slo)
+    isl, ttft_s = shape.isl, shape.target_s
     service = factors.prefill * steps.prefill_s(isl)
     transfer = plan(spec, prompt_tokens=isl).request.transfer_seconds_at_line_rate
     # One prefill lane; the decoder is never the bottleneck here (its slots are unbounded), it adds its first step.
@@ -132,7 +126,7 @@ def prefill_rate(spec: DpdSpec, steps: StepTimes, factors: PhaseFactors, *, ttft
     idle = _prefill_p90(stations, IDLE_SHARE * lane_rate, lane_rate)
     if idle > ttft_s:
         # Not "lower routing.threshold": that moves no prompt off the prefiller, it only models a shorter one.
-        longest = "" if given else (", lower max_model_len (the longest prompt a prefiller is given; "
+        longest = "" if shape.given_input else (", lower max_model_len (the longest prompt a prefiller is given; "
                                     f"{isl} tokens leave room for the output)")
         raise SpecError([Problem(field="slo.ttft_ms", value=round(ttft_s * 1000, 3),
                                  message=f"is below one {isl}-token prompt's TTFT on an idle prefiller "
@@ -164,26 +158,21 @@ def role_capacity(spec: DpdSpec, role: str, *, factors: PhaseFactors | None = No
     them AIConfigurator's own. Raises :class:`AdvisorUnavailable` without the ``advisor`` extra and
     :class:`SpecError` when no replica meets the target.
     """
-    slo = slo_scaling(spec, role)
-    if slo is None:
-        raise SpecError([Problem(field=f"{role}.autoscaling.slo", value=None, message="is not set",
-                                 fix=f"add {role}: {{autoscaling: {{slo: true}}}}")])
-    target_s = target_seconds(spec, role)
+    shape = role_shape(spec, role)
+    target_s = shape.target_s
     if role == "decode":
-        estimator = _estimator(spec, slo, factors)
+        estimator = _estimator(spec, shape, factors)
         steps = estimator.steps(spec.tensor_parallel_size)
-        isl, osl = request_shape(spec, slo)
-        batch = decode_batch(spec, steps, estimator.factors, tpot_s=target_s, slo=slo)
+        batch = decode_batch(spec, steps, estimator.factors, tpot_s=target_s, shape=shape)
         held = {DecodeBound.TPOT: "held by TPOT", DecodeBound.MAX_NUM_SEQS: "held by max_num_seqs",
                 DecodeBound.KV_ROOM: "held by the KV room"}[batch.bound]
         what = (f"batch {batch.batch} of {batch.limit} ({held}) at {batch.step_s * 1000:.2f} ms per step within "
-                f"TPOT {target_s * 1000:g} ms, {isl}/{osl} tokens; pure decode steps (the short prompts a decoder "
-                "prefills itself are not counted)")
+                f"TPOT {target_s * 1000:g} ms, {shape.isl}/{shape.osl} tokens; pure decode steps (the short prompts a "
+                "decoder prefills itself are not counted)")
         return RoleCapacity(tokens_per_s=batch.tokens_per_s, bound=batch.bound,
                             source=_source(estimator, what, tp=spec.tensor_parallel_size))
-    lengths = prompt_lengths(spec, slo)
-    found = [_prefill_capacity(spec, dataclasses.replace(slo, input_tokens=isl), factors, ttft_s=target_s,
-                               given=slo.input_tokens is not None) for isl in lengths]
+    lengths = shape.prompt_lengths
+    found = [_prefill_capacity(spec, shape.at_prompt(isl), factors) for isl in lengths]
     estimator, rate, isl = min(found, key=lambda f: (f[1] * f[2], f[2]))
     over = "" if len(lengths) == 1 else (f", the lowest in tokens/s over prompts of "
                                          f"{' and '.join(str(n) for n in lengths)} tokens")
@@ -193,17 +182,16 @@ def role_capacity(spec: DpdSpec, role: str, *, factors: PhaseFactors | None = No
                         source=_source(estimator, what, tp=spec.tensor_parallel_size))
 
 
-def _prefill_capacity(spec: DpdSpec, slo: SloScaling, factors: PhaseFactors | None, *, ttft_s: float,
-                      given: bool) -> tuple[Estimator, float, int]:
-    """``(estimator, prompts per second, prompt tokens)`` of one prefiller at ``slo.input_tokens``."""
-    estimator = _estimator(spec, slo, factors)
+def _prefill_capacity(spec: DpdSpec, shape: RoleShape,
+                      factors: PhaseFactors | None) -> tuple[Estimator, float, int]:
+    """``(estimator, prompts per second, prompt tokens)`` of one prefiller at ``shape.isl``."""
+    estimator = _estimator(spec, shape, factors)
     steps = estimator.steps(spec.tensor_parallel_size)
-    isl, _ = request_shape(spec, slo)
     tpot_s = spec.slo.tpot_ms / 1000 if spec.slo is not None and spec.slo.tpot_ms is not None else None
-    first = (decode_batch(spec, steps, estimator.factors, tpot_s=tpot_s, slo=slo).step_s if tpot_s is not None
+    first = (decode_batch(spec, steps, estimator.factors, tpot_s=tpot_s, shape=shape).step_s if tpot_s is not None
              else estimator.factors.decode * steps.decode_step_s(1))
-    rate = prefill_rate(spec, steps, estimator.factors, ttft_s=ttft_s, slo=slo, first_step_s=first, given=given)
-    return estimator, rate, isl
+    rate = prefill_rate(spec, steps, estimator.factors, shape=shape, first_step_s=first)
+    return estimator, rate, shape.isl
 
 
 def capacities(spec: DpdSpec, *, factors: PhaseFactors | None = None) -> dict[str, RoleCapacity]:

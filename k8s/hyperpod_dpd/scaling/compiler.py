@@ -23,14 +23,7 @@ from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.scaling import queries, startup
 from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, DecodeBound, RoleCapacity, Signal
-from hyperpod_dpd.scaling.shape import (
-    prompt_lengths,
-    request_shape,
-    role_spec,
-    scaled_roles,
-    slo_scaling,
-    target_seconds,
-)
+from hyperpod_dpd.scaling.shape import role_shape, role_spec, scaled_roles
 from hyperpod_dpd.spec import DpdSpec, MetricType
 from hyperpod_dpd.validation.slo_scaling import budget_replicas
 
@@ -58,24 +51,18 @@ def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = No
     Raises :class:`SpecError` when the role has no ``autoscaling.slo``, its SLO target is missing, or its
     capacity is neither given nor pinned.
     """
-    role_cfg = role_spec(spec, role)
-    scaling = role_cfg.autoscaling
-    slo = slo_scaling(spec, role)
-    if scaling is None or slo is None:
-        raise SpecError([Problem(field=f"{role}.autoscaling.slo", value=None, message="is not set",
-                                 fix=f"add {role}: {{autoscaling: {{slo: true}}}}")])
-    target_s = target_seconds(spec, role)
+    sizing = role_shape(spec, role)
+    scaling, slo, target_s, lengths = sizing.scaling, sizing.slo, sizing.target_s, sizing.prompt_lengths
     if capacity is None:
         if slo.capacity_tokens_per_s is None:
             raise SpecError([unresolved(role)])
         capacity = RoleCapacity(tokens_per_s=slo.capacity_tokens_per_s, source=PINNED_SOURCE)
     notes: list[str] = []
-    isl, osl = request_shape(spec, slo)
-    lengths = prompt_lengths(spec, slo)
     # Whole tokens per second: the fallback (a whole multiple of it) then asks for exactly the planned replicas.
     per_replica = float(max(1, math.floor(capacity.tokens_per_s * slo.utilisation)))
     unit = "computed prompt tokens/s" if role == "prefill" else "output tokens/s"
-    shape = (f"{isl}/{osl} tokens" if role == "decode" else f"{lengths[0]}-token prompts" if len(lengths) == 1
+    shape = (f"{sizing.isl}/{sizing.osl} tokens" if role == "decode"
+             else f"{lengths[0]}-token prompts" if len(lengths) == 1
              else f"prompts of {lengths[0]} to {lengths[-1]} tokens (the lower end's or the upper end's capacity, "
                   "whichever is lower)")
     notes.append(f"demand target {per_replica:,.0f} {unit} per replica: {slo.utilisation:g} of the "
@@ -92,7 +79,7 @@ def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = No
         notes.append(decode_cap_note(spec, maximum, capacity=capacity, per_replica=per_replica))
         maximum = DECODE_DEPLOYMENTS
     minimum = min(scaling.min_replicas, maximum)
-    planned = min(maximum, max(minimum, role_cfg.replicas, 1))
+    planned = min(maximum, max(minimum, role_spec(spec, role).replicas, 1))
 
     start_up_s = startup.start_up_seconds(spec, slo)
     down = startup.scale_down_stabilisation(start_up_s)
@@ -108,7 +95,7 @@ def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = No
     # The shortest prompt the capacity was computed at: a replica clears the most of those, so more waiting
     # misses the SLO whatever the prompts' lengths, and the floor adds no replica the demand does not need
     # (synth, which sees only the pinned number, renders the same target).
-    per_request = lengths[0] if role == "prefill" else osl
+    per_request = lengths[0] if role == "prefill" else sizing.osl
     # Requests one replica clears within the window at its capacity: more waiting per replica misses the SLO.
     queue_target = max(1, math.floor(capacity.tokens_per_s * window_s / per_request))
     triggers = (

@@ -1,12 +1,16 @@
-"""What SLO autoscaling sizes a role for: the request shape, the latency target, the role's SLO options."""
+"""What SLO autoscaling sizes a role for: the request shape, the latency target, the role's SLO options.
+
+:func:`role_shape` derives them once per role, as one :class:`RoleShape`: the advisor sizes the role from it
+(``advisor/capacity.py``) and the compiler renders its triggers from it (``compiler.py``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
 
-from hyperpod_dpd.errors import SpecError
-from hyperpod_dpd.spec import DpdSpec, RoleSpec, SloScaling
+from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.spec import AutoscalingSpec, DpdSpec, RoleSpec, SloScaling
 from hyperpod_dpd.validation.slo_scaling import SHORT_PROMPT_TOKENS, TARGET_FIELD, missing_target
 
 ROLES = ("prefill", "decode")
@@ -71,6 +75,44 @@ def target_seconds(spec: DpdSpec, role: str) -> float:
     if value is None:
         raise SpecError([missing_target(role)])
     return float(value) / 1000
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RoleShape:
+    """One SLO-scaled role's sizing problem: its SLO options, its latency target and the requests it is sized for."""
+
+    role: str
+    # The role's autoscaling (its bounds and windows) and its autoscaling.slo.
+    scaling: AutoscalingSpec
+    slo: SloScaling
+    # The role's latency target in seconds: TTFT for prefill, TPOT for decode (target_seconds).
+    target_s: float
+    # Input and output tokens per request (request_shape); the prefill capacity reads prompt_lengths instead.
+    isl: int
+    osl: int
+    # The prompt lengths the prefill capacity is computed at, ascending (prompt_lengths).
+    prompt_lengths: tuple[int, ...]
+
+    @property
+    def given_input(self) -> bool:
+        """The prompt length is the spec's ``input_tokens``, not one of the default ends."""
+        return self.slo.input_tokens is not None
+
+    def at_prompt(self, tokens: int) -> RoleShape:
+        """This shape with every prompt ``tokens`` long (one of :attr:`prompt_lengths`)."""
+        return dataclasses.replace(self, isl=tokens, prompt_lengths=(tokens,))
+
+
+def role_shape(spec: DpdSpec, role: str) -> RoleShape:
+    """The role's :class:`RoleShape`; SpecError when it has no ``autoscaling.slo`` or its SLO target is unset."""
+    scaling = role_spec(spec, role).autoscaling
+    slo = None if scaling is None else scaling.slo
+    if scaling is None or slo is None:
+        raise SpecError([Problem(field=f"{role}.autoscaling.slo", value=None, message="is not set",
+                                 fix=f"add {role}: {{autoscaling: {{slo: true}}}}")])
+    isl, osl = request_shape(spec, slo)
+    return RoleShape(role=role, scaling=scaling, slo=slo, target_s=target_seconds(spec, role), isl=isl, osl=osl,
+                     prompt_lengths=prompt_lengths(spec, slo))
 
 
 
