@@ -28,7 +28,7 @@ from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.contracts.router import PrefillRule
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.scaling import CompiledScaling, Signal, compile_all
-from hyperpod_dpd.scaling.shape import ROLES, pod_nodes, request_shape, role_spec, scaled_roles, slo_scaling
+from hyperpod_dpd.scaling.shape import ROLES, pod_nodes, role_shape, role_spec, scaled_roles
 from hyperpod_dpd.spec import AutoscalingSpec, DpdSpec, SloScaling
 from hyperpod_dpd.traces import DEFAULT_WINDOW_S, Trace, TraceSummary, summarise
 
@@ -177,7 +177,8 @@ def size_trace(spec: DpdSpec, trace: Trace, *, window_s: float = DEFAULT_WINDOW_
     if needs["decode"].over_operator_cap:
         notes.append(f"decode needs up to {needs['decode'].max_replicas} decoders; the operator runs "
                      f"{DECODE_DEPLOYMENTS} decode deployment per endpoint (see plan's decode cap note)")
-    isl, osl = request_shape(sized_spec, slo_scaling(sized_spec, "prefill") or SloScaling())
+    sizing = role_shape(sized_spec, "prefill")  # every role scales on its SLO here, and both targets are set
+    isl, osl = sizing.isl, sizing.osl
     if not isl / SHAPE_GAP <= shape.isl <= isl * SHAPE_GAP:
         notes.append(f"the capacities are computed for {isl}-token prompts (autoscaling.slo.input_tokens, by default "
                      f"routing.threshold) but the trace's routed prompts average {shape.isl} tokens (outputs {osl} "
