@@ -25,7 +25,6 @@ import aws_cdk as cdk
 import yaml
 
 from hyperpod_dpd import DpdSpec, Problem, S3Source, SpecError
-from hyperpod_dpd.advisor.capacity import resolve
 from hyperpod_dpd.contracts.aws_names import REGION_NAME
 from hyperpod_dpd.contracts.stack_defaults import (
     DEFAULT_AVAILABILITY_ZONE_ID,
@@ -233,8 +232,8 @@ def _specs(context: Mapping[str, Any]) -> list[DpdSpec]:
         return [default_spec()]
     specs, problems = [], []
     for path in paths:
-        try:  # SLO autoscaling's capacities are computed (the advisor extra) and pinned before rendering
-            specs.append(resolve(load_checked_spec(path).spec))
+        try:  # SLO autoscaling's capacities are computed and pinned by the construct (HyperPodDpd)
+            specs.append(load_checked_spec(path).spec)
         except SpecError as error:
             problems += [dataclasses.replace(p, field=f"{path}: {p.field}") for p in error.problems]
     if problems:

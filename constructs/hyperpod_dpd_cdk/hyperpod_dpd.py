@@ -25,6 +25,7 @@ from hyperpod_dpd.contracts.stack_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.contracts.stack_defaults import hyperpod_cluster_name as default_cluster_name
 from hyperpod_dpd.contracts.zones import zone_settings
 from hyperpod_dpd.errors import raise_if_any
+from hyperpod_dpd.scaling.shape import unpinned_roles
 from hyperpod_dpd.validation import is_sagemaker_name
 from hyperpod_dpd_cdk._private.placement import instance_type_problems, zone_problems
 from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess, aggregated_groups
@@ -176,8 +177,7 @@ def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_ar
         try:
             check(spec)
         except SpecError as error:
-            for p in error.problems:
-                yield Problem(field=f"endpoints[{i}].{p.field}", value=p.value, message=p.message, fix=p.fix)
+            yield from _of_endpoint(i, error.problems)
         yield from instance_type_problems(spec.instance_type, region, field=f"endpoints[{i}].instance_type",
                                           training_plan_arn=training_plan_arn)
         yield from zone_problems(spec, region=region, availability_zone_id=availability_zone_id,
@@ -199,6 +199,35 @@ def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_ar
                 yield Problem(field=f"endpoints[{i}].{attribute}", value=value,
                               message=f"is also the {attribute} of endpoints[{first}]; {why}",
                               fix=f"give each endpoint a distinct {attribute}")
+
+
+def _of_endpoint(i: int, problems: Sequence[Problem]) -> Iterator[Problem]:
+    """``problems`` of ``endpoints[i]``, each field prefixed with it."""
+    for p in problems:
+        yield Problem(field=f"endpoints[{i}].{p.field}", value=p.value, message=p.message, fix=p.fix)
+
+
+def resolved_endpoints(specs: Sequence[DpdSpec], *, first: int = 0) -> tuple[DpdSpec, ...]:
+    """``specs`` with SLO autoscaling's capacities computed and pinned, as ``hyperpod-dpd synth`` pins them.
+
+    The same ``resolve`` as the CLI's synth (the ``advisor`` extra computes one replica's capacity at the SLO),
+    so a construct user gets the endpoint the CLI renders. Specs whose capacities are pinned, or that do not
+    scale on their SLO, come back as they are and the advisor is not loaded. Every spec's problems are raised
+    together, each field prefixed with ``endpoints[i].`` (``i`` counted from ``first``).
+    """
+    if not any(unpinned_roles(spec) for spec in specs):
+        return tuple(specs)
+    from hyperpod_dpd.advisor.capacity import resolve  # noqa: PLC0415 - the advisor only for SLO autoscaling
+
+    resolved: list[DpdSpec] = []
+    problems: list[Problem] = []
+    for i, spec in enumerate(specs, start=first):
+        try:
+            resolved.append(resolve(spec))
+        except SpecError as error:
+            problems += _of_endpoint(i, error.problems)
+    raise_if_any(problems)
+    return tuple(resolved)
 
 
 def option_problems(*, cluster_name: str, ebs_volume_gb: int, groups: int, training_plan_arn: str | None,
@@ -359,6 +388,7 @@ class Composition:
         self.cluster_name = hyperpod.cluster_name or default_cluster_name(self._stack.stack_name)
         specs = tuple(endpoints)
         raise_if_any([*self._one_per_stack(), *self._problems(specs)])
+        specs = resolved_endpoints(specs)
         region = self._stack.region
         existing_name = model_bucket if isinstance(model_bucket, str) else None
 
@@ -490,10 +520,12 @@ class Composition:
 
         It gets its instance groups, namespace, weights staging, manifest, NetworkPolicies, alert rules,
         benchmark access, twin and outputs. Its problems, and those it makes with the other endpoints,
-        are raised together as one ``SpecError`` before anything is added.
+        are raised together as one ``SpecError`` before anything is added. SLO autoscaling's capacities
+        are computed and pinned as ``hyperpod-dpd synth`` pins them (:func:`resolved_endpoints`).
         """
+        raise_if_any(self._problems((*self.endpoint_specs, spec)))
+        (spec,) = resolved_endpoints((spec,), first=len(self.endpoint_specs))
         specs = (*self.endpoint_specs, spec)
-        raise_if_any(self._problems(specs))
         name = spec_bucket_name(specs)  # the first endpoint that reads S3 names the bucket the parts create
         if self.model_bucket.created and self.model_bucket.new_bucket_name is None and name is not None:
             self.model_bucket.name_new_bucket(name)

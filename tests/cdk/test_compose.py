@@ -11,12 +11,16 @@ from typing import Any
 import aws_cdk as cdk
 import cdk_nag
 import pytest
+import yaml
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from cdk_support import REPO, Synthesized, hf_source, second_spec, with_bucket
+from support import slo_autoscaled
 
-from hyperpod_dpd import DpdSpec, SpecError
+from hyperpod_dpd import DpdSpec, SpecError, spec_to_yaml
+from hyperpod_dpd.cli import main
 from hyperpod_dpd.contracts import stack_outputs
+from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import ClusterOptions, HyperPodDpd, HyperPodOptions, ObservabilityOptions
 
@@ -98,6 +102,35 @@ def test_an_s3_endpoint_added_after_a_staged_one_names_the_created_bucket(cdk_co
     (bucket,) = [v for k, v in together["Resources"].items()
                  if k.startswith("InferenceModelBucket") and v["Type"] == "AWS::S3::Bucket"]
     assert bucket["Properties"]["BucketName"] == "my-weights"
+
+
+def _endpoint_config(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    (found,) = [d for d in documents if d and d["kind"] == "InferenceEndpointConfig"]
+    return found
+
+
+def test_an_added_slo_autoscaled_endpoint_is_the_one_the_cli_synthesizes(cdk_context: dict[str, Any],
+                                                                        tmp_path: Path) -> None:
+    # Unpinned: add_endpoint computes one replica's capacity at the SLO with the advisor, as synth does.
+    spec = slo_autoscaled()
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec_to_yaml(spec), encoding="utf-8")
+    assert main(["synth", str(path), "--output-dir", str(tmp_path / "out")]) == 0
+    (written,) = (tmp_path / "out").iterdir()
+    synthesized = _endpoint_config(list(yaml.safe_load_all(written.read_text(encoding="utf-8"))))
+
+    app = cdk.App(context=cdk_context)
+    stack = cdk.Stack(app, "Platform", env=cdk.Environment(region="us-west-2"))
+    first = dataclasses.replace(second_spec(), model=spec.model)  # one stack, one model bucket
+    platform = HyperPodDpd(stack, "Inference", endpoints=[first], observability=None, benchmark=False)
+    endpoint = platform.add_endpoint(spec)
+    added = _endpoint_config(stack.resolve(endpoint.manifests()))
+    # The stack places each role on its instance group; the rest, the compiled triggers included, is synth's.
+    for key, role in (("prefillSpec", "prefill"), ("decodingSpec", "decode")):
+        assert added["spec"]["pdSpec"][key].pop("nodeSelector") == {INSTANCE_GROUP_LABEL: f"dpd-test-{role}"}
+    assert added == synthesized
+    assert added["spec"]["pdSpec"]["autoScalingSpec"]["decodingAutoScaling"]["prometheusTriggerList"]
+    assert endpoint.spec.decode.autoscaling.slo.capacity_tokens_per_s is not None  # type: ignore[union-attr]
 
 
 def test_an_added_endpoint_is_checked_with_the_others_before_anything_is_added(cdk_context: dict[str, Any]) -> None:

@@ -70,15 +70,17 @@ def test_plan_json_holds_the_compiled_scaling(tmp_path: Path, capsys: pytest.Cap
 def test_the_cdk_app_pins_capacities_and_names_the_field_without_the_advisor(
         tmp_path: Path, resolved: DpdSpec, monkeypatch: pytest.MonkeyPatch) -> None:
     from hyperpod_dpd import SpecError
-    from hyperpod_dpd_cdk.app import _specs
+    from hyperpod_dpd_cdk.app import build
 
     path = _write(tmp_path, slo_autoscaled())
-    (spec,) = _specs({"spec": path})
-    assert spec == resolved  # the advisor's capacities, pinned before the stack renders the chart
+    _, stack = build({"spec": path}, outdir=str(tmp_path / "cdk.out"))
+    # The advisor's capacities, pinned by the construct (as synth pins them) before it renders the chart.
+    assert stack.endpoint_specs == (resolved,)
     monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.perf_database", None)
     with pytest.raises(SpecError) as caught:
-        _specs({"spec": path})
-    assert f"{path}: prefill.autoscaling.slo.capacity_tokens_per_s" in [p.field for p in caught.value.problems]
+        build({"spec": path}, outdir=str(tmp_path / "again"))
+    fields = [p.field for p in caught.value.problems]
+    assert "endpoints[0].prefill.autoscaling.slo.capacity_tokens_per_s" in fields
 
 
 _PINNED = spec_to_mapping(pin_capacities(slo_autoscaled(), {"prefill": 19000.0, "decode": 2300.0}))

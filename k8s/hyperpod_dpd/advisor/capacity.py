@@ -34,7 +34,7 @@ from hyperpod_dpd.planner import plan
 from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.scaling.compiled import DecodeBound, RoleCapacity
 from hyperpod_dpd.scaling.compiler import capacity_field
-from hyperpod_dpd.scaling.shape import RoleShape, pin_capacities, role_shape, scaled_roles, slo_scaling
+from hyperpod_dpd.scaling.shape import RoleShape, pin_capacities, role_shape, unpinned_roles
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.validation import check
 
@@ -197,13 +197,11 @@ def _prefill_capacity(spec: DpdSpec, shape: RoleShape,
 def capacities(spec: DpdSpec, *, factors: PhaseFactors | None = None) -> dict[str, RoleCapacity]:
     """The capacity of every SLO-scaled role that does not pin one, by role name."""
     found = {}
-    for role in scaled_roles(spec):
-        slo = slo_scaling(spec, role)
-        if slo is not None and slo.capacity_tokens_per_s is None:
-            try:
-                found[role] = role_capacity(spec, role, factors=factors)
-            except AdvisorUnavailable:
-                raise SpecError([needs_advisor(role)]) from None
+    for role in unpinned_roles(spec):
+        try:
+            found[role] = role_capacity(spec, role, factors=factors)
+        except AdvisorUnavailable:
+            raise SpecError([needs_advisor(role)]) from None
     return found
 
 

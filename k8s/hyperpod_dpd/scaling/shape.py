@@ -39,6 +39,12 @@ def scaled_roles(spec: DpdSpec) -> tuple[str, ...]:
     return tuple(role for role in ROLES if slo_scaling(spec, role) is not None)
 
 
+def unpinned_roles(spec: DpdSpec) -> tuple[str, ...]:
+    """The SLO-scaled roles without ``autoscaling.slo.capacity_tokens_per_s``: the advisor computes theirs."""
+    return tuple(role for role in scaled_roles(spec)
+                 if (slo := slo_scaling(spec, role)) is not None and slo.capacity_tokens_per_s is None)
+
+
 def request_shape(spec: DpdSpec, slo: SloScaling) -> tuple[int, int]:
     """``(input, output)`` tokens per request the decode capacity is computed for.
 
@@ -137,6 +143,5 @@ STAND_IN_CAPACITY = 1000.0
 
 def with_stand_in_capacities(spec: DpdSpec) -> DpdSpec:
     """``spec`` with :data:`STAND_IN_CAPACITY` wherever an SLO-scaled role has no capacity yet."""
-    missing = {role: STAND_IN_CAPACITY for role in scaled_roles(spec)
-               if (slo := slo_scaling(spec, role)) is not None and slo.capacity_tokens_per_s is None}
+    missing = dict.fromkeys(unpinned_roles(spec), STAND_IN_CAPACITY)
     return pin_capacities(spec, missing) if missing else spec
