@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from hyperpod_dpd.advisor import Traffic, advise
-from hyperpod_dpd.advisor.autoscaling import emulate
+from hyperpod_dpd.advisor.emulator import emulate
 from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, RoleCapacity, Signal
 from hyperpod_dpd.spec.autoscaling import MetricType
 from hyperpod_dpd.spec.defaults import default_spec

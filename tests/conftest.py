@@ -22,6 +22,8 @@ from referencing import Registry, Resource
 
 import hyperpod_dpd  # noqa: F401 - points jsii at the wheel's Node before anything imports aws_cdk or cdk8s
 from hyperpod_dpd.contracts import crd
+from hyperpod_dpd.scaling import RoleCapacity
+from hyperpod_dpd.scaling.shape import pin_capacities
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION as CLUSTER_KUBERNETES_VERSION
@@ -59,6 +61,26 @@ Validate = Callable[[dict[str, Any]], list[str]]
 def spec() -> DpdSpec:
     """The embedded default spec (the published Llama 3.3 70B example)."""
     return default_spec()
+
+
+@pytest.fixture(scope="session")
+def slo_spec() -> DpdSpec:
+    """The default spec with an SLO and SLO autoscaling on both roles (a folder may size another under this name)."""
+    return support.slo_autoscaled()
+
+
+@pytest.fixture(scope="session")
+def advised(slo_spec: DpdSpec) -> dict[str, RoleCapacity]:
+    """Both roles' capacities by the advisor (AIConfigurator's data: about 8 s, once per session)."""
+    from hyperpod_dpd.advisor.capacity import capacities
+
+    return capacities(slo_spec)
+
+
+@pytest.fixture(scope="session")
+def resolved(slo_spec: DpdSpec, advised: dict[str, RoleCapacity]) -> DpdSpec:
+    """The spec with the advisor's capacities pinned, as synth renders it."""
+    return pin_capacities(slo_spec, {role: round(c.tokens_per_s, 1) for role, c in advised.items()})
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_dpd.advisor.autoscaling import EmulatedDay
+from hyperpod_dpd.advisor.emulator import EmulatedDay
 from hyperpod_dpd.errors import Problem, SpecError, UsageError
 from hyperpod_dpd.traces import Trace
 

@@ -2,7 +2,7 @@
 
 Sizing (:func:`size_trace`): per window of the trace, the tokens per second each role must process (prompt
 tokens reaching the prefillers less prefix-cache hits, output tokens of every request: the emulator's own
-:func:`~hyperpod_dpd.advisor.autoscaling.workload.workload`, the quantities the compiled demand triggers read)
+:func:`~hyperpod_dpd.advisor.emulator.workload.workload`, the quantities the compiled demand triggers read)
 over the demand target of one replica (its capacity at the SLO times ``utilisation``, the compiled trigger's
 target), rounded up: the replicas KEDA and the HPA would ask for. Proof (:func:`advise_trace`): the
 emulator plays the trace through the layout the user wrote (every role fixed at its ``replicas``) and, with
@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_dpd.advisor.autoscaling import EmulatedDay, emulate, queueing_latency
-from hyperpod_dpd.advisor.autoscaling.hpa import SYNC_PERIOD_S
-from hyperpod_dpd.advisor.autoscaling.workload import workload
 from hyperpod_dpd.advisor.capacity import capacities
+from hyperpod_dpd.advisor.emulator import EmulatedDay, emulate, queueing_latency
+from hyperpod_dpd.advisor.emulator.hpa import SYNC_PERIOD_S
+from hyperpod_dpd.advisor.emulator.workload import workload
 from hyperpod_dpd.advisor.prices import Price, node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
@@ -230,7 +230,7 @@ def advise_trace(spec: DpdSpec, trace: Trace, *, window_s: float = DEFAULT_WINDO
     """:func:`size_trace`, then the emulated day of the layout the user wrote and, with ``autoscale``, of the
     spec's compiled SLO autoscaling (the ``slo: true`` default on both roles when the spec has none).
 
-    Raises what :func:`size_trace` and :func:`~hyperpod_dpd.advisor.autoscaling.emulate` raise.
+    Raises what :func:`size_trace` and :func:`~hyperpod_dpd.advisor.emulator.emulate` raise.
     """
     sizing = size_trace(spec, trace, window_s=window_s, factors=factors, price_per_node_hour=price_per_node_hour)
     latency = queueing_latency(spec, workload(trace, threshold=spec.routing.threshold, step_s=SYNC_PERIOD_S),

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hyperpod_dpd.advisor.autoscaling import EmulatedDay
+from hyperpod_dpd.advisor.emulator import EmulatedDay
 from hyperpod_dpd.advisor.trace_advice import TraceAdvice
 from hyperpod_dpd.benchmark.figures import write_page
 

@@ -26,7 +26,7 @@ from hyperpod_dpd.traces import DEFAULT_WINDOW_S, FORMAT_NAMES, Trace, read_trac
 from hyperpod_dpd.traces.summary import clock
 
 if TYPE_CHECKING:  # the advisor is imported when the command runs, to keep --help fast
-    from hyperpod_dpd.advisor.autoscaling import EmulatedDay
+    from hyperpod_dpd.advisor.emulator import EmulatedDay
     from hyperpod_dpd.advisor.replay_check import ReplayRun, WindowError
     from hyperpod_dpd.advisor.trace_advice import TraceAdvice, TraceSizing
 

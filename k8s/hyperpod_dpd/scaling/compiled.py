@@ -74,7 +74,7 @@ class CompiledScaling:
     :param start_up_s: how long a new replica takes to serve (weights loaded, warmed), from which the
         stabilisation windows were chosen.
     :param initial_cooldown_s: one start-up, what KEDA's ``initialCooldownPeriod`` would be. Not rendered: KEDA
-        reads it only when scaling to zero, which ``min_replicas >= 1`` rules out (advisor/autoscaling/keda.py).
+        reads it only when scaling to zero, which ``min_replicas >= 1`` rules out (advisor/emulator/keda.py).
     :param notes: what the compiler decided and why (printed by ``plan`` and ``advise --autoscale``).
     """
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hyperpod_dpd.advisor.autoscaling import keda
-from hyperpod_dpd.advisor.autoscaling.hpa import (
+from hyperpod_dpd.advisor.emulator import keda
+from hyperpod_dpd.advisor.emulator.hpa import (
     Behaviour,
     Hpa,
     MetricSample,

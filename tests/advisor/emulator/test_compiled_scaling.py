@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from support import poisson_trace, slo_autoscaled
 
-from hyperpod_dpd.advisor.autoscaling import QueueingLatency
-from hyperpod_dpd.advisor.autoscaling.emulator import emulate
+from hyperpod_dpd.advisor.emulator import QueueingLatency
+from hyperpod_dpd.advisor.emulator.emulator import emulate
 from hyperpod_dpd.scaling import compile_all
 from hyperpod_dpd.scaling.shape import pin_capacities
 

@@ -4,11 +4,11 @@ Each step (15 s, the HPA's sync period, by default): pods past their start-up se
 (those reaching a prefiller) load the ready layout's DPD curve at their trailing rate over
 :data:`STEADY_WINDOW_S`, or over :data:`RATE_WINDOW_S` when that stands out of Poisson noise (causal,
 and in seconds, so the result does not depend on ``step_s``); while that
-rate is above :data:`~hyperpod_dpd.advisor.autoscaling.latency.MAX_LOAD` of the layout's capacity the
+rate is above :data:`~hyperpod_dpd.advisor.emulator.latency.MAX_LOAD` of the layout's capacity the
 excess is carried as a fluid backlog, latency is read at the limit, and each request's FIFO wait behind
 the backlog is added to its TTFT. The share of requests within the SLO target is read from the curve's
 TTFT distribution at that rate. Every 15 s the HPA turns the values KEDA cached into replicas
-(:mod:`~hyperpod_dpd.advisor.autoscaling.hpa`); KEDA polls half a polling interval out of phase with it,
+(:mod:`~hyperpod_dpd.advisor.emulator.hpa`); KEDA polls half a polling interval out of phase with it,
 reading each compiled trigger the way its PromQL would over the samples Prometheus holds one scrape
 interval after the fact (a ``rate(...[1m])`` becomes the minute's mean of tokens the role processed, a
 queue gauge the requests waiting, an SLO ratio the window's p90 over its target). A new pod serves
@@ -22,9 +22,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from hyperpod_dpd.advisor.autoscaling import keda
-from hyperpod_dpd.advisor.autoscaling.day import EmulatedDay, RoleDay
-from hyperpod_dpd.advisor.autoscaling.hpa import (
+from hyperpod_dpd.advisor.comparison import decoder_slots
+from hyperpod_dpd.advisor.emulator import keda
+from hyperpod_dpd.advisor.emulator.day import EmulatedDay, RoleDay
+from hyperpod_dpd.advisor.emulator.hpa import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     SYNC_PERIOD_S,
@@ -32,9 +33,8 @@ from hyperpod_dpd.advisor.autoscaling.hpa import (
     Hpa,
     MetricSample,
 )
-from hyperpod_dpd.advisor.autoscaling.latency import MAX_LOAD, LatencyModel, QueueingLatency
-from hyperpod_dpd.advisor.autoscaling.workload import Workload, workload
-from hyperpod_dpd.advisor.comparison import decoder_slots
+from hyperpod_dpd.advisor.emulator.latency import MAX_LOAD, LatencyModel, QueueingLatency
+from hyperpod_dpd.advisor.emulator.workload import Workload, workload
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimator
 from hyperpod_dpd.advisor.prices import node_price

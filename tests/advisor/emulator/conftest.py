@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 from support import poisson_trace
 
-from hyperpod_dpd.advisor.autoscaling import QueueingLatency, queueing_latency
-from hyperpod_dpd.advisor.autoscaling.workload import workload
+from hyperpod_dpd.advisor.emulator import QueueingLatency, queueing_latency
+from hyperpod_dpd.advisor.emulator.workload import workload
 from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, RoleCapacity, Signal
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.autoscaling import MetricType

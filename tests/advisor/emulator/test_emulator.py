@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from support import fuzz_examples, poisson_trace, slo_autoscaled
 
 from hyperpod_dpd.advisor import Traffic, advise
-from hyperpod_dpd.advisor.autoscaling import EmulatedDay, LatencyPoint, QueueingLatency, emulate
-from hyperpod_dpd.advisor.autoscaling.hpa import MetricSample, TargetType, replicas_for_metric
-from hyperpod_dpd.advisor.autoscaling.workload import workload
+from hyperpod_dpd.advisor.emulator import EmulatedDay, LatencyPoint, QueueingLatency, emulate
+from hyperpod_dpd.advisor.emulator.hpa import MetricSample, TargetType, replicas_for_metric
+from hyperpod_dpd.advisor.emulator.workload import workload
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.scaling import compile_role
 from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, RoleCapacity, Signal

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 
-from hyperpod_dpd.advisor.autoscaling.hpa import TargetType
+from hyperpod_dpd.advisor.emulator.hpa import TargetType
 from hyperpod_dpd.spec.autoscaling import MetricType
 
 # The range PromQL's rate() most often uses when a query names none the emulator can read.

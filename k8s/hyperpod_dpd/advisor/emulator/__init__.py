@@ -3,9 +3,9 @@
 Entry point: :func:`emulate` (``emulate(spec, trace, scaling={"prefill": compiled}) -> EmulatedDay``).
 """
 
-from hyperpod_dpd.advisor.autoscaling.day import EmulatedDay, RoleDay
-from hyperpod_dpd.advisor.autoscaling.emulator import emulate, queueing_latency
-from hyperpod_dpd.advisor.autoscaling.latency import LatencyModel, LatencyPoint, QueueingLatency
+from hyperpod_dpd.advisor.emulator.day import EmulatedDay, RoleDay
+from hyperpod_dpd.advisor.emulator.emulator import emulate, queueing_latency
+from hyperpod_dpd.advisor.emulator.latency import LatencyModel, LatencyPoint, QueueingLatency
 
 __all__ = ["EmulatedDay", "LatencyModel", "LatencyPoint", "QueueingLatency", "RoleDay", "emulate",
            "queueing_latency"]
