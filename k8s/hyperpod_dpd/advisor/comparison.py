@@ -14,11 +14,10 @@ from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import Sla, Traffic
 from hyperpod_dpd.contracts.prices import unpriced_reason
-from hyperpod_dpd.contracts.vllm import VLLM_VERSION
+from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS, VLLM_VERSION
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.planner import plan
-from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.validation import check
 

@@ -20,10 +20,11 @@ from hyperpod_dpd.advisor.prices import node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import MAX_CONCURRENCY, Sla, Traffic
+from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.planner import chunks_for, kv_bytes_per_token_per_rank, plan, resolve_architecture
-from hyperpod_dpd.planner.assumptions import CUDA_CONTEXT_HEADROOM_BYTES, DEFAULT_MAX_NUM_SEQS
+from hyperpod_dpd.planner.assumptions import CUDA_CONTEXT_HEADROOM_BYTES
 from hyperpod_dpd.spec import DpdSpec, RoleSpec
 from hyperpod_dpd.spec.units import ByteSize
 from hyperpod_dpd.validation import check
