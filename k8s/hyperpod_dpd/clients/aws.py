@@ -25,7 +25,7 @@ from botocore.exceptions import (
 
 from hyperpod_dpd.contracts.aws_names import REGION_NAME
 from hyperpod_dpd.contracts.stack_outputs import DeployedStack, from_outputs, output_error
-from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.errors import DpdError, Problem, SpecError
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -53,7 +53,7 @@ _MISSING = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchBucket"})
 ARCHITECTURE_FIELD = "model.architecture"  # the spec field a model's config.json stands for
 
 
-class AwsUnavailable(Exception):
+class AwsUnavailable(DpdError):
     """No check can reach AWS (no credentials, expired or unknown ones, no region): a usage error."""
 
 
