@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from hyperpod_dpd.advisor.comparison import MAX_SIMULATED_NODES, assumptions, dpd_node_count, kv_room, misses
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimate, Estimator
-from hyperpod_dpd.advisor.prices import node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import MAX_CONCURRENCY, Sla, Traffic
+from hyperpod_dpd.contracts.prices import node_price
 from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.errors import DpdError, Problem, SpecError
 from hyperpod_dpd.load_point import Load
