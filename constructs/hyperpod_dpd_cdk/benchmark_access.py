@@ -19,13 +19,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
 from hyperpod_dpd import DpdSpec, Problem, SpecError
-from hyperpod_dpd.benchmark.job import (
-    DEFAULT_SERVICE_ACCOUNT,
-    MANAGED_BY,
-    RESULTS_PREFIX,
-    ROLE_ARN_ANNOTATION,
-)
 from hyperpod_dpd.charts.aggregated import aggregated_spec, render_aggregated_endpoint_config
+from hyperpod_dpd.contracts.bench_job import DEFAULT_SERVICE_ACCOUNT, MANAGED_BY, RESULTS_PREFIX, ROLE_ARN_ANNOTATION
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL, router_service
 from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES
 from hyperpod_dpd_cdk._private.nag import acknowledge

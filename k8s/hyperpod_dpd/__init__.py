@@ -7,7 +7,7 @@ charts live in :mod:`hyperpod_dpd.charts` and load the jsii runtime only when im
 
 from hyperpod_dpd import _moved
 from hyperpod_dpd._node import ensure_node
-from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError, Warning
+from hyperpod_dpd.errors import DpdError, Problem, SpecError, SpecWarning, UsageError, Warning
 from hyperpod_dpd.spec import (
     AlertThresholds,
     AutoscalingSpec,
@@ -47,6 +47,7 @@ __all__ = [
     "CheckedSpec",
     "CloudWatchTrigger",
     "DataCaptureSpec",
+    "DpdError",
     "DpdSpec",
     "FsxSource",
     "HuggingFaceSource",

@@ -1,4 +1,4 @@
-"""The library's error types, and the problems and warnings they carry.
+"""The library's error types, rooted in :class:`DpdError`, and the problems and warnings they carry.
 
 Every check reports *all* its problems at once, each naming the field, the bad value and the fix,
 so a user fixes a spec in one pass instead of one deploy per mistake.
@@ -58,7 +58,15 @@ class SpecWarning:
         return {"code": self.code, "field": self.field, "message": self.message}
 
 
-class SpecError(ValueError):
+class DpdError(Exception):
+    """The root of every error the library raises on purpose: ``except DpdError`` catches them all.
+
+    Each error keeps its older base as a second one (``SpecError`` is still a ``ValueError``), so code that
+    caught that base keeps working. Anything else escaping the library is a bug (:data:`INTERNAL_ERROR`).
+    """
+
+
+class SpecError(DpdError, ValueError):
     """A spec that the operator, vLLM or the cluster would reject, with every problem found."""
 
     def __init__(self, problems: Iterable[Problem], *, source: str | None = None, what: str = "DPD spec") -> None:
@@ -76,7 +84,7 @@ class SpecError(ValueError):
         return "\n".join(lines)
 
 
-class UsageError(Exception):
+class UsageError(DpdError):
     """A refusal whose message is the whole story (a bad option, a missing extra): printed as-is, exit status 2.
 
     Library modules raise it too; the command line prints it without a traceback.

@@ -15,8 +15,8 @@ from hyperpod_dpd.advisor import queueing
 from hyperpod_dpd.advisor.capacity import _estimator, capacities, resolve, role_capacity
 from hyperpod_dpd.advisor.comparison import kv_room
 from hyperpod_dpd.advisor.steps import PhaseFactors
+from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.planner import plan
-from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.scaling import DecodeBound, RoleCapacity, compile_all
 from hyperpod_dpd.scaling.shape import pin_capacities, prompt_lengths, request_shape, role_shape
 from hyperpod_dpd.validation import check

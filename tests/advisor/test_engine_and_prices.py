@@ -10,7 +10,7 @@ import pytest
 
 from hyperpod_dpd.advisor import Advice
 from hyperpod_dpd.advisor.engine import DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineSettings, engine_settings
-from hyperpod_dpd.advisor.prices import PRICE_FILE, node_price
+from hyperpod_dpd.contracts.prices import PRICE_FILE, node_price
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.spec.instances import InstanceType

@@ -15,12 +15,12 @@ from hyperpod_dpd import FsxSource, SpecError
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.job import (
-    DEFAULT_IMAGE,
     JobOptions,
     deadline_seconds,
     render_benchmark_job,
 )
 from hyperpod_dpd.benchmark.scenario import arrival_seed
+from hyperpod_dpd.contracts.bench_job import DEFAULT_IMAGE
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES
 from hyperpod_dpd.spec import DpdSpec

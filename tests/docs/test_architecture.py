@@ -28,9 +28,24 @@ def test_the_page_lists_the_enforced_layers_in_order() -> None:
     assert _page_layers() == _contract_layers()
 
 
-def test_every_room_of_the_package_is_in_a_layer() -> None:
+def _rooms() -> set[str]:
     package = REPO / "k8s" / "hyperpod_dpd"
     rooms = {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
-    rooms |= {p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    return rooms | {p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+
+
+def test_every_room_of_the_package_is_in_a_layer() -> None:
     layered = set().union(*_contract_layers())
-    assert rooms - layered == {"data"}, "a new room needs a layer in pyproject.toml and docs/architecture.md"
+    assert _rooms() - layered == {"data"}, "a new room needs a layer in pyproject.toml and docs/architecture.md"
+
+
+def test_every_room_is_either_open_or_closed_to_the_cdk() -> None:
+    """The page names the rooms the constructs may import; the forbidden contract lists all the others."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"]
+                   if c["type"] == "forbidden" and c["source_modules"] == ["hyperpod_dpd_cdk"]]
+    closed = {module.removeprefix("hyperpod_dpd.") for module in contract["forbidden_modules"]}
+    sentence = PAGE.read_text(encoding="utf-8").split("<!-- cdk-imports:", 1)[1].split(";", 1)[0]
+    open_ = set(re.findall(r"`([a-z_]+)`", sentence))
+    assert not open_ & closed
+    assert _rooms() - {"data"} == open_ | closed, "a new room must be allowed to the CDK or forbidden to it"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from hyperpod_dpd import SpecError
+from hyperpod_dpd.clients.aws import read_model_config
 from hyperpod_dpd.planner import load_architecture
+from hyperpod_dpd.planner.sources import S3Reader
 from hyperpod_dpd.spec.architecture import PRESETS, UnsizableArchitecture, architecture_from_config
 
 # The public Llama-3.3-70B-Instruct config.json, the keys sizing reads (and a few it ignores).
@@ -38,6 +41,11 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     yield
+
+
+def _reader(s3: Any) -> S3Reader:
+    """The reader the commands pass, on the test's client."""
+    return partial(read_model_config, s3_client=s3)
 
 
 def only_problem(err: pytest.ExceptionInfo[SpecError]) -> Any:
@@ -131,11 +139,11 @@ def test_s3_found(aws_env: None) -> None:
     s3 = boto3.client("s3", region_name="us-west-2")
     s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     s3.put_object(Bucket="models", Key="Llama-3.3-70B-Instruct/config.json", Body=json.dumps(LLAMA_70B_CONFIG))
-    arch = load_architecture("s3://models/Llama-3.3-70B-Instruct/", s3_client=s3)
+    arch = load_architecture("s3://models/Llama-3.3-70B-Instruct/", read_s3=_reader(s3))
     assert arch.num_layers == 80
     assert arch.num_parameters == PRESETS["llama-3.3-70b"].num_parameters
     # without a client, the default boto3 client is used
-    assert load_architecture("s3://models/Llama-3.3-70B-Instruct").num_kv_heads == 8
+    assert load_architecture("s3://models/Llama-3.3-70B-Instruct", read_s3=read_model_config).num_kv_heads == 8
 
 
 @mock_aws
@@ -143,7 +151,7 @@ def test_s3_missing_object(aws_env: None) -> None:
     s3 = boto3.client("s3", region_name="us-west-2")
     s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     with pytest.raises(SpecError) as err:
-        load_architecture("s3://models/absent", s3_client=s3)
+        load_architecture("s3://models/absent", read_s3=_reader(s3))
     problem = only_problem(err)
     assert problem.value == "s3://models/absent/config.json"
     assert "does not exist" in problem.message
@@ -152,7 +160,7 @@ def test_s3_missing_object(aws_env: None) -> None:
 @mock_aws
 def test_s3_missing_bucket(aws_env: None) -> None:
     with pytest.raises(SpecError) as err:
-        load_architecture("s3://no-such-bucket/prefix")
+        load_architecture("s3://no-such-bucket/prefix", read_s3=read_model_config)
     assert "bucket does not exist" in only_problem(err).message
 
 
@@ -162,7 +170,7 @@ def test_s3_malformed_json(aws_env: None) -> None:
     s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     s3.put_object(Bucket="models", Key="m/config.json", Body=b"\x00garbage")
     with pytest.raises(SpecError) as err:
-        load_architecture("s3://models/m", s3_client=s3)
+        load_architecture("s3://models/m", read_s3=_reader(s3))
     assert "is not valid JSON" in only_problem(err).message
 
 
@@ -172,7 +180,7 @@ def test_s3_mla_config_is_unsizable(aws_env: None) -> None:
     s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     s3.put_object(Bucket="models", Key="DeepSeek-V3/config.json", Body=json.dumps(DEEPSEEK_V3_CONFIG))
     with pytest.raises(SpecError) as err:
-        load_architecture("s3://models/DeepSeek-V3", s3_client=s3)
+        load_architecture("s3://models/DeepSeek-V3", read_s3=_reader(s3))
     assert "multi-head latent attention" in only_problem(err).message
 
 
@@ -183,7 +191,7 @@ def test_s3_access_denied_with_stubber() -> None:
                               http_status_code=403,
                               expected_params={"Bucket": "locked", "Key": "Llama/config.json"})
         with pytest.raises(SpecError) as err:
-            load_architecture("s3://locked/Llama", s3_client=s3)
+            load_architecture("s3://locked/Llama", read_s3=_reader(s3))
         stub.assert_no_pending_responses()
     problem = only_problem(err)
     assert "access denied" in problem.message
@@ -195,7 +203,7 @@ def test_s3_no_such_key_with_stubber() -> None:
     with Stubber(s3) as stub:
         stub.add_client_error("get_object", service_error_code="NoSuchKey", http_status_code=404)
         with pytest.raises(SpecError) as err:
-            load_architecture("s3://bucket/explicit.json", s3_client=s3)
+            load_architecture("s3://bucket/explicit.json", read_s3=_reader(s3))
     problem = only_problem(err)
     assert problem.value == "s3://bucket/explicit.json"
     assert "does not exist" in problem.message
@@ -209,7 +217,7 @@ def test_s3_without_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     s3 = boto3.client("s3", region_name="us-west-2")
     with pytest.raises(SpecError) as err:
-        load_architecture("s3://bucket/prefix", s3_client=s3)
+        load_architecture("s3://bucket/prefix", read_s3=_reader(s3))
     assert "no AWS credentials" in only_problem(err).message
 
 
@@ -232,3 +240,12 @@ def test_every_preset_has_a_context_window_and_its_source() -> None:
         assert "max_position_embeddings" in preset.context_source, preset.name
     assert PRESETS["llama-3.3-70b"].max_context_length == architecture_from_config(
         LLAMA_70B_CONFIG, name="Llama-3.3-70B-Instruct").max_context_length
+
+
+def test_s3_without_a_reader_is_refused_with_the_fix() -> None:
+    with pytest.raises(SpecError) as err:
+        load_architecture("s3://models/Llama")
+    problem = only_problem(err)
+    assert problem.value == "s3://models/Llama"
+    assert "no S3 reader" in problem.message
+    assert "read_model_config" in problem.fix

@@ -29,9 +29,9 @@ from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import AdvisorUnavailable, Estimator
 from hyperpod_dpd.advisor.steps import PhaseFactors, StepTimes
 from hyperpod_dpd.advisor.systems import target_for
+from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.planner import plan
-from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.scaling.compiled import DecodeBound, RoleCapacity
 from hyperpod_dpd.scaling.compiler import capacity_field
 from hyperpod_dpd.scaling.shape import RoleShape, pin_capacities, role_shape, unpinned_roles

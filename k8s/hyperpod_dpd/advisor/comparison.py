@@ -9,16 +9,14 @@ from dataclasses import dataclass, field, replace
 from hyperpod_dpd.advisor import estimates, queueing
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout
-from hyperpod_dpd.advisor.prices import Price, node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import Sla, Traffic
-from hyperpod_dpd.contracts.prices import unpriced_reason
-from hyperpod_dpd.contracts.vllm import VLLM_VERSION
+from hyperpod_dpd.contracts.prices import NodePrice, node_price, unpriced_reason
+from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS, VLLM_VERSION
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.planner import plan
-from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.validation import check
 
@@ -69,7 +67,7 @@ class Advice:
     assumptions: Mapping[str, str]
     sla: Sla = field(default_factory=Sla)
     warnings: tuple[str, ...] = ()
-    price: Price | None = None
+    price: NodePrice | None = None
     by_analogy_to: str | None = None
 
     @property

@@ -30,10 +30,10 @@ from hyperpod_dpd.advisor.analogy import (
     analogy_spread,
 )
 from hyperpod_dpd.advisor.engine import EngineSettings
-from hyperpod_dpd.advisor.prices import Price
 from hyperpod_dpd.advisor.queueing import Stations
 from hyperpod_dpd.advisor.steps import PhaseFactors, StepTimes, aggregated_stations, dpd_stations
 from hyperpod_dpd.advisor.systems import Target
+from hyperpod_dpd.contracts.prices import NodePrice
 from hyperpod_dpd.errors import Problem, SpecError, UsageError
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.architecture import PRESETS, ModelArchitecture
@@ -264,7 +264,7 @@ class Estimator:
 
     def __init__(self, target: Target, architecture: ModelArchitecture, *, isl: int, osl: int,
                  gpus_per_node: int, engine: EngineSettings | None = None, factors: PhaseFactors | None = None,
-                 price: Price | None = None) -> None:
+                 price: NodePrice | None = None) -> None:
         _modules()
         self.architecture = architecture
         self.reference_architecture = PRESETS[target.reference] if target.analogy_of else architecture
@@ -287,12 +287,6 @@ class Estimator:
         """The same estimator with other engine settings (its own step times, cached per settings)."""
         other = copy.copy(self)
         other.engine = engine
-        return other
-
-    def with_factors(self, factors: PhaseFactors) -> Estimator:
-        """The same estimator (and step-time cache) with other phase factors."""
-        other = copy.copy(self)
-        other.factors = factors
         return other
 
     def aggregated(self, *, tp: int, replicas: int, load: Load, max_batch: int, nodes: int,

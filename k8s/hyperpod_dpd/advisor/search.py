@@ -16,14 +16,15 @@ from dataclasses import dataclass, replace
 from hyperpod_dpd.advisor.comparison import MAX_SIMULATED_NODES, assumptions, dpd_node_count, kv_room, misses
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimate, Estimator
-from hyperpod_dpd.advisor.prices import node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import MAX_CONCURRENCY, Sla, Traffic
-from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.contracts.prices import node_price
+from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
+from hyperpod_dpd.errors import DpdError, Problem, SpecError
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.planner import chunks_for, kv_bytes_per_token_per_rank, plan, resolve_architecture
-from hyperpod_dpd.planner.assumptions import CUDA_CONTEXT_HEADROOM_BYTES, DEFAULT_MAX_NUM_SEQS
+from hyperpod_dpd.planner.assumptions import CUDA_CONTEXT_HEADROOM_BYTES
 from hyperpod_dpd.spec import DpdSpec, RoleSpec
 from hyperpod_dpd.spec.units import ByteSize
 from hyperpod_dpd.validation import check
@@ -78,7 +79,7 @@ class SearchResult:
                 "rejected_by_check": dict(self.rejected), "assumptions": dict(self.assumptions)}
 
 
-class NoLayoutMeetsSla(Exception):
+class NoLayoutMeetsSla(DpdError):
     """No layout within the node limit meets the SLAs; ``closest`` is the one that misses by least."""
 
     def __init__(self, message: str, *, closest: Candidate | None) -> None:

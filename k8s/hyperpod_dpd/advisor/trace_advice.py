@@ -22,9 +22,9 @@ from hyperpod_dpd.advisor.capacity import capacities
 from hyperpod_dpd.advisor.emulator import EmulatedDay, emulate, queueing_latency
 from hyperpod_dpd.advisor.emulator.hpa import SYNC_PERIOD_S
 from hyperpod_dpd.advisor.emulator.workload import workload
-from hyperpod_dpd.advisor.prices import Price, node_price
 from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
+from hyperpod_dpd.contracts.prices import NodePrice, node_price
 from hyperpod_dpd.contracts.router import PrefillRule
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.scaling import CompiledScaling, Signal, compile_all
@@ -117,7 +117,7 @@ class TraceSizing:
     summary: TraceSummary
     needs: Mapping[str, RoleNeed]
     span_s: float
-    price: Price | None
+    price: NodePrice | None
     usd_per_day: float | None
     fixed_nodes: int
     fixed_usd_per_day: float | None

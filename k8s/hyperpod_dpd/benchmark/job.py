@@ -42,6 +42,13 @@ from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.results import PLAN_FILE, plan_document
 from hyperpod_dpd.benchmark.scenario import Scenario
 from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.contracts.bench_job import (
+    DEFAULT_IMAGE,
+    DEFAULT_SERVICE_ACCOUNT,
+    MANAGED_BY,
+    ROLE_ARN_ANNOTATION,
+    RUN_USER,
+)
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES
 from hyperpod_dpd.errors import Problem, raise_if_any
@@ -49,29 +56,16 @@ from hyperpod_dpd.validation.naming import DNS_LABEL
 
 GENAI_BENCH_VERSION = "0.0.5"
 AIPERF_VERSION = "0.13.0"
-# Pinned by digest, so a re-pushed tag cannot change what the bench and the staging Job run: the
-# multi-platform index of python:3.11-slim-bookworm (CPython 3.11.16, built 2026-08-25), docker-library/repo-info
-# repos/python/remote/3.11-slim-bookworm.md at 33a22f41; ECR Public's Docker Official Images copy Docker Hub's
-# manifests, digests included. The tag stays for the reader; the digest decides.
-DEFAULT_IMAGE = (
-    "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
-    "@sha256:0bee7276f83efd4a1ee05bbbf4281d95ed28e079220a9457f25a93e3f1e3c31b"
-)
 DEFAULT_AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.0"
-DEFAULT_SERVICE_ACCOUNT = "hyperpod-dpd-bench"
-ROLE_ARN_ANNOTATION = "eks.amazonaws.com/role-arn"
 RESULTS_MARK = "### hyperpod-dpd-bench"
 SETUP_SECONDS = 900  # image pulls, pip install and the tokenizer copy
 LEVEL_SLACK_SECONDS = 60  # genai-bench's stop check runs once a second, plus report writing
 TTL_SECONDS = 3600
-RESULTS_PREFIX = "benchmarks"  # where the stack's benchmark role may write in the model bucket
 QUIET_SECONDS = 40  # two default polls (15 s) and some slack: bench sees every quiet window
-RUN_USER = 1000
 PUBLISH_CONTAINER = "publish"
 UPLOAD_MANIFEST = "hyperpod-dpd-upload.txt"  # the names of the files one run uploaded, one a line
 UPLOAD_FAILED = 96  # the publish container's exit code when its upload failed (its script's `code=96`)
 BENCHMARK_CONTAINER = "benchmark"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "hyperpod-dpd", "app.kubernetes.io/name": "hyperpod-dpd-bench"}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperpod_dpd.errors import DpdError
 from hyperpod_dpd.load_point import Load
 
 
-class ResultsError(ValueError):
+class ResultsError(DpdError, ValueError):
     """A result file that is not its client's output (genai-bench's, aiperf's); the message names the file and key."""
 
 

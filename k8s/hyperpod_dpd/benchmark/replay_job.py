@@ -33,7 +33,6 @@ from hyperpod_dpd.benchmark.client import Client
 from hyperpod_dpd.benchmark.job import (
     BENCHMARK_CONTAINER,
     LEVEL_SLACK_SECONDS,
-    MANAGED_BY,
     QUIET_SECONDS,
     RESULTS_MARK,
     SETUP_SECONDS,
@@ -46,6 +45,7 @@ from hyperpod_dpd.benchmark.job import (
 from hyperpod_dpd.benchmark.replay import Replay, config_map, window_files
 from hyperpod_dpd.benchmark.scenario import Scenario, arrival_seed
 from hyperpod_dpd.benchmark.target import BenchmarkTarget
+from hyperpod_dpd.contracts.bench_job import MANAGED_BY
 from hyperpod_dpd.traces import BLOCK_TOKENS
 
 TRACE_MOUNT = "/trace"

@@ -40,7 +40,6 @@ from hyperpod_dpd.benchmark.economics import Layout, layouts
 from hyperpod_dpd.benchmark.figures import ReportInput, write_report
 from hyperpod_dpd.benchmark.job import (
     QUIET_SECONDS,
-    RESULTS_PREFIX,
     UPLOAD_MANIFEST,
     JobOptions,
     deadline_seconds,
@@ -91,6 +90,7 @@ from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity, twi
 from hyperpod_dpd.clients.aws import AwsClients, session_clients
 from hyperpod_dpd.clients.kube import KubeError, load_kube
 from hyperpod_dpd.clients.wait import Progress, Waiter
+from hyperpod_dpd.contracts.bench_job import RESULTS_PREFIX
 from hyperpod_dpd.contracts.stack_outputs import GUESSED, OPTION, STACK, DeployedStack, Resolved, guessed_note
 from hyperpod_dpd.errors import SpecError, UsageError, raise_if_any
 from hyperpod_dpd.load_point import Load, column_header

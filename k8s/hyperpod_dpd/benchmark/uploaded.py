@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from hyperpod_dpd.benchmark.job import UPLOAD_FAILED, UPLOAD_MANIFEST, results_folder
 from hyperpod_dpd.benchmark.target import S3Location
 from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsUnavailable, describe_error
+from hyperpod_dpd.errors import DpdError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from hyperpod_dpd.benchmark.cluster import JobLog
 
 
-class UploadedUnreadable(Exception):
+class UploadedUnreadable(DpdError):
     """The uploaded folder could not be read; the message says why and what permission to grant."""
 
 

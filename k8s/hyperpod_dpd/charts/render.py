@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import cdk8s
 import yaml
@@ -42,19 +41,6 @@ def synth_documents(specs: Sequence[DpdSpec | CheckedSpec], *,
                 check_manifest(document, source=name)
         documents[name] = yaml.safe_dump_all(rendered, sort_keys=False, width=1000)
     return documents, warnings
-
-
-def synth_to_directory(specs: Sequence[DpdSpec | CheckedSpec], out: Path, *, region: str | None = None) -> tuple[
-        list[Path], list[SpecWarning]]:
-    """Write every spec's manifest into ``out`` (nothing is written if any spec is invalid)."""
-    documents, warnings = synth_documents(specs, region=region)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in documents.items():
-        path = out / name
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written, warnings
 
 
 def check_against_crd(spec: DpdSpec | CheckedSpec, *, region: str | None = None) -> None:

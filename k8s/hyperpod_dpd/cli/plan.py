@@ -100,10 +100,11 @@ def _trace_sizing(args: argparse.Namespace, spec: DpdSpec) -> TraceSizing | None
 
 def run(args: argparse.Namespace) -> int:
     spec, refused = read_spec_with_problems(args.spec)
-    from hyperpod_dpd.planner import load_architecture, plan, render_table  # noqa: PLC0415 - keeps --help fast
+    from hyperpod_dpd.clients.aws import read_model_config  # noqa: PLC0415 - keeps --help fast
+    from hyperpod_dpd.planner import load_architecture, plan, render_table  # noqa: PLC0415
 
     try:
-        architecture = load_architecture(args.model_config) if args.model_config else None
+        architecture = load_architecture(args.model_config, read_s3=read_model_config) if args.model_config else None
         sized = plan(spec, architecture=architecture, prompt_tokens=args.prompt_tokens)
     except SpecError as err:
         raise UsageError(_cannot_plan(err)) from None

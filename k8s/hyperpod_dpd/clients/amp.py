@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsClients, describe_error, error_code
+from hyperpod_dpd.errors import DpdError
 
 SIGNING_NAME = "aps"
 QUERY_PATH = "api/v1/query"
@@ -34,7 +35,7 @@ WORKSPACE_ARN = re.compile(r"^arn:aws[a-z-]*:aps:[a-z0-9-]+:\d{12}:workspace/(?P
 Send = Callable[[str, str, dict[str, str]], tuple[int, bytes]]
 
 
-class AmpError(Exception):
+class AmpError(DpdError):
     """The workspace could not be read or queried; the message says why and what to do."""
 
 

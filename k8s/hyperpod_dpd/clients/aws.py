@@ -25,6 +25,7 @@ from botocore.exceptions import (
 
 from hyperpod_dpd.contracts.aws_names import REGION_NAME
 from hyperpod_dpd.contracts.stack_outputs import DeployedStack, from_outputs, output_error
+from hyperpod_dpd.errors import DpdError, Problem, SpecError
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -47,9 +48,12 @@ _INVALID_CODES = frozenset({"InvalidClientTokenId", "UnrecognizedClientException
                             "AuthFailure", "InvalidAccessKeyId", "InvalidToken"})
 _DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "Forbidden",
                            "403", "AllAccessDisabled", "AccountProblem"})
+# S3 error codes that mean "it is not there"; "you may not read this" is classified by is_access_denied.
+_MISSING = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchBucket"})
+ARCHITECTURE_FIELD = "model.architecture"  # the spec field a model's config.json stands for
 
 
-class AwsUnavailable(Exception):
+class AwsUnavailable(DpdError):
     """No check can reach AWS (no credentials, expired or unknown ones, no region): a usage error."""
 
 
@@ -211,3 +215,45 @@ def describe_stack(clients: AwsClients, stack: str) -> DeployedStack:
     outputs = {o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])
                if "OutputKey" in o and "OutputValue" in o}
     return from_outputs(stack, outputs, source=f"stack {stack} in {clients.region}", option="--stack")
+
+
+def read_model_config(bucket: str, key: str, *, s3_client: S3Client | None = None) -> bytes:
+    """The bytes of ``s3://bucket/key``, a model's ``config.json``, read with ``s3_client`` or a default boto3 client.
+
+    The planner's S3 reader (``load_architecture(..., read_s3=...)``). Missing objects, denied access and missing
+    credentials raise :class:`SpecError` on ``model.architecture``, saying what was read and what to do.
+    """
+    where = f"s3://{bucket}/{key}"
+    try:
+        if s3_client is None:
+            import boto3  # noqa: PLC0415 - keeps `hyperpod-dpd --help` fast
+
+            s3_client = boto3.client("s3")
+        response = s3_client.get_object(Bucket=bucket, Key=key)
+        body: bytes = response["Body"].read()
+    except ClientError as err:
+        error = err.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        detail = error.get("Message") or code
+        if is_access_denied(err) or is_credentials_problem(err):
+            raise _unreadable(where, f"cannot be read: access denied ({detail})",
+                              f"grant s3:GetObject on arn:aws:s3:::{bucket}/{key} to the credentials in use, "
+                              "or copy config.json locally and pass its path") from None
+        if code in _MISSING:
+            what = "the bucket does not exist" if code == "NoSuchBucket" else "the object does not exist"
+            raise _unreadable(where, f"cannot be read: {what} ({detail})",
+                              "point at the prefix that holds the weights and their config.json") from None
+        raise _unreadable(where, f"cannot be read: {code or 'S3 error'} ({detail})",
+                          "check the URI, the region and your credentials") from None
+    except NoCredentialsError:
+        raise _unreadable(where, "cannot be read: no AWS credentials were found",
+                          "configure credentials (AWS_PROFILE, environment or instance role), or copy config.json "
+                          "locally and pass its path") from None
+    except BotoCoreError as err:
+        raise _unreadable(where, f"cannot be read: {err}",
+                          "check the network, the region and your credentials") from None
+    return body
+
+
+def _unreadable(where: str, message: str, fix: str) -> SpecError:
+    return SpecError([Problem(field=ARCHITECTURE_FIELD, value=where, message=message, fix=fix)])

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from hyperpod_dpd.contracts.operator import IEC_GROUP, IEC_PLURAL, IEC_VERSION
+from hyperpod_dpd.errors import DpdError
 
 JsonDict = dict[str, Any]
 
@@ -66,7 +67,7 @@ class RouterTransport(Protocol):
                  *, timeout: float) -> StreamedResponse: ...
 
 
-class KubeError(Exception):
+class KubeError(DpdError):
     """A Kubernetes API call failed; the message is one line with the next step."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:

@@ -21,6 +21,9 @@ from typing import Any
 
 VLLM_VERSION = "0.19.0"
 FLAGS_FILE = f"vllm-{VLLM_VERSION}-flags.json"
+# The ``--max-num-seqs`` each role's vLLM runs with when the spec leaves it unset: the operator's defaults.
+# The planner, the alerts, the SLO autoscaling compiler and the advisor all read these.
+DEFAULT_MAX_NUM_SEQS = {"prefill": 16, "decode": 32}
 # ``-O3``, ``-O=3`` and ``-O 3`` are ``--optimization-level`` (vllm/utils/argparse_utils.py).
 _OPTIMIZATION = re.compile(r"^-O=?(?P<level>.+)$")
 

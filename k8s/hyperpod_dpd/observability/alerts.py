@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, ROUTER_CONTAINER, role_deployment, router_deployment
+from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.observability.rule import (
     CLIENT_ERROR,
@@ -28,7 +29,6 @@ from hyperpod_dpd.observability.rule import (
 from hyperpod_dpd.observability.rule import num as _num
 from hyperpod_dpd.observability.selectors import PIPELINE_POD, EndpointSelectors, le_matcher, select
 from hyperpod_dpd.observability.slo import BURN_ALERTS, MIN_BAD_EVENTS, burn_rate_rules, recording_rules
-from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.spec import AlertThresholds, DpdSpec, SloSpec
 
 RATE_WINDOW_SECONDS = 300

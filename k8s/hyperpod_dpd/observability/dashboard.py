@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from hyperpod_dpd.errors import DpdError
 from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.observability.alerts import (
     MIN_AVAILABLE,
@@ -46,7 +47,7 @@ PANEL_HEIGHT = 8
 MAX_UID = 40  # Grafana's limit on dashboard uids
 
 
-class MissingExtra(ImportError):
+class MissingExtra(DpdError, ImportError):
     """The dashboard library is not installed; the message names the extra to install."""
 
 

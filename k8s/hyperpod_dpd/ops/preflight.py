@@ -10,9 +10,10 @@ import importlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsClients, describe_error, error_code
+from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsClients, describe_error, error_code, read_model_config
 from hyperpod_dpd.clients.checks import Check, errored, failed, passed, skipped
 from hyperpod_dpd.contracts.stack_defaults import (
     DEFAULT_AVAILABILITY_ZONE_ID,
@@ -384,7 +385,8 @@ def _s3_architecture_loader(clients: AwsClients, spec: DpdSpec) -> Callable[[], 
     def load() -> ModelArchitecture:
         module = importlib.import_module("hyperpod_dpd.planner")
         loader: Callable[..., ModelArchitecture] = module.load_architecture
-        return loader(f"s3://{source.bucket}/{source.prefix.strip('/')}", s3_client=clients.s3(source.region))
+        return loader(f"s3://{source.bucket}/{source.prefix.strip('/')}",
+                      read_s3=partial(read_model_config, s3_client=clients.s3(source.region)))
 
     return load
 

@@ -34,9 +34,6 @@ ACTIVATION_RESERVE_BYTES = 4 * 2**30
 # GPU; a node with less headroom than this beside the share and the PD buffer is flagged.
 CUDA_CONTEXT_HEADROOM_BYTES = 1 * 2**30
 
-# The operator's defaults for ``--max-num-seqs`` when the spec leaves it unset.
-DEFAULT_MAX_NUM_SEQS = {"prefill": 16, "decode": 32}
-
 # Below this many parameters a model gains little from DPD (the operator documents 70B+; the
 # advice starts at 30B so that 32B-class models are not flagged).
 SMALL_MODEL_PARAMETERS = 30_000_000_000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.planner import assumptions
 from hyperpod_dpd.planner.findings import findings
@@ -73,7 +74,7 @@ def plan(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, prompt
         share = int(gpu * utilization)
         kv_cache = max(0, share - weights_per_gpu - assumptions.ACTIVATION_RESERVE_BYTES)
         kv_tokens = kv_cache // per_rank
-        seqs = role.max_num_seqs if role.max_num_seqs is not None else assumptions.DEFAULT_MAX_NUM_SEQS[name]
+        seqs = role.max_num_seqs if role.max_num_seqs is not None else DEFAULT_MAX_NUM_SEQS[name]
         return RoleMemory(role=name, gpu_memory_bytes=gpu, gpu_memory_utilization=utilization,
                           vllm_share_bytes=share, weights_bytes_per_gpu=weights_per_gpu,
                           reserve_bytes=assumptions.ACTIVATION_RESERVE_BYTES, kv_cache_bytes_per_gpu=kv_cache,

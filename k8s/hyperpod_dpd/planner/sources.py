@@ -1,13 +1,14 @@
 """Where an architecture comes from: a preset name, a local ``config.json``, or an S3 model prefix.
 
 Every failure is a :class:`SpecError` whose one problem (field ``model.architecture``) says what
-was read, what went wrong and what to do; boto3 is imported only for ``s3://`` sources.
+was read, what went wrong and what to do. The planner does no I/O with AWS itself: an ``s3://`` source
+is read by the reader passed in, :func:`hyperpod_dpd.clients.aws.read_model_config` in real use.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +18,27 @@ from hyperpod_dpd.spec.architecture import PRESETS, ModelArchitecture, Unsizable
 
 CONFIG_NAME = "config.json"
 FIELD = "model.architecture"
-# S3 error codes that mean "it is not there"; "you may not read this" is classified by hyperpod_dpd.clients.aws.
-_MISSING = {"NoSuchKey", "404", "NotFound", "NoSuchBucket"}
+# ``read_s3(bucket, key)``: the object's bytes, or a SpecError on ``model.architecture`` saying why not.
+S3Reader = Callable[[str, str], bytes]
 
 
 def _fail(source: str, message: str, fix: str) -> SpecError:
     return SpecError([Problem(field=FIELD, value=source, message=message, fix=fix)])
 
 
-def load_architecture(source: str, *, s3_client: Any = None) -> ModelArchitecture:
+def load_architecture(source: str, *, read_s3: S3Reader | None = None) -> ModelArchitecture:
     """A preset name, a local ``config.json`` (or the folder holding it), or ``s3://bucket/prefix``.
 
     For S3, ``prefix/config.json`` is read (or the object itself when the URI ends in ``.json``) with
-    ``s3_client`` or a default boto3 client. Missing objects, denied access, missing credentials,
-    malformed JSON and unsizable architectures (MLA, hybrid, sliding-window) raise :class:`SpecError`.
+    ``read_s3``, e.g. ``functools.partial(hyperpod_dpd.clients.aws.read_model_config, s3_client=...)``.
+    Missing objects, denied access, missing credentials, malformed JSON and unsizable architectures (MLA,
+    hybrid, sliding-window) raise :class:`SpecError`.
     """
     text = source.strip()
     if text in PRESETS:
         return PRESETS[text]
     if text.startswith("s3://"):
-        return _from_mapping(text, _read_s3(text, s3_client))
+        return _from_mapping(text, _read_s3(text, read_s3))
     unusable = path_error(text)
     if unusable:
         raise _fail(source, f"is neither a preset nor a path: it {unusable}",
@@ -86,38 +88,10 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-def _read_s3(uri: str, s3_client: Any) -> Mapping[str, Any]:
-    import botocore.exceptions  # noqa: PLC0415 - only S3 sources need boto3
-
-    from hyperpod_dpd.clients.aws import is_access_denied, is_credentials_problem  # noqa: PLC0415
-
+def _read_s3(uri: str, read_s3: S3Reader | None) -> Mapping[str, Any]:
     bucket, key = split_s3_uri(uri)
-    where = f"s3://{bucket}/{key}"
-    try:
-        if s3_client is None:
-            import boto3  # noqa: PLC0415
-
-            s3_client = boto3.client("s3")
-        response = s3_client.get_object(Bucket=bucket, Key=key)
-        body = response["Body"].read()
-    except botocore.exceptions.ClientError as err:
-        error = err.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        detail = error.get("Message") or code
-        if is_access_denied(err) or is_credentials_problem(err):
-            raise _fail(where, f"cannot be read: access denied ({detail})",
-                        f"grant s3:GetObject on arn:aws:s3:::{bucket}/{key} to the credentials in use, "
-                        "or copy config.json locally and pass its path") from None
-        if code in _MISSING:
-            what = "the bucket does not exist" if code == "NoSuchBucket" else "the object does not exist"
-            raise _fail(where, f"cannot be read: {what} ({detail})",
-                        "point at the prefix that holds the weights and their config.json") from None
-        raise _fail(where, f"cannot be read: {code or 'S3 error'} ({detail})",
-                    "check the URI, the region and your credentials") from None
-    except botocore.exceptions.NoCredentialsError:
-        raise _fail(where, "cannot be read: no AWS credentials were found",
-                    "configure credentials (AWS_PROFILE, environment or instance role), or copy config.json "
-                    "locally and pass its path") from None
-    except botocore.exceptions.BotoCoreError as err:
-        raise _fail(where, f"cannot be read: {err}", "check the network, the region and your credentials") from None
-    return _parse(where, body)
+    if read_s3 is None:
+        raise _fail(uri, "is in S3, and no S3 reader was given",
+                    "pass read_s3=hyperpod_dpd.clients.aws.read_model_config, or copy config.json locally and "
+                    "pass its path")
+    return _parse(f"s3://{bucket}/{key}", read_s3(bucket, key))

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 
 from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
+from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.errors import Problem, SpecError
-from hyperpod_dpd.planner.assumptions import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.scaling import queries, startup
 from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, DecodeBound, RoleCapacity, Signal
 from hyperpod_dpd.scaling.shape import role_shape, role_spec, scaled_roles

@@ -17,6 +17,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from hyperpod_dpd.errors import DpdError
+
 # The key of ``model.architecture: {config_json: PATH}``, the file form that reads a local config.json.
 CONFIG_JSON = "config_json"
 
@@ -27,7 +29,7 @@ _SERVED_DTYPE = {"float32": "bfloat16", "float": "bfloat16", "half": "float16", 
                  "fp16": "float16"}
 
 
-class UnsizableArchitecture(ValueError):
+class UnsizableArchitecture(DpdError, ValueError):
     """The architecture exists but its KV cache cannot be sized with the dense-attention formula."""
 
 

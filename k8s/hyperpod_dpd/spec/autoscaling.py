@@ -46,7 +46,6 @@ class PrometheusTrigger(Frozen):
 
 
 Trigger = CloudWatchTrigger | PrometheusTrigger
-TRIGGERS: tuple[type[CloudWatchTrigger] | type[PrometheusTrigger], ...] = (CloudWatchTrigger, PrometheusTrigger)
 
 
 # The output length SLO autoscaling sizes the decoder for when the spec gives none: the length `advise` and

@@ -69,8 +69,6 @@ class VolumeSource(Frozen):
 
 
 ModelSource = S3Source | FsxSource | HuggingFaceSource | VolumeSource
-MODEL_SOURCES: tuple[type[S3Source] | type[FsxSource] | type[HuggingFaceSource] | type[VolumeSource], ...] = (
-    S3Source, FsxSource, HuggingFaceSource, VolumeSource)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -92,11 +92,3 @@ def parse_quantity(text: str) -> Decimal:
     if suffix in _DECIMAL:
         return base * _DECIMAL[suffix]
     return Decimal(text)  # exponent form such as 1e3
-
-
-def is_quantity(text: str) -> bool:
-    try:
-        parse_quantity(text)
-    except ValueError:
-        return False
-    return True

@@ -53,7 +53,7 @@ def detect(first: str) -> str | None:
     return next((fmt for fmt, needed in _NEEDED.items() if set(needed) <= names), None)
 
 
-def header(line: str, fmt: str, *, line_number: int) -> tuple[int, int, int]:
+def header(line: str, fmt: str) -> tuple[int, int, int]:
     """The positions of the time, prompt-token and output-token columns in the header; raises :class:`BadRow`."""
     names = [name.strip() for name in _fields(line)]
     missing = [name for name in _NEEDED[fmt] if name not in names]

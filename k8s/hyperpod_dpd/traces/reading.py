@@ -133,7 +133,7 @@ def _read(stream: BinaryIO, *, name: str, wanted: TraceFormat | None) -> Trace:
         rows: Iterator[tuple[int, str]] = _chain(head, lines)
     else:
         try:
-            columns = csv_formats.header(head[1], fmt.value, line_number=head[0])
+            columns = csv_formats.header(head[1], fmt.value)
         except BadRow as err:
             raise SpecError([err.problem(head[0])], source=name, what=f"{fmt.label} trace") from None
         parse = csv_formats.row_parser(fmt.value, columns)

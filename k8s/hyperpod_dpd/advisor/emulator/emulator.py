@@ -37,11 +37,11 @@ from hyperpod_dpd.advisor.emulator.latency import MAX_LOAD, LatencyModel, Queuei
 from hyperpod_dpd.advisor.emulator.workload import Workload, workload
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimator
-from hyperpod_dpd.advisor.prices import node_price
 from hyperpod_dpd.advisor.queueing import Stations
 from hyperpod_dpd.advisor.steps import PhaseFactors, dpd_stations
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.advisor.traffic import Traffic
+from hyperpod_dpd.contracts.prices import node_price
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, Signal
