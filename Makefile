@@ -33,9 +33,12 @@ fi
 endef
 
 # Every install level installs exactly its lock (locks/*.txt, written by `make lock`): every package pinned
-# with its hashes, no resolution (--no-deps), so a new upstream release changes nothing until the locks move.
+# with its hashes, so a new upstream release changes nothing until the locks move. pip still reads each
+# package's dependencies (among the pinned versions only; one missing from the lock is an error in hash mode)
+# to install in dependency order: aws-cdk-lib must be installed after aws-cdk.cloud-assembly-schema, whose
+# aws_cdk/cloud_assembly_schema/__init__.py it overwrites with its own (--no-deps reversed that).
 LOCKS := locks
-LOCKED_INSTALL := -m pip install $(PIP_FLAGS) --require-hashes --no-deps
+LOCKED_INSTALL := -m pip install $(PIP_FLAGS) --require-hashes
 SHOW_PACKAGES := grep --line-buffered -E '^(Collecting|Installing|Successfully)' || true
 
 $(SYNTH_STAMP): pyproject.toml $(LOCKS)/synth.txt $(LOCKS)/build.txt

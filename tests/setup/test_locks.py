@@ -142,3 +142,34 @@ def test_a_lock_line_with_a_marker_is_read_with_it() -> None:
         ("a-b", "1.0", "python_full_version < '3.13'", 2), ("c-d", "2", None, 1)]
     assert lock.wanted(pins, _environment("3.13")) == {"c-d": "2"}
     assert lock.wanted(pins, _environment("3.11")) == {"a-b": "1.0", "c-d": "2"}
+
+
+def _owners() -> dict[str, list[str]]:
+    """Every installed file (below site-packages) and the distributions whose RECORD lists it."""
+    owners: dict[str, set[str]] = {}
+    for dist in metadata.distributions():
+        name = lock.canonical(dist.metadata["Name"])
+        if name == lock.PROJECT:  # its editable metadata lists the checkout's own files
+            continue
+        for file in dist.files or ():
+            path = str(file)
+            if not path.startswith("..") and "__pycache__" not in path and ".dist-info/" not in path:
+                owners.setdefault(path, set()).add(name)
+    return {path: sorted(names) for path, names in owners.items()}
+
+
+# Files two locked distributions both install, and the one whose copy a dependency-ordered install leaves.
+SHARED_FILES = {"aws_cdk/cloud_assembly_schema/__init__.py": "aws-cdk-lib"}
+
+
+def test_a_file_two_packages_install_is_the_one_a_dependency_ordered_install_leaves() -> None:
+    """aws-cdk-lib and its dependency aws-cdk.cloud-assembly-schema both write aws_cdk/cloud_assembly_schema/: the
+    lib's copy (installed after its dependency) registers the types the lib's metadata uses; the schema package's
+    copy over it breaks every read of a stack's metadata ("Unknown interface: ...MetadataEntry")."""
+    shared = {path: sorted(owners) for path, owners in _owners().items() if len(owners) > 1}
+    assert sorted(shared) == sorted(SHARED_FILES), "a new shared file: say which copy must win"
+    from aws_cdk import cloud_assembly_schema
+
+    text = Path(cloud_assembly_schema.__file__).read_text(encoding="utf-8")
+    assert 'jsii_type="aws-cdk-lib.cloud_assembly_schema.MetadataEntry"' in text, (
+        "the schema package's copy overwrote aws-cdk-lib's: reinstall with 'make clean test'")
