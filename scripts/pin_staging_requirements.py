@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIREMENTS = REPO / "constructs" / "hyperpod_dpd_cdk" / "assets" / "weights_staging" / "requirements.txt"
-# The staging image (hyperpod_dpd.benchmark.job.DEFAULT_IMAGE): CPython 3.11 on Debian, x86-64 or arm64;
+# The staging image (hyperpod_dpd.benchmark.run.job.DEFAULT_IMAGE): CPython 3.11 on Debian, x86-64 or arm64;
 # every wheel in the set is pure Python (py3-none-any), so one platform resolves it for both.
 PYTHON_VERSION = "3.11"
 PLATFORM = "manylinux2014_x86_64"

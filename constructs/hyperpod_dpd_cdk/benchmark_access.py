@@ -19,7 +19,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
 from hyperpod_dpd import DpdSpec, Problem, SpecError
-from hyperpod_dpd.benchmark.job import (
+from hyperpod_dpd.benchmark.run.job import (
     DEFAULT_SERVICE_ACCOUNT,
     MANAGED_BY,
     RESULTS_PREFIX,

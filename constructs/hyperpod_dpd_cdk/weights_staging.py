@@ -48,7 +48,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, S3Source
 from hyperpod_dpd._kplus import kplus
-from hyperpod_dpd.benchmark.job import DEFAULT_IMAGE, ROLE_ARN_ANNOTATION, RUN_USER
+from hyperpod_dpd.benchmark.run.job import DEFAULT_IMAGE, ROLE_ARN_ANNOTATION, RUN_USER
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL, SYSTEM_POOL
 from hyperpod_dpd_cdk._late import late_string
 from hyperpod_dpd_cdk._private.nag import acknowledge

@@ -7,11 +7,11 @@ tokenizer), :mod:`job` (the cdk8s-plus Job), :mod:`cluster` (run, wait, collect,
 (against the advisor). Importing this package loads no Kubernetes client.
 """
 
-from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles, ResultsError
-from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
-from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings
+from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning, trust_warnings
+from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles, ResultsError
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
+from hyperpod_dpd.benchmark.run.scenario import Scenario
+from hyperpod_dpd.benchmark.run.target import BenchmarkTarget, S3Location
 
 __all__ = ["BenchmarkResults", "BenchmarkTarget", "LevelResult", "Percentiles", "ResultsError", "S3Location",
            "Scenario", "Trust", "TrustWarning", "trust_warnings"]

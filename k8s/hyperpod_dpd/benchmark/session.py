@@ -22,12 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from hyperpod_dpd.benchmark.ab import CHANGE_METRICS, AbRow, BuyerRow, compare_ab, compare_buyer, render_buyer
-from hyperpod_dpd.benchmark.capacity import NO_SLO, Capacity, Slo, capacity_at_slo, render_capacities
-from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
-from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
-from hyperpod_dpd.benchmark.decomposition import Decomposition, decompose, render_decompositions
-from hyperpod_dpd.benchmark.disaggregation import (
+from hyperpod_dpd.benchmark.proof.decomposition import Decomposition, decompose, render_decompositions
+from hyperpod_dpd.benchmark.proof.disaggregation import (
     MIN_FRACTION,
     LevelDisaggregation,
     LevelSnapshots,
@@ -36,9 +32,24 @@ from hyperpod_dpd.benchmark.disaggregation import (
     kept_local,
     read_counters,
 )
-from hyperpod_dpd.benchmark.economics import Layout, layouts
-from hyperpod_dpd.benchmark.figures import ReportInput, write_report
-from hyperpod_dpd.benchmark.job import (
+from hyperpod_dpd.benchmark.proof.overhead import (
+    render_resolution_notes,
+    render_server_clock,
+    server_clock_rows,
+    twin_ttft,
+)
+from hyperpod_dpd.benchmark.proof.proof import PROOF_FILE, RunProof, folder_proof, snapshots_proof
+from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning, trust_warnings, unchecked_warnings
+from hyperpod_dpd.benchmark.report.ab import CHANGE_METRICS, AbRow, BuyerRow, compare_ab, compare_buyer, render_buyer
+from hyperpod_dpd.benchmark.report.capacity import NO_SLO, Capacity, Slo, capacity_at_slo, render_capacities
+from hyperpod_dpd.benchmark.report.economics import Layout, layouts
+from hyperpod_dpd.benchmark.report.figures import ReportInput, write_report
+from hyperpod_dpd.benchmark.report.prediction import AdviceLike, ComparisonRow, compare, predict, render_comparison
+from hyperpod_dpd.benchmark.report.repeats import median_decomposition, median_results
+from hyperpod_dpd.benchmark.report.report import render_repeats, render_results, results_object, to_json
+from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT, Client
+from hyperpod_dpd.benchmark.run.cluster import BenchmarkKube, JobLog, run_job
+from hyperpod_dpd.benchmark.run.job import (
     QUIET_SECONDS,
     RESULTS_PREFIX,
     UPLOAD_MANIFEST,
@@ -47,27 +58,17 @@ from hyperpod_dpd.benchmark.job import (
     job_name,
     render_benchmark_job,
 )
-from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.overhead import (
-    render_resolution_notes,
-    render_server_clock,
-    server_clock_rows,
-    twin_ttft,
-)
-from hyperpod_dpd.benchmark.prediction import AdviceLike, ComparisonRow, compare, predict, render_comparison
-from hyperpod_dpd.benchmark.proof import PROOF_FILE, RunProof, folder_proof, snapshots_proof
-from hyperpod_dpd.benchmark.readiness import (
+from hyperpod_dpd.benchmark.run.levels import ResultsError
+from hyperpod_dpd.benchmark.run.readiness import (
     api_base_of,
     missing_endpoints,
     needed_permissions,
     permission_problems,
     served_model,
 )
-from hyperpod_dpd.benchmark.repeats import median_decomposition, median_results
-from hyperpod_dpd.benchmark.report import render_repeats, render_results, results_object, to_json
-from hyperpod_dpd.benchmark.results import BenchmarkResults, collect, read_files
-from hyperpod_dpd.benchmark.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
-from hyperpod_dpd.benchmark.scenario import (
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults, collect, read_files
+from hyperpod_dpd.benchmark.run.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
+from hyperpod_dpd.benchmark.run.scenario import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_SECONDS,
     DEFAULT_OSL,
@@ -77,9 +78,8 @@ from hyperpod_dpd.benchmark.scenario import (
     parse_levels,
     parse_rates,
 )
-from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
-from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings, unchecked_warnings
-from hyperpod_dpd.benchmark.uploaded import (
+from hyperpod_dpd.benchmark.run.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.benchmark.run.uploaded import (
     UNREADABLE,
     own_files,
     result_files,

@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot advise on {source} with {args.trace}:\n" + "\n".join(
             f"  - {problem.render()}" for problem in err.problems)) from None
     if args.report_dir:
-        from hyperpod_dpd.benchmark.day_report import write_day_report  # noqa: PLC0415 - matplotlib's, if any
+        from hyperpod_dpd.advisor.day_report import write_day_report  # noqa: PLC0415 - matplotlib's, if any
 
         try:
             written = write_day_report(Path(args.report_dir), advice, text="\n".join(render_advice(advice)))

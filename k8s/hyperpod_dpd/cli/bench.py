@@ -22,10 +22,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
-from hyperpod_dpd.benchmark.replay import DEFAULT_SPEEDUP
-from hyperpod_dpd.benchmark.route import RoutePath
-from hyperpod_dpd.benchmark.scenario import (
+from hyperpod_dpd.benchmark.replay.replay import DEFAULT_SPEEDUP
+from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT, Client
+from hyperpod_dpd.benchmark.run.route import RoutePath
+from hyperpod_dpd.benchmark.run.scenario import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_SECONDS,
     DEFAULT_OSL,
@@ -180,9 +180,9 @@ def run(args: argparse.Namespace, *, seams: Seams | None = None) -> int:
 
 
 def _replay(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> int:
-    """``--trace``: read and window the trace, then render or run its replay (benchmark/replay_run.py)."""
-    from hyperpod_dpd.benchmark import replay_run  # noqa: PLC0415 - as in run()
-    from hyperpod_dpd.benchmark.replay import plan_replay  # noqa: PLC0415
+    """``--trace``: read and window the trace, then render or run its replay (benchmark/replay/replay_run.py)."""
+    from hyperpod_dpd.benchmark.replay import replay_run  # noqa: PLC0415 - as in run()
+    from hyperpod_dpd.benchmark.replay.replay import plan_replay  # noqa: PLC0415
     from hyperpod_dpd.traces import read_trace  # noqa: PLC0415
 
     levels = args.concurrency != levels_text(DEFAULT_CONCURRENCY) or args.request_rate is not None

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
-from hyperpod_dpd.benchmark.economics import Layout
-from hyperpod_dpd.benchmark.levels import LevelResult
-from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.stats import Interval, welch_interval
+from hyperpod_dpd.benchmark.report.economics import Layout
+from hyperpod_dpd.benchmark.report.stats import Interval, welch_interval
+from hyperpod_dpd.benchmark.run.levels import LevelResult
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
 from hyperpod_dpd.columns import render_columns
 from hyperpod_dpd.load_point import Load, column_header
 

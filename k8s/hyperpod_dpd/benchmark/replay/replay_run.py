@@ -1,7 +1,7 @@
 """``bench --trace`` on the cluster: the ConfigMap and the replay Job, the counters around each window, the report.
 
 The run is ``bench``'s (:mod:`hyperpod_dpd.benchmark.session` plans the endpoint, the names and the pod's options;
-:func:`~hyperpod_dpd.benchmark.cluster.run_job` applies and waits; the results come back from S3 or the log), with
+:func:`~hyperpod_dpd.benchmark.run.cluster.run_job` applies and waits; the results come back from S3 or the log), with
 the trace's ConfigMap created before the Job and deleted after it (``--keep`` leaves both), and ``create`` and
 ``delete`` on ``configmaps`` added to the permissions asked for before anything is created.
 """
@@ -14,19 +14,19 @@ import sys
 import yaml
 
 from hyperpod_dpd.benchmark import session
-from hyperpod_dpd.benchmark.cluster import run_job
-from hyperpod_dpd.benchmark.disaggregation import LevelSnapshots, MetricsSources, read_counters
-from hyperpod_dpd.benchmark.job import job_name
-from hyperpod_dpd.benchmark.readiness import (
+from hyperpod_dpd.benchmark.proof.disaggregation import LevelSnapshots, MetricsSources, read_counters
+from hyperpod_dpd.benchmark.replay.replay import Replay
+from hyperpod_dpd.benchmark.replay.replay_job import render_replay_job, replay_deadline_seconds
+from hyperpod_dpd.benchmark.replay.replay_proof import ReplayReport, window_results
+from hyperpod_dpd.benchmark.run.cluster import run_job
+from hyperpod_dpd.benchmark.run.job import job_name
+from hyperpod_dpd.benchmark.run.readiness import (
     Permission,
     missing_endpoints,
     needed_permissions,
     permission_problems,
 )
-from hyperpod_dpd.benchmark.replay import Replay
-from hyperpod_dpd.benchmark.replay_job import render_replay_job, replay_deadline_seconds
-from hyperpod_dpd.benchmark.replay_proof import ReplayReport, window_results
-from hyperpod_dpd.benchmark.uploaded import result_files
+from hyperpod_dpd.benchmark.run.uploaded import result_files
 from hyperpod_dpd.clients.kube import KubeError
 from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.errors import UsageError, raise_if_any

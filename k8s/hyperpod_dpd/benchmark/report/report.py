@@ -6,14 +6,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hyperpod_dpd.benchmark.capacity import Slo
-from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
-from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
-from hyperpod_dpd.benchmark.overhead import client_overhead, quantiles_dict, render_resolution_notes
-from hyperpod_dpd.benchmark.repeats import level_repeats, median_level
-from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.benchmark.trust import TrustWarning
+from hyperpod_dpd.benchmark.proof.disaggregation import LevelDisaggregation
+from hyperpod_dpd.benchmark.proof.overhead import client_overhead, quantiles_dict, render_resolution_notes
+from hyperpod_dpd.benchmark.proof.trust import TrustWarning
+from hyperpod_dpd.benchmark.report.capacity import Slo
+from hyperpod_dpd.benchmark.report.repeats import level_repeats, median_level
+from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
+from hyperpod_dpd.benchmark.run.scenario import Scenario
 from hyperpod_dpd.columns import milliseconds, render_columns
 from hyperpod_dpd.load_point import Load, column_header
 
@@ -55,7 +55,7 @@ def server_output_tokens_per_s(level: LevelResult, seen: LevelDisaggregation | N
     """The decoders' ``vllm:generation_tokens_total`` increase over the level, per second of the client's timed
     window, both over the same requests: the counters span the whole level (their snapshots are taken in the quiet
     pauses around it), so the tokens of a warm-up the client's duration leaves out (aiperf's, whose
-    ``benchmark_duration`` is its measured phase's: :func:`~hyperpod_dpd.benchmark.aiperf_results.
+    ``benchmark_duration`` is its measured phase's: :func:`~hyperpod_dpd.benchmark.run.aiperf_results.
     warmup_output_tokens`) are taken off first; genai-bench's duration covers its warm-up. Requests cut at the
     bound count what they streamed. None when not exported, or when the warm-up's tokens are unknown (aiperf's
     per-request records missing)."""

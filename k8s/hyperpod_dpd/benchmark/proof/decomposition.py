@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
-from hyperpod_dpd.benchmark.levels import LevelResult
+from hyperpod_dpd.benchmark.proof.disaggregation import LevelDisaggregation
+from hyperpod_dpd.benchmark.run.levels import LevelResult
 from hyperpod_dpd.columns import render_columns
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.observability.metrics import KV_STORE_PUT_TIME, PREFILL_TIME, QUEUE_TIME, TTFT
@@ -53,7 +53,7 @@ class Decomposition:
     decoder_ttft_s: float | None
     client_ttft_s: float | None
     notes: tuple[str, ...] = ()
-    runs: int = 1  # the repeats it is the median of (benchmark/repeats.py)
+    runs: int = 1  # the repeats it is the median of (benchmark/report/repeats.py)
 
     @property
     def measured(self) -> bool:

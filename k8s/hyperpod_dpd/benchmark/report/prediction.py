@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hyperpod_dpd.benchmark.ab import change
-from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.scenario import Scenario
+from hyperpod_dpd.benchmark.report.ab import change
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
+from hyperpod_dpd.benchmark.run.scenario import Scenario
 from hyperpod_dpd.columns import percent, render_columns
 from hyperpod_dpd.load_point import Load, column_header
 from hyperpod_dpd.spec import DpdSpec

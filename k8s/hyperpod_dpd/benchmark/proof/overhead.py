@@ -43,17 +43,17 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import (
+from hyperpod_dpd.benchmark.proof.disaggregation import (
     E2E_TTFT,
     BucketQuantile,
     LevelDisaggregation,
     bucket_at_rank,
     bucket_quantile,
 )
-from hyperpod_dpd.benchmark.levels import LevelResult
-from hyperpod_dpd.benchmark.traffic import counted, ours
-from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.proof.traffic import counted, ours
+from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.levels import LevelResult
 from hyperpod_dpd.columns import milliseconds, render_columns
 from hyperpod_dpd.load_point import Load, column_header
 from hyperpod_dpd.observability.metrics import TTFT
