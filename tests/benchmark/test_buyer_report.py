@@ -37,11 +37,11 @@ from hyperpod_dpd.benchmark.report.capacity import capacity_at_slo
 from hyperpod_dpd.benchmark.report.economics import layouts
 from hyperpod_dpd.benchmark.report.figures import LATENCY_PNG, STAGES_PNG, figure_series
 from hyperpod_dpd.benchmark.report.prediction import compare
+from hyperpod_dpd.benchmark.report.report import Comparison, Outcome, Report
 from hyperpod_dpd.benchmark.report.stats import BOOTSTRAP, WELCH, bootstrap_median_interval, t_quantile, welch_interval
 from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.run.results import BenchmarkResults, collect
 from hyperpod_dpd.benchmark.run.scenario import Scenario
-from hyperpod_dpd.benchmark.session import Comparison, Outcome, Report
 from hyperpod_dpd.contracts.prices import table_price
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.observability.metrics import derived_families
