@@ -24,7 +24,8 @@ COLORS = {"prefill": "tab:blue", "decode": "tab:orange"}
 
 
 def _ms(value: float) -> float | None:
-    """Milliseconds, or None for a step with no capacity (infinite latency is not drawn)."""
+    """Milliseconds, or None for a step with no capacity (infinite latency is not drawn); bench's figures
+    keep a NaN instead."""
     return round(value * 1000, 3) if math.isfinite(value) else None
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from hyperpod_dpd.cli._argtypes import path, seconds
 from hyperpod_dpd.cli._common import read_spec, warn
 from hyperpod_dpd.cli.trace import render as render_summary
-from hyperpod_dpd.columns import render_columns
+from hyperpod_dpd.columns import ms, render_columns
 from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.traces import DEFAULT_WINDOW_S, FORMAT_NAMES, Trace, read_trace
 from hyperpod_dpd.traces.summary import clock
@@ -82,7 +82,7 @@ def load_trace(args: argparse.Namespace) -> Trace:
 
 
 def _ms(seconds_: float) -> str:
-    return f"{seconds_ * 1000:,.0f}" if math.isfinite(seconds_) else "inf"
+    return ms(seconds_, digits=0) if math.isfinite(seconds_) else "inf"  # a NaN mean (no request) prints inf too
 
 
 def _usd(value: float | None) -> str:

@@ -312,7 +312,7 @@ def window_results(replay: Replay, files: Mapping[str, str], taken: Mapping[int,
     return results
 
 
-def _ms(value: float | None) -> str:
+def _ms(value: float | None) -> str:  # not columns.ms: this table has no thousands separator (1234.5, not 1,234.5)
     return "-" if value is None else f"{value * 1e3:.1f}"
 
 

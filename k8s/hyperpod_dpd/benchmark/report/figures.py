@@ -52,7 +52,7 @@ class ReportInput:
     unverified: Mapping[str, Mapping[Load, Sequence[str]]] = field(default_factory=dict)
 
 
-def _ms(value: float | None) -> float | None:
+def _ms(value: float | None) -> float | None:  # a number for the JSON; a saturated prediction's NaN stays NaN
     return None if value is None else round(value * 1e3, 3)
 
 

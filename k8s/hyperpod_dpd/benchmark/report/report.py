@@ -34,7 +34,7 @@ from hyperpod_dpd.benchmark.report.repeats import level_repeats, median_decompos
 from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.run.results import BenchmarkResults
 from hyperpod_dpd.benchmark.run.scenario import Scenario
-from hyperpod_dpd.columns import milliseconds, render_columns
+from hyperpod_dpd.columns import ms, render_columns
 from hyperpod_dpd.load_point import Load, column_header
 
 HEADERS = ("TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",
@@ -48,7 +48,7 @@ GOODPUT_HEADER = "GOOD req/s"
 def _three(p: Percentiles, *, seconds: bool = False) -> str:
     if seconds:
         return "/".join("-" if v is None else f"{v:.2f}" for v in (p.p50, p.p90, p.p99))
-    return "/".join(milliseconds(v) for v in (p.p50, p.p90, p.p99))
+    return "/".join(ms(v) for v in (p.p50, p.p90, p.p99))
 
 
 def level_row(level: LevelResult) -> list[str]:
