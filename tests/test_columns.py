@@ -62,29 +62,25 @@ def test_ms_is_the_advisors_table(seconds: float, digits: int) -> None:
     assert ms(seconds, digits=digits) == f"{seconds * 1000:,.{digits}f}"
 
 
+def _scaled(value: float | None, unit: str) -> str:
+    """ab._scaled, as it was."""
+    if value is None:
+        return "-"
+    return f"{value * 1e3:,.1f}" if unit == "ms" else f"{value:,.3f}" if unit == "USD/Mtok" else f"{value:,.1f}"
+
+
+def _value(value: float | None, unit: str) -> str:
+    """prediction._value, as it was."""
+    if value is None:
+        return "-"
+    return f"{value * 1e3:,.1f} ms" if unit == "ms" else f"{value:,.2f} s" if unit == "s" else f"{value:,.1f}"
+
+
 @given(st.none() | SECONDS, st.sampled_from(sorted({metric.unit for metric in BUYER_METRICS})))
 def test_by_unit_is_the_ab_tables(value: float | None, unit: str) -> None:
-    def scaled(value: float | None, unit: str) -> str:  # ab._scaled
-        if value is None:
-            return "-"
-        if unit == "ms":
-            return f"{value * 1e3:,.1f}"
-        if unit == "USD/Mtok":
-            return f"{value:,.3f}"
-        return f"{value:,.1f}"
-
-    assert by_unit(value, unit) == scaled(value, unit)
+    assert by_unit(value, unit) == _scaled(value, unit)
 
 
 @given(st.none() | SECONDS, st.sampled_from(sorted({unit for _, _, unit in METRICS})))
 def test_by_unit_named_is_the_prediction_table(value: float | None, unit: str) -> None:
-    def named(value: float | None, unit: str) -> str:  # prediction._value
-        if value is None:
-            return "-"
-        if unit == "ms":
-            return f"{value * 1e3:,.1f} ms"
-        if unit == "s":
-            return f"{value:,.2f} s"
-        return f"{value:,.1f}"
-
-    assert by_unit(value, unit, named=True) == named(value, unit)
+    assert by_unit(value, unit, named=True) == _value(value, unit)
