@@ -27,9 +27,9 @@ from typing import Any
 from hyperpod_dpd.advisor import Advice, Traffic, advise
 from hyperpod_dpd.advisor.calibration import calibrate, layout_identity, parse_bench
 from hyperpod_dpd.advisor.steps import PhaseFactors
-from hyperpod_dpd.benchmark.report import results_object
-from hyperpod_dpd.benchmark.results import BenchmarkResults, LevelResult, Percentiles
-from hyperpod_dpd.benchmark.scenario import Scenario
+from hyperpod_dpd.benchmark.report.report import results_object
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults, LevelResult, Percentiles
+from hyperpod_dpd.benchmark.run.scenario import Scenario
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
 

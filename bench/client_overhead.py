@@ -6,7 +6,7 @@ levels (default 8, 16, 32 and 64 streams) to the test suite's streaming stub
 (``tests/benchmark/fake_openai.py``) with a known TTFT and TPOT; the stub records every request's own
 TTFT on its clock. The client-added TTFT at p50 and p99 is the client's quantile minus the stub's for
 the same level, printed in milliseconds and as the ratio client / stub, beside bench's bound at that
-quantile (:mod:`hyperpod_dpd.benchmark.overhead`). genai-bench and aiperf run as the rendered Job's
+quantile (:mod:`hyperpod_dpd.benchmark.proof.overhead`). genai-bench and aiperf run as the rendered Job's
 ``benchmark`` container runs them (``tests/benchmark/conftest.py``'s ``run_client``: its script,
 arguments and environment), one level per run; the control is the asyncio client below, a process of
 its own so it shares no interpreter with the stub. Not part of the test suite; needs the ``bench``
@@ -34,10 +34,10 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "k8s")]
 
 from support import load_module  # noqa: E402
 
-from hyperpod_dpd.benchmark.client import Client  # noqa: E402
-from hyperpod_dpd.benchmark.overhead import overhead_bound, quantile, tail_bound  # noqa: E402
-from hyperpod_dpd.benchmark.results import read_directory  # noqa: E402
-from hyperpod_dpd.benchmark.scenario import Scenario  # noqa: E402
+from hyperpod_dpd.benchmark.proof.overhead import overhead_bound, quantile, tail_bound  # noqa: E402
+from hyperpod_dpd.benchmark.run.client import Client  # noqa: E402
+from hyperpod_dpd.benchmark.run.results import read_directory  # noqa: E402
+from hyperpod_dpd.benchmark.run.scenario import Scenario  # noqa: E402
 
 ROUNDS = 4  # requests per stream and level: enough for the tail, short enough for 64 streams
 CONTROL = "asyncio (control)"

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
-ARRIVAL_SEED = 20261201  # the seed the benchmark pod gives aiperf (hyperpod_dpd.benchmark.scenario)
+ARRIVAL_SEED = 20261201  # the seed the benchmark pod gives aiperf (hyperpod_dpd.benchmark.run.scenario)
 
 
 Prompts = tuple[list[str], Callable[[str], int]]  # the prompts, and how the model's tokenizer counts a text

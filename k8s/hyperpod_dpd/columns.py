@@ -19,8 +19,20 @@ def render_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], *, ind
     return [line(headers), *dashes, *(line(row) for row in rows)]
 
 
-def milliseconds(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:,.1f}"
+def ms(seconds: float | None, *, digits: int = 1, missing: str = "-") -> str:
+    """Seconds as milliseconds, thousands separated, to ``digits`` decimals; ``missing`` for no value."""
+    return missing if seconds is None else f"{seconds * 1e3:,.{digits}f}"
+
+
+DECIMALS = {"s": 2, "USD/Mtok": 3}  # by unit; a value in ms is seconds printed by ms(), any other unit to 1 decimal
+
+
+def by_unit(value: float | None, unit: str, *, named: bool = False) -> str:
+    """``value`` to its unit's decimals (``ms``: from seconds), ``-`` for no value; ``named`` writes the unit after."""
+    if value is None:
+        return "-"
+    text = ms(value) if unit == "ms" else f"{value:,.{DECIMALS.get(unit, 1)}f}"
+    return f"{text} {unit}" if named and unit else text
 
 
 def percent(value: float | None) -> str:

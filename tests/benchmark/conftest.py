@@ -32,10 +32,10 @@ from moto import mock_aws
 from support import load_module, write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation, LevelSnapshots
-from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, RESULTS_MARK, JobOptions, render_benchmark_job
-from hyperpod_dpd.benchmark.levels import LevelResult
+from hyperpod_dpd.benchmark.proof.disaggregation import DpdCounters, LevelDisaggregation, LevelSnapshots
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.job import BENCHMARK_CONTAINER, RESULTS_MARK, JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.run.levels import LevelResult
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
 
@@ -161,8 +161,8 @@ class Run:
     def server_rates(self, *, skip: int) -> list[tuple[LevelResult, float | None, float]]:
         """Each level of the run's folder, bench's SRV tok/s for it and what the stub streamed per second over its
         requests after the first ``skip`` (:meth:`streamed_per_s`)."""
-        from hyperpod_dpd.benchmark.report import server_output_tokens_per_s
-        from hyperpod_dpd.benchmark.results import read_directory
+        from hyperpod_dpd.benchmark.report.report import server_output_tokens_per_s
+        from hyperpod_dpd.benchmark.run.results import read_directory
 
         routing = self.routing()
         return [(level, server_output_tokens_per_s(level, routing[level.load]), self.streamed_per_s(index, skip=skip))

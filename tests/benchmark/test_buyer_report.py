@@ -23,28 +23,29 @@ from support import FakeAdvice as Advice
 from support import FakeEstimate as Estimate
 from support import FakePoint as Point
 
-from hyperpod_dpd.benchmark.ab import compare_buyer, render_buyer
-from hyperpod_dpd.benchmark.capacity import capacity_at_slo
-from hyperpod_dpd.benchmark.decomposition import STAGES, decompose, render_decompositions
-from hyperpod_dpd.benchmark.disaggregation import (
+from hyperpod_dpd.benchmark.proof.decomposition import STAGES, decompose, render_decompositions
+from hyperpod_dpd.benchmark.proof.disaggregation import (
     DECODER_STAGE_FAMILIES,
     PREFILLER_STAGE_FAMILIES,
     DpdCounters,
     LevelDisaggregation,
 )
-from hyperpod_dpd.benchmark.economics import layouts
-from hyperpod_dpd.benchmark.figures import HTML_FILE, LATENCY_PNG, STAGES_PNG, figure_series, read_embedded
-from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
-from hyperpod_dpd.benchmark.overhead import quantile
-from hyperpod_dpd.benchmark.prediction import compare
-from hyperpod_dpd.benchmark.results import BenchmarkResults, collect
-from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.benchmark.session import Comparison, Outcome, Report
-from hyperpod_dpd.benchmark.stats import BOOTSTRAP, WELCH, bootstrap_median_interval, t_quantile, welch_interval
-from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.proof.overhead import quantile
+from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.report.ab import compare_buyer, render_buyer
+from hyperpod_dpd.benchmark.report.capacity import capacity_at_slo
+from hyperpod_dpd.benchmark.report.economics import layouts
+from hyperpod_dpd.benchmark.report.figures import LATENCY_PNG, STAGES_PNG, figure_series
+from hyperpod_dpd.benchmark.report.prediction import compare
+from hyperpod_dpd.benchmark.report.report import Comparison, Outcome, Report
+from hyperpod_dpd.benchmark.report.stats import BOOTSTRAP, WELCH, bootstrap_median_interval, t_quantile, welch_interval
+from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults, collect
+from hyperpod_dpd.benchmark.run.scenario import Scenario
 from hyperpod_dpd.contracts.prices import table_price
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.observability.metrics import derived_families
+from hyperpod_dpd.report_page import HTML_FILE, read_embedded
 from hyperpod_dpd.spec.defaults import default_spec
 
 LOADS = (8, 16, 32)
@@ -393,7 +394,7 @@ def test_the_report_draws_the_levels_it_measured(tmp_path: Path) -> None:
 
 
 def test_the_figures_are_drawn_from_the_embedded_series() -> None:
-    from hyperpod_dpd.benchmark.figures import latency_figure, stages_figure
+    from hyperpod_dpd.benchmark.report.figures import latency_figure, stages_figure
 
     data = figure_series(recorded_report().write_input())
     lines = {line.get_gid(): line for ax in latency_figure(data).axes for line in ax.get_lines()}
@@ -415,8 +416,8 @@ def test_the_advisors_range_is_a_band_and_unverified_levels_are_hollow(tmp_path:
     """The advisor's TTFT range (80-130%, none at 32) is shaded around its p50, with a gap where it gave none; the
     DPD level with a trust warning (32) and the twin's levels from a folder without counters are hollow, each with
     its reason in the legend and under the figure. Before, the prediction was points only and every level alike."""
-    from hyperpod_dpd.benchmark.figures import latency_caption, latency_figure
-    from hyperpod_dpd.benchmark.prediction import BAND
+    from hyperpod_dpd.benchmark.report.figures import latency_caption, latency_figure
+    from hyperpod_dpd.benchmark.report.prediction import BAND
 
     overhead = TrustWarning(code=Trust.CLIENT_OVERHEAD, load=Load(concurrency=32), message="client too slow")
     report = recorded_report(bands=True, dpd_job="bench-dpd-test-r", dpd_warnings=[overhead])
@@ -462,7 +463,7 @@ def test_the_advisors_range_is_a_band_and_unverified_levels_are_hollow(tmp_path:
 def test_without_an_slo_the_capacity_says_which_field_sets_it(tmp_path: Path) -> None:
     """The default spec sets no slo: before, the capacity block, its JSON and the page's SLO line were just
     absent; now each says the capacity is not measured and names slo.ttft_ms and slo.tpot_ms."""
-    from hyperpod_dpd.benchmark.capacity import NO_SLO
+    from hyperpod_dpd.benchmark.report.capacity import NO_SLO
 
     assert default_spec().slo is None
     report = recorded_report(slo=None)
@@ -512,7 +513,7 @@ def test_capacity_stages_and_figures_use_every_repeat_not_the_first() -> None:
     assert data["ttft_stages"]["runs"] == [3, 3, 3]
     document = json.loads(report.to_json())
     assert [row["runs"] for row in document["ttft_stages"]] == [3, 3, 3]
-    from hyperpod_dpd.benchmark.figures import latency_figure
+    from hyperpod_dpd.benchmark.report.figures import latency_figure
 
     drawn = {c.get_gid(): c for ax in latency_figure(data).axes for c in ax.collections}
     segments = drawn["dpd-ttft-p90-range"].get_segments()
@@ -538,8 +539,8 @@ def test_the_printed_report_shows_every_repeat_and_their_median_not_the_first_al
 
 def test_a_repeats_warning_says_which_run_it_is_of() -> None:
     """Before, a warning of the third run was printed under the first run's table with nothing to tell them apart."""
+    from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning
     from hyperpod_dpd.benchmark.session import _merge_repeat
-    from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
 
     report = repeated_report()
     first = report.outcomes[0]
@@ -570,7 +571,7 @@ def test_without_matplotlib_the_report_keeps_the_numbers_and_names_the_extra(
 
 
 def test_the_prefillers_are_read_by_their_deployment_and_a_silent_one_is_left_out(fakes: ModuleType) -> None:
-    from hyperpod_dpd.benchmark.disaggregation import MetricsSources, read_counters
+    from hyperpod_dpd.benchmark.proof.disaggregation import MetricsSources, read_counters
     spec = default_spec()
     prefill = histogram("vllm:request_prefill_time_seconds", 3.0, 10)
     answering, silent = "prefill-dpd-test-5b7-aaa", "prefill-dpd-test-5b7-bbb"

@@ -23,20 +23,21 @@ from botocore.stub import Stubber
 from support import FakeAdvice, FakeClock, FakeEstimate, FakePoint, run_bench, write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.cluster import parse_job_log
-from hyperpod_dpd.benchmark.figures import HTML_FILE, LATENCY_PNG, STAGES_PNG, read_embedded
-from hyperpod_dpd.benchmark.job import UPLOAD_MANIFEST, JobOptions, render_benchmark_job
-from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.proof import PROOF_FILE, folder_proof
-from hyperpod_dpd.benchmark.results import collect
-from hyperpod_dpd.benchmark.route import largest_direct_isl
+from hyperpod_dpd.benchmark.proof.proof import PROOF_FILE, folder_proof
+from hyperpod_dpd.benchmark.report.figures import LATENCY_PNG, STAGES_PNG
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.cluster import parse_job_log
+from hyperpod_dpd.benchmark.run.job import UPLOAD_MANIFEST, JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.run.levels import ResultsError
+from hyperpod_dpd.benchmark.run.results import collect
+from hyperpod_dpd.benchmark.run.route import largest_direct_isl
 from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.clients.aws import AwsClients
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.report_page import HTML_FILE, read_embedded
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.spec.loading import load_spec
 
@@ -650,9 +651,9 @@ def test_the_documented_stub_runs_are_what_bench_prints(kind: str, *, capsys: py
 
 
 def test_the_documented_bounds_are_the_codes() -> None:
-    from hyperpod_dpd.benchmark.disaggregation import MIN_FRACTION
-    from hyperpod_dpd.benchmark.overhead import BOUND_RATIO, BOUND_S
-    from hyperpod_dpd.benchmark.route import default_isl
+    from hyperpod_dpd.benchmark.proof.disaggregation import MIN_FRACTION
+    from hyperpod_dpd.benchmark.proof.overhead import BOUND_RATIO, BOUND_S
+    from hyperpod_dpd.benchmark.run.route import default_isl
 
     text = DOC.read_text(encoding="utf-8")
     assert f"{BOUND_S * 1e3:.0f} ms" in text and f"{BOUND_RATIO:.0%}" in text and f"{MIN_FRACTION:.0%}" in text

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.overhead import overhead_bound, overhead_warnings, quantile, tail_bound
-from hyperpod_dpd.benchmark.results import read_directory
+from hyperpod_dpd.benchmark.proof.overhead import overhead_bound, overhead_warnings, quantile, tail_bound
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.results import read_directory
 from hyperpod_dpd.load_point import Load
 
 LEVELS = tuple(Load(concurrency=level) for level in (8, 16, 32))
@@ -88,8 +88,8 @@ def test_the_servers_tokens_per_second_cover_the_clients_timed_window(closed_loo
 def test_the_servers_tokens_per_second_are_unknown_without_the_records(closed_loop_run: Any) -> None:
     """Without aiperf's per-request records the warm-up's tokens are unknown: SRV tok/s is not given, never the
     whole level's tokens over the measured phase's time."""
-    from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf
-    from hyperpod_dpd.benchmark.report import server_output_tokens_per_s
+    from hyperpod_dpd.benchmark.report.report import server_output_tokens_per_s
+    from hyperpod_dpd.benchmark.run.aiperf_results import parse_aiperf
 
     summary = json.loads((closed_loop_run.folder / "aiperf_concurrency_8.json").read_text(encoding="utf-8"))
     level = parse_aiperf(summary, None, load=LEVELS[0])

@@ -16,10 +16,10 @@ import pytest
 from support import FakeClock
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.cluster import job_check, parse_job_log, run_job
-from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
-from hyperpod_dpd.benchmark.results import collect, read_directory
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.cluster import job_check, parse_job_log, run_job
+from hyperpod_dpd.benchmark.run.job import JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.run.results import collect, read_directory
 from hyperpod_dpd.clients.checks import Status
 from hyperpod_dpd.clients.kube import KubeError
 from hyperpod_dpd.clients.wait import Waiter

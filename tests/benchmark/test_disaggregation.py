@@ -15,8 +15,7 @@ import pytest
 from support import FakeClock
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
-from hyperpod_dpd.benchmark.cluster import run_job
-from hyperpod_dpd.benchmark.disaggregation import (
+from hyperpod_dpd.benchmark.proof.disaggregation import (
     KV_MIN_FRACTION,
     DpdCounters,
     LevelDisaggregation,
@@ -27,8 +26,10 @@ from hyperpod_dpd.benchmark.disaggregation import (
     restart_warnings,
     sample_sum,
 )
-from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
-from hyperpod_dpd.benchmark.route import (
+from hyperpod_dpd.benchmark.proof.trust import Trust
+from hyperpod_dpd.benchmark.run.cluster import run_job
+from hyperpod_dpd.benchmark.run.job import JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.run.route import (
     RoutePath,
     default_isl,
     isl_for_model,
@@ -36,7 +37,6 @@ from hyperpod_dpd.benchmark.route import (
     prompt_length,
     route_problems,
 )
-from hyperpod_dpd.benchmark.trust import Trust
 from hyperpod_dpd.clients.kube import KubeError
 from hyperpod_dpd.clients.wait import Waiter
 from hyperpod_dpd.load_point import Load
@@ -314,8 +314,8 @@ def test_an_unread_pod_is_still_missed_when_read_back_from_the_results_folder() 
 
 def test_a_prefiller_that_does_not_answer_is_named_in_the_ttft_stages(spec: DpdSpec, fakes: ModuleType) -> None:
     """Before, it was dropped from the stages without a note."""
-    from hyperpod_dpd.benchmark.decomposition import decompose
-    from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
+    from hyperpod_dpd.benchmark.proof.decomposition import decompose
+    from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
 
     sources = MetricsSources.for_spec(spec)
     pair = ("prefill-dpd-test-5b7-aaa", "prefill-dpd-test-5b7-bbb")

@@ -23,9 +23,9 @@ import pytest
 from support import FakeClock, run_bench
 
 from hyperpod_dpd.benchmark import Scenario
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.job import UPLOAD_MANIFEST
-from hyperpod_dpd.benchmark.overhead import BOUND_S, TAIL_BOUND_S
+from hyperpod_dpd.benchmark.proof.overhead import BOUND_S, TAIL_BOUND_S
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.job import UPLOAD_MANIFEST
 from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.clients.aws import AwsClients
 from hyperpod_dpd.load_point import Load

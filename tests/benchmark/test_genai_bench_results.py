@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from hyperpod_dpd.benchmark import BenchmarkResults, ResultsError, Scenario, Trust, trust_warnings
-from hyperpod_dpd.benchmark.levels import LevelResult
-from hyperpod_dpd.benchmark.results import RUN_FILE, DuplicateLevel, collect, parse_run, read_directory, read_files
+from hyperpod_dpd.benchmark.run.levels import LevelResult
+from hyperpod_dpd.benchmark.run.results import RUN_FILE, DuplicateLevel, collect, parse_run, read_directory, read_files
 from hyperpod_dpd.load_point import Load
 
 LEVELS = tuple(Load(concurrency=level) for level in (2, 4))
@@ -161,7 +161,7 @@ def test_output_throughput_counts_the_tokens_of_the_same_window_as_the_time() ->
 def test_the_server_counts_its_own_output_tokens_per_level(healthy_run: Any) -> None:
     """The stub counted every token it streamed (vllm:generation_tokens_total): SRV tok/s is that increase over
     the level's time, beside the client's figure, which counts only what it received whole."""
-    from hyperpod_dpd.benchmark.report import server_output_tokens_per_s
+    from hyperpod_dpd.benchmark.report.report import server_output_tokens_per_s
 
     results = read_directory(healthy_run.folder, expected=LEVELS)
     routing = healthy_run.routing()

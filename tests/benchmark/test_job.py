@@ -13,13 +13,13 @@ from syrupy.assertion import SnapshotAssertion
 
 from hyperpod_dpd import FsxSource, SpecError
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.job import (
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.job import (
     JobOptions,
     deadline_seconds,
     render_benchmark_job,
 )
-from hyperpod_dpd.benchmark.scenario import arrival_seed
+from hyperpod_dpd.benchmark.run.scenario import arrival_seed
 from hyperpod_dpd.contracts.bench_job import DEFAULT_IMAGE
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES
@@ -104,7 +104,7 @@ def test_genai_bench_runs_the_blog_scenario_against_the_router(spec: DpdSpec) ->
 def test_genai_bench_is_told_only_a_gpu_type_it_accepts(spec: DpdSpec) -> None:
     """genai-bench 0.0.5's --server-gpu-type is a click.Choice without B300: the type is left out, the count kept;
     the aggregated twin is one pod of the spec's TP."""
-    from hyperpod_dpd.benchmark.job import server_gpu_args
+    from hyperpod_dpd.benchmark.run.job import server_gpu_args
     from hyperpod_dpd.charts.aggregated import aggregated_spec
     from hyperpod_dpd.spec.instances import InstanceType
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.job import (
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.job import (
     AIPERF_VERSION,
     GENAI_BENCH_VERSION,
     JobOptions,

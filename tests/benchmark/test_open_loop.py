@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario, Trust, trust_warnings
-from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import disaggregation_warnings
-from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
-from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.overhead import BOUND_S, client_overhead, overhead_warnings
-from hyperpod_dpd.benchmark.results import collect, read_directory
-from hyperpod_dpd.benchmark.route import RoutePath, default_isl, largest_direct_isl
-from hyperpod_dpd.benchmark.scenario import arrival_seed
+from hyperpod_dpd.benchmark.proof.disaggregation import disaggregation_warnings
+from hyperpod_dpd.benchmark.proof.overhead import BOUND_S, client_overhead, overhead_warnings
+from hyperpod_dpd.benchmark.run.aiperf_results import parse_aiperf
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.job import JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.run.levels import ResultsError
+from hyperpod_dpd.benchmark.run.results import collect, read_directory
+from hyperpod_dpd.benchmark.run.route import RoutePath, default_isl, largest_direct_isl
+from hyperpod_dpd.benchmark.run.scenario import arrival_seed
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
 

@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation, bucket_quantile
-from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
-from hyperpod_dpd.benchmark.overhead import (
+from hyperpod_dpd.benchmark.proof.disaggregation import DpdCounters, LevelDisaggregation, bucket_quantile
+from hyperpod_dpd.benchmark.proof.overhead import (
     BOUND_S,
     TAIL_BOUND_RATIO,
     client_overhead,
@@ -25,9 +23,11 @@ from hyperpod_dpd.benchmark.overhead import (
     router_ttft,
     tail_bound,
 )
-from hyperpod_dpd.benchmark.report import render_results
-from hyperpod_dpd.benchmark.results import BenchmarkResults, parse_run, read_directory
-from hyperpod_dpd.benchmark.trust import Trust
+from hyperpod_dpd.benchmark.proof.trust import Trust
+from hyperpod_dpd.benchmark.report.report import render_results
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults, parse_run, read_directory
 from hyperpod_dpd.load_point import Load
 
 

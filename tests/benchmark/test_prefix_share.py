@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperpod_dpd.benchmark.disaggregation import (
+from hyperpod_dpd.benchmark.proof.disaggregation import (
     PREFIX_CACHE_HITS,
     PREFIX_CACHE_QUERIES,
     DpdCounters,
     LevelDisaggregation,
 )
-from hyperpod_dpd.benchmark.report import render_results
-from hyperpod_dpd.benchmark.results import read_directory
+from hyperpod_dpd.benchmark.report.report import render_results
+from hyperpod_dpd.benchmark.run.results import read_directory
 from hyperpod_dpd.load_point import Load
 
 ISL, SHARED = 64, 32  # conftest's prefix_run: half of each 64-token prompt is the shared prefix

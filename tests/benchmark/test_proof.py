@@ -1,4 +1,4 @@
-"""The counters a live run writes beside its results (benchmark/proof.py): read back exactly, refused by name."""
+"""The counters a live run writes beside its results (benchmark/proof/proof.py): read back exactly, refused by name."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import fuzz_examples
 
-from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelSnapshots
-from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.proof import PROOF_FILE, RunProof, folder_proof, result_hashes, snapshots_proof
-from hyperpod_dpd.benchmark.route import RoutePath
+from hyperpod_dpd.benchmark.proof.disaggregation import DpdCounters, LevelSnapshots
+from hyperpod_dpd.benchmark.proof.proof import PROOF_FILE, RunProof, folder_proof, result_hashes, snapshots_proof
+from hyperpod_dpd.benchmark.run.levels import ResultsError
+from hyperpod_dpd.benchmark.run.route import RoutePath
 from hyperpod_dpd.load_point import Load
 
 LOADS = (Load(concurrency=8), Load(rate=2.5))

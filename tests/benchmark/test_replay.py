@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import fuzz_examples
 
-from hyperpod_dpd.benchmark.disaggregation import DpdCounters, LevelDisaggregation
-from hyperpod_dpd.benchmark.overhead import BOUND_S, quantile
-from hyperpod_dpd.benchmark.replay import (
+from hyperpod_dpd.benchmark.proof.disaggregation import DpdCounters, LevelDisaggregation
+from hyperpod_dpd.benchmark.proof.overhead import BOUND_S, quantile
+from hyperpod_dpd.benchmark.proof.trust import LOST, Trust
+from hyperpod_dpd.benchmark.replay.replay import (
     CHAT_TEMPLATE_TOKENS,
     CONFIG_MAP_LIMIT,
     MAX_WINDOW_S,
@@ -30,8 +31,8 @@ from hyperpod_dpd.benchmark.replay import (
     size_problems,
     window_files,
 )
-from hyperpod_dpd.benchmark.replay_job import replay_deadline_seconds
-from hyperpod_dpd.benchmark.replay_proof import (
+from hyperpod_dpd.benchmark.replay.replay_job import replay_deadline_seconds
+from hyperpod_dpd.benchmark.replay.replay_proof import (
     MIN_WINDOW_REQUESTS,
     Expected,
     ReplayReport,
@@ -40,9 +41,8 @@ from hyperpod_dpd.benchmark.replay_proof import (
     proof_warnings,
     window_results,
 )
-from hyperpod_dpd.benchmark.replay_run import LOG_SAFE_REQUESTS, log_risk
-from hyperpod_dpd.benchmark.scenario import SEEDS_PER_RUN, arrival_seed
-from hyperpod_dpd.benchmark.trust import LOST, Trust
+from hyperpod_dpd.benchmark.replay.replay_run import LOG_SAFE_REQUESTS, log_risk
+from hyperpod_dpd.benchmark.run.scenario import SEEDS_PER_RUN, arrival_seed
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.traces import BLOCK_TOKENS, Trace, TraceRequest

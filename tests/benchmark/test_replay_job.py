@@ -18,10 +18,10 @@ import yaml
 from syrupy.assertion import SnapshotAssertion
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
-from hyperpod_dpd.benchmark.job import JobOptions, render_benchmark_job
-from hyperpod_dpd.benchmark.replay import Replay, plan_replay
-from hyperpod_dpd.benchmark.replay_job import SLEEP_OUT, render_replay_job, replay_deadline_seconds
-from hyperpod_dpd.benchmark.scenario import arrival_seed
+from hyperpod_dpd.benchmark.replay.replay import Replay, plan_replay
+from hyperpod_dpd.benchmark.replay.replay_job import SLEEP_OUT, render_replay_job, replay_deadline_seconds
+from hyperpod_dpd.benchmark.run.job import JobOptions, render_benchmark_job
+from hyperpod_dpd.benchmark.run.scenario import arrival_seed
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.traces import Trace, TraceRequest

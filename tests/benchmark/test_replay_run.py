@@ -28,14 +28,14 @@ import yaml
 from support import FakeClock, run_bench
 
 from hyperpod_dpd.benchmark import BenchmarkTarget
-from hyperpod_dpd.benchmark import replay as replay_module
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import DpdCounters
-from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, JobOptions
-from hyperpod_dpd.benchmark.overhead import BOUND_S, quantile
-from hyperpod_dpd.benchmark.replay import Replay, plan_replay
-from hyperpod_dpd.benchmark.replay_job import TRACE_MOUNT, render_replay_job
-from hyperpod_dpd.benchmark.replay_proof import ReplayReport, WindowResult, window_results
+from hyperpod_dpd.benchmark.proof.disaggregation import DpdCounters
+from hyperpod_dpd.benchmark.proof.overhead import BOUND_S, quantile
+from hyperpod_dpd.benchmark.replay import replay as replay_module
+from hyperpod_dpd.benchmark.replay.replay import Replay, plan_replay
+from hyperpod_dpd.benchmark.replay.replay_job import TRACE_MOUNT, render_replay_job
+from hyperpod_dpd.benchmark.replay.replay_proof import ReplayReport, WindowResult, window_results
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.job import BENCHMARK_CONTAINER, JobOptions
 from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.traces import Trace, TraceRequest, write_mooncake

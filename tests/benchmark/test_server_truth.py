@@ -24,16 +24,16 @@ import pytest
 from kubernetes.client import ApiClient
 from support import FakeClock, load_module, write_spec
 
-from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation, RouterEstimates, disaggregation_warnings
-from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
-from hyperpod_dpd.benchmark.overhead import overhead_warnings, twin_ttft
-from hyperpod_dpd.benchmark.results import collect
-from hyperpod_dpd.benchmark.route import RoutePath, isl_for_model
+from hyperpod_dpd.benchmark.proof.disaggregation import LevelDisaggregation, RouterEstimates, disaggregation_warnings
+from hyperpod_dpd.benchmark.proof.overhead import overhead_warnings, twin_ttft
+from hyperpod_dpd.benchmark.proof.traffic import other_traffic_warnings
+from hyperpod_dpd.benchmark.proof.trust import Trust
+from hyperpod_dpd.benchmark.run.aiperf_results import parse_aiperf
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
+from hyperpod_dpd.benchmark.run.results import collect
+from hyperpod_dpd.benchmark.run.route import RoutePath, isl_for_model
 from hyperpod_dpd.benchmark.session import Seams
-from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
-from hyperpod_dpd.benchmark.trust import Trust
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.contracts.router import clears
 from hyperpod_dpd.load_point import Load

@@ -1,5 +1,6 @@
-"""The aggregated twin's counters kept with its results (benchmark/proof.py): ``--aggregated-results-dir`` on the twin's
-folder gives the live run's twin verdicts, server clock and exit status again, and refuses a file that is not its own.
+"""The aggregated twin's counters kept with its results (benchmark/proof/proof.py): ``--aggregated-results-dir`` on
+the twin's folder gives the live run's twin verdicts, server clock and exit status again, and refuses a file that is
+not its own.
 
 Each live run is the real ``bench`` CLI against test_server_truth.py's recorded A/B cluster (the twin's router and
 engine pods answer with a stub run's counters), with the Jobs' uploads in moto's S3.
@@ -17,8 +18,8 @@ import pytest
 from botocore.stub import Stubber
 from support import FakeClock, load_module
 
-from hyperpod_dpd.benchmark.job import UPLOAD_MANIFEST
-from hyperpod_dpd.benchmark.proof import PROOF_FILE
+from hyperpod_dpd.benchmark.proof.proof import PROOF_FILE
+from hyperpod_dpd.benchmark.run.job import UPLOAD_MANIFEST
 from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.clients.aws import AwsClients

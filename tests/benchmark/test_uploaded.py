@@ -8,10 +8,16 @@ from typing import Any
 import pytest
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, ResultsError, S3Location, Scenario, Trust, trust_warnings
-from hyperpod_dpd.benchmark.cluster import JobLog
-from hyperpod_dpd.benchmark.job import UPLOAD_FAILED, UPLOAD_MANIFEST, JobOptions, render_benchmark_job, results_folder
-from hyperpod_dpd.benchmark.results import PLAN_FILE, collect
-from hyperpod_dpd.benchmark.uploaded import read_uploaded, result_files
+from hyperpod_dpd.benchmark.run.cluster import JobLog
+from hyperpod_dpd.benchmark.run.job import (
+    UPLOAD_FAILED,
+    UPLOAD_MANIFEST,
+    JobOptions,
+    render_benchmark_job,
+    results_folder,
+)
+from hyperpod_dpd.benchmark.run.results import PLAN_FILE, collect
+from hyperpod_dpd.benchmark.run.uploaded import read_uploaded, result_files
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.defaults import default_spec
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from support import SLO_WORKSPACE, write_spec
 
-from hyperpod_dpd.benchmark.day_report import DAY_PNG
-from hyperpod_dpd.benchmark.figures import HTML_FILE, JSON_FILE, read_embedded
+from hyperpod_dpd.advisor.day_report import DAY_PNG
 from hyperpod_dpd.cli import main
+from hyperpod_dpd.report_page import HTML_FILE, JSON_FILE, read_embedded
 from hyperpod_dpd.traces import Lengths, generate, write_mooncake
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("aiconfigurator") is None, reason="needs the advisor extra")
@@ -232,7 +232,7 @@ def test_one_request_and_a_window_longer_than_the_trace_are_one_window(
 
 
 def _replay_file(folder: Path, *, speedup: float, windows: list[dict[str, Any]]) -> Path:
-    """A ``bench --trace --json`` result of the fields the comparison reads (``benchmark/replay_proof.py``)."""
+    """A ``bench --trace --json`` result of the fields the comparison reads (``benchmark/replay/replay_proof.py``)."""
     path = folder / "replay.json"
     path.write_text(json.dumps({"endpoint": "dpd-test", "replay": {"source": "steady", "speedup": speedup,
                                                                    "window_s": 300.0}, "windows": windows}))

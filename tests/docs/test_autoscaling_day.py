@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from support import SLO_WORKSPACE, write_spec
 
+from hyperpod_dpd.advisor.day_report import DAY_PNG, write_day_report
 from hyperpod_dpd.advisor.trace_advice import advise_trace
-from hyperpod_dpd.benchmark.day_report import DAY_PNG, write_day_report
-from hyperpod_dpd.benchmark.figures import HTML_FILE, read_embedded
 from hyperpod_dpd.cli._common import read_spec
+from hyperpod_dpd.report_page import HTML_FILE, read_embedded
 from hyperpod_dpd.traces import Lengths, generate
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("aiconfigurator") is None

@@ -46,7 +46,7 @@ def test_long_prompt_clears_the_threshold_under_both_counting_rules(spec: DpdSpe
 
 
 def test_smoke_and_bench_size_prompts_with_one_rule(spec: DpdSpec) -> None:
-    from hyperpod_dpd.benchmark.route import default_isl, prompt_length
+    from hyperpod_dpd.benchmark.run.route import default_isl, prompt_length
 
     _, long = prompts(spec)
     assert not isinstance(long, str)

@@ -9,7 +9,7 @@ from hyperpod_dpd.advisor.comparison import ESTIMATE_NOTE, Advice
 from hyperpod_dpd.advisor.estimates import Estimate
 from hyperpod_dpd.advisor.search import SearchResult
 from hyperpod_dpd.advisor.traffic import Sla
-from hyperpod_dpd.columns import render_columns
+from hyperpod_dpd.columns import ms, render_columns
 
 _HEADERS = ("layout", "nodes", "TTFT ms", "p90 ms", "queue ms", "TPOT ms", "E2E s", "out tok/s", "per GPU",
             "$/hour", "$/M tok")
@@ -17,7 +17,7 @@ SATURATED = "saturated"
 
 
 def _ms(value: float, digits: int = 0) -> str:
-    return SATURATED if math.isnan(value) else f"{value * 1000:,.{digits}f}"
+    return SATURATED if math.isnan(value) else ms(value, digits=digits)  # NaN: the layout cannot sustain the load
 
 
 def _usd(value: float | None, digits: int) -> str:
@@ -35,7 +35,7 @@ def _cells(label: str, e: Estimate) -> list[str]:
 
 
 def _range(band: tuple[float, float] | None, digits: int) -> str:
-    return "-" if band is None else f"{band[0] * 1000:,.{digits}f}-{band[1] * 1000:,.{digits}f}"
+    return "-" if band is None else f"{ms(band[0], digits=digits)}-{ms(band[1], digits=digits)}"
 
 
 def _ranges(aggregated: Estimate, disaggregated: Estimate) -> list[str]:

@@ -1,7 +1,7 @@
 """The emulator against the real thing: an emulated day window by window beside a ``bench --trace`` replay.
 
 ``bench --trace --json`` writes, per replayed window, ``window_start_s`` and ``window_s`` (the replay's clock),
-``arrivals_per_s`` and the client's ``ttft_p90_s`` and ``tpot_p90_s`` (``benchmark/replay_proof.py``
+``arrivals_per_s`` and the client's ``ttft_p90_s`` and ``tpot_p90_s`` (``benchmark/replay/replay_proof.py``
 ``WindowResult.as_dict``), and ``replay.speedup`` (trace seconds per replay second). The trace is emulated at
 the replay's pace (every arrival at ``at_s / speedup``), so the two clocks agree; per window the emulated
 figure is the arrival-weighted mean of the steps' p90s inside it, and the error is emulated over measured,

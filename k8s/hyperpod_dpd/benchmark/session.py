@@ -10,24 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import re
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from hyperpod_dpd.benchmark.ab import CHANGE_METRICS, AbRow, BuyerRow, compare_ab, compare_buyer, render_buyer
-from hyperpod_dpd.benchmark.capacity import NO_SLO, Capacity, Slo, capacity_at_slo, render_capacities
-from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
-from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
-from hyperpod_dpd.benchmark.decomposition import Decomposition, decompose, render_decompositions
-from hyperpod_dpd.benchmark.disaggregation import (
+from hyperpod_dpd.benchmark.proof.disaggregation import (
     MIN_FRACTION,
     LevelDisaggregation,
     LevelSnapshots,
@@ -36,9 +30,15 @@ from hyperpod_dpd.benchmark.disaggregation import (
     kept_local,
     read_counters,
 )
-from hyperpod_dpd.benchmark.economics import Layout, layouts
-from hyperpod_dpd.benchmark.figures import ReportInput, write_report
-from hyperpod_dpd.benchmark.job import (
+from hyperpod_dpd.benchmark.proof.proof import PROOF_FILE, RunProof, folder_proof, snapshots_proof
+from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning, trust_warnings, unchecked_warnings
+from hyperpod_dpd.benchmark.report.capacity import Slo
+from hyperpod_dpd.benchmark.report.economics import layouts
+from hyperpod_dpd.benchmark.report.prediction import AdviceLike, compare, predict
+from hyperpod_dpd.benchmark.report.report import Comparison, Outcome, Report
+from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT, Client
+from hyperpod_dpd.benchmark.run.cluster import BenchmarkKube, JobLog, run_job
+from hyperpod_dpd.benchmark.run.job import (
     QUIET_SECONDS,
     UPLOAD_MANIFEST,
     JobOptions,
@@ -46,27 +46,17 @@ from hyperpod_dpd.benchmark.job import (
     job_name,
     render_benchmark_job,
 )
-from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.overhead import (
-    render_resolution_notes,
-    render_server_clock,
-    server_clock_rows,
-    twin_ttft,
-)
-from hyperpod_dpd.benchmark.prediction import AdviceLike, ComparisonRow, compare, predict, render_comparison
-from hyperpod_dpd.benchmark.proof import PROOF_FILE, RunProof, folder_proof, snapshots_proof
-from hyperpod_dpd.benchmark.readiness import (
+from hyperpod_dpd.benchmark.run.levels import ResultsError
+from hyperpod_dpd.benchmark.run.readiness import (
     api_base_of,
     missing_endpoints,
     needed_permissions,
     permission_problems,
     served_model,
 )
-from hyperpod_dpd.benchmark.repeats import median_decomposition, median_results
-from hyperpod_dpd.benchmark.report import render_repeats, render_results, results_object, to_json
-from hyperpod_dpd.benchmark.results import BenchmarkResults, collect, read_files
-from hyperpod_dpd.benchmark.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
-from hyperpod_dpd.benchmark.scenario import (
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults, collect, read_files
+from hyperpod_dpd.benchmark.run.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
+from hyperpod_dpd.benchmark.run.scenario import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_SECONDS,
     DEFAULT_OSL,
@@ -76,9 +66,8 @@ from hyperpod_dpd.benchmark.scenario import (
     parse_levels,
     parse_rates,
 )
-from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
-from hyperpod_dpd.benchmark.trust import Trust, TrustWarning, trust_warnings, unchecked_warnings
-from hyperpod_dpd.benchmark.uploaded import (
+from hyperpod_dpd.benchmark.run.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.benchmark.run.uploaded import (
     UNREADABLE,
     own_files,
     result_files,
@@ -93,14 +82,13 @@ from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.contracts.bench_job import RESULTS_PREFIX
 from hyperpod_dpd.contracts.stack_outputs import GUESSED, OPTION, STACK, DeployedStack, Resolved, guessed_note
 from hyperpod_dpd.errors import SpecError, UsageError, raise_if_any
-from hyperpod_dpd.load_point import Load, column_header
+from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec import DpdSpec
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 DPD, AGGREGATED = "dpd", "aggregated"
-RUNS_FOLDER = "runs"  # under --report-dir: each live run's result files and counters
 COUNTERS = {DPD: "router and decoder", AGGREGATED: "twin's router and engine"}  # whose counters each run reads
 FOLDER_OPTION = {DPD: "--results-dir", AGGREGATED: "--aggregated-results-dir"}  # what re-reads each run's folder
 TRAFFIC = re.compile(r"^D\((\d+),(\d+)\)$")
@@ -205,222 +193,6 @@ class BenchRequest:
     repeat_aggregated_results_dirs: tuple[str, ...] = ()
     price_per_node_hour: float | None = None
     report_dir: str | None = None
-
-
-# A results folder without the counters bench read while the Job ran (proof.PROOF_FILE): the client's files only.
-UNCHECKED = ("not checked: a results folder holds no router or decoder counters, so which path the requests took, "
-             "whether the KV cache arrived and how much of the TTFT is the client's were not verified here (the run "
-             f"that wrote the folder checked them and wrote them as {PROOF_FILE}, which this folder lacks or whose "
-             "counters were refused)")
-
-
-@dataclass
-class Outcome:
-    """One endpoint's run (or results folder): its results, why not to trust them, and where they came from."""
-
-    label: str
-    endpoint: str
-    results: BenchmarkResults
-    warnings: list[TrustWarning]
-    job: str | None = None
-    problem: str = ""
-    source: str = ""
-    routing: dict[Load, LevelDisaggregation] | None = None  # when the counters were read
-    repeats: list[BenchmarkResults] = field(default_factory=list)  # the same levels run again, after ``results``
-    # the aggregated twin's router and engine counters per level (its TTFT clock and request counts), when read
-    server: dict[Load, LevelDisaggregation] | None = None
-    repeat_routing: list[dict[Load, LevelDisaggregation] | None] = field(default_factory=list)  # one per repeat
-    files: Mapping[str, str] = field(default_factory=dict)  # the result files read, by name
-    proof: RunProof | None = None  # the counters read, as written beside the results
-    proof_note: str = ""  # why a folder's counters file was not used
-    repeat_copies: list[tuple[Mapping[str, str], RunProof | None]] = field(default_factory=list)  # each repeat's
-
-    def unverified(self, load: Load) -> tuple[str, ...]:
-        """Why this endpoint's ``load`` is not verified against its servers: its warnings' codes, and ``unchecked``
-        for a results folder without its counters (its run's counters file absent or refused)."""
-        codes = sorted({w.code.value for w in self.warnings if w.load == load} - {Trust.UNCHECKED.value})
-        return (*codes, *(() if self.job or self.proof is not None else (Trust.UNCHECKED.value,)))
-
-    def run_folders(self) -> dict[str, dict[str, str]]:
-        """A live run's folders as ``--results-dir`` reads them, by name (``dpd``, then ``dpd-r2``...): the result
-        files it read and the counters it read beside them."""
-        if not self.job:
-            return {}
-        folders = {}
-        for index, (files, proof) in enumerate([(self.files, self.proof), *self.repeat_copies], start=1):
-            copy = dict(files)
-            if proof is not None:
-                copy[PROOF_FILE] = proof.to_text()
-            folders[self.label if index == 1 else f"{self.label}-r{index}"] = copy
-        return folders
-
-    @property
-    def runs(self) -> list[BenchmarkResults]:
-        return [self.results, *self.repeats]
-
-    def decompositions(self) -> list[Decomposition]:
-        """TTFT by stage per level, the median over every run whose counters were read (:mod:`repeats`; the DPD
-        endpoint's)."""
-        read = [(run, routing) for run, routing in zip(self.runs, [self.routing, *self.repeat_routing], strict=True)
-                if routing is not None]
-        loads = sorted({level.load for run, _ in read for level in run.levels}, key=Load.sort_key)
-        return [median_decomposition([decompose(level, routing.get(load)) for run, routing in read
-                                      if (level := run.level(load)) is not None]) for load in loads]
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The advisor's prediction beside the measurement, per level and layout."""
-
-    rows: list[ComparisonRow]
-    assumptions: dict[str, Any]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Report:
-    """What a run found, for the table or the JSON object ``bench`` prints."""
-
-    scenario: Scenario
-    outcomes: list[Outcome]
-    comparison: Comparison | None = None
-    slo: Slo | None = None
-    identity: Mapping[str, str | None]
-    run_layouts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # by run label: what it measured
-    layouts: tuple[Layout, Layout] | None = None  # what each endpoint holds and costs, for the A/B
-    prediction_note: str | None = None  # why the advisor's prediction is not beside the levels
-
-    @property
-    def healthy(self) -> bool:
-        """Every Job succeeded and every level can be trusted (exit status 0)."""
-        return all(not o.problem and not o.warnings and o.results.levels for o in self.outcomes)
-
-    def to_json(self) -> str:
-        outcomes, scenario = self.outcomes, self.scenario
-        document: dict[str, Any] = {"runs": {o.label: {**results_object(
-            endpoint=o.endpoint, scenario=scenario, results=o.results, warnings=o.warnings, job=o.job,
-            routing=o.routing, slo=self.slo, identity=self.identity, layout=self.run_layouts.get(o.label)),
-            "problem": o.problem or None,
-            **({"unchecked": UNCHECKED + (f" ({o.proof_note})" if o.proof_note else "")}
-               if o.proof is None and not o.job else {}),
-            **({"server_clock": [row.as_dict() for row in server_clock_rows(o.results.levels, o.server, twin_ttft)]}
-               if o.server is not None else {}),
-            **({"repeats": [run.as_dict() for run in o.repeats]} if o.repeats else {})} for o in outcomes}}
-        ab = self._ab()
-        if ab is not None:
-            document["ab"] = [row.as_dict() for row in ab]
-        buyer = self._buyer()
-        if buyer is not None and self.layouts is not None:
-            document["ab_buyer"] = {"layouts": [layout.as_dict() for layout in self.layouts],
-                                    "levels": [row.as_dict() for row in buyer]}
-        capacities = self._capacities()
-        if capacities or self.slo is None:
-            document["capacity_at_slo"] = [capacity.as_dict() for capacity in capacities]
-        if self.slo is None:
-            document["capacity_at_slo_note"] = NO_SLO
-        stages = [row.as_dict() for o in outcomes for row in o.decompositions()]
-        if stages:
-            document["ttft_stages"] = stages
-        if self.comparison is not None:
-            document["comparison"] = {"rows": [row.as_dict() for row in self.comparison.rows],
-                                      "assumptions": self.comparison.assumptions}
-        if self.prediction_note:
-            document["prediction_note"] = self.prediction_note
-        return to_json(document)
-
-    def render(self) -> str:
-        scenario, blocks = self.scenario, []
-        for o in self.outcomes:
-            counts = sorted(set(scenario.requests_per_level))
-            where = (f"{'/'.join(map(str, counts))} requests per level, {scenario.client.value}, job {o.job}" if o.job
-                     else f"read from {o.source}")
-            title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
-            if o.repeats:
-                title += f" (the first of {len(o.runs)} runs; each run is below)"
-            block = render_results(title, o.results, o.warnings, o.routing, self.slo)
-            if o.repeats:
-                block += "\n\n" + render_repeats(o.label, o.runs, [o.routing, *o.repeat_routing])
-            if o.server is not None:
-                block += "\n\n" + render_server_clock(o.label, server_clock_rows(o.results.levels, o.server, twin_ttft))
-                coarse = render_resolution_notes(o.results.levels, o.server, whose="the twin's", clock=twin_ttft)
-                if coarse:
-                    block += "\n\n" + "\n".join(coarse)
-            if o.proof is None and not o.job:
-                block += f"\n\n{UNCHECKED}" + (f" ({o.proof_note})" if o.proof_note else "")
-            if o.problem:
-                block += f"\n\nthe job did not succeed:\n{o.problem}"
-            blocks.append(block)
-        for o in self.outcomes:
-            stages = o.decompositions()
-            if any(row.measured for row in stages):
-                blocks.append(render_decompositions(stages, column_header([row.load for row in stages])))
-            elif stages:
-                blocks.append(f"TTFT by stage ({o.label}): unmeasured, no pod exported a stage histogram "
-                              "(docs/bench.md names them)")
-        capacities = self._capacities()
-        if capacities or self.slo is None:
-            blocks.append(render_capacities(capacities))
-        buyer = self._buyer()
-        if buyer is not None and self.layouts is not None:
-            blocks.append(render_buyer(buyer, self.layouts))
-        if self.comparison is not None:
-            blocks.append(render_comparison(self.comparison.rows, self.comparison.assumptions))
-        if self.prediction_note:
-            blocks.append(f"measured against predicted: {self.prediction_note}")
-        return "\n\n".join(blocks)
-
-    def _unverified(self, load: Load) -> dict[str, tuple[str, ...]]:
-        """Each A/B side's reasons its ``load`` is unverified (a side with none left out)."""
-        return {o.label: found for o in self.outcomes[:2] if (found := o.unverified(load))}
-
-    def _ab(self) -> list[AbRow] | None:
-        outcomes = self.outcomes
-        if len(outcomes) < 2:
-            return None
-        buyer = {row.load: {d.metric.key: d for d in row.differences} for row in self._buyer() or []}
-        return [dataclasses.replace(row, unverified=self._unverified(row.load), differences={
-            change: found for change, key in CHANGE_METRICS.items()
-            if (found := buyer.get(row.load, {}).get(key)) is not None})
-            for row in compare_ab(outcomes[0].results, outcomes[1].results)]
-
-    def _buyer(self) -> list[BuyerRow] | None:
-        outcomes = self.outcomes
-        if len(outcomes) < 2 or self.layouts is None:
-            return None
-        return [dataclasses.replace(row, unverified=self._unverified(row.load))
-                for row in compare_buyer(outcomes[0].runs, outcomes[1].runs, self.layouts)]
-
-    def _capacities(self) -> list[Capacity]:
-        if not self.slo:
-            return []
-        return [capacity_at_slo(o.label, median_results(o.runs), self.slo,
-                                untrusted=frozenset(w.load for w in o.warnings))
-                for o in self.outcomes]
-
-    def write_input(self) -> ReportInput:
-        """What the HTML report shows: the first run of each endpoint, DPD's stages, the advisor's rows."""
-        title = f"bench: {', '.join(o.endpoint for o in self.outcomes)}, {self.scenario.traffic}"
-        return ReportInput(
-            title=title, runs={o.label: median_results(o.runs) for o in self.outcomes},
-            repeats={o.label: o.runs for o in self.outcomes if o.repeats}, slo=self.slo,
-            unverified={o.label: {lv.load: codes for lv in o.results.levels if (codes := o.unverified(lv.load))}
-                        for o in self.outcomes},
-            decompositions=self.outcomes[0].decompositions(),
-            predictions=self.comparison.rows if self.comparison is not None else (),
-            prediction_note=self.prediction_note, text=self.render(), document=json.loads(self.to_json()))
-
-    def write(self, folder: Path) -> list[Path]:
-        """The HTML report, its PNGs and its JSON in ``folder`` (:mod:`figures`), and each live run's folder under
-        ``runs/`` (its result files and counters), which ``--results-dir`` reports again with the same verdicts."""
-        written = write_report(folder, self.write_input())
-        for o in self.outcomes:
-            for name, files in o.run_folders().items():
-                run = folder / RUNS_FOLDER / name
-                run.mkdir(parents=True, exist_ok=True)
-                for file, text in sorted(files.items()):
-                    if "/" not in file and file not in (".", ".."):  # a name, never a path out of the folder
-                        (run / file).write_text(text, encoding="utf-8")
-                written.append(run)
-        return written
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from hyperpod_dpd.cli._argtypes import path, seconds
 from hyperpod_dpd.cli._common import read_spec, warn
 from hyperpod_dpd.cli.trace import render as render_summary
-from hyperpod_dpd.columns import render_columns
+from hyperpod_dpd.columns import ms, render_columns
 from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.traces import DEFAULT_WINDOW_S, FORMAT_NAMES, Trace, read_trace
 from hyperpod_dpd.traces.summary import clock
@@ -82,7 +82,7 @@ def load_trace(args: argparse.Namespace) -> Trace:
 
 
 def _ms(seconds_: float) -> str:
-    return f"{seconds_ * 1000:,.0f}" if math.isfinite(seconds_) else "inf"
+    return ms(seconds_, digits=0) if math.isfinite(seconds_) else "inf"  # a NaN mean (no request) prints inf too
 
 
 def _usd(value: float | None) -> str:
@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot advise on {source} with {args.trace}:\n" + "\n".join(
             f"  - {problem.render()}" for problem in err.problems)) from None
     if args.report_dir:
-        from hyperpod_dpd.benchmark.day_report import write_day_report  # noqa: PLC0415 - matplotlib's, if any
+        from hyperpod_dpd.advisor.day_report import write_day_report  # noqa: PLC0415 - matplotlib's, if any
 
         try:
             written = write_day_report(Path(args.report_dir), advice, text="\n".join(render_advice(advice)))

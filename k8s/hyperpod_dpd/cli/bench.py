@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
-from hyperpod_dpd.benchmark.replay import DEFAULT_SPEEDUP
-from hyperpod_dpd.benchmark.route import RoutePath
-from hyperpod_dpd.benchmark.scenario import (
+from hyperpod_dpd.benchmark.replay.replay import DEFAULT_SPEEDUP
+from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT, Client
+from hyperpod_dpd.benchmark.run.route import RoutePath
+from hyperpod_dpd.benchmark.run.scenario import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_SECONDS,
     DEFAULT_OSL,
@@ -47,7 +48,7 @@ from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.traces import DEFAULT_WINDOW_S, FORMAT_NAMES
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.benchmark.session import BenchRequest, Seams
+    from hyperpod_dpd.benchmark.session import BenchRequest, Plan, Seams
     from hyperpod_dpd.validation import CheckedSpec
 
 
@@ -168,10 +169,7 @@ def run(args: argparse.Namespace, *, seams: Seams | None = None) -> int:
     try:
         if args.render:
             planned = session.plan(request, seams=seams)
-            print(render_resolved(planned.names, deployed=planned.deployed), file=sys.stderr)
-            for path in emit_documents(planned.manifests(), args.render):
-                print(path)
-            return 0
+            return _write_manifests(planned, planned.manifests, args.render)
         report = session.run(request, seams=seams)
     except SpecError as err:
         raise problems_error("invalid benchmark options:", err) from None
@@ -180,39 +178,29 @@ def run(args: argparse.Namespace, *, seams: Seams | None = None) -> int:
 
 
 def _replay(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> int:
-    """``--trace``: read and window the trace, then render or run its replay (benchmark/replay_run.py)."""
-    from hyperpod_dpd.benchmark import replay_run  # noqa: PLC0415 - as in run()
-    from hyperpod_dpd.benchmark.replay import plan_replay  # noqa: PLC0415
-    from hyperpod_dpd.traces import read_trace  # noqa: PLC0415
+    """``--trace``: its manifests or its run (benchmark/replay/replay_run.py), printed."""
+    from hyperpod_dpd.benchmark.replay import replay_run  # noqa: PLC0415 - as in run()
 
-    levels = args.concurrency != levels_text(DEFAULT_CONCURRENCY) or args.request_rate is not None
-    conflicts = [flag for flag, given in (
-        ("--concurrency/--request-rate", levels), ("--isl", args.isl is not None), ("--osl", args.osl != DEFAULT_OSL),
-        ("--requests", args.requests is not None), ("--prefix-share", bool(args.prefix_share)),
-        ("--client", args.client != DEFAULT_CLIENT.value), ("--aggregated", args.aggregated),
-        ("--compare", args.compare), ("--results-dir", bool(args.results_dir or args.aggregated_results_dir)),
-        ("--repeat", args.repeat > 1), ("--report-dir", args.report_dir is not None)) if given]
-    if conflicts:
-        raise UsageError(f"--trace replays the trace's own arrivals and lengths with aiperf against the DPD endpoint: "
-                         f"drop {', '.join(conflicts)}")
+    request = _request(args, checked, seams)
+    trace = replay_run.TraceOptions(path=args.trace, format=args.trace_format, speedup=args.trace_speedup,
+                                    window_s=args.trace_window)
     try:
-        trace = read_trace(args.trace, format=args.trace_format)
-        replay = plan_replay(trace, speedup=args.trace_speedup, window_s=args.trace_window,
-                             max_model_len=checked.spec.max_model_len)
-        request = _request(args, checked, seams)
         if args.render:
-            planned = replay_run.plan(request, seams=seams)
-            print(render_resolved(planned.names, deployed=planned.deployed), file=sys.stderr)
-            for path in emit_documents(replay_run.manifests(planned, replay), args.render):
-                print(path)
-            return 0
-        report = replay_run.run(request, replay, seams=seams)
+            planned = replay_run.plan_trace(request, trace, seams=seams)
+            return _write_manifests(planned.plan, planned.manifests, args.render)
+        report = replay_run.run_trace(request, trace, seams=seams)
     except SpecError as err:
         raise problems_error("cannot replay the trace:", err) from None
-    except OSError as err:
-        raise UsageError(f"--trace {args.trace}: {err.strerror or err}") from None
     print(report.to_json() if args.json else report.render())
     return 0 if report.healthy else 1
+
+
+def _write_manifests(planned: Plan, manifests: Callable[[], Mapping[str, str]], output_dir: str) -> int:
+    """``--output-dir``: the names used and why on standard error, then the files written (or the YAML)."""
+    print(render_resolved(planned.names, deployed=planned.deployed), file=sys.stderr)
+    for written in emit_documents(manifests(), output_dir):
+        print(written)
+    return 0
 
 
 def _request(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> BenchRequest:

@@ -6,7 +6,7 @@ the measured run time, so names are matched, never built) and, when every reques
 (computed before the request count), and a debug file counts failures only in
 ``error_codes_frequency``, so the counts here are rebuilt from what is reliable. Latencies are
 normalised to seconds whatever ``_time_unit`` says. aiperf's files (open-loop request rates) are
-read by :mod:`hyperpod_dpd.benchmark.aiperf_results` into the same :class:`LevelResult`.
+read by :mod:`hyperpod_dpd.benchmark.run.aiperf_results` into the same :class:`LevelResult`.
 
 One folder holds one run: two files for the same level (an earlier run's beside this one's) are
 refused by name (:class:`DuplicateLevel`), never one of them taken in silence.
@@ -21,15 +21,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hyperpod_dpd.benchmark.aiperf_results import (
+from hyperpod_dpd.benchmark.run.aiperf_results import (
     AIPERF_FILE,
     RECORDS_FILE,
     file_load,
     parse_aiperf,
     parse_failed_records,
 )
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles, ResultsError
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles, ResultsError
 from hyperpod_dpd.load_point import Load
 
 RUN_FILE = re.compile(r"^(?P<stem>.+)_(?P<task>[a-z-]+-to-[a-z-]+)_num_concurrency_(?P<level>\d+)_time_\d+s\.json$")

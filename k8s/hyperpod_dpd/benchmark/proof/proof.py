@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_dpd.benchmark.disaggregation import (
+from hyperpod_dpd.benchmark.proof.disaggregation import (
     DpdCounters,
     LevelDisaggregation,
     LevelSnapshots,
@@ -33,12 +33,12 @@ from hyperpod_dpd.benchmark.disaggregation import (
     disaggregation_warnings,
     restart_warnings,
 )
-from hyperpod_dpd.benchmark.levels import ResultsError
-from hyperpod_dpd.benchmark.overhead import overhead_warnings, twin_ttft
-from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.route import RoutePath
-from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
-from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.proof.overhead import overhead_warnings, twin_ttft
+from hyperpod_dpd.benchmark.proof.traffic import other_traffic_warnings
+from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.run.levels import ResultsError
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
+from hyperpod_dpd.benchmark.run.route import RoutePath
 from hyperpod_dpd.load_point import Load
 
 PROOF_FILE = "hyperpod-dpd-counters.json"
@@ -104,7 +104,7 @@ class RunProof:
     def twin_warnings(self, results: BenchmarkResults) -> list[TrustWarning]:
         """The aggregated twin's server-side verdicts on ``results``, from its router's and engine pods' counters: a
         level whose counters were not read around it is unverified (with why), the others' TTFT is bounded against
-        the twin's own clock (:func:`~hyperpod_dpd.benchmark.overhead.twin_ttft`), and other clients' traffic and
+        the twin's own clock (:func:`~hyperpod_dpd.benchmark.proof.overhead.twin_ttft`), and other clients' traffic and
         restarted pods are reported. Its path is not in question (it has no prefillers), so no path or KV checks."""
         server = self.routing()
         unread = self.unread or MISSED

@@ -1,8 +1,8 @@
 """The Job that replays a trace: ``bench``'s own benchmark Job, its loop running aiperf's fixed schedule per window.
 
-The Job is :func:`hyperpod_dpd.benchmark.job.render_benchmark_job`'s (the same tokenizer copy, client install,
+The Job is :func:`hyperpod_dpd.benchmark.run.job.render_benchmark_job`'s (the same tokenizer copy, client install,
 publish step, security context, node placement and ServiceAccount), with three changes: the ConfigMap of window
-files (:mod:`hyperpod_dpd.benchmark.replay`) is mounted at ``/trace``; the benchmark container's loop runs one
+files (:mod:`hyperpod_dpd.benchmark.replay.replay`) is mounted at ``/trace``; the benchmark container's loop runs one
 ``aiperf profile`` per window instead of per level, on that window's file, between the same quiet pauses; and the
 deadline is the windows' time. An empty window sends nothing for its length (the trace's idle time) instead, and a
 window whose requests end early sleeps out the rest of its length from aiperf's schedule zero (:data:`SLEEP_OUT`),
@@ -29,8 +29,9 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.job import (
+from hyperpod_dpd.benchmark.replay.replay import Replay, config_map, window_files
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.job import (
     BENCHMARK_CONTAINER,
     LEVEL_SLACK_SECONDS,
     QUIET_SECONDS,
@@ -42,9 +43,8 @@ from hyperpod_dpd.benchmark.job import (
     job_name,
     render_benchmark_job,
 )
-from hyperpod_dpd.benchmark.replay import Replay, config_map, window_files
-from hyperpod_dpd.benchmark.scenario import Scenario, arrival_seed
-from hyperpod_dpd.benchmark.target import BenchmarkTarget
+from hyperpod_dpd.benchmark.run.scenario import Scenario, arrival_seed
+from hyperpod_dpd.benchmark.run.target import BenchmarkTarget
 from hyperpod_dpd.contracts.bench_job import MANAGED_BY
 from hyperpod_dpd.traces import BLOCK_TOKENS
 

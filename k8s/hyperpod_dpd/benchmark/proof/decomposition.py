@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
-from hyperpod_dpd.benchmark.levels import LevelResult
-from hyperpod_dpd.columns import render_columns
+from hyperpod_dpd.benchmark.proof.disaggregation import LevelDisaggregation
+from hyperpod_dpd.benchmark.run.levels import LevelResult
+from hyperpod_dpd.columns import ms, render_columns
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.observability.metrics import KV_STORE_PUT_TIME, PREFILL_TIME, QUEUE_TIME, TTFT
 
@@ -53,7 +53,7 @@ class Decomposition:
     decoder_ttft_s: float | None
     client_ttft_s: float | None
     notes: tuple[str, ...] = ()
-    runs: int = 1  # the repeats it is the median of (benchmark/repeats.py)
+    runs: int = 1  # the repeats it is the median of (benchmark/report/repeats.py)
 
     @property
     def measured(self) -> bool:
@@ -93,15 +93,12 @@ def decompose(level: LevelResult, seen: LevelDisaggregation | None) -> Decomposi
                          notes=tuple(notes))
 
 
-def _ms(value: float | None) -> str:
-    return "unmeasured" if value is None else f"{value * 1e3:,.1f}"
-
-
 def render_decompositions(rows: list[Decomposition], header: str) -> str:
     """One line per level: each stage in ms (or unmeasured), the router's, the decoder's and the client's TTFT."""
     headers = (header, *(f"{name} ms" for name in STAGES), "ROUTER TTFT", "DECODER TTFT", "CLIENT TTFT")
-    table = [[row.load.cell(), *(_ms(value) for _, value in row.stages), _ms(row.router_ttft_s),
-              _ms(row.decoder_ttft_s), _ms(row.client_ttft_s)] for row in rows]
+    table = [[row.load.cell(), *(ms(value, missing="unmeasured") for value in (
+        *(value for _, value in row.stages), row.router_ttft_s, row.decoder_ttft_s, row.client_ttft_s))]
+        for row in rows]
     lines = ["TTFT by stage (mean per request, from the router's and vLLM's histograms; the client's beside it):",
              *render_columns(headers, table)]
     lines += [f"  {row.load.describe()}: {note}" for row in rows for note in row.notes]

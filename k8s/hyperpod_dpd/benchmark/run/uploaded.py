@@ -7,11 +7,11 @@ container's log past ``containerLogMaxSize`` (10 MiB by default on EKS), and the
 only the current file, so early files go missing or end mid-JSON. The uploaded copy is whole.
 
 So when the Job uploaded (an upload location was set and the publish container did not report
-:data:`~hyperpod_dpd.benchmark.job.UPLOAD_FAILED`), ``bench`` reads every object directly in the
+:data:`~hyperpod_dpd.benchmark.run.job.UPLOAD_FAILED`), ``bench`` reads every object directly in the
 run's folder, by base name and whatever its extension (sub-folders skipped, binary files such as
 genai-bench's ``.xlsx`` summary left out), and each one wins over the log's copy of that name; the
 log still supplies names the folder lacks. Only the objects the run's own manifest
-(:data:`~hyperpod_dpd.benchmark.job.UPLOAD_MANIFEST`, uploaded with them) names are read: an earlier
+(:data:`~hyperpod_dpd.benchmark.run.job.UPLOAD_MANIFEST`, uploaded with them) names are read: an earlier
 run under the same run id leaves objects this run did not overwrite, which are ignored with a note.
 When S3 cannot be read (no credentials, access denied, no such bucket, an empty folder), the log's
 copy is used and a one-line note says why. The read uses the credentials of whoever runs ``bench``
@@ -25,15 +25,15 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from hyperpod_dpd.benchmark.job import UPLOAD_FAILED, UPLOAD_MANIFEST, results_folder
-from hyperpod_dpd.benchmark.target import S3Location
+from hyperpod_dpd.benchmark.run.job import UPLOAD_FAILED, UPLOAD_MANIFEST, results_folder
+from hyperpod_dpd.benchmark.run.target import S3Location
 from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsUnavailable, describe_error
 from hyperpod_dpd.errors import DpdError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-    from hyperpod_dpd.benchmark.cluster import JobLog
+    from hyperpod_dpd.benchmark.run.cluster import JobLog
 
 
 class UploadedUnreadable(DpdError):
@@ -81,7 +81,7 @@ def unreadable_reason(err: Exception) -> str:
 
 def uploaded_folder(log: JobLog, *, results: S3Location | None, endpoint: str, run_id: str) -> S3Location | None:
     """The run's S3 folder when the Job uploaded into it: an upload was asked, and the publish container finished
-    without :data:`~hyperpod_dpd.benchmark.job.UPLOAD_FAILED`; else None."""
+    without :data:`~hyperpod_dpd.benchmark.run.job.UPLOAD_FAILED`; else None."""
     if results is None or log.exit_code is None or log.exit_code == UPLOAD_FAILED:
         return None
     return results_folder(results, endpoint, run_id)
@@ -142,7 +142,7 @@ def _names(names: list[str]) -> str:
 
 def own_files(files: Mapping[str, str], *, keep: tuple[str, ...] = ()) -> tuple[dict[str, str], str | None]:
     """A results folder's files as its run uploaded them: when the folder holds the run's
-    :data:`~hyperpod_dpd.benchmark.job.UPLOAD_MANIFEST` (a folder copied down from S3), the files it lists and
+    :data:`~hyperpod_dpd.benchmark.run.job.UPLOAD_MANIFEST` (a folder copied down from S3), the files it lists and
     ``keep`` (files written beside the upload afterwards, such as the counters), with a note naming every other
     file, ignored (an earlier run's under the same run id, or one added since); else ``files`` as they are (None)."""
     text = files.get(UPLOAD_MANIFEST)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from hyperpod_dpd.benchmark.levels import LevelResult
-from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.scenario import Scenario
+from hyperpod_dpd.benchmark.run.levels import LevelResult
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
+from hyperpod_dpd.benchmark.run.scenario import Scenario
 from hyperpod_dpd.load_point import Load
 
 BUFFERED_RATIO = 0.8  # TTFT p50 at 80% of end-to-end p50 or more...

@@ -4,7 +4,7 @@ Two methods, each named in every interval it makes:
 
 - ``welch-t``: with two or more repeats of a level on each side, the 95% Welch t-interval of the
   difference of the repeats' means (each repeat gives one value per metric). This is the one the
-  A/B (:mod:`~hyperpod_dpd.benchmark.ab`) makes its verdicts from: it holds the shift from one run
+  A/B (:mod:`~hyperpod_dpd.benchmark.report.ab`) makes its verdicts from: it holds the shift from one run
   of an endpoint to the next.
 - ``bootstrap``: the 95% percentile bootstrap of the difference of two samples' medians (2,000
   resamples from a fixed seed, so the same input gives the same interval). Over one run's requests

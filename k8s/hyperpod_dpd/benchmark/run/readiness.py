@@ -12,8 +12,8 @@ import shlex
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from hyperpod_dpd.benchmark.results import METADATA_FILE
-from hyperpod_dpd.benchmark.target import BenchmarkTarget
+from hyperpod_dpd.benchmark.run.results import METADATA_FILE
+from hyperpod_dpd.benchmark.run.target import BenchmarkTarget
 from hyperpod_dpd.clients.kube import KubeApi
 from hyperpod_dpd.contracts.operator import IEC_GROUP, IEC_PLURAL, OPERATOR_NAMESPACE
 from hyperpod_dpd.contracts.vllm import flag_values
@@ -52,7 +52,7 @@ def api_base_of(files: Mapping[str, str]) -> str | None:
     (its ``cmd``), or the first URL of an aiperf summary's ``input_config``; None when neither says."""
     import json  # noqa: PLC0415
 
-    from hyperpod_dpd.benchmark.aiperf_results import AIPERF_FILE  # noqa: PLC0415
+    from hyperpod_dpd.benchmark.run.aiperf_results import AIPERF_FILE  # noqa: PLC0415
 
     try:
         for name in sorted(files):

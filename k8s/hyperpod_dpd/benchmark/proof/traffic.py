@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import LevelDisaggregation
-from hyperpod_dpd.benchmark.levels import LevelResult
-from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.proof.disaggregation import LevelDisaggregation
+from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.levels import LevelResult
 from hyperpod_dpd.load_point import Load
 
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from statistics import median_low
 from typing import Any, Protocol
 
-from hyperpod_dpd.benchmark.job import RESULTS_MARK
-from hyperpod_dpd.benchmark.route import MARGIN, ROUND_TO, RoutePath, isl_for_model, route_problems
-from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.run.job import RESULTS_MARK
+from hyperpod_dpd.benchmark.run.route import MARGIN, ROUND_TO, RoutePath, isl_for_model, route_problems
 from hyperpod_dpd.clients.kube import JsonDict, KubeError
 from hyperpod_dpd.contracts.operator import (
     OPERATOR_NAMESPACE,
@@ -150,9 +150,9 @@ def quantile_bounds(buckets: Mapping[float, float], q: float) -> tuple[float, fl
     return (found.lower, found.upper) if found is not None and found.finite else None
 
 
-# The histograms the TTFT decomposition reads, per role (names from the metrics contract, benchmark/decomposition.py
-# says what each stage is): the prefiller's queue, prefill and LMCache put (the KV push to the decoder), the
-# decoder's queue, first step and its own TTFT.
+# The histograms the TTFT decomposition reads, per role (names from the metrics contract,
+# benchmark/proof/decomposition.py says what each stage is): the prefiller's queue, prefill and LMCache put (the KV
+# push to the decoder), the decoder's queue, first step and its own TTFT.
 PREFILLER_STAGE_FAMILIES = (QUEUE_TIME.name, PREFILL_TIME.name, KV_STORE_PUT_TIME.name)
 DECODER_STAGE_FAMILIES = (QUEUE_TIME.name, PREFILL_TIME.name, TTFT.name)
 
@@ -171,7 +171,7 @@ DECODER_SERIES = {"external_kv_tokens": (EXTERNAL_KV, {"source": EXTERNAL_SOURCE
                   "cache_hit_tokens": (EXTERNAL_KV, {"source": CACHE_HIT_SOURCE}),
                   "prompt_tokens": (PROMPT_TOKENS, None), "generation_tokens": (GENERATION_TOKENS, None),
                   "prefix_cache_hits": (PREFIX_CACHE_HITS, None), "prefix_cache_queries": (PREFIX_CACHE_QUERIES, None)}
-STAGE = "stage:"  # a histogram's _sum or _count, for the TTFT decomposition (benchmark/decomposition.py)
+STAGE = "stage:"  # a histogram's _sum or _count, for the TTFT decomposition (benchmark/proof/decomposition.py)
 DECODER_SERIES |= {f"{STAGE}decode:{family}{part}": (f"{family}{part}", None)
                    for family in DECODER_STAGE_FAMILIES for part in ("_sum", "_count")}
 # A prefiller is read for its prefix cache and the TTFT decomposition's prefill stages, nothing else.

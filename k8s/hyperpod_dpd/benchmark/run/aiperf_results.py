@@ -21,8 +21,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles, ResultsError
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles, ResultsError
 from hyperpod_dpd.load_point import Load
 
 FILE_PREFIX = "aiperf_rate_"  # an open-loop level's files: aiperf_rate_<R>.json(l)

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from statistics import median
 
-from hyperpod_dpd.benchmark.decomposition import Decomposition
-from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
-from hyperpod_dpd.benchmark.results import BenchmarkResults
+from hyperpod_dpd.benchmark.proof.decomposition import Decomposition
+from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
 from hyperpod_dpd.load_point import Load
 
 

@@ -2,12 +2,12 @@
 
 Defaults follow the AWS launch blog's measurement of DPD (256 tokens out, concurrency 8, 16 and 32,
 one genai-bench run per level), except the input length, which ``bench`` chooses above the spec's
-routing threshold (:mod:`hyperpod_dpd.benchmark.route`): the blog's 4,096 sits on the default
+routing threshold (:mod:`hyperpod_dpd.benchmark.run.route`): the blog's 4,096 sits on the default
 threshold. Each level's first :data:`WARMUP_RATIO` of requests is left out of the statistics, and
 its users start over :data:`STAGGER_SECONDS` rather than all at once, so equal-length requests do
 not move in lock-step waves.
 
-Both kinds of load run NVIDIA's aiperf by default (:mod:`hyperpod_dpd.benchmark.client` says why):
+Both kinds of load run NVIDIA's aiperf by default (:mod:`hyperpod_dpd.benchmark.run.client` says why):
 one ``aiperf profile`` per level, ``--concurrency`` for closed-loop levels and ``--request-rate``
 (Poisson arrivals per second) for open-loop ones, each with a seed of its own (fresh prompts: aiperf
 builds its prompts from the seed alone), its warm-up requests sent at the same load and left out,
@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
-from hyperpod_dpd.benchmark.route import default_isl
+from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT, Client
+from hyperpod_dpd.benchmark.run.route import default_isl
 from hyperpod_dpd.errors import Problem, raise_if_any
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.routing import DEFAULT_ROUTING_THRESHOLD

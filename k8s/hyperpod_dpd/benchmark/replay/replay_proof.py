@@ -1,8 +1,8 @@
 """Each replayed window's numbers and its proof of disaggregation, as a load level gets them, and the report.
 
 A window is read like a level: the client's files for its latencies (aiperf's summary and records,
-:mod:`hyperpod_dpd.benchmark.aiperf_results`), and the router's and decoders' counters in the pauses before and
-after it, pod by pod (:class:`~hyperpod_dpd.benchmark.disaggregation.LevelDisaggregation`). What differs is the
+:mod:`hyperpod_dpd.benchmark.run.aiperf_results`), and the router's and decoders' counters in the pauses before and
+after it, pod by pod (:class:`~hyperpod_dpd.benchmark.proof.disaggregation.LevelDisaggregation`). What differs is the
 expectation: a trace mixes long and short prompts, so the router should disaggregate the window's prompts that
 clear ``routing.threshold`` under both of its estimates and send those below it under both to the decoder; prompts
 between the two estimates may go either way. The counters do not say which request took which path: a long
@@ -27,24 +27,24 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from hyperpod_dpd.benchmark.aiperf_results import parse_aiperf, parse_failed_records
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import (
+from hyperpod_dpd.benchmark.proof.disaggregation import (
     KV_MIN_FRACTION,
     MIN_FRACTION,
     DpdCounters,
     LevelDisaggregation,
 )
-from hyperpod_dpd.benchmark.levels import LevelResult, ResultsError
-from hyperpod_dpd.benchmark.overhead import client_overhead, overhead_warnings
-from hyperpod_dpd.benchmark.replay import Replay, Window
-from hyperpod_dpd.benchmark.replay_job import WINDOW_RESULT
-from hyperpod_dpd.benchmark.report import to_json
-from hyperpod_dpd.benchmark.results import _json_object
-from hyperpod_dpd.benchmark.route import prompt_length
-from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
-from hyperpod_dpd.benchmark.trust import LOST, OUTPUT_TOLERANCE, Trust, TrustWarning, level_warnings
+from hyperpod_dpd.benchmark.proof.overhead import client_overhead, overhead_warnings
+from hyperpod_dpd.benchmark.proof.traffic import other_traffic_warnings
+from hyperpod_dpd.benchmark.proof.trust import LOST, OUTPUT_TOLERANCE, Trust, TrustWarning, level_warnings
+from hyperpod_dpd.benchmark.replay.replay import Replay, Window
+from hyperpod_dpd.benchmark.replay.replay_job import WINDOW_RESULT
+from hyperpod_dpd.benchmark.report.report import to_json
+from hyperpod_dpd.benchmark.run.aiperf_results import parse_aiperf, parse_failed_records
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.levels import LevelResult, ResultsError
+from hyperpod_dpd.benchmark.run.results import _json_object
+from hyperpod_dpd.benchmark.run.route import prompt_length
+from hyperpod_dpd.benchmark.run.scenario import Scenario
 from hyperpod_dpd.contracts.router import clears, stays_below
 from hyperpod_dpd.load_point import Load
 
@@ -312,7 +312,7 @@ def window_results(replay: Replay, files: Mapping[str, str], taken: Mapping[int,
     return results
 
 
-def _ms(value: float | None) -> str:
+def _ms(value: float | None) -> str:  # not columns.ms: this table has no thousands separator (1234.5, not 1,234.5)
     return "-" if value is None else f"{value * 1e3:.1f}"
 
 

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hyperpod_dpd.benchmark.ab import change
-from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.columns import percent, render_columns
+from hyperpod_dpd.benchmark.report.ab import change
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
+from hyperpod_dpd.benchmark.run.scenario import Scenario
+from hyperpod_dpd.columns import by_unit, percent, render_columns
 from hyperpod_dpd.load_point import Load, column_header
 from hyperpod_dpd.spec import DpdSpec
 
@@ -156,16 +156,6 @@ def compare(measured: BenchmarkResults, advice: AdviceLike, *, layout: str = "di
     return rows
 
 
-def _value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    if unit == "ms":
-        return f"{value * 1e3:,.1f} ms"
-    if unit == "s":
-        return f"{value:,.2f} s"
-    return f"{value:,.1f}"
-
-
 def render_comparison(rows: Sequence[ComparisonRow], assumptions: Mapping[str, Any] | None = None) -> str:
     if not rows:
         return "measured against predicted: no level to compare (none completed, or the advisor has no such point)"
@@ -173,10 +163,12 @@ def render_comparison(rows: Sequence[ComparisonRow], assumptions: Mapping[str, A
         if row.predicted_band is None:
             return "-"
         inside = {True: "inside", False: "outside", None: ""}[row.within_band]
-        return f"{_value(row.predicted_band[0], row.unit)} - {_value(row.predicted_band[1], row.unit)} {inside}".strip()
+        low, high = (by_unit(value, row.unit, named=True) for value in row.predicted_band)
+        return f"{low} - {high} {inside}".strip()
 
-    table = [[f"{row.load.cell()} {row.layout}", row.metric, _value(row.measured, row.unit),
-              _value(row.predicted, row.unit), percent(row.difference_percent), band(row)] for row in rows]
+    table = [[f"{row.load.cell()} {row.layout}", row.metric,
+              *(by_unit(value, row.unit, named=True) for value in (row.measured, row.predicted)),
+              percent(row.difference_percent), band(row)] for row in rows]
     lines = ["measured against predicted (difference = (measured - predicted) / predicted; RANGE is "
              f"{BAND}, '-' where it gives none)",
              *render_columns((f"{column_header([row.load for row in rows])} LAYOUT", "METRIC", "MEASURED",

@@ -2,11 +2,11 @@
 
 The replay runs on its own clock: a request at ``at_s`` in the trace is sent ``at_s / speedup`` seconds into the
 replay, and the replay is cut into windows of ``window_s`` seconds of that clock. Each window is one run of aiperf's
-fixed schedule (:mod:`hyperpod_dpd.benchmark.replay_job`) between two of the pod's quiet pauses, so the router's and
-decoder's counters are read around it exactly as around a load level, and the window gets a level's proof of
-disaggregation (:mod:`hyperpod_dpd.benchmark.replay_proof`). The price is that the endpoint drains between windows:
-a queue built late in one window does not carry into the next, and the pause itself is idle time the trace did not
-have.
+fixed schedule (:mod:`hyperpod_dpd.benchmark.replay.replay_job`) between two of the pod's quiet pauses, so the
+router's and decoder's counters are read around it exactly as around a load level, and the window gets a level's
+proof of disaggregation (:mod:`hyperpod_dpd.benchmark.replay.replay_proof`). The price is that the endpoint drains
+between windows: a queue built late in one window does not carry into the next, and the pause itself is idle time
+the trace did not have.
 
 The windows travel as one ConfigMap of gzipped Mooncake JSONL files (one per window, the traces package's writer).
 Not S3: the stack's benchmark role may only ``s3:PutObject`` under ``benchmarks/``
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hyperpod_dpd.benchmark.scenario import SEEDS_PER_RUN
+from hyperpod_dpd.benchmark.run.scenario import SEEDS_PER_RUN
 from hyperpod_dpd.errors import Problem, raise_if_any
 
 # the summary's window (five minutes), so a replay's windows are the ones advise --trace reports; the hashes' block

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_dpd.benchmark.levels import LevelResult
-from hyperpod_dpd.benchmark.results import BenchmarkResults
+from hyperpod_dpd.benchmark.run.levels import LevelResult
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
 from hyperpod_dpd.load_point import Load
 
 Slo = tuple[float | None, float | None]  # TTFT and TPOT targets in seconds, from the spec's slo

@@ -43,18 +43,18 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.disaggregation import (
+from hyperpod_dpd.benchmark.proof.disaggregation import (
     E2E_TTFT,
     BucketQuantile,
     LevelDisaggregation,
     bucket_at_rank,
     bucket_quantile,
 )
-from hyperpod_dpd.benchmark.levels import LevelResult
-from hyperpod_dpd.benchmark.traffic import counted, ours
-from hyperpod_dpd.benchmark.trust import Trust, TrustWarning
-from hyperpod_dpd.columns import milliseconds, render_columns
+from hyperpod_dpd.benchmark.proof.traffic import counted, ours
+from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.levels import LevelResult
+from hyperpod_dpd.columns import ms, render_columns
 from hyperpod_dpd.load_point import Load, column_header
 from hyperpod_dpd.observability.metrics import TTFT
 
@@ -414,7 +414,7 @@ def render_server_clock(label: str, rows: Sequence[ServerClockRow]) -> str:
     headers = (column_header([row.load for row in rows]), "SERVER CLOCK", "SRV TTFT ms", "CLIENT TTFT ms",
                "CLIENT +ms", "SRV REQ", "OURS")
     table = [[row.load.cell(), "unread" if row.server is None else row.server.series,
-              "-" if row.server is None else milliseconds(row.server.mean_s), milliseconds(row.client_ttft_mean_s),
+              "-" if row.server is None else ms(row.server.mean_s), ms(row.client_ttft_mean_s),
               "-" if row.overhead_s is None else f"{row.overhead_s * 1e3:+.0f}",
               "/".join(str(count) for count in row.counted.values()) or "-",
               "-" if row.ours is None else str(row.ours)] for row in rows]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hyperpod_dpd.benchmark.job import BENCHMARK_CONTAINER, PUBLISH_CONTAINER, RESULTS_MARK, UPLOAD_FAILED
+from hyperpod_dpd.benchmark.run.job import BENCHMARK_CONTAINER, PUBLISH_CONTAINER, RESULTS_MARK, UPLOAD_FAILED
 from hyperpod_dpd.clients.checks import Check, failed, passed
 from hyperpod_dpd.clients.kube import JsonDict, KubeApi, KubeError
 from hyperpod_dpd.clients.wait import Waiter

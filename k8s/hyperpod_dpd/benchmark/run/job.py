@@ -37,11 +37,11 @@ import cdk8s
 from constructs import Construct
 
 from hyperpod_dpd._kplus import kplus
-from hyperpod_dpd.benchmark.aiperf_results import file_prefix
-from hyperpod_dpd.benchmark.client import Client
-from hyperpod_dpd.benchmark.results import PLAN_FILE, plan_document
-from hyperpod_dpd.benchmark.scenario import Scenario
-from hyperpod_dpd.benchmark.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.benchmark.run.aiperf_results import file_prefix
+from hyperpod_dpd.benchmark.run.client import Client
+from hyperpod_dpd.benchmark.run.results import PLAN_FILE, plan_document
+from hyperpod_dpd.benchmark.run.scenario import Scenario
+from hyperpod_dpd.benchmark.run.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.contracts.bench_job import (
     DEFAULT_IMAGE,
     DEFAULT_SERVICE_ACCOUNT,

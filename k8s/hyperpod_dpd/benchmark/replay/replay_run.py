@@ -1,35 +1,43 @@
 """``bench --trace`` on the cluster: the ConfigMap and the replay Job, the counters around each window, the report.
 
 The run is ``bench``'s (:mod:`hyperpod_dpd.benchmark.session` plans the endpoint, the names and the pod's options;
-:func:`~hyperpod_dpd.benchmark.cluster.run_job` applies and waits; the results come back from S3 or the log), with
+:func:`~hyperpod_dpd.benchmark.run.cluster.run_job` applies and waits; the results come back from S3 or the log), with
 the trace's ConfigMap created before the Job and deleted after it (``--keep`` leaves both), and ``create`` and
-``delete`` on ``configmaps`` added to the permissions asked for before anything is created.
+``delete`` on ``configmaps`` added to the permissions asked for before anything is created. :func:`plan_trace` and
+:func:`run_trace` are the whole ``--trace`` workflow: the options a replay refuses, the trace read and windowed, then
+the manifests planned or the replay run; ``cli/bench.py`` only parses and prints.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import yaml
 
 from hyperpod_dpd.benchmark import session
-from hyperpod_dpd.benchmark.cluster import run_job
-from hyperpod_dpd.benchmark.disaggregation import LevelSnapshots, MetricsSources, read_counters
-from hyperpod_dpd.benchmark.job import job_name
-from hyperpod_dpd.benchmark.readiness import (
+from hyperpod_dpd.benchmark.proof.disaggregation import LevelSnapshots, MetricsSources, read_counters
+from hyperpod_dpd.benchmark.replay.replay import DEFAULT_SPEEDUP, Replay, plan_replay
+from hyperpod_dpd.benchmark.replay.replay_job import render_replay_job, replay_deadline_seconds
+from hyperpod_dpd.benchmark.replay.replay_proof import ReplayReport, window_results
+from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT
+from hyperpod_dpd.benchmark.run.cluster import run_job
+from hyperpod_dpd.benchmark.run.job import job_name
+from hyperpod_dpd.benchmark.run.readiness import (
     Permission,
     missing_endpoints,
     needed_permissions,
     permission_problems,
 )
-from hyperpod_dpd.benchmark.replay import Replay
-from hyperpod_dpd.benchmark.replay_job import render_replay_job, replay_deadline_seconds
-from hyperpod_dpd.benchmark.replay_proof import ReplayReport, window_results
-from hyperpod_dpd.benchmark.uploaded import result_files
+from hyperpod_dpd.benchmark.run.scenario import DEFAULT_CONCURRENCY, DEFAULT_OSL, levels_text
+from hyperpod_dpd.benchmark.run.uploaded import result_files
 from hyperpod_dpd.clients.kube import KubeError
 from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.errors import UsageError, raise_if_any
+from hyperpod_dpd.traces import DEFAULT_WINDOW_S, read_trace
 
 # A window's records take about 3.7 KB a request and the pod prints every result file into its log, which kubelet
 # rotates past 10 MiB (about 2,800 requests); below this, the summaries and the rest of the log still fit.
@@ -111,3 +119,76 @@ def run(request: session.BenchRequest, replay: Replay, *, seams: session.Seams =
     return ReplayReport(endpoint=target.name, replay=replay, job=name, problem=problem, identity=identity,
                         threshold=spec.routing.threshold,
                         windows=window_results(replay, files, snapshots.taken, threshold=spec.routing.threshold))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceOptions:
+    """The trace ``bench --trace`` replays and how: ``--trace``, ``--trace-format``, ``--trace-speedup`` and
+    ``--trace-window``.
+
+    :param format: the trace's format's name. :default: - told by its first line
+    """
+
+    path: str
+    format: str | None = None
+    speedup: float = DEFAULT_SPEEDUP
+    window_s: float = DEFAULT_WINDOW_S
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayPlan:
+    """A replay's plan: bench's plan of the endpoint, names and pod options, and the trace's windows."""
+
+    plan: session.Plan
+    replay: Replay
+
+    def manifests(self) -> dict[str, str]:
+        """The ConfigMap, ServiceAccount and Job as one YAML file, by file name."""
+        return manifests(self.plan, self.replay)
+
+
+def level_options(request: session.BenchRequest) -> list[str]:
+    """The options of a load-level run that ``request`` sets, which a replay has no use for."""
+    levels = request.concurrency != levels_text(DEFAULT_CONCURRENCY) or request.request_rate is not None
+    return [flag for flag, given in (
+        ("--concurrency/--request-rate", levels), ("--isl", request.isl is not None),
+        ("--osl", request.osl != DEFAULT_OSL), ("--requests", request.requests is not None),
+        ("--prefix-share", bool(request.prefix_share)),
+        ("--client", request.client not in (None, DEFAULT_CLIENT.value)), ("--aggregated", request.aggregated),
+        ("--compare", request.compare),
+        ("--results-dir", request.results_dir is not None or request.aggregated_results_dir is not None),
+        ("--repeat", request.repeat > 1), ("--report-dir", request.report_dir is not None)) if given]
+
+
+@contextmanager
+def _reading(trace: TraceOptions) -> Iterator[None]:
+    """A file that cannot be read is the user's to fix (a :class:`UsageError` naming ``--trace``)."""
+    try:
+        yield
+    except OSError as err:
+        raise UsageError(f"--trace {trace.path}: {err.strerror or err}") from None
+
+
+def _replay_of(request: session.BenchRequest, trace: TraceOptions) -> Replay:
+    conflicts = level_options(request)
+    if conflicts:
+        raise UsageError(f"--trace replays the trace's own arrivals and lengths with aiperf against the DPD endpoint: "
+                         f"drop {', '.join(conflicts)}")
+    return plan_replay(read_trace(trace.path, format=trace.format), speedup=trace.speedup, window_s=trace.window_s,
+                       max_model_len=request.spec.max_model_len)
+
+
+def plan_trace(request: session.BenchRequest, trace: TraceOptions, *,
+               seams: session.Seams = session.REAL) -> ReplayPlan:
+    """``bench --trace --output-dir``: the replay's manifests, running nothing. Raises :class:`UsageError` for a level
+    option or an unreadable file, :class:`SpecError` for a trace or options that cannot be replayed."""
+    with _reading(trace):
+        replay = _replay_of(request, trace)
+        return ReplayPlan(plan=plan(request, seams=seams), replay=replay)
+
+
+def run_trace(request: session.BenchRequest, trace: TraceOptions, *,
+              seams: session.Seams = session.REAL) -> ReplayReport:
+    """``bench --trace``: the replay run on the cluster, window by window; raises as :func:`plan_trace` does."""
+    with _reading(trace):
+        return run(request, _replay_of(request, trace), seams=seams)

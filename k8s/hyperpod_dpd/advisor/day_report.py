@@ -3,7 +3,7 @@
 One figure of four panels over the trace's time: arrivals per second, replicas serving per role, and the
 p90 TTFT and TPOT of each step against the spec's SLO line. It is drawn from :func:`day_series` alone,
 which the page embeds (``read_embedded``) and ``report.json`` holds, so what it shows can be checked. The
-page machinery is ``bench``'s (:func:`~hyperpod_dpd.benchmark.figures.write_page`): deterministic files,
+page machinery is shared with ``bench`` (:func:`~hyperpod_dpd.report_page.write_page`): deterministic files,
 and without matplotlib the numbers and the extra's name.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from hyperpod_dpd.advisor.emulator import EmulatedDay
 from hyperpod_dpd.advisor.trace_advice import TraceAdvice
-from hyperpod_dpd.benchmark.figures import write_page
+from hyperpod_dpd.report_page import write_page
 
 DAY_PNG = "emulated-day.png"
 TITLE = "hyperpod-dpd advise --trace: the emulated day"
@@ -24,7 +24,8 @@ COLORS = {"prefill": "tab:blue", "decode": "tab:orange"}
 
 
 def _ms(value: float) -> float | None:
-    """Milliseconds, or None for a step with no capacity (infinite latency is not drawn)."""
+    """Milliseconds, or None for a step with no capacity (infinite latency is not drawn); bench's figures
+    keep a NaN instead."""
     return round(value * 1000, 3) if math.isfinite(value) else None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from enum import Enum
 
-from hyperpod_dpd.benchmark.client import Client
+from hyperpod_dpd.benchmark.run.client import Client
 from hyperpod_dpd.contracts.router import MARGIN, PromptLength, clears, client_length
 from hyperpod_dpd.errors import Problem
 

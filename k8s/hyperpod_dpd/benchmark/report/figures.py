@@ -7,36 +7,29 @@ advisor's p50 per level with its own range shaded around it (``prediction.BAND``
 endpoint's TTFT by stage, stacked, with the client's TTFT beside it. A level not verified against
 its servers (a trust warning, or a results folder without its counters) is drawn with a hollow
 marker, its reasons in the legend and under the figure. With repeats, each point is the median
-over them and a bar spans their range (:mod:`~hyperpod_dpd.benchmark.repeats`). Nothing is
-fetched: the SVGs are inline. The output is deterministic (no dates in the files, a fixed SVG hash
-salt). matplotlib comes with the ``bench``
-extra; without it the page holds the numbers and names the extra.
+over them and a bar spans their range (:mod:`~hyperpod_dpd.benchmark.report.repeats`). The page
+itself (inline SVGs, deterministic files, the numbers alone without matplotlib) is
+:mod:`hyperpod_dpd.report_page`'s, shared with ``advise --trace``'s.
 """
 
 from __future__ import annotations
 
-import html
-import io
-import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hyperpod_dpd.benchmark.capacity import NO_SLO, Slo
-from hyperpod_dpd.benchmark.decomposition import STAGES, Decomposition
-from hyperpod_dpd.benchmark.prediction import BAND, ComparisonRow
-from hyperpod_dpd.benchmark.repeats import level_repeats, spread
-from hyperpod_dpd.benchmark.results import BenchmarkResults
+from hyperpod_dpd.benchmark.proof.decomposition import STAGES, Decomposition
+from hyperpod_dpd.benchmark.report.capacity import NO_SLO, Slo
+from hyperpod_dpd.benchmark.report.prediction import BAND, ComparisonRow
+from hyperpod_dpd.benchmark.report.repeats import level_repeats, spread
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
 from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.report_page import write_page
 
-BENCH_EXTRA = "bench"
-HTML_FILE = "report.html"
-JSON_FILE = "report.json"
 LATENCY_PNG = "latency.png"
 STAGES_PNG = "ttft-stages.png"
-SVG_SALT = "hyperpod-dpd-bench"
 QUANTILES = ("p50", "p90")
 METRICS = (("ttft", "TTFT p50/p90 ms", "TTFT p50"), ("tpot", "TPOT p50/p90 ms", "TPOT p50"))
 
@@ -46,7 +39,8 @@ class ReportInput:
     """What the page shows: each layout's levels, the SLO, the DPD stages, the advisor's rows, the text report."""
 
     title: str
-    runs: Mapping[str, BenchmarkResults]  # by layout: each level the median over its repeats (benchmark/repeats.py)
+    # by layout: each level the median over its repeats (benchmark/report/repeats.py)
+    runs: Mapping[str, BenchmarkResults]
     slo: Slo | None
     decompositions: Sequence[Decomposition]
     predictions: Sequence[ComparisonRow]
@@ -58,7 +52,7 @@ class ReportInput:
     unverified: Mapping[str, Mapping[Load, Sequence[str]]] = field(default_factory=dict)
 
 
-def _ms(value: float | None) -> float | None:
+def _ms(value: float | None) -> float | None:  # a number for the JSON; a saturated prediction's NaN stays NaN
     return None if value is None else round(value * 1e3, 3)
 
 
@@ -217,63 +211,6 @@ def stages_figure(data: Mapping[str, Any]) -> Any:
     return figure
 
 
-def _save(figure: Any, kind: str) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format=kind, metadata={"Date": None} if kind == "svg" else {"Software": None})
-    return buffer.getvalue()
-
-
-def _svg(figure: Any) -> str:
-    text = _save(figure, "svg").decode("utf-8")
-    return text[text.index("<svg"):]
-
-
-def _page(title: str, text: str, data: Mapping[str, Any], pictures: Sequence[tuple[str, str | None]],
-          note: str | None, *, notes: Sequence[str] = ()) -> str:
-    embedded = json.dumps(data, sort_keys=True).replace("</", "<\\/")
-    body = "\n".join(f"<figure>{svg}" + (f"<figcaption>{html.escape(caption)}</figcaption>" if caption else "")
-                     + "</figure>" for svg, caption in pictures)
-    return "\n".join([
-        "<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f"<title>{html.escape(title)}</title>",
-        "<style>body{font-family:sans-serif;margin:1.5em}pre{font-size:12px;overflow-x:auto}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-        *([f"<p><strong>{html.escape(note)}</strong></p>"] if note else []),
-        *(f"<p>{html.escape(each)}</p>" for each in notes), body,
-        f"<pre>{html.escape(text)}</pre>",
-        f"<script type=\"application/json\" id=\"figure-data\">{embedded}</script>", "</body></html>", ""])
-
-
-def write_page(folder: Path, *, title: str, text: str, data: Mapping[str, Any], document: Mapping[str, Any],
-               draw: Callable[[Mapping[str, Any]], list[tuple[str, Any]]],
-               captions: Mapping[str, str | None] | None = None, notes: Sequence[str] = ()) -> list[Path]:
-    """``report.html`` (its SVGs inline, ``data`` embedded), ``report.json`` (``document`` and ``data``) and, with
-    matplotlib, one PNG per ``(file name, figure)`` that ``draw(data)`` returns; without it the page says so.
-
-    :param captions: by file name, the text under that figure. :default: - none
-    :param notes: paragraphs at the top of the page, with or without pictures. :default: - none
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    written = [folder / JSON_FILE]
-    written[0].write_text(json.dumps({**document, "figures": data}, indent=2) + "\n", encoding="utf-8")
-    try:
-        from matplotlib import rc_context  # noqa: PLC0415 - the bench extra's
-    except ImportError:
-        note: str | None = f"no pictures: they need matplotlib (pip install 'hyperpod-dpd[{BENCH_EXTRA}]')"
-        pictures: list[tuple[str, str | None]] = []
-    else:
-        note, pictures = None, []
-        # A fixed hash salt makes the SVG's ids the same on every run; text as paths needs no font on the reader's side.
-        with rc_context({"svg.hashsalt": SVG_SALT, "svg.fonttype": "path", "font.size": 9.0}):
-            for name, figure in draw(data):
-                pictures.append((_svg(figure), (captions or {}).get(name)))
-                (folder / name).write_bytes(_save(figure, "png"))
-                written.append(folder / name)
-    page = folder / HTML_FILE
-    page.write_text(_page(title, text, data, pictures, note, notes=notes), encoding="utf-8")
-    return [page, *written]
-
-
 def write_report(folder: Path, report: ReportInput) -> list[Path]:
     """``report.html``, ``report.json`` and, with matplotlib, ``latency.png`` and ``ttft-stages.png``."""
 
@@ -287,11 +224,3 @@ def write_report(folder: Path, report: ReportInput) -> list[Path]:
     return write_page(folder, title=report.title, text=report.text, data=data, document=report.document, draw=draw,
                       captions={LATENCY_PNG: latency_caption(data)},
                       notes=[data["slo_note"]] if data["slo_note"] else [])
-
-
-def read_embedded(page: str) -> dict[str, Any]:
-    """The figure data a page embeds (what :func:`write_report` drew its figures from)."""
-    start = page.index('<script type="application/json" id="figure-data">')
-    text = page[page.index(">", start) + 1:page.index("</script>", start)]
-    data: dict[str, Any] = json.loads(text.replace("<\\/", "</"))
-    return data

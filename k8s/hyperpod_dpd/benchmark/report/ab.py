@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
-from hyperpod_dpd.benchmark.economics import Layout
-from hyperpod_dpd.benchmark.levels import LevelResult
-from hyperpod_dpd.benchmark.results import BenchmarkResults
-from hyperpod_dpd.benchmark.stats import Interval, welch_interval
-from hyperpod_dpd.columns import render_columns
+from hyperpod_dpd.benchmark.report.economics import Layout
+from hyperpod_dpd.benchmark.report.stats import Interval, welch_interval
+from hyperpod_dpd.benchmark.run.levels import LevelResult
+from hyperpod_dpd.benchmark.run.results import BenchmarkResults
+from hyperpod_dpd.columns import by_unit, render_columns
 from hyperpod_dpd.load_point import Load, column_header
 
 
@@ -196,16 +196,6 @@ def compare_buyer(dpd: Sequence[BenchmarkResults], aggregated: Sequence[Benchmar
     return rows
 
 
-def _scaled(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    if unit == "ms":
-        return f"{value * 1e3:,.1f}"
-    if unit == "USD/Mtok":
-        return f"{value:,.3f}"
-    return f"{value:,.1f}"
-
-
 def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout]) -> str:
     """The table, with how each interval was made and what each layout holds and costs."""
     if not rows:
@@ -214,10 +204,10 @@ def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout]) -> st
     for row in rows:
         for d in row.differences:
             interval = "-" if d.interval is None else (
-                f"[{_scaled(d.interval.low, d.metric.unit)}, {_scaled(d.interval.high, d.metric.unit)}] "
+                f"[{by_unit(d.interval.low, d.metric.unit)}, {by_unit(d.interval.high, d.metric.unit)}] "
                 f"{d.interval.method}")
-            table.append([row.load.cell(), f"{d.metric.label} {d.metric.unit}", _scaled(d.dpd, d.metric.unit),
-                          _scaled(d.aggregated, d.metric.unit), _scaled(d.difference, d.metric.unit), interval,
+            table.append([row.load.cell(), f"{d.metric.label} {d.metric.unit}", by_unit(d.dpd, d.metric.unit),
+                          by_unit(d.aggregated, d.metric.unit), by_unit(d.difference, d.metric.unit), interval,
                           d.verdict])
     title = ("DPD against the aggregated twin: DPD - AGG with its 95% interval (welch-t over the repeats, two or more "
              "a side; one run a side has none and no verdict); 'no difference' when the interval holds 0")

@@ -1,0 +1,1 @@
+"""Proving a level: which path the requests took, from the servers' own counters, and when not to trust it."""
