@@ -25,7 +25,7 @@ import yaml
 from hyperpod_dpd.benchmark.ab import CHANGE_METRICS, AbRow, BuyerRow, compare_ab, compare_buyer, render_buyer
 from hyperpod_dpd.benchmark.capacity import NO_SLO, Capacity, Slo, capacity_at_slo, render_capacities
 from hyperpod_dpd.benchmark.client import DEFAULT_CLIENT, Client
-from hyperpod_dpd.benchmark.cluster import BenchmarkKube, JobLog, run_job
+from hyperpod_dpd.benchmark.cluster import JobLog, run_job
 from hyperpod_dpd.benchmark.decomposition import Decomposition, decompose, render_decompositions
 from hyperpod_dpd.benchmark.disaggregation import (
     MIN_FRACTION,
@@ -89,6 +89,7 @@ from hyperpod_dpd.benchmark.uploaded import (
 )
 from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity, twin_layout_identity
 from hyperpod_dpd.clients.aws import AwsClients, session_clients
+from hyperpod_dpd.clients.benchmark_kube import BenchmarkKube
 from hyperpod_dpd.clients.kube import KubeError, load_kube
 from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.contracts.stack_outputs import GUESSED, OPTION, STACK, DeployedStack, Resolved, guessed_note
