@@ -36,7 +36,7 @@ from hyperpod_dpd.benchmark.overhead import BOUND_S, quantile
 from hyperpod_dpd.benchmark.replay import Replay, plan_replay
 from hyperpod_dpd.benchmark.replay_job import TRACE_MOUNT, render_replay_job
 from hyperpod_dpd.benchmark.replay_proof import ReplayReport, WindowResult, window_results
-from hyperpod_dpd.benchmark.session import Seams
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.traces import Trace, TraceRequest, write_mooncake
 

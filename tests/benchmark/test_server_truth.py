@@ -31,10 +31,10 @@ from hyperpod_dpd.benchmark.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.overhead import overhead_warnings, twin_ttft
 from hyperpod_dpd.benchmark.results import collect
 from hyperpod_dpd.benchmark.route import RoutePath, isl_for_model
-from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.benchmark.traffic import other_traffic_warnings
 from hyperpod_dpd.benchmark.trust import Trust
 from hyperpod_dpd.cli import main
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.contracts.router import clears
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.observability.metrics import TTFT

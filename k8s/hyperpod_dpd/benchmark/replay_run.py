@@ -28,6 +28,7 @@ from hyperpod_dpd.benchmark.replay_job import render_replay_job, replay_deadline
 from hyperpod_dpd.benchmark.replay_proof import ReplayReport, window_results
 from hyperpod_dpd.benchmark.uploaded import result_files
 from hyperpod_dpd.clients.kube import KubeError
+from hyperpod_dpd.clients.seams import REAL, Seams
 from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.errors import UsageError, raise_if_any
 
@@ -52,13 +53,13 @@ def manifests(planned: session.Plan, replay: Replay) -> dict[str, str]:
         render_replay_job(target, replay, options), sort_keys=False, width=1000)}
 
 
-def plan(request: session.BenchRequest, *, seams: session.Seams = session.REAL) -> session.Plan:
+def plan(request: session.BenchRequest, *, seams: Seams = REAL) -> session.Plan:
     """bench's plan of the endpoint, names and pod options. Its level traffic is not sent: the shortest answer keeps
     that traffic's length check against ``max_model_len`` out of a replay's way."""
     return session.plan(dataclasses.replace(request, osl=2), seams=seams)
 
 
-def run(request: session.BenchRequest, replay: Replay, *, seams: session.Seams = session.REAL) -> ReplayReport:
+def run(request: session.BenchRequest, replay: Replay, *, seams: Seams = REAL) -> ReplayReport:
     """Replay ``replay`` against the request's endpoint; a :class:`UsageError` for what stops the run."""
     planned = plan(request, seams=seams)
     spec, options = request.spec, planned.options
