@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from hyperpod_dpd.benchmark.run.cluster import BenchmarkKube
+from hyperpod_dpd.clients.benchmark_kube import BenchmarkKube
 
 _DESERIALIZER = ApiClient()
 

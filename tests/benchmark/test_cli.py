@@ -31,10 +31,10 @@ from hyperpod_dpd.benchmark.run.job import UPLOAD_MANIFEST, JobOptions, render_b
 from hyperpod_dpd.benchmark.run.levels import ResultsError
 from hyperpod_dpd.benchmark.run.results import collect
 from hyperpod_dpd.benchmark.run.route import largest_direct_isl
-from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.clients.aws import AwsClients
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.report_page import HTML_FILE, read_embedded

@@ -26,8 +26,8 @@ from hyperpod_dpd.benchmark import Scenario
 from hyperpod_dpd.benchmark.proof.overhead import BOUND_S, TAIL_BOUND_S
 from hyperpod_dpd.benchmark.run.client import Client
 from hyperpod_dpd.benchmark.run.job import UPLOAD_MANIFEST
-from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.clients.aws import AwsClients
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.load_point import Load
 
 RUN = "20261201-0300"

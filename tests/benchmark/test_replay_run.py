@@ -36,7 +36,7 @@ from hyperpod_dpd.benchmark.replay.replay_job import TRACE_MOUNT, render_replay_
 from hyperpod_dpd.benchmark.replay.replay_proof import ReplayReport, WindowResult, window_results
 from hyperpod_dpd.benchmark.run.client import Client
 from hyperpod_dpd.benchmark.run.job import BENCHMARK_CONTAINER, JobOptions
-from hyperpod_dpd.benchmark.session import Seams
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.traces import Trace, TraceRequest, write_mooncake
 

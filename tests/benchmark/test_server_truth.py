@@ -33,8 +33,8 @@ from hyperpod_dpd.benchmark.run.client import Client
 from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.run.results import collect
 from hyperpod_dpd.benchmark.run.route import RoutePath, isl_for_model
-from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.cli import main
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.contracts.router import clears
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.observability.metrics import TTFT

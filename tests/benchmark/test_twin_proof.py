@@ -20,9 +20,9 @@ from support import FakeClock, load_module
 
 from hyperpod_dpd.benchmark.proof.proof import PROOF_FILE
 from hyperpod_dpd.benchmark.run.job import UPLOAD_MANIFEST
-from hyperpod_dpd.benchmark.session import Seams
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.clients.aws import AwsClients
+from hyperpod_dpd.clients.seams import Seams
 
 truth = load_module("server_truth_cluster", Path(__file__).resolve().parent / "test_server_truth.py")
 

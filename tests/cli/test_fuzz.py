@@ -22,11 +22,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from support import PATH_VALUES, SPEC_FILE, FakeClock, Hang, fuzz_examples, spec_files, watchdog
 
-from hyperpod_dpd.benchmark import session
 from hyperpod_dpd.cli import EXIT_CODES, EXIT_INTERNAL, build_parser, main
-from hyperpod_dpd.cli import preflight as preflight_cli
-from hyperpod_dpd.cli import verify as verify_cli
 from hyperpod_dpd.clients.aws import AwsClients, AwsUnavailable, check_region
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.errors import INTERNAL_ERROR
 from hyperpod_dpd.spec.defaults import default_spec_text
 
@@ -51,6 +49,12 @@ def no_credentials(region: str | None, profile: str | None, *, fallback_region: 
     raise AwsUnavailable("no AWS credentials found (the fuzz has none)")
 
 
+def offline_seams() -> Seams:
+    """No AWS credentials and a fake clock; the Kubernetes seam is the real one."""
+    clock = FakeClock()
+    return Seams(aws_clients=no_credentials, clock=clock, sleep=clock.sleep)
+
+
 def _refuse_connection(*args: Any, **kwargs: Any) -> None:
     raise ConnectionRefusedError("the network is cut in the fuzz")
 
@@ -66,26 +70,19 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(socket.socket, "connect", _refuse_connection)
     monkeypatch.setattr(socket.socket, "connect_ex", _refuse_connection)
-    monkeypatch.setattr(preflight_cli, "aws_clients", no_credentials)
-    monkeypatch.setattr(verify_cli, "aws_clients", no_credentials)
-    clock = FakeClock()
-    monkeypatch.setattr(verify_cli, "clock", clock)
-    monkeypatch.setattr(verify_cli, "sleep", clock.sleep)
     if not WARM:  # jsii, cdk8s, boto3's models and the advisor's database load once, outside the watched runs
         with contextlib.redirect_stdout(None), contextlib.redirect_stderr(None):
             for command, options in SPEC_COMMANDS.items():
-                main([command, *options])
+                main([command, *options], seams=offline_seams())
         WARM.append(True)
     return tmp_path
 
 
 def run(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """``main(argv)`` under the watchdog: its status (argparse's exit included) and standard error."""
-    clock = FakeClock()
-    seams = session.Seams(aws_clients=no_credentials, clock=clock, sleep=clock.sleep)
     try:
         with watchdog(WATCHDOG_SECONDS):
-            code = main(list(argv), seams=seams) if argv[:1] == ["bench"] else main(list(argv))
+            code = main(list(argv), seams=offline_seams())
     except SystemExit as exited:  # argparse's own exit for a bad option or --help
         code = exited.code if isinstance(exited.code, int) else 2
     except Hang as hang:  # an AssertionError, so Hypothesis shrinks the command line and reports it

@@ -9,7 +9,7 @@ import pytest
 from support import default_mapping, with_value
 
 from hyperpod_dpd.cli import EXIT_CODES, main
-from hyperpod_dpd.cli import validate as validate_cli
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.errors import EXIT_INTERNAL, INTERNAL_ERROR
 
 
@@ -61,26 +61,23 @@ def test_a_config_json_path_no_system_call_could_take_is_a_problem(tmp_path: Pat
     assert f"model.architecture.config_json: {message}" in err and "Traceback" not in err
 
 
-def test_a_bug_is_one_line_naming_the_place_and_where_to_report_it(monkeypatch: pytest.MonkeyPatch,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bug_is_one_line_naming_the_place_and_where_to_report_it(capsys: pytest.CaptureFixture[str]) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("decode")
 
-    monkeypatch.setattr(validate_cli, "node_cost", broken)  # a bug inside validate, after the checks
-    assert main(["validate"]) == EXIT_INTERNAL
+    # a bug inside preflight's workflow, after the spec was read and checked
+    assert main(["preflight"], seams=Seams(aws_clients=broken)) == EXIT_INTERNAL  # type: ignore[arg-type]
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"hyperpod-dpd: {INTERNAL_ERROR}: KeyError: 'decode' at hyperpod_dpd/cli/validate.py:")
+    assert line.startswith(f"hyperpod-dpd: {INTERNAL_ERROR}: KeyError: 'decode' at hyperpod_dpd/ops/preflight.py:")
     assert line.endswith("`hyperpod-dpd --version` to the hyperpod-dpd issue tracker")
     assert f"  {EXIT_INTERNAL}  an internal error, a bug in hyperpod-dpd" in EXIT_CODES
 
 
-def test_ctrl_c_is_one_line_and_the_status_a_shell_reports(monkeypatch: pytest.MonkeyPatch,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_ctrl_c_is_one_line_and_the_status_a_shell_reports(capsys: pytest.CaptureFixture[str]) -> None:
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(validate_cli, "node_cost", interrupted)
-    assert main(["validate"]) == 130
+    assert main(["preflight"], seams=Seams(aws_clients=interrupted)) == 130  # type: ignore[arg-type]
     assert capsys.readouterr().err == "hyperpod-dpd: interrupted\n"
 
 

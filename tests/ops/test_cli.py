@@ -2,33 +2,46 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from typing import Any
 
 import pytest
 
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.cli import preflight as preflight_cli
-from hyperpod_dpd.cli import verify as verify_cli
+from hyperpod_dpd.clients.aws import AwsClients
 from hyperpod_dpd.clients.kube import KubeError
-from hyperpod_dpd.ops import preflight
+from hyperpod_dpd.clients.seams import AwsSession, Seams
+from hyperpod_dpd.ops import verify
 
 
 class _Plan:
     warnings: list[str] = []
 
 
-@pytest.fixture
-def planner(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preflight, "_load_planner", lambda: lambda spec, architecture=None: _Plan())
+def _plan(spec: Any, architecture: Any = None) -> _Plan:
+    return _Plan()
+
+
+def _given(made: AwsClients) -> AwsSession:
+    """The AWS seam that hands out ``made`` whatever the region and profile."""
+
+    def clients(region: str | None, profile: str | None, *, fallback_region: str | None = None) -> AwsClients:
+        return made
+
+    return clients
 
 
 @pytest.fixture
-def use_clients(monkeypatch: pytest.MonkeyPatch, stubs: Any, fakes: Any, aws: None) -> Any:
-    made = fakes.clients_with(stubs)
-    monkeypatch.setattr(preflight_cli, "aws_clients", lambda region, profile, fallback_region=None: made)
-    monkeypatch.setattr(verify_cli, "aws_clients", lambda region, profile, fallback_region=None: made)
-    return made
+def use_clients(stubs: Any, fakes: Any, aws: None) -> Any:
+    return fakes.clients_with(stubs)
+
+
+@pytest.fixture
+def preflight_seams(use_clients: Any) -> Seams:
+    """The stubbed AWS clients and a planner that finds nothing."""
+    return Seams(aws_clients=_given(use_clients), planner=_plan)
 
 
 def _zone_id() -> str:
@@ -41,13 +54,13 @@ def _zone_id() -> str:
 # --- preflight -------------------------------------------------------------------------------------
 
 
-def test_preflight_all_pass(use_clients: Any, stubs: Any, fakes: Any, planner: None,
+def test_preflight_all_pass(preflight_seams: Seams, stubs: Any, fakes: Any,
                             capsys: pytest.CaptureFixture[str]) -> None:
     fakes.upload_model(fakes.sharded_model(2))
     stubs.quota(4.0)
     stubs.clusters({"ClusterName": "HyperPodDpd-hp"})  # the stack's own cluster: not described, not counted
     stubs.addons_offered()
-    assert main(["preflight", "--availability-zone-id", _zone_id()]) == 0
+    assert main(["preflight", "--availability-zone-id", _zone_id()], seams=preflight_seams) == 0
     text = capsys.readouterr().out
     assert ("the spec needs 2 (0 already in use by HyperPod clusters in the region; HyperPodDpd-hp, which this "
             "deploy updates, not counted)") in text
@@ -59,13 +72,13 @@ def test_preflight_all_pass(use_clients: Any, stubs: Any, fakes: Any, planner: N
                     "model weights": "PASS", "add-on versions": "PASS", "existing add-ons": "SKIP"}
 
 
-def test_preflight_exits_1_when_a_check_fails(use_clients: Any, stubs: Any, fakes: Any, planner: None,
+def test_preflight_exits_1_when_a_check_fails(preflight_seams: Seams, stubs: Any, fakes: Any,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     fakes.upload_model(fakes.sharded_model(2))
     stubs.quota(1.0)
     stubs.clusters()
     stubs.addons_offered(missing="metrics-server")
-    assert main(["preflight", "--availability-zone-id", "usw2-az9", "--json"]) == 1
+    assert main(["preflight", "--availability-zone-id", "usw2-az9", "--json"], seams=preflight_seams) == 1
     report = json.loads(capsys.readouterr().out)
     statuses = {row["check"]: row["status"] for row in report["checks"]}
     assert statuses == {"spec": "PASS", "planner": "PASS", "service quota": "FAIL", "availability zone": "FAIL",
@@ -76,13 +89,14 @@ def test_preflight_exits_1_when_a_check_fails(use_clients: Any, stubs: Any, fake
 
 
 def test_preflight_add_on_rows_skip_without_eks_permission_and_opt_out(
-        use_clients: Any, stubs: Any, fakes: Any, planner: None, capsys: pytest.CaptureFixture[str]) -> None:
+        preflight_seams: Seams, stubs: Any, fakes: Any, capsys: pytest.CaptureFixture[str]) -> None:
     fakes.upload_model(fakes.sharded_model(2))
     stubs.quota(4.0)
     stubs.clusters()
     stubs.eks_stub.add_client_error("describe_addon_versions", "AccessDeniedException", "not authorized")
     stubs.eks_stub.add_client_error("list_addons", "AccessDeniedException", "not authorized")
-    assert main(["preflight", "--availability-zone-id", _zone_id(), "--eks-cluster", "platform", "--json"]) == 0
+    assert main(["preflight", "--availability-zone-id", _zone_id(), "--eks-cluster", "platform", "--json"],
+                seams=preflight_seams) == 0
     rows = {row["check"]: row for row in json.loads(capsys.readouterr().out)["checks"]}
     assert rows["add-on versions"]["status"] == rows["existing add-ons"]["status"] == "SKIP"
     assert "the caller needs eks:DescribeAddonVersions (or pass --no-addon-check)" in rows["add-on versions"]["detail"]
@@ -91,23 +105,26 @@ def test_preflight_add_on_rows_skip_without_eks_permission_and_opt_out(
 
     stubs.quota(4.0)
     stubs.clusters()
-    assert main(["preflight", "--availability-zone-id", _zone_id(), "--no-addon-check", "--json"]) == 0
+    assert main(["preflight", "--availability-zone-id", _zone_id(), "--no-addon-check", "--json"],
+                seams=preflight_seams) == 0
     names = [row["check"] for row in json.loads(capsys.readouterr().out)["checks"]]
     assert names == ["spec", "planner", "service quota", "availability zone", "model weights"]
 
     stubs.quota(4.0)
     stubs.clusters()
     stubs.addons_offered()
-    assert main(["preflight", "--availability-zone-id", _zone_id(), "--check-addons", "--json"]) == 0  # no-op
+    assert main(["preflight", "--availability-zone-id", _zone_id(), "--check-addons", "--json"],  # no-op
+                seams=preflight_seams) == 0
     assert "add-on versions" in [row["check"] for row in json.loads(capsys.readouterr().out)["checks"]]
 
 
-def test_preflight_cluster_instances_option(use_clients: Any, stubs: Any, planner: None,
+def test_preflight_cluster_instances_option(preflight_seams: Seams, stubs: Any,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     stubs.quota(4.0)
     stubs.clusters()
     stubs.addons_offered()
-    assert main(["preflight", "--cluster-instances", "5"]) == 1  # 5 > 4, and the bucket is missing
+    assert main(["preflight", "--cluster-instances", "5"],
+                seams=preflight_seams) == 1  # 5 > 4, and the bucket is missing
     out = capsys.readouterr().out
     assert "'ml.p5.48xlarge for cluster usage' (L-6A2BEAB4) = 4; the spec needs 5 " in out
     assert "availability zone  PASS    usw2-az2 (the CDK app's default availability_zone_id) is us-west-2" in out
@@ -149,17 +166,15 @@ def test_session_clients_need_a_region(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def seams(monkeypatch: pytest.MonkeyPatch, use_clients: Any, make_kube: Any, fake_clock: Any) -> Any:
-    """Install a recorded cluster: ``seams(answers, transport=..., logs=...)``."""
-    monkeypatch.setattr(verify_cli, "clock", fake_clock)
-    monkeypatch.setattr(verify_cli, "sleep", fake_clock.sleep)
+def seams(use_clients: Any, make_kube: Any, fake_clock: Any) -> Any:
+    """A recorded cluster for ``main(argv, seams=...)``: ``seams(answers, transport=..., logs=...)``."""
 
-    def install(answers: Any = None, **kwargs: Any) -> Any:
-        kube, core = make_kube(answers, **kwargs)
-        monkeypatch.setattr(verify_cli, "kube_api", lambda context, kubeconfig: kube)
-        return core
+    def recorded(answers: Any = None, **kwargs: Any) -> Seams:
+        kube, _ = make_kube(answers, **kwargs)
+        return Seams(aws_clients=_given(use_clients), kube_api=lambda context, kubeconfig: kube, clock=fake_clock,
+                     sleep=fake_clock.sleep)
 
-    return install
+    return recorded
 
 
 def _cluster_ok(stubs: Any, fakes: Any) -> None:
@@ -181,8 +196,8 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any, 
     stubs.endpoint("dpd-test")
     log: list[str] = []
     transport = fakes.FakeTransport(respond=lambda body: fakes.sse("Blue"), log=log)
-    seams(transport=transport, logs={"dpd-test-default-router-6f8d-klmno": log})
-    assert main(["verify", flag]) == 0
+    live = seams(transport=transport, logs={"dpd-test-default-router-6f8d-klmno": log})
+    assert main(["verify", flag], seams=live) == 0
     captured = capsys.readouterr()
     out = captured.out
     correctness = ["sending the correctness prompts through dpd-test-default-routing-service and a decode pod..."]
@@ -208,11 +223,12 @@ def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any, 
 def test_verify_times_out_naming_what_is_not_ready(seams: Any, stubs: Any, fakes: Any,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     _cluster_ok(stubs, fakes)
-    seams(fakes.healthy_cluster() | {
+    live = seams(fakes.healthy_cluster() | {
         ("deployments", "default", "decode-dpd-test"): fakes.deployment("decode-dpd-test", "default", 0),
         ("pods", "default", fakes.DECODE_SELECTOR): fakes.pod_list(
             fakes.pod("decode-dpd-test-1", "default", "decode", 2))})
-    assert main(["verify", "--cluster-name", "dpd", "--timeout", "60", "--poll-interval", "20", "--smoke"]) == 1
+    assert main(["verify", "--cluster-name", "dpd", "--timeout", "60", "--poll-interval", "20", "--smoke"],
+                seams=live) == 1
     captured = capsys.readouterr()
     note, *progress, final = captured.err.splitlines()
     assert note.startswith("note: guessed from the spec: endpoint default/dpd-test;")
@@ -229,9 +245,9 @@ def test_verify_times_out_naming_what_is_not_ready(seams: Any, stubs: Any, fakes
 def test_verify_no_wait_reports_once(seams: Any, stubs: Any, fakes: Any, fake_clock: Any,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     _cluster_ok(stubs, fakes)
-    seams(fakes.healthy_cluster() | {("inferenceendpointconfigs", "default", "dpd-test"):
-                                     fakes.endpoint_config("DeploymentInProgress")})
-    assert main(["verify", "--cluster-name", "dpd", "--no-wait", "--json"]) == 1
+    live = seams(fakes.healthy_cluster() | {("inferenceendpointconfigs", "default", "dpd-test"):
+                                            fakes.endpoint_config("DeploymentInProgress")})
+    assert main(["verify", "--cluster-name", "dpd", "--no-wait", "--json"], seams=live) == 1
     report = json.loads(capsys.readouterr().out)
     assert {row["check"]: row["status"] for row in report["checks"]}["endpoint config"] == "FAIL"
     assert fake_clock.slept == []
@@ -264,8 +280,8 @@ def test_verify_compares_the_live_crd_by_default(seams: Any, stubs: Any, fakes: 
     _cluster_ok(stubs, fakes)
     live = {None: fakes.live_crd(), "dropped": fakes.live_crd(_without_routing_threshold()),
             "forbidden": fakes.api_error(403, "cannot get customresourcedefinitions")}[answer]
-    seams(fakes.healthy_cluster() | {("customresourcedefinitions", CRD_NAME): live})
-    main(["verify", "--cluster-name", "dpd", "--no-wait", "--json", *options])
+    main(["verify", "--cluster-name", "dpd", "--no-wait", "--json", *options],
+         seams=seams(fakes.healthy_cluster() | {("customresourcedefinitions", CRD_NAME): live}))
     rows = {row["check"]: row for row in json.loads(capsys.readouterr().out)["checks"]}
     assert {rows[name]["status"] for name in ("endpoint config", "prefill", "decode", "router")} == {"PASS"}
     if status is None:
@@ -276,15 +292,13 @@ def test_verify_compares_the_live_crd_by_default(seams: Any, stubs: Any, fakes: 
 
 
 def test_verify_without_a_kubeconfig_still_reports_the_cluster(seams: Any, stubs: Any, fakes: Any,
-                                                               monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     _cluster_ok(stubs, fakes)
 
     def no_kubeconfig(context: str | None, kubeconfig: str | None) -> Any:
         raise KubeError("cannot load the kubeconfig (the current context): Invalid kube-config file")
 
-    monkeypatch.setattr(verify_cli, "kube_api", no_kubeconfig)
-    assert main(["verify", "--cluster-name", "dpd"]) == 1
+    assert main(["verify", "--cluster-name", "dpd"], seams=dataclasses.replace(seams(), kube_api=no_kubeconfig)) == 1
     out = capsys.readouterr().out
     assert "kubernetes        ERROR   cannot load the kubeconfig (the current context)" in out
     assert "hyperpod cluster  PASS    dpd: InService" in out
@@ -293,13 +307,12 @@ def test_verify_without_a_kubeconfig_still_reports_the_cluster(seams: Any, stubs
 def test_verify_with_expired_aws_credentials_reports_an_error_row(seams: Any, stubs: Any,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     stubs.sagemaker_stub.add_client_error("describe_cluster", "ExpiredTokenException", "expired", 400)
-    seams()
-    assert main(["verify", "--cluster-name", "dpd"]) == 1
+    assert main(["verify", "--cluster-name", "dpd"], seams=seams()) == 1
     assert ("hyperpod cluster  ERROR   the AWS credentials have expired: refresh them (for example `aws sso login`) "
             "and retry") in capsys.readouterr().out
 
 
-def test_preflight_with_expired_credentials_is_exit_2(monkeypatch: pytest.MonkeyPatch, stubs: Any, fakes: Any,
+def test_preflight_with_expired_credentials_is_exit_2(stubs: Any, fakes: Any,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     import boto3
     from botocore.stub import Stubber
@@ -310,22 +323,19 @@ def test_preflight_with_expired_credentials_is_exit_2(monkeypatch: pytest.Monkey
                                                                  "expired", 403)
     stub.activate()
     made = fakes.clients_with(stubs, sts=sts)
-    monkeypatch.setattr(preflight_cli, "aws_clients", lambda region, profile, fallback_region=None: made)
-    assert main(["preflight"]) == 2
+    assert main(["preflight"], seams=Seams(aws_clients=_given(made))) == 2
     assert capsys.readouterr().err == ("hyperpod-dpd: the AWS credentials have expired: refresh them (for example "
                                        "`aws sso login`) and retry\n")
 
 
-def test_verify_without_aws_credentials_still_checks_kubernetes(seams: Any, monkeypatch: pytest.MonkeyPatch,
+def test_verify_without_aws_credentials_still_checks_kubernetes(seams: Any,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     from hyperpod_dpd.clients.aws import AwsUnavailable
 
     def unavailable(region: str | None, profile: str | None, fallback_region: str | None = None) -> Any:
         raise AwsUnavailable("no AWS region: pass --region or set AWS_REGION (or a region in the profile)")
 
-    monkeypatch.setattr(verify_cli, "aws_clients", unavailable)
-    seams()
-    assert main(["verify"]) == 1
+    assert main(["verify"], seams=dataclasses.replace(seams(), aws_clients=unavailable)) == 1
     out = capsys.readouterr().out
     assert "hyperpod cluster  ERROR   no AWS region: pass --region" in out
     assert "router            PASS    deployment" in out
@@ -334,11 +344,11 @@ def test_verify_without_aws_credentials_still_checks_kubernetes(seams: Any, monk
 def test_verify_fails_on_an_internet_facing_ingress(seams: Any, stubs: Any, fakes: Any,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     _cluster_ok(stubs, fakes)
-    seams(fakes.healthy_cluster() | {("ingresses", "hyperpod-inference-system", "alb-dpd-test-default"):
-                                     fakes.ingress(scheme="internet-facing", hostname=fakes.PUBLIC_ALB_HOSTNAME)})
+    public = fakes.ingress(scheme="internet-facing", hostname=fakes.PUBLIC_ALB_HOSTNAME)
+    live = seams(fakes.healthy_cluster() | {("ingresses", "hyperpod-inference-system", "alb-dpd-test-default"): public})
     stubs.load_balancer(fakes.PUBLIC_ALB_HOSTNAME, scheme="internet-facing")
     stubs.endpoint("dpd-test")
-    assert main(["verify", "--cluster-name", "dpd", "--json"]) == 1
+    assert main(["verify", "--cluster-name", "dpd", "--json"], seams=live) == 1
     rows = {row["check"]: row["status"] for row in json.loads(capsys.readouterr().out)["checks"]}
     assert (rows["load balancer"], rows["alb"], rows["router"]) == ("FAIL", "FAIL", "PASS")
 
@@ -349,10 +359,10 @@ def test_correctness_asks_the_aggregated_twin_when_the_stack_hosts_one(make_kube
     transport = fakes.FakeTransport(respond=lambda body: fakes.sse("Blue"), log=[])
     kube, _ = make_kube(transport=transport, logs={"dpd-test-default-router-6f8d-klmno": transport.log})
     ready = [passed(name, "") for name in ("endpoint config", "prefill", "decode", "router")]
-    rows = verify_cli._smoke(kube, spec, ready, 60.0, quiet=True, correctness=True,
-                             twin_service="dpd-test-agg-default-routing-service")
+    rows = verify._smoke(kube, spec, ready, 60.0, quiet=True, clock=time.monotonic, correctness=True,
+                         twin_service="dpd-test-agg-default-routing-service")
     assert (rows[-1].name, rows[-1].status.value) == ("smoke: same answers", "PASS")
     assert [request[1] for request in transport.requests[-6:]] == [
         "dpd-test-default-routing-service", "dpd-test-agg-default-routing-service"] * 3
-    skipped = verify_cli._smoke(None, spec, [], 60.0, quiet=True, correctness=True)
+    skipped = verify._smoke(None, spec, [], 60.0, quiet=True, clock=time.monotonic, correctness=True)
     assert [row.name for row in skipped][-1] == "smoke: same answers" and skipped[-1].status.value == "SKIP"

@@ -87,7 +87,7 @@ def test_describe_stack_reads_the_outputs() -> None:
 
 def test_bench_with_the_stack_uses_its_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """bench audit D1/D2: the deployed bucket, and no system-pool selector on a cluster without that pool."""
-    from hyperpod_dpd.benchmark.session import Seams
+    from hyperpod_dpd.clients.seams import Seams
 
     client = boto3.client("cloudformation", region_name="us-east-2", aws_access_key_id="a", aws_secret_access_key="b")
     stub = Stubber(client)

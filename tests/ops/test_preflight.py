@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from typing import Any
 
 import boto3
@@ -385,7 +386,7 @@ def test_planner_error_with_a_known_architecture_fails(spec: DpdSpec) -> None:
 
 
 def test_planner_not_installed_is_skipped(spec: DpdSpec, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preflight, "_load_planner", lambda: None)
+    monkeypatch.setitem(sys.modules, "hyperpod_dpd.planner", None)  # as if not installed
     _, planner_row = check_spec(spec)
     assert (planner_row.status, planner_row.detail) == (Status.SKIP, "the planner (hyperpod_dpd.planner) is not "
                                                                      "installed")
@@ -474,7 +475,7 @@ def test_the_real_planner_reads_an_unknown_model_from_s3(clients: AwsClients, st
     stubs.quota(2.0)
     stubs.clusters()
     stubs.addons_offered()
-    rows = preflight.run_preflight(unknown, clients, preflight.PreflightOptions())
+    rows = preflight.preflight_checks(unknown, clients, preflight.PreflightOptions())
     planner_row = rows[1]
     assert planner_row.status is Status.PASS, planner_row.detail
     assert planner_row.detail.startswith("plan computed (architecture read from the weights' config.json)")

@@ -367,11 +367,11 @@ def test_the_workspace_is_described_then_queried(spec: DpdSpec) -> None:
 
 @pytest.mark.usefixtures("aws")
 def test_verify_json_carries_the_amp_rows(
-    monkeypatch: pytest.MonkeyPatch, stubs: Any, fakes: Any, spec: DpdSpec, capsys: pytest.CaptureFixture[str]
+    stubs: Any, fakes: Any, spec: DpdSpec, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from hyperpod_dpd.cli import main
-    from hyperpod_dpd.cli import verify as verify_cli
     from hyperpod_dpd.clients.kube import KubeError
+    from hyperpod_dpd.clients.seams import Seams
 
     amp_client = boto3.client("amp", region_name=REGION, aws_access_key_id="a", aws_secret_access_key="b")
     stub = Stubber(amp_client)
@@ -386,10 +386,10 @@ def test_verify_json_carries_the_amp_rows(
     def no_kubeconfig(context: str | None, kubeconfig: str | None) -> Any:
         raise KubeError("no kubeconfig")
 
-    monkeypatch.setattr(verify_cli, "aws_clients", lambda region, profile, fallback_region=None: made)
-    monkeypatch.setattr(verify_cli, "kube_api", no_kubeconfig)
-    monkeypatch.setattr(verify_cli, "amp_send", RecordedAmp(exporters(spec, dcgm_pods=False)))
-    assert main(["verify", "--cluster-name", "dpd", "--no-wait", "--json", "--amp-workspace", WS_ARN]) == 1
+    seams = Seams(aws_clients=lambda region, profile, fallback_region=None: made, kube_api=no_kubeconfig,
+                  amp_send=RecordedAmp(exporters(spec, dcgm_pods=False)))
+    assert main(["verify", "--cluster-name", "dpd", "--no-wait", "--json", "--amp-workspace", WS_ARN],
+                seams=seams) == 1
     rows = json.loads(capsys.readouterr().out)["checks"]
     amp = [row for row in rows if row["check"].startswith("amp ")]
     assert amp[0] == {

@@ -37,7 +37,7 @@ from hyperpod_dpd.benchmark.report.economics import layouts
 from hyperpod_dpd.benchmark.report.prediction import AdviceLike, compare, predict
 from hyperpod_dpd.benchmark.report.report import Comparison, Outcome, Report
 from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT, Client
-from hyperpod_dpd.benchmark.run.cluster import BenchmarkKube, JobLog, run_job
+from hyperpod_dpd.benchmark.run.cluster import JobLog, run_job
 from hyperpod_dpd.benchmark.run.job import (
     QUIET_SECONDS,
     UPLOAD_MANIFEST,
@@ -76,8 +76,9 @@ from hyperpod_dpd.benchmark.run.uploaded import (
     write_uploaded,
 )
 from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity, twin_layout_identity
-from hyperpod_dpd.clients.aws import AwsClients, session_clients
-from hyperpod_dpd.clients.kube import KubeError, load_kube
+from hyperpod_dpd.clients.benchmark_kube import BenchmarkKube
+from hyperpod_dpd.clients.kube import KubeError
+from hyperpod_dpd.clients.seams import REAL, Seams
 from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.contracts.bench_job import RESULTS_PREFIX
 from hyperpod_dpd.contracts.stack_outputs import GUESSED, OPTION, STACK, DeployedStack, Resolved, guessed_note
@@ -94,37 +95,8 @@ FOLDER_OPTION = {DPD: "--results-dir", AGGREGATED: "--aggregated-results-dir"}  
 TRAFFIC = re.compile(r"^D\((\d+),(\d+)\)$")
 
 
-def _benchmark_kube(context: str | None, kubeconfig: str | None) -> BenchmarkKube:
-    return BenchmarkKube.from_kube(load_kube(context, kubeconfig))
-
-
 def _predict(spec: DpdSpec, scenario: Scenario) -> AdviceLike:
     return predict(spec, scenario, baseline_nodes=1)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Seams:
-    """The live systems a run touches, each one replaceable (tests pass their own).
-
-    :param aws_clients: ``(region, profile)`` to clients, for ``--stack`` and the uploaded results.
-        :default: - the default credential chain
-    :param benchmark_kube: ``(context, kubeconfig)`` to the cluster's clients. :default: - the kubeconfig's
-    :param clock: seconds that only go forward, for the waits. :default: time.monotonic
-    :param sleep: waits between polls. :default: time.sleep
-    :param now: the UTC time that names a run without ``run_id``. :default: time.gmtime
-    :param predictor: ``(spec, scenario)`` to the advisor's estimate, for ``compare``.
-        :default: - the advisor, against one aggregated node
-    """
-
-    aws_clients: Callable[[str | None, str | None], AwsClients] = session_clients
-    benchmark_kube: Callable[[str | None, str | None], BenchmarkKube] = _benchmark_kube
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-    now: Callable[[], time.struct_time] = time.gmtime
-    predictor: Callable[[DpdSpec, Scenario], AdviceLike] = _predict
-
-
-REAL = Seams()
 
 
 def _nothing_deployed() -> DeployedStack | None:
@@ -615,7 +587,7 @@ def _result_files(options: JobOptions, target: BenchmarkTarget, log: JobLog, *,
 
 def _comparison(spec: DpdSpec, scenario: Scenario, outcomes: list[Outcome], *, seams: Seams) -> Comparison:
     try:
-        advice = seams.predictor(spec, scenario)
+        advice = (seams.predictor or _predict)(spec, scenario)
     except SpecError as err:
         raise UsageError("--compare: the advisor cannot predict this spec and traffic:\n" + "\n".join(
             f"  - {p.render()}" for p in err.problems)) from None

@@ -17,7 +17,7 @@ from hyperpod_dpd.cli import _common
 from hyperpod_dpd.errors import EXIT_INTERNAL, UsageError, internal_error_line
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.benchmark.session import Seams
+    from hyperpod_dpd.clients.seams import Seams
 
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader left
@@ -27,6 +27,8 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a tool stopped 
 SUBCOMMANDS = ("example", "schema", "validate", "plan", "advise", "trace", "synth", "observe", "preflight", "verify",
                "bench")
 REQUIRED = frozenset({"example", "schema", "validate", "trace", "synth"})
+# The subcommands that reach AWS or Kubernetes: each is handed the one Seams value of the run (clients/seams.py).
+LIVE = frozenset({"preflight", "verify", "bench"})
 EXIT_CODES = """exit status (every command):
   0  done; every check passed (warnings do not fail)
   1  something was checked and is not right: a preflight or verify check failed or could not
@@ -79,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, *, seams: Seams | None = None) -> int:
     """Run one command line and return its exit status.
 
-    :param seams: the live systems (AWS, the cluster, the clock, the advisor) for the command to use instead of
-        the real ones; only ``bench`` takes them. :default: - the real ones
+    :param seams: the live systems (AWS, the cluster, the clock, the advisor, the planner) for the command to use
+        instead of the real ones; the commands in ``LIVE`` take them. :default: - the real ones
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -89,7 +91,7 @@ def main(argv: Sequence[str] | None = None, *, seams: Seams | None = None) -> in
         return 0
     _common.reset_run()
     try:
-        code: int = args.handler(args) if seams is None else args.handler(args, seams=seams)
+        code: int = args.handler(args, seams=_live(seams)) if args.command in LIVE else args.handler(args)
         sys.stdout.flush()  # inside the try: a reader that left (`| head`) is noticed here, not at exit
     except UsageError as err:
         print(f"hyperpod-dpd: {err}", file=sys.stderr)
@@ -103,6 +105,12 @@ def main(argv: Sequence[str] | None = None, *, seams: Seams | None = None) -> in
         print(f"hyperpod-dpd: {internal_error_line(err)}", file=sys.stderr)
         return EXIT_INTERNAL
     return code
+
+
+def _live(seams: Seams | None) -> Seams:
+    from hyperpod_dpd.clients.seams import REAL  # noqa: PLC0415 - boto3: loaded by the commands that use it
+
+    return seams or REAL
 
 
 def _reader_left() -> int:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.cli._argtypes import path, region
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError
-from hyperpod_dpd.spec import DpdSpec, S3Source
+from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.loading import STDIN, read_spec_data, spec_from_mapping
 from hyperpod_dpd.validation import CheckedSpec, check, check_data
 
@@ -162,12 +162,6 @@ def add_aws_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", type=region, help="AWS region (default: the profile's or AWS_REGION, else the "
                                          "model bucket's region from the spec)")
     parser.add_argument("--profile", help="AWS named profile (default: the default credential chain)")
-
-
-def bucket_region(spec: DpdSpec) -> str | None:
-    """The spec's S3 bucket region, the last fallback for the AWS region."""
-    source = spec.model.source
-    return source.region if isinstance(source, S3Source) else None
 
 
 def add_spec_argument(parser: object) -> None:

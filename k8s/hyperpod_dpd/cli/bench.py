@@ -48,7 +48,8 @@ from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.traces import DEFAULT_WINDOW_S, FORMAT_NAMES
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.benchmark.session import BenchRequest, Plan, Seams
+    from hyperpod_dpd.benchmark.session import BenchRequest, Plan
+    from hyperpod_dpd.clients.seams import Seams
     from hyperpod_dpd.validation import CheckedSpec
 
 
@@ -152,11 +153,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace, *, seams: Seams | None = None) -> int:
-    """Run ``bench`` as ``args`` ask. :param seams: the live systems to use. :default: - the real ones"""
+def run(args: argparse.Namespace, *, seams: Seams) -> int:
+    """Run ``bench`` as ``args`` ask. :param seams: the live systems to use."""
     from hyperpod_dpd.benchmark import session  # noqa: PLC0415 - the Job chart loads cdk8s; keeps --help fast
 
-    seams = seams or session.REAL
     checked = read_checked_spec(args.spec)
     if args.aggregated_results_dir and not args.results_dir:
         raise UsageError("--aggregated-results-dir needs --results-dir")

@@ -19,16 +19,12 @@ from __future__ import annotations
 import argparse
 
 from hyperpod_dpd.cli._argtypes import instances
-from hyperpod_dpd.cli._common import add_aws_arguments, add_spec_argument, bucket_region, read_spec
-from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsUnavailable, describe_error, session_clients
+from hyperpod_dpd.cli._common import add_aws_arguments, add_spec_argument, read_spec
 from hyperpod_dpd.clients.checks import exit_status
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.contracts.stack_defaults import DEFAULT_AVAILABILITY_ZONE_ID, KUBERNETES_VERSION
-from hyperpod_dpd.errors import UsageError
-from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER, PreflightOptions, instances_needed, run_preflight
+from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER, PreflightOptions, PreflightRequest, run_preflight
 from hyperpod_dpd.ops.table import render_json, render_table
-
-# The seam the tests replace: (region, profile, fallback_region=...) -> AwsClients.
-aws_clients = session_clients
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,16 +58,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run, check_addons=True)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, seams: Seams) -> int:
     spec = read_spec(args.spec)
-    fallback = bucket_region(spec)
-    try:
-        clients = aws_clients(args.region, args.profile, fallback_region=fallback)
-        account = clients.account()
-    except AwsUnavailable as err:
-        raise UsageError(str(err)) from None
-    except AWS_ERRORS as err:
-        account = f"unknown ({describe_error(err)})"
     options = PreflightOptions(availability_zone_id=args.availability_zone_id,
                                cluster_instances=args.cluster_instances,
                                existing_cluster=args.existing_cluster, source=args.spec,
@@ -79,13 +67,13 @@ def run(args: argparse.Namespace) -> int:
                                eks_cluster=args.eks_cluster,
                                preinstalled_addons=tuple(a.strip() for a in args.preinstalled_addons.split(",")
                                                          if a.strip()))
-    checks = run_preflight(spec, clients, options)
-    needed = args.cluster_instances or instances_needed(spec)
+    report = run_preflight(PreflightRequest(spec=spec, options=options, region=args.region, profile=args.profile),
+                           seams)
     if args.json:
-        print(render_json(checks, account=account, region=clients.region,
-                          instance_type=spec.instance_type.api_name, instances=needed))
+        print(render_json(report.checks, account=report.account, region=report.region,
+                          instance_type=spec.instance_type.api_name, instances=report.instances))
     else:
-        print(f"preflight for {spec.namespace}/{spec.name}: account {account}, region {clients.region}, "
-              f"{needed} x {spec.instance_type.api_name}")
-        print(render_table(checks))
-    return exit_status(checks)
+        print(f"preflight for {spec.namespace}/{spec.name}: account {report.account}, region {report.region}, "
+              f"{report.instances} x {spec.instance_type.api_name}")
+        print(render_table(report.checks))
+    return exit_status(report.checks)

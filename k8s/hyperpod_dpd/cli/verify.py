@@ -50,67 +50,28 @@ its exporter creates on a first event). IAM: aps:DescribeWorkspace and aps:Query
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import sys
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from hyperpod_dpd.cli._argtypes import path, seconds
 from hyperpod_dpd.cli._common import (
     add_aws_arguments,
     add_deployed_arguments,
     add_spec_argument,
-    bucket_region,
-    problems_error,
     read_deployed,
     read_spec,
 )
-from hyperpod_dpd.clients.amp import Send, urllib_send
-from hyperpod_dpd.clients.aws import AwsClients, AwsUnavailable, session_clients
-from hyperpod_dpd.clients.checks import Check, Status, errored, exit_status, skipped
-from hyperpod_dpd.clients.kube import KubeApi, KubeError, load_kube
-from hyperpod_dpd.clients.wait import Progress, Waiter
-from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, router_service
+from hyperpod_dpd.clients.checks import exit_status
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.contracts.stack_defaults import DEFAULT_HYPERPOD_CLUSTER
-from hyperpod_dpd.contracts.stack_outputs import (
-    GUESSED,
-    OPTION,
-    STACK,
-    DeployedStack,
-    Resolved,
-    guessed_note,
-    render_resolved,
-)
-from hyperpod_dpd.errors import SpecError, UsageError
-from hyperpod_dpd.ops.exposure import exposure_checks
-from hyperpod_dpd.ops.rule_inputs import amp_input_checks
-from hyperpod_dpd.ops.smoke import CORRECTNESS, INPUTS, LONG, SHORT, run_correctness, run_smoke
+from hyperpod_dpd.contracts.stack_outputs import render_resolved
 from hyperpod_dpd.ops.table import render_json, render_table
 from hyperpod_dpd.ops.verify import (
-    CLUSTER,
-    ENDPOINT,
-    KV_ROLES,
-    ROUTER,
-    VerifyTargets,
-    check_kv_roles,
-    hint_for,
-    probes,
+    DEFAULT_POLL,
+    DEFAULT_TIMEOUT,
+    VerifyRequest,
+    as_deployed,
+    resolved_names,
+    run_verify,
 )
-from hyperpod_dpd.spec import DpdSpec
-
-if TYPE_CHECKING:
-    from mypy_boto3_sagemaker import SageMakerClient
-
-DEFAULT_TIMEOUT = 900
-DEFAULT_POLL = 15
-
-# The seams the tests replace.
-aws_clients = session_clients
-kube_api: Callable[[str | None, str | None], KubeApi] = load_kube
-clock: Callable[[], float] = time.monotonic
-sleep: Callable[[float], None] = time.sleep
-amp_send: Send = urllib_send
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -148,118 +109,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run, crd_diff=True)
 
 
-def _as_deployed(spec: DpdSpec, deployed: DeployedStack | None) -> DpdSpec:
-    """The spec in the namespace the stack deployed it to (the stack's router Service must then match)."""
-    if deployed is None:
-        return spec
-    try:
-        endpoint = deployed.endpoint(spec.name)
-    except SpecError as err:
-        raise problems_error("the spec is not an endpoint of the deployed stack:", err) from None
-    placed = dataclasses.replace(spec, namespace=endpoint.namespace)
-    if endpoint.router_service != router_service(placed) or endpoint.router_namespace != OPERATOR_NAMESPACE:
-        raise UsageError(f"the stack's router Service {endpoint.router_namespace}/{endpoint.router_service} is "
-                              f"not the one this version derives ({OPERATOR_NAMESPACE}/{router_service(placed)}): "
-                              "use the hyperpod-dpd version that deployed the stack")
-    return placed
-
-
-def _names(args: argparse.Namespace, spec: DpdSpec, deployed: DeployedStack | None, region: str) -> list[Resolved]:
-    def origin(option: object) -> str:
-        return OPTION if option is not None else STACK if deployed is not None else GUESSED
-
-    cluster = args.cluster_name or (deployed.hyperpod_cluster_name if deployed is not None else
-                                    f"the only HyperPod cluster in the region, else {DEFAULT_HYPERPOD_CLUSTER}")
-    names = [Resolved("hyperpod cluster", cluster, origin(args.cluster_name)),
-             Resolved("endpoint", f"{spec.namespace}/{spec.name}", origin(None)),
-             Resolved("router", f"{OPERATOR_NAMESPACE}/{router_service(spec)}", origin(None))]
-    if deployed is None:  # the region comes from --region or the AWS configuration, groups only from the stack
-        return names
-    groups = ", ".join(f"{role} {group}" for role, group in deployed.endpoint(spec.name).instance_groups.items())
-    return [Resolved("region", region, origin(args.region)), *names,
-            Resolved("instance groups", groups, STACK)]
-
-
-def run(args: argparse.Namespace) -> int:
-    deployed = read_deployed(args, aws_clients)
-    spec = _as_deployed(read_spec(args.spec), deployed)
-    fallback = deployed.region if deployed is not None else bucket_region(spec)
-    leading: list[Check] = []
-
-    region = args.region or fallback or "?"
-    used = _names(args, spec, deployed, region)
+def run(args: argparse.Namespace, *, seams: Seams) -> int:
+    deployed = read_deployed(args, seams.aws_clients)
+    spec = as_deployed(read_spec(args.spec), deployed)
+    request = VerifyRequest(
+        spec=spec, deployed=deployed, quiet=args.json, cluster_name=args.cluster_name, region=args.region,
+        profile=args.profile, kube_context=args.kube_context, kubeconfig=args.kubeconfig, wait=args.wait,
+        timeout=args.timeout, poll_interval=args.poll_interval, crd_diff=args.crd_diff, smoke=args.smoke,
+        correctness=args.correctness, amp_workspace=args.amp_workspace)
     if args.dry_run:
-        print(render_resolved(used, deployed=deployed))
+        print(render_resolved(resolved_names(request), deployed=deployed))
         return 0
-    note = guessed_note(used)
-    if note and not args.json:
-        print(note, file=sys.stderr)
-    sagemaker: Callable[[], SageMakerClient] | None = None
-    clients: AwsClients | None = None
-    try:
-        clients = aws_clients(args.region, args.profile, fallback_region=fallback)
-        region, sagemaker = clients.region, clients.sagemaker
-    except AwsUnavailable as err:
-        leading.append(errored(CLUSTER, str(err)))
-
-    kube: KubeApi | None = None
-    try:
-        kube = kube_api(args.kube_context, args.kubeconfig)
-    except KubeError as err:
-        leading.append(errored("kubernetes", str(err)))
-
-    waiter = Waiter(timeout=args.timeout, poll_interval=args.poll_interval, clock=clock, sleep=sleep,
-                    progress=Progress(sys.stderr) if not args.json else None)
-    cluster_name = args.cluster_name or (deployed.hyperpod_cluster_name if deployed is not None else None)
-    groups = tuple(deployed.endpoint(spec.name).instance_groups.values()) if deployed is not None else ()
-    targets = VerifyTargets(spec=spec, region=region, cluster_name=cluster_name, instance_groups=groups,
-                            crd_diff=args.crd_diff)
-    polled, timed_out = waiter.run(probes(targets, sagemaker=sagemaker, kube=kube), wait=args.wait,
-                                   hints=lambda check: hint_for(check, spec))
-    checks = [*leading, *polled]
-    if timed_out:
-        names = ", ".join(check.name for check in timed_out)
-        print(f"hyperpod-dpd: timed out after {args.timeout:.0f}s; still not ready: {names}. "
-              f"Next: {hint_for(timed_out[0], spec) or 'see the table'}", file=sys.stderr)
-
-    checks.append(_kv_roles(kube, spec, checks))
-    checks += exposure_checks(spec, kube=kube, aws=clients)
-    workspace = args.amp_workspace or (deployed.amp_workspace_arn if deployed is not None else None)
-    checks += amp_input_checks(spec, clients=clients, workspace=workspace, send=amp_send)
-    if args.smoke or args.correctness:
-        twin = deployed.endpoint(spec.name).aggregated if deployed is not None else None
-        checks += _smoke(kube, spec, checks, args.timeout, quiet=args.json, correctness=args.correctness,
-                         twin_service=twin.router_service if twin is not None else None)
+    report = run_verify(request, seams)
     if args.json:
-        print(render_json(checks, region=region, namespace=spec.namespace, name=spec.name))
+        print(render_json(report.checks, region=report.region, namespace=spec.namespace, name=spec.name))
     else:
-        print(f"verify {spec.namespace}/{spec.name} in {region}")
-        print(render_table(checks))
-    return exit_status(checks)
-
-
-def _kv_roles(kube: KubeApi | None, spec: DpdSpec, checks: list[Check]) -> Check:
-    ready = {check.name for check in checks if check.status is Status.PASS}
-    if kube is None or not {"prefill", "decode"} <= ready:
-        return skipped(KV_ROLES, "the prefill and decode pods are not ready")
-    return check_kv_roles(kube, spec)
-
-
-def _smoke(kube: KubeApi | None, spec: DpdSpec, checks: list[Check], timeout: float, *,
-           quiet: bool, correctness: bool = False, twin_service: str | None = None) -> list[Check]:
-    needed = {ENDPOINT, "prefill", "decode", ROUTER}
-    ready = {check.name for check in checks if check.status is Status.PASS}
-    if kube is None or not needed <= ready:
-        missing = ", ".join(sorted(needed - ready)) or "kubernetes"
-        reason = f"the endpoint is not ready ({missing}), so no prompt was sent"
-        return [skipped(SHORT, reason), skipped(LONG, reason), skipped(INPUTS, reason),
-                *([skipped(CORRECTNESS, reason)] if correctness else [])]
-    announce = None if quiet else (lambda line: print(line, file=sys.stderr))
-    rows = run_smoke(kube, spec, timeout=min(timeout, 300.0), clock=clock, announce=announce)
-    if correctness:
-        if announce is not None:
-            announce(f"sending the correctness prompts through {router_service(spec)} and "
-                     f"{twin_service or 'a decode pod'}...")
-        rows.append(run_correctness(kube, spec, twin_service=twin_service, timeout=min(timeout, 300.0),
-                                    clock=clock))
-    return rows
+        print(f"verify {spec.namespace}/{spec.name} in {report.region}")
+        print(render_table(report.checks))
+    return exit_status(report.checks)

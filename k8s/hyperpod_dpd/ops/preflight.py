@@ -1,7 +1,8 @@
 """``preflight``: what a deploy would otherwise find out tens of minutes in, checked in seconds.
 
 Each function returns one :class:`Check` and never raises for an AWS error: an access denied on
-one call is that row's ``ERROR``, the other rows still run.
+one call is that row's ``ERROR``, the other rows still run. :func:`run_preflight` is the whole command, from
+a :class:`PreflightRequest` and the live systems in one :class:`~hyperpod_dpd.clients.seams.Seams`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsClients, describe_error, error_code, read_model_config
+from hyperpod_dpd.clients.aws import (
+    AWS_ERRORS,
+    AwsClients,
+    AwsUnavailable,
+    describe_error,
+    error_code,
+    read_model_config,
+)
 from hyperpod_dpd.clients.checks import Check, errored, failed, passed, skipped
+from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.contracts.stack_defaults import (
     DEFAULT_AVAILABILITY_ZONE_ID,
     DEFAULT_HYPERPOD_CLUSTER,
@@ -22,7 +31,7 @@ from hyperpod_dpd.contracts.stack_defaults import (
 )
 from hyperpod_dpd.contracts.tokenizer import vocabulary_choices, vocabulary_files
 from hyperpod_dpd.contracts.zones import ZONE_ID_LABEL, ZoneSetting, zone_settings
-from hyperpod_dpd.errors import SpecError, warning_count
+from hyperpod_dpd.errors import SpecError, UsageError, warning_count
 from hyperpod_dpd.ops.addons import check_addon_versions, check_existing_addons
 from hyperpod_dpd.spec import DpdSpec, S3Source
 from hyperpod_dpd.spec.architecture import unsizable_reason_for_model_name
@@ -46,6 +55,12 @@ SAGEMAKER_SERVICE_CODE = "sagemaker"
 
 
 # --- instance counts ---------------------------------------------------------------------------
+
+
+def bucket_region(spec: DpdSpec) -> str | None:
+    """The spec's S3 bucket region, the last fallback for the AWS region."""
+    source = spec.model.source
+    return source.region if isinstance(source, S3Source) else None
 
 
 def instances_needed(spec: DpdSpec) -> int:
@@ -407,8 +422,8 @@ class PreflightOptions:
     preinstalled_addons: tuple[str, ...] = ()
 
 
-def run_preflight(spec: DpdSpec, clients: AwsClients, options: PreflightOptions,
-                  *, planner: Planner | None = None) -> list[Check]:
+def preflight_checks(spec: DpdSpec, clients: AwsClients, options: PreflightOptions,
+                     *, planner: Planner | None = None) -> list[Check]:
     """Every preflight check, in the order the table shows them."""
     spec_row, planner_row = check_spec(spec, source=options.source, planner=planner,
                                        architecture_loader=_s3_architecture_loader(clients, spec))
@@ -429,3 +444,45 @@ def run_preflight(spec: DpdSpec, clients: AwsClients, options: PreflightOptions,
            check_existing_addons(clients.eks(), options.eks_cluster, preinstalled=options.preinstalled_addons)]
           if options.check_addons else []),
     ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreflightRequest:
+    """What ``preflight`` was asked for: the spec, the checks' options, and the AWS region and profile to use.
+
+    :param region: :default: - the profile's or AWS_REGION, else the model bucket's region from the spec
+    :param profile: :default: - the default credential chain
+    """
+
+    spec: DpdSpec
+    options: PreflightOptions = PreflightOptions()
+    region: str | None = None
+    profile: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreflightReport:
+    """Every row in table order, and the account, region and instances they were checked for."""
+
+    checks: list[Check]
+    account: str
+    region: str
+    instances: int
+
+
+def run_preflight(request: PreflightRequest, seams: Seams) -> PreflightReport:
+    """The whole command: :func:`preflight_checks` in the account and region of the current credentials.
+
+    No usable credentials or region is a :class:`UsageError`: no row could run.
+    """
+    spec = request.spec
+    try:
+        clients = seams.aws_clients(request.region, request.profile, fallback_region=bucket_region(spec))
+        account = clients.account()
+    except AwsUnavailable as err:
+        raise UsageError(str(err)) from None
+    except AWS_ERRORS as err:
+        account = f"unknown ({describe_error(err)})"
+    checks = preflight_checks(spec, clients, request.options, planner=seams.planner)
+    return PreflightReport(checks=checks, account=account, region=clients.region,
+                           instances=request.options.cluster_instances or instances_needed(spec))

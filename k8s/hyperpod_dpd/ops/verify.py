@@ -1,18 +1,25 @@
 """``verify``: is the deployed endpoint up? The HyperPod cluster, the InferenceEndpointConfig, the
 prefill and decode deployments and the router, each a :class:`Check` that may still be settling.
+
+:func:`run_verify` is the whole command, from a :class:`VerifyRequest` and the live systems in one
+:class:`~hyperpod_dpd.clients.seams.Seams`; ``cli/verify.py`` parses the options and prints the rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.clients.aws import AWS_ERRORS, describe_error, error_code
-from hyperpod_dpd.clients.checks import Check, errored, failed, passed, skipped
+from hyperpod_dpd.clients.aws import AWS_ERRORS, AwsClients, AwsUnavailable, describe_error, error_code
+from hyperpod_dpd.clients.checks import Check, Status, errored, failed, passed, skipped
 from hyperpod_dpd.clients.kube import JsonDict, KubeApi, KubeError
+from hyperpod_dpd.clients.seams import Seams
+from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.contracts.operator import (
     OPERATOR_NAMESPACE,
     ROLE_LABEL,
@@ -21,13 +28,21 @@ from hyperpod_dpd.contracts.operator import (
     router_deployment,
     router_service,
 )
+from hyperpod_dpd.contracts.stack_defaults import DEFAULT_HYPERPOD_CLUSTER
+from hyperpod_dpd.contracts.stack_outputs import GUESSED, OPTION, STACK, DeployedStack, Resolved, guessed_note
+from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.ops.crd_diff import check_live_crd
-from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER
+from hyperpod_dpd.ops.exposure import exposure_checks
+from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER, bucket_region
+from hyperpod_dpd.ops.rule_inputs import amp_input_checks
+from hyperpod_dpd.ops.smoke import CORRECTNESS, INPUTS, LONG, SHORT, run_correctness, run_smoke
 from hyperpod_dpd.spec import DpdSpec
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
 
+DEFAULT_TIMEOUT = 900
+DEFAULT_POLL = 15
 CLUSTER = "hyperpod cluster"
 ENDPOINT = "endpoint config"
 ROUTER = "router"
@@ -373,3 +388,160 @@ def _cluster_probe(targets: VerifyTargets, sagemaker: Callable[[], SageMakerClie
         return check_cluster(sagemaker(), chosen[0], targets.spec, instance_groups=targets.instance_groups)
 
     return probe
+
+
+# --- the workflow ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyRequest:
+    """What ``verify`` was asked for, as values; the other fields are the options of ``hyperpod-dpd verify``.
+
+    :param spec: the checked spec, placed in the stack's namespace when ``deployed`` is given (:func:`as_deployed`).
+    :param deployed: what the stack deployed; its names win over the spec's. :default: - no stack
+    :param quiet: no progress or notes on standard error (the report is one JSON object). :default: False
+    """
+
+    spec: DpdSpec
+    deployed: DeployedStack | None = None
+    quiet: bool = False
+    cluster_name: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    kube_context: str | None = None
+    kubeconfig: str | None = None
+    wait: bool = True
+    timeout: float = DEFAULT_TIMEOUT
+    poll_interval: float = DEFAULT_POLL
+    crd_diff: bool = True
+    smoke: bool = False
+    correctness: bool = False
+    amp_workspace: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyReport:
+    """Every row in table order, and the region they were checked in."""
+
+    checks: list[Check]
+    region: str
+
+
+def as_deployed(spec: DpdSpec, deployed: DeployedStack | None) -> DpdSpec:
+    """The spec in the namespace the stack deployed it to (the stack's router Service must then match)."""
+    if deployed is None:
+        return spec
+    try:
+        endpoint = deployed.endpoint(spec.name)
+    except SpecError as err:
+        raise UsageError("\n".join(["the spec is not an endpoint of the deployed stack:",
+                                     *(f"  - {p.render()}" for p in err.problems)])) from None
+    placed = dataclasses.replace(spec, namespace=endpoint.namespace)
+    if endpoint.router_service != router_service(placed) or endpoint.router_namespace != OPERATOR_NAMESPACE:
+        raise UsageError(f"the stack's router Service {endpoint.router_namespace}/{endpoint.router_service} is "
+                              f"not the one this version derives ({OPERATOR_NAMESPACE}/{router_service(placed)}): "
+                              "use the hyperpod-dpd version that deployed the stack")
+    return placed
+
+
+def _fallback_region(request: VerifyRequest) -> str | None:
+    return request.deployed.region if request.deployed is not None else bucket_region(request.spec)
+
+
+def resolved_names(request: VerifyRequest) -> list[Resolved]:
+    """The names verify checks and where each came from (an option, the stack, or guessed from the spec)."""
+    spec, deployed = request.spec, request.deployed
+
+    def origin(option: object) -> str:
+        return OPTION if option is not None else STACK if deployed is not None else GUESSED
+
+    cluster = request.cluster_name or (deployed.hyperpod_cluster_name if deployed is not None else
+                                       f"the only HyperPod cluster in the region, else {DEFAULT_HYPERPOD_CLUSTER}")
+    names = [Resolved("hyperpod cluster", cluster, origin(request.cluster_name)),
+             Resolved("endpoint", f"{spec.namespace}/{spec.name}", origin(None)),
+             Resolved("router", f"{OPERATOR_NAMESPACE}/{router_service(spec)}", origin(None))]
+    if deployed is None:  # the region comes from --region or the AWS configuration, groups only from the stack
+        return names
+    region = request.region or _fallback_region(request) or "?"
+    groups = ", ".join(f"{role} {group}" for role, group in deployed.endpoint(spec.name).instance_groups.items())
+    return [Resolved("region", region, origin(request.region)), *names,
+            Resolved("instance groups", groups, STACK)]
+
+
+def run_verify(request: VerifyRequest, seams: Seams) -> VerifyReport:
+    """Every row: the cluster and endpoint (polled until ready with ``wait``), the KV roles, who can call the model,
+    the rules' inputs and, with ``smoke`` or ``correctness``, the prompts. Notes and progress go to standard error."""
+    spec, deployed = request.spec, request.deployed
+    fallback = _fallback_region(request)
+    leading: list[Check] = []
+
+    region = request.region or fallback or "?"
+    note = guessed_note(resolved_names(request))
+    if note and not request.quiet:
+        print(note, file=sys.stderr)
+    sagemaker: Callable[[], SageMakerClient] | None = None
+    clients: AwsClients | None = None
+    try:
+        clients = seams.aws_clients(request.region, request.profile, fallback_region=fallback)
+        region, sagemaker = clients.region, clients.sagemaker
+    except AwsUnavailable as err:
+        leading.append(errored(CLUSTER, str(err)))
+
+    kube: KubeApi | None = None
+    try:
+        kube = seams.kube_api(request.kube_context, request.kubeconfig)
+    except KubeError as err:
+        leading.append(errored("kubernetes", str(err)))
+
+    waiter = Waiter(timeout=request.timeout, poll_interval=request.poll_interval, clock=seams.clock,
+                    sleep=seams.sleep, progress=Progress(sys.stderr) if not request.quiet else None)
+    cluster_name = request.cluster_name or (deployed.hyperpod_cluster_name if deployed is not None else None)
+    groups = tuple(deployed.endpoint(spec.name).instance_groups.values()) if deployed is not None else ()
+    targets = VerifyTargets(spec=spec, region=region, cluster_name=cluster_name, instance_groups=groups,
+                            crd_diff=request.crd_diff)
+    polled, timed_out = waiter.run(probes(targets, sagemaker=sagemaker, kube=kube), wait=request.wait,
+                                   hints=lambda check: hint_for(check, spec))
+    checks = [*leading, *polled]
+    if timed_out:
+        names = ", ".join(check.name for check in timed_out)
+        print(f"hyperpod-dpd: timed out after {request.timeout:.0f}s; still not ready: {names}. "
+              f"Next: {hint_for(timed_out[0], spec) or 'see the table'}", file=sys.stderr)
+
+    checks.append(_kv_roles(kube, spec, checks))
+    checks += exposure_checks(spec, kube=kube, aws=clients)
+    workspace = request.amp_workspace or (deployed.amp_workspace_arn if deployed is not None else None)
+    checks += amp_input_checks(spec, clients=clients, workspace=workspace, send=seams.amp_send)
+    if request.smoke or request.correctness:
+        twin = deployed.endpoint(spec.name).aggregated if deployed is not None else None
+        checks += _smoke(kube, spec, checks, request.timeout, quiet=request.quiet, clock=seams.clock,
+                         correctness=request.correctness,
+                         twin_service=twin.router_service if twin is not None else None)
+    return VerifyReport(checks=checks, region=region)
+
+
+def _kv_roles(kube: KubeApi | None, spec: DpdSpec, checks: list[Check]) -> Check:
+    ready = {check.name for check in checks if check.status is Status.PASS}
+    if kube is None or not {"prefill", "decode"} <= ready:
+        return skipped(KV_ROLES, "the prefill and decode pods are not ready")
+    return check_kv_roles(kube, spec)
+
+
+def _smoke(kube: KubeApi | None, spec: DpdSpec, checks: list[Check], timeout: float, *,
+           quiet: bool, clock: Callable[[], float], correctness: bool = False,
+           twin_service: str | None = None) -> list[Check]:
+    needed = {ENDPOINT, "prefill", "decode", ROUTER}
+    ready = {check.name for check in checks if check.status is Status.PASS}
+    if kube is None or not needed <= ready:
+        missing = ", ".join(sorted(needed - ready)) or "kubernetes"
+        reason = f"the endpoint is not ready ({missing}), so no prompt was sent"
+        return [skipped(SHORT, reason), skipped(LONG, reason), skipped(INPUTS, reason),
+                *([skipped(CORRECTNESS, reason)] if correctness else [])]
+    announce = None if quiet else (lambda line: print(line, file=sys.stderr))
+    rows = run_smoke(kube, spec, timeout=min(timeout, 300.0), clock=clock, announce=announce)
+    if correctness:
+        if announce is not None:
+            announce(f"sending the correctness prompts through {router_service(spec)} and "
+                     f"{twin_service or 'a decode pod'}...")
+        rows.append(run_correctness(kube, spec, twin_service=twin_service, timeout=min(timeout, 300.0),
+                                    clock=clock))
+    return rows

@@ -35,6 +35,7 @@ from hyperpod_dpd.benchmark.run.readiness import (
 from hyperpod_dpd.benchmark.run.scenario import DEFAULT_CONCURRENCY, DEFAULT_OSL, levels_text
 from hyperpod_dpd.benchmark.run.uploaded import result_files
 from hyperpod_dpd.clients.kube import KubeError
+from hyperpod_dpd.clients.seams import REAL, Seams
 from hyperpod_dpd.clients.wait import Progress, Waiter
 from hyperpod_dpd.errors import UsageError, raise_if_any
 from hyperpod_dpd.traces import DEFAULT_WINDOW_S, read_trace
@@ -60,13 +61,13 @@ def manifests(planned: session.Plan, replay: Replay) -> dict[str, str]:
         render_replay_job(target, replay, options), sort_keys=False, width=1000)}
 
 
-def plan(request: session.BenchRequest, *, seams: session.Seams = session.REAL) -> session.Plan:
+def plan(request: session.BenchRequest, *, seams: Seams = REAL) -> session.Plan:
     """bench's plan of the endpoint, names and pod options. Its level traffic is not sent: the shortest answer keeps
     that traffic's length check against ``max_model_len`` out of a replay's way."""
     return session.plan(dataclasses.replace(request, osl=2), seams=seams)
 
 
-def run(request: session.BenchRequest, replay: Replay, *, seams: session.Seams = session.REAL) -> ReplayReport:
+def run(request: session.BenchRequest, replay: Replay, *, seams: Seams = REAL) -> ReplayReport:
     """Replay ``replay`` against the request's endpoint; a :class:`UsageError` for what stops the run."""
     planned = plan(request, seams=seams)
     spec, options = request.spec, planned.options
@@ -179,7 +180,7 @@ def _replay_of(request: session.BenchRequest, trace: TraceOptions) -> Replay:
 
 
 def plan_trace(request: session.BenchRequest, trace: TraceOptions, *,
-               seams: session.Seams = session.REAL) -> ReplayPlan:
+               seams: Seams = REAL) -> ReplayPlan:
     """``bench --trace --output-dir``: the replay's manifests, running nothing. Raises :class:`UsageError` for a level
     option or an unreadable file, :class:`SpecError` for a trace or options that cannot be replayed."""
     with _reading(trace):
@@ -188,7 +189,7 @@ def plan_trace(request: session.BenchRequest, trace: TraceOptions, *,
 
 
 def run_trace(request: session.BenchRequest, trace: TraceOptions, *,
-              seams: session.Seams = session.REAL) -> ReplayReport:
+              seams: Seams = REAL) -> ReplayReport:
     """``bench --trace``: the replay run on the cluster, window by window; raises as :func:`plan_trace` does."""
     with _reading(trace):
         return run(request, _replay_of(request, trace), seams=seams)
