@@ -3,6 +3,8 @@
 ``from hyperpod_dpd import DpdSpec, ModelSpec, S3Source, check`` is enough to build and check a spec
 (``default_spec()`` is the embedded example);
 charts live in :mod:`hyperpod_dpd.charts` and load the jsii runtime only when imported.
+Importing this package points jsii at the packaged Node.js (:mod:`hyperpod_dpd._node`), the one place that
+does: any module of it, or of ``hyperpod_dpd_cdk``, loads this file before it can import cdk8s or aws_cdk.
 """
 
 from hyperpod_dpd import _moved
@@ -37,7 +39,7 @@ from hyperpod_dpd.spec.loading import load_spec, spec_from_mapping, spec_to_mapp
 from hyperpod_dpd.spec.units import ByteSize
 from hyperpod_dpd.validation import CheckedSpec, check
 
-ensure_node()
+ensure_node()  # the imports above load no jsii, so this runs before it starts (tests/setup/test_node.py)
 _moved.install()
 
 __all__ = [

@@ -2,7 +2,8 @@
 
 aws-cdk-lib and cdk8s run their JavaScript core in a Node child process. A system Node may be
 missing or end-of-life (which prints a banner on every synth); the wheel brings a supported one.
-This must run before the first ``import aws_cdk`` or ``import cdk8s``.
+This must run before the first ``import aws_cdk`` or ``import cdk8s``: the package root calls it, and
+every module that imports them loads the root first, so no other module calls it again.
 """
 
 from __future__ import annotations

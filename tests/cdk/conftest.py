@@ -14,16 +14,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hyperpod_dpd import _node
+import aws_cdk as cdk  # jsii already runs on the packaged Node.js: tests/conftest.py imported hyperpod_dpd
+import pytest
+from support import load_module
 
-_node.ensure_node()  # before aws_cdk: jsii must start the packaged Node.js
-
-import aws_cdk as cdk  # noqa: E402
-import pytest  # noqa: E402
-from support import load_module  # noqa: E402
-
-from hyperpod_dpd.spec.defaults import default_spec  # noqa: E402
-from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingEksCluster, HyperPodDpdStack  # noqa: E402
+from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingEksCluster, HyperPodDpdStack
 
 HERE = Path(__file__).resolve().parent
 

@@ -11,20 +11,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hyperpod_dpd import _node
+import cdk8s
+from constructs import Construct
 
-_node.ensure_node()
-
-import cdk8s  # noqa: E402
-from constructs import Construct  # noqa: E402
-
-from hyperpod_dpd.contracts.crd import check_manifest  # noqa: E402
-from hyperpod_dpd.contracts.operator import IEC_API_VERSION, IEC_KIND  # noqa: E402
-from hyperpod_dpd.contracts.vllm import canonical_args, flag_values, parse_flags  # noqa: E402
-from hyperpod_dpd.errors import Problem, SpecError  # noqa: E402
-from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV  # noqa: E402
-from hyperpod_dpd.scaling import CompiledTrigger, compile_role  # noqa: E402
-from hyperpod_dpd.spec import (  # noqa: E402
+from hyperpod_dpd.contracts.crd import check_manifest
+from hyperpod_dpd.contracts.operator import IEC_API_VERSION, IEC_KIND
+from hyperpod_dpd.contracts.vllm import canonical_args, flag_values, parse_flags
+from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV
+from hyperpod_dpd.scaling import CompiledTrigger, compile_role
+from hyperpod_dpd.spec import (
     AutoscalingSpec,
     CloudWatchTrigger,
     DataCaptureSpec,
@@ -38,7 +34,7 @@ from hyperpod_dpd.spec import (  # noqa: E402
     TopologySpec,
     VolumeSource,
 )
-from hyperpod_dpd.validation import CheckedSpec, check  # noqa: E402
+from hyperpod_dpd.validation import CheckedSpec, check
 
 API_VERSION = IEC_API_VERSION
 KIND = IEC_KIND
