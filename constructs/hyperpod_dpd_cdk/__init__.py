@@ -2,13 +2,15 @@
 
 :class:`HyperPodDpd` is the whole platform as one construct, for a stack of your own (``add_endpoint``
 hosts more endpoints); :class:`HyperPodDpdStack` is the same parts as a stack of their own. Each part
-can also be used on its own. The first import below loads :mod:`hyperpod_dpd`, which points jsii at
-a supported Node.js before any construct module loads the jsii runtime.
+can also be used on its own. Exported here is what a user builds or passes: the constructs, their option
+objects and value types; the parts of the composition never built alone (the teardown handler and its
+cleanups, ``placed_spec``) stay in their modules. The first import below loads :mod:`hyperpod_dpd`, which
+points jsii at a supported Node.js before any construct module loads the jsii runtime.
 """
 
-from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
+import hyperpod_dpd  # noqa: F401 - first: jsii must start on the packaged Node.js
 from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess
-from hyperpod_dpd_cdk.dpd_endpoint import DpdEndpoint, placed_spec
+from hyperpod_dpd_cdk.dpd_endpoint import DpdEndpoint
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster, HyperPodEksCluster
 from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess
@@ -26,23 +28,15 @@ from hyperpod_dpd_cdk.model_bucket import AccessLogBucket, ModelBucket
 from hyperpod_dpd_cdk.network import ExistingVpc, HyperPodNetwork
 from hyperpod_dpd_cdk.observability import DpdObservability, ObservabilityOptions
 from hyperpod_dpd_cdk.stack import HyperPodDpdStack
-from hyperpod_dpd_cdk.teardown import (
-    CausedLogGroups,
-    GuardDutyCleanup,
-    TeardownBarrier,
-    TeardownHandler,
-    TeardownTiming,
-)
+from hyperpod_dpd_cdk.teardown import TeardownBarrier, TeardownTiming
 from hyperpod_dpd_cdk.versions import AddonVersions, SupportType
 from hyperpod_dpd_cdk.weights_staging import HuggingFaceTokenSecret, WeightsStaging
 
 __all__ = [
-    "INSTANCE_GROUP_LABEL",
     "AccessLogBucket",
     "AddonVersions",
     "AggregatedTwin",
     "BenchmarkAccess",
-    "CausedLogGroups",
     "ClusterEndpointAccess",
     "ClusterOptions",
     "DpdEndpoint",
@@ -51,7 +45,6 @@ __all__ = [
     "ExistingEksCluster",
     "ExistingVpc",
     "GrafanaDashboards",
-    "GuardDutyCleanup",
     "HuggingFaceTokenSecret",
     "HyperPodCluster",
     "HyperPodDependencies",
@@ -68,9 +61,7 @@ __all__ = [
     "ObservabilityOptions",
     "SupportType",
     "TeardownBarrier",
-    "TeardownHandler",
     "TeardownTiming",
     "WeightsStaging",
     "instance_groups_for",
-    "placed_spec",
 ]
