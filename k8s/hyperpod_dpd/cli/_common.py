@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_dpd.cli._argtypes import path, region
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec.loading import STDIN, read_spec_data, spec_from_mapping
+from hyperpod_dpd.spec.loading import DASH, read_spec_data, spec_from_mapping
 from hyperpod_dpd.validation import CheckedSpec, check, check_data
 
 if TYPE_CHECKING:
@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from hyperpod_dpd.contracts.stack_outputs import DeployedStack
 
 DEFAULT_SOURCE = "the embedded default spec"
-# A file argument of ``-``: standard input where a file is read, standard output where one is written.
-DASH = "-"
 # "Write files here", the same flag on every command that writes files (``-``: standard output).
 OUTPUT_DIR = "--output-dir"
 
@@ -36,7 +34,7 @@ def source_name(path: str | None) -> str:
     """How a spec argument is named in messages."""
     if path is None:
         return DEFAULT_SOURCE
-    return "<stdin>" if path == STDIN else path
+    return "<stdin>" if path == DASH else path
 
 
 def read_spec(path: str | None) -> DpdSpec:
@@ -72,7 +70,7 @@ def read_checked_spec(path: str | None) -> CheckedSpec:
 
 
 def _named(err: SpecError, path: str | None) -> SpecError:
-    return err if path != STDIN else SpecError(err.problems, source=source_name(path))
+    return err if path != DASH else SpecError(err.problems, source=source_name(path))
 
 
 def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, ...]]:

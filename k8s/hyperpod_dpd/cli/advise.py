@@ -19,8 +19,9 @@ from pathlib import Path
 from hyperpod_dpd.advisor.search import DEFAULT_MAX_NODES, DEFAULT_TOP
 from hyperpod_dpd.cli import advise_trace
 from hyperpod_dpd.cli._argtypes import number, path, whole, wholes
-from hyperpod_dpd.cli._common import DASH, add_spec_argument, print_warnings, read_spec, warn
+from hyperpod_dpd.cli._common import add_spec_argument, print_warnings, read_spec, warn
 from hyperpod_dpd.errors import SpecError, UsageError
+from hyperpod_dpd.spec.loading import DASH
 
 EXIT_SLA_MISSED = 1
 

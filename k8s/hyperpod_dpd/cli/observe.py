@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 
 from hyperpod_dpd.cli._common import (
-    DASH,
     add_output_dir_argument,
     add_spec_argument,
     print_warnings,
     read_checked_spec,
 )
 from hyperpod_dpd.errors import UsageError
+from hyperpod_dpd.spec.loading import DASH
 
 DEFAULT_OUT = "dist/observability"
 

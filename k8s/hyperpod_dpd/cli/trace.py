@@ -13,10 +13,11 @@ import json
 import sys
 
 from hyperpod_dpd.cli._argtypes import number, path, positive, seconds, whole
-from hyperpod_dpd.cli._common import DASH, add_json_argument, read_spec, warn
+from hyperpod_dpd.cli._common import add_json_argument, read_spec, warn
 from hyperpod_dpd.columns import render_columns
 from hyperpod_dpd.contracts.router import PrefillRule
 from hyperpod_dpd.errors import SpecError, UsageError
+from hyperpod_dpd.spec.loading import DASH
 from hyperpod_dpd.traces import (
     DEFAULT_WINDOW_S,
     FORMAT_NAMES,

@@ -28,8 +28,9 @@ from hyperpod_dpd.spec.instances import InstanceType, supported_names
 from hyperpod_dpd.spec.units import ByteSize
 
 _MISSING = object()
-# The file name that means standard input, as in ``kubectl apply -f -``.
-STDIN = "-"
+# A file argument of ``-``: standard input where a file is read (as in ``kubectl apply -f -``), standard
+# output where one is written (the commands' outputs).
+DASH = "-"
 
 
 class _Collector:
@@ -63,7 +64,7 @@ def spec_from_mapping(data: Any, *, source: str | None = None) -> DpdSpec:
 def read_spec_data(path: str | Path) -> Any:
     """The parsed content of a spec file (``.yaml``, ``.yml`` or ``.json``; ``-`` is standard input), not yet a spec."""
     name = str(path)
-    if name == STDIN:
+    if name == DASH:
         if sys.stdin is None:  # started with standard input closed (`<&-`)
             raise SpecError([Problem(field="<stdin>", value=None, message="is closed, so no spec can be read from it",
                                      fix="pipe the spec in (cat my-spec.yaml | ...), or pass the file's path")],
