@@ -15,37 +15,12 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # The constructs, their option objects and the value types they take. A part of the composition that is
 # never built alone stays in its module (hyperpod_dpd_cdk.teardown, .dpd_endpoint) and is not listed.
 PUBLIC = [
-    "AccessLogBucket",
-    "AddonVersions",
-    "AggregatedTwin",
-    "BenchmarkAccess",
-    "ClusterEndpointAccess",
-    "ClusterOptions",
-    "DpdEndpoint",
-    "DpdObservability",
-    "EfaSecurityGroup",
-    "ExistingEksCluster",
-    "ExistingVpc",
-    "GrafanaDashboards",
-    "HuggingFaceTokenSecret",
-    "HyperPodCluster",
-    "HyperPodDependencies",
-    "HyperPodDpd",
-    "HyperPodDpdStack",
-    "HyperPodEksCluster",
-    "HyperPodExecutionRole",
-    "HyperPodNetwork",
-    "HyperPodOptions",
-    "InferenceOperator",
-    "InstanceGroup",
-    "LifecycleScripts",
-    "ModelBucket",
-    "ObservabilityOptions",
-    "SupportType",
-    "TeardownBarrier",
-    "TeardownTiming",
-    "WeightsStaging",
-    "instance_groups_for",
+    "AccessLogBucket", "AddonVersions", "AggregatedTwin", "BenchmarkAccess", "ClusterEndpointAccess",
+    "ClusterOptions", "DpdEndpoint", "DpdObservability", "EfaSecurityGroup", "ExistingEksCluster", "ExistingVpc",
+    "GrafanaDashboards", "HuggingFaceTokenSecret", "HyperPodCluster", "HyperPodDependencies", "HyperPodDpd",
+    "HyperPodDpdStack", "HyperPodEksCluster", "HyperPodExecutionRole", "HyperPodNetwork", "HyperPodOptions",
+    "InferenceOperator", "InstanceGroup", "LifecycleScripts", "ModelBucket", "ObservabilityOptions", "SupportType",
+    "TeardownBarrier", "TeardownTiming", "WeightsStaging", "instance_groups_for"
 ]
 
 
