@@ -8,7 +8,7 @@ cleanups, ``placed_spec``) stay in their modules. The first import below loads :
 points jsii at a supported Node.js before any construct module loads the jsii runtime.
 """
 
-import hyperpod_dpd  # noqa: F401 - first: jsii must start on the packaged Node.js
+import hyperpod_dpd as _library  # noqa: F401 - first: jsii must start on the packaged Node.js
 from hyperpod_dpd_cdk.benchmark_access import AggregatedTwin, BenchmarkAccess
 from hyperpod_dpd_cdk.dpd_endpoint import DpdEndpoint
 from hyperpod_dpd_cdk.efa_security_group import EfaSecurityGroup
