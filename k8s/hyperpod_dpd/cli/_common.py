@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_dpd.cli._argtypes import path, region
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec.loading import STDIN, read_spec_data, spec_from_mapping
+from hyperpod_dpd.spec.loading import STDIN, load_spec_data, parse_spec
 from hyperpod_dpd.validation import CheckedSpec, check, check_data
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def check_spec_file(path: str | None) -> CheckedSpec:
     try:
         if path is None:
             return check(default_spec(), source=DEFAULT_SOURCE)
-        return check_data(read_spec_data(path), source=source_name(path))
+        return check_data(load_spec_data(path), source=source_name(path))
     except SpecError as err:
         raise _named(err, path) from None
 
@@ -84,7 +84,7 @@ def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, .
     if path is None:
         return read_checked_spec(path).spec, ()
     try:
-        data = read_spec_data(path)
+        data = load_spec_data(path)
     except SpecError as err:
         raise UsageError(str(_named(err, path))) from None
     try:
@@ -92,7 +92,7 @@ def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, .
     except SpecError as err:
         refused = err
     try:
-        spec = spec_from_mapping(data)  # the rules refused it, but it parses: report on it, then refuse
+        spec = parse_spec(data)  # the rules refused it, but it parses: report on it, then refuse
     except SpecError:
         raise UsageError(str(refused)) from None
     return spec, refused.problems

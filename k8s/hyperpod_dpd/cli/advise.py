@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     spec_text: str | None = None
     if args.write_spec:
-        from hyperpod_dpd.spec.loading import spec_to_yaml  # noqa: PLC0415
+        from hyperpod_dpd.spec.loading import dump_spec_yaml  # noqa: PLC0415
         from hyperpod_dpd.validation import check  # noqa: PLC0415
 
         if not result.best[0].runnable:
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         best = result.best[0].spec
         where = "standard output" if args.write_spec == DASH else args.write_spec
         print_warnings(check(best, source=where).warnings)
-        spec_text = spec_to_yaml(best)
+        spec_text = dump_spec_yaml(best)
         if args.write_spec != DASH:
             try:
                 Path(args.write_spec).write_text(spec_text, encoding="utf-8")
