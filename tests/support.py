@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from hyperpod_dpd import DpdSpec, spec_to_mapping
+from hyperpod_dpd import DpdSpec, dump_spec
 from hyperpod_dpd.spec import AutoscalingSpec, SloScaling, SloSpec
 from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
 from hyperpod_dpd.traces import Lengths, Trace, at_rate
@@ -81,7 +81,7 @@ def run_bench(capsys: pytest.CaptureFixture[str], *argv: str, seams: Any = None)
 
 def default_mapping() -> dict[str, Any]:
     """The embedded default spec as the plain data a spec file holds."""
-    return spec_to_mapping(default_spec())
+    return dump_spec(default_spec())
 
 
 def with_value(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """hyperpod-dpd: typed Disaggregated Prefill and Decode specs for SageMaker HyperPod.
 
 ``from hyperpod_dpd import DpdSpec, ModelSpec, S3Source, check`` is enough to build and check a spec
-(``default_spec()`` is the embedded example);
+(``default_spec()`` is the embedded example; ``load_spec``, ``parse_spec`` and ``dump_spec`` read and
+write its file form);
 charts live in :mod:`hyperpod_dpd.charts` and load the jsii runtime only when imported.
 Importing this package points jsii at the packaged Node.js (:mod:`hyperpod_dpd._node`), the one place that
 does: any module of it, or of ``hyperpod_dpd_cdk``, loads this file before it can import cdk8s or aws_cdk.
@@ -35,7 +36,15 @@ from hyperpod_dpd.spec import (
 )
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.spec.instances import InstanceType
-from hyperpod_dpd.spec.loading import load_spec, spec_from_mapping, spec_to_mapping, spec_to_yaml
+from hyperpod_dpd.spec.loading import (
+    dump_spec,
+    dump_spec_yaml,
+    load_spec,
+    parse_spec,
+    spec_from_mapping,
+    spec_to_mapping,
+    spec_to_yaml,
+)
 from hyperpod_dpd.spec.units import ByteSize
 from hyperpod_dpd.validation import CheckedSpec, check
 
@@ -75,7 +84,10 @@ __all__ = [
     "Warning",
     "check",
     "default_spec",
+    "dump_spec",
+    "dump_spec_yaml",
     "load_spec",
+    "parse_spec",
     "spec_from_mapping",
     "spec_to_mapping",
     "spec_to_yaml",

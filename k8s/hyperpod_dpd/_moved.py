@@ -1,19 +1,25 @@
-"""The module paths before the spec/, contracts/ and clients/ rooms, still importable for one release.
+"""The module paths before the spec/, contracts/ and clients/ rooms, and renamed functions, kept for one release.
 
 ``from hyperpod_dpd.loading import load_spec`` keeps working, with a ``DeprecationWarning`` that names
-the new home; the old module is a view of the new one, so there is one copy of every name.
+the new home; the old module is a view of the new one, so there is one copy of every name. A renamed
+function keeps its old name as an alias (:func:`renamed`) that warns when called.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import ParamSpec, TypeVar
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 # Old dotted path -> where it lives now (docs/architecture.md).
 MOVED = {
@@ -63,3 +69,17 @@ def install() -> None:
     """Once per process: old paths resolve after every real finder has had its turn."""
     if not any(isinstance(finder, _OldPaths) for finder in sys.meta_path):
         sys.meta_path.append(_OldPaths())
+
+
+def renamed(new: Callable[_P, _R], old: str) -> Callable[_P, _R]:
+    """``new`` under its former name ``old``: it still works, and says which name replaces it."""
+
+    @functools.wraps(new)
+    def alias(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        warnings.warn(f"{old} is renamed {new.__name__}; call that (the old name goes in 0.3)",
+                      DeprecationWarning, stacklevel=2)
+        return new(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = old
+    alias.__doc__ = f"Deprecated: the former name of :func:`{new.__name__}`."
+    return alias

@@ -20,7 +20,7 @@ from hyperpod_dpd.advisor.steps import PhaseFactors
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.errors import SpecError
 from hyperpod_dpd.spec.defaults import default_spec
-from hyperpod_dpd.spec.loading import spec_to_yaml
+from hyperpod_dpd.spec.loading import dump_spec_yaml
 from hyperpod_dpd.traces import Lengths, generate, write_mooncake
 
 Bench = Callable[..., dict[str, Any]]
@@ -350,7 +350,7 @@ def test_advise_trace_sizes_on_the_factors_fitted_to_a_bench_run(tmp_path: Path,
     # capacity is pinned, so only decode's is computed (the bisection for prefill is the slow part).
     spec = with_slo_options(slo_autoscaled(), "prefill", capacity_tokens_per_s=11_609.0)
     spec_file, trace_file, bench_file = tmp_path / "spec.yaml", tmp_path / "t.jsonl", tmp_path / "bench.json"
-    spec_file.write_text(spec_to_yaml(spec))
+    spec_file.write_text(dump_spec_yaml(spec))
     write_mooncake(generate("poisson", rate_per_s=1.0, duration_s=600, seed=2, input_tokens=Lengths(mean=4096),
                             output_tokens=Lengths(mean=256)), trace_file)
     bench_file.write_text(json.dumps(bench_of(measured)))

@@ -20,7 +20,7 @@ from cdk_support import REPO, Synthesized, second_spec, with_bucket
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.spec.defaults import default_spec
-from hyperpod_dpd.spec.loading import spec_to_yaml
+from hyperpod_dpd.spec.loading import dump_spec_yaml
 from hyperpod_dpd_cdk import HyperPodDpdStack
 
 
@@ -67,7 +67,7 @@ def test_bad_spec_file_exits_2_with_the_message(app_module: ModuleType, tmp_path
 
 def test_context_options(app_module: ModuleType, cdk_context: dict[str, Any], tmp_path: Path) -> None:
     spec = tmp_path / "team.yaml"
-    spec.write_text(spec_to_yaml(with_bucket(default_spec(), "team-weights")))
+    spec.write_text(dump_spec_yaml(with_bucket(default_spec(), "team-weights")))
     context = {**cdk_context, "region": "us-east-2", "availability_zone_id": "use2-az1", "stack_name": "Dpd2",
                "admin_role_arns": "arn:aws:iam::111122223333:role/A,arn:aws:iam::111122223333:role/B",
                "model_bucket": "team-weights", "spec": str(spec)}
@@ -207,7 +207,7 @@ def test_topology_zone_of_another_region_is_refused(app_module: ModuleType, cdk_
                                prefill=dataclasses.replace(spec.prefill, node_selector={
                                    "topology.k8s.aws/zone-id": "usw2-az1"}))
     path = tmp_path / "away.yaml"
-    path.write_text(spec_to_yaml(away))
+    path.write_text(dump_spec_yaml(away))
     with pytest.raises(SpecError) as error:
         app_module.build({**cdk_context, "spec": str(path)})
     assert [p.field for p in error.value.problems] == [

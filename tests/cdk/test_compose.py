@@ -17,7 +17,7 @@ from aws_cdk import aws_s3 as s3
 from cdk_support import REPO, Synthesized, hf_source, second_spec, with_bucket
 from support import slo_autoscaled
 
-from hyperpod_dpd import DpdSpec, SpecError, spec_to_yaml
+from hyperpod_dpd import DpdSpec, SpecError, dump_spec_yaml
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.contracts import stack_outputs
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
@@ -114,7 +114,7 @@ def test_an_added_slo_autoscaled_endpoint_is_the_one_the_cli_synthesizes(cdk_con
     # Unpinned: add_endpoint computes one replica's capacity at the SLO with the advisor, as synth does.
     spec = slo_autoscaled()
     path = tmp_path / "spec.yaml"
-    path.write_text(spec_to_yaml(spec), encoding="utf-8")
+    path.write_text(dump_spec_yaml(spec), encoding="utf-8")
     assert main(["synth", str(path), "--output-dir", str(tmp_path / "out")]) == 0
     (written,) = (tmp_path / "out").iterdir()
     synthesized = _endpoint_config(list(yaml.safe_load_all(written.read_text(encoding="utf-8"))))

@@ -17,7 +17,7 @@ from support import SLO_WORKSPACE, write_spec
 
 from hyperpod_dpd.advisor.day_report import DAY_PNG, write_day_report
 from hyperpod_dpd.advisor.trace_advice import advise_trace
-from hyperpod_dpd.cli._common import read_spec
+from hyperpod_dpd.cli._common import load_spec_argument
 from hyperpod_dpd.report_page import HTML_FILE, read_embedded
 from hyperpod_dpd.traces import Lengths, generate
 
@@ -48,7 +48,7 @@ def day_trace() -> object:
 
 
 def test_the_docs_figure_is_the_emulated_diurnal_day(tmp_path: Path) -> None:
-    spec = read_spec(write_spec(tmp_path, *SPEC))
+    spec = load_spec_argument(write_spec(tmp_path, *SPEC)).spec
     trace = day_trace()
     advice = advise_trace(spec, trace, autoscale=True)  # type: ignore[arg-type]
     write_day_report(tmp_path / "report", advice, text="")

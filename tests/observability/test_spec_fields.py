@@ -13,27 +13,27 @@ from hyperpod_dpd import (
     SloSpec,
     SpecError,
     check,
-    spec_from_mapping,
-    spec_to_mapping,
+    dump_spec,
+    parse_spec,
 )
 
 
 def test_defaults_leave_the_spec_file_unchanged(spec: DpdSpec) -> None:
-    data = spec_to_mapping(spec)
+    data = dump_spec(spec)
     assert "slo" not in data and "alerts" not in data
 
 
 def test_fields_round_trip(slo_spec: DpdSpec) -> None:
-    data = spec_to_mapping(slo_spec)
+    data = dump_spec(slo_spec)
     assert data["slo"] == {"ttft_ms": 2000, "tpot_ms": 50, "objective": 0.99}
     assert data["alerts"]["prefill_queue"] == 5
-    assert spec_from_mapping(data) == slo_spec
+    assert parse_spec(data) == slo_spec
 
 
 def test_a_wrong_type_names_the_field(spec: DpdSpec) -> None:
-    data = {**spec_to_mapping(spec), "slo": {"ttft_ms": "fast"}}
+    data = {**dump_spec(spec), "slo": {"ttft_ms": "fast"}}
     with pytest.raises(SpecError, match=r"slo.ttft_ms: must be an integer, not a string"):
-        spec_from_mapping(data)
+        parse_spec(data)
 
 
 @pytest.mark.parametrize(("alerts", "field", "message"), [

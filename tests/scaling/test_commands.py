@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import field_paths, field_values, fuzz_examples, slo_autoscaled, with_value
 
-from hyperpod_dpd import DpdSpec, spec_to_mapping, spec_to_yaml
+from hyperpod_dpd import DpdSpec, dump_spec, dump_spec_yaml
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.scaling.shape import pin_capacities
 
 
 def _write(tmp_path: Path, spec: DpdSpec) -> str:
     path = tmp_path / "spec.yaml"
-    path.write_text(spec_to_yaml(spec))
+    path.write_text(dump_spec_yaml(spec))
     return str(path)
 
 
@@ -83,7 +83,7 @@ def test_the_cdk_app_pins_capacities_and_names_the_field_without_the_advisor(
     assert "endpoints[0].prefill.autoscaling.slo.capacity_tokens_per_s" in fields
 
 
-_PINNED = spec_to_mapping(pin_capacities(slo_autoscaled(), {"prefill": 19000.0, "decode": 2300.0}))
+_PINNED = dump_spec(pin_capacities(slo_autoscaled(), {"prefill": 19000.0, "decode": 2300.0}))
 _FIELDS = [p for p in field_paths(_PINNED) if ".autoscaling" in p or p.startswith(("slo", "metrics"))]
 
 

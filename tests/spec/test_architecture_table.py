@@ -12,7 +12,7 @@ from support import default_mapping as _mapping
 from support import load_module
 from support import with_value as _set
 
-from hyperpod_dpd import SpecError, check, spec_from_mapping
+from hyperpod_dpd import SpecError, check, parse_spec
 from hyperpod_dpd.spec.architecture import PRESETS, architectures_data, preset_for_model_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,10 +89,10 @@ def test_a_table_model_gets_the_shape_checks() -> None:
     data = _set(_set(_mapping(), "model.name", "Qwen/Qwen3-32B"), "model.architecture", None)
     data = _set(_set(data, "tensor_parallel_size", 3), "max_model_len", 8192)
     with pytest.raises(SpecError) as caught:
-        check(spec_from_mapping(data))
+        check(parse_spec(data))
     assert any("does not divide the 64 attention heads of qwen3-32b" in p.render() for p in caught.value.problems)
     context = _set(_set(_set(_mapping(), "model.name", "Qwen/Qwen3-8B"), "model.architecture", None),
                    "max_model_len", 65536)
     with pytest.raises(SpecError) as caught:
-        check(spec_from_mapping(context))
+        check(parse_spec(context))
     assert any("40960" in p.render() for p in caught.value.problems if p.field == "max_model_len")

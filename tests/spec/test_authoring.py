@@ -12,10 +12,10 @@ import jsonschema
 import pytest
 import yaml
 
-from hyperpod_dpd import ByteSize, DpdSpec, check, spec_to_mapping
+from hyperpod_dpd import ByteSize, DpdSpec, check, dump_spec
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.spec.example import example_text
-from hyperpod_dpd.spec.loading import parse_spec, spec_from_text
+from hyperpod_dpd.spec.loading import parse_spec_leniently, parse_spec_text
 from hyperpod_dpd.spec.schema import schema_text, spec_json_schema
 
 VALIDATOR = jsonschema.Draft7Validator(spec_json_schema())
@@ -58,7 +58,7 @@ def test_every_field_of_every_spec_type_is_in_the_example_and_the_schema(cls: ty
 
 def test_example_reads_back_to_the_default_spec_and_validates() -> None:
     text = example_text(default_spec())
-    assert spec_from_text(text) == default_spec()
+    assert parse_spec_text(text) == default_spec()
     check(default_spec())
     assert VALIDATOR.is_valid(yaml.safe_load(text))
 
@@ -90,7 +90,7 @@ def test_uncommenting_a_block_gives_the_field() -> None:
             break
         block.append(line)
     uncommented = "\n".join(line[2:] for line in block)
-    spec = spec_from_text(text + uncommented + "\n")
+    spec = parse_spec_text(text + uncommented + "\n")
     assert spec.alerts is not None and spec.alerts.error_ratio == 0.05
 
 
@@ -104,7 +104,7 @@ MINIMAL = {"name": "small", "model": {"name": "m", "source": {"s3": {"bucket": "
 
 
 def _with(path: str, value: Any) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(json.dumps(spec_to_mapping(default_spec())))
+    data: dict[str, Any] = json.loads(json.dumps(dump_spec(default_spec())))
     *parents, last = path.split(".")
     node = data
     for key in parents:
@@ -142,7 +142,7 @@ MALFORMED = {
 
 @pytest.mark.parametrize("data", MALFORMED.values(), ids=MALFORMED.keys())
 def test_schema_refuses_what_the_loader_refuses(data: Any) -> None:
-    _, problems = parse_spec(data)
+    _, problems = parse_spec_leniently(data)
     assert problems, "not malformed for the loader"
     assert not VALIDATOR.is_valid(data)
 
@@ -154,7 +154,7 @@ def test_schema_refuses_a_per_role_env_the_rules_refuse() -> None:
 
 VALID = {
     "minimal": MINIMAL,
-    "default": spec_to_mapping(default_spec()),
+    "default": dump_spec(default_spec()),
     "short instance name": {**MINIMAL, "instance_type": "p5.48xlarge"},
     "huggingface": {**MINIMAL, "model": {"name": "m", "source": {"huggingface": {"model_id": "org/m"}}}},
     "architecture preset": {**MINIMAL, "model": {**MINIMAL["model"], "architecture": "llama-3.1-8b"}},
@@ -169,7 +169,7 @@ VALID = {
 
 @pytest.mark.parametrize("data", VALID.values(), ids=VALID.keys())
 def test_schema_accepts_what_the_loader_accepts(data: Any) -> None:
-    _, problems = parse_spec(data)
+    _, problems = parse_spec_leniently(data)
     assert not problems
     errors = [e.message for e in VALIDATOR.iter_errors(data)]
     assert errors == []

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import default_mapping, extreme_numbers, field_paths, fuzz_examples, plain_data, with_value, yaml_documents
 
-from hyperpod_dpd import SpecError, spec_to_mapping
+from hyperpod_dpd import SpecError, dump_spec
 from hyperpod_dpd.errors import Problem
 from hyperpod_dpd.spec._parsing import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES
 from hyperpod_dpd.spec.defaults import default_spec
-from hyperpod_dpd.spec.loading import read_spec_data, spec_from_mapping, spec_from_text
+from hyperpod_dpd.spec.loading import load_spec_data, parse_spec, parse_spec_text
 
 MINIMAL = """name: small
 model:
@@ -32,14 +32,14 @@ BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".jo
 
 def _problem(text: str, *, json_only: bool = False) -> Problem:
     with pytest.raises(SpecError) as caught:
-        spec_from_text(text, json_only=json_only)
+        parse_spec_text(text, json_only=json_only)
     (problem,) = caught.value.problems
     return problem
 
 
 def _file_problem(path: Path) -> Problem:
     with pytest.raises(SpecError) as caught:
-        read_spec_data(path)
+        load_spec_data(path)
     (problem,) = caught.value.problems
     return problem
 
@@ -59,7 +59,7 @@ def test_a_repeated_yaml_key_at_any_depth_is_refused_where_it_repeats(text: str,
 
 
 def test_a_merge_key_may_be_overridden_and_a_shared_block_is_read() -> None:
-    spec = spec_from_text(MINIMAL + "prefill: &role {replicas: 2, max_num_seqs: 64}\n"
+    spec = parse_spec_text(MINIMAL + "prefill: &role {replicas: 2, max_num_seqs: 64}\n"
                           "decode:\n  <<: *role\n  replicas: 1\n")
     assert (spec.prefill.replicas, spec.decode.replicas, spec.decode.max_num_seqs) == (2, 1, 64)
 
@@ -157,7 +157,7 @@ def test_integers_beyond_a_javascript_number_are_refused_with_their_field(field:
 
 
 def test_the_largest_exact_integer_is_still_a_number() -> None:
-    assert spec_from_text(MINIMAL + f"gpu_memory_utilization: {2**53 - 1}\n").gpu_memory_utilization == 2**53 - 1
+    assert parse_spec_text(MINIMAL + f"gpu_memory_utilization: {2**53 - 1}\n").gpu_memory_utilization == 2**53 - 1
 
 
 @pytest.mark.parametrize(("text", "json_only", "where"), [
@@ -211,8 +211,8 @@ def test_deep_nesting_is_refused_not_a_recursion_error(opening: str) -> None:
 def test_a_valid_file_reads_as_before(tmp_path: Path) -> None:
     spec = default_spec()
     written = tmp_path / "spec.json"
-    written.write_text(json.dumps(spec_to_mapping(spec), indent=2))
-    assert spec_from_mapping(read_spec_data(written)) == spec
+    written.write_text(json.dumps(dump_spec(spec), indent=2))
+    assert parse_spec(load_spec_data(written)) == spec
 
 
 # --- fuzzing: whatever comes in, a spec or a SpecError, quickly ------------------------------------------------
@@ -241,7 +241,7 @@ def _replaced(path: str, value: Any) -> dict[str, Any]:
 @FUZZ
 @given(st.one_of(st.text(), yaml_documents, yaml_documents.map(lambda doc: MINIMAL + doc)), st.booleans())
 def test_any_text_is_a_spec_or_a_spec_error(text: str, json_only: bool) -> None:
-    _spec_or_spec_error(lambda: spec_from_text(text, json_only=json_only))
+    _spec_or_spec_error(lambda: parse_spec_text(text, json_only=json_only))
 
 
 @FUZZ
@@ -250,7 +250,7 @@ def test_any_text_is_a_spec_or_a_spec_error(text: str, json_only: bool) -> None:
 def test_any_bytes_in_a_file_are_a_spec_or_a_spec_error(tmp_path: Path, data: bytes, name: str) -> None:
     path = tmp_path / name
     path.write_bytes(data)
-    _spec_or_spec_error(lambda: spec_from_mapping(read_spec_data(path)))
+    _spec_or_spec_error(lambda: parse_spec(load_spec_data(path)))
 
 
 # An unclosed flow collection costs PyYAML 0.2 s: it looks 1024 characters ahead.
@@ -259,7 +259,7 @@ def test_any_bytes_in_a_file_are_a_spec_or_a_spec_error(tmp_path: Path, data: by
        st.integers(min_value=1, max_value=20_000), st.booleans(), st.booleans())
 def test_deep_or_long_nesting_is_a_spec_or_a_spec_error(piece: str, count: int, closed: bool, json_only: bool) -> None:
     closing = {"[": "]", "{": "}", "{a: ": "}", '{"a": ': "}", "&x [": "]"}.get(piece, "") * count if closed else ""
-    _spec_or_spec_error(lambda: spec_from_text(piece * count + closing, json_only=json_only))
+    _spec_or_spec_error(lambda: parse_spec_text(piece * count + closing, json_only=json_only))
 
 
 @settings(FUZZ, max_examples=fuzz_examples(12))
@@ -267,21 +267,21 @@ def test_deep_or_long_nesting_is_a_spec_or_a_spec_error(piece: str, count: int, 
        st.one_of(st.integers(min_value=0, max_value=MAX_FILE_BYTES // 8), st.just(MAX_FILE_BYTES)))
 def test_long_strings_are_a_spec_or_a_spec_error(piece: str, length: int) -> None:
     text = MINIMAL + "namespace: " + piece * (length // len(piece.encode()))
-    _spec_or_spec_error(lambda: spec_from_text(text[:MAX_FILE_BYTES + 1]))
+    _spec_or_spec_error(lambda: parse_spec_text(text[:MAX_FILE_BYTES + 1]))
 
 
 @FUZZ
 @given(st.sampled_from(FIELDS), extreme_numbers)
 def test_extreme_numbers_in_any_field_are_a_spec_or_a_spec_error(field: str, number: Any) -> None:
-    _spec_or_spec_error(lambda: spec_from_mapping(_replaced(field, number)))
+    _spec_or_spec_error(lambda: parse_spec(_replaced(field, number)))
     key = json.dumps(field.rsplit(".", maxsplit=1)[-1])
     text = json.dumps(_replaced(field, 0)).replace(f"{key}: 0", f"{key}: {number!r}".replace("nan", "NaN")
                                                    .replace("inf", "Infinity"), 1)
-    _spec_or_spec_error(lambda: spec_from_text(text, json_only=True))
-    _spec_or_spec_error(lambda: spec_from_text(text))
+    _spec_or_spec_error(lambda: parse_spec_text(text, json_only=True))
+    _spec_or_spec_error(lambda: parse_spec_text(text))
 
 
 @FUZZ
 @given(st.one_of(plain_data, st.tuples(st.sampled_from(FIELDS), plain_data).map(lambda pair: _replaced(*pair))))
 def test_any_python_data_is_a_spec_or_a_spec_error(data: Any) -> None:
-    _spec_or_spec_error(lambda: spec_from_mapping(data))
+    _spec_or_spec_error(lambda: parse_spec(data))

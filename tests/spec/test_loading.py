@@ -14,18 +14,18 @@ from hyperpod_dpd import (
     ModelSpec,
     S3Source,
     SpecError,
+    dump_spec,
+    dump_spec_yaml,
     load_spec,
-    spec_from_mapping,
-    spec_to_mapping,
-    spec_to_yaml,
+    parse_spec,
 )
 from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
-from hyperpod_dpd.spec.loading import spec_from_text
+from hyperpod_dpd.spec.loading import parse_spec_text
 
 
 def _messages(text: str) -> list[str]:
     with pytest.raises(SpecError) as caught:
-        spec_from_text(text)
+        parse_spec_text(text)
     return [p.render() for p in caught.value.problems]
 
 
@@ -38,7 +38,7 @@ model:
 
 
 def test_minimal_spec_takes_documented_defaults() -> None:
-    spec = spec_from_text(MINIMAL)
+    spec = parse_spec_text(MINIMAL)
     assert spec.instance_type is InstanceType.P5_48XLARGE
     assert spec.tensor_parallel_size == 8
     assert spec.routing.threshold == 4096
@@ -147,7 +147,7 @@ def test_a_syntax_error_names_file_line_column_and_the_offending_line(tmp_path: 
 
 def test_json_files_and_malformed_json(tmp_path: Path) -> None:
     good = tmp_path / "spec.json"
-    good.write_text(json.dumps(spec_to_mapping(default_spec())))
+    good.write_text(json.dumps(dump_spec(default_spec())))
     assert load_spec(good) == default_spec()
     bad = tmp_path / "bad.json"
     bad.write_text("{'name': 1}")
@@ -169,7 +169,7 @@ def test_top_level_must_be_a_mapping() -> None:
 
 def test_yaml_round_trip_is_exact() -> None:
     spec = default_spec()
-    assert spec_from_text(spec_to_yaml(spec)) == spec
+    assert parse_spec_text(dump_spec_yaml(spec)) == spec
 
 
 def test_specs_are_immutable() -> None:
@@ -185,9 +185,9 @@ def test_specs_are_immutable() -> None:
 
 
 def test_python_values_pass_through_the_loader() -> None:
-    spec = spec_from_mapping({"name": "x", "model": ModelSpec(name="m", source=S3Source(bucket="b", prefix="p")),
-                              "instance_type": InstanceType.P5EN_48XLARGE,
-                              "kv_cache": {"pd_buffer_size": ByteSize.gibibytes(16)}})
+    spec = parse_spec({"name": "x", "model": ModelSpec(name="m", source=S3Source(bucket="b", prefix="p")),
+                       "instance_type": InstanceType.P5EN_48XLARGE,
+                       "kv_cache": {"pd_buffer_size": ByteSize.gibibytes(16)}})
     assert spec.instance_type is InstanceType.P5EN_48XLARGE
     assert spec.kv_cache.pd_buffer_size.gib == 16
 

@@ -12,7 +12,7 @@ import yaml
 from support import default_mapping as _mapping
 from support import with_value as _set
 
-from hyperpod_dpd import SpecError, check, spec_from_mapping
+from hyperpod_dpd import SpecError, check, parse_spec
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.validation import load_checked_spec
 
@@ -24,7 +24,7 @@ def _mistral_tp3() -> dict[str, Any]:
 
 
 def test_an_unknown_architecture_warns_which_checks_were_skipped() -> None:
-    checked = check(spec_from_mapping(_mistral_tp3()))
+    checked = check(parse_spec(_mistral_tp3()))
     assert checked.architecture is None
     unknown = [w for w in checked.warnings if w.code == "ArchitectureUnknown"]
     assert len(unknown) == 1
@@ -40,7 +40,7 @@ def test_an_unknown_architecture_warns_which_checks_were_skipped() -> None:
 def test_a_model_refused_by_name_warns_that_the_checks_cannot_run_and_offers_no_fix(name: str) -> None:
     data = _set(_mapping(), "model.name", name)
     data.get("model", {}).pop("architecture", None)
-    checked = check(spec_from_mapping(data))
+    checked = check(parse_spec(data))
     (unknown,) = [w for w in checked.warnings if w.code == "ArchitectureUnknown"]
     assert unknown.message.startswith(f"model {name!r} cannot be sized with the dense-attention formula (")
     assert "these checks cannot run for this architecture: tensor_parallel_size divides" in unknown.message
@@ -58,7 +58,7 @@ YARN_4X = '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_p
 
 def _context_problems(data: dict[str, Any]) -> list[str]:
     try:
-        check(spec_from_mapping(data))
+        check(parse_spec(data))
     except SpecError as err:
         return [p.render() for p in err.problems if "context window" in p.render()]
     return []
@@ -156,7 +156,7 @@ def test_config_json_beside_explicit_fields_is_a_problem(tmp_path: Path) -> None
 
 
 def _mismatches(data: dict[str, Any]) -> list[str]:
-    return [w.render() for w in check(spec_from_mapping(data)).warnings if w.code == "ArchitectureMismatch"]
+    return [w.render() for w in check(parse_spec(data)).warnings if w.code == "ArchitectureMismatch"]
 
 
 def test_an_architecture_that_contradicts_the_model_name_warns() -> None:
@@ -201,5 +201,5 @@ def test_the_audits_mistral_tp3_spec_is_now_refused() -> None:
 
 def _problems_or_raise(data: dict[str, Any]) -> list[Any]:
     with pytest.raises(SpecError) as caught:
-        check(spec_from_mapping(data))
+        check(parse_spec(data))
     return list(caught.value.problems)

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from hyperpod_dpd import SpecError, check, spec_from_mapping, spec_to_mapping
+from hyperpod_dpd import SpecError, check, dump_spec, parse_spec
 from hyperpod_dpd.contracts.vllm import ValueRule, human_readable_int, vllm_flags
 from hyperpod_dpd.spec.defaults import default_spec
 
 
 def _with_args(args: list[str], role: str | None = None) -> dict[str, Any]:
-    data = copy.deepcopy(spec_to_mapping(default_spec()))
+    data = copy.deepcopy(dump_spec(default_spec()))
     if role is None:
         data["args"] = list(data.get("args") or []) + args
     else:
@@ -23,7 +23,7 @@ def _with_args(args: list[str], role: str | None = None) -> dict[str, Any]:
 
 def _problems(data: dict[str, Any]) -> list[str]:
     try:
-        check(spec_from_mapping(data))
+        check(parse_spec(data))
     except SpecError as err:
         return [p.render() for p in err.problems]
     return []
@@ -158,7 +158,7 @@ def test_routes_are_derived_from_the_api_server() -> None:
     ("metrics.model_metrics_path", "/prometheus", "(GET /metrics and the paths under it)"),
 ])
 def test_paths_vllm_serves_no_route_for_are_refused(path: str, value: str, fragment: str) -> None:
-    data = copy.deepcopy(spec_to_mapping(default_spec()))
+    data = copy.deepcopy(dump_spec(default_spec()))
     parent, _, last = path.rpartition(".")
     (data.setdefault(parent, {}) if parent else data)[last] = value
     problems = _problems(data)
@@ -169,7 +169,7 @@ def test_paths_vllm_serves_no_route_for_are_refused(path: str, value: str, fragm
     ("health_check_path", "/health"), ("health_check_path", "/ping"), ("metrics.model_metrics_path", "/metrics"),
 ])
 def test_paths_vllm_serves_pass(path: str, value: str) -> None:
-    data = copy.deepcopy(spec_to_mapping(default_spec()))
+    data = copy.deepcopy(dump_spec(default_spec()))
     parent, _, last = path.rpartition(".")
     (data.setdefault(parent, {}) if parent else data)[last] = value
     assert [p for p in _problems(data) if p.startswith(path)] == []
@@ -230,7 +230,7 @@ def test_visible_gpus_counts_like_torch(value: str, visible: int) -> None:
 
 
 def test_cuda_visible_devices_hiding_gpus_from_tp_is_refused() -> None:
-    data = copy.deepcopy(spec_to_mapping(default_spec()))
+    data = copy.deepcopy(dump_spec(default_spec()))
     data["tensor_parallel_size"] = 8
     data["env"] = {**data.get("env", {}), "CUDA_VISIBLE_DEVICES": "0,1"}
     assert any(p.startswith("env.CUDA_VISIBLE_DEVICES: leaves 2 of the pod's 8 GPUs visible") for p in _problems(data))

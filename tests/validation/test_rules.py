@@ -9,13 +9,13 @@ import pytest
 from support import default_mapping as _mapping
 from support import with_value as _set
 
-from hyperpod_dpd import DpdSpec, RoleSpec, SpecError, check, spec_from_mapping
+from hyperpod_dpd import DpdSpec, RoleSpec, SpecError, check, parse_spec
 from hyperpod_dpd.spec.defaults import default_spec
 
 
 def _problems(data: dict[str, Any]) -> list[str]:
     with pytest.raises(SpecError) as caught:
-        check(spec_from_mapping(data))
+        check(parse_spec(data))
     return [p.render() for p in caught.value.problems]
 
 
@@ -210,7 +210,7 @@ def test_kvaware_is_allowed_on_both_openai_routes_with_a_warning(spec: DpdSpec, 
 
 
 def _warnings(data: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(w.code, w.field) for w in check(spec_from_mapping(data)).warnings]
+    return [(w.code, w.field) for w in check(parse_spec(data)).warnings]
 
 
 # Over-strict rules that became warnings or pass: (path, value, the warnings expected, exactly).
@@ -276,7 +276,7 @@ def test_unresolved_cdk_tokens_are_left_to_deploy_time(spec: DpdSpec) -> None:
 def test_a_leading_slash_in_the_invocation_path_is_dropped(spec: DpdSpec) -> None:
     changed = dataclasses.replace(spec, invocation_path="/v1/completions")
     assert changed.invocation_path == "v1/completions"
-    assert spec_from_mapping(_set(_mapping(), "invocation_path", "//invocations")).invocation_path == "invocations"
+    assert parse_spec(_set(_mapping(), "invocation_path", "//invocations")).invocation_path == "invocations"
 
 
 def test_the_same_kv_layout_flag_in_both_roles_agrees() -> None:
@@ -369,7 +369,7 @@ def test_a_length_above_the_models_context_window_is_refused(path: str, value: A
 def test_the_context_window_itself_and_auto_are_accepted() -> None:
     data = _set(_set(_mapping(), "max_model_len", 131_072), "decode.max_num_seqs", 1)
     with pytest.raises(SpecError) as caught:  # --max-model-len is still a field's flag, but not a context problem
-        check(spec_from_mapping(_set(data, "args", ["--max-model-len", "auto"])))
+        check(parse_spec(_set(data, "args", ["--max-model-len", "auto"])))
     assert not any("context window" in p.render() for p in caught.value.problems)
     assert not any("context window" in p.render() for p in _problems_or_none(data))
 
@@ -381,7 +381,7 @@ def test_no_context_window_refusal_when_the_limit_is_unknown() -> None:
 
 def _problems_or_none(data: dict[str, Any]) -> list[str]:
     try:
-        check(spec_from_mapping(data))
+        check(parse_spec(data))
     except SpecError as err:
         return [p.render() for p in err.problems]
     return []
@@ -401,7 +401,7 @@ def test_an_explicit_architectures_context_window_is_enforced() -> None:
 
 def _host_memory_problems(data: dict[str, Any]) -> list[str]:
     try:
-        check(spec_from_mapping(data))
+        check(parse_spec(data))
     except SpecError as err:
         return [p.render() for p in err.problems if "host memory" in p.render()]
     return []
@@ -462,7 +462,7 @@ def test_lmcache_sizes_in_env_are_refused_for_the_fields_that_own_them() -> None
 
 def _api_key_findings(data: dict[str, Any]) -> tuple[list[str], list[str]]:
     try:
-        checked = check(spec_from_mapping(data))
+        checked = check(parse_spec(data))
     except SpecError as err:
         return [p.render() for p in err.problems if "401" in p.render()], []
     return [], [w.render() for w in checked.warnings if w.code == "ApiKeyOnWorkers"]
@@ -496,7 +496,7 @@ def test_a_tpot_slo_between_buckets_names_the_bucket_the_alert_reads(tpot_ms: in
     """T4-12: vLLM 0.19.0's inter-token latency buckets (loggers.py l.760) are 25 ms wide around 50 ms: a 60 ms
     target is read inside (50, 75], not at 60."""
     data = _set(_mapping(), "slo", {"tpot_ms": tpot_ms})
-    found = [w for w in check(spec_from_mapping(data)).warnings if w.code == "SLO_BETWEEN_BUCKETS"]
+    found = [w for w in check(parse_spec(data)).warnings if w.code == "SLO_BETWEEN_BUCKETS"]
     if bucket is None:
         assert found == [], "300 ms is a bound: the comparison is exact"
         return
@@ -509,13 +509,13 @@ def test_a_tpot_slo_between_buckets_names_the_bucket_the_alert_reads(tpot_ms: in
 
 def _exec_problems(data: dict[str, Any]) -> list[Any]:
     with pytest.raises(SpecError) as caught:
-        check(spec_from_mapping(data))
+        check(parse_spec(data))
     return list(caught.value.problems)
 
 
 def test_an_environment_string_may_be_as_long_as_linux_passes_one_and_not_a_byte_longer() -> None:
     # "BIG=" + value + NUL: 131072 bytes is the kernel's limit (MAX_ARG_STRLEN = 32 pages of 4 KiB)
-    check(spec_from_mapping(_set(_mapping(), "env.BIG", "a" * (131072 - len("BIG=") - 1))))
+    check(parse_spec(_set(_mapping(), "env.BIG", "a" * (131072 - len("BIG=") - 1))))
     (problem,) = _exec_problems(_set(_mapping(), "env.BIG", "a" * (131072 - len("BIG="))))
     assert (problem.field, problem.value) == ("env.BIG", "131073 bytes")
     assert "MAX_ARG_STRLEN, include/uapi/linux/binfmts.h" in problem.message
@@ -538,4 +538,4 @@ def test_a_container_over_the_total_of_arguments_and_environment_is_refused_per_
     assert [p.field for p in problems] == ["prefill", "decode"]
     assert all("over the 2097152 bytes execve() allows" in p.message and "bprm_stack_limits" in p.message
                for p in problems)
-    check(spec_from_mapping(_set(_mapping(), "env", dict(list(env.items())[:20]))))  # 2.0 MB: starts
+    check(parse_spec(_set(_mapping(), "env", dict(list(env.items())[:20]))))  # 2.0 MB: starts

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from hyperpod_dpd import SpecError, check, spec_from_mapping, spec_to_mapping
+from hyperpod_dpd import SpecError, check, dump_spec, parse_spec
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.validation import RULES
 
 
 def _spec(*changes: tuple[str, Any]) -> dict[str, Any]:
-    data = spec_to_mapping(default_spec())
+    data = dump_spec(default_spec())
     for path, value in changes:
         *parents, last = path.split(".")
         node = data
@@ -28,7 +28,7 @@ def _spec(*changes: tuple[str, Any]) -> dict[str, Any]:
 
 def _fields(data: dict[str, Any]) -> list[str]:
     with pytest.raises(SpecError) as caught:
-        check(spec_from_mapping(data))
+        check(parse_spec(data))
     return [p.field for p in caught.value.problems]
 
 
@@ -153,7 +153,7 @@ def test_warnings_come_out_in_rule_order() -> None:
         ("slo", {"tpot_ms": 33}),
         ("decode.max_num_seqs", 4096),
     )
-    assert [(w.code, w.field) for w in check(spec_from_mapping(data)).warnings] == [
+    assert [(w.code, w.field) for w in check(parse_spec(data)).warnings] == [
         ("LogLinesHidden", "env.LMCACHE_LOG_LEVEL"),
         ("LmcachePdOverride", "env.LMCACHE_PD_ROLE"),
         ("PrefillScalesToZero", "prefill.autoscaling.min_replicas"),

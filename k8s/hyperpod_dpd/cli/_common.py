@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_dpd.cli._argtypes import path, region
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec.loading import DASH, read_spec_data, spec_from_mapping
+from hyperpod_dpd.spec.loading import DASH, load_spec_data, parse_spec
 from hyperpod_dpd.validation import CheckedSpec, check, check_data
 
 if TYPE_CHECKING:
@@ -37,52 +37,41 @@ def source_name(path: str | None) -> str:
     return "<stdin>" if path == DASH else path
 
 
-def read_spec(path: str | None) -> DpdSpec:
+def load_spec_argument(path: str | None, *, refuse: bool = True) -> CheckedSpec:
     """The spec at ``path`` (``-``: standard input), or the embedded default, after every check.
 
-    A bad file is a :class:`UsageError` (:func:`read_checked_spec`).
-    """
-    return read_checked_spec(path).spec
+    Every command reads its spec here, and the CDK app through the same :func:`load_checked_spec`, so
+    one file gets the same problems from each of them: wrong types and broken rules together.
 
-
-def check_spec_file(path: str | None) -> CheckedSpec:
-    """Read and check in one pass, so wrong types and broken rules are reported together (raises :class:`SpecError`).
-
-    Every command reads its spec here, and the CDK app through the same
-    :func:`load_checked_spec`, so one file gets the same problems from each of them.
+    :param refuse: a bad spec is a :class:`UsageError` (printed, exit status 2); ``False`` raises the
+        :class:`SpecError` itself, for a command that reports its problems (``validate --json``).
     """
     from hyperpod_dpd.spec.defaults import default_spec  # noqa: PLC0415 - keeps --help fast
 
     try:
         if path is None:
             return check(default_spec(), source=DEFAULT_SOURCE)
-        return check_data(read_spec_data(path), source=source_name(path))
+        return check_data(load_spec_data(path), source=source_name(path))
     except SpecError as err:
+        if refuse:
+            raise UsageError(str(_named(err, path))) from None
         raise _named(err, path) from None
-
-
-def read_checked_spec(path: str | None) -> CheckedSpec:
-    """:func:`check_spec_file`, a bad spec being a :class:`UsageError`."""
-    try:
-        return check_spec_file(path)
-    except SpecError as err:
-        raise UsageError(str(err)) from None
 
 
 def _named(err: SpecError, path: str | None) -> SpecError:
     return err if path != DASH else SpecError(err.problems, source=source_name(path))
 
 
-def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, ...]]:
-    """The spec and the problems :func:`read_checked_spec` would raise, for a command that still reports on it.
+def load_spec_argument_leniently(path: str | None) -> tuple[DpdSpec, tuple[Problem, ...]]:
+    """The spec and the problems :func:`load_spec_argument` would refuse, for a command that still reports on it.
 
     ``plan`` prints the sizing that explains a refused spec before exiting 2 with the same problems;
     a file that does not parse is still an error at once. The file is read once (standard input too).
     """
     if path is None:
-        return read_checked_spec(path).spec, ()
+        return load_spec_argument(path).spec, ()
     try:
-        data = read_spec_data(path)
+        data = load_spec_data(path)
     except SpecError as err:
         raise UsageError(str(_named(err, path))) from None
     try:
@@ -90,7 +79,7 @@ def read_spec_with_problems(path: str | None) -> tuple[DpdSpec, tuple[Problem, .
     except SpecError as err:
         refused = err
     try:
-        spec = spec_from_mapping(data)  # the rules refused it, but it parses: report on it, then refuse
+        spec = parse_spec(data)  # the rules refused it, but it parses: report on it, then refuse
     except SpecError:
         raise UsageError(str(refused)) from None
     return spec, refused.problems

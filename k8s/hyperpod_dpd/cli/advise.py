@@ -19,7 +19,7 @@ from pathlib import Path
 from hyperpod_dpd.advisor.search import DEFAULT_MAX_NODES, DEFAULT_TOP
 from hyperpod_dpd.cli import advise_trace
 from hyperpod_dpd.cli._argtypes import number, path, whole, wholes
-from hyperpod_dpd.cli._common import add_spec_argument, print_warnings, read_spec, warn
+from hyperpod_dpd.cli._common import add_spec_argument, load_spec_argument, print_warnings, warn
 from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.spec.loading import DASH
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} needs --search: it applies to the layouts the search finds")
     if args.search and args.baseline_nodes is not None:
         raise UsageError("--baseline-nodes applies to the comparison, not to --search; drop one of them")
-    spec = read_spec(args.spec)
+    spec = load_spec_argument(args.spec).spec
     # With --write-spec - standard output carries the spec alone; the report goes to standard error.
     report = sys.stderr if args.write_spec == DASH else sys.stdout
     from hyperpod_dpd.advisor import NoLayoutMeetsSla, Traffic, advise, search  # noqa: PLC0415 - keeps --help fast
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     spec_text: str | None = None
     if args.write_spec:
-        from hyperpod_dpd.spec.loading import spec_to_yaml  # noqa: PLC0415
+        from hyperpod_dpd.spec.loading import dump_spec_yaml  # noqa: PLC0415
         from hyperpod_dpd.validation import check  # noqa: PLC0415
 
         if not result.best[0].runnable:
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         best = result.best[0].spec
         where = "standard output" if args.write_spec == DASH else args.write_spec
         print_warnings(check(best, source=where).warnings)
-        spec_text = spec_to_yaml(best)
+        spec_text = dump_spec_yaml(best)
         if args.write_spec != DASH:
             try:
                 Path(args.write_spec).write_text(spec_text, encoding="utf-8")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.cli._argtypes import path, seconds
-from hyperpod_dpd.cli._common import read_spec, warn
+from hyperpod_dpd.cli._common import load_spec_argument, warn
 from hyperpod_dpd.cli.trace import render as render_summary
 from hyperpod_dpd.columns import ms, render_columns
 from hyperpod_dpd.errors import SpecError, UsageError
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, dest) not in (None, False):
             raise UsageError(f"{flag} does not apply with --trace: the trace gives the traffic and the spec's slo: "
                              "the targets; drop one of them")
-    spec = read_spec(args.spec)
+    spec = load_spec_argument(args.spec).spec
     trace = load_trace(args)
     from hyperpod_dpd.advisor.replay_check import at_replay_pace, compare, read_replay  # noqa: PLC0415
     from hyperpod_dpd.advisor.trace_advice import advise_trace  # noqa: PLC0415 - keeps --help fast

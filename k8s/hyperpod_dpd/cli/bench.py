@@ -39,8 +39,8 @@ from hyperpod_dpd.cli._common import (
     add_output_dir_argument,
     add_spec_argument,
     emit_documents,
+    load_spec_argument,
     problems_error,
-    read_checked_spec,
     read_deployed,
 )
 from hyperpod_dpd.contracts.stack_outputs import render_resolved
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace, *, seams: Seams) -> int:
     """Run ``bench`` as ``args`` ask. :param seams: the live systems to use."""
     from hyperpod_dpd.benchmark import session  # noqa: PLC0415 - the Job chart loads cdk8s; keeps --help fast
 
-    checked = read_checked_spec(args.spec)
+    checked = load_spec_argument(args.spec)
     if args.aggregated_results_dir and not args.results_dir:
         raise UsageError("--aggregated-results-dir needs --results-dir")
     if args.repeat > 1 and args.results_dir:

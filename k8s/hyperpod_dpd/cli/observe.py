@@ -8,8 +8,8 @@ from pathlib import Path
 from hyperpod_dpd.cli._common import (
     add_output_dir_argument,
     add_spec_argument,
+    load_spec_argument,
     print_warnings,
-    read_checked_spec,
 )
 from hyperpod_dpd.errors import UsageError
 from hyperpod_dpd.spec.loading import DASH
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output_dir == DASH:
         raise UsageError("observe writes two files of two formats (YAML rules, a JSON dashboard), which "
                               "do not share one stream. Fix: pass a folder, e.g. --output-dir dist/observability")
-    checked = read_checked_spec(args.spec)
+    checked = load_spec_argument(args.spec)
     from hyperpod_dpd.observability.dashboard import MissingExtra  # noqa: PLC0415 - keeps --help fast
     from hyperpod_dpd.observability.writing import write_observability  # noqa: PLC0415
 

@@ -15,7 +15,7 @@ import json
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.cli._argtypes import path, tokens
-from hyperpod_dpd.cli._common import add_spec_argument, read_spec_with_problems
+from hyperpod_dpd.cli._common import add_spec_argument, load_spec_argument_leniently
 from hyperpod_dpd.cli.advise_trace import add_trace_source, load_trace, render_sizing
 from hyperpod_dpd.contracts.prices import node_cost, user_price
 from hyperpod_dpd.errors import Problem, SpecError, UsageError
@@ -99,7 +99,7 @@ def _trace_sizing(args: argparse.Namespace, spec: DpdSpec) -> TraceSizing | None
 
 
 def run(args: argparse.Namespace) -> int:
-    spec, refused = read_spec_with_problems(args.spec)
+    spec, refused = load_spec_argument_leniently(args.spec)
     from hyperpod_dpd.clients.aws import read_model_config  # noqa: PLC0415 - keeps --help fast
     from hyperpod_dpd.planner import load_architecture, plan, render_table  # noqa: PLC0415
 

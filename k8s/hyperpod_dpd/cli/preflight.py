@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 
 from hyperpod_dpd.cli._argtypes import instances
-from hyperpod_dpd.cli._common import add_aws_arguments, add_spec_argument, read_spec
+from hyperpod_dpd.cli._common import add_aws_arguments, add_spec_argument, load_spec_argument
 from hyperpod_dpd.clients.checks import exit_status
 from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.contracts.stack_defaults import DEFAULT_AVAILABILITY_ZONE_ID, KUBERNETES_VERSION
@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace, *, seams: Seams) -> int:
-    spec = read_spec(args.spec)
+    spec = load_spec_argument(args.spec).spec
     options = PreflightOptions(availability_zone_id=args.availability_zone_id,
                                cluster_instances=args.cluster_instances,
                                existing_cluster=args.existing_cluster, source=args.spec,

@@ -9,8 +9,8 @@ from hyperpod_dpd.cli._common import (
     add_output_dir_argument,
     add_spec_argument,
     emit_documents,
+    load_spec_argument,
     print_warnings,
-    read_checked_spec,
     source_name,
 )
 from hyperpod_dpd.errors import SpecError, UsageError
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    checked = read_checked_spec(args.spec)
+    checked = load_spec_argument(args.spec)
     from hyperpod_dpd.advisor.capacity import resolve  # noqa: PLC0415 - AIConfigurator only for SLO scaling
     from hyperpod_dpd.charts.render import synth_documents  # noqa: PLC0415 - loads jsii only when needed
 

@@ -13,7 +13,7 @@ import json
 import sys
 
 from hyperpod_dpd.cli._argtypes import number, path, positive, seconds, whole
-from hyperpod_dpd.cli._common import add_json_argument, read_spec, warn
+from hyperpod_dpd.cli._common import add_json_argument, load_spec_argument, warn
 from hyperpod_dpd.columns import render_columns
 from hyperpod_dpd.contracts.router import PrefillRule
 from hyperpod_dpd.errors import SpecError, UsageError
@@ -121,7 +121,7 @@ def render(summary: TraceSummary) -> list[str]:
 
 
 def run_summary(args: argparse.Namespace) -> int:
-    routing = PrefillRule(threshold=read_spec(args.spec).routing.threshold) if args.spec else None
+    routing = PrefillRule(threshold=load_spec_argument(args.spec).spec.routing.threshold) if args.spec else None
     try:
         trace = read_trace(args.file, format=args.format)
     except SpecError as err:  # a bad row is the user's to fix: a message and status 2, as a bad spec

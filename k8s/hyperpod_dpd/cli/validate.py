@@ -12,7 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from hyperpod_dpd.cli._common import add_json_argument, add_spec_argument, check_spec_file, print_warnings, source_name
+from hyperpod_dpd.cli._common import (
+    add_json_argument,
+    add_spec_argument,
+    load_spec_argument,
+    print_warnings,
+    source_name,
+)
 from hyperpod_dpd.cli.plan import add_price_argument
 from hyperpod_dpd.contracts.prices import NodeCost, node_cost
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning, UsageError, warning_count
@@ -42,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     source = source_name(args.spec)
     try:
-        checked = check_spec_file(args.spec)
+        checked = load_spec_argument(args.spec, refuse=False)
         from hyperpod_dpd.charts.render import check_against_crd  # noqa: PLC0415 - loads jsii only when needed
 
         check_against_crd(checked)

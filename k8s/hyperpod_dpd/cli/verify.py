@@ -56,8 +56,8 @@ from hyperpod_dpd.cli._common import (
     add_aws_arguments,
     add_deployed_arguments,
     add_spec_argument,
+    load_spec_argument,
     read_deployed,
-    read_spec,
 )
 from hyperpod_dpd.clients.checks import exit_status
 from hyperpod_dpd.clients.seams import Seams
@@ -111,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace, *, seams: Seams) -> int:
     deployed = read_deployed(args, seams.aws_clients)
-    spec = as_deployed(read_spec(args.spec), deployed)
+    spec = as_deployed(load_spec_argument(args.spec).spec, deployed)
     request = VerifyRequest(
         spec=spec, deployed=deployed, quiet=args.json, cluster_name=args.cluster_name, region=args.region,
         profile=args.profile, kube_context=args.kube_context, kubeconfig=args.kubeconfig, wait=args.wait,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib.resources import files
 
 from hyperpod_dpd.spec import DpdSpec
-from hyperpod_dpd.spec.loading import spec_from_text
+from hyperpod_dpd.spec.loading import parse_spec_text
 
 DEFAULT_SPEC_RESOURCE = "llama-3.3-70b-p5.yaml"
 
@@ -16,4 +16,4 @@ def default_spec_text() -> str:
 
 def default_spec() -> DpdSpec:
     """A fresh copy of the embedded default spec."""
-    return spec_from_text(default_spec_text(), source=f"<embedded {DEFAULT_SPEC_RESOURCE}>")
+    return parse_spec_text(default_spec_text(), source=f"<embedded {DEFAULT_SPEC_RESOURCE}>")

@@ -27,7 +27,7 @@ _INDENT = "  "
 
 
 def example_text(spec: DpdSpec) -> str:
-    """``spec`` as an annotated YAML file that ``spec_from_text`` reads back to ``spec``."""
+    """``spec`` as an annotated YAML file that ``parse_spec_text`` reads back to ``spec``."""
     header = [
         f"# yaml-language-server: $schema={FILE_NAME}",
         f"# (write the schema beside this file with: hyperpod-dpd schema > {FILE_NAME})",

@@ -1,5 +1,8 @@
 """Turn YAML or JSON into a :class:`DpdSpec` and back, reporting every unknown key and wrong type.
 
+One verb per meaning (docs/architecture.md): ``load_*`` reads a file, ``parse_*`` reads text or plain
+data already in memory, ``dump_*`` writes plain data or YAML text.
+
 The conversion is driven by the dataclasses' own type hints, so a new spec field needs no loader
 code. Unions of records (model sources, autoscaling triggers) are written as a one-key mapping
 naming the kind: ``source: {s3: {bucket: ..., prefix: ...}}``.
@@ -21,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from hyperpod_dpd._moved import renamed
 from hyperpod_dpd.errors import Problem, SpecError
 from hyperpod_dpd.spec import DpdSpec, _parsing
 from hyperpod_dpd.spec.fields import is_shorthand, record_kinds
@@ -42,7 +46,7 @@ class _Collector:
         return _MISSING
 
 
-def parse_spec(data: Any) -> tuple[DpdSpec | None, list[Problem]]:
+def parse_spec_leniently(data: Any) -> tuple[DpdSpec | None, list[Problem]]:
     """Build a spec leniently: a field of the wrong type is reported and replaced by its default.
 
     Returns ``None`` only when a required field is missing or unusable, so callers can still run the
@@ -53,15 +57,15 @@ def parse_spec(data: Any) -> tuple[DpdSpec | None, list[Problem]]:
     return (spec if isinstance(spec, DpdSpec) else None), collector.problems
 
 
-def spec_from_mapping(data: Any, *, source: str | None = None) -> DpdSpec:
+def parse_spec(data: Any, *, source: str | None = None) -> DpdSpec:
     """Build a spec from plain data; raise :class:`SpecError` naming every bad key and value."""
-    spec, problems = parse_spec(data)
+    spec, problems = parse_spec_leniently(data)
     if problems or spec is None:
         raise SpecError(problems, source=source)
     return spec
 
 
-def read_spec_data(path: str | Path) -> Any:
+def load_spec_data(path: str | Path) -> Any:
     """The parsed content of a spec file (``.yaml``, ``.yml`` or ``.json``; ``-`` is standard input), not yet a spec."""
     name = str(path)
     if name == DASH:
@@ -146,22 +150,28 @@ def _syntax_error(kind: str, source: str, text: str, *, line: int, column: int, 
 
 def load_spec(path: str | Path) -> DpdSpec:
     """Read a spec file; every failure (unreadable, malformed, unknown key, wrong type) is a :class:`SpecError`."""
-    return spec_from_mapping(read_spec_data(path), source=str(path))
+    return parse_spec(load_spec_data(path), source=str(path))
 
 
-def spec_from_text(text: str, *, source: str = "<text>", json_only: bool = False) -> DpdSpec:
-    return spec_from_mapping(parse_text(text, source=source, json_only=json_only), source=source)
+def parse_spec_text(text: str, *, source: str = "<text>", json_only: bool = False) -> DpdSpec:
+    return parse_spec(parse_text(text, source=source, json_only=json_only), source=source)
 
 
-def spec_to_mapping(spec: DpdSpec) -> dict[str, Any]:
-    """The plain-data form of a spec, which :func:`spec_from_mapping` reads back to an equal spec."""
+def dump_spec(spec: DpdSpec) -> dict[str, Any]:
+    """The plain-data form of a spec, which :func:`parse_spec` reads back to an equal spec."""
     result = _dump(spec)
     assert isinstance(result, dict)
     return result
 
 
-def spec_to_yaml(spec: DpdSpec) -> str:
-    return yaml.safe_dump(spec_to_mapping(spec), sort_keys=False, width=100)
+def dump_spec_yaml(spec: DpdSpec) -> str:
+    return yaml.safe_dump(dump_spec(spec), sort_keys=False, width=100)
+
+
+# The public names before the verbs were settled, kept for a release (docs/spec.md).
+spec_from_mapping = renamed(parse_spec, "spec_from_mapping")
+spec_to_mapping = renamed(dump_spec, "spec_to_mapping")
+spec_to_yaml = renamed(dump_spec_yaml, "spec_to_yaml")
 
 
 # --- conversion --------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from hyperpod_dpd.contracts.linux import path_error
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.architecture import CONFIG_JSON, PRESETS, ModelArchitecture, preset_for_model_name
-from hyperpod_dpd.spec.loading import parse_spec, read_spec_data, spec_to_mapping
+from hyperpod_dpd.spec.loading import dump_spec, load_spec_data, parse_spec_leniently
 from hyperpod_dpd.validation import (
     autoscaling,
     engine,
@@ -134,14 +134,14 @@ def check(spec: DpdSpec, *, architecture: ModelArchitecture | None = None, sourc
     Types are checked by a round trip through the file loader, so a spec built in Python with a
     wrong type gets the same message as a file would; the rules then see a well-typed spec.
     """
-    return check_data(spec_to_mapping(spec), architecture=architecture, source=source)
+    return check_data(dump_spec(spec), architecture=architecture, source=source)
 
 
 def check_data(data: object, *, architecture: ModelArchitecture | None = None,
                source: str | None = None) -> CheckedSpec:
     """Parse and check plain data (a loaded YAML or JSON file), reporting type and rule problems together."""
     data, read_problems = _read_config_json(data, source)
-    typed, problems = parse_spec(data)
+    typed, problems = parse_spec_leniently(data)
     problems = [*read_problems, *problems]
     if typed is None:
         raise SpecError(problems, source=source)
@@ -169,4 +169,4 @@ def check_data(data: object, *, architecture: ModelArchitecture | None = None,
 
 def load_checked_spec(path: str | Path) -> CheckedSpec:
     """Read a spec file and check it: the one path every command and the CDK app take from a file."""
-    return check_data(read_spec_data(path), source=str(path))
+    return check_data(load_spec_data(path), source=str(path))
