@@ -20,8 +20,9 @@ from hyperpod_dpd.spec import DpdSpec
 
 
 @dataclass(frozen=True, kw_only=True)
-class Traffic:
-    """The prompts each level sends and the loads it sends them at (``bench``'s traffic options).
+class BenchTraffic:
+    """The prompts each level sends and the loads it sends them at (``bench``'s traffic options), before the spec
+    fills in ``isl`` and the session checks it into a ``Scenario`` (the advisor's ``Traffic`` is what it predicts for).
 
     :param isl: input tokens per request. :default: - the smallest multiple of 256 whose prompts clear the spec's
         routing threshold on ``path`` (4352 for 4096)
@@ -156,7 +157,7 @@ class BenchRequest:
     spec: DpdSpec
     architecture: str | None = None
     quiet: bool = False
-    traffic: Traffic = field(default_factory=Traffic)
+    traffic: BenchTraffic = field(default_factory=BenchTraffic)
     runs: Runs = field(default_factory=Runs)
     job: JobRequest = field(default_factory=JobRequest)
     deployed: DeployedSource = field(default_factory=DeployedSource)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.benchmark.replay.replay import DEFAULT_SPEEDUP
-from hyperpod_dpd.benchmark.request import BenchRequest, BuyerOptions, ClusterAccess, JobRequest, Runs, Traffic
+from hyperpod_dpd.benchmark.request import BenchRequest, BenchTraffic, BuyerOptions, ClusterAccess, JobRequest, Runs
 from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.run.route import RoutePath
 from hyperpod_dpd.benchmark.run.scenario import (
@@ -226,13 +226,13 @@ def _request(args: argparse.Namespace, checked: CheckedSpec) -> BenchRequest:
                            report_dir=args.report_dir))
 
 
-def _traffic(args: argparse.Namespace) -> Traffic:
+def _traffic(args: argparse.Namespace) -> BenchTraffic:
     """The traffic options as values; a level that is not a number is refused as every bad option is (exit 2)."""
     try:
         rates = parse_rates(args.request_rate) if args.request_rate is not None else ()
         concurrency = () if rates else parse_levels(args.concurrency)
     except SpecError as err:
         raise problems_error("invalid benchmark options:", err) from None
-    return Traffic(isl=args.isl, osl=args.osl, path=RoutePath(args.path), concurrency=concurrency,
+    return BenchTraffic(isl=args.isl, osl=args.osl, path=RoutePath(args.path), concurrency=concurrency,
                    request_rates=rates, client=Client(args.client), requests=args.requests,
                    max_seconds=args.max_seconds, prefix_share=args.prefix_share)

@@ -23,7 +23,7 @@ from hyperpod_dpd.benchmark.proof.disaggregation import LevelSnapshots, MetricsS
 from hyperpod_dpd.benchmark.replay.replay import DEFAULT_SPEEDUP, Replay, plan_replay
 from hyperpod_dpd.benchmark.replay.replay_job import render_replay_job, replay_deadline_seconds
 from hyperpod_dpd.benchmark.replay.replay_proof import ReplayReport, window_results
-from hyperpod_dpd.benchmark.request import BenchRequest, Traffic
+from hyperpod_dpd.benchmark.request import BenchRequest, BenchTraffic
 from hyperpod_dpd.benchmark.run.cluster import run_job
 from hyperpod_dpd.benchmark.run.job import job_name
 from hyperpod_dpd.benchmark.run.readiness import (
@@ -150,7 +150,7 @@ class ReplayPlan:
 
 def level_options(request: BenchRequest) -> list[str]:
     """The options of a load-level run that ``request`` sets, which a replay has no use for."""
-    traffic, runs, buyer, default = request.traffic, request.runs, request.buyer, Traffic()
+    traffic, runs, buyer, default = request.traffic, request.runs, request.buyer, BenchTraffic()
     levels = (traffic.concurrency, traffic.request_rates) != (default.concurrency, default.request_rates)
     return [flag for flag, given in (
         ("--concurrency/--request-rate", levels), ("--isl", traffic.isl is not None),
