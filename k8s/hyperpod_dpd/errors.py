@@ -91,6 +91,11 @@ class UsageError(DpdError):
     """
 
 
+def problems_error(head: str, err: SpecError) -> UsageError:
+    """``head`` and one ``  - field: ...`` line per problem, as every command prints them."""
+    return UsageError("\n".join([head, *(f"  - {p.render()}" for p in err.problems)]))
+
+
 def _show(value: Any) -> str:
     if isinstance(value, str):
         return repr(value)

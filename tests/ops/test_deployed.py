@@ -9,10 +9,11 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from hyperpod_dpd import SpecError
+from hyperpod_dpd import SpecError, UsageError
 from hyperpod_dpd.cli import main
-from hyperpod_dpd.clients.aws import AwsClients, describe_stack
+from hyperpod_dpd.clients.aws import AwsClients, AwsUnavailable, describe_stack, read_stack
 from hyperpod_dpd.contracts.stack_outputs import (
+    DeployedSource,
     DeployedStack,
     endpoint_output,
     endpoint_output_key,
@@ -83,6 +84,22 @@ def test_describe_stack_reads_the_outputs() -> None:
     assert deployed.source == "stack Team in us-east-2"
     assert deployed.endpoint("dpd-test").namespace == "team"
     assert error.value.problems[0].message == "does not exist in us-east-2"
+
+
+def test_a_source_is_read_as_the_commands_read_it(tmp_path: Path) -> None:
+    """No source, no AWS call; a file before the stack it names; a problem said as ``--outputs-file``/``--stack``."""
+    def no_aws(region: str | None, profile: str | None) -> AwsClients:
+        raise AwsUnavailable(f"no AWS here ({region}, {profile})")
+
+    assert read_stack(DeployedSource(), no_aws) is None
+    path = _file(tmp_path, {"Team": OUTPUTS})
+    found = read_stack(DeployedSource(outputs_file=str(path), stack="Team"), no_aws)
+    assert found is not None and found.stack_name == "Team"
+    with pytest.raises(UsageError) as missing:
+        read_stack(DeployedSource(outputs_file=str(tmp_path / "none.json")), no_aws)
+    assert str(missing.value).startswith("cannot read the deployed stack:\n  - --outputs-file: cannot be read")
+    with pytest.raises(UsageError, match=r"^--stack Team: no AWS here \(eu-west-1, ops\)$"):
+        read_stack(DeployedSource(stack="Team", region="eu-west-1", profile="ops"), no_aws)
 
 
 def test_bench_with_the_stack_uses_its_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

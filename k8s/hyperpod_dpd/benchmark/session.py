@@ -1,9 +1,10 @@
 """The ``bench`` workflow: from a :class:`BenchRequest` to a :class:`Report`, on the cluster or from results folders.
 
-``cli/bench.py`` parses the arguments into a request and prints what comes back; everything between (the
-traffic and its routing checks, the names the Job uses, RBAC, the Jobs, the counters, the trust warnings,
-the comparisons) happens here. The live systems come in as one :class:`Seams` value, so that tests pass
-their own instead of patching module globals. Progress and notes go to standard error, as the CLI's do.
+``cli/bench.py`` parses the arguments into a request (:mod:`hyperpod_dpd.benchmark.request`) and prints what
+comes back; everything between (the traffic and its routing checks, the deployed stack read, the names the Job
+uses, RBAC, the Jobs, the counters, the trust warnings, the comparisons) happens here. The live systems come in
+as one :class:`Seams` value, so that tests pass their own instead of patching module globals. Progress and notes
+go to standard error, as the CLI's do.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from hyperpod_dpd.benchmark.report.capacity import Slo
 from hyperpod_dpd.benchmark.report.economics import layouts
 from hyperpod_dpd.benchmark.report.prediction import AdviceLike, compare, predict
 from hyperpod_dpd.benchmark.report.report import Comparison, Outcome, Report
+from hyperpod_dpd.benchmark.request import BenchRequest
 from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.run.cluster import JobLog, run_job
 from hyperpod_dpd.benchmark.run.job import (
@@ -56,16 +58,7 @@ from hyperpod_dpd.benchmark.run.readiness import (
 )
 from hyperpod_dpd.benchmark.run.results import BenchmarkResults, collect, read_files
 from hyperpod_dpd.benchmark.run.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
-from hyperpod_dpd.benchmark.run.scenario import (
-    DEFAULT_CONCURRENCY,
-    DEFAULT_MAX_SECONDS,
-    DEFAULT_OSL,
-    DEFAULT_POLL,
-    Scenario,
-    levels_text,
-    parse_levels,
-    parse_rates,
-)
+from hyperpod_dpd.benchmark.run.scenario import Scenario
 from hyperpod_dpd.benchmark.run.target import BenchmarkTarget, S3Location
 from hyperpod_dpd.benchmark.run.uploaded import (
     UNREADABLE,
@@ -76,6 +69,7 @@ from hyperpod_dpd.benchmark.run.uploaded import (
     write_uploaded,
 )
 from hyperpod_dpd.charts.aggregated import aggregated_spec, layout_identity, twin_layout_identity
+from hyperpod_dpd.clients.aws import read_stack
 from hyperpod_dpd.clients.benchmark_kube import BenchmarkKube
 from hyperpod_dpd.clients.kube import KubeError
 from hyperpod_dpd.clients.seams import REAL, Seams
@@ -99,74 +93,6 @@ def _predict(spec: DpdSpec, scenario: Scenario) -> AdviceLike:
     return predict(spec, scenario, baseline_nodes=1)
 
 
-def _nothing_deployed() -> DeployedStack | None:
-    return None
-
-
-@dataclass(frozen=True, kw_only=True)
-class BenchRequest:
-    """What a run was asked for, as values; ``None`` takes the default the option documents.
-
-    :param spec: the checked spec. :param architecture: its model architecture's name, recorded with the
-        results. :default: - unknown
-    :param deployed: reads the names the stack deployed, which win over the spec's; called only when a Job is
-        planned, after the traffic was checked. :default: - no stack
-    :param quiet: no progress or notes on standard error (the report is one JSON object). :default: False
-    :param repeat_results_dirs: the second and later ``--results-dir`` folders, each a repeat of the first's
-        levels (``repeat_aggregated_results_dirs``: the twin's, one per repeat). :default: - none
-
-    The other fields are the options of ``hyperpod-dpd bench`` of the same names (``docs/bench.md``).
-    """
-
-    spec: DpdSpec
-    architecture: str | None = None
-    deployed: Callable[[], DeployedStack | None] = _nothing_deployed
-    quiet: bool = False
-    # the traffic
-    isl: int | None = None
-    path: RoutePath = RoutePath.DPD
-    osl: int = DEFAULT_OSL
-    concurrency: str = levels_text(DEFAULT_CONCURRENCY)
-    request_rate: str | None = None
-    requests: int | None = None
-    max_seconds: int = DEFAULT_MAX_SECONDS
-    client: str | None = None  # a Client value; None: the default (aiperf)
-    prefix_share: float = 0.0
-    # what to run
-    aggregated: bool = False
-    compare: bool = False
-    results_dir: str | None = None
-    aggregated_results_dir: str | None = None
-    # the Job
-    namespace: str | None = None
-    run_id: str | None = None
-    image: str | None = None
-    genai_bench_version: str | None = None
-    aiperf_version: str | None = None
-    pip_index_url: str | None = None
-    aws_cli_image: str | None = None
-    service_account: str | None = None
-    role_arn: str | None = None
-    tokenizer_s3: str | None = None
-    results_s3: str | None = None
-    upload: bool = True
-    node_selector: Mapping[str, str] | None = None
-    region: str | None = None
-    profile: str | None = None
-    # the cluster
-    kube_context: str | None = None
-    kubeconfig: str | None = None
-    timeout: float | None = None
-    poll_interval: float = DEFAULT_POLL
-    keep: bool = False
-    # what a buyer reads
-    repeat: int = 1
-    repeat_results_dirs: tuple[str, ...] = ()
-    repeat_aggregated_results_dirs: tuple[str, ...] = ()
-    price_per_node_hour: float | None = None
-    report_dir: str | None = None
-
-
 @dataclass(frozen=True, kw_only=True)
 class Plan:
     """The Jobs a request runs: the traffic, the endpoints, the pod's options, and the names used and why."""
@@ -186,15 +112,16 @@ class Plan:
 
 
 def run(request: BenchRequest, *, seams: Seams = REAL) -> Report:
-    """Report ``results_dir`` (and ``aggregated_results_dir``), else plan the Jobs and run them on the cluster.
+    """Report the request's results folders (``runs.results_dirs``), else plan the Jobs and run them on the cluster.
 
     Bad options are a :class:`SpecError`; what stops the run (no cluster, missing RBAC, an endpoint or
-    folder that is not there) a :class:`UsageError`.
+    folder that is not there, a stack that cannot be read) a :class:`UsageError`.
     """
-    spec = request.spec
-    priced = layouts(spec, price_per_node_hour=request.price_per_node_hour)
-    if request.results_dir:
-        outcomes = _from_directories(request)
+    spec, runs, buyer = request.spec, request.runs, request.buyer
+    priced = layouts(spec, price_per_node_hour=buyer.price_per_node_hour)
+    folder, twins = (runs.results_dirs or ("",))[0], runs.aggregated_results_dirs
+    if folder:
+        outcomes = _from_directories(request, folder, twins[0] if twins else None)
         scenario = _scenario_of(outcomes[0].results)
         _add_repeated_directories(request, outcomes)
     else:
@@ -204,13 +131,14 @@ def run(request: BenchRequest, *, seams: Seams = REAL) -> Report:
             print(note, file=sys.stderr)
         scenario = planned.scenario
         outcomes = _on_cluster(planned, seams=seams)
-        for again in range(2, request.repeat + 1):  # DPD then the twin each time: the repeats interleave
-            repeated = plan(dataclasses.replace(request, run_id=f"{planned.options.run_id}-r{again}"), seams=seams)
+        for again in range(2, buyer.repeat + 1):  # DPD then the twin each time: the repeats interleave
+            job = dataclasses.replace(request.job, run_id=f"{planned.options.run_id}-r{again}")
+            repeated = plan(dataclasses.replace(request, job=job), seams=seams)
             _merge_repeat(outcomes, _on_cluster(repeated, seams=seams))
     comparison, prediction_note = None, None
-    if request.compare:
+    if runs.compare:
         comparison = _comparison(spec, scenario, outcomes, seams=seams)
-    elif request.report_dir:  # the report shows the advisor beside every level when it can, and says why not
+    elif buyer.report_dir:  # the report shows the advisor beside every level when it can, and says why not
         try:
             comparison = _comparison(spec, scenario, outcomes, seams=seams)
         except UsageError as err:
@@ -220,8 +148,8 @@ def run(request: BenchRequest, *, seams: Seams = REAL) -> Report:
                 "architecture": request.architecture}
     report = Report(scenario=scenario, outcomes=outcomes, comparison=comparison, slo=_slo(spec), identity=identity,
                     run_layouts=run_layouts(spec), layouts=priced, prediction_note=prediction_note)
-    if request.report_dir:
-        written = report.write(Path(request.report_dir))
+    if buyer.report_dir:
+        written = report.write(Path(buyer.report_dir))
         if not request.quiet:
             print(f"report: {', '.join(str(path) for path in written)}", file=sys.stderr)
     return report
@@ -245,14 +173,13 @@ def _merge_repeat(outcomes: list[Outcome], again: list[Outcome]) -> None:
 
 def _add_repeated_directories(request: BenchRequest, outcomes: list[Outcome]) -> None:
     """``--results-dir`` given again: each further folder (and its twin's) is a repeat of the first's levels."""
-    extra, twins = request.repeat_results_dirs, request.repeat_aggregated_results_dirs
-    if (twins or request.aggregated_results_dir) and len(twins) != len(extra):
+    extra, twins = request.runs.results_dirs[1:], request.runs.aggregated_results_dirs[1:]
+    if request.runs.aggregated_results_dirs and len(twins) != len(extra):
         raise UsageError(f"{len(extra) + 1} --results-dir but {len(twins) + 1} --aggregated-results-dir: a repeat "
                          "needs both endpoints' folders. Fix: give each endpoint's folder once per repeat")
     first = _scenario_of(outcomes[0].results)
     for index, folder in enumerate(extra):
-        again = _from_directories(dataclasses.replace(
-            request, results_dir=folder, aggregated_results_dir=twins[index] if twins else None))
+        again = _from_directories(request, folder, twins[index] if twins else None)
         mine = _scenario_of(again[0].results)
         if (mine.isl, mine.osl, set(mine.loads)) != (first.isl, first.osl, set(first.loads)):
             raise UsageError(f"{folder} ran {mine.traffic} at {mine.levels_text()}, not the first --results-dir's "
@@ -264,7 +191,7 @@ def _add_repeated_directories(request: BenchRequest, outcomes: list[Outcome]) ->
 def plan(request: BenchRequest, *, seams: Seams = REAL) -> Plan:
     """The scenario asked for, the endpoints it targets and the Job's options, with the names they use."""
     scenario = _traffic(request)
-    deployed = request.deployed()
+    deployed = read_stack(request.deployed, seams.aws_clients)
     targets = _targets(request, deployed)
     options = _options(request, targets[0][1].tokenizer, deployed, seams=seams)
     names = _names(request, targets[0][1], options, deployed)
@@ -274,16 +201,15 @@ def plan(request: BenchRequest, *, seams: Seams = REAL) -> Plan:
 
 def _traffic(request: BenchRequest) -> Scenario:
     """The scenario asked for, refused (exit 2) when the spec could not serve or route it as ``path`` says."""
-    spec, path = request.spec, request.path
-    threshold = spec.routing.threshold
-    client = Client(request.client) if request.client is not None else DEFAULT_CLIENT
-    isl = request.isl if request.isl is not None else default_isl(threshold, path, client) or 1
-    raise_if_any(route_problems(isl=isl, osl=request.osl, path=path, threshold=threshold,
+    spec, traffic = request.spec, request.traffic
+    threshold, path, client = spec.routing.threshold, traffic.path, traffic.client
+    isl = traffic.isl if traffic.isl is not None else default_isl(threshold, path, client) or 1
+    raise_if_any(route_problems(isl=isl, osl=traffic.osl, path=path, threshold=threshold,
                                 max_model_len=spec.max_model_len, client=client))
-    rates = parse_rates(request.request_rate) if request.request_rate is not None else ()
-    return Scenario(isl=isl, osl=request.osl, requests=request.requests, max_seconds=request.max_seconds,
-                    client=client, prefix_share=request.prefix_share, request_rates=rates,
-                    concurrency=() if rates else parse_levels(request.concurrency))
+    rates = traffic.request_rates
+    return Scenario(isl=isl, osl=traffic.osl, requests=traffic.requests, max_seconds=traffic.max_seconds,
+                    client=client, prefix_share=traffic.prefix_share, request_rates=rates,
+                    concurrency=() if rates else traffic.concurrency)
 
 
 def _scenario_of(results: BenchmarkResults) -> Scenario:
@@ -302,11 +228,11 @@ def _scenario_of(results: BenchmarkResults) -> Scenario:
                     request_rates=tuple(load.rate for load in loads if load.rate is not None))
 
 
-def _from_directories(request: BenchRequest) -> list[Outcome]:
+def _from_directories(request: BenchRequest, results_dir: str, aggregated_results_dir: str | None) -> list[Outcome]:
     spec = request.spec
-    folders = [(DPD, spec.name, request.results_dir or "")]
-    if request.aggregated_results_dir:
-        folders.append((AGGREGATED, f"{spec.name}-agg", request.aggregated_results_dir))
+    folders = [(DPD, spec.name, results_dir)]
+    if aggregated_results_dir:
+        folders.append((AGGREGATED, f"{spec.name}-agg", aggregated_results_dir))
     outcomes = []
     for label, endpoint, folder in folders:
         path = Path(folder)
@@ -390,18 +316,18 @@ def _threshold_warnings(spec: DpdSpec, scenario: Scenario, results: BenchmarkRes
 
 
 def _targets(request: BenchRequest, deployed: DeployedStack | None) -> list[tuple[str, BenchmarkTarget]]:
-    spec, namespace = request.spec, request.namespace
-    tokenizer = S3Location.parse(request.tokenizer_s3, field="--tokenizer-s3", region=request.region) \
-        if request.tokenizer_s3 else None
+    spec, job, namespace, region = request.spec, request.job, request.job.namespace, request.deployed.region
+    tokenizer = S3Location.parse(job.tokenizer_s3, field="--tokenizer-s3", region=region) \
+        if job.tokenizer_s3 else None
     if deployed is not None:  # the stack's names over the spec's
         endpoint = deployed.endpoint(spec.name)
         targets = [(label, BenchmarkTarget.for_deployed(spec, endpoint, twin=label == AGGREGATED,
                                                         namespace=namespace, tokenizer=tokenizer))
-                   for label in ([DPD, AGGREGATED] if request.aggregated else [DPD])]
+                   for label in ([DPD, AGGREGATED] if request.runs.aggregated else [DPD])]
     else:
-        dpd = BenchmarkTarget.for_spec(spec, namespace=namespace, tokenizer=tokenizer, region=request.region)
+        dpd = BenchmarkTarget.for_spec(spec, namespace=namespace, tokenizer=tokenizer, region=region)
         targets = [(DPD, dpd)]
-        if request.aggregated:
+        if request.runs.aggregated:
             twin = BenchmarkTarget.for_spec(aggregated_spec(spec), namespace=namespace, tokenizer=dpd.tokenizer,
                                             twin=True)
             targets.append((AGGREGATED, twin))
@@ -411,7 +337,8 @@ def _targets(request: BenchRequest, deployed: DeployedStack | None) -> list[tupl
 
 def _options(request: BenchRequest, tokenizer: S3Location, deployed: DeployedStack | None, *,
              seams: Seams) -> JobOptions:
-    service_account, role_arn, node_selector = request.service_account, request.role_arn, request.node_selector
+    job = request.job
+    service_account, role_arn, node_selector = job.service_account, job.role_arn, job.node_selector
     if deployed is not None:  # the stack's ServiceAccount, its role and its system nodes, unless given
         endpoint = deployed.endpoint(request.spec.name)
         service_account = service_account or endpoint.benchmark_service_account
@@ -419,20 +346,20 @@ def _options(request: BenchRequest, tokenizer: S3Location, deployed: DeployedSta
         if node_selector is None and deployed.system_node_selector is not None:
             node_selector = dict(deployed.system_node_selector)
     results = None
-    if request.results_s3:
-        results = S3Location.parse(request.results_s3, field="--results-s3", region=request.region)
-    elif request.upload:
+    if job.results_s3:
+        results = S3Location.parse(job.results_s3, field="--results-s3", region=request.deployed.region)
+    elif job.upload:
         # The stack's benchmark role may write here (the model bucket's benchmarks/ prefix).
         results = S3Location(bucket=tokenizer.bucket, prefix=RESULTS_PREFIX, region=tokenizer.region)
     given: dict[str, Any] = {
-        "image": request.image, "genai_bench_version": request.genai_bench_version,
-        "aiperf_version": request.aiperf_version, "aws_cli_image": request.aws_cli_image,
-        "pip_index_url": request.pip_index_url,
+        "image": job.image, "genai_bench_version": job.genai_bench_version,
+        "aiperf_version": job.aiperf_version, "aws_cli_image": job.aws_cli_image,
+        "pip_index_url": job.pip_index_url,
         "service_account": service_account, "role_arn": role_arn, "node_selector": node_selector,
         "results": results}
-    run_id = request.run_id or time.strftime("%Y%m%d-%H%M%S", seams.now())
+    run_id = job.run_id or time.strftime("%Y%m%d-%H%M%S", seams.now())
     # The pod pauses between levels long enough for two polls, so bench snapshots the counters there.
-    quiet = max(QUIET_SECONDS, math.ceil(2 * request.poll_interval) + 10)
+    quiet = max(QUIET_SECONDS, math.ceil(2 * request.cluster.poll_interval) + 10)
     return JobOptions(run_id=run_id, quiet_seconds=quiet,
                       **{key: value for key, value in given.items() if value is not None})
 
@@ -440,8 +367,9 @@ def _options(request: BenchRequest, tokenizer: S3Location, deployed: DeployedSta
 def _names(request: BenchRequest, target: BenchmarkTarget, options: JobOptions,
            deployed: DeployedStack | None) -> list[Resolved]:
     """Which endpoint, bucket, ServiceAccount and nodes the Job uses, and where each name came from."""
-    given = {"namespace": request.namespace, "tokenizer": request.tokenizer_s3,
-             "service account": request.service_account, "role": request.role_arn, "nodes": request.node_selector}
+    job = request.job
+    given = {"namespace": job.namespace, "tokenizer": job.tokenizer_s3,
+             "service account": job.service_account, "role": job.role_arn, "nodes": job.node_selector}
 
     def origin(what: str) -> str:
         return OPTION if given.get(what) is not None else STACK if deployed is not None else GUESSED
@@ -458,10 +386,10 @@ def _names(request: BenchRequest, target: BenchmarkTarget, options: JobOptions,
 
 def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
     request, scenario, options, targets = planned.request, planned.scenario, planned.options, planned.targets
-    spec = request.spec
+    spec, cluster, path = request.spec, request.cluster, request.traffic.path
     manifests = [(label, target, render_benchmark_job(target, scenario, options)) for label, target in targets]
     try:
-        kube = seams.benchmark_kube(request.kube_context, request.kubeconfig)
+        kube = seams.benchmark_kube(cluster.kube_context, cluster.kubeconfig)
         missing = {t.namespace for _, t in targets
                    if kube.service_account(t.namespace, options.service_account) is None}
         raise_if_any(permission_problems(lambda p: kube.allowed(p.verb, p.resource, p.namespace, group=p.group,
@@ -470,7 +398,7 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         raise_if_any(missing_endpoints(kube, targets, namespace=spec.namespace))
     except KubeError as err:
         raise UsageError(str(err)) from None
-    timeout = request.timeout if request.timeout is not None else \
+    timeout = cluster.timeout if cluster.timeout is not None else \
         deadline_seconds(scenario, options.quiet_seconds) + 300
     outcomes, s3 = [], _s3_clients(request, seams)
     for label, target, objects in manifests:
@@ -483,11 +411,11 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         if not request.quiet:
             print(f"benchmarking {target.namespace}/{target.name} with job {name} ({scenario.traffic}, "
                   f"{scenario.levels_text()}, {scenario.client.value})", file=sys.stderr)
-        waiter = Waiter(timeout=timeout, poll_interval=request.poll_interval, clock=seams.clock, sleep=seams.sleep,
+        waiter = Waiter(timeout=timeout, poll_interval=cluster.poll_interval, clock=seams.clock, sleep=seams.sleep,
                         progress=None if request.quiet else Progress(sys.stderr))
         started = seams.clock()
         try:
-            job_run = run_job(kube, objects, waiter=waiter, keep=request.keep,
+            job_run = run_job(kube, objects, waiter=waiter, keep=cluster.keep,
                               on_poll=snapshots.observe if snapshots is not None else None)
             files = _result_files(options, target, job_run.log, s3=s3)
             results = collect(files, expected=scenario.loads, isl=scenario.isl, osl=scenario.osl, tolerant=True)
@@ -501,17 +429,17 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         routing, server, proof = None, None, None
         written_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", seams.now())
         if label == DPD and snapshots is not None and sources is not None:
-            proof = snapshots_proof(snapshots, run_id=options.run_id, endpoint=target.name, path=request.path,
+            proof = snapshots_proof(snapshots, run_id=options.run_id, endpoint=target.name, path=path,
                                     written_at=written_at, loads=scenario.loads, files=files)
             routing = proof.routing()
-            estimates = _local_estimates(kube, sources, routing, request.path,
+            estimates = _local_estimates(kube, sources, routing, path,
                                          since_seconds=math.ceil(seams.clock() - started) + 60)
             warnings += proof.warnings(results, isl=scenario.isl, threshold=spec.routing.threshold,
                                        estimates=estimates, osl=scenario.osl, max_model_len=spec.max_model_len)
             _keep_proof(options, target, job_run.log, proof, label=label, s3=s3)
         elif label == AGGREGATED:  # written even when nothing was read, with why: a re-read says the same
             unread = unread or (snapshots.errors[-1] if snapshots is not None and snapshots.errors else "")
-            proof = snapshots_proof(snapshots, run_id=options.run_id, endpoint=target.name, path=request.path,
+            proof = snapshots_proof(snapshots, run_id=options.run_id, endpoint=target.name, path=path,
                                     written_at=written_at, loads=scenario.loads, files=files, unread=unread)
             server = proof.routing()
             warnings += proof.twin_warnings(results)
@@ -555,7 +483,7 @@ def _s3_clients(request: BenchRequest, seams: Seams) -> Callable[[str | None], S
 
     def s3(region: str | None) -> S3Client:
         if region not in made:
-            made[region] = seams.aws_clients(region, request.profile).s3(region)
+            made[region] = seams.aws_clients(region, request.deployed.profile).s3(region)
         return made[region]
 
     return s3

@@ -16,7 +16,7 @@ from hyperpod_dpd.validation import CheckedSpec, check, check_data
 
 if TYPE_CHECKING:
     from hyperpod_dpd.clients.aws import AwsClients
-    from hyperpod_dpd.contracts.stack_outputs import DeployedStack
+    from hyperpod_dpd.contracts.stack_outputs import DeployedSource, DeployedStack
 
 DEFAULT_SOURCE = "the embedded default spec"
 # "Write files here", the same flag on every command that writes files (``-``: standard output).
@@ -83,11 +83,6 @@ def load_spec_argument_leniently(path: str | None) -> tuple[DpdSpec, tuple[Probl
     except SpecError:
         raise UsageError(str(refused)) from None
     return spec, refused.problems
-
-
-def problems_error(head: str, err: SpecError) -> UsageError:
-    """``head`` and one ``  - field: ...`` line per problem, as every command prints them."""
-    return UsageError("\n".join([head, *(f"  - {p.render()}" for p in err.problems)]))
 
 
 def print_warnings(warnings: Iterable[SpecWarning]) -> None:
@@ -171,21 +166,19 @@ def add_deployed_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read them from the JSON `cdk deploy --outputs-file FILE` wrote (works offline)")
 
 
+def deployed_source(args: argparse.Namespace) -> DeployedSource:
+    """``--outputs-file``, ``--stack``, ``--region`` and ``--profile`` as the value that names the deployed stack."""
+    from hyperpod_dpd.contracts.stack_outputs import DeployedSource  # noqa: PLC0415
+
+    return DeployedSource(outputs_file=args.outputs_file, stack=args.stack, region=args.region,
+                          profile=getattr(args, "profile", None))
+
+
 def read_deployed(args: argparse.Namespace, clients: Callable[..., AwsClients]) -> DeployedStack | None:
     """The stack named by ``--outputs-file``/``--stack``, or ``None`` when neither was given.
 
     :param clients: ``clients(region, profile)``, the commands' AWS seam (only called for ``--stack``).
     """
-    from hyperpod_dpd.clients.aws import AwsUnavailable, describe_stack  # noqa: PLC0415
-    from hyperpod_dpd.contracts.stack_outputs import read_outputs_file  # noqa: PLC0415
+    from hyperpod_dpd.clients.aws import read_stack  # noqa: PLC0415
 
-    try:
-        if args.outputs_file:
-            return read_outputs_file(args.outputs_file, stack=args.stack)
-        if args.stack:
-            return describe_stack(clients(args.region, getattr(args, "profile", None)), args.stack)
-    except SpecError as err:
-        raise problems_error("cannot read the deployed stack:", err) from None
-    except AwsUnavailable as err:
-        raise UsageError(f"--stack {args.stack}: {err}") from None
-    return None
+    return read_stack(deployed_source(args), clients)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from hyperpod_dpd.benchmark.replay.replay import DEFAULT_SPEEDUP
+from hyperpod_dpd.benchmark.request import BenchRequest, BenchTraffic, BuyerOptions, ClusterAccess, JobRequest, Runs
 from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT, Client
 from hyperpod_dpd.benchmark.run.route import RoutePath
 from hyperpod_dpd.benchmark.run.scenario import (
@@ -32,23 +33,24 @@ from hyperpod_dpd.benchmark.run.scenario import (
     DEFAULT_OSL,
     DEFAULT_POLL,
     levels_text,
+    parse_levels,
+    parse_rates,
 )
 from hyperpod_dpd.cli._argtypes import number, pairs, path, positive, region, seconds
 from hyperpod_dpd.cli._common import (
     add_deployed_arguments,
     add_output_dir_argument,
     add_spec_argument,
+    deployed_source,
     emit_documents,
     load_spec_argument,
-    problems_error,
-    read_deployed,
 )
 from hyperpod_dpd.contracts.stack_outputs import render_resolved
-from hyperpod_dpd.errors import SpecError, UsageError
+from hyperpod_dpd.errors import SpecError, UsageError, problems_error
 from hyperpod_dpd.traces import DEFAULT_WINDOW_S, FORMAT_NAMES
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.benchmark.session import BenchRequest, Plan
+    from hyperpod_dpd.benchmark.session import Plan
     from hyperpod_dpd.clients.seams import Seams
     from hyperpod_dpd.validation import CheckedSpec
 
@@ -165,7 +167,7 @@ def run(args: argparse.Namespace, *, seams: Seams) -> int:
                          "--results-dir")
     if args.trace is not None:
         return _replay(args, checked, seams)
-    request = _request(args, checked, seams)
+    request = _request(args, checked)
     try:
         if args.render:
             planned = session.plan(request, seams=seams)
@@ -181,7 +183,7 @@ def _replay(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> int
     """``--trace``: its manifests or its run (benchmark/replay/replay_run.py), printed."""
     from hyperpod_dpd.benchmark.replay import replay_run  # noqa: PLC0415 - as in run()
 
-    request = _request(args, checked, seams)
+    request = _request(args, checked)
     trace = replay_run.TraceOptions(path=args.trace, format=args.trace_format, speedup=args.trace_speedup,
                                     window_s=args.trace_window)
     try:
@@ -203,29 +205,34 @@ def _write_manifests(planned: Plan, manifests: Callable[[], Mapping[str, str]], 
     return 0
 
 
-def _request(args: argparse.Namespace, checked: CheckedSpec, seams: Seams) -> BenchRequest:
-    """The options as a request; the stack's names are read when the run needs them (not for --results-dir)."""
-    from hyperpod_dpd.benchmark.session import BenchRequest  # noqa: PLC0415
-
+def _request(args: argparse.Namespace, checked: CheckedSpec) -> BenchRequest:
+    """The options as a request of parsed values; the stack they name is read when the run needs it (not for
+    --results-dir)."""
     return BenchRequest(
         spec=checked.spec, architecture=checked.architecture.name if checked.architecture is not None else None,
-        deployed=lambda: read_deployed(args, seams.aws_clients), quiet=args.json,
-        isl=args.isl, path=RoutePath(args.path), osl=args.osl, concurrency=args.concurrency,
-        request_rate=args.request_rate, requests=args.requests, max_seconds=args.max_seconds, client=args.client,
-        prefix_share=args.prefix_share,
-        aggregated=args.aggregated, compare=args.compare, results_dir=_first(args.results_dir),
-        aggregated_results_dir=_first(args.aggregated_results_dir),
-        repeat_results_dirs=tuple((args.results_dir or [])[1:]),
-        repeat_aggregated_results_dirs=tuple((args.aggregated_results_dir or [])[1:]),
-        repeat=args.repeat, price_per_node_hour=args.price_per_node_hour, report_dir=args.report_dir,
-        namespace=args.namespace, run_id=args.run_id, image=args.image, genai_bench_version=args.genai_bench_version,
-        aiperf_version=args.aiperf_version, pip_index_url=args.pip_index_url, aws_cli_image=args.aws_cli_image,
-        service_account=args.service_account, role_arn=args.role_arn, tokenizer_s3=args.tokenizer_s3,
-        results_s3=args.results_s3, upload=not args.no_upload, node_selector=args.node_selector,
-        region=args.region, profile=args.profile,
-        kube_context=args.kube_context, kubeconfig=args.kubeconfig, timeout=args.timeout,
-        poll_interval=args.poll_interval, keep=args.keep)
+        quiet=args.json, traffic=_traffic(args),
+        runs=Runs(aggregated=args.aggregated, compare=args.compare, results_dirs=tuple(args.results_dir or ()),
+                  aggregated_results_dirs=tuple(args.aggregated_results_dir or ())),
+        job=JobRequest(
+            namespace=args.namespace, run_id=args.run_id, image=args.image,
+            genai_bench_version=args.genai_bench_version, aiperf_version=args.aiperf_version,
+            pip_index_url=args.pip_index_url, aws_cli_image=args.aws_cli_image, service_account=args.service_account,
+            role_arn=args.role_arn, tokenizer_s3=args.tokenizer_s3, results_s3=args.results_s3,
+            upload=not args.no_upload, node_selector=args.node_selector),
+        deployed=deployed_source(args),
+        cluster=ClusterAccess(kube_context=args.kube_context, kubeconfig=args.kubeconfig, timeout=args.timeout,
+                              poll_interval=args.poll_interval, keep=args.keep),
+        buyer=BuyerOptions(repeat=args.repeat, price_per_node_hour=args.price_per_node_hour,
+                           report_dir=args.report_dir))
 
 
-def _first(folders: list[str] | None) -> str | None:
-    return folders[0] if folders else None
+def _traffic(args: argparse.Namespace) -> BenchTraffic:
+    """The traffic options as values; a level that is not a number is refused as every bad option is (exit 2)."""
+    try:
+        rates = parse_rates(args.request_rate) if args.request_rate is not None else ()
+        concurrency = () if rates else parse_levels(args.concurrency)
+    except SpecError as err:
+        raise problems_error("invalid benchmark options:", err) from None
+    return BenchTraffic(isl=args.isl, osl=args.osl, path=RoutePath(args.path), concurrency=concurrency,
+                   request_rates=rates, client=Client(args.client), requests=args.requests,
+                   max_seconds=args.max_seconds, prefix_share=args.prefix_share)

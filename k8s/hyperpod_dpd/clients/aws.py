@@ -24,8 +24,14 @@ from botocore.exceptions import (
 )
 
 from hyperpod_dpd.contracts.aws_names import REGION_NAME
-from hyperpod_dpd.contracts.stack_outputs import DeployedStack, from_outputs, output_error
-from hyperpod_dpd.errors import DpdError, Problem, SpecError
+from hyperpod_dpd.contracts.stack_outputs import (
+    DeployedSource,
+    DeployedStack,
+    from_outputs,
+    output_error,
+    read_outputs_file,
+)
+from hyperpod_dpd.errors import DpdError, Problem, SpecError, UsageError, problems_error
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -215,6 +221,24 @@ def describe_stack(clients: AwsClients, stack: str) -> DeployedStack:
     outputs = {o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])
                if "OutputKey" in o and "OutputValue" in o}
     return from_outputs(stack, outputs, source=f"stack {stack} in {clients.region}", option="--stack")
+
+
+def read_stack(source: DeployedSource, clients: Callable[..., AwsClients]) -> DeployedStack | None:
+    """The stack ``source`` names (its outputs file, else ``DescribeStacks``), or ``None`` when it names none.
+
+    A file or stack that cannot be read is a :class:`UsageError` naming the option to fix.
+    :param clients: ``clients(region, profile)``, the commands' AWS seam (only called for a stack without a file).
+    """
+    try:
+        if source.outputs_file:
+            return read_outputs_file(source.outputs_file, stack=source.stack)
+        if source.stack:
+            return describe_stack(clients(source.region, source.profile), source.stack)
+    except SpecError as err:
+        raise problems_error("cannot read the deployed stack:", err) from None
+    except AwsUnavailable as err:
+        raise UsageError(f"--stack {source.stack}: {err}") from None
+    return None
 
 
 def read_model_config(bucket: str, key: str, *, s3_client: S3Client | None = None) -> bytes:

@@ -172,6 +172,24 @@ def from_outputs(stack_name: str, outputs: Mapping[str, str], *, source: str,
         system_node_selector=_selector(outputs.get(SYSTEM_NODE_SELECTOR)), endpoints=endpoints, source=source)
 
 
+@dataclass(frozen=True, kw_only=True)
+class DeployedSource:
+    """Where a command reads what the stack deployed: ``--outputs-file`` (read here) or ``--stack`` (read from
+    CloudFormation by :func:`hyperpod_dpd.clients.aws.read_stack`), or neither.
+
+    :param outputs_file: the JSON ``cdk deploy --outputs-file FILE`` wrote. :default: - none
+    :param stack: the stack's name; with ``outputs_file``, which stack of the file. :default: - none (the only
+        stack of ``outputs_file``)
+    :param region: the stack's region. :default: - the profile's or AWS_REGION
+    :param profile: the AWS named profile that reads it. :default: - the default credential chain
+    """
+
+    outputs_file: str | None = None
+    stack: str | None = None
+    region: str | None = None
+    profile: str | None = None
+
+
 def read_outputs_file(path: str | Path, *, stack: str | None = None) -> DeployedStack:
     """The stack in ``cdk deploy --outputs-file`` JSON (``{stack name: {key: value}}``).
 

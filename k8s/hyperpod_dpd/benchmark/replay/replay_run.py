@@ -23,7 +23,7 @@ from hyperpod_dpd.benchmark.proof.disaggregation import LevelSnapshots, MetricsS
 from hyperpod_dpd.benchmark.replay.replay import DEFAULT_SPEEDUP, Replay, plan_replay
 from hyperpod_dpd.benchmark.replay.replay_job import render_replay_job, replay_deadline_seconds
 from hyperpod_dpd.benchmark.replay.replay_proof import ReplayReport, window_results
-from hyperpod_dpd.benchmark.run.client import DEFAULT_CLIENT
+from hyperpod_dpd.benchmark.request import BenchRequest, BenchTraffic
 from hyperpod_dpd.benchmark.run.cluster import run_job
 from hyperpod_dpd.benchmark.run.job import job_name
 from hyperpod_dpd.benchmark.run.readiness import (
@@ -32,7 +32,6 @@ from hyperpod_dpd.benchmark.run.readiness import (
     needed_permissions,
     permission_problems,
 )
-from hyperpod_dpd.benchmark.run.scenario import DEFAULT_CONCURRENCY, DEFAULT_OSL, levels_text
 from hyperpod_dpd.benchmark.run.uploaded import result_files
 from hyperpod_dpd.clients.kube import KubeError
 from hyperpod_dpd.clients.seams import REAL, Seams
@@ -61,22 +60,23 @@ def manifests(planned: session.Plan, replay: Replay) -> dict[str, str]:
         render_replay_job(target, replay, options), sort_keys=False, width=1000)}
 
 
-def plan(request: session.BenchRequest, *, seams: Seams = REAL) -> session.Plan:
+def plan(request: BenchRequest, *, seams: Seams = REAL) -> session.Plan:
     """bench's plan of the endpoint, names and pod options. Its level traffic is not sent: the shortest answer keeps
     that traffic's length check against ``max_model_len`` out of a replay's way."""
-    return session.plan(dataclasses.replace(request, osl=2), seams=seams)
+    return session.plan(dataclasses.replace(request, traffic=dataclasses.replace(request.traffic, osl=2)),
+                        seams=seams)
 
 
-def run(request: session.BenchRequest, replay: Replay, *, seams: Seams = REAL) -> ReplayReport:
+def run(request: BenchRequest, replay: Replay, *, seams: Seams = REAL) -> ReplayReport:
     """Replay ``replay`` against the request's endpoint; a :class:`UsageError` for what stops the run."""
     planned = plan(request, seams=seams)
-    spec, options = request.spec, planned.options
+    spec, options, cluster = request.spec, planned.options, request.cluster
     (_, target), = planned.targets
     objects = render_replay_job(target, replay, options)
     trace = next(o for o in objects if o["kind"] == "ConfigMap")
     namespace = target.namespace
     try:
-        kube = seams.benchmark_kube(request.kube_context, request.kubeconfig)
+        kube = seams.benchmark_kube(cluster.kube_context, cluster.kubeconfig)
         missing = set() if kube.service_account(namespace, options.service_account) is not None else {namespace}
         needed = [*needed_permissions(planned.targets, spec, missing_accounts=missing),
                   Permission("create", "configmaps", namespace), Permission("delete", "configmaps", namespace)]
@@ -84,23 +84,23 @@ def run(request: session.BenchRequest, replay: Replay, *, seams: Seams = REAL) -
                                                                 subresource=p.subresource), needed))
         raise_if_any(missing_endpoints(kube, planned.targets, namespace=spec.namespace))
         name = job_name(target, options)
-        if (risk := log_risk(replay, upload=request.upload)) is not None:
+        if (risk := log_risk(replay, upload=request.job.upload)) is not None:
             print(f"warning: {risk}", file=sys.stderr)
         if not request.quiet:
             print(f"replaying {replay.source} against {namespace}/{target.name} with job {name} "
                   f"({replay.requests:,} requests, {len(replay.windows)} windows of {replay.window_s:g} s)",
                   file=sys.stderr)
-        timeout = request.timeout if request.timeout is not None else \
+        timeout = cluster.timeout if cluster.timeout is not None else \
             replay_deadline_seconds(replay, options.quiet_seconds) + 300
-        waiter = Waiter(timeout=timeout, poll_interval=request.poll_interval, clock=seams.clock, sleep=seams.sleep,
+        waiter = Waiter(timeout=timeout, poll_interval=cluster.poll_interval, clock=seams.clock, sleep=seams.sleep,
                         progress=None if request.quiet else Progress(sys.stderr))
         snapshots = LevelSnapshots(read=lambda: read_counters(kube, MetricsSources.for_spec(spec)))
         kube.create_config_map(namespace, trace)
         try:
             job_run = run_job(kube, [o for o in objects if o["kind"] != "ConfigMap"], waiter=waiter,
-                              keep=request.keep, on_poll=snapshots.observe)
+                              keep=cluster.keep, on_poll=snapshots.observe)
         finally:
-            if not request.keep:
+            if not cluster.keep:
                 kube.delete_config_map(namespace, trace["metadata"]["name"])
             else:  # no owner: the Job's TTL takes the Job and its pod, not the ConfigMap
                 print(f"kept the trace's ConfigMap {namespace}/{trace['metadata']['name']}: delete it with "
@@ -109,7 +109,7 @@ def run(request: session.BenchRequest, replay: Replay, *, seams: Seams = REAL) -
     except KubeError as err:
         raise UsageError(str(err)) from None
     files = result_files(job_run.log, results=options.results, endpoint=target.name, run_id=options.run_id,
-                         s3=lambda region: seams.aws_clients(region, request.profile).s3(region),
+                         s3=lambda region: seams.aws_clients(region, request.deployed.profile).s3(region),
                          note=lambda text: print(text, file=sys.stderr))
     if snapshots.errors and not request.quiet:
         print(f"reading the router and decoder counters: {snapshots.errors[-1]}", file=sys.stderr)
@@ -148,17 +148,18 @@ class ReplayPlan:
         return manifests(self.plan, self.replay)
 
 
-def level_options(request: session.BenchRequest) -> list[str]:
+def level_options(request: BenchRequest) -> list[str]:
     """The options of a load-level run that ``request`` sets, which a replay has no use for."""
-    levels = request.concurrency != levels_text(DEFAULT_CONCURRENCY) or request.request_rate is not None
+    traffic, runs, buyer, default = request.traffic, request.runs, request.buyer, BenchTraffic()
+    levels = (traffic.concurrency, traffic.request_rates) != (default.concurrency, default.request_rates)
     return [flag for flag, given in (
-        ("--concurrency/--request-rate", levels), ("--isl", request.isl is not None),
-        ("--osl", request.osl != DEFAULT_OSL), ("--requests", request.requests is not None),
-        ("--prefix-share", bool(request.prefix_share)),
-        ("--client", request.client not in (None, DEFAULT_CLIENT.value)), ("--aggregated", request.aggregated),
-        ("--compare", request.compare),
-        ("--results-dir", request.results_dir is not None or request.aggregated_results_dir is not None),
-        ("--repeat", request.repeat > 1), ("--report-dir", request.report_dir is not None)) if given]
+        ("--concurrency/--request-rate", levels), ("--isl", traffic.isl is not None),
+        ("--osl", traffic.osl != default.osl), ("--requests", traffic.requests is not None),
+        ("--prefix-share", bool(traffic.prefix_share)),
+        ("--client", traffic.client is not default.client), ("--aggregated", runs.aggregated),
+        ("--compare", runs.compare),
+        ("--results-dir", bool(runs.results_dirs or runs.aggregated_results_dirs)),
+        ("--repeat", buyer.repeat > 1), ("--report-dir", buyer.report_dir is not None)) if given]
 
 
 @contextmanager
@@ -170,7 +171,7 @@ def _reading(trace: TraceOptions) -> Iterator[None]:
         raise UsageError(f"--trace {trace.path}: {err.strerror or err}") from None
 
 
-def _replay_of(request: session.BenchRequest, trace: TraceOptions) -> Replay:
+def _replay_of(request: BenchRequest, trace: TraceOptions) -> Replay:
     conflicts = level_options(request)
     if conflicts:
         raise UsageError(f"--trace replays the trace's own arrivals and lengths with aiperf against the DPD endpoint: "
@@ -179,7 +180,7 @@ def _replay_of(request: session.BenchRequest, trace: TraceOptions) -> Replay:
                        max_model_len=request.spec.max_model_len)
 
 
-def plan_trace(request: session.BenchRequest, trace: TraceOptions, *,
+def plan_trace(request: BenchRequest, trace: TraceOptions, *,
                seams: Seams = REAL) -> ReplayPlan:
     """``bench --trace --output-dir``: the replay's manifests, running nothing. Raises :class:`UsageError` for a level
     option or an unreadable file, :class:`SpecError` for a trace or options that cannot be replayed."""
@@ -188,7 +189,7 @@ def plan_trace(request: session.BenchRequest, trace: TraceOptions, *,
         return ReplayPlan(plan=plan(request, seams=seams), replay=replay)
 
 
-def run_trace(request: session.BenchRequest, trace: TraceOptions, *,
+def run_trace(request: BenchRequest, trace: TraceOptions, *,
               seams: Seams = REAL) -> ReplayReport:
     """``bench --trace``: the replay run on the cluster, window by window; raises as :func:`plan_trace` does."""
     with _reading(trace):
