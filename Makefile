@@ -1,7 +1,7 @@
 # Everything a fresh machine needs, from Python 3.11+ and make alone.
 #   make synth   installs what a synth needs (the package and the dashboard SDK) and synthesizes the default app
 #   make test    installs everything else too (test tools, the advisor, the benchmark, checkov) and runs the suite
-#   make lock    re-resolves the locks (locks/*.txt) that both install from, on purpose
+#   make lock    re-resolves the locks (locks/*.txt) that both install from; UPGRADE=all moves every package
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -37,8 +37,10 @@ endef
 # package's dependencies (among the pinned versions only; one missing from the lock is an error in hash mode)
 # to install in dependency order: aws-cdk-lib must be installed after aws-cdk.cloud-assembly-schema, whose
 # aws_cdk/cloud_assembly_schema/__init__.py it overwrites with its own (--no-deps reversed that).
+# Wheels only: a package without a wheel for this platform fails loudly, where building it from source would
+# fetch build tools no lock pins.
 LOCKS := locks
-LOCKED_INSTALL := -m pip install $(PIP_FLAGS) --require-hashes
+LOCKED_INSTALL := -m pip install $(PIP_FLAGS) --require-hashes --only-binary=:all:
 SHOW_PACKAGES := grep --line-buffered -E '^(Collecting|Installing|Successfully)' || true
 
 $(SYNTH_STAMP): pyproject.toml $(LOCKS)/synth.txt $(LOCKS)/build.txt
@@ -47,8 +49,10 @@ $(SYNTH_STAMP): pyproject.toml $(LOCKS)/synth.txt $(LOCKS)/build.txt
 	@echo ">>> installing hyperpod-dpd with [$(SYNTH_EXTRAS)] as $(LOCKS)/synth.txt pins it: aws-cdk-lib, its Node.js"
 	@echo "    runtime, cdk8s, boto3, the Kubernetes client (about 0.9 GB; 2-7 minutes, mostly download; one line per package follows)"
 	$(BIN)/python $(LOCKED_INSTALL) -r $(LOCKS)/synth.txt | $(SHOW_PACKAGES)
+	@$(BIN)/python scripts/lock.py check synth --allow-more --without-project || { \
+	  echo "error: the install above failed; see its messages"; exit 1; }
 	$(BIN)/python -m pip install $(PIP_FLAGS) --quiet --no-deps --build-constraint $(LOCKS)/build.txt -e .
-	@$(BIN)/python scripts/lock.py check synth --allow-more || { echo "error: the install above failed; see its messages"; exit 1; }
+	@$(BIN)/python scripts/lock.py check synth --allow-more
 	@touch $@
 
 $(TEST_STAMP): $(SYNTH_STAMP) $(LOCKS)/test.txt $(LOCKS)/checkov.txt
@@ -62,17 +66,20 @@ $(TEST_STAMP): $(SYNTH_STAMP) $(LOCKS)/test.txt $(LOCKS)/checkov.txt
 	$(BIN)/python scripts/lock.py check checkov --python $(VENV)/checkov/bin/python --remove-unlisted
 	@touch $@
 
-## lock: re-resolve every install level from pyproject.toml into locks/*.txt (needs the package index); a refresh
-## is its own commit, and the suite and the snapshots decide whether it lands
+## lock: re-resolve every install level from pyproject.toml into locks/*.txt (needs the package index), keeping
+## each pin that still fits; UPGRADE=all moves every package to its newest allowed version, UPGRADE=a,b only those.
+## A refresh is its own commit, and the suite and the snapshots decide whether it lands.
+UPGRADE ?=
 lock:
 	@$(CHECK_PYTHON)
 	@test -x $(VENV)/uv/bin/uv || { $(PYTHON) -m venv $(VENV)/uv && $(VENV)/uv/bin/python -m pip install $(PIP_FLAGS) --quiet 'uv==$(UV_VERSION)'; }
-	$(PYTHON) scripts/lock.py compile --uv $(VENV)/uv/bin/uv
+	$(PYTHON) scripts/lock.py compile --uv $(VENV)/uv/bin/uv --upgrade '$(UPGRADE)'
 
 ## lock-check: the venvs hold exactly what the locks pin (`make test` runs it first)
+# A venv that drifted loses its stamp, so the next `make test` reinstalls from the locks.
 lock-check: $(TEST_STAMP)
-	@$(BIN)/python scripts/lock.py check test
-	@$(BIN)/python scripts/lock.py check checkov --python $(VENV)/checkov/bin/python
+	@$(BIN)/python scripts/lock.py check test || { rm -f $(TEST_STAMP); exit 1; }
+	@$(BIN)/python scripts/lock.py check checkov --python $(VENV)/checkov/bin/python || { rm -f $(TEST_STAMP); exit 1; }
 
 ## synth: the default app, offline: CloudFormation in cdk.out/, each endpoint's manifests in cdk.out/manifests/
 synth: $(SYNTH_STAMP)

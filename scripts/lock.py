@@ -24,7 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,14 +118,10 @@ def wanted(pins: Iterable[Pin], environment: Mapping[str, str]) -> dict[str, str
 # --- checking an environment ------------------------------------------------------------------------------
 
 _PROBE = """\
-import json, platform, sys
+import json
 from importlib import metadata
 from packaging.markers import default_environment
-seen = {}
-for dist in metadata.distributions():
-    name = dist.metadata["Name"]
-    if name:
-        seen.setdefault(name, dist.version)
+seen = [[dist.metadata["Name"], dist.version] for dist in metadata.distributions() if dist.metadata["Name"]]
 print(json.dumps({"installed": seen, "environment": default_environment()}))
 """
 
@@ -133,30 +129,42 @@ _PROBE_WITHOUT_PACKAGING = _PROBE.replace("from packaging.markers import default
                                           "from pip._vendor.packaging.markers import default_environment")
 
 
-def probe(python: str) -> tuple[dict[str, str], dict[str, str]]:
-    """What ``python`` has installed (canonical name: version) and its marker environment."""
+def probe(python: str) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """What ``python`` has installed (canonical name: every version found, normally one) and its marker
+    environment; isolated (``-I``), so neither PYTHONPATH, the working directory nor the user site counts."""
     for code in (_PROBE, _PROBE_WITHOUT_PACKAGING):
-        result = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+        result = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=120, check=False)
         if result.returncode == 0:
             data = json.loads(result.stdout)
-            return {canonical(k): v for k, v in data["installed"].items()}, data["environment"]
+            installed: dict[str, list[str]] = {}
+            for name, version in data["installed"]:
+                installed.setdefault(canonical(name), []).append(version)
+            return installed, data["environment"]
     raise SystemExit(f"error: cannot list what {python} has installed: {result.stderr.strip().splitlines()[-1:]}")
 
 
-def drift(locked: Mapping[str, str], installed: Mapping[str, str], *, level: str, source: str = "",
-          allow_more: bool = False) -> list[str]:
-    """One line per difference between a lock and an environment: a wrong version, a missing or an unlisted
-    package (unless ``allow_more``: a level that another is installed on top of)."""
+def drift(locked: Mapping[str, str], installed: Mapping[str, Sequence[str]], *, level: str, source: str = "",
+          allow_more: bool = False, project: bool = False) -> list[str]:
+    """One line per difference between a lock and an environment: a wrong version, a missing, unlisted or doubly
+    installed package (unlisted is no error with ``allow_more``: a level another is installed on top of), and,
+    with ``project``, the project itself missing."""
     source = source or f"locks/{level}.txt"
-    fix = f"run 'make {'synth' if level == 'synth' else 'test'}' (or '{REFRESH}' if the lock is what should move)"
+    make = "make synth" if level == "synth" else "make test"
+    fix = f"run '{make}' to reinstall from the locks (or '{REFRESH}' if the lock is what should move)"
     lines = []
+    if project and PROJECT not in installed:
+        lines.append(f"{PROJECT} itself is not installed in this environment; run '{make}'")
     for name in sorted(set(locked) | set(installed)):
-        want, have = locked.get(name), installed.get(name)
+        want, found = locked.get(name), list(installed.get(name, ()))
+        if len(found) > 1:
+            lines.append(f"{name} is installed {len(found)} times ({', '.join(found)}); run 'make clean {make[5:]}'")
+            continue
+        have = found[0] if found else None
         if name == PROJECT or want == have or (want is None and allow_more):
             continue
         if want is None:
-            lines.append(f"installed {name} {have}, which {source} does not list; "
-                         f"run 'make clean test', or pip uninstall {name}")
+            lines.append(f"installed {name} {have}, which {source} does not list; run 'make test' (it removes "
+                         f"what the lock does not list)")
         elif have is None:
             lines.append(f"{name} is not installed, {source} says {want}; {fix}")
         else:
@@ -165,7 +173,7 @@ def drift(locked: Mapping[str, str], installed: Mapping[str, str], *, level: str
 
 
 def check(level: str, python: str, *, lock: Path | None = None, allow_more: bool = False,
-          remove_unlisted: bool = False) -> int:
+          remove_unlisted: bool = False, without_project: bool = False) -> int:
     """0 when ``python``'s environment holds exactly what the level's lock pins for it, else 1 with every
     difference named; ``remove_unlisted`` first uninstalls what the lock does not list (left by an older lock)."""
     path = lock or lock_path(level)
@@ -178,7 +186,8 @@ def check(level: str, python: str, *, lock: Path | None = None, allow_more: bool
         subprocess.run([python, "-m", "pip", "uninstall", "--quiet", "--yes", *unlisted], check=False)
         installed, _ = probe(python)
     source = f"locks/{path.name}" if path.parent == LOCKS else str(path)
-    problems = drift(locked, installed, level=level, source=source, allow_more=allow_more)
+    problems = drift(locked, installed, level=level, source=source, allow_more=allow_more,
+                     project=LEVELS[level].from_project and not without_project)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
     if not problems:
@@ -189,22 +198,29 @@ def check(level: str, python: str, *, lock: Path | None = None, allow_more: bool
 # --- compiling the locks ----------------------------------------------------------------------------------
 
 def constraints(level: Level) -> list[str]:
-    """``name==version`` lines for every pin this level must keep (markers dropped: a pin holds everywhere)."""
+    """Constraint lines for every pin this level must keep: another lock's pins with their markers, and the
+    benchmark pod's pins on the pod's Python only (the tests run the pod's clients there)."""
     lines = set()
     for other in level.keeps:
-        lines |= {f"{pin.name}=={pin.version}" for pin in read_lock(lock_path(other).read_text())}
+        lines |= {f"{pin.name}=={pin.version}" + (f" ; {pin.marker}" if pin.marker else "")
+                  for pin in read_lock(lock_path(other).read_text())}
     for path in level.keeps_json:
-        lines |= {f"{w['name']}=={w['version']}" for w in json.loads((REPO / path).read_text())["wheels"]}
+        pod = json.loads((REPO / path).read_text())
+        lines |= {f"{w['name']}=={w['version']} ; python_version == '{pod['python']}'" for w in pod["wheels"]}
     return sorted(lines)
 
 
-def compile_level(level: Level, uv: str) -> None:
+def compile_level(level: Level, uv: str, upgrade: tuple[str, ...] = ()) -> None:
+    """Resolve one level into its lock. The lock's current pins are kept where they still satisfy the inputs (uv
+    prefers an output file's versions), so editing pyproject.toml moves only what it must; ``upgrade`` names the
+    packages to move to their newest allowed versions (``all``: every one)."""
     with tempfile.TemporaryDirectory() as scratch:
         inputs = Path(scratch) / f"{level.name}.in"
         inputs.write_text("".join(f"{r}\n" for r in level.requirements))
-        command = [uv, "pip", "compile", "--quiet", "--universal", "--python-version", "3.11", "--generate-hashes",
-                   "--no-strip-markers", "--custom-compile-command", REFRESH, "--output-file",
+        command = [uv, "pip", "compile", "--quiet", "--no-config", "--universal", "--python-version", "3.11",
+                   "--generate-hashes", "--no-strip-markers", "--custom-compile-command", REFRESH, "--output-file",
                    str(lock_path(level.name))]
+        command += ["--upgrade"] if "all" in upgrade else [f"--upgrade-package={name}" for name in upgrade]
         if level.from_project:
             command += [str(REPO / "pyproject.toml"), *(f"--extra={extra}" for extra in level.extras)]
         command.append(str(inputs))
@@ -225,23 +241,27 @@ def main(argv: list[str] | None = None) -> int:
     compile_ = sub.add_parser("compile", help="rewrite every lock (needs uv and the package index)")
     compile_.add_argument("--uv", default="uv", help=f"the uv executable (make lock installs uv {UV_VERSION})")
     compile_.add_argument("levels", nargs="*", metavar="LEVEL", help=f"default: all of {', '.join(LEVELS)}")
+    compile_.add_argument("--upgrade", default="", metavar="NAMES",
+                          help="comma-separated packages to move to their newest allowed versions, or 'all'; "
+                               "default: keep every pin that still fits pyproject.toml")
     check_ = sub.add_parser("check", help="exit 1, naming each package, when an environment differs from its lock")
     check_.add_argument("level", choices=list(LEVELS))
     check_.add_argument("--python", default=sys.executable, help="the environment's interpreter (default: this one)")
     check_.add_argument("--lock", type=Path, help="another lock file to hold the environment against")
     check_.add_argument("--allow-more", action="store_true", help="packages the lock does not list are no error")
     check_.add_argument("--remove-unlisted", action="store_true", help="uninstall packages the lock does not list")
+    check_.add_argument("--without-project", action="store_true", help="the project itself need not be installed yet")
     args = parser.parse_args(argv)
     if args.command == "check":
         return check(args.level, args.python, lock=args.lock, allow_more=args.allow_more,
-                     remove_unlisted=args.remove_unlisted)
+                     remove_unlisted=args.remove_unlisted, without_project=args.without_project)
     unknown = sorted(set(args.levels) - set(LEVELS))
     if unknown:
         parser.error(f"unknown level {', '.join(unknown)}; the levels are {', '.join(LEVELS)}")
     LOCKS.mkdir(exist_ok=True)
     # In LEVELS' order: test keeps synth's pins.
     for name in [name for name in LEVELS if name in args.levels or not args.levels]:
-        compile_level(LEVELS[name], args.uv)
+        compile_level(LEVELS[name], args.uv, tuple(filter(None, args.upgrade.split(","))))
         print(f"locks/{name}.txt: {len(read_lock(lock_path(name).read_text()))} pins")
     return 0
 

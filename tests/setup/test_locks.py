@@ -117,21 +117,26 @@ def test_a_deliberately_wrong_version_is_named_with_the_fix(tmp_path: Path) -> N
     installed = metadata.version("syrupy")
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        f"error: installed syrupy {installed}, {wrong} says 0.0.1; run 'make test' (or 'make lock' if the lock is "
-        "what should move)"]
+        f"error: installed syrupy {installed}, {wrong} says 0.0.1; run 'make test' to reinstall from the locks (or "
+        "'make lock' if the lock is what should move)"]
     assert "Traceback" not in result.stderr
 
 
-def test_missing_and_unlisted_packages_are_named() -> None:
-    lines = lock.drift({"a": "1", "b": "2"}, {"a": "1", "c": "3", "hyperpod-dpd": "0.1.0"}, level="test")
+def test_missing_unlisted_and_doubly_installed_packages_are_named() -> None:
+    reinstall = "run 'make test' to reinstall from the locks (or 'make lock' if the lock is what should move)"
+    lines = lock.drift({"a": "1", "b": "2", "d": "4"}, {"a": ["1"], "c": ["3"], "d": ["4", "5"], "hyperpod-dpd": ["0"]},
+                       level="test", project=True)
     assert lines == [
-        "b is not installed, locks/test.txt says 2; run 'make test' (or 'make lock' if the lock is what should move)",
-        "installed c 3, which locks/test.txt does not list; run 'make clean test', or pip uninstall c",
+        f"b is not installed, locks/test.txt says 2; {reinstall}",
+        "installed c 3, which locks/test.txt does not list; run 'make test' (it removes what the lock does not list)",
+        "d is installed 2 times (4, 5); run 'make clean test'",
     ]
     # The synth level is installed under the test level: what test adds is no error there.
-    assert lock.drift({"a": "1"}, {"a": "1", "c": "3"}, level="synth", allow_more=True) == []
-    assert lock.drift({"a": "1"}, {"a": "0"}, level="synth")[0].endswith(
-        "run 'make synth' (or 'make lock' if the lock is what should move)")
+    assert lock.drift({"a": "1"}, {"a": ["1"], "c": ["3"]}, level="synth", allow_more=True) == []
+    assert lock.drift({"a": "1"}, {"a": ["0"]}, level="synth")[0].endswith(
+        "run 'make synth' to reinstall from the locks (or 'make lock' if the lock is what should move)")
+    assert lock.drift({}, {}, level="synth", project=True) == [
+        "hyperpod-dpd itself is not installed in this environment; run 'make synth'"]
 
 
 def test_a_lock_line_with_a_marker_is_read_with_it() -> None:
