@@ -10,8 +10,6 @@ SYNTH_STAMP := $(VENV)/.installed-synth
 TEST_STAMP := $(VENV)/.installed-test
 SYNTH_EXTRAS := observability
 TEST_EXTRAS := dev,advisor,bench,observability
-# The resolver `make lock` runs (scripts/lock.py says the same; a test keeps the two equal).
-UV_VERSION := 0.13.10
 MIN_PYTHON := 3.11
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP_FLAGS := --progress-bar off
@@ -72,8 +70,7 @@ $(TEST_STAMP): $(SYNTH_STAMP) $(LOCKS)/test.txt $(LOCKS)/checkov.txt
 UPGRADE ?=
 lock:
 	@$(CHECK_PYTHON)
-	@test -x $(VENV)/uv/bin/uv || { $(PYTHON) -m venv $(VENV)/uv && $(VENV)/uv/bin/python -m pip install $(PIP_FLAGS) --quiet 'uv==$(UV_VERSION)'; }
-	$(PYTHON) scripts/lock.py compile --uv $(VENV)/uv/bin/uv --upgrade '$(UPGRADE)'
+	$(PYTHON) scripts/lock.py compile --upgrade '$(UPGRADE)'
 
 ## lock-check: the venvs hold exactly what the locks pin (`make test` runs it first)
 # A venv that drifted loses its stamp, so the next `make test` reinstalls from the locks.

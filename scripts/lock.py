@@ -235,11 +235,26 @@ def compile_level(level: Level, uv: str, upgrade: tuple[str, ...] = ()) -> None:
         path.write_text(path.read_text().replace(scratch + "/", "").replace(str(REPO) + "/", ""))
 
 
+def pinned_uv() -> str:
+    """uv UV_VERSION in ``.venv/uv``, (re)installed when absent or another version, so every refresh resolves
+    with the same resolver."""
+    venv = REPO / ".venv" / "uv"
+    uv = venv / "bin" / "uv"
+    if uv.exists():
+        found = subprocess.run([str(uv), "--version"], capture_output=True, text=True, check=False).stdout.split()
+        if found[1:2] == [UV_VERSION]:
+            return str(uv)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--progress-bar", "off",
+                    f"uv=={UV_VERSION}"], check=True)
+    return str(uv)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
     compile_ = sub.add_parser("compile", help="rewrite every lock (needs uv and the package index)")
-    compile_.add_argument("--uv", default="uv", help=f"the uv executable (make lock installs uv {UV_VERSION})")
+    compile_.add_argument("--uv", help=f"a uv executable (default: uv {UV_VERSION}, installed in .venv/uv)")
     compile_.add_argument("levels", nargs="*", metavar="LEVEL", help=f"default: all of {', '.join(LEVELS)}")
     compile_.add_argument("--upgrade", default="", metavar="NAMES",
                           help="comma-separated packages to move to their newest allowed versions, or 'all'; "
@@ -259,9 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown level {', '.join(unknown)}; the levels are {', '.join(LEVELS)}")
     LOCKS.mkdir(exist_ok=True)
+    uv = args.uv or pinned_uv()
     # In LEVELS' order: test keeps synth's pins.
     for name in [name for name in LEVELS if name in args.levels or not args.levels]:
-        compile_level(LEVELS[name], args.uv, tuple(filter(None, args.upgrade.split(","))))
+        compile_level(LEVELS[name], uv, tuple(filter(None, args.upgrade.split(","))))
         print(f"locks/{name}.txt: {len(read_lock(lock_path(name).read_text()))} pins")
     return 0
 

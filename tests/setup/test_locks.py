@@ -91,10 +91,6 @@ def test_the_build_lock_meets_the_build_system_requirements() -> None:
         assert requirement.specifier.contains(build[lock.canonical(requirement.name)])
 
 
-def test_the_makefile_installs_the_resolver_the_script_names() -> None:
-    assert re.search(rf"^UV_VERSION := {re.escape(lock.UV_VERSION)}$", (REPO / "Makefile").read_text(), re.M)
-
-
 def test_this_environment_is_exactly_the_test_lock(capsys: pytest.CaptureFixture[str]) -> None:
     assert lock.check("test", sys.executable) == 0, capsys.readouterr().err
     assert "are installed at its versions" in capsys.readouterr().out
