@@ -39,6 +39,9 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     cluster_security_group_id=SG
         with eks_cluster: its cluster security group (the kubectl provider then runs in the VPC);
         default: none
+    existing_namespaces=NAMESPACE[,NAMESPACE...]
+        with eks_cluster: the specs' namespaces that exist already; used as they are, never created
+        or deleted (any other is created, and a deploy fails on one that exists); default: none
     vpc_id=VPC_ID
         an existing VPC, with eks_subnets and hyperpod_subnets; default: a new VPC
     eks_subnets=AZ=SUBNET[,...]
@@ -82,8 +85,10 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
         another inference operator add-on version (a warning says the checks know only the shipped
         CRD); default: the version whose CRD ships in the package
     preinstalled_addons=ADDON[,ADDON...]
-        on an existing cluster, prerequisite add-ons it runs already, named as aws eks list-addons
-        prints them; the stack creates none of them; default: none
+        on an existing cluster, prerequisite add-ons it runs already, as EKS add-ons or installed
+        otherwise (a Helm cert-manager), named as aws eks list-addons prints them; the stack creates
+        none of them (an undeclared self-managed copy fails the deploy; none is adopted); default:
+        none
     bundled_load_balancer_controller=true|false
         false on an existing cluster that runs its own AWS Load Balancer Controller: the inference
         add-on then installs none (and the stack creates no role for one); default: true

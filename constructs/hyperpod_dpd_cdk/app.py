@@ -90,6 +90,9 @@ CONTEXT_KEYS = (
                "with `eks_cluster`: its IAM OIDC provider (required: IAM holds one provider per issuer)"),
     ContextKey("cluster_security_group_id", "SG", "none",
                "with `eks_cluster`: its cluster security group (the kubectl provider then runs in the VPC)"),
+    ContextKey("existing_namespaces", "NAMESPACE[,NAMESPACE...]", "none",
+               "with `eks_cluster`: the specs' namespaces that exist already; used as they are, never created or "
+               "deleted (any other is created, and a deploy fails on one that exists)"),
     ContextKey("vpc_id", "VPC_ID", "a new VPC", "an existing VPC, with `eks_subnets` and `hyperpod_subnets`"),
     ContextKey("eks_subnets", "AZ=SUBNET[,...]", "none", "with `vpc_id`: the EKS subnets, by AZ name"),
     ContextKey("hyperpod_subnets", "AZ_ID=SUBNET[,...]", "none", "with `vpc_id`: the HyperPod subnets, by AZ ID"),
@@ -122,8 +125,9 @@ CONTEXT_KEYS = (
     ContextKey("inference_addon_version", "VERSION", "the version whose CRD ships in the package",
                "another inference operator add-on version (a warning says the checks know only the shipped CRD)"),
     ContextKey("preinstalled_addons", "ADDON[,ADDON...]", "none",
-               "on an existing cluster, prerequisite add-ons it runs already, named as `aws eks list-addons` "
-               "prints them; the stack creates none of them"),
+               "on an existing cluster, prerequisite add-ons it runs already, as EKS add-ons or installed otherwise "
+               "(a Helm cert-manager), named as `aws eks list-addons` prints them; the stack creates none of them "
+               "(an undeclared self-managed copy fails the deploy; none is adopted)"),
     ContextKey("bundled_load_balancer_controller", "true|false", "`true`",
                "`false` on an existing cluster that runs its own AWS Load Balancer Controller: the inference "
                "add-on then installs none (and the stack creates no role for one)", FLAG),
@@ -355,7 +359,8 @@ def stack_options(context: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         existing = ExistingEksCluster(cluster_name=str(ctx("eks_cluster")),
                                       oidc_issuer_url=str(ctx("oidc_issuer_url") or ""),
                                       oidc_provider_arn=ctx("oidc_provider_arn") or None,
-                                      cluster_security_group_id=ctx("cluster_security_group_id") or None)
+                                      cluster_security_group_id=ctx("cluster_security_group_id") or None,
+                                      namespaces=tuple(_list(ctx("existing_namespaces") or "")))
         if not existing.oidc_issuer_url:
             raise SpecError([Problem(
                 field="oidc_issuer_url", value=None, message="is required with eks_cluster",

@@ -43,12 +43,14 @@ class BenchmarkAccess(Construct):
     :param service_account: :default: hyperpod-dpd-bench
     :param cluster: apply the ServiceAccount there. :default: - the role only
     :param after: constructs the ServiceAccount must follow (its namespace). :default: - none
+    :param overwrite: apply the ServiceAccount (``kubectl apply``) rather than create it (``kubectl create``, which
+        fails on one that exists instead of adopting it). :default: True
     """
 
     def __init__(self, scope: Construct, id: str, *, trust: IrsaTrust, namespace: str, model_bucket: s3.IBucket,
                  model_prefixes: Sequence[str], results_prefix: str = DEFAULT_RESULTS_PREFIX,
                  service_account: str = DEFAULT_SERVICE_ACCOUNT, cluster: eks.ICluster | None = None,
-                 after: Sequence[IConstruct] = ()) -> None:
+                 after: Sequence[IConstruct] = (), overwrite: bool = True) -> None:
         super().__init__(scope, id)
         results = results_prefix.strip("/")
         if not results:
@@ -68,7 +70,8 @@ class BenchmarkAccess(Construct):
                     "prefix only.", prefix_findings(model_bucket, [results]))
         self.manifest: eks.KubernetesManifest | None = None
         if cluster is not None:
-            self.manifest = eks.KubernetesManifest(self, "ServiceAccount", cluster=cluster, overwrite=True, manifest=[{
+            self.manifest = eks.KubernetesManifest(self, "ServiceAccount", cluster=cluster, overwrite=overwrite,
+                                                   manifest=[{
                 "apiVersion": "v1", "kind": "ServiceAccount",
                 "metadata": {"name": service_account, "namespace": namespace, "labels": dict(MANAGED_BY),
                              "annotations": {ROLE_ARN_ANNOTATION: self.role.role_arn}},

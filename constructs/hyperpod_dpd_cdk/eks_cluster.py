@@ -9,6 +9,7 @@ from typing import cast
 
 from aws_cdk import CfnCondition, CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
@@ -18,6 +19,7 @@ from hyperpod_dpd import SpecError
 from hyperpod_dpd.contracts.operator import SYSTEM_POOL
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, logical_id, managed_policy, role_of
 from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess, deny_internet_facing
+from hyperpod_dpd_cdk.ownership import ClusterOwnership
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION, AddonVersions, SupportType, support_type_problems
 
 # The operator, its ALB controller and KEDA, cert-manager and CoreDNS run here, never on GPU nodes.
@@ -38,6 +40,9 @@ class ExistingEksCluster:
     :param oidc_provider_arn: the IAM OIDC provider registered for that issuer (``aws iam
         list-open-id-connect-providers``; ``eksctl utils associate-iam-oidc-provider`` creates one).
         Required: IAM holds one provider per issuer URL, so a second one for an existing cluster fails.
+    :param namespaces: namespaces of the endpoints that the cluster has already: used as they are, never created
+        or deleted. Any other namespace is created with ``kubectl create`` (a namespace that exists then fails
+        the deploy rather than being adopted) and deleted on ``cdk destroy``. :default: - none
     :param cluster_security_group_id: the cluster security group EKS created
         (``cluster.resourcesVpcConfig.clusterSecurityGroupId``); HyperPod nodes (EFA group) and the
         existing nodes and control plane (this group) are then allowed to reach each other.
@@ -48,6 +53,7 @@ class ExistingEksCluster:
     oidc_issuer_url: str
     oidc_provider_arn: str | None = None
     cluster_security_group_id: str | None = None
+    namespaces: Sequence[str] = ()
 
 
 class HyperPodEksCluster(Construct):
@@ -99,8 +105,11 @@ class HyperPodEksCluster(Construct):
         self.kubectl_layer = KubectlV34Layer(self, "KubectlLayer")
         kubectl = eks.KubectlProviderOptions(kubectl_layer=self.kubectl_layer)
         self.cluster: eks.ICluster
-        self.addons: list[eks.CfnAddon] = []
+        self.addons: list[eks_l1.CfnAddon] = []
         self.system_nodes: eks.Nodegroup | None = None
+        self.ownership = ClusterOwnership(
+            owned=existing is None, stack_name=Stack.of(self).stack_name,
+            existing_namespaces=frozenset(existing.namespaces) if existing is not None else frozenset())
         if existing is not None:
             # An imported cluster gets no kubectl provider from kubectl_provider_options: build one against a
             # first import, give its role cluster admin, and hand it to the import the stack uses.
@@ -121,6 +130,8 @@ class HyperPodEksCluster(Construct):
                 self, "KubectlProviderAdmin", cluster=bare, principal=provider.role.role_arn,
                 access_policies=[eks.AccessPolicy.from_access_policy_name(
                     CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
+            # Every manifest and chart in the scope runs kubectl/helm as the provider's role: only while it has access.
+            self.ownership.order_after_access(scope, self.kubectl_admin)
             self.cluster = eks.Cluster.from_cluster_attributes(
                 self, "Imported", cluster_name=existing.cluster_name, vpc=vpc, kubectl_provider=provider)
             self.cluster_name = existing.cluster_name
@@ -203,11 +214,10 @@ class HyperPodEksCluster(Construct):
                                     source_security_group_id=cluster_security_group_id, ip_protocol="-1",
                                     description="System nodes and control plane to HyperPod nodes")
 
-    def _addon(self, name: str, version: str | None, configuration: dict[str, str] | None = None) -> eks.CfnAddon:
-        # CfnAddon rather than eks.Addon: only the L1 can OVERWRITE the self-managed copies EKS installs.
-        return eks.CfnAddon(self, f"Addon-{name}", addon_name=name, cluster_name=self.cluster_name,
-                            addon_version=version, resolve_conflicts="OVERWRITE",
-                            configuration_values=json.dumps(configuration) if configuration else None)
+    def _addon(self, name: str, version: str | None, configuration: dict[str, str] | None = None) -> eks_l1.CfnAddon:
+        return self.ownership.addon(self, f"Addon-{name}", addon_name=name, cluster_name=self.cluster_name,
+                                    addon_version=version,
+                                    configuration_values=json.dumps(configuration) if configuration else None)
 
     def _acknowledge_cluster(self, cluster: eks.Cluster, system_nodes: eks.Nodegroup) -> None:
         acknowledge(cluster, "EKS1",

@@ -12,6 +12,7 @@ from constructs import Construct
 from hyperpod_dpd import InstanceType, Problem, SpecError
 from hyperpod_dpd_cdk import versions
 from hyperpod_dpd_cdk._private.nag import acknowledge, pseudo
+from hyperpod_dpd_cdk.ownership import ClusterOwnership
 
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"
@@ -56,18 +57,22 @@ class HyperPodDependencies(Construct):
 
     :param cluster: the EKS cluster. :param region: the region of the health agent's image.
     :param chart_dir: the prepared chart folder. :default: - the device plugins only
+    :param ownership: what the stack may change on the cluster: on one it did not create, each release is
+        named per stack (``helm upgrade --install`` would adopt, and ``cdk destroy`` uninstall, a release of
+        AWS's own name that another HyperPod cluster's setup installed). :default: - a cluster the stack created
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, region: str,
-                 chart_dir: str | Path | None = None) -> None:
+                 chart_dir: str | Path | None = None, ownership: ClusterOwnership | None = None) -> None:
         super().__init__(scope, id)
+        release = (ownership or ClusterOwnership.of_stack(self)).own_name
         self.charts: list[eks.HelmChart] = []
         if chart_dir is not None:
             folder = Path(chart_dir)
             check_chart_dir(folder)
             asset = s3_assets.Asset(self, "ChartAsset", path=str(folder))
             self.charts.append(eks.HelmChart(
-                self, "Chart", cluster=cluster, chart_asset=asset, release=RELEASE, namespace=NAMESPACE,
+                self, "Chart", cluster=cluster, chart_asset=asset, release=release(RELEASE), namespace=NAMESPACE,
                 values=dependency_chart_values(region), wait=False, timeout=Duration.minutes(10)))
             provider = cluster.kubectl_provider
             if provider is not None and provider.role is not None:
@@ -90,12 +95,12 @@ class HyperPodDependencies(Construct):
         self.charts.append(eks.HelmChart(
             self, "NvidiaDevicePlugin", cluster=cluster, chart="nvidia-device-plugin",
             repository=versions.NVIDIA_DEVICE_PLUGIN_REPOSITORY, version=versions.NVIDIA_DEVICE_PLUGIN_VERSION,
-            release="nvidia-device-plugin", namespace=NAMESPACE, wait=False,
+            release=release("nvidia-device-plugin"), namespace=NAMESPACE, wait=False,
             values={"affinity": _gpu_instance_affinity(), "tolerations": tolerations}))
         self.charts.append(eks.HelmChart(
             self, "EfaDevicePlugin", cluster=cluster, chart="aws-efa-k8s-device-plugin",
             repository=versions.EFA_DEVICE_PLUGIN_REPOSITORY, version=versions.EFA_DEVICE_PLUGIN_VERSION,
-            release="aws-efa-k8s-device-plugin", namespace=NAMESPACE, wait=False,
+            release=release("aws-efa-k8s-device-plugin"), namespace=NAMESPACE, wait=False,
             values={"supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
                                                 "values": sorted(t.api_name for t in InstanceType)},
                     "tolerations": tolerations}))

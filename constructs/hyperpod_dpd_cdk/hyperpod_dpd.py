@@ -20,6 +20,7 @@ from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, S3Source, SpecErro
 from hyperpod_dpd.charts.aggregated import aggregated_spec
 from hyperpod_dpd.contracts import stack_outputs
 from hyperpod_dpd.contracts.aws_names import ACM_ARN_REGION
+from hyperpod_dpd.contracts.bench_job import DEFAULT_SERVICE_ACCOUNT
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, SYSTEM_POOL, router_service
 from hyperpod_dpd.contracts.stack_defaults import DEFAULT_AVAILABILITY_ZONE_ID
 from hyperpod_dpd.contracts.stack_defaults import hyperpod_cluster_name as default_cluster_name
@@ -130,8 +131,9 @@ class ClusterOptions:
     :param kubernetes_version: a new cluster's version (1.33 or 1.34). :default: 1.34
     :param support_type: a new cluster's ``UpgradePolicy`` (see ``SupportType`` for the cost).
         :default: ``SupportType.EXTENDED``
-    :param preinstalled_addons: on an existing cluster, add-ons it runs already (names from ``aws eks
-        list-addons``, any of ``PREREQUISITE_ADDONS``); none of them is created. :default: - none
+    :param preinstalled_addons: on an existing cluster, add-ons it runs already, as EKS add-ons or installed
+        otherwise (names from ``aws eks list-addons``, any of ``PREREQUISITE_ADDONS``); none of them is created. An
+        undeclared self-managed copy fails the deploy (``ResolveConflicts: NONE``). :default: - none
     :param addon_versions: :default: - see ``AddonVersions``
     :param network_policies: NetworkPolicies that let only their peers, the operator's namespace and the metrics
         collectors reach each endpoint's model pods, and the VPC CNI's enforcement of them (new cluster). Off by
@@ -421,7 +423,8 @@ class Composition:
             subnet_ids=[self.network.hyperpod_subnet.subnet_id],
             security_group_id=self.security_group.security_group_id)
         self.hyperpod_dependencies = HyperPodDependencies(
-            scope, "HyperPodDependencies", cluster=eks_cluster, region=region, chart_dir=hyperpod.dependency_chart_dir)
+            scope, "HyperPodDependencies", cluster=eks_cluster, region=region, chart_dir=hyperpod.dependency_chart_dir,
+            ownership=self.eks.ownership)
         self.hyperpod = HyperPodCluster(
             scope, "HyperPod", cluster_name=self.cluster_name, eks_cluster_arn=self.eks.cluster_arn,
             subnet=self.network.hyperpod_subnet, security_group=self.security_group,
@@ -440,7 +443,7 @@ class Composition:
             allow_internet_facing_load_balancers=allow_internet_facing_load_balancers,
             preinstalled=cluster.preinstalled_addons,
             bundled_load_balancer_controller=cluster.bundled_load_balancer_controller,
-            bundled_keda=cluster.bundled_keda)
+            bundled_keda=cluster.bundled_keda, ownership=self.eks.ownership)
         self.operator.after(self.hyperpod)
         self._allow_data_capture(specs)
         inference_version = (cluster.addon_versions or AddonVersions()).inference
@@ -482,7 +485,7 @@ class Composition:
             self.observability = DpdObservability(
                 scope, "Observability", cluster_name=self.eks.cluster_name, cluster_arn=self.eks.cluster_arn,
                 hyperpod_cluster_name=self.cluster_name, hyperpod_cluster_arn=self.hyperpod.cluster_arn,
-                endpoints=(), options=options)
+                endpoints=(), options=options, ownership=self.eks.ownership)
             self.observability.after(self.hyperpod, *self.eks.addons)
             if self.observability.log_group is not None and self.log_groups.swept_names:
                 # Delete order: the add-on (its agents write the groups until then), the metric filters, the
@@ -588,10 +591,11 @@ class Composition:
                     f"{zone_id} in the deploying account, or the pods never schedule; check it with "
                     f"`hyperpod-dpd preflight SPEC --availability-zone-id {zone_id}`, or leave it out")
 
+        ownership = self.eks.ownership
         for namespace in sorted({s.namespace for s in specs} - BUILTIN_NAMESPACES - set(self.namespaces)):
-            self.namespaces[namespace] = KubernetesManifest(
-                scope, f"Namespace-{namespace}", cluster=cluster, overwrite=True,
-                manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
+            if ownership.creates_namespace(namespace):
+                self.namespaces[namespace] = ownership.namespace(scope, f"Namespace-{namespace}", cluster=cluster,
+                                                                 namespace=namespace)
         # A huggingface source: stage the pinned revision into the bucket; the endpoint waits for it.
         # One Job per staged revision; every endpoint serving it waits for it.
         for spec in specs:
@@ -636,7 +640,8 @@ class Composition:
             bench = BenchmarkAccess(
                 scope, f"BenchmarkAccess-{namespace}", trust=self.operator.trust, namespace=namespace,
                 model_bucket=bucket, cluster=cluster, after=self._namespace_manifest(namespace),
-                model_prefixes=prefixes)
+                model_prefixes=prefixes, service_account=ownership.own_name(DEFAULT_SERVICE_ACCOUNT),
+                overwrite=ownership.owned)
             self.benchmark_access.append(bench)
             self._output(f"BenchmarkRoleArn-{namespace}", value=bench.role.role_arn,
                          description=f"The role of ServiceAccount {namespace}/{bench.service_account_name} that "

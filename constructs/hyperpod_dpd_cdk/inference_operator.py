@@ -23,6 +23,7 @@ from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy
 from hyperpod_dpd_cdk.exposure import INTERNET_FACING_WARNING, OWN_CONTROLLER_WARNING, deny_internet_facing
 from hyperpod_dpd_cdk.lifecycle import PrefixReads, prefix_findings
 from hyperpod_dpd_cdk.model_bucket import secure_bucket
+from hyperpod_dpd_cdk.ownership import ClusterOwnership
 from hyperpod_dpd_cdk.versions import AddonVersions
 
 # The service accounts the add-on runs as (add-on install; the Helm install used other names, and a
@@ -136,6 +137,8 @@ class InferenceOperator(Construct):
         runs KEDA already (two KEDA operators fight over the external metrics API); no KEDA role is
         created then, and the cluster's KEDA needs read access to the metrics endpoints scale on.
         :default: True
+    :param ownership: what the stack may change on the cluster (``ClusterOwnership``). :default: - a cluster the
+        stack created
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster_name: str, oidc_issuer_url: str,
@@ -143,8 +146,10 @@ class InferenceOperator(Construct):
                  log_bucket: s3.IBucket, oidc_provider_arn: str | None = None,
                  addon_versions: AddonVersions | None = None,
                  allow_internet_facing_load_balancers: bool = False, preinstalled: Sequence[str] = (),
-                 bundled_load_balancer_controller: bool = True, bundled_keda: bool = True) -> None:
+                 bundled_load_balancer_controller: bool = True, bundled_keda: bool = True,
+                 ownership: ClusterOwnership | None = None) -> None:
         super().__init__(scope, id)
+        self._ownership = ownership or ClusterOwnership.of_stack(self)
         if allow_internet_facing_load_balancers and not bundled_load_balancer_controller:
             raise_if_any([Problem(
                 field="allow_internet_facing_load_balancers", value=True,
@@ -281,9 +286,8 @@ class InferenceOperator(Construct):
 
     def _addon(self, name: str, version: str | None, configuration: Mapping[str, object] | None, *,
                role: iam.IRole | None = None) -> eks_l1.CfnAddon:
-        return eks_l1.CfnAddon(
-            self, f"Addon-{name}", addon_name=name, cluster_name=self._cluster_name,
-            addon_version=version, resolve_conflicts="OVERWRITE",
+        return self._ownership.addon(
+            self, f"Addon-{name}", addon_name=name, cluster_name=self._cluster_name, addon_version=version,
             service_account_role_arn=role.role_arn if role else None,
             configuration_values=Stack.of(self).to_json_string(configuration) if configuration else None)
 

@@ -45,6 +45,7 @@ from hyperpod_dpd.observability.alerts import alert_rules, inhibit_rules, rule_g
 from hyperpod_dpd.observability.log_patterns import LOG_PATTERNS, METRIC_NAMESPACE, LogPattern
 from hyperpod_dpd_cdk._private.nag import acknowledge, pseudo
 from hyperpod_dpd_cdk.grafana_dashboards import GrafanaDashboards, workspace_problems
+from hyperpod_dpd_cdk.ownership import ClusterOwnership
 from hyperpod_dpd_cdk.versions import CONTAINER_LOGS_ADDON_VERSION, OBSERVABILITY_ADDON_VERSION
 
 OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
@@ -255,13 +256,16 @@ class DpdObservability(Construct):
         the inference pods' output.
     :param endpoints: the specs whose alert rules to install.
     :param options: :default: ``ObservabilityOptions()``
+    :param ownership: what the stack may change on the cluster (``ClusterOwnership``). :default: - a cluster the
+        stack created
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster_name: str, cluster_arn: str, hyperpod_cluster_name: str,
                  hyperpod_cluster_arn: str, endpoints: Sequence[DpdSpec],
-                 options: ObservabilityOptions | None = None) -> None:
+                 options: ObservabilityOptions | None = None, ownership: ClusterOwnership | None = None) -> None:
         super().__init__(scope, id)
         options = options or ObservabilityOptions()
+        self._ownership = ownership or ClusterOwnership.of_stack(self)
         raise_if_any(option_problems(options))
         stack = Stack.of(self)
         self.key = kms.Key(self, "TopicKey", enable_key_rotation=True, removal_policy=RemovalPolicy.DESTROY,
@@ -286,9 +290,9 @@ class DpdObservability(Construct):
         self.addon_role = self._addon_role(cluster_arn, hyperpod_cluster_name)
         self.addon: eks_l1.CfnAddon | None = None
         if options.install_addon:
-            self.addon = eks_l1.CfnAddon(
+            self.addon = self._ownership.addon(
                 self, "Addon", addon_name=OBSERVABILITY_ADDON, cluster_name=cluster_name,
-                addon_version=options.addon_version, resolve_conflicts="OVERWRITE",
+                addon_version=options.addon_version,
                 pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
                     role_arn=self.addon_role.role_arn, service_account=COLLECTOR_SERVICE_ACCOUNT)],
                 configuration_values=stack.to_json_string(addon_configuration(
@@ -424,9 +428,9 @@ class DpdObservability(Construct):
         acknowledge(role, "IAM4", "AWS's Container Insights setup for EKS attaches exactly this managed policy to "
                     "the agent's role; the add-on is AWS's and its needs follow its versions.",
                     [f"Policy::arn:<AWS::Partition>:iam::aws:policy/{CONTAINER_LOGS_POLICY}"])
-        addon = eks_l1.CfnAddon(
+        addon = self._ownership.addon(
             self, "ContainerLogsAddon", addon_name=CONTAINER_LOGS_ADDON, cluster_name=cluster_name,
-            addon_version=CONTAINER_LOGS_ADDON_VERSION, resolve_conflicts="OVERWRITE",
+            addon_version=CONTAINER_LOGS_ADDON_VERSION,
             pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
                 role_arn=role.role_arn, service_account=CONTAINER_LOGS_SERVICE_ACCOUNT)],
             configuration_values=Stack.of(self).to_json_string(container_logs_configuration()))
