@@ -19,7 +19,7 @@ from constructs import Construct
 from hyperpod_dpd import DpdSpec, HuggingFaceSource, Problem, S3Source, SpecError, check
 from hyperpod_dpd.charts.aggregated import aggregated_spec
 from hyperpod_dpd.contracts import stack_outputs
-from hyperpod_dpd.contracts.aws_names import ACM_ARN_REGION
+from hyperpod_dpd.contracts.aws_names import ACM_ARN_REGION, bucket_name_error
 from hyperpod_dpd.contracts.bench_job import DEFAULT_SERVICE_ACCOUNT
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, SYSTEM_POOL, router_service
 from hyperpod_dpd.contracts.stack_defaults import DEFAULT_AVAILABILITY_ZONE_ID
@@ -278,6 +278,36 @@ def cluster_option_problems(*, kubernetes_version: str, preinstalled_addons: Seq
         yield Problem(field="preinstalled_addons", value=list(preinstalled_addons),
                       message="apply only to an existing cluster; a new cluster has none",
                       fix="drop them, or pass the existing cluster (-c eks_cluster=...)")
+
+
+def region_problems(region: str, *, availability_zone_id: str) -> Iterator[Problem]:
+    """An environment-agnostic stack cannot be placed: an AZ ID is a zone of one region, and HyperPod offers each
+    instance type only in some regions; neither can be checked, and a deploy elsewhere fails on the subnet."""
+    if Token.is_unresolved(region):
+        yield Problem(field="region", value=None,
+                      message=f"is not known at synthesis (the stack is environment-agnostic): the HyperPod AZ ID "
+                              f"{availability_zone_id!r} is a zone of one region, and neither it nor the instance "
+                              "types can be checked against the region the stack will deploy to",
+                      fix="give the stack its region: cdk.Stack(app, 'Name', env=cdk.Environment(region='us-west-2')) "
+                          "(with this project's app.py: -c region=us-west-2)")
+
+
+def bucket_name_problems(bucket: s3.IBucket | str | None) -> Iterator[Problem]:
+    """A bucket given by name must be a valid S3 bucket name (the specs are held to the same rule)."""
+    if isinstance(bucket, str) and not Token.is_unresolved(bucket) and (error := bucket_name_error(bucket)):
+        yield Problem(field="model_bucket", value=bucket, message=f"is not a valid S3 bucket name: it {error}",
+                      fix="give the bare bucket name (3-63 lower-case letters, digits, '.' and '-'), without s3://")
+
+
+def option_type_problems(options: Mapping[str, tuple[object, type]]) -> Iterator[Problem]:
+    """An option of the wrong type (a dict for ``HyperPodOptions``, say) gets its fix, not an ``AttributeError``."""
+    for field, (value, expected) in options.items():
+        if value is None or isinstance(value, expected):
+            continue
+        name = expected.__name__
+        fix = (f"pass {field}={name}(**{value!r})" if isinstance(value, dict)
+               else f"pass {field}={name}(...) (see its docstring)")
+        yield Problem(field=field, value=repr(value), message=f"is a {type(value).__name__}, not {name}", fix=fix)
 
 
 def existing_cluster_problems(existing: ExistingEksCluster | None, *, vpc: ec2.IVpc | ExistingVpc | None,
@@ -564,6 +594,8 @@ class Composition:
                 *network_problems(hyperpod.availability_zone_id, region, vpc=self._vpc,
                                   hyperpod_subnet_ids=hyperpod.subnet_ids),
                 *model_bucket_problems(specs, existing_bucket_name=existing_bucket_name, region=region),
+                *region_problems(region, availability_zone_id=hyperpod.availability_zone_id),
+                *bucket_name_problems(bucket),
                 *bucket_object_problems(bucket, specs)]
 
     def _instance_groups(self, specs: Sequence[DpdSpec]) -> list[InstanceGroup]:
@@ -743,6 +775,10 @@ class HyperPodDpd(Construct, Composition):
                  allow_internet_facing_load_balancers: bool = False, teardown: TeardownTiming | None = None,
                  weights_staging_timeout: Duration = DEFAULT_WAIT) -> None:
         super().__init__(scope, id)
+        raise_if_any(option_type_problems({
+            "hyperpod": (hyperpod, HyperPodOptions), "cluster": (cluster, ClusterOptions),
+            "observability": (observability, ObservabilityOptions), "teardown": (teardown, TeardownTiming),
+            "weights_staging_timeout": (weights_staging_timeout, Duration)}))  # jsii interfaces allow no isinstance
         self._compose(self, endpoints=endpoints, vpc=vpc, model_bucket=model_bucket,
                       hyperpod=hyperpod or HyperPodOptions(), cluster=cluster or ClusterOptions(),
                       observability=observability, benchmark=benchmark,

@@ -184,3 +184,32 @@ def test_replicas_beyond_sagemakers_instance_count_are_a_problem_not_a_traceback
         build(endpoints=[spec])
     problem = problems(error)["endpoints[0].prefill.replicas"]
     assert problem.value == 100_000 and "6758" in problem.message and problem.fix
+
+
+def test_an_environment_agnostic_stack_is_refused_with_the_fix() -> None:
+    """F3: without a region neither the AZ ID nor the instance types can be placed; a deploy elsewhere fails."""
+    with pytest.raises(SpecError) as error:
+        HyperPodDpdStack(cdk.App(), "Agnostic", endpoints=[default_spec()])
+    problem = problems(error)["region"]
+    assert "usw2-az2" in problem.message and "environment-agnostic" in problem.message
+    assert "env=cdk.Environment(region=" in problem.fix
+
+
+def test_a_model_bucket_name_is_held_to_s3s_rules() -> None:
+    """F7: the name is checked as the specs' bucket names are, before it is compared with them."""
+    with pytest.raises(SpecError) as error:
+        build(model_bucket_name="Dpd_Models")
+    assert "is not a valid S3 bucket name" in problems(error)["model_bucket"].message
+
+
+def test_an_option_object_of_the_wrong_type_gets_its_fix() -> None:
+    """F10: a dict where HyperPodOptions belongs is a problem with the call to make, not an AttributeError."""
+    from hyperpod_dpd_cdk import HyperPodDpd  # noqa: PLC0415
+
+    stack = cdk.Stack(cdk.App(), "Typed", env=cdk.Environment(region="us-west-2"))
+    with pytest.raises(SpecError) as error:
+        HyperPodDpd(stack, "I", endpoints=[default_spec()],
+                    hyperpod={"availability_zone_id": "usw2-az2"})  # type: ignore[arg-type]
+    problem = problems(error)["hyperpod"]
+    assert "is a dict, not HyperPodOptions" in problem.message
+    assert problem.fix == "pass hyperpod=HyperPodOptions(**{'availability_zone_id': 'usw2-az2'})"
