@@ -28,6 +28,7 @@ from hyperpod_dpd_cdk.dpd_endpoint import placed_spec
 from hyperpod_dpd_cdk.hyperpod_cluster import InstanceGroup, group_name
 from hyperpod_dpd_cdk.inference_operator import IrsaTrust
 from hyperpod_dpd_cdk.lifecycle import PrefixReads, prefix_findings
+from hyperpod_dpd_cdk.model_bucket import grant_bucket_key
 
 DEFAULT_RESULTS_PREFIX = RESULTS_PREFIX  # where bench uploads by default
 AGGREGATED_GROUP = "aggregated"
@@ -66,6 +67,7 @@ class BenchmarkAccess(Construct):
         self._tokenizer_reads = PrefixReads(self.role, model_bucket, model_prefixes, grant=self._tokenizers)
         self.role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject"],
                                                     resources=[model_bucket.arn_for_objects(f"{results}/*")]))
+        grant_bucket_key(model_bucket, self.role, write=True)
         acknowledge(self.role, "IAM5", "The benchmark writes result files with run-specific names under its results "
                     "prefix only.", prefix_findings(model_bucket, [results]))
         self.manifest: eks.KubernetesManifest | None = None

@@ -15,7 +15,7 @@ from constructs import Construct
 
 from hyperpod_dpd_cdk._late import at_synthesis
 from hyperpod_dpd_cdk._private.nag import acknowledge, arn_of, managed_policy, pseudo
-from hyperpod_dpd_cdk.model_bucket import secure_bucket
+from hyperpod_dpd_cdk.model_bucket import grant_bucket_key, secure_bucket
 
 DEFAULT_SCRIPTS_DIR = Path(__file__).parent / "assets" / "lifecycle"
 ON_CREATE = "on_create.sh"
@@ -217,6 +217,7 @@ class PrefixReads:
                                 iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self._bucket.bucket_arn]))
             for statement in self._statements:
                 self._role.add_to_principal_policy(statement)
+            grant_bucket_key(self._bucket, self._role)
 
     def _fill(self) -> None:
         if self._statements is None:

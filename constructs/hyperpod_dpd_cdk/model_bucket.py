@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from aws_cdk import Annotations, FeatureFlags, RemovalPolicy, Token
+from aws_cdk import Annotations, Aws, FeatureFlags, RemovalPolicy, Token
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -136,3 +137,19 @@ class ModelBucket(Construct):
                 f"the stack would create bucket {bucket_name!r}, the embedded example's name; S3 bucket names "
                 "are global, so the deploy fails wherever another account owns it. Fix: name a bucket of your "
                 "own in model.source.s3.bucket (or pass an existing one with -c model_bucket=...)")
+
+
+def grant_bucket_key(bucket: s3.IBucket, role: iam.IRole, *, write: bool = False) -> None:
+    """The bucket's KMS key for ``role``, through S3 only: an SSE-KMS bucket's readers need ``kms:Decrypt``, its
+    writers ``kms:GenerateDataKey`` too (S3 User Guide, "Using server-side encryption with AWS KMS keys";
+    Mountpoint for S3, "IAM permissions"). A bucket without a key (SSE-S3) needs nothing.
+
+    An imported bucket carries its key when imported with it: ``s3.Bucket.from_bucket_attributes(...,
+    encryption_key=kms.Key.from_key_arn(...))``.
+    """
+    key = bucket.encryption_key
+    if key is None:
+        return
+    role.add_to_principal_policy(iam.PolicyStatement(
+        actions=["kms:Decrypt", *(["kms:GenerateDataKey"] if write else [])], resources=[key.key_arn],
+        conditions={"StringEquals": {"kms:ViaService": f"s3.{Aws.REGION}.{Aws.URL_SUFFIX}"}}))

@@ -8,10 +8,12 @@ from typing import Any
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hyperpod_dpd import DpdSpec
+from hyperpod_dpd import DpdSpec, Problem
 from hyperpod_dpd.contracts.stack_defaults import DEFAULT_AVAILABILITY_ZONE_ID
+from hyperpod_dpd.errors import raise_if_any
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster
 from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess
 from hyperpod_dpd_cdk.hyperpod_cluster import DEFAULT_EBS_GB
@@ -37,6 +39,9 @@ class HyperPodDpdStack(Stack, Composition):
     :param eks_subnets: with ``vpc``, EKS subnets. :default: - its private subnets with egress
     :param model_bucket_name: the specs' bucket already exists; import it. :default: - create the bucket the
         specs name (retained), or one with a generated name when no spec reads S3
+    :param model_bucket: the specs' bucket as an object, instead of its name: an SSE-KMS bucket imported with its
+        key (``s3.Bucket.from_bucket_attributes(..., encryption_key=...)``) gets its readers and writers KMS
+        grants. :default: - ``model_bucket_name``
     :param existing_cluster: an existing EKS cluster. :default: - a new cluster
     :param admin_role_arns: IAM roles given EKS cluster admin. :default: - none
     :param dependency_chart_dir: a prepared HyperPod dependency chart. :default: - device plugins only
@@ -79,7 +84,8 @@ class HyperPodDpdStack(Stack, Composition):
     def __init__(self, scope: Construct, id: str, *, endpoints: Sequence[DpdSpec],
                  availability_zone_id: str = DEFAULT_AVAILABILITY_ZONE_ID, vpc: ec2.IVpc | ExistingVpc | None = None,
                  hyperpod_subnet_ids: Mapping[str, str] | None = None, eks_subnets: ec2.SubnetSelection | None = None,
-                 model_bucket_name: str | None = None, existing_cluster: ExistingEksCluster | None = None,
+                 model_bucket_name: str | None = None, model_bucket: s3.IBucket | None = None,
+                 existing_cluster: ExistingEksCluster | None = None,
                  admin_role_arns: Sequence[str] = (), dependency_chart_dir: str | Path | None = None,
                  hyperpod_cluster_name: str | None = None, training_plan_arn: str | None = None,
                  ebs_volume_gb: int = DEFAULT_EBS_GB, lifecycle_scripts_dir: str | Path | None = None,
@@ -93,8 +99,12 @@ class HyperPodDpdStack(Stack, Composition):
                  bundled_load_balancer_controller: bool = True, bundled_keda: bool = True,
                  **stack_props: Any) -> None:
         super().__init__(scope, id, **stack_props)
+        if model_bucket is not None and model_bucket_name is not None:
+            raise_if_any([Problem(field="model_bucket_name", value=model_bucket_name,
+                                  message="is given with model_bucket; the stack has one model bucket",
+                                  fix="pass one of them")])
         self._compose(
-            self, endpoints=endpoints, vpc=vpc, model_bucket=model_bucket_name,
+            self, endpoints=endpoints, vpc=vpc, model_bucket=model_bucket or model_bucket_name,
             hyperpod=HyperPodOptions(cluster_name=hyperpod_cluster_name, availability_zone_id=availability_zone_id,
                                      subnet_ids=hyperpod_subnet_ids, training_plan_arn=training_plan_arn,
                                      ebs_volume_gb=ebs_volume_gb, lifecycle_scripts_dir=lifecycle_scripts_dir,

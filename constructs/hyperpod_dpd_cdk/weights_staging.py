@@ -54,6 +54,7 @@ from hyperpod_dpd_cdk._late import late_string
 from hyperpod_dpd_cdk._private.nag import acknowledge
 from hyperpod_dpd_cdk.inference_operator import IrsaTrust
 from hyperpod_dpd_cdk.lifecycle import prefix_findings
+from hyperpod_dpd_cdk.model_bucket import grant_bucket_key
 
 SCRIPT = Path(__file__).resolve().parent / "assets" / "weights_staging" / "stage_weights.py"
 # boto3 and its dependencies, each wheel with its sha256 (scripts/pin_staging_requirements.py writes it).
@@ -251,6 +252,7 @@ class WeightsStaging(Construct):
         self.role.add_to_policy(iam.PolicyStatement(
             actions=["s3:ListBucket"], resources=[model_bucket.bucket_arn],
             conditions={"StringLike": {"s3:prefix": [f"{self.prefix}/*"]}}))
+        grant_bucket_key(model_bucket, self.role, write=True)
         self.role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"],
                                                     resources=[self.secret_arn]))
         acknowledge(self.role, "IAM5", "The staging Job writes the revision's files, whose names the Hub lists, "

@@ -83,6 +83,7 @@ def synthesize(app: cdk.App, stack: HyperPodDpdStack) -> Synthesized:
 
 
 HF_REVISION = "6f6073b423013f6a7d4d9f39144961bfbfbc386b"
+WEIGHTS_KEY_ARN = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 HF_SECRET_ARN = "arn:aws:secretsmanager:us-west-2:111122223333:secret:hf-read-token-AbCdEf"
 HF_TOKEN_SENTINEL = "hf_THIS_TOKEN_MUST_NEVER_APPEAR"
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import aws_cdk as cdk  # jsii already runs on the packaged Node.js: tests/conftest.py imported hyperpod_dpd
 import pytest
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from support import load_module
 
 from hyperpod_dpd.spec.defaults import default_spec
@@ -134,6 +136,23 @@ def private_endpoint_app(cdk_context: dict[str, Any], tmp_path_factory: pytest.T
 
 
 @pytest.fixture(scope="session")
-def all_apps(default_app: Any, multi_app: Any, existing_cluster_app: Any, hf_app: Any) -> dict[str, Any]:
+def kms_bucket_app(cdk_context: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """An SSE-KMS model bucket imported with its key: an S3 endpoint reads it, a Hugging Face one is staged into it."""
+    app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("kms")))
+    imports = cdk.Stack(app, "Imports", env=cdk.Environment(region=REGION))  # literal ARNs: nothing exported
+    cdk.CfnWaitConditionHandle(imports, "Placeholder")  # a stack must hold a resource
+    key = kms.Key.from_key_arn(imports, "WeightsKey", cdk_support.WEIGHTS_KEY_ARN)
+    bucket = s3.Bucket.from_bucket_attributes(imports, "Weights", bucket_name="my-weights", encryption_key=key)
+    stack = HyperPodDpdStack(app, "KmsBucket", env=cdk.Environment(region=REGION), model_bucket=bucket,
+                             observability=False, endpoints=[
+        cdk_support.with_bucket(default_spec(), "my-weights"),
+        cdk_support.hf_source(cdk_support.second_spec(), "meta-llama/Llama-3.1-70B-Instruct",
+                              revision=cdk_support.HF_REVISION, token_secret_arn=cdk_support.HF_SECRET_ARN)])
+    return cdk_support.synthesize(app, stack)
+
+
+@pytest.fixture(scope="session")
+def all_apps(default_app: Any, multi_app: Any, existing_cluster_app: Any, hf_app: Any,
+             kms_bucket_app: Any) -> dict[str, Any]:
     return {"default": default_app, "multi": multi_app, "existing-cluster": existing_cluster_app,
-            "hf-staged": hf_app}
+            "hf-staged": hf_app, "kms-bucket": kms_bucket_app}

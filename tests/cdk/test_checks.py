@@ -11,7 +11,7 @@ import pytest
 from cdk_support import Synthesized, is_cdk_lambda_role_dependency
 from cfnlint.api import lint
 
-APPS = ["default", "multi", "existing-cluster", "hf-staged"]
+APPS = ["default", "multi", "existing-cluster", "hf-staged", "kms-bucket"]
 
 
 @pytest.mark.parametrize("name", APPS)

@@ -29,7 +29,7 @@ from iam_reference import (
 from hyperpod_dpd_cdk._private.alb_policy import policy_document
 from hyperpod_dpd_cdk.exposure import DENY_SID, INTERNET_FACING, SCHEME_CONDITION_KEY
 
-VARIANTS = ("default", "hf-staged", "existing-cluster", "network-policies", "private-endpoint")
+VARIANTS = ("default", "hf-staged", "existing-cluster", "network-policies", "private-endpoint", "kms-bucket")
 
 CREATE_LOAD_BALANCER = "elasticloadbalancing:CreateLoadBalancer"
 # Whether each AWS managed policy the stack attaches allows CreateLoadBalancer, read from the policies'
@@ -52,11 +52,11 @@ MANAGED_CREATES_LOAD_BALANCERS = {
 
 
 @pytest.fixture(scope="session")
-def variants(default_app: Synthesized, hf_app: Synthesized, existing_cluster_app: Synthesized,
-             multi_app: Synthesized, private_endpoint_app: Synthesized) -> dict[str, Synthesized]:
-    # multi_app is the NetworkPolicy variant (VPC CNI enforcement, existing VPC and bucket).
-    return {"default": default_app, "hf-staged": hf_app, "existing-cluster": existing_cluster_app,
-            "network-policies": multi_app, "private-endpoint": private_endpoint_app}
+def variants(all_apps: dict[str, Synthesized], private_endpoint_app: Synthesized) -> dict[str, Synthesized]:
+    # multi is the NetworkPolicy variant (VPC CNI enforcement, existing VPC and bucket).
+    return {"default": all_apps["default"], "hf-staged": all_apps["hf-staged"],
+            "existing-cluster": all_apps["existing-cluster"], "network-policies": all_apps["multi"],
+            "private-endpoint": private_endpoint_app, "kms-bucket": all_apps["kms-bucket"]}
 
 
 @pytest.fixture(scope="session")
