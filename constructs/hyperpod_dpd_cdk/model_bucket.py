@@ -63,8 +63,8 @@ def model_bucket_problems(specs: Sequence[DpdSpec], *, existing_bucket_name: str
             yield Problem(field=f"endpoints[{i}].model.source.s3.bucket", value=source.bucket,
                           message=f"is not the stack's model bucket {existing_bucket_name!r} (-c model_bucket); "
                                   "an endpoint reads the bucket its spec names",
-                          fix=f"write bucket: {existing_bucket_name} in the spec, or pass "
-                              f"-c model_bucket={source.bucket}")
+                          fix=f"write bucket: {existing_bucket_name} in the spec, or pass model_bucket="
+                              f"{source.bucket!r} (app.py: -c model_bucket={source.bucket})")
         else:
             yield Problem(field=f"endpoints[{i}].model.source.s3.bucket", value=source.bucket,
                           message=f"differs from endpoints[0]'s bucket {wanted!r}; one stack holds one model bucket",

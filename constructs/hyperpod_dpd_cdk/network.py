@@ -66,8 +66,9 @@ def network_problems(availability_zone_id: str, region: str, *, vpc: ec2.IVpc | 
             field="availability_zone_id", value=availability_zone_id,
             message="is not among the HyperPod subnets of the VPC "
                     f"(known AZ IDs: {', '.join(sorted(hyperpod_subnet_ids or {})) or 'none'})",
-            fix="pass hyperpod_subnet_ids={'<az id>': '<private subnet id>'} with a subnet in that AZ ID "
-                "(-c hyperpod_subnets=usw2-az2=subnet-...), or pick an AZ ID the VPC has"))
+            fix="give a private subnet in that AZ ID: HyperPodOptions(subnet_ids={'<az id>': 'subnet-...'}) "
+                "(HyperPodDpdStack: hyperpod_subnet_ids=...; app.py: -c hyperpod_subnets=<az id>=subnet-...), "
+                "or pick an AZ ID the VPC has"))
     return problems
 
 

@@ -52,7 +52,8 @@ def az_id_problems(az_id: str, region: str, *, field: str = "availability_zone_i
                       fix=f"use an AZ ID of {region} (known codes: {', '.join(sorted(AZ_ID_REGIONS))})")
     elif az_region != region:
         yield Problem(field=field, value=az_id, message=f"is in {az_region}, but the stack deploys to {region}",
-                      fix=f"pick an AZ ID of {region}, or deploy the stack to {az_region} (-c region={az_region})")
+                      fix=f"pick an AZ ID of {region}, or deploy the stack to {az_region} "
+                          f"(env=cdk.Environment(region={az_region!r}); app.py: -c region={az_region})")
 
 
 def instance_type_problems(instance_type: InstanceType, region: str, *, field: str,
