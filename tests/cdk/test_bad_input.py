@@ -12,7 +12,7 @@ from cdk_support import EXISTING_VPC, HYPERPOD_SUBNETS
 
 from hyperpod_dpd import DpdSpec, InstanceType, SpecError
 from hyperpod_dpd.spec.defaults import default_spec
-from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpdStack, InstanceGroup
+from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpd, HyperPodDpdStack, InstanceGroup
 from hyperpod_dpd_cdk.hyperpod_cluster import instance_group_problems
 
 
@@ -204,8 +204,6 @@ def test_a_model_bucket_name_is_held_to_s3s_rules() -> None:
 
 def test_an_option_object_of_the_wrong_type_gets_its_fix() -> None:
     """F10: a dict where HyperPodOptions belongs is a problem with the call to make, not an AttributeError."""
-    from hyperpod_dpd_cdk import HyperPodDpd  # noqa: PLC0415
-
     stack = cdk.Stack(cdk.App(), "Typed", env=cdk.Environment(region="us-west-2"))
     with pytest.raises(SpecError) as error:
         HyperPodDpd(stack, "I", endpoints=[default_spec()],
