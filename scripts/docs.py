@@ -177,12 +177,52 @@ def cdk_cli_requirement() -> str:
             "that fix; an older one would fail only after the synth.", width=110, break_on_hyphens=False)
 
 
+MAX_RESOURCES = 500  # CloudFormation: resources per template
+MAX_TEMPLATE_BYTES = 1_000_000  # CloudFormation: a template body uploaded through S3 (cdk deploy does this)
+
+
+def endpoint_cost() -> str:
+    """What one more endpoint adds to the default app's template, from synthesizing it with one and two endpoints."""
+    import json  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    from collections import Counter  # noqa: PLC0415
+
+    import aws_cdk as cdk  # noqa: PLC0415 - starts jsii; only this part needs it
+
+    from hyperpod_dpd.spec.defaults import default_spec  # noqa: PLC0415
+    from hyperpod_dpd_cdk import HyperPodDpdStack  # noqa: PLC0415
+
+    context = json.loads((REPO / "cdk.json").read_text())["context"]
+    templates = []
+    for count in (1, 2):
+        specs = [dataclasses.replace(default_spec(), name=f"ep-{i}", endpoint_name=f"ep-{i}") for i in range(count)]
+        with tempfile.TemporaryDirectory() as outdir:
+            app = cdk.App(context=context, outdir=outdir)
+            stack = HyperPodDpdStack(app, "HyperPodDpd", endpoints=specs, env=cdk.Environment(region="us-west-2"))
+            templates.append(app.synth().get_stack_artifact(stack.artifact_id).template)
+    one, two = templates
+    added = Counter(r["Type"] for r in two["Resources"].values()) - Counter(r["Type"] for r in one["Resources"].values())
+    size_one, size_two = (len(json.dumps(t, indent=1)) for t in templates)
+    per_resources, per_bytes = sum(added.values()), size_two - size_one
+    room = min((MAX_RESOURCES - len(one["Resources"])) // per_resources, (MAX_TEMPLATE_BYTES - size_one) // per_bytes)
+    kinds = ", ".join(f"{n} `{kind}`" for kind, n in sorted(added.items()))
+    limit = "template's 1 MB" if (MAX_TEMPLATE_BYTES - size_one) // per_bytes <= (
+        MAX_RESOURCES - len(one["Resources"])) // per_resources else "500 resources"
+    return textwrap.fill(
+        f"Each further endpoint adds {per_resources} resources ({kinds}; its instance groups live in the one "
+        f"HyperPod cluster) and about {per_bytes / 1000:.0f} KB of template, most of it the alert rules with "
+        f"their annotations. With one endpoint the template holds {len(one['Resources'])} resources and about "
+        f"{size_one / 1000:.0f} KB, so the {limit} limit bounds one stack: about {room} endpoints beyond the "
+        f"first, {room + 1} in all; HyperPod's 100 instance groups allow 50.", width=110, break_on_hyphens=False)
+
+
 GENERATED: dict[str, dict[str, Callable[[], str]]] = {
     "README.md": {"cdk-cli": cdk_cli_requirement},
     "docs/setup.md": {"cdk-cli": cdk_cli_requirement},
     "docs/spec.md": {"spec-fields": spec_fields_table},
     "docs/commands.md": {"commands": command_table, "exit-codes": exit_codes_block},
-    "docs/stack.md": {"cdk-cli": cdk_cli_requirement, "context-keys": context_keys_table},
+    "docs/stack.md": {"cdk-cli": cdk_cli_requirement, "context-keys": context_keys_table,
+                      "endpoint-cost": endpoint_cost},
     "docs/alerts.md": {"runbooks": runbooks},
     "app.py": {"context-usage": context_usage_text},
 }
