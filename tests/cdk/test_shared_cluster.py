@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import importlib.util
 import os
+import re
 import sys
 import tarfile
 import warnings
@@ -36,6 +37,7 @@ from support import load_module
 
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpdStack
+from hyperpod_dpd_cdk.ownership import MAX_RELEASE_NAME, per_stack_name
 
 HERE = Path(__file__).resolve().parent
 fake_eks = load_module("fake_eks", HERE / "fake_eks.py")
@@ -43,6 +45,7 @@ HANDLERS = "package/custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/"
 THEIR_NAMESPACE = "team-a"  # another team's namespace, which our first endpoint also serves in
 OUR_NAMESPACE = "dpd-shared"  # absent from the cluster: the stack creates it
 KUBE_SYSTEM = "kube-system"
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 def theirs(obj: dict[str, Any]) -> dict[str, Any]:
@@ -266,3 +269,13 @@ def test_an_undeclared_namespace_that_exists_fails_the_deploy_and_survives(
     assert "AlreadyExists" in str(result.deployment.failure)
     assert their_things(result.final) == their_things(state)
     assert our_things(result.final) == {"objects": [], "releases": [], "addons": []}
+
+
+@pytest.mark.parametrize("stack_name", ["OnSharedCluster", "a", "Platform-Team-A-Inference-" * 5, "x--Y_z"])
+def test_per_stack_names_are_helm_release_names_and_distinct(stack_name: str) -> None:
+    """A Helm release name is a DNS-1123 label of at most 53 characters; two stacks never share one."""
+    for name in ("hyperpod-dependencies", "aws-efa-k8s-device-plugin", "hyperpod-dpd-bench"):
+        release = per_stack_name(name, stack_name)
+        assert len(release) <= MAX_RELEASE_NAME and DNS_LABEL.fullmatch(release), release
+        assert release.startswith(name)
+        assert release != per_stack_name(name, stack_name + "2")
