@@ -200,8 +200,9 @@ def endpoint_cost() -> str:
             app = cdk.App(context=context, outdir=outdir)
             stack = HyperPodDpdStack(app, "HyperPodDpd", endpoints=specs, env=cdk.Environment(region="us-west-2"))
             templates.append(app.synth().get_stack_artifact(stack.artifact_id).template)
-    one, two = templates
-    added = Counter(r["Type"] for r in two["Resources"].values()) - Counter(r["Type"] for r in one["Resources"].values())
+    one = templates[0]
+    kinds_one, kinds_two = (Counter(r["Type"] for r in t["Resources"].values()) for t in templates)
+    added = kinds_two - kinds_one
     size_one, size_two = (len(json.dumps(t, indent=1)) for t in templates)
     per_resources, per_bytes = sum(added.values()), size_two - size_one
     room = min((MAX_RESOURCES - len(one["Resources"])) // per_resources, (MAX_TEMPLATE_BYTES - size_one) // per_bytes)
