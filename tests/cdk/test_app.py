@@ -223,3 +223,12 @@ def test_endpoint_names_that_share_an_output_key_are_refused(cdk_context: dict[s
                          endpoints=[dataclasses.replace(spec, name="a-b", endpoint_name="a-b"),
                                     dataclasses.replace(spec, name="a--b", endpoint_name="a--b")])
     assert [(p.field, p.value) for p in error.value.problems] == [("endpoints[1].name", "a--b")]
+
+
+def test_existing_namespaces_reach_the_existing_cluster() -> None:
+    """``-c existing_namespaces``: the specs' namespaces a shared cluster has, used and never created or deleted."""
+    from hyperpod_dpd_cdk.app import stack_options
+
+    _, options = stack_options({"eks_cluster": "platform", "oidc_issuer_url": "https://oidc.example/id/X",
+                                "existing_namespaces": "team-a, team-b"})
+    assert options["existing_cluster"].namespaces == ("team-a", "team-b")
