@@ -24,12 +24,15 @@ from hyperpod_dpd.advisor.published import (
     E2E,
     GPUS,
     ISL,
+    MODEL_E2E_ERROR,
+    MODEL_TPOT_ERROR,
     OSL,
     POINTS,
     TARGET_MAX,
     THROUGHPUT,
     TPOT,
     Published,
+    model_errors,
 )
 from hyperpod_dpd.spec.defaults import default_spec
 
@@ -185,3 +188,11 @@ def test_equal_cost_is_equal_in_nodes_and_dollars(equal_cost_advice: Advice) -> 
         assert point.aggregated.nodes == point.disaggregated.nodes == 2
         assert point.aggregated.usd_per_hour == point.disaggregated.usd_per_hour
         assert "on the same 2 node(s)" in point.verdict
+
+
+def test_the_ranges_model_error_is_the_models_miss_on_the_published_points(
+        predicted: dict[tuple[str, str, int], float]) -> None:
+    """The uncalibrated ranges are widened by MODEL_TPOT_ERROR and MODEL_E2E_ERROR: they must be what this table
+    says the model misses by (a model change that moves the misses must move them too)."""
+    tpot, e2e = model_errors(predicted)
+    assert (tpot, e2e) == pytest.approx((MODEL_TPOT_ERROR, MODEL_E2E_ERROR), abs=MISS_WIDTH)

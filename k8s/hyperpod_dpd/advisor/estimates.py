@@ -73,7 +73,8 @@ class Estimate:
     cannot sustain (``sustains_load`` false) has no latency figures (``nan``, ``null`` in JSON).
     ``ttft_band_s`` and ``tpot_band_s`` are the range the figures take under the least and the most
     variable service times (:data:`VARIABILITY`), widened by :func:`~hyperpod_dpd.advisor.analogy.analogy_spread`
-    when ``by_analogy_to`` names the measured model whose data stand in for the spec's.
+    when ``by_analogy_to`` names the measured model whose data stand in for the spec's, and by the model's error
+    (``PhaseFactors.ttft_residual`` / ``tpot_residual``).
     :attr:`capacity_per_s` is the layout's saturation rate; at a concurrency it is simulated only when
     read (``capacity_of``), since a closed loop's own rate is its throughput, not its capacity.
     """
@@ -327,7 +328,8 @@ class Estimator:
             in_flight = 0 if outcome.saturated else round(outcome.in_flight)
             capacity, capacity_of = outcome.capacity_per_s, None
         spread = analogy_spread(self.architecture, self.reference_architecture) if self.target.analogy_of else 0.0
-        # A calibration's residual error is what the fitted model still misses: the range holds it on each side.
+        # The model's own error (a calibration's residual, or uncalibrated its miss against the published points)
+        # is what the point figure may still be off by: the range holds it on each side.
         fitted = self.factors if layout is Layout.DISAGGREGATED else self.factors.for_aggregated()
         ttft_band = _spread([outcome, *variants], "ttft_s", spread, fitted.ttft_residual) if bands else None
         tpot_band = (_spread([outcome, *variants], "tpot_s", spread, fitted.tpot_residual)
@@ -353,9 +355,8 @@ class Estimator:
 
 
 # The service-time variability the band spans (jitter share, exponential): none at all, and
-# exponential service times (the M/M/c end). The point figure uses queueing.DEFAULT_JITTER. Below
-# the knee the truth lies between the two ends; the audit of this model measured 213-628 ms at
-# concurrency 16 on H100.
+# exponential service times (the M/M/c end). The point figure uses queueing.DEFAULT_JITTER. The
+# range is then widened by the model's error (PhaseFactors.ttft_residual / tpot_residual).
 VARIABILITY: tuple[tuple[float, bool], ...] = ((0.0, False), (0.0, True))
 
 
