@@ -66,12 +66,25 @@ class _Sim:
     events: list[tuple[float, int, str, int, object]] = field(default_factory=list)
     seq: int = 0
     done: list[_Req] = field(default_factory=list)
+    issued: int = 0
+    total: int = 0
 
     def gamma(self, mean: float) -> float:
         if self.cv <= 0:
             return mean
         shape = 1 / (self.cv * self.cv)
         return self.rng.gammavariate(shape, mean / shape)
+
+    def tick(self, req: _Req, running: list[_Req], send: Callable[[], None]) -> None:
+        """One output token for ``req``; after its last, its client sends the next request (``send``)."""
+        req.left -= 1
+        if req.left == 0:
+            req.end = self.now
+            running.remove(req)
+            self.done.append(req)
+            if self.issued < self.total:
+                self.issued += 1
+                send()
 
     def at(self, when: float, kind: str, engine: int, payload: object = None) -> None:
         self.seq += 1
@@ -91,13 +104,13 @@ def _summary(done: list[_Req], *, concurrency: int, osl: int) -> Level:
 def dpd(kernels: Kernels, *, prefillers: int, concurrency: int, isl: int, osl: int, budget: int = 8192,
         max_seqs: int = 256, cv: float = 0.3, requests_per_client: int = 30, seed: int = 7) -> Level:
     """Prefillers batching prompts up to ``budget`` tokens a step, one decoder batching every admitted request."""
-    sim = _Sim(kernels=kernels, osl=osl, isl=isl, cv=cv, rng=random.Random(seed))
+    sim = _Sim(kernels=kernels, osl=osl, isl=isl, cv=cv, rng=random.Random(seed), issued=concurrency,
+               total=concurrency * requests_per_client)
     waiting: deque[_Req] = deque()
     busy = [False] * prefillers
     arrived: deque[_Req] = deque()  # KV received, waiting for the decoder's next step
     running: list[_Req] = []
     decoding = [False]
-    total = concurrency * requests_per_client
 
     def prefill(lane: int) -> None:
         if busy[lane] or not waiting:
@@ -122,7 +135,6 @@ def dpd(kernels: Kernels, *, prefillers: int, concurrency: int, isl: int, osl: i
         waiting.append(_Req(start=0.0))
     for lane in range(prefillers):
         prefill(lane)
-    issued = concurrency
     while sim.events:
         sim.now, _, kind, lane, payload = heapq.heappop(sim.events)
         if kind == "prefilled":
@@ -141,14 +153,7 @@ def dpd(kernels: Kernels, *, prefillers: int, concurrency: int, isl: int, osl: i
             for req in list(running):
                 if req.left == osl:
                     req.first = sim.now
-                req.left -= 1
-                if req.left == 0:
-                    req.end = sim.now
-                    running.remove(req)
-                    sim.done.append(req)
-                    if issued < total:
-                        issued += 1
-                        waiting.append(_Req(start=sim.now))
+                sim.tick(req, running, lambda: waiting.append(_Req(start=sim.now)))
             for free in range(prefillers):
                 prefill(free)
             decode()
@@ -159,13 +164,10 @@ def aggregated(kernels: Kernels, *, concurrency: int, isl: int, osl: int, budget
                cv: float = 0.3, requests_per_client: int = 30, seed: int = 7) -> Level:
     """One vLLM engine with chunked prefill: every step decodes the running requests and prefills chunks of the
     waiting prompts up to ``budget`` tokens (decodes first, one token each, as vLLM's scheduler counts them)."""
-    sim = _Sim(kernels=kernels, osl=osl, isl=isl, cv=cv, rng=random.Random(seed))
-    running: list[_Req] = []
-    total = concurrency * requests_per_client
-    for _ in range(concurrency):
-        running.append(_Req(start=0.0, prompt_left=isl, left=osl))
-    issued = concurrency
-    while len(sim.done) < total:
+    sim = _Sim(kernels=kernels, osl=osl, isl=isl, cv=cv, rng=random.Random(seed), issued=concurrency,
+               total=concurrency * requests_per_client)
+    running = [_Req(start=0.0, prompt_left=isl, left=osl) for _ in range(concurrency)]
+    while len(sim.done) < sim.total:
         decodes = [r for r in running if r.prompt_left == 0][:max_seqs]
         room = budget - len(decodes)
         chunks: list[tuple[_Req, int]] = []
@@ -189,12 +191,5 @@ def aggregated(kernels: Kernels, *, concurrency: int, isl: int, osl: int, budget
                 req.first = sim.now  # the prompt's last chunk samples the first token
                 req.left = osl - 1
         for req in decodes:
-            req.left -= 1
-            if req.left == 0:
-                req.end = sim.now
-                running.remove(req)
-                sim.done.append(req)
-                if issued < total:
-                    issued += 1
-                    running.append(_Req(start=sim.now, prompt_left=isl, left=osl))
+            sim.tick(req, running, lambda: running.append(_Req(start=sim.now, prompt_left=isl, left=osl)))
     return _summary(sim.done, concurrency=concurrency, osl=osl)
