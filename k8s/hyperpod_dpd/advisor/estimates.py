@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from hyperpod_dpd.advisor import queueing
+from hyperpod_dpd.advisor import kernel_cache, queueing
 from hyperpod_dpd.advisor.analogy import (
     ANALOGY_SPREAD_FLOOR,
     ANALOGY_SPREAD_PER_DISTANCE,
@@ -248,10 +249,24 @@ def _aic_call(target: Target, tp: int, **options: Any) -> Any:
             fix="use the BF16 model or an instance type AIConfigurator measured with this quantization")]) from None
 
 
+def _cached_call(target: Target, tp: int, **options: Any) -> Any:
+    """:func:`_aic_call` through the disk cache (:mod:`hyperpod_dpd.advisor.kernel_cache`): only the figures
+    the step times read are kept, and a look-up that fails is never cached."""
+    cache = kernel_cache.shared()
+    entry = kernel_cache.key(target.system, target.backend, target.model_path, tp, **options)
+    found = cache.get(entry) if cache is not None else None
+    if found is None:
+        raw = _aic_call(target, tp, **options).raw
+        found = {name: float(raw[name]) for name in kernel_cache.STEP_KEYS if name in raw}
+        if cache is not None:
+            cache.put(entry, found)
+    return SimpleNamespace(raw=found)
+
+
 @functools.cache
 def _step_times(target: Target, tp: int, engine: EngineSettings, isl: int, osl: int) -> StepTimes:
     """One set of step times per layout and request shape, shared by every estimator of the process."""
-    return StepTimes(target, tp=tp, engine=engine, isl=isl, osl=osl, run=functools.partial(_aic_call, target, tp))
+    return StepTimes(target, tp=tp, engine=engine, isl=isl, osl=osl, run=functools.partial(_cached_call, target, tp))
 
 
 @functools.cache
