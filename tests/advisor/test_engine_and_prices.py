@@ -60,9 +60,13 @@ def test_price_table_gives_kind_source_region_and_date_per_type() -> None:
     price = node_price(InstanceType.P5_48XLARGE)
     assert price is not None and price.usd_per_node_hour == table["prices"]["ml.p5.48xlarge"]["usd_per_node_hour"]
     assert price.kind == "sagemaker-ml" and price.region and price.date
-    ec2 = node_price(InstanceType.P5EN_48XLARGE)
-    assert ec2 is not None and ec2.kind == "ec2-list"
-    assert "EC2 list price, not the SageMaker rate" in ec2.describe()
+    # One basis: H200 has no published SageMaker rate, so it is EC2's at p5's SageMaker-to-EC2 ratio, labelled.
+    h200 = node_price(InstanceType.P5EN_48XLARGE)
+    p5_entry, p5en_entry = table["prices"]["ml.p5.48xlarge"], table["prices"]["ml.p5en.48xlarge"]
+    ratio = p5_entry["usd_per_node_hour"] / p5_entry["ec2_list"]["usd_per_node_hour"]
+    assert h200 is not None and h200.kind == "derived"
+    assert h200.usd_per_node_hour == pytest.approx(p5en_entry["ec2_list"]["usd_per_node_hour"] * ratio, abs=0.01)
+    assert "derived, not a published price" in h200.describe() and "x 1.15" in h200.describe()
     assert node_price(InstanceType.P6_B300_48XLARGE) is None
 
 

@@ -19,6 +19,7 @@ import yaml
 from hyperpod_dpd import DpdSpec, SloSpec
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, router_deployment
 from hyperpod_dpd.observability import alert_rules, rules_document, rules_yaml
+from hyperpod_dpd.observability.alerts import slo_autoscaled
 from hyperpod_dpd.observability.selectors import EndpointSelectors
 from hyperpod_dpd.spec.autoscaling import AutoscalingSpec
 from hyperpod_dpd.spec.defaults import default_spec
@@ -609,4 +610,18 @@ def test_the_ttft_alert_never_pages_with_nan(tmp_path: Path, slo_spec: DpdSpec) 
               for name, series, value in (("+Inf only", inf_only, 1), ("top bucket below slo", too_coarse, 1))]
     assert any(router in k for k in too_coarse)
     result = _promtool(tmp_path, slo_spec, groups)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_an_absent_demand_series_alerts_when_the_role_reports(tmp_path: Path, slo_spec: DpdSpec) -> None:
+    """With autoscaling.slo the demand trigger's fallback holds the planned replicas while its series is absent;
+    the alert says so when the role's engines report but its demand series never arrives (audit A4)."""
+    scaled = slo_autoscaled(slo_spec)
+    counter = (f'vllm:prompt_tokens_by_source_total{{resource_name="prefill-{scaled.name}", '
+               f'namespace="{scaled.namespace}", pod_name="prefill-{scaled.name}-{DECODER}", source="local_compute"}}')
+    healthy = _test_group(scaled, "demand present", {}, {}, extra={counter: f"0+4096{SAMPLES}"})
+    # The prefiller exports no local-compute prompt counter (an image without it, or a label that does not match).
+    selector = {"resource_name": f"prefill-{scaled.name}", "namespace": scaled.namespace, "source": "local_compute"}
+    absent = _test_group(scaled, "demand absent", {}, {"DpdPrefillDemandSeriesAbsent": [selector]})
+    result = _promtool(tmp_path, scaled, [healthy, absent])
     assert result.returncode == 0, result.stdout + result.stderr

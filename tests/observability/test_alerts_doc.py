@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import support
+
 from hyperpod_dpd import DpdSpec
 from hyperpod_dpd.observability import LOG_PATTERNS, alert_rules
+from hyperpod_dpd.observability.alerts import slo_autoscaled
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "alerts.md"
 
@@ -21,13 +24,14 @@ def _rows() -> dict[str, str]:
 
 
 def test_every_alert_and_log_alarm_has_a_row(slo_spec: DpdSpec) -> None:
-    expected = {r.name for r in alert_rules(slo_spec)} | {p.name for p in LOG_PATTERNS} | {"LogsNotArriving"}
+    rules = {r.name for spec in (slo_spec, slo_autoscaled(slo_spec)) for r in alert_rules(spec)}
+    expected = rules | {p.name for p in LOG_PATTERNS} | {"LogsNotArriving"}
     assert set(_rows()) == expected
 
 
 def test_rows_of_alerts_with_unverified_inputs_say_assumed(slo_spec: DpdSpec) -> None:
     rows = _rows()
-    for rule in alert_rules(slo_spec):
+    for rule in alert_rules(slo_autoscaled(slo_spec)):
         if rule.unverified:
             assert "assumed" in rows[rule.name], rule.name
         for metric in rule.inputs:
@@ -45,7 +49,8 @@ def _emittable() -> set[str]:
     variants = [base, dataclasses.replace(base, slo=SloSpec()), dataclasses.replace(base, slo=SloSpec(ttft_ms=900)),
                 dataclasses.replace(base, slo=SloSpec(tpot_ms=75)),
                 dataclasses.replace(base, slo=SloSpec(ttft_ms=2000, tpot_ms=50, objective=0.999)),
-                dataclasses.replace(base, prefill=dataclasses.replace(base.prefill, replicas=0))]
+                dataclasses.replace(base, prefill=dataclasses.replace(base.prefill, replicas=0)),
+                support.slo_autoscaled()]
     return {rule.name for variant in variants for rule in alert_rules(variant)}
 
 

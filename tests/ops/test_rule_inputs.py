@@ -421,3 +421,17 @@ def test_burn_rate_records_missing_say_the_rule_group_is_not_loaded(slo_spec: Dp
         assert early[f"{ROW} {name}"][0].status is Status.SKIP
     raw = [row for name, found in late.items() if name.removeprefix(f"{ROW} ") not in records for row in found]
     assert {row.status for row in raw} == {Status.PASS}
+
+
+def test_verify_checks_the_demand_series_the_slo_triggers_read(slo_spec: DpdSpec) -> None:
+    """With autoscaling.slo the demand-absent alerts read the triggers' demand series, so verify's amp input rows
+    count them in the workspace (the prefiller's local-compute prompt counter, the decoder's generated tokens)."""
+    from hyperpod_dpd.observability.alerts import slo_autoscaled
+
+    inputs = {item.series: item for item in rule_inputs(slo_autoscaled(slo_spec))}
+    prompt = inputs[m.PROMPT_TOKENS_BY_SOURCE.name]
+    assert "DpdPrefillDemandSeriesAbsent" in prompt.readers
+    assert any('source="local_compute"' in form.promql() and f"prefill-{slo_spec.name}" in form.promql()
+               for form in prompt.forms)
+    assert "DpdDecodeDemandSeriesAbsent" in inputs[m.GENERATION_TOKENS.name].readers
+    assert "DpdPrefillDemandSeriesAbsent" not in {r for item in rule_inputs(slo_spec) for r in item.readers}

@@ -56,12 +56,12 @@ def test_validate_json_has_the_cost_and_null_when_invalid(tmp_path: Path,
     assert json.loads(capsys.readouterr().out)["cost"] is None
 
 
-def test_an_ec2_figure_says_it_is_not_the_sagemaker_rate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_derived_figure_says_how_it_was_derived(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = write_spec(tmp_path, ("instance_type: ml.p5.48xlarge", "instance_type: ml.p5en.48xlarge"))
     assert main(["plan", str(spec)]) == 0
     cost = capsys.readouterr().out.splitlines()[1]
-    assert "$63.30 per node-hour (EC2 list price, not the SageMaker rate, " in cost
-    assert "dstack" in cost
+    assert "$72.79 per node-hour (derived, not a published price, " in cost
+    assert "dstack" in cost and "x 1.15" in cost
 
 
 def test_a_type_without_a_sourced_price_says_so_and_invents_none() -> None:
@@ -88,8 +88,10 @@ def test_every_instance_type_is_priced_with_provenance_or_listed_as_unpriced() -
         price = table_price(name)
         assert price is not None and price.kind in table["kinds"]
         assert price.source and price.region and price.date and price.usd_per_node_hour > 0
-        if price.kind == "ec2-list":
-            assert "EC2 list price, not the SageMaker rate" in price.describe()
+        # One basis for every type (SageMaker's), so $/M tokens compare across GPUs; EC2's figure is kept beside.
+        assert price.kind in ("sagemaker-ml", "derived"), name
+        if price.kind == "derived":
+            assert "x 1.15" in price.describe() and "ec2_list" in table["prices"][name]
 
 
 def test_plan_and_validate_price_without_the_advisor_extra() -> None:

@@ -237,3 +237,21 @@ def test_synth_of_a_pinned_spec_is_byte_identical_across_runs(pinned: DpdSpec) -
     assert first == second
     assert "prefill-slo-demand" in next(iter(first.values()))
 
+
+
+def test_the_queue_floor_is_sized_from_the_longest_prompt(compiled: dict[str, CompiledScaling]) -> None:
+    """19,000 tokens/s for 2 s is two 16k-token prompts: more waiting per prefiller than that misses the 2 s TTFT
+    when the prompts are long (from the shortest, 4k, it let nine wait, about 7 s of long-prompt work)."""
+    queue = next(t for t in compiled["prefill"].triggers if t.signal is Signal.QUEUE)
+    assert queue.target == math.floor(19000 * 2.0 / 16128) == 2
+    assert any("queue floor: 2 waiting per replica, the 16,128-token prompts" in n for n in compiled["prefill"].notes)
+
+
+def test_the_prefill_slo_ratio_reads_the_prefillers_share_of_the_ttft_target(compiled: dict[str, CompiledScaling]
+                                                                            ) -> None:
+    """The prefiller's histogram holds its queue and prefill only: its floor divides by the TTFT target less the
+    KV transfer (the longest prompt at line rate) and one decode step at the TPOT target, not by the whole."""
+    ratio = next(t for t in compiled["prefill"].triggers if t.signal is Signal.SLO_RATIO)
+    assert "/ 1.937 > 0" in ratio.query  # 2 s - 13 ms - 50 ms
+    decode = next(t for t in compiled["decode"].triggers if t.signal is Signal.SLO_RATIO)
+    assert "/ 0.05 > 0" in decode.query  # the decoder controls its whole TPOT

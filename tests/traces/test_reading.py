@@ -295,3 +295,29 @@ def test_a_read_trace_is_held_as_packed_columns_and_equals_its_requests(tmp_path
     assert trace.requests[-1] == expected[-1] and trace.requests[1:] == expected[1:]
     with pytest.raises(IndexError):
         trace.requests[3]
+
+
+def _mooncake_rows(times: list[float]) -> str:
+    return "".join(json.dumps({"timestamp": t, "input_length": 100, "output_length": 10}) + "\n" for t in times)
+
+
+def test_a_mooncake_file_in_seconds_gets_a_unit_hint(tmp_path: Path) -> None:
+    """Arrivals written in seconds read 1,000 times too fast: the note names the likely unit error and its fix,
+    whether the rate gives it away (two hours' 20,000 requests within 7.2 s) or short, fractional times do."""
+    busy = read_trace(_write(tmp_path, _mooncake_rows([i * 7200 // 19_999 for i in range(20_000)])))
+    assert "timestamps look like seconds, not milliseconds" in busy.source and "multiply them by 1,000" in busy.source
+    short = read_trace(_write(tmp_path, _mooncake_rows([i * 7200 / 199 for i in range(200)]), "short.jsonl"))
+    assert "timestamps look like seconds, not milliseconds" in short.source
+    in_ms = read_trace(_write(tmp_path, _mooncake_rows([i * 7_200_000 // 199 for i in range(200)]), "ms.jsonl"))
+    assert "look like" not in in_ms.source
+
+
+def test_a_burstgpt_file_in_milliseconds_gets_a_unit_hint(tmp_path: Path) -> None:
+    header = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+    rows = "".join(f"{i * 36_000_000 / 199:.0f},ChatGPT,100,10,110,Conversation log\n" for i in range(200))
+    text = read_trace(_write(tmp_path, header + rows, "b.csv")).source
+    assert "timestamps look like milliseconds, not seconds" in text and "divide them by 1,000" in text
+
+
+def test_too_few_rows_say_nothing_about_the_unit(tmp_path: Path) -> None:
+    assert "look like" not in read_trace(_write(tmp_path, _mooncake_rows([i / 1000 for i in range(99)]))).source

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from hyperpod_dpd.advisor import estimates, queueing
+from hyperpod_dpd.advisor import estimates, published, queueing
 from hyperpod_dpd.advisor.engine import engine_settings
 from hyperpod_dpd.advisor.estimates import Estimate, Estimator, Layout
 from hyperpod_dpd.advisor.steps import PhaseFactors
@@ -231,6 +231,9 @@ def advise(spec: DpdSpec, traffic: Traffic, *, baseline_nodes: int | None = None
     points = [_point(baseline_at, dpd_at, traffic, load, tuned_at) for load in loads]
     warnings = [w.render() for w in checked.warnings]
     warnings += [text for point in points for text in near_capacity(point)]
+    if published_layout(spec, architecture_name=architecture.name, baseline_nodes=nodes, traffic=traffic):
+        gpu = next(name for name, instance in published.GPUS.items() if instance is spec.instance_type)
+        warnings += [text for point in points for text in outside_published(point, gpu=gpu)]
     if below_threshold:
         warnings.append(f"[below-threshold] traffic.isl: {traffic.isl}-token prompts are below routing.threshold "
                         f"{spec.routing.threshold}, so the router sends them straight to the decoder and the "
@@ -262,6 +265,40 @@ def near_capacity(point: AdvicePoint) -> list[str]:
                          "to settle, so its queue and TTFT are a lower bound; keep the load below "
                          f"{NEAR_CAPACITY:.0%} of capacity or add a prefiller (--search)")
     return found
+
+
+def published_layout(spec: DpdSpec, *, architecture_name: str, baseline_nodes: int, traffic: Traffic) -> bool:
+    """Whether the comparison is the one AWS published (docs/advise.md, "Checked against the published
+    measurements"): its GPU, model, TP and 1P+1D against one node, at a request shape near its own."""
+    return (spec.instance_type in published.GPUS.values() and architecture_name == published.BLOG_ARCHITECTURE
+            and spec.tensor_parallel_size == published.BLOG_TP and baseline_nodes == 1
+            and (spec.prefill.replicas, spec.decode.replicas) == (1, 1) and traffic.isl >= spec.routing.threshold
+            and published.near_the_blog(isl=traffic.isl, osl=traffic.osl))
+
+
+def outside_published(point: AdvicePoint, *, gpu: str) -> list[str]:
+    """A warning for each predicted change outside what AWS measured at the nearest published concurrency."""
+    if point.request_rate is not None:
+        return []
+    dpd, agg = point.disaggregated, point.aggregated
+    if not (dpd.sustains_load and agg.sustains_load):
+        return []
+    changes = {published.TPOT: dpd.tpot_s / agg.tpot_s - 1, published.E2E: dpd.e2e_s / agg.e2e_s - 1,
+               published.THROUGHPUT: dpd.output_tokens_per_s / agg.output_tokens_per_s - 1}
+    found = []
+    for metric, change in changes.items():
+        figure = published.nearest(gpu, metric, point.concurrency)
+        # Within the data's own resolution (TARGET_MEAN: what two runs of a level differ by) is not outside.
+        if figure is None or math.isnan(change) or figure.miss(change) <= published.TARGET_MEAN:
+            continue
+        found.append(f"{metric} {change * 100:+.0f} % (AWS: {figure.describe()} at {figure.concurrency})")
+    if not found:
+        return []
+    return [f"[outside-published] concurrency {point.concurrency}: DPD's predicted {' and '.join(found)} "
+            f"lie{'' if len(found) > 1 else 's'} more than {published.TARGET_MEAN * 100:.0f} points outside what "
+            f"AWS measured for this layout on {gpu} ({published.ISL:,} / {published.OSL} tokens, 1P+1D against 1 "
+            "node); read the prediction with the published figures (docs/advise.md, 'Checked against the "
+            "published measurements') or calibrate on your own bench (--calibrate)"]
 
 
 def dpd_node_count(spec: DpdSpec) -> int:

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from hyperpod_dpd.advisor import queueing
+from hyperpod_dpd.advisor import kernel_cache, queueing
 from hyperpod_dpd.advisor.analogy import (
     ANALOGY_SPREAD_FLOOR,
     ANALOGY_SPREAD_PER_DISTANCE,
@@ -73,7 +74,8 @@ class Estimate:
     cannot sustain (``sustains_load`` false) has no latency figures (``nan``, ``null`` in JSON).
     ``ttft_band_s`` and ``tpot_band_s`` are the range the figures take under the least and the most
     variable service times (:data:`VARIABILITY`), widened by :func:`~hyperpod_dpd.advisor.analogy.analogy_spread`
-    when ``by_analogy_to`` names the measured model whose data stand in for the spec's.
+    when ``by_analogy_to`` names the measured model whose data stand in for the spec's, and by the model's error
+    (``PhaseFactors.ttft_residual`` / ``tpot_residual``).
     :attr:`capacity_per_s` is the layout's saturation rate; at a concurrency it is simulated only when
     read (``capacity_of``), since a closed loop's own rate is its throughput, not its capacity.
     """
@@ -247,10 +249,24 @@ def _aic_call(target: Target, tp: int, **options: Any) -> Any:
             fix="use the BF16 model or an instance type AIConfigurator measured with this quantization")]) from None
 
 
+def _cached_call(target: Target, tp: int, **options: Any) -> Any:
+    """:func:`_aic_call` through the disk cache (:mod:`hyperpod_dpd.advisor.kernel_cache`): only the figures
+    the step times read are kept, and a look-up that fails is never cached."""
+    cache = kernel_cache.shared()
+    entry = kernel_cache.key(target.system, target.backend, target.model_path, tp, **options)
+    found = cache.get(entry) if cache is not None else None
+    if found is None:
+        raw = _aic_call(target, tp, **options).raw
+        found = {name: float(raw[name]) for name in kernel_cache.STEP_KEYS if name in raw}
+        if cache is not None:
+            cache.put(entry, found)
+    return SimpleNamespace(raw=found)
+
+
 @functools.cache
 def _step_times(target: Target, tp: int, engine: EngineSettings, isl: int, osl: int) -> StepTimes:
     """One set of step times per layout and request shape, shared by every estimator of the process."""
-    return StepTimes(target, tp=tp, engine=engine, isl=isl, osl=osl, run=functools.partial(_aic_call, target, tp))
+    return StepTimes(target, tp=tp, engine=engine, isl=isl, osl=osl, run=functools.partial(_cached_call, target, tp))
 
 
 @functools.cache
@@ -327,7 +343,8 @@ class Estimator:
             in_flight = 0 if outcome.saturated else round(outcome.in_flight)
             capacity, capacity_of = outcome.capacity_per_s, None
         spread = analogy_spread(self.architecture, self.reference_architecture) if self.target.analogy_of else 0.0
-        # A calibration's residual error is what the fitted model still misses: the range holds it on each side.
+        # The model's own error (a calibration's residual, or uncalibrated its miss against the published points)
+        # is what the point figure may still be off by: the range holds it on each side.
         fitted = self.factors if layout is Layout.DISAGGREGATED else self.factors.for_aggregated()
         ttft_band = _spread([outcome, *variants], "ttft_s", spread, fitted.ttft_residual) if bands else None
         tpot_band = (_spread([outcome, *variants], "tpot_s", spread, fitted.tpot_residual)
@@ -353,9 +370,8 @@ class Estimator:
 
 
 # The service-time variability the band spans (jitter share, exponential): none at all, and
-# exponential service times (the M/M/c end). The point figure uses queueing.DEFAULT_JITTER. Below
-# the knee the truth lies between the two ends; the audit of this model measured 213-628 ms at
-# concurrency 16 on H100.
+# exponential service times (the M/M/c end). The point figure uses queueing.DEFAULT_JITTER. The
+# range is then widened by the model's error (PhaseFactors.ttft_residual / tpot_residual).
 VARIABILITY: tuple[tuple[float, bool], ...] = ((0.0, False), (0.0, True))
 
 

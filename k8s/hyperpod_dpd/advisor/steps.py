@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from hyperpod_dpd.advisor.engine import EngineSettings
+from hyperpod_dpd.advisor.published import MODEL_E2E_ERROR, MODEL_TPOT_ERROR
 from hyperpod_dpd.advisor.queueing import Stations
 from hyperpod_dpd.advisor.systems import Target
 
@@ -36,9 +37,10 @@ class PhaseFactors:
     :param decode: multiplies every decode step. :default: 1.08 (AIConfigurator's own correction)
     :param overhead_s: added to every request outside the engines (router, HTTP). :default: 0
     :param source: where the factors come from, printed with every result.
-    :param ttft_residual: the calibration's mean relative TTFT error after the fit; the TTFT range is widened by
-        it on each side. :default: 0 (uncalibrated)
-    :param tpot_residual: the same for TPOT. :default: 0
+    :param ttft_residual: the model's relative TTFT error, by which the TTFT range is widened on each side: a
+        calibration's mean error after the fit, or uncalibrated the model's error against AWS's published
+        points (:data:`hyperpod_dpd.advisor.published.MODEL_E2E_ERROR`). :default: 0.11
+    :param tpot_residual: the same for TPOT (:data:`hyperpod_dpd.advisor.published.MODEL_TPOT_ERROR`). :default: 0.35
     :param aggregated: the aggregated baseline's own factors, when it was calibrated apart from DPD (what
         only DPD pays, the transfer and the router hop, must not slow the baseline). :default: None (the same)
     """
@@ -48,8 +50,8 @@ class PhaseFactors:
     overhead_s: float = 0.0
     source: str = "AIConfigurator's default latency corrections (prefill x1.1, decode step x1.08), uncalibrated"
     aggregated: PhaseFactors | None = None
-    ttft_residual: float = 0.0
-    tpot_residual: float = 0.0
+    ttft_residual: float = MODEL_E2E_ERROR
+    tpot_residual: float = MODEL_TPOT_ERROR
 
     def for_aggregated(self) -> PhaseFactors:
         """The factors the aggregated baseline runs with."""

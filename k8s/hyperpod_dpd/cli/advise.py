@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "roles of part of a node); they are shown, never written")
     parser.add_argument("--price-per-node-hour", type=number, metavar="USD",
                         help="your rate per node-hour; replaces the shipped price table, whose figures are labelled "
-                             "SageMaker ml.* rate or EC2 list price")
+                             "SageMaker ml.* rate, or derived from EC2's at the published SageMaker ratio")
     parser.add_argument("--calibrate", metavar="BENCH_JSON", type=path,
                         help="fit the model's prefill, decode and overhead factors to a 'hyperpod-dpd bench "
                              "--json' result of this spec, report its error, and use them (with --trace: fitted at "

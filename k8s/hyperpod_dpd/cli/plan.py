@@ -40,7 +40,8 @@ def usd(text: str) -> float:
 def add_price_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--price-per-node-hour", type=usd, metavar="USD",
                         help="your rate per node-hour for the cost line; replaces the shipped price table, whose "
-                             "figures are labelled SageMaker ml.* rate or EC2 list price")
+                             "figures are labelled SageMaker ml.* rate, or derived from EC2's at the published "
+                             "SageMaker ratio")
 
 
 def _cannot_plan(err: SpecError) -> str:

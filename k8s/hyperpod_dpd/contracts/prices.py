@@ -2,7 +2,9 @@
 
 AWS publishes no HyperPod ``ml.*`` per-hour table that could be checked, so every figure says what it is:
 ``sagemaker-ml`` (a published SageMaker ``ml.*`` on-demand rate), ``ec2-list`` (the EC2 list price of the
-same hardware, not the SageMaker rate) or ``derived``, with its source, region and date. A type with no
+same hardware, not the SageMaker rate) or ``derived``, with its source, region and date. Every shipped figure is
+on the SageMaker basis (a type without a published SageMaker rate is its EC2 price at the published SageMaker
+ratio, labelled ``derived``), so a comparison across GPUs compares like with like. A type with no
 sourced figure has none; ``--price-per-node-hour`` (the advisor's) replaces the table for the user's rate.
 ``plan`` and ``validate`` print :func:`node_cost` first; the advisor prices its layouts with :func:`table_price`.
 """

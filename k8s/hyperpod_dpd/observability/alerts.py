@@ -29,7 +29,7 @@ from hyperpod_dpd.observability.rule import (
 from hyperpod_dpd.observability.rule import num as _num
 from hyperpod_dpd.observability.selectors import PIPELINE_POD, EndpointSelectors, le_matcher, select
 from hyperpod_dpd.observability.slo import BURN_ALERTS, MIN_BAD_EVENTS, burn_rate_rules, recording_rules
-from hyperpod_dpd.spec import AlertThresholds, DpdSpec, SloSpec
+from hyperpod_dpd.spec import AlertThresholds, AutoscalingSpec, DpdSpec, RoleSpec, SloScaling, SloSpec
 
 RATE_WINDOW_SECONDS = 300
 RATE_WINDOW = f"{RATE_WINDOW_SECONDS // 60}m"
@@ -173,6 +173,56 @@ def router_available(spec: DpdSpec) -> str:
 
 def _router_deployment_matchers(spec: DpdSpec) -> str:
     return f'namespace="{OPERATOR_NAMESPACE}", deployment="{router_deployment(spec)}"'
+
+
+def slo_scaled_roles(spec: DpdSpec) -> tuple[str, ...]:
+    """The roles whose KEDA triggers read a demand series (``autoscaling.slo``)."""
+    return tuple(role for role, role_spec in (("prefill", spec.prefill), ("decode", spec.decode))
+                 if role_spec.autoscaling is not None and role_spec.autoscaling.slo is not None)
+
+
+def slo_autoscaled(spec: DpdSpec) -> DpdSpec:
+    """``spec`` with ``autoscaling.slo`` on both roles (the variant that adds the demand-absent rules)."""
+    def scaled(role: RoleSpec) -> RoleSpec:
+        return dataclasses.replace(role, autoscaling=AutoscalingSpec(max_replicas=max(1, role.replicas),
+                                                                     slo=SloScaling()))
+
+    return dataclasses.replace(spec, prefill=scaled(spec.prefill), decode=scaled(spec.decode))
+
+
+def demand_absent_rules(spec: DpdSpec, s: EndpointSelectors) -> list[AlertRule]:
+    """One rule per SLO-scaled role: its demand series absent while its engines report.
+
+    The demand trigger's query ends in ``or vector(planned x target)`` so that a gap holds the planned replicas;
+    if the series never appears (an image that does not export it, a label that does not match) that fallback
+    holds them for good and the role never scales on demand. The role's own vLLM series present tells that
+    apart from a role that is down (DpdNoMetrics covers that).
+    """
+    rules = []
+    for role in slo_scaled_roles(spec):
+        pods = s.prefill if role == "prefill" else s.decode
+        demand = (select(m.PROMPT_TOKENS_BY_SOURCE.name, pods, f'source="{m.LOCAL_COMPUTE}"') if role == "prefill"
+                  else select(m.GENERATION_TOKENS.name, pods))
+        family = m.PROMPT_TOKENS_BY_SOURCE if role == "prefill" else m.GENERATION_TOKENS
+        name = role_deployment(spec, role)
+        rules.append(AlertRule(
+            name=f"Dpd{role.capitalize()}DemandSeriesAbsent",
+            expr=(f"absent_over_time({demand}[{LONG_WINDOW}]) "
+                  f"and on() (count({select(m.REQUESTS_RUNNING.name, pods)}) > 0)"),
+            hold=LONG_WINDOW, severity=Severity.WARNING,
+            failure=f"the {role} autoscaling's demand series is absent, so it holds the planned replicas",
+            meaning=(f"{role}.autoscaling.slo scales on {demand.split('{')[0]} from the {role} pods, but the "
+                     f"workspace has had none for 10 minutes while those pods report other vLLM series. The "
+                     "trigger's fallback then holds the planned replicas: the role no longer scales on demand, "
+                     "only on its queue and SLO-ratio floors."),
+            fix=(f"Check that the {role} image exports the series (hyperpod-dpd verify lists the inputs missing "
+                 "from the workspace) and that its labels match the trigger's selector; a vLLM older than the "
+                 "contracted version may not export it."),
+            commands=(f"kubectl exec deploy/{name} -n {spec.namespace} -- curl -s localhost:{spec.port}/metrics "
+                      f"| grep {demand.split('{')[0]}", "hyperpod-dpd verify <spec.yaml>",
+                      f"kubectl get scaledobject,hpa -n {spec.namespace}"),
+            inputs=(family, m.REQUESTS_RUNNING)))
+    return rules
 
 
 def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
@@ -432,6 +482,7 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             meaning="The decoder's inter-token latency breaks slo.tpot_ms for 10 minutes. If TPOT climbs while "
                     "output throughput plateaus, the single decoder is saturated.",
             fix=decoder_full_fix, commands=decode_load_commands, inputs=(m.INTER_TOKEN_LATENCY,)))
+    rules.extend(demand_absent_rules(spec, s))
     rules.extend(burn_rate_rules(spec))
     prefill_wanted = select(m.DEPLOYMENT_WANTED.name, s.deployment(prefill_name))
     for role, matchers in (("prefill", s.prefill), ("decode", s.decode)):
@@ -620,7 +671,7 @@ RUNBOOK_NAMESPACE = "<namespace>"
 
 def alert_variants(spec: DpdSpec) -> tuple[AlertRule, ...]:
     """Every alert the code can emit, once each, in render order, rendered for ``spec`` with every option that
-    adds an alert or changes one: both SLO targets, and prefill allowed to scale to zero.
+    adds an alert or changes one: both SLO targets, prefill allowed to scale to zero, and SLO autoscaling.
 
     ``docs/alerts.md`` has one runbook section per rule here (``scripts/docs.py`` writes them).
     """
@@ -629,7 +680,7 @@ def alert_variants(spec: DpdSpec) -> tuple[AlertRule, ...]:
                                                              tpot_ms=slo.tpot_ms or 50))
     zero = dataclasses.replace(full, prefill=dataclasses.replace(full.prefill, replicas=0))
     seen: dict[str, AlertRule] = {}
-    for variant in (full, zero):
+    for variant in (full, zero, slo_autoscaled(full)):
         for rule in alert_rules(variant):
             seen.setdefault(rule.name, rule)
     return tuple(seen.values())

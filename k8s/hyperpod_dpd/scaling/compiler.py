@@ -21,6 +21,7 @@ import math
 from hyperpod_dpd.contracts.operator import DECODE_DEPLOYMENTS
 from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
 from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.planner import plan
 from hyperpod_dpd.scaling import queries, startup
 from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, DecodeBound, RoleCapacity, Signal
 from hyperpod_dpd.scaling.shape import role_shape, role_spec, scaled_roles
@@ -92,12 +93,22 @@ def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = No
 
     window_s = target_s if role == "prefill" else (
         spec.slo.ttft_ms / 1000 if spec.slo is not None and spec.slo.ttft_ms is not None else DEFAULT_QUEUE_WINDOW_S)
-    # The shortest prompt the capacity was computed at: a replica clears the most of those, so more waiting
-    # misses the SLO whatever the prompts' lengths, and the floor adds no replica the demand does not need
-    # (synth, which sees only the pinned number, renders the same target).
-    per_request = lengths[0] if role == "prefill" else sizing.osl
+    # The longest prompt the capacity was computed at: a queue of those is the most work per waiting request,
+    # so the floor holds the SLO whatever lengths arrive. Sized from the shortest it let a queue of long prompts
+    # hold several times the TTFT target in work (16k-token prompts: about 7 s against 2 s); a burst of short
+    # ones now adds a replica early, which is the cheaper error (synth, which sees only the pinned number,
+    # renders the same target).
+    per_request = lengths[-1] if role == "prefill" else sizing.osl
     # Requests one replica clears within the window at its capacity: more waiting per replica misses the SLO.
     queue_target = max(1, math.floor(capacity.tokens_per_s * window_s / per_request))
+    if role == "prefill":
+        notes.append(f"queue floor: {queue_target} waiting per replica, the {lengths[-1]:,}-token prompts one "
+                     f"replica clears within TTFT {target_s * 1000:g} ms")
+    ratio_target_s = prefill_share_s(spec, target_s=target_s, longest=lengths[-1]) if role == "prefill" else target_s
+    if ratio_target_s != target_s:
+        notes.append(f"SLO-ratio floor: the prefiller's own p90 TTFT over {ratio_target_s * 1000:,.0f} ms, the TTFT "
+                     "target less what the prefiller does not control (the KV transfer of the longest prompt at "
+                     "line rate and the decoder's first step at its TPOT target)")
     triggers = (
         CompiledTrigger(name=f"{role}-slo-demand", signal=Signal.DEMAND, target=per_replica,
                         query=queries.demand(spec, role, fallback=per_replica * planned),
@@ -105,7 +116,7 @@ def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = No
         CompiledTrigger(name=f"{role}-slo-queue", signal=Signal.QUEUE, target=float(queue_target),
                         query=queries.queue(spec, role), metric_type=MetricType.AVERAGE, fallback=0.0),
         CompiledTrigger(name=f"{role}-slo-ratio", signal=Signal.SLO_RATIO, target=1.0,
-                        query=queries.slo_ratio(spec, role, target_s=target_s), metric_type=MetricType.VALUE,
+                        query=queries.slo_ratio(spec, role, target_s=ratio_target_s), metric_type=MetricType.VALUE,
                         fallback=0.0),
     )
     return CompiledScaling(
@@ -113,6 +124,25 @@ def compile_role(spec: DpdSpec, role: str, *, capacity: RoleCapacity | None = No
         cooldown_s=scaling.cooldown_seconds, initial_cooldown_s=startup.initial_cooldown(start_up_s),
         scale_up_stabilisation_s=startup.SCALE_UP_STABILISATION_S, scale_down_stabilisation_s=down,
         start_up_s=start_up_s, capacity=capacity, triggers=triggers, notes=tuple(notes))
+
+
+# The prefiller's share of the TTFT target is never taken below this share of it: a target that transfer and
+# decode alone nearly fill is an SLO the layout cannot meet, which check() reports; the floor stays usable.
+MIN_PREFILL_SHARE = 0.5
+
+
+def prefill_share_s(spec: DpdSpec, *, target_s: float, longest: int) -> float:
+    """The part of the end-to-end TTFT target the prefiller's own TTFT (queue and prefill) may take.
+
+    The router's TTFT is the prefiller's plus the KV transfer and the decoder's first step; the prefiller's
+    histogram holds only its part, so its SLO-ratio floor divides by the target less the other two: the
+    transfer of the longest prompt at the node's EFA line rate (the planner) and one decode step at the decode
+    TPOT target (the decoder is scaled to hold it; 0 without one).
+    """
+    transfer_s = plan(spec, prompt_tokens=longest).request.transfer_seconds_at_line_rate
+    first_step_s = spec.slo.tpot_ms / 1000 if spec.slo is not None and spec.slo.tpot_ms is not None else 0.0
+    # Whole milliseconds: the query then reads as written (1.937, not 1.9367879...).
+    return round(max(MIN_PREFILL_SHARE * target_s, target_s - transfer_s - first_step_s), 3)
 
 
 def decode_cap_note(spec: DpdSpec, wanted: int, *, capacity: RoleCapacity, per_replica: float) -> str:

@@ -78,8 +78,9 @@ def queue(spec: DpdSpec, role: str) -> str:
 def slo_ratio(spec: DpdSpec, role: str, *, target_s: float) -> str:
     """The role's observed p90 latency over its target: TTFT on the prefillers, inter-token latency on the decoders.
 
-    The prefiller's own TTFT (queue and prefill) is only part of the router's; over the whole TTFT target it
-    reads above 1 only when prefill alone misses the SLO, so the floor adds prefillers for the prefill's share.
+    The prefiller's own TTFT (queue and prefill) is only part of the router's, so for prefill ``target_s`` is
+    the prefiller's share of the TTFT target (the compiler's ``prefill_share_s``: the target less the KV
+    transfer and the decoder's first step), not the whole target, over which it would fire late.
     With no traffic the quantile is NaN, which ``> 0`` drops, so the fallback answers.
     """
     family = m.TTFT if role == "prefill" else m.INTER_TOKEN_LATENCY

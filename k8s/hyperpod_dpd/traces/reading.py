@@ -178,6 +178,36 @@ def _collect(rows: Iterator[tuple[int, str]], *, parse: Parser, unit: float, nam
     return packed.trace(name=name, fmt=fmt, skipped=skipped)
 
 
+# A trace's mean arrival rate beyond which its times were written in a unit 1,000 times too large (seconds read
+# as milliseconds: a day's requests arrive within 86 s), and below which 1,000 times too small (milliseconds
+# read as seconds). Public traces sit far inside: Mooncake's 23,608 requests in an hour (6.6 per second),
+# BurstGPT's 1.4 million over 121 days (0.13 per second). Too few rows say nothing about a rate. A Mooncake file
+# shorter than UNIT_HINT_SHORT_S whose times mostly carry fractions reads as seconds too: milliseconds are
+# written whole (the published traces, and this project's writer unless a request falls between two).
+UNIT_HINT_MAX_PER_S = 1000.0
+UNIT_HINT_SHORT_S = 300.0
+UNIT_HINT_MIN_PER_S = 1 / 3600
+UNIT_HINT_MIN_ROWS = 100
+
+
+def unit_hint(fmt: TraceFormat, *, requests: int, span_s: float, fractional: int = 0) -> str | None:
+    """A note when the arrivals say the file's times are in another unit than its format's (or ``None``).
+
+    ``fractional``: how many rows' times carry a fraction in the file's own unit.
+    """
+    if fmt is TraceFormat.AZURE or requests < UNIT_HINT_MIN_ROWS or span_s <= 0:
+        return None
+    rate = requests / span_s
+    short_with_fractions = span_s < UNIT_HINT_SHORT_S and fractional > requests / 2
+    if fmt is TraceFormat.MOONCAKE and (rate > UNIT_HINT_MAX_PER_S or short_with_fractions):
+        return (f"timestamps look like seconds, not milliseconds ({requests:,} requests in {span_s:.3g} s, "
+                f"{rate:,.0f} per second): Mooncake timestamps are milliseconds, so multiply them by 1,000")
+    if fmt is TraceFormat.BURSTGPT and rate < UNIT_HINT_MIN_PER_S:
+        return (f"timestamps look like milliseconds, not seconds ({requests:,} requests over {span_s / 86400:,.0f} "
+                f"days, {rate * 3600:.2g} per hour): BurstGPT's Timestamp is seconds, so divide them by 1,000")
+    return None
+
+
 class _Columns:
     """The rows read, as columns of machine numbers (a real week of 27M rows must fit in memory: ~28 bytes a row).
 
@@ -192,6 +222,7 @@ class _Columns:
         self.origin: int | float | None = None
         self.previous: int | float | None = None
         self.out_of_order = 0
+        self.fractional = 0
         self.sizes = BlockSizes(block_tokens=mooncake.BLOCK_TOKENS)
         self.unreplayable = 0
         self.first_refusal = ""
@@ -202,6 +233,7 @@ class _Columns:
         elif self.previous is not None and at < self.previous:
             self.out_of_order += 1
         self.previous = at
+        self.fractional += isinstance(at, float) and not at.is_integer()
         self.at_s.append((at - self.origin) * self.unit)
         self.inp.append(row.input_tokens)
         self.out.append(row.output_tokens)
@@ -227,6 +259,9 @@ class _Columns:
         notes += [f"{count:,} skipped ({reason})" for reason, count in sorted(skipped.items())]
         if self.out_of_order:
             notes.append(f"{self.out_of_order:,} rows out of time order, sorted")
+        hint = unit_hint(fmt, requests=len(self.at_s), span_s=span, fractional=self.fractional)
+        if hint:
+            notes.append(hint)
         if self.unreplayable:
             notes.append(f"{self.unreplayable:,} rows aiperf would refuse to replay, first {self.first_refusal}")
         requests = PackedRequests(at_s=self.at_s, input_tokens=self.inp, output_tokens=self.out, hashes=self.hashes,

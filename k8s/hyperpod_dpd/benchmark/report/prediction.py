@@ -90,12 +90,12 @@ METRICS = (("TTFT p50", "ttft_s", "ms"), ("TPOT p50", "tpot_s", "ms"), ("E2E p50
            ("output tok/s", "output_tokens_per_s", ""))
 # The advisor's own range for a figure, where it states one (advisor.estimates.Estimate.ttft_band_s and
 # tpot_band_s): the same simulation from the least to the most variable service times (estimates.VARIABILITY),
-# widened by a by-analogy model's spread and a calibration's residual error (docs/advise.md, "Ranges, not one
-# number"). The advisor states no other accuracy for a latency curve (its anchor tolerance is on published
-# relative changes, not on a latency).
+# widened by a by-analogy model's spread and the model's error: a calibration's residual, or uncalibrated its
+# error against AWS's published points (docs/advise.md, "Ranges, not one number").
 BANDS = {"ttft_s": "ttft_band_s", "tpot_s": "tpot_band_s"}
 BAND = ("the advisor's range: its simulation from the least to the most variable service times, widened by a "
-        "by-analogy model's spread and a calibration's residual (advisor.estimates, ttft_band_s/tpot_band_s)")
+        "by-analogy model's spread and the model's error: a calibration's residual, or uncalibrated its error against "
+        "AWS's published points (advisor.estimates, ttft_band_s/tpot_band_s)")
 
 
 def _band(predicted: Any, key: str) -> tuple[float, float] | None:
