@@ -136,7 +136,7 @@ def _matches(expected: list[str], actual: list[str]) -> bool:
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: f"{r.page}: {r.command}")
 def test_documented_output_is_what_the_command_prints(run: Run, tmp_path: Path) -> None:
     if " advise" in run.command and importlib.util.find_spec("aiconfigurator") is None:
-        pytest.skip("advise needs the advisor extra: pip install 'hyperpod-dpd[advisor]'")
+        pytest.skip("advise needs the advisor extra: pip install '.[advisor]' in the checkout")
     shutil.copytree(DOCS / "examples", tmp_path, dirs_exist_ok=True)
     actual = _execute(run.command, tmp_path)
     assert _matches(run.expected, actual), "\n".join(["expected:", *run.expected, "actual:", *actual])

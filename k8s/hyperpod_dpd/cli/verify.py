@@ -78,7 +78,10 @@ from hyperpod_dpd.ops.verify import (
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "verify", help="report the cluster, endpoint, prefill/decode and router readiness; --smoke tests it",
-        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  hyperpod-dpd verify my-spec.yaml --outputs-file outputs.json --dry-run\n"
+               "  hyperpod-dpd verify my-spec.yaml --outputs-file outputs.json --smoke\n"
+               "  hyperpod-dpd verify my-spec.yaml --stack HyperPodDpd --region us-west-2 --no-wait --json")
     add_spec_argument(parser)
     parser.add_argument("--cluster-name", help="the HyperPod cluster (default: the only one in the region, else "
                              f"{DEFAULT_HYPERPOD_CLUSTER}, the CDK app's default)")
