@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import json
 import re
 import shlex
 import shutil
@@ -140,3 +141,15 @@ def test_documented_output_is_what_the_command_prints(run: Run, tmp_path: Path) 
     shutil.copytree(DOCS / "examples", tmp_path, dirs_exist_ok=True)
     actual = _execute(run.command, tmp_path)
     assert _matches(run.expected, actual), "\n".join(["expected:", *run.expected, "actual:", *actual])
+
+
+def test_the_docs_quote_the_cdk_app_as_cdk_json_runs_it_and_no_deprecated_flag() -> None:
+    # The CDK CLI names the app command it ran (`<app>: Subprocess exited with error 2`); the docs quote that line,
+    # and teach the current flag names (the deprecated ones are named only where commands.md says so).
+    app = json.loads((REPO / "cdk.json").read_text())["app"]
+    for page in [REPO / "README.md", *PAGES]:
+        text = page.read_text()
+        for quoted in re.findall(r"`([^`]+): Subprocess exited with error", text):
+            assert quoted == app, (page.name, quoted)
+        assert "from\n`python app.py`" not in text and "from `python app.py`" not in text, page.name
+        assert not re.search(r"\bbench [^`\n]*--render\b", text), page.name
