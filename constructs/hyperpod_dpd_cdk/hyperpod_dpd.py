@@ -40,7 +40,7 @@ from hyperpod_dpd_cdk.hyperpod_cluster import (
     group_name,
     instance_groups_for,
 )
-from hyperpod_dpd_cdk.hyperpod_dependencies import HyperPodDependencies
+from hyperpod_dpd_cdk.hyperpod_dependencies import HyperPodDependencies, chart_dir_problems
 from hyperpod_dpd_cdk.inference_operator import InferenceOperator
 from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
 from hyperpod_dpd_cdk.model_bucket import (
@@ -561,7 +561,8 @@ class Composition:
                 *network_problems(hyperpod.availability_zone_id, region, vpc=self._vpc,
                                   hyperpod_subnet_ids=hyperpod.subnet_ids),
                 *model_bucket_problems(specs, existing_bucket_name=existing_bucket_name, region=region),
-                *bucket_object_problems(bucket, specs)]
+                *bucket_object_problems(bucket, specs),
+                *chart_dir_problems(hyperpod.dependency_chart_dir)]
 
     def _instance_groups(self, specs: Sequence[DpdSpec]) -> list[InstanceGroup]:
         """One prefill and one decode group per endpoint, then each aggregated twin's group."""

@@ -144,6 +144,15 @@ def test_unprepared_dependency_chart(tmp_path: Path) -> None:
     assert "helm dependency" in problem.message and "prepare_hyperpod_chart.sh" in problem.fix
 
 
+def test_a_missing_dependency_chart_is_reported_with_the_other_option_problems(tmp_path: Path) -> None:
+    # One run names every problem: the chart folder used to surface only in the run after the others were fixed.
+    with pytest.raises(SpecError) as error:
+        build(dependency_chart_dir=tmp_path / "missing", admin_role_arns=["ADMIN"])
+    found = problems(error)
+    assert found["dependency_chart_dir"].message == "has no Chart.yaml (not a Helm chart folder)"
+    assert "admin_role_arns[0]" in found
+
+
 def test_existing_cluster_needs_its_vpc() -> None:
     with pytest.raises(SpecError) as error:
         build(existing_cluster=ExistingEksCluster(cluster_name="platform", oidc_issuer_url="https://oidc.example"))
