@@ -169,10 +169,6 @@ def certificate_region_problems(spec: DpdSpec, *, region: str, field: str) -> It
 def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_arn: str | None,
                       availability_zone_id: str = DEFAULT_AVAILABILITY_ZONE_ID) -> Iterator[Problem]:
     """Every problem of the hosted endpoints, each field prefixed with ``endpoints[i].``."""
-    if not specs:
-        yield Problem(field="endpoints", value=[], message="is empty; the stack hosts at least one endpoint",
-                      fix="pass endpoints=[spec] (the app uses the embedded default spec)")
-        return
     for i, spec in enumerate(specs):
         try:
             check(spec)
@@ -708,10 +704,24 @@ class HyperPodDpd(Construct, Composition):
     Creation order: network, buckets and EKS; then the HyperPod dependency chart; then the HyperPod
     cluster; then the inference operator's prerequisite add-ons and the operator; then the endpoints.
     Every input is checked first and all problems are raised together as one ``SpecError``.
-    :meth:`add_endpoint` hosts one more endpoint on the same cluster. One per stack: the operator's
-    role name and the outputs that ``hyperpod-dpd bench`` and ``verify`` read are named after the stack.
+    :meth:`add_endpoint` hosts one more endpoint on the same cluster, so a platform may start empty and get
+    its endpoints later (at synthesis it must host one: a HyperPod cluster needs an instance group). One per
+    stack: the operator's role name and the outputs that ``hyperpod-dpd bench`` and ``verify`` read are
+    named after the stack.
 
-    :param endpoints: the DPD specs to host (one at least), one prefill and one decode instance group each.
+    The parts, for adding your own resources beside them (docs/stack.md, "What the construct exposes"):
+    ``eks`` (``eks.cluster`` is the ``aws_eks_v2`` cluster: ``add_helm_chart``, ``add_manifest``),
+    ``hyperpod`` (the HyperPod cluster: ``cluster_arn``, ``instance_groups``), ``network`` (``vpc``,
+    ``hyperpod_subnet``), ``security_group``, ``model_bucket`` (a ``ModelBucket``; ``model_bucket.bucket``
+    is the ``s3.IBucket``), ``execution_role`` (the nodes' role), ``operator`` (the inference operator
+    add-on and its roles), ``endpoints`` (one ``DpdEndpoint`` per spec, in order) and ``endpoint_specs``,
+    ``weights_staging`` (by endpoint name), ``token_secret``, ``observability``, ``benchmark_access``,
+    ``aggregated_twins``, ``network_policies``, ``namespaces``, ``teardown`` and ``cluster_name``; and the
+    rest of the platform's own parts: ``lifecycle`` (the nodes' lifecycle scripts), ``hyperpod_dependencies``
+    (the dependency chart and device plugins), ``teardown_handler``, ``log_groups`` and ``guardduty_cleanup``.
+
+    :param endpoints: the DPD specs to host, one prefill and one decode instance group each.
+        :default: - none yet: add them with :meth:`add_endpoint` before synthesis
     :param vpc: an existing VPC (``IVpc``, or ``ExistingVpc`` ids). :default: - a new VPC
     :param model_bucket: the specs' bucket exists already: a bucket object, or its name.
         :default: - create the bucket the specs name (retained), or one with a generated name when no spec reads S3
@@ -731,17 +741,17 @@ class HyperPodDpd(Construct, Composition):
         into the model bucket (``WeightsStaging``; 15 minutes to 12 hours). :default: 4 hours
     """
 
-    def __init__(self, scope: Construct, id: str, *, endpoints: Sequence[DpdSpec],
+    def __init__(self, scope: Construct, id: str, *, endpoints: Sequence[DpdSpec] = (),
                  vpc: ec2.IVpc | ExistingVpc | None = None, model_bucket: s3.IBucket | str | None = None,
                  hyperpod: HyperPodOptions | None = None, cluster: ClusterOptions | None = None,
                  observability: ObservabilityOptions | None = ObservabilityOptions(),  # noqa: B008 - frozen
                  benchmark: bool = True, aggregated_baseline: bool = False,
                  allow_internet_facing_load_balancers: bool = False, teardown: TeardownTiming | None = None,
-                 weights_staging_timeout: Duration = DEFAULT_WAIT) -> None:
+                 weights_staging_timeout: Duration | None = None) -> None:
         super().__init__(scope, id)
         self._compose(self, endpoints=endpoints, vpc=vpc, model_bucket=model_bucket,
                       hyperpod=hyperpod or HyperPodOptions(), cluster=cluster or ClusterOptions(),
                       observability=observability, benchmark=benchmark,
                       aggregated_baseline=aggregated_baseline,
                       allow_internet_facing_load_balancers=allow_internet_facing_load_balancers, teardown=teardown,
-                      weights_staging_timeout=weights_staging_timeout)
+                      weights_staging_timeout=weights_staging_timeout or DEFAULT_WAIT)

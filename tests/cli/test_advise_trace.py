@@ -192,7 +192,8 @@ def test_plan_trace_without_the_advisor_names_the_extra(files: dict[str, Path], 
     monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.perf_database", None)
     code, _, err = _run(capsys, "plan", files["plain"], "--trace", files["one"])
     assert code == 2
-    assert "prefill.autoscaling.slo.capacity_tokens_per_s" in err and "pip install '.[advisor]' in the hyperpod-dpd checkout" in err
+    assert "prefill.autoscaling.slo.capacity_tokens_per_s" in err
+    assert "pip install '.[advisor]' in the hyperpod-dpd checkout" in err
     assert "Traceback" not in err
 
 

@@ -381,7 +381,8 @@ def _cluster_probe(targets: VerifyTargets, sagemaker: Callable[[], SageMakerClie
 
     def probe() -> Check:
         if not chosen:
-            name, problem = find_cluster_name(sagemaker(), targets.region)
+            # A SageMaker client exists only once a region is known; "the region" is never shown in practice.
+            name, problem = find_cluster_name(sagemaker(), targets.region or "the region")
             if problem is not None or name is None:
                 return problem or skipped(CLUSTER, "no cluster name")
             chosen.append(name)
