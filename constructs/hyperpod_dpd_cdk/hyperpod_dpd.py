@@ -316,6 +316,19 @@ def model_output(source: object, *, staged_bucket: str, region: str) -> dict[str
     return None
 
 
+def bucket_description(specs: Sequence[DpdSpec]) -> str:
+    """The model bucket output's description: what the user uploads, and what the stack stages itself."""
+    uploads = any(isinstance(s.model.source, S3Source) for s in specs)
+    staged = any(isinstance(s.model.source, HuggingFaceSource) for s in specs)
+    upload = "Upload weights to s3://<this>/<model prefix>/ before the endpoints start"
+    stage = "the stack stages each huggingface source's revision here itself (huggingface/<model id>/<revision>/)"
+    if staged and not uploads:
+        return f"The model bucket: {stage}; nothing to upload"
+    if staged:
+        return f"{upload} (the s3 sources); {stage}"
+    return upload
+
+
 def model_prefixes(specs: Sequence[DpdSpec]) -> list[str]:
     """The key prefixes the endpoints read in the model bucket, sorted."""
     return sorted({p for s in specs if (p := weights_prefix(s)) is not None})
@@ -532,6 +545,7 @@ class Composition:
             self.operator.add_model_prefixes(new_prefixes)
         self._allow_data_capture([spec])
         self._build_endpoints((spec,))
+        self._bucket_output.description = bucket_description(self.endpoint_specs)
         return self.endpoints[-1]
 
     def _problems(self, specs: Sequence[DpdSpec]) -> list[Problem]:
@@ -669,8 +683,8 @@ class Composition:
         self._output(stack_outputs.EKS_CLUSTER, value=self.eks.cluster_name)
         self._output(stack_outputs.HYPERPOD_CLUSTER, value=self.cluster_name)
         self._output(stack_outputs.HYPERPOD_CLUSTER_ARN, value=self.hyperpod.cluster_arn)
-        self._output(stack_outputs.MODEL_BUCKET, value=self.model_bucket.bucket.bucket_name,
-                     description="Upload weights to s3://<this>/<model prefix>/ before the endpoints start")
+        self._bucket_output = self._output(stack_outputs.MODEL_BUCKET, value=self.model_bucket.bucket.bucket_name,
+                                           description=bucket_description(self.endpoint_specs))
         self._output(stack_outputs.SYSTEM_NODE_SELECTOR, value=",".join(
             f"{k}={v}" for k, v in (SYSTEM_POOL if self.eks.system_nodes else {}).items()) or stack_outputs.NO_SELECTOR,
                      description="Labels of the CPU nodes the benchmark Job runs on (none: any non-HyperPod node)")
