@@ -187,14 +187,14 @@ def deploy_cost(*, short: bool = False) -> str:
     name = cost.usage.instance_type.facts.name
     if short:  # the README: the figure and where the rest is
         return textwrap.fill(
-            f"**What it costs:** the default spec's {cost.usage.nodes} × `{name}`, about "
+            f"**What it costs:** the default spec's {cost.usage.nodes} x `{name}`, about "
             f"**${cost.usd_per_hour:,.2f} an hour** (${cost.usd_per_hour * 24:,.0f} a day), bill from the cluster's "
             "creation until `cdk destroy`; EKS, NAT and system nodes come on top ([docs/deploy.md](docs/deploy.md)).",
             width=110, break_on_hyphens=False)
     return textwrap.fill(
-        f"**What it costs:** the default spec's {cost.usage.nodes} × `{name}` are about "
+        f"**What it costs:** the default spec's {cost.usage.nodes} x `{name}` are about "
         f"**${cost.usd_per_hour:,.2f} an hour** (${cost.usd_per_hour * 24:,.0f} a day) at "
-        f"{cost.usage.nodes} × {cost.price.describe()}. The GPU nodes bill from the HyperPod cluster's creation, "
+        f"{cost.usage.nodes} x {cost.price.describe()}. The GPU nodes bill from the HyperPod cluster's creation, "
         "weight staging included, until `cdk destroy`; EKS, the NAT gateway and the two system nodes come on "
         "top (EKS: $0.60 a cluster-hour on extended support, the default, $0.10 on standard). "
         "`hyperpod-dpd validate my-spec.yaml` prints the figure for your spec.", width=110, break_on_hyphens=False)

@@ -158,8 +158,8 @@ def test_the_docs_quote_the_cdk_app_as_cdk_json_runs_it_and_no_deprecated_flag()
 @pytest.mark.parametrize("page", ["README.md", "docs/deploy.md", "docs/zero-to-endpoint.md"])
 def test_the_deploy_pages_give_the_hourly_cost_validate_prints(page: str) -> None:
     # validate prints the cost; the pages a user reads before `cdk deploy` gave none.
-    from hyperpod_dpd.contracts.prices import node_cost  # noqa: PLC0415
-    from hyperpod_dpd.spec.defaults import default_spec  # noqa: PLC0415
+    from hyperpod_dpd.contracts.prices import node_cost
+    from hyperpod_dpd.spec.defaults import default_spec
 
     hourly = node_cost(default_spec().node_usage()).usd_per_hour
     assert hourly is not None
