@@ -165,3 +165,18 @@ def test_the_deploy_pages_give_the_hourly_cost_validate_prints(page: str) -> Non
     assert hourly is not None
     text = (REPO / page).read_text().replace("\n", " ")
     assert f"**${hourly:,.2f} an hour**" in text and "until `cdk destroy`" in text
+
+
+def test_the_install_sizes_agree_across_the_makefile_readme_and_setup_page() -> None:
+    # They said ~2 GB, about 3 GB and 2,782 MB for the same install; the Makefile now holds the measured figures.
+    makefile = (REPO / "Makefile").read_text()
+    synth = re.search(r"^SYNTH_SIZE := (.+)$", makefile, re.MULTILINE)
+    test = re.search(r"^TEST_SIZE := (.+)$", makefile, re.MULTILINE)
+    assert synth is not None and test is not None
+    readme = (REPO / "README.md").read_text()
+    assert f"(~{synth.group(1)}," in readme and f"(~{test.group(1)} more)" in readme
+    setup = (REPO / "docs" / "setup.md").read_text().replace("\n", " ")
+    assert f"`make synth` takes about {synth.group(1)} and `make test` adds about {test.group(1)} more" in setup
+    assert "(about $(SYNTH_SIZE);" in makefile and "(about $(TEST_SIZE) more;" in makefile
+    figures = set(re.findall(r"~?(\d+(?:\.\d+)?) GB", readme + makefile + setup))
+    assert figures <= {synth.group(1).split()[0], test.group(1).split()[0], "0.3"}, figures  # 0.3: checkov's venv
