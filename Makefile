@@ -11,6 +11,11 @@ TEST_STAMP := $(VENV)/.installed-test
 SYNTH_EXTRAS := observability
 TEST_EXTRAS := dev,advisor,bench,observability
 MIN_PYTHON := 3.11
+# What each level takes on disk (du of .venv after a fresh `make synth`, then what `make test` adds, checkov's venv and
+# the bytecode caches included; Linux x86_64, Python 3.11). The README and docs/setup.md quote these two figures,
+# and tests/docs/test_docs.py holds them equal; docs/setup.md's table splits them per extra (package files only).
+SYNTH_SIZE := 0.9 GB
+TEST_SIZE := 2.6 GB
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP_FLAGS := --progress-bar off
 
@@ -39,23 +44,27 @@ endef
 # fetch build tools no lock pins.
 LOCKS := locks
 LOCKED_INSTALL := -m pip install $(PIP_FLAGS) --require-hashes --only-binary=:all:
-SHOW_PACKAGES := grep --line-buffered -E '^(Collecting|Installing|Successfully)' || true
+# pip's lines, and a line where it unpacks for a minute without a word (scripts/pip_lines.awk).
+SHOW_PACKAGES := awk -v VENV=$(VENV) -f scripts/pip_lines.awk || true
 
 $(SYNTH_STAMP): pyproject.toml $(LOCKS)/synth.txt $(LOCKS)/build.txt
 	@$(CHECK_PYTHON)
 	@test -d $(VENV) || { echo ">>> creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
 	@echo ">>> installing hyperpod-dpd with [$(SYNTH_EXTRAS)] as $(LOCKS)/synth.txt pins it: aws-cdk-lib, its Node.js"
-	@echo "    runtime, cdk8s, boto3, the Kubernetes client (about 0.9 GB; 2-7 minutes, mostly download; one line per package follows)"
+	@echo "    runtime, cdk8s, boto3, the Kubernetes client (about $(SYNTH_SIZE); 2-7 minutes, mostly download; one line per package follows)"
 	$(BIN)/python $(LOCKED_INSTALL) -r $(LOCKS)/synth.txt | $(SHOW_PACKAGES)
 	@$(BIN)/python scripts/lock.py check synth --allow-more --without-project || { \
 	  echo "error: the install above failed; see its messages"; exit 1; }
+	@echo ">>> linking this checkout into $(VENV) (an editable install: edits take effect without reinstalling). setuptools"
+	@echo "    prints a boxed BuildBackendWarning about folders named like the package: no such folder is at the top of"
+	@echo "    this checkout (the packages live under k8s/ and constructs/), so it does not apply; docs/setup.md says why"
 	$(BIN)/python -m pip install $(PIP_FLAGS) --quiet --no-deps --build-constraint $(LOCKS)/build.txt -e .
 	@$(BIN)/python scripts/lock.py check synth --allow-more
 	@touch $@
 
 $(TEST_STAMP): $(SYNTH_STAMP) $(LOCKS)/test.txt $(LOCKS)/checkov.txt
 	@echo ">>> installing the test tools and extras [$(TEST_EXTRAS)] as $(LOCKS)/test.txt pins them: pytest, mypy,"
-	@echo "    cfn-lint, moto, the advisor's performance database, genai-bench and aiperf (about 3 GB more; 4-10 minutes)"
+	@echo "    cfn-lint, moto, the advisor's performance database, genai-bench and aiperf (about $(TEST_SIZE) more; 4-10 minutes)"
 	$(BIN)/python $(LOCKED_INSTALL) -r $(LOCKS)/test.txt | $(SHOW_PACKAGES)
 	$(BIN)/python scripts/lock.py check test --remove-unlisted
 	@echo ">>> installing checkov in $(VENV)/checkov as $(LOCKS)/checkov.txt pins it (its own venv: it pins older boto3; ~0.3 GB, 1 minute)"

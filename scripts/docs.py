@@ -217,8 +217,33 @@ def endpoint_cost() -> str:
         f"first, {room + 1} in all; HyperPod's 100 instance groups allow 50.", width=110, break_on_hyphens=False)
 
 
+def deploy_cost(*, short: bool = False) -> str:
+    """What the default spec's nodes cost an hour, from the price table ``validate`` prints from."""
+    from hyperpod_dpd.contracts.prices import node_cost  # noqa: PLC0415
+    from hyperpod_dpd.spec.defaults import default_spec  # noqa: PLC0415
+
+    cost = node_cost(default_spec().node_usage())
+    assert cost.price is not None and cost.usd_per_hour is not None, "the default instance type has a price"
+    name = cost.usage.instance_type.facts.name
+    if short:  # the README: the figure and where the rest is
+        return textwrap.fill(
+            f"**What it costs:** the default spec's {cost.usage.nodes} x `{name}`, about "
+            f"**${cost.usd_per_hour:,.2f} an hour** (${cost.usd_per_hour * 24:,.0f} a day), bill from the cluster's "
+            "creation until `cdk destroy`; EKS, NAT and system nodes come on top ([docs/deploy.md](docs/deploy.md)).",
+            width=110, break_on_hyphens=False)
+    return textwrap.fill(
+        f"**What it costs:** the default spec's {cost.usage.nodes} x `{name}` are about "
+        f"**${cost.usd_per_hour:,.2f} an hour** (${cost.usd_per_hour * 24:,.0f} a day) at "
+        f"{cost.usage.nodes} x {cost.price.describe()}. The GPU nodes bill from the HyperPod cluster's creation, "
+        "weight staging included, until `cdk destroy`; EKS, the NAT gateway and the two system nodes come on "
+        "top (EKS: $0.60 a cluster-hour on extended support, the default, $0.10 on standard). "
+        "`hyperpod-dpd validate my-spec.yaml` prints the figure for your spec.", width=110, break_on_hyphens=False)
+
+
 GENERATED: dict[str, dict[str, Callable[[], str]]] = {
-    "README.md": {"cdk-cli": cdk_cli_requirement},
+    "README.md": {"cdk-cli": cdk_cli_requirement, "deploy-cost": lambda: deploy_cost(short=True)},
+    "docs/deploy.md": {"deploy-cost": deploy_cost},
+    "docs/zero-to-endpoint.md": {"deploy-cost": deploy_cost},
     "docs/setup.md": {"cdk-cli": cdk_cli_requirement},
     "docs/spec.md": {"spec-fields": spec_fields_table},
     "docs/commands.md": {"commands": command_table, "exit-codes": exit_codes_block},

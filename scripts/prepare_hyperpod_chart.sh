@@ -21,9 +21,13 @@ repository="$(sed -n 's/^HYPERPOD_CLI_REPOSITORY = "\(.*\)"$/\1/p' "$versions")"
 revision="${HYPERPOD_CLI_REVISION:-$pinned}"
 dest="${1:-$here/build/sagemaker-hyperpod-cli}"
 
-for tool in git helm; do
-  command -v "$tool" >/dev/null || { echo "error: $tool is not installed" >&2; exit 1; }
-done
+command -v git >/dev/null || { echo "error: git is not installed; install git, then rerun this script" >&2; exit 1; }
+helm_help="install helm 3.8 or newer (it pulls cert-manager from an OCI registry): https://helm.sh/docs/intro/install/"
+command -v helm >/dev/null || { echo "error: helm is not installed; $helm_help" >&2; exit 1; }
+helm_version="$(helm version --template '{{.Version}}' 2>/dev/null || true)"
+case "$helm_version" in
+  v3.[0-7].*|v3.[0-7]|v2.*|v1.*) echo "error: helm is $helm_version; $helm_help" >&2; exit 1 ;;
+esac
 [ -n "$revision" ] || { echo "error: no revision found in $versions" >&2; exit 1; }
 
 if [ ! -d "$dest/.git" ]; then

@@ -33,6 +33,7 @@ from hyperpod_dpd.contracts.stack_defaults import (
 )
 from hyperpod_dpd.errors import EXIT_INTERNAL, internal_error_line
 from hyperpod_dpd.spec.defaults import default_spec
+from hyperpod_dpd.spec.loading import DASH
 from hyperpod_dpd.validation import load_checked_spec
 from hyperpod_dpd_cdk._private.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster
@@ -234,6 +235,10 @@ def _specs(context: Mapping[str, Any]) -> list[DpdSpec]:
     paths = _list(context.get("spec"))
     if not paths:
         return [default_spec()]
+    if DASH in paths:  # the CDK CLI starts the app with no standard input: "-" would read an empty spec
+        raise SpecError([Problem(field="spec", value=DASH, message="reads standard input, which the CDK CLI does "
+                                 "not pass to the app", fix="write the spec to a file and pass -c spec=FILE; "
+                                 "'hyperpod-dpd synth -' reads standard input")], source="-c spec", what="CDK context")
     specs, problems = [], []
     for path in paths:
         try:  # SLO autoscaling's capacities are computed and pinned by the construct (HyperPodDpd)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import jsii
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from hyperpod_dpd import DpdSpec, InstanceType, Problem, SpecError
 from hyperpod_dpd.errors import raise_if_any
@@ -89,11 +90,22 @@ def instance_group_problems(groups: Sequence[InstanceGroup], *, field: str = "in
 
 
 def _groups_problems(groups: Sequence[InstanceGroup]) -> list[Problem]:
-    problems = list(instance_group_problems(groups))
-    if not groups:
-        problems.append(Problem(field="instance_groups", value=[], message="is empty",
-                                fix="host at least one endpoint"))
-    return problems
+    return list(instance_group_problems(groups))
+
+
+@jsii.implements(IValidation)
+class _HasInstanceGroups:
+    """A cluster may start without groups (``HyperPodDpd`` created empty, endpoints added later), not synthesize so."""
+
+    def __init__(self, cluster: HyperPodCluster) -> None:
+        self._cluster = cluster
+
+    def validate(self) -> list[str]:
+        if self._cluster.instance_groups:
+            return []
+        return [Problem(field="endpoints", value=[], message="is still empty at synthesis: a HyperPod cluster needs "
+                        "at least one instance group, and the groups are the endpoints' roles",
+                        fix="call add_endpoint(spec) before the app synthesizes").render()]
 
 
 class HyperPodCluster(Construct):
@@ -105,7 +117,7 @@ class HyperPodCluster(Construct):
     :param cluster_name: 1-63 letters, digits, hyphens. :param eks_cluster_arn: the orchestrator.
     :param subnet: the single-AZ HyperPod subnet. :param security_group: the EFA group.
     :param execution_role: the instance role. :param lifecycle: the uploaded on-create script.
-    :param instance_groups: at least one.
+    :param instance_groups: at least one by synthesis (``replace_instance_groups`` sets them later).
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster_name: str, eks_cluster_arn: str,
@@ -132,6 +144,7 @@ class HyperPodCluster(Construct):
             instance_groups=[self._group(g, execution_role, lifecycle) for g in instance_groups])
         self.cluster_arn = self.resource.attr_cluster_arn
         self.cluster_name = cluster_name
+        self.node.add_validation(_HasInstanceGroups(self))
 
     def replace_instance_groups(self, instance_groups: Sequence[InstanceGroup]) -> None:
         """The cluster's groups from now on, in this order (every endpoint's, when one is added later)."""

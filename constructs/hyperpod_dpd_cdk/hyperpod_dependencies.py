@@ -9,7 +9,8 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from hyperpod_dpd import InstanceType, Problem, SpecError
+from hyperpod_dpd import InstanceType, Problem
+from hyperpod_dpd.errors import raise_if_any
 from hyperpod_dpd_cdk import versions
 from hyperpod_dpd_cdk._private.nag import acknowledge, pseudo
 from hyperpod_dpd_cdk.ownership import ClusterOwnership
@@ -108,6 +109,14 @@ class HyperPodDependencies(Construct):
 
 def check_chart_dir(folder: Path) -> None:
     """A prepared chart has ``Chart.yaml`` and its dependencies vendored under ``charts/``."""
+    raise_if_any(chart_dir_problems(folder))
+
+
+def chart_dir_problems(folder: str | Path | None) -> list[Problem]:
+    """What :func:`check_chart_dir` refuses, for the platform to report with its other problems (none for ``None``)."""
+    if folder is None:
+        return []
+    folder = Path(folder)
     problems = []
     if not (folder / "Chart.yaml").is_file():
         problems.append(Problem(field="dependency_chart_dir", value=str(folder),
@@ -118,5 +127,4 @@ def check_chart_dir(folder: Path) -> None:
                                 message="has no vendored dependencies (charts/*.tgz); the kubectl provider "
                                         "cannot run 'helm dependency update'",
                                 fix="run scripts/prepare_hyperpod_chart.sh, which runs 'helm dependency build'"))
-    if problems:
-        raise SpecError(problems)
+    return problems

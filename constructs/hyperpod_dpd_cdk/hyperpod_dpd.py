@@ -41,7 +41,7 @@ from hyperpod_dpd_cdk.hyperpod_cluster import (
     group_name,
     instance_groups_for,
 )
-from hyperpod_dpd_cdk.hyperpod_dependencies import HyperPodDependencies
+from hyperpod_dpd_cdk.hyperpod_dependencies import HyperPodDependencies, chart_dir_problems
 from hyperpod_dpd_cdk.inference_operator import InferenceOperator
 from hyperpod_dpd_cdk.lifecycle import HyperPodExecutionRole, LifecycleScripts
 from hyperpod_dpd_cdk.model_bucket import (
@@ -171,10 +171,6 @@ def certificate_region_problems(spec: DpdSpec, *, region: str, field: str) -> It
 def endpoint_problems(specs: Sequence[DpdSpec], *, region: str, training_plan_arn: str | None,
                       availability_zone_id: str = DEFAULT_AVAILABILITY_ZONE_ID) -> Iterator[Problem]:
     """Every problem of the hosted endpoints, each field prefixed with ``endpoints[i].``."""
-    if not specs:
-        yield Problem(field="endpoints", value=[], message="is empty; the stack hosts at least one endpoint",
-                      fix="pass endpoints=[spec] (the app uses the embedded default spec)")
-        return
     for i, spec in enumerate(specs):
         try:
             check(spec)
@@ -350,6 +346,19 @@ def model_output(source: object, *, staged_bucket: str, region: str) -> dict[str
     if isinstance(source, HuggingFaceSource):
         return {"bucket": staged_bucket, "prefix": staged_prefix(source), "region": region}
     return None
+
+
+def bucket_description(specs: Sequence[DpdSpec]) -> str:
+    """The model bucket output's description: what the user uploads, and what the stack stages itself."""
+    uploads = any(isinstance(s.model.source, S3Source) for s in specs)
+    staged = any(isinstance(s.model.source, HuggingFaceSource) for s in specs)
+    upload = "Upload weights to s3://<this>/<model prefix>/ before the endpoints start"
+    stage = "the stack stages each huggingface source's revision here itself (huggingface/<model id>/<revision>/)"
+    if staged and not uploads:
+        return f"The model bucket: {stage}; nothing to upload"
+    if staged:
+        return f"{upload} (the s3 sources); {stage}"
+    return upload
 
 
 def model_prefixes(specs: Sequence[DpdSpec]) -> list[str]:
@@ -569,6 +578,7 @@ class Composition:
             self.operator.add_model_prefixes(new_prefixes)
         self._allow_data_capture([spec])
         self._build_endpoints((spec,))
+        self._bucket_output.description = bucket_description(self.endpoint_specs)
         return self.endpoints[-1]
 
     def _problems(self, specs: Sequence[DpdSpec]) -> list[Problem]:
@@ -596,7 +606,8 @@ class Composition:
                 *model_bucket_problems(specs, existing_bucket_name=existing_bucket_name, region=region),
                 *region_problems(region, availability_zone_id=hyperpod.availability_zone_id),
                 *bucket_name_problems(bucket),
-                *bucket_object_problems(bucket, specs)]
+                *bucket_object_problems(bucket, specs),
+                *chart_dir_problems(hyperpod.dependency_chart_dir)]
 
     def _instance_groups(self, specs: Sequence[DpdSpec]) -> list[InstanceGroup]:
         """One prefill and one decode group per endpoint, then each aggregated twin's group."""
@@ -709,8 +720,8 @@ class Composition:
         self._output(stack_outputs.EKS_CLUSTER, value=self.eks.cluster_name)
         self._output(stack_outputs.HYPERPOD_CLUSTER, value=self.cluster_name)
         self._output(stack_outputs.HYPERPOD_CLUSTER_ARN, value=self.hyperpod.cluster_arn)
-        self._output(stack_outputs.MODEL_BUCKET, value=self.model_bucket.bucket.bucket_name,
-                     description="Upload weights to s3://<this>/<model prefix>/ before the endpoints start")
+        self._bucket_output = self._output(stack_outputs.MODEL_BUCKET, value=self.model_bucket.bucket.bucket_name,
+                                           description=bucket_description(self.endpoint_specs))
         self._output(stack_outputs.SYSTEM_NODE_SELECTOR, value=",".join(
             f"{k}={v}" for k, v in (SYSTEM_POOL if self.eks.system_nodes else {}).items()) or stack_outputs.NO_SELECTOR,
                      description="Labels of the CPU nodes the benchmark Job runs on (none: any non-HyperPod node)")
@@ -744,10 +755,24 @@ class HyperPodDpd(Construct, Composition):
     Creation order: network, buckets and EKS; then the HyperPod dependency chart; then the HyperPod
     cluster; then the inference operator's prerequisite add-ons and the operator; then the endpoints.
     Every input is checked first and all problems are raised together as one ``SpecError``.
-    :meth:`add_endpoint` hosts one more endpoint on the same cluster. One per stack: the operator's
-    role name and the outputs that ``hyperpod-dpd bench`` and ``verify`` read are named after the stack.
+    :meth:`add_endpoint` hosts one more endpoint on the same cluster, so a platform may start empty and get
+    its endpoints later (at synthesis it must host one: a HyperPod cluster needs an instance group). One per
+    stack: the operator's role name and the outputs that ``hyperpod-dpd bench`` and ``verify`` read are
+    named after the stack.
 
-    :param endpoints: the DPD specs to host (one at least), one prefill and one decode instance group each.
+    The parts, for adding your own resources beside them (docs/stack.md, "What the construct exposes"):
+    ``eks`` (``eks.cluster`` is the ``aws_eks_v2`` cluster: ``add_helm_chart``, ``add_manifest``),
+    ``hyperpod`` (the HyperPod cluster: ``cluster_arn``, ``instance_groups``), ``network`` (``vpc``,
+    ``hyperpod_subnet``), ``security_group``, ``model_bucket`` (a ``ModelBucket``; ``model_bucket.bucket``
+    is the ``s3.IBucket``), ``execution_role`` (the nodes' role), ``operator`` (the inference operator
+    add-on and its roles), ``endpoints`` (one ``DpdEndpoint`` per spec, in order) and ``endpoint_specs``,
+    ``weights_staging`` (by endpoint name), ``token_secret``, ``observability``, ``benchmark_access``,
+    ``aggregated_twins``, ``network_policies``, ``namespaces``, ``teardown`` and ``cluster_name``; and the
+    rest of the platform's own parts: ``lifecycle`` (the nodes' lifecycle scripts), ``hyperpod_dependencies``
+    (the dependency chart and device plugins), ``teardown_handler``, ``log_groups`` and ``guardduty_cleanup``.
+
+    :param endpoints: the DPD specs to host, one prefill and one decode instance group each.
+        :default: - none yet: add them with :meth:`add_endpoint` before synthesis
     :param vpc: an existing VPC (``IVpc``, or ``ExistingVpc`` ids). :default: - a new VPC
     :param model_bucket: the specs' bucket exists already: a bucket object, or its name.
         :default: - create the bucket the specs name (retained), or one with a generated name when no spec reads S3
@@ -767,13 +792,13 @@ class HyperPodDpd(Construct, Composition):
         into the model bucket (``WeightsStaging``; 15 minutes to 12 hours). :default: 4 hours
     """
 
-    def __init__(self, scope: Construct, id: str, *, endpoints: Sequence[DpdSpec],
+    def __init__(self, scope: Construct, id: str, *, endpoints: Sequence[DpdSpec] = (),
                  vpc: ec2.IVpc | ExistingVpc | None = None, model_bucket: s3.IBucket | str | None = None,
                  hyperpod: HyperPodOptions | None = None, cluster: ClusterOptions | None = None,
                  observability: ObservabilityOptions | None = ObservabilityOptions(),  # noqa: B008 - frozen
                  benchmark: bool = True, aggregated_baseline: bool = False,
                  allow_internet_facing_load_balancers: bool = False, teardown: TeardownTiming | None = None,
-                 weights_staging_timeout: Duration = DEFAULT_WAIT) -> None:
+                 weights_staging_timeout: Duration | None = None) -> None:
         super().__init__(scope, id)
         raise_if_any(option_type_problems({
             "hyperpod": (hyperpod, HyperPodOptions), "cluster": (cluster, ClusterOptions),
@@ -784,4 +809,4 @@ class HyperPodDpd(Construct, Composition):
                       observability=observability, benchmark=benchmark,
                       aggregated_baseline=aggregated_baseline,
                       allow_internet_facing_load_balancers=allow_internet_facing_load_balancers, teardown=teardown,
-                      weights_staging_timeout=weights_staging_timeout)
+                      weights_staging_timeout=weights_staging_timeout or DEFAULT_WAIT)

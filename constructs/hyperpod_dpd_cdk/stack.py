@@ -94,7 +94,7 @@ class HyperPodDpdStack(Stack, Composition):
                  aggregated_baseline: bool = False, allow_internet_facing_load_balancers: bool = False,
                  eks_endpoint_access: ClusterEndpointAccess | None = None, cluster_creator_admin: bool = True,
                  network_policies: bool = False, teardown: TeardownTiming | None = None,
-                 weights_staging_timeout: Duration = DEFAULT_WAIT, kubernetes_version: str = KUBERNETES_VERSION,
+                 weights_staging_timeout: Duration | None = None, kubernetes_version: str = KUBERNETES_VERSION,
                  support_type: SupportType = SupportType.EXTENDED, preinstalled_addons: Sequence[str] = (),
                  bundled_load_balancer_controller: bool = True, bundled_keda: bool = True,
                  **stack_props: Any) -> None:
@@ -120,4 +120,4 @@ class HyperPodDpdStack(Stack, Composition):
                            else ObservabilityOptions() if observability else None),
             benchmark=benchmark, aggregated_baseline=aggregated_baseline,
             allow_internet_facing_load_balancers=allow_internet_facing_load_balancers, teardown=teardown,
-            weights_staging_timeout=weights_staging_timeout)
+            weights_staging_timeout=weights_staging_timeout or DEFAULT_WAIT)

@@ -208,7 +208,8 @@ class HuggingFaceTokenSecret(Construct):
         self.secret_arn = self.secret.secret_arn
         acknowledge(self.secret, "SMG4", "A Hugging Face token is issued and revoked on the Hub; Secrets Manager "
                     "cannot rotate it.")
-        CfnOutput(self, "FillCommand", description="Store a Hugging Face read token for the weights staging Job",
+        CfnOutput(self, "FillCommand", description="Store a Hugging Face read token for the weights staging Job: "
+                  "needed for gated or private models only (public ones stage without it)",
                   value=f"aws secretsmanager put-secret-value --region {stack.region} --secret-id "
                         f"{self.secret_arn} --secret-string '{{\"token\":\"hf_...\"}}'")
 

@@ -18,6 +18,12 @@ EXIT_INTERNAL = 70  # the exit status of a bug, in every command and the CDK app
 _PACKAGES = ("hyperpod_dpd", "hyperpod_dpd_cdk")
 
 
+def install_extra(extra: str) -> str:
+    """How to add an optional extra: from the checkout, since hyperpod-dpd is not published on PyPI."""
+    return (f"pip install '.[{extra}]' in the hyperpod-dpd checkout (it is not on PyPI; `make test` installs "
+            "every extra)")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Problem:
     """One thing wrong with a spec: where, what was given, why it is wrong and how to fix it."""

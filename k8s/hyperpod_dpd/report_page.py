@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hyperpod_dpd.errors import install_extra
+
 BENCH_EXTRA = "bench"
 HTML_FILE = "report.html"
 JSON_FILE = "report.json"
@@ -64,7 +66,7 @@ def write_page(folder: Path, *, title: str, text: str, data: Mapping[str, Any], 
     try:
         from matplotlib import rc_context  # noqa: PLC0415 - the bench extra's
     except ImportError:
-        note: str | None = f"no pictures: they need matplotlib (pip install 'hyperpod-dpd[{BENCH_EXTRA}]')"
+        note: str | None = f"no pictures: they need matplotlib ({install_extra(BENCH_EXTRA)})"
         pictures: list[tuple[str, str | None]] = []
     else:
         note, pictures = None, []

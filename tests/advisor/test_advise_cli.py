@@ -12,6 +12,7 @@ from support import write_spec
 from syrupy.assertion import SnapshotAssertion
 
 from hyperpod_dpd.cli import main
+from hyperpod_dpd.spec.defaults import default_spec_text
 from hyperpod_dpd.spec.loading import load_spec
 from hyperpod_dpd.validation import check
 
@@ -25,6 +26,7 @@ def test_blog_comparison_table(capsys: pytest.CaptureFixture[str], snapshot: Sna
     assert "concurrency 32" in out and "on 2 nodes against 1" in out and "$/M tok" in out
     assert "the DPD images run vLLM 0.19.0" in out and "measured on vllm 0.24.0" in out
     assert "aiconfigurator: 0.12.0" in out and "confirm it on the cluster" in out
+    assert out.count("not a benchmark") == 1  # once, as the closing sentence; not also among the assumptions
 
 
 def test_json_is_one_object(capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,7 +142,7 @@ def test_missing_extra_exits_2_and_names_it(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setitem(sys.modules, "aiconfigurator.cli.api", None)  # makes the import fail as if not installed
     assert main([*BLOG]) == 2
     err = capsys.readouterr().err
-    assert "pip install 'hyperpod-dpd[advisor]'" in err
+    assert "pip install '.[advisor]' in the hyperpod-dpd checkout" in err
     assert "Traceback" not in err
 
 
@@ -273,3 +275,18 @@ def test_a_request_rate_search_writes_a_spec_that_raises_none_of_our_warnings(
     written = check(load_spec(str(out)))
     assert written.warnings == ()
     assert written.spec.decode.max_num_seqs is not None and 20 < written.spec.decode.max_num_seqs <= 40
+
+
+@pytest.mark.parametrize("same", ["the path", "another spelling"])
+def test_write_spec_refuses_to_replace_the_spec_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str], same: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "ow.yaml"
+    text = "# my notes on this layout\n" + default_spec_text()
+    spec.write_text(text)
+    target = str(spec) if same == "the path" else "./ow.yaml"
+    assert main([*SEARCH, str(spec), "--write-spec", target]) == 2
+    err = capsys.readouterr().err
+    assert f"--write-spec: {target} is the spec being read" in err
+    assert f"Fix: write it beside the spec (--write-spec {tmp_path / 'ow.best.yaml'})" in err
+    assert spec.read_text() == text  # comments and all

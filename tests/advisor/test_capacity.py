@@ -146,7 +146,7 @@ def test_without_the_advisor_extra_an_unpinned_capacity_is_a_spec_error(slo_spec
     problem = caught.value.problems[0]
     assert problem.field == "prefill.autoscaling.slo.capacity_tokens_per_s"
     assert "needs the advisor extra to compute" in problem.message
-    assert "pip install 'hyperpod-dpd[advisor]'" in problem.fix and "pin it" in problem.fix
+    assert "pip install '.[advisor]' in the hyperpod-dpd checkout" in problem.fix and "pin it" in problem.fix
 
 
 def test_a_pinned_capacity_needs_no_advisor(resolved: DpdSpec, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -564,7 +564,7 @@ def test_without_matplotlib_the_report_keeps_the_numbers_and_names_the_extra(
     written = recorded_report(with_prediction=False).write(tmp_path)
     assert {path.name for path in written} == {HTML_FILE, "report.json"}
     page = (tmp_path / HTML_FILE).read_text(encoding="utf-8")
-    assert "pip install &#x27;hyperpod-dpd[bench]&#x27;" in page and "<svg" not in page
+    assert "pip install &#x27;.[bench]&#x27; in the hyperpod-dpd checkout" in page and "<svg" not in page
     data = read_embedded(page)
     assert data["prediction"] == [] and "advisor extra is not installed" in data["prediction_note"]
     assert "TTFT by stage" in page and "capacity at the spec&#x27;s SLO" in page

@@ -170,7 +170,7 @@ def test_compare_without_the_advisor_names_the_extra(capsys: pytest.CaptureFixtu
                                                      monkeypatch: pytest.MonkeyPatch, stub_spec: str) -> None:
     monkeypatch.setitem(sys.modules, "hyperpod_dpd.advisor", None)  # as if not installed
     code, _, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--compare")
-    assert code == 2 and "pip install 'hyperpod-dpd[advisor]'" in err and "Traceback" not in err
+    assert code == 2 and "pip install '.[advisor]' in the hyperpod-dpd checkout" in err and "Traceback" not in err
 
 
 def _cluster(fakes: ModuleType, run: Any, *, present: tuple[str, ...] = ("dpd-test", "dpd-test-agg"),
@@ -713,7 +713,7 @@ def test_report_dir_writes_the_report_and_names_a_missing_advisor(
     code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(healthy_run.folder), "--aggregated-results-dir",
                              str(short_run.folder), "--report-dir", str(folder))
     assert code == 1 and "Traceback" not in err  # the twin's answers were shorter than --osl, as before
-    assert "no prediction:" in out and "pip install 'hyperpod-dpd[advisor]'" in out
+    assert "no prediction:" in out and "pip install '.[advisor]' in the hyperpod-dpd checkout" in out
     page = (folder / "report.html").read_text(encoding="utf-8")
     data = json.loads(page[page.index('id="figure-data">') + len('id="figure-data">'):page.rindex("</script>")])
     levels = collect({p.name: p.read_text(encoding="utf-8") for p in healthy_run.folder.iterdir()

@@ -84,6 +84,7 @@ def direct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("spec=a\x00b.yaml", "<file>", "cannot read the spec file: embedded null byte"),  # was a ValueError
     ("region=é", "region", "is not an AWS region name"),
     ("kubernetes_version=9.99", "kubernetes_version", "is not one of 1.33, 1.34"),  # refused by the stack itself
+    ("spec=-", "spec", "reads standard input, which the CDK CLI does not pass to the app"),  # was "- -: <root>"
 ])
 @pytest.mark.usefixtures("direct")
 def test_a_bad_value_exits_2_naming_its_field(app_module: ModuleType, capsys: pytest.CaptureFixture[str],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -59,3 +60,24 @@ def test_chart_preparation_script_parses_and_reads_the_pinned_revision() -> None
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
     text = script.read_text()
     assert "HYPERPOD_CLI_REVISION" in text and "helm dependency build" in text
+
+
+@pytest.mark.parametrize(("helm", "said"), [
+    (None, "error: helm is not installed; install helm 3.8 or newer"),
+    ("v3.7.2", "error: helm is v3.7.2; install helm 3.8 or newer"),
+])
+def test_chart_preparation_names_the_helm_version_it_needs(tmp_path: Path, helm: str | None, said: str) -> None:
+    script = Path(__file__).resolve().parents[2] / "scripts" / "prepare_hyperpod_chart.sh"
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("dirname", "sed", "git", "cat"):
+        found = shutil.which(tool)
+        assert found, tool
+        (tools / tool).symlink_to(found)
+    if helm is not None:
+        (tools / "helm").write_text(f"#!/bin/sh\necho {helm}\n")
+        (tools / "helm").chmod(0o755)
+    done = subprocess.run([shutil.which("bash") or "bash", str(script), str(tmp_path / "dest")], capture_output=True,
+                          text=True, env={"PATH": str(tools)}, check=False)
+    assert done.returncode == 1
+    assert done.stderr.startswith(said), done.stderr

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import re
+import shutil
+import subprocess
+import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +27,8 @@ from hyperpod_dpd.cli import main
 from hyperpod_dpd.contracts import stack_outputs
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL
 from hyperpod_dpd.spec.defaults import default_spec
-from hyperpod_dpd_cdk import ClusterOptions, HyperPodDpd, HyperPodOptions, ObservabilityOptions
+from hyperpod_dpd_cdk import ClusterOptions, HyperPodDpd, HyperPodDpdStack, HyperPodOptions, ObservabilityOptions
+from hyperpod_dpd_cdk.hyperpod_dpd import Composition
 
 KUBERNETES_RESOURCE = "Custom::AWSCDK-EKS-KubernetesResource"
 
@@ -78,6 +84,16 @@ def _platform(cdk_context: dict[str, Any], initial: list[DpdSpec], later: list[D
     return app, template
 
 
+def _statements_sorted(template: dict[str, Any]) -> dict[str, Any]:
+    """The template with each IAM policy's statements in a fixed order (their order grants nothing)."""
+    copy = json.loads(json.dumps(template))
+    for resource in copy["Resources"].values():
+        document = resource.get("Properties", {}).get("PolicyDocument")
+        if resource["Type"] == "AWS::IAM::Policy" and document:
+            document["Statement"] = sorted(document["Statement"], key=lambda s: json.dumps(s, sort_keys=True))
+    return copy
+
+
 def test_an_endpoint_added_later_gives_the_same_template(cdk_context: dict[str, Any]) -> None:
     """Instance groups, the roles' prefixes, the teardown's names, rule groups, dashboards, benchmark roles, twins,
     outputs: all the same whether the endpoint came at construction or through add_endpoint."""
@@ -91,7 +107,19 @@ def test_an_endpoint_added_later_gives_the_same_template(cdk_context: dict[str, 
              "observability": ObservabilityOptions(grafana_workspace_id="g-0123456789")}
     app, together = _platform(cdk_context, [first, same_namespace, staged], [], **props)
     assert together == _platform(cdk_context, [first], [same_namespace, staged], **props)[1]
+    # Created empty (the cluster now, the endpoints later), as eks.Cluster is filled with add_* calls: the same
+    # resources, and the same policies with their statements in another order (the first endpoint places them).
+    empty_first = _platform(cdk_context, [], [first, same_namespace, staged], **props)[1]
+    assert _statements_sorted(together) == _statements_sorted(empty_first)
     assert cdk_nag.AwsSolutionsChecks().validate_scope(app).violations == []  # nested in a stack of yours
+
+
+def test_a_platform_left_empty_fails_at_synthesis_naming_add_endpoint(cdk_context: dict[str, Any]) -> None:
+    with pytest.raises(RuntimeError) as error:
+        _platform(cdk_context, [], [], benchmark=False, observability=None)
+    assert ("endpoints: is still empty at synthesis: a HyperPod cluster needs at least one instance group"
+            in str(error.value))
+    assert "Fix: call add_endpoint(spec) before the app synthesizes" in str(error.value)
 
 
 def test_an_s3_endpoint_added_after_a_staged_one_names_the_created_bucket(cdk_context: dict[str, Any]) -> None:
@@ -230,3 +258,31 @@ def test_a_second_platform_in_one_stack_is_refused_with_the_fix() -> None:
     (problem,) = [p for p in raised.value.problems if p.field == "HyperPodDpd"]
     assert problem.value == "Platform/Second"
     assert "Platform/First" in problem.message and "add_endpoint" in problem.fix
+
+
+def test_the_snippet_keeps_hyperpod_dpd_first_through_ruffs_import_sorting(tmp_path: Path) -> None:
+    # ruff's isort rule used to move `import hyperpod_dpd` below `import aws_cdk`, where it is too late for jsii.
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    snippet = tmp_path / "app.py"
+    snippet.write_text(_own_stack_snippet())
+    done = subprocess.run([ruff, "check", "--isolated", "--select", "I", "--fix", "--quiet", str(snippet)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    imports = [line for line in snippet.read_text().splitlines() if line.startswith(("import ", "from "))]
+    assert imports.index("import hyperpod_dpd  # first: it points jsii at the packaged Node.js") < imports.index(
+        "import aws_cdk as cdk")
+    assert snippet.read_text() == _own_stack_snippet()  # nothing for the sorter to change
+
+
+def test_help_shows_every_default_and_the_docs_name_every_public_attribute() -> None:
+    # IDE help showed `weights_staging_timeout: Duration = <aws_cdk.Duration object at 0x7f...>`.
+    for construct in (HyperPodDpd, HyperPodDpdStack):
+        for parameter in inspect.signature(construct.__init__).parameters.values():
+            assert " object at 0x" not in repr(parameter.default), (construct.__name__, parameter.name)
+    page = (REPO / "docs" / "stack.md").read_text(encoding="utf-8")
+    doc = HyperPodDpd.__doc__ or ""
+    public = [name for name in typing.get_type_hints(Composition) if not name.startswith("_")]
+    assert len(public) > 15
+    for name in [*public, "cluster_name"]:
+        assert f"``{name}``" in doc, name
+        assert f"`{name}`" in page, name

@@ -17,6 +17,7 @@ from cdk_support import Synthesized, logical_id, policy_statements
 from cdk_template_queries import by_type, depends_on
 
 from hyperpod_dpd import HuggingFaceSource, SpecError
+from hyperpod_dpd.contracts import stack_outputs
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import HyperPodDpdStack
 from hyperpod_dpd_cdk.weights_staging import MAX_WAIT, REQUIREMENTS, staged_prefix, staging_digest
@@ -190,3 +191,15 @@ def test_the_app_writes_the_staging_job_beside_the_endpoints(app_module: Any, hf
     documents = list(yaml.safe_load_all(staging[0].read_text()))
     assert [d["kind"] for d in documents] == ["ServiceAccount", "ConfigMap", "Secret", "Job"]
     assert cdk_support.HF_TOKEN_SENTINEL not in staging[0].read_text()
+
+
+def test_the_bucket_output_says_what_to_upload_for_the_sources_the_stack_hosts(hf_app: Synthesized,
+                                                                               default_app: Synthesized) -> None:
+    # An all-Hugging-Face stack stages its weights: "Upload weights ... before the endpoints start" misled.
+    staged = hf_app.template["Outputs"][stack_outputs.MODEL_BUCKET]["Description"]
+    assert staged.startswith("The model bucket: the stack stages each huggingface source's revision here itself")
+    assert staged.endswith("; nothing to upload")
+    uploaded = default_app.template["Outputs"][stack_outputs.MODEL_BUCKET]["Description"]
+    assert uploaded == "Upload weights to s3://<this>/<model prefix>/ before the endpoints start"
+    fill = next(v for k, v in hf_app.template["Outputs"].items() if k.startswith("HuggingFaceToken"))
+    assert "gated or private models only (public ones stage without it)" in fill["Description"]

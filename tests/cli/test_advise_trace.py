@@ -155,7 +155,7 @@ def test_without_matplotlib_the_report_keeps_the_numbers_and_names_the_extra(
     code, _, _ = _run(capsys, "advise", files["pinned"], "--trace", files["one"], "--report-dir", tmp_path)
     assert code in (0, 1)
     page = (tmp_path / HTML_FILE).read_text()
-    assert "pip install &#x27;hyperpod-dpd[bench]&#x27;" in page and not (tmp_path / DAY_PNG).exists()
+    assert "pip install &#x27;.[bench]&#x27; in the hyperpod-dpd checkout" in page and not (tmp_path / DAY_PNG).exists()
     assert read_embedded(page)["replicas"] == {"prefill": [1], "decode": [1]}
 
 
@@ -192,7 +192,8 @@ def test_plan_trace_without_the_advisor_names_the_extra(files: dict[str, Path], 
     monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.perf_database", None)
     code, _, err = _run(capsys, "plan", files["plain"], "--trace", files["one"])
     assert code == 2
-    assert "prefill.autoscaling.slo.capacity_tokens_per_s" in err and "pip install 'hyperpod-dpd[advisor]'" in err
+    assert "prefill.autoscaling.slo.capacity_tokens_per_s" in err
+    assert "pip install '.[advisor]' in the hyperpod-dpd checkout" in err
     assert "Traceback" not in err
 
 

@@ -3,14 +3,17 @@ output flag, warnings once."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
 from hyperpod_dpd.cli import build_parser, main, version
+from hyperpod_dpd.errors import install_extra
 from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
 from hyperpod_dpd.spec.example import example_text
 from hyperpod_dpd.spec.schema import schema_text
@@ -125,3 +128,20 @@ def test_example_and_schema_commands_print_the_derived_texts(capsys: pytest.Capt
     assert capsys.readouterr().out == example_text(default_spec())
     assert main(["schema"]) == 0
     assert capsys.readouterr().out == schema_text()
+
+
+def test_every_command_help_shows_examples() -> None:
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")
+    choices: dict[str, argparse.ArgumentParser] = subparsers.choices  # type: ignore[assignment]
+    for name, parser in choices.items():
+        text = parser.format_help()
+        assert "example:\n  hyperpod-dpd " in text or "examples:\n  hyperpod-dpd " in text, name
+
+
+def test_an_extra_is_installed_from_the_checkout_by_a_name_pyproject_defines() -> None:
+    # hyperpod-dpd is not on PyPI: `pip install 'hyperpod-dpd[advisor]'` would find nothing.
+    extras = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    defined = extras["project"]["optional-dependencies"]
+    for extra in ("advisor", "bench", "observability"):
+        assert extra in defined
+        assert install_extra(extra).startswith(f"pip install '.[{extra}]' in the hyperpod-dpd checkout")

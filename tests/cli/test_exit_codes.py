@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,13 @@ from hyperpod_dpd.cli import EXIT_CODES, main
 from hyperpod_dpd.spec.defaults import default_spec_text
 
 REPO = Path(__file__).resolve().parents[2]
+HF_SPEC = """name: q
+model:
+  name: Qwen3-8B
+  architecture: qwen3-8b
+  source: {huggingface: {model_id: Qwen/Qwen3-8B, revision: 0123456789abcdef0123456789abcdef01234567}}
+tensor_parallel_size: 4
+"""
 
 
 @pytest.fixture
@@ -77,3 +85,48 @@ def test_verify_without_credentials_or_kubeconfig_is_1_with_the_checks_that_coul
 def test_advise_missing_an_sla_is_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["advise", "--isl", "4096", "--osl", "256", "--concurrency", "8", "--tpot-ms", "1", "--json"]) == 1
     assert '"misses_sla"' in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("no_aws_no_kube")
+@pytest.mark.parametrize("argv", [["preflight", "--availability-zone-id", "usw2-az2", "--json"], ["bench", "--json"],
+                                  ["advise", "--json"]])
+def test_a_refusal_with_json_is_a_json_object_on_standard_output(capsys: pytest.CaptureFixture[str],
+                                                                 argv: list[str]) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert document["command"] == argv[0] and document["exit_status"] == 2
+    assert document["error"] and captured.err == f"hyperpod-dpd: {document['error']}\n"
+
+
+def test_verify_dry_run_with_json_prints_the_names_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--dry-run", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["stack_outputs"] is None
+    assert [n["what"] for n in document["names"]] == ["hyperpod cluster", "endpoint", "router"]
+    assert {n["origin"] for n in document["names"]} == {"guessed from the spec"}
+
+
+@pytest.mark.usefixtures("no_aws_no_kube")
+def test_verify_without_a_cluster_says_not_checked_and_names_the_missing_region(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    spec = tmp_path / "hf.yaml"  # a Hugging Face source: no bucket region to fall back on
+    spec.write_text(HF_SPEC)
+    assert main(["verify", str(spec), "--no-wait"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("verify default/q (no AWS region: pass --region or set AWS_REGION)\n")
+    assert "in ?" not in out and "not ready" not in out
+    assert "kv roles          SKIP    not checked: no connection to the cluster (see the kubernetes row)" in out
+
+
+@pytest.mark.parametrize(("typed", "said"), [
+    ("valdate", "unknown command 'valdate'; did you mean 'validate'?"),
+    ("prefligt", "unknown command 'prefligt'; did you mean 'preflight'?"),
+    ("deploy", "unknown command 'deploy'; the commands: example, schema, validate,"),
+])
+def test_a_misspelt_command_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str], typed: str, said: str) -> None:
+    assert main([typed, "my-spec.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hyperpod-dpd: {said}") and "Fix: run `hyperpod-dpd --help`" in err

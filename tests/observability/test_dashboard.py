@@ -10,7 +10,7 @@ import pytest
 
 from hyperpod_dpd import DpdSpec
 
-pytest.importorskip("grafana_foundation_sdk", reason="pip install 'hyperpod-dpd[observability]'")
+pytest.importorskip("grafana_foundation_sdk", reason="pip install '.[observability]'")
 
 from grafana_foundation_sdk.models.dashboard import Dashboard
 

@@ -60,7 +60,7 @@ def test_observe_without_the_extra_names_it(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(builtins, "__import__", no_grafana)
     out = tmp_path / "o"
     assert main(["observe", "--output-dir", str(out)]) == 2
-    assert "pip install 'hyperpod-dpd[observability]'" in capsys.readouterr().err
+    assert "pip install '.[observability]' in the hyperpod-dpd checkout" in capsys.readouterr().err
     assert not out.exists()
 
 

@@ -14,7 +14,7 @@ from hyperpod_dpd.observability.dashboard import panel_queries
 from hyperpod_dpd.observability.metrics import ALL_METRICS, series_names
 from hyperpod_dpd.observability.slo import recording_rules
 
-promql_parser = pytest.importorskip("promql_parser", reason="pip install 'hyperpod-dpd[observability]'")
+promql_parser = pytest.importorskip("promql_parser", reason="pip install '.[observability]'")
 
 BASE_ALERTS = ["DpdKvTransferSlow", "DpdKvStoreMetricsAbsent", "DpdKvNotTransferred", "DpdRouterFallback",
                "DpdErrorRatioHigh", "DpdErrorRatioCritical", "DpdClientErrorRatioHigh", "DpdPrefillQueueDeep",

@@ -59,6 +59,7 @@ def test_the_only_stack_of_a_file_needs_no_name(tmp_path: Path) -> None:
     ({"A": {**OUTPUTS, endpoint_output_key("dpd-test"): "{\"schema\": 9}"}}, None, "--outputs-file",
      "cannot read"),
     ([1, 2], None, "--outputs-file", "is not {stack name"),
+    ({}, None, "--outputs-file", "holds no stack outputs ({})"),  # was "--stack: is needed", whose fix misled
 ])
 def test_a_wrong_outputs_file_names_the_option(tmp_path: Path, data: object, stack: str | None, field: str,
                                                fragment: str) -> None:

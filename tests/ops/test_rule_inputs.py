@@ -31,7 +31,7 @@ from hyperpod_dpd.observability.slo import recording_rules
 from hyperpod_dpd.ops.rule_inputs import ROW, TTFT_BUCKETS, WORKSPACE_ROW, amp_input_checks, check_rule_inputs
 from hyperpod_dpd.spec import DpdSpec, SloSpec
 
-promql_parser = pytest.importorskip("promql_parser", reason="pip install 'hyperpod-dpd[observability]'")
+promql_parser = pytest.importorskip("promql_parser", reason="pip install '.[observability]'")
 
 REGION = "us-west-2"
 ENDPOINT = f"https://aps-workspaces.{REGION}.amazonaws.com/workspaces/ws-1234abcd-12ab-34cd-56ef-1234567890ab/"

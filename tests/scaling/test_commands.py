@@ -31,7 +31,7 @@ def test_synth_without_the_advisor_extra_names_the_field_and_the_fix(tmp_path: P
     assert main(["synth", _write(tmp_path, slo_autoscaled()), "--output-dir", str(out)]) == 2
     err = capsys.readouterr().err
     assert "prefill.autoscaling.slo.capacity_tokens_per_s" in err and "needs the advisor extra" in err
-    assert "pip install 'hyperpod-dpd[advisor]'" in err and "Traceback" not in err
+    assert "pip install '.[advisor]' in the hyperpod-dpd checkout" in err and "Traceback" not in err
     assert not out.exists()
 
 

@@ -34,7 +34,10 @@ def _fake_python(path: Path, version: tuple[int, int]) -> Path:
 case "$1" in
   --version) echo "Python {major}.{minor}.0" ;;
   -m) if [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; fi
-      if [ "$2" = pip ]; then echo "$*" >> "$(dirname "$0")/../pip-calls"; fi ;;
+      if [ "$2" = pip ]; then echo "$*" >> "$(dirname "$0")/../pip-calls"
+        case "$*" in *--quiet*) ;; *) printf 'Collecting a==1\n  Downloading a-1-py3-none-any.whl (45.2 MB)\n'
+                                          printf '  noise\nInstalling collected packages: a, b, c\n'
+                                          printf 'Successfully installed a-1 b-1 c-1\n' ;; esac; fi ;;
   -c) case "$2" in
         *version_info*) exec {sys.executable} -c "import sys; sys.version_info = ({major}, {minor}, 0); $2" ;;
         *) exec {sys.executable} -c "$2" ;;
@@ -47,6 +50,8 @@ def _make(tmp_path: Path, python: Path) -> subprocess.CompletedProcess[str]:
     for name in ("Makefile", "pyproject.toml"):
         shutil.copy(REPO / name, tmp_path / name)
     shutil.copytree(REPO / "locks", tmp_path / "locks")
+    (tmp_path / "scripts").mkdir(exist_ok=True)
+    shutil.copy(REPO / "scripts" / "pip_lines.awk", tmp_path / "scripts")
     return subprocess.run(["make", "--no-print-directory", STAMP, f"PYTHON={python}"], cwd=tmp_path,
                           env={**os.environ, "MAKEFLAGS": ""}, capture_output=True, text=True, timeout=120,
                           check=False)
@@ -81,6 +86,14 @@ def test_each_install_step_says_what_and_how_long(tmp_path: Path) -> None:
     assert announced[1].startswith(">>> installing hyperpod-dpd with [observability]")
     assert "minutes" in result.stdout
     assert "--quiet -e" not in result.stdout  # the long install is not silenced
+    # pip unpacks without a word for about a minute after this line: the Makefile says so, with the count
+    assert ">>> unpacking 3 packages into .venv; pip prints nothing more until it is done" in result.stdout
+    assert "\nInstalling collected packages" not in result.stdout
+    # setuptools' boxed note at the editable install is announced, with why it does not apply
+    assert ">>> linking this checkout into .venv (an editable install" in result.stdout
+    assert "prints a boxed BuildBackendWarning about folders named like the package" in result.stdout
+    assert "Collecting a==1\n  Downloading a-1-py3-none-any.whl (45.2 MB)\n>>> unpacking" in result.stdout
+    assert "Successfully installed a-1" in result.stdout and "noise" not in result.stdout
 
 
 def test_the_install_takes_exactly_the_locks(tmp_path: Path) -> None:

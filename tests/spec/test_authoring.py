@@ -63,6 +63,14 @@ def test_example_reads_back_to_the_default_spec_and_validates() -> None:
     assert VALIDATOR.is_valid(yaml.safe_load(text))
 
 
+def test_example_and_schema_show_no_restructuredtext_markup() -> None:
+    # The docstrings are Sphinx; a spec author reads the comments in a YAML file and the schema in an editor.
+    for text in (example_text(default_spec()), schema_text()):
+        assert "``" not in text
+        assert not re.search(r":(class|data|func|meth|mod|attr|obj):`", text)
+    assert "# `metadata.name`; the operator derives pod" in example_text(default_spec())
+
+
 def test_example_leaves_out_the_refused_per_role_env() -> None:
     text = example_text(default_spec())
     prefill = text[text.index("\nprefill:"):text.index("\ndecode:")]

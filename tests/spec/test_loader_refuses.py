@@ -110,6 +110,32 @@ def test_bytes_that_are_not_utf8_are_refused_at_their_offset(tmp_path: Path) -> 
     assert problem.fix == "save the file as UTF-8"
 
 
+@pytest.mark.parametrize(("head", "kind"), [
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00\xd0", "an ELF executable"),
+    (b"\x1f\x8b\x08\x00", "a gzip archive"),
+    (b"name: a\x00\xff\n", "it holds NUL bytes"),
+])
+def test_a_binary_file_is_told_it_is_not_text_not_to_save_as_utf8(tmp_path: Path, head: bytes, kind: str) -> None:
+    spec = tmp_path / "bin.yaml"
+    spec.write_bytes(head)
+    problem = _file_problem(spec)
+    assert problem.message == f"is not a text file ({kind}), so it cannot be a spec"
+    assert problem.fix == "give the spec file (YAML or JSON text)"
+
+
+def test_a_tab_in_the_indentation_is_told_to_use_spaces() -> None:
+    problem = _problem(MINIMAL + "prefill:\n\treplicas: 1\n")
+    line = MINIMAL.count("\n") + 2
+    assert problem.fix == f"replace the tab at line {line}, column 1 with spaces (YAML indents with spaces, never tabs)"
+
+
+def test_a_list_where_a_string_belongs_is_not_told_to_quote_it() -> None:
+    # "quote it: '['a', 'b']'" is not valid YAML; only a scalar can be quoted into a string.
+    problem = _problem(MINIMAL.replace("name: small", "name: [a, b]"))
+    assert (problem.message, problem.fix) == ("must be a string, not a list", "write one string")
+    assert _problem(MINIMAL.replace("name: small", "name: {a: 1}")).fix == "write one string"
+
+
 def test_standard_input_is_read_as_utf8_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     stdin = io.TextIOWrapper(io.BytesIO(b"name: \xff\n"))
     monkeypatch.setattr("sys.stdin", stdin)

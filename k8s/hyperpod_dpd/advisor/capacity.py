@@ -30,7 +30,7 @@ from hyperpod_dpd.advisor.estimates import AdvisorUnavailable, Estimator
 from hyperpod_dpd.advisor.steps import PhaseFactors, StepTimes
 from hyperpod_dpd.advisor.systems import target_for
 from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
-from hyperpod_dpd.errors import Problem, SpecError
+from hyperpod_dpd.errors import Problem, SpecError, install_extra
 from hyperpod_dpd.planner import plan
 from hyperpod_dpd.scaling.compiled import DecodeBound, RoleCapacity
 from hyperpod_dpd.scaling.compiler import capacity_field
@@ -209,7 +209,7 @@ def needs_advisor(role: str) -> Problem:
     return Problem(field=capacity_field(role), value=None,
                    message=f"needs the advisor extra to compute ({estimates.EXTRA}: NVIDIA AIConfigurator is not "
                            "installed)",
-                   fix=f"pip install 'hyperpod-dpd[{estimates.EXTRA}]', or pin it (hyperpod-dpd plan prints it where "
+                   fix=f"{install_extra(estimates.EXTRA)}, or pin it (hyperpod-dpd plan prints it where "
                        "the extra is installed)")
 
 

@@ -35,7 +35,7 @@ from hyperpod_dpd.advisor.queueing import Stations
 from hyperpod_dpd.advisor.steps import PhaseFactors, StepTimes, aggregated_stations, dpd_stations
 from hyperpod_dpd.advisor.systems import Target
 from hyperpod_dpd.contracts.prices import NodePrice
-from hyperpod_dpd.errors import Problem, SpecError, UsageError
+from hyperpod_dpd.errors import Problem, SpecError, UsageError, install_extra
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.spec.architecture import PRESETS, ModelArchitecture
 
@@ -150,7 +150,7 @@ def _modules() -> tuple[Any, Any]:
     except ImportError:
         raise AdvisorUnavailable(
             "the advisor needs NVIDIA AIConfigurator, which is not installed: "
-            f"pip install 'hyperpod-dpd[{EXTRA}]'") from None
+            f"{install_extra(EXTRA)}") from None
     for name in _QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     return api, database

@@ -54,7 +54,9 @@ def sla_text(sla: Sla) -> str:
 
 
 def _assumptions(assumptions: Mapping[str, str]) -> list[str]:
-    return ["", "Estimated with:", *(f"  {key}: {value}" for key, value in assumptions.items())]
+    """The assumptions but ``estimate``: the closing sentence says it once (the JSON keeps it as a key)."""
+    return ["", "Estimated with:", *(f"  {key}: {value}" for key, value in assumptions.items()
+                                     if value != ESTIMATE_NOTE)]
 
 
 def render_advice(advice: Advice) -> str:

@@ -7,6 +7,8 @@ terminal as a Python, jsii or Node stack trace.
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -85,6 +87,10 @@ def main(argv: Sequence[str] | None = None, *, seams: Seams | None = None) -> in
         instead of the real ones; the commands in ``LIVE`` take them. :default: - the real ones
     """
     parser = build_parser()
+    unknown = _unknown_command(parser, sys.argv[1:] if argv is None else argv)
+    if unknown is not None:
+        print(unknown, file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     if args.command is None:  # a bare `hyperpod-dpd` shows the help, as kubectl and helm do
         parser.print_help()
@@ -95,6 +101,7 @@ def main(argv: Sequence[str] | None = None, *, seams: Seams | None = None) -> in
         sys.stdout.flush()  # inside the try: a reader that left (`| head`) is noticed here, not at exit
     except UsageError as err:
         print(f"hyperpod-dpd: {err}", file=sys.stderr)
+        _refusal_json(args, str(err), EXIT_USAGE)
         return EXIT_USAGE
     except BrokenPipeError:
         return _reader_left()
@@ -103,8 +110,33 @@ def main(argv: Sequence[str] | None = None, *, seams: Seams | None = None) -> in
         return EXIT_INTERRUPTED
     except Exception as err:  # any exception no check turned into a problem is a bug
         print(f"hyperpod-dpd: {internal_error_line(err)}", file=sys.stderr)
+        _refusal_json(args, internal_error_line(err), EXIT_INTERNAL)
         return EXIT_INTERNAL
     return code
+
+
+def _unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """``unknown command 'valdate'; did you mean 'validate'?`` (git's and kubectl's answer to a typo), or ``None``.
+
+    The first word that is not an option is the command: the top level takes no other positional argument.
+    """
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is None or any(a in ("-h", "--help", "--version") for a in argv[:list(argv).index(word)]):
+        return None
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    known = list(subparsers.choices)
+    if word in known:
+        return None
+    close = difflib.get_close_matches(word, known, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"the commands: {', '.join(known)}"
+    return (f"hyperpod-dpd: unknown command {word!r}; {hint}\n"
+            "Fix: run `hyperpod-dpd --help` to list the commands")
+
+
+def _refusal_json(args: argparse.Namespace, message: str, status: int) -> None:
+    """With ``--json``, a refusal is a JSON object on standard output too: a script reading it gets a document."""
+    if getattr(args, "json", False):
+        print(json.dumps({"command": args.command, "error": message, "exit_status": status}, indent=2))
 
 
 def _live(seams: Seams | None) -> Seams:

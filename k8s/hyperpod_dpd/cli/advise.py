@@ -20,7 +20,7 @@ from hyperpod_dpd.advisor.search import DEFAULT_MAX_NODES, DEFAULT_TOP
 from hyperpod_dpd.cli import advise_trace
 from hyperpod_dpd.cli._argtypes import number, path, whole, wholes
 from hyperpod_dpd.cli._common import add_spec_argument, load_spec_argument, print_warnings, warn
-from hyperpod_dpd.errors import SpecError, UsageError
+from hyperpod_dpd.errors import SpecError, UsageError, install_extra
 from hyperpod_dpd.spec.loading import DASH
 
 EXIT_SLA_MISSED = 1
@@ -30,7 +30,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "advise", help="predict DPD against aggregated vLLM for your traffic (AIConfigurator)",
         description="Predict TTFT, TPOT and throughput of the spec's DPD layout against aggregated vLLM on "
-                    "the same model and TP, with NVIDIA AIConfigurator (pip install 'hyperpod-dpd[advisor]').")
+                    f"the same model and TP, with NVIDIA AIConfigurator ({install_extra('advisor')}).",
+        epilog="examples:\n  hyperpod-dpd advise my-spec.yaml --isl 4096 --osl 256 --concurrency 8,16,32\n"
+               "  hyperpod-dpd advise my-spec.yaml --isl 4096 --osl 256 --concurrency 16 --tpot-ms 30 --search "
+               "--write-spec my-spec.best.yaml\n"
+               "  hyperpod-dpd advise my-spec.yaml --trace day.jsonl --autoscale",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
     parser.add_argument("--isl", type=whole, metavar="N", help="input tokens per request (required without --trace)")
     parser.add_argument("--osl", type=whole, metavar="N", help="output tokens per request (required without --trace)")
@@ -81,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} needs --search: it applies to the layouts the search finds")
     if args.search and args.baseline_nodes is not None:
         raise UsageError("--baseline-nodes applies to the comparison, not to --search; drop one of them")
+    _refuse_writing_the_input(args.spec, args.write_spec)
     spec = load_spec_argument(args.spec).spec
     # With --write-spec - standard output carries the spec alone; the report goes to standard error.
     report = sys.stderr if args.write_spec == DASH else sys.stdout
@@ -154,3 +160,19 @@ def run(args: argparse.Namespace) -> int:
     elif args.write_spec:
         print(f"wrote the best layout to {args.write_spec}", file=sys.stderr)
     return 0
+
+
+def _refuse_writing_the_input(spec: str | None, write_spec: str | None) -> None:
+    """``--write-spec`` never replaces the spec it read: the written one has no comments and spells out every field."""
+    if spec is None or write_spec is None or DASH in (spec, write_spec):
+        return
+    try:
+        same = Path(spec).resolve() == Path(write_spec).resolve() or Path(spec).samefile(write_spec)
+    except OSError:  # the output does not exist yet
+        same = False
+    if same:
+        target = Path(spec)
+        best = target.with_name(f"{target.stem}.best{target.suffix or '.yaml'}")
+        raise UsageError(f"--write-spec: {write_spec} is the spec being read; writing the best layout over it would "
+                         f"drop its comments and the fields it leaves out. Fix: write it beside the spec "
+                         f"(--write-spec {best}) and compare the two (diff {spec} {best})")

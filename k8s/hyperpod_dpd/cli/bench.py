@@ -58,7 +58,10 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "bench", help="benchmark the deployed endpoint in-cluster (optionally against aggregated)",
-        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  hyperpod-dpd bench my-spec.yaml --outputs-file outputs.json --output-dir bench-job\n"
+               "  hyperpod-dpd bench my-spec.yaml --outputs-file outputs.json --concurrency 1,8,32\n"
+               "  hyperpod-dpd bench my-spec.yaml --outputs-file outputs.json --aggregated --compare --json")
     add_spec_argument(parser)
     traffic = parser.add_argument_group("traffic")
     traffic.add_argument("--isl", type=positive, help="input tokens (default: the smallest multiple of 256 whose "

@@ -67,7 +67,11 @@ def _compiled_scaling(spec: DpdSpec, traffic: TraceSizing | None = None) -> tupl
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "plan", help="size the KV transfer, PD buffer and GPU memory of a spec",
-        description="Size the KV transfer, PD buffer and GPU memory of a spec from the model's architecture.")
+        description="Size the KV transfer, PD buffer and GPU memory of a spec from the model's architecture.",
+        epilog="examples:\n  hyperpod-dpd plan my-spec.yaml\n"
+               "  hyperpod-dpd plan my-spec.yaml --model-config ./Llama-3.3-70B-Instruct/config.json\n"
+               "  hyperpod-dpd plan my-spec.yaml --trace day.jsonl --json | jq .trace.roles",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_argument(parser)
     parser.add_argument("--model-config", metavar="PATH_OR_S3_URI", type=path,
                         help="the model's config.json (a file, its folder, or s3://bucket/prefix) or a preset "

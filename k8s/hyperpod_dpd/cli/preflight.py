@@ -30,7 +30,9 @@ from hyperpod_dpd.ops.table import render_json, render_table
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "preflight", help="check quota, Availability Zone, model files and the spec before deploying",
-        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  hyperpod-dpd preflight my-spec.yaml --availability-zone-id usw2-az2\n"
+               "  hyperpod-dpd preflight my-spec.yaml --profile ml-admin --region us-west-2 --json")
     add_spec_argument(parser)
     add_aws_arguments(parser)
     parser.add_argument("--availability-zone-id", metavar="AZ_ID",

@@ -50,6 +50,7 @@ its exporter creates on a first event). IAM: aps:DescribeWorkspace and aps:Query
 from __future__ import annotations
 
 import argparse
+import json
 
 from hyperpod_dpd.cli._argtypes import path, seconds
 from hyperpod_dpd.cli._common import (
@@ -77,7 +78,10 @@ from hyperpod_dpd.ops.verify import (
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "verify", help="report the cluster, endpoint, prefill/decode and router readiness; --smoke tests it",
-        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=(__doc__ or "").partition("\n\n")[2], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  hyperpod-dpd verify my-spec.yaml --outputs-file outputs.json --dry-run\n"
+               "  hyperpod-dpd verify my-spec.yaml --outputs-file outputs.json --smoke\n"
+               "  hyperpod-dpd verify my-spec.yaml --stack HyperPodDpd --region us-west-2 --no-wait --json")
     add_spec_argument(parser)
     parser.add_argument("--cluster-name", help="the HyperPod cluster (default: the only one in the region, else "
                              f"{DEFAULT_HYPERPOD_CLUSTER}, the CDK app's default)")
@@ -118,12 +122,19 @@ def run(args: argparse.Namespace, *, seams: Seams) -> int:
         timeout=args.timeout, poll_interval=args.poll_interval, crd_diff=args.crd_diff, smoke=args.smoke,
         correctness=args.correctness, amp_workspace=args.amp_workspace)
     if args.dry_run:
-        print(render_resolved(resolved_names(request), deployed=deployed))
+        names = resolved_names(request)
+        if args.json:
+            print(json.dumps({"stack_outputs": deployed.source if deployed is not None else None,
+                              "names": [{"what": n.what, "value": n.value, "origin": n.origin} for n in names]},
+                             indent=2))
+        else:
+            print(render_resolved(names, deployed=deployed))
         return 0
     report = run_verify(request, seams)
     if args.json:
         print(render_json(report.checks, region=report.region, namespace=spec.namespace, name=spec.name))
     else:
-        print(f"verify {spec.namespace}/{spec.name} in {report.region}")
+        where = f"in {report.region}" if report.region else "(no AWS region: pass --region or set AWS_REGION)"
+        print(f"verify {spec.namespace}/{spec.name} {where}")
         print(render_table(report.checks))
     return exit_status(report.checks)

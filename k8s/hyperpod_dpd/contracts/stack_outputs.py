@@ -207,6 +207,9 @@ def read_outputs_file(path: str | Path, *, stack: str | None = None) -> Deployed
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise output_error(field, str(path), "is not {stack name: {output: value}}",
                    "pass the file `cdk deploy --outputs-file FILE` wrote")
+    if not data:  # `cdk deploy` that failed, or deployed no stack, leaves `{}` behind
+        raise output_error(field, str(path), "holds no stack outputs ({}): the deploy that wrote it did not finish",
+                           "pass the file a successful `cdk deploy --outputs-file FILE` wrote")
     if stack is None:
         if len(data) != 1:
             raise output_error("--stack", None,

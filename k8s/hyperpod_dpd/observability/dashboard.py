@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_dpd.errors import DpdError
+from hyperpod_dpd.errors import DpdError, install_extra
 from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.observability.alerts import (
     MIN_AVAILABLE,
@@ -40,7 +40,7 @@ from hyperpod_dpd.observability.selectors import PIPELINE_POD, EndpointSelectors
 from hyperpod_dpd.observability.slo import FASTEST, budget, slis
 from hyperpod_dpd.spec import DpdSpec
 
-EXTRA_HINT = "pip install 'hyperpod-dpd[observability]'"
+EXTRA_HINT = install_extra("observability")
 DATASOURCE_VARIABLE = "datasource"
 GRID_WIDTH = 24
 PANEL_HEIGHT = 8

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from hyperpod_dpd.errors import install_extra
+
 # promql-parser's MatchOp names, as PromQL writes them.
 _OPS = {"Equal": "=", "NotEqual": "!=", "Re": "=~", "NotRe": "!~"}
 # Nodes whose children are expressions, and the attributes that hold them.
@@ -72,7 +74,7 @@ def absence_selectors(expr: str) -> tuple[Selector, ...]:
 def _parsed(expr: str) -> Iterator[tuple[Selector, bool]]:
     module = parser()
     if module is None:
-        raise ImportError("promql-parser is not installed: pip install 'hyperpod-dpd[observability]'")
+        raise ImportError(f"promql-parser is not installed: {install_extra('observability')}")
     yield from _walk(module.parse(expr), absent=False)
 
 

@@ -232,7 +232,10 @@ def exposure_checks(spec: DpdSpec, *, kube: KubeApi | None, aws: AwsClients | No
         ingress = check_ingress(kube, spec)
         rows.append(ingress.check)
         hostname = ingress.hostname
-    if aws is not None:
+    if aws is not None and kube is None:  # the Ingress names the load balancer: without the cluster, none to look up
+        rows.append(skipped(ALB, "not checked: no connection to the cluster, whose Ingress names the load balancer "
+                                 "(see the kubernetes row)"))
+    elif aws is not None:
         rows.append(check_load_balancer(aws.elbv2(), aws.ec2(), hostname))
         rows.append(check_sagemaker_endpoint(aws.sagemaker(), spec))
     if kube is not None:

@@ -338,7 +338,7 @@ def _worker_log(kube: KubeApi, spec: DpdSpec, role: str, pod: str) -> str:
 @dataclass(frozen=True)
 class VerifyTargets:
     spec: DpdSpec
-    region: str
+    region: str | None  # None: no --region, AWS configuration, stack or bucket named one
     cluster_name: str | None = None
     crd_diff: bool = True  # compare the live CRD with the shipped one (hyperpod_dpd.ops.crd_diff)
     instance_groups: tuple[str, ...] = ()  # from the stack's outputs; each must be in the cluster
@@ -381,7 +381,8 @@ def _cluster_probe(targets: VerifyTargets, sagemaker: Callable[[], SageMakerClie
 
     def probe() -> Check:
         if not chosen:
-            name, problem = find_cluster_name(sagemaker(), targets.region)
+            # A SageMaker client exists only once a region is known; "the region" is never shown in practice.
+            name, problem = find_cluster_name(sagemaker(), targets.region or "the region")
             if problem is not None or name is None:
                 return problem or skipped(CLUSTER, "no cluster name")
             chosen.append(name)
@@ -421,10 +422,10 @@ class VerifyRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class VerifyReport:
-    """Every row in table order, and the region they were checked in."""
+    """Every row in table order, and the region they were checked in (``None``: no region was known)."""
 
     checks: list[Check]
-    region: str
+    region: str | None
 
 
 def as_deployed(spec: DpdSpec, deployed: DeployedStack | None) -> DpdSpec:
@@ -462,7 +463,7 @@ def resolved_names(request: VerifyRequest) -> list[Resolved]:
              Resolved("router", f"{OPERATOR_NAMESPACE}/{router_service(spec)}", origin(None))]
     if deployed is None:  # the region comes from --region or the AWS configuration, groups only from the stack
         return names
-    region = request.region or _fallback_region(request) or "?"
+    region = request.region or _fallback_region(request) or "none known (pass --region)"
     groups = ", ".join(f"{role} {group}" for role, group in deployed.endpoint(spec.name).instance_groups.items())
     return [Resolved("region", region, origin(request.region)), *names,
             Resolved("instance groups", groups, STACK)]
@@ -475,7 +476,7 @@ def run_verify(request: VerifyRequest, seams: Seams) -> VerifyReport:
     fallback = _fallback_region(request)
     leading: list[Check] = []
 
-    region = request.region or fallback or "?"
+    region = request.region or fallback
     note = guessed_note(resolved_names(request))
     if note and not request.quiet:
         print(note, file=sys.stderr)
@@ -522,8 +523,18 @@ def run_verify(request: VerifyRequest, seams: Seams) -> VerifyReport:
 def _kv_roles(kube: KubeApi | None, spec: DpdSpec, checks: list[Check]) -> Check:
     ready = {check.name for check in checks if check.status is Status.PASS}
     if kube is None or not {"prefill", "decode"} <= ready:
-        return skipped(KV_ROLES, "the prefill and decode pods are not ready")
+        return skipped(KV_ROLES, _not_checked(kube, checks) or "the prefill and decode pods are not ready")
     return check_kv_roles(kube, spec)
+
+
+def _not_checked(kube: KubeApi | None, checks: list[Check]) -> str | None:
+    """Why a row that needs the cluster was not checked, or ``None`` when the cluster was reached.
+
+    Without a kubeconfig nothing in the cluster was looked at: "not ready" would claim a finding.
+    """
+    if kube is not None:
+        return None
+    return "not checked: no connection to the cluster (see the kubernetes row)"
 
 
 def _smoke(kube: KubeApi | None, spec: DpdSpec, checks: list[Check], timeout: float, *,
@@ -533,7 +544,7 @@ def _smoke(kube: KubeApi | None, spec: DpdSpec, checks: list[Check], timeout: fl
     ready = {check.name for check in checks if check.status is Status.PASS}
     if kube is None or not needed <= ready:
         missing = ", ".join(sorted(needed - ready)) or "kubernetes"
-        reason = f"the endpoint is not ready ({missing}), so no prompt was sent"
+        reason = _not_checked(kube, checks) or f"the endpoint is not ready ({missing}), so no prompt was sent"
         return [skipped(SHORT, reason), skipped(LONG, reason), skipped(INPUTS, reason),
                 *([skipped(CORRECTNESS, reason)] if correctness else [])]
     announce = None if quiet else (lambda line: print(line, file=sys.stderr))

@@ -60,15 +60,40 @@ def refuse_size(size: int, *, unit: str, whole: bool) -> None:
                       "a few KB", fix="give the spec file, not another one")
 
 
+# The opening bytes of files a spec argument is most often confused with; text in another encoding has none.
+_BINARY_MAGIC = {b"\x1f\x8b": "a gzip archive", b"\x7fELF": "an ELF executable", b"PK\x03\x04": "a zip archive",
+                 b"%PDF": "a PDF document", b"\x89PNG": "a PNG image", b"\xfe\xed\xfa": "a Mach-O executable",
+                 b"\xcf\xfa\xed\xfe": "a Mach-O executable", b"BZh": "a bzip2 archive", b"\xfd7zXZ": "an xz archive"}
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
 def decode_utf8(data: bytes) -> str:
-    """``data`` as text; a byte that is not UTF-8 (YAML 1.2 §5.2 and RFC 8259 §8.1 both say UTF-8) is refused."""
+    """``data`` as text; a byte that is not UTF-8 (YAML 1.2 §5.2 and RFC 8259 §8.1 both say UTF-8) is refused.
+
+    A binary file (a known magic number, or a NUL byte outside UTF-16) is told it is not text: "save it as
+    UTF-8" would send its owner to re-encode an archive.
+    """
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line, column = position(data, err.start)
+        binary = _binary_kind(data)
+        if binary is not None:
+            raise Refused(where=(line, column), value=f"0x{data[err.start]:02x}",
+                          message=f"is not a text file ({binary}), so it cannot be a spec",
+                          fix="give the spec file (YAML or JSON text)") from err
         raise Refused(where=(line, column), value=f"0x{data[err.start]:02x}",
                       message=f"is not UTF-8: byte offset {err.start} ({err.reason})",
                       fix="save the file as UTF-8") from err
+
+
+def _binary_kind(data: bytes) -> str | None:
+    for magic, kind in _BINARY_MAGIC.items():
+        if data.startswith(magic):
+            return kind
+    if b"\x00" in data[:8192] and not data.startswith(_UTF16_BOMS):
+        return "it holds NUL bytes"
+    return None
 
 
 def _mark(mark: Any) -> tuple[int, int] | None:

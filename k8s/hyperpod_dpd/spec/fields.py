@@ -59,7 +59,7 @@ def spec_fields(cls: type) -> tuple[SpecField, ...]:
             default = item.default_factory()
         else:
             default = dataclasses.MISSING
-        description, _, default_text = docs.get(item.name, "").partition(":default:")
+        description, _, default_text = plain(docs.get(item.name, "")).partition(":default:")
         result.append(SpecField(name=item.name, hint=hints[item.name], default=default,
                                 description=description.strip(), default_text=default_text.strip(),
                                 refused=item.metadata.get(REFUSED),
@@ -70,7 +70,19 @@ def spec_fields(cls: type) -> tuple[SpecField, ...]:
 def record_summary(cls: type) -> str:
     """The first paragraph of a record's docstring, on one line."""
     doc = (cls.__doc__ or "").split("\n\n")[0]
-    return " ".join(doc.split())
+    return " ".join(plain(doc).split())
+
+
+_ROLE = re.compile(r":(?:class|data|func|meth|mod|attr|obj):`~?([^`]+)`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def plain(text: str) -> str:
+    """A docstring's reStructuredText as the text a YAML comment or editor tooltip shows: ``x`` and :class:`x` as `x`.
+
+    The docstrings stay in the house style (Sphinx, jsii); what a spec author reads has no double backticks.
+    """
+    return _LITERAL.sub(r"`\1`", _ROLE.sub(lambda m: f"`{m.group(1).rsplit('.', 1)[-1]}`", text))
 
 
 def without_none(hint: Any) -> tuple[Any, bool]:

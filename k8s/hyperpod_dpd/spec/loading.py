@@ -143,8 +143,11 @@ def _syntax_error(kind: str, source: str, text: str, *, line: int, column: int, 
     """``FILE:LINE:COLUMN: malformed YAML: <problem> (got '<the line>')``, the position editors jump to."""
     lines = text.splitlines()
     offending = lines[line - 1].rstrip() if 0 < line <= len(lines) else ""
+    fix = f"correct the syntax at line {line}, column {column}"
+    if "'\\t'" in problem:  # YAML indents with spaces only; PyYAML names the tab but not the cure
+        fix = f"replace the tab at line {line}, column {column} with spaces (YAML indents with spaces, never tabs)"
     problem_found = Problem(field=f"{source}:{line}:{column}", value=offending, message=f"malformed {kind}: {problem}",
-                            fix=f"correct the syntax at line {line}, column {column}")
+                            fix=fix)
     return SpecError([problem_found], source=source)
 
 
@@ -280,6 +283,8 @@ def _convert_scalar(hint: Any, value: Any, path: str, out: _Collector) -> Any:
     if hint is str:
         if isinstance(value, str):
             return value
+        if isinstance(value, list | dict):  # quoting a list or mapping whole gives no YAML a user would want
+            return out.add(path, value, f"must be a string, not {_kind_of(value)}", "write one string")
         return out.add(path, value, f"must be a string, not {_kind_of(value)}", f"quote it: '{value}'")
     raise TypeError(f"no conversion for {hint!r} at {path}")  # pragma: no cover - a spec field of a new type
 

@@ -55,13 +55,12 @@ class AdviceLike(Protocol):
 
 def predict(spec: DpdSpec, scenario: Scenario, *, baseline_nodes: int = 1) -> AdviceLike:
     """The advisor's estimate for ``scenario`` on ``spec``; a missing advisor names the extra to install."""
-    from hyperpod_dpd.errors import UsageError  # noqa: PLC0415
+    from hyperpod_dpd.errors import UsageError, install_extra  # noqa: PLC0415
 
     try:
         from hyperpod_dpd.advisor import Traffic, advise  # noqa: PLC0415 - heavy, optional
     except ImportError as err:
-        raise UsageError(f"--compare needs the advisor ({err}): pip install 'hyperpod-dpd[{ADVISOR_EXTRA}]'"
-                              ) from None
+        raise UsageError(f"--compare needs the advisor ({err}): {install_extra(ADVISOR_EXTRA)}") from None
     if not scenario.request_rates:
         advice: AdviceLike = advise(spec, Traffic(isl=scenario.isl, osl=scenario.osl,
                                                   concurrency=tuple(scenario.concurrency)),
