@@ -84,6 +84,13 @@ def test_config_keys_are_the_dataclass_fields() -> None:
     (["--block-size", "sixteen"], "--block-size 'sixteen' is not an integer"),
     (["--max-num-batched-tokens", "2.5K"], "is not an integer (optionally with k"),
     (["--max-num-partial-prefills=two"], "is not an integer"),
+    (["--max-num-batched-tokens", "0"], "--max-num-batched-tokens must be at least 1"),
+    (["--stream-interval", "0"], "--stream-interval must be at least 1"),
+    (["--compilation-config", '{"cudagraph_mode": "FULL_AND_PIECEWIS"}'], "cudagraph_mode"),
+    (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 0}'], "num_speculative_tokens"),
+    (["--reasoning-parser", "deepseek-r1"], "did you mean 'deepseek_r1'?"),
+    (["--attention-backend", "FLASH_ATTNX"], "is not a name vLLM 0.19.0 has registered"),
+    (["--quantization", "fp9"], "is not a name vLLM 0.19.0 has registered for --quantization"),
     (["--cudagraph-capture-sizes", "1", "2", "x"], "'x' is not an integer"),
     (["--compilation-config", '{"mode": 3, "cudagraph_mod": "FULL"}'],
      "'cudagraph_mod' is not a field of vLLM 0.19.0's CompilationConfig"),
@@ -179,10 +186,19 @@ def test_paths_vllm_serves_pass(path: str, value: str) -> None:
     (["--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"], None,
      "args: is below max_model_len 16384 with chunked prefill off"),
     (["--max-num-batched-tokens", "8"], "decode", "decode.args: is below decode.max_num_seqs 32"),
-    (["--max-num-partial-prefills", "2", "--no-enable-chunked-prefill"], None, "needs chunked prefill"),
-    (["--max-num-partial-prefills", "2", "--long-prefill-token-threshold", "99999"], None,
-     "is above max_model_len 16384 with --max-num-partial-prefills 2"),
-    (["--max-long-partial-prefills", "3"], None, "is above --max-num-partial-prefills 1"),
+    # vLLM 0.19.0 refuses any concurrent partial prefill (vllm/engine/arg_utils.py, _check_feature_supported)
+    (["--max-num-partial-prefills", "2", "--no-enable-chunked-prefill"], None, "asks for concurrent partial prefill"),
+    (["--max-num-partial-prefills", "4", "--max-long-partial-prefills", "2"], None,
+     "asks for concurrent partial prefill"),
+    (["--max-long-partial-prefills", "3"], None, "asks for concurrent partial prefill"),
+    (["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "2"], None, "is below --max-loras 4"),
+    (["--enable-eplb"], None, "needs --enable-expert-parallel"),
+    (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 5, '
+      '"prompt_lookup_max": 4}'], None, "is above prompt_lookup_max 4"),
+    (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}',
+      "--async-scheduling"], None, "does not work with the speculative method 'ngram'"),
+    (["--enable-auto-tool-choice", "--tool-call-parser", "llama3-json"], None, "did you mean 'llama3_json'?"),
+    (["--decode-context-parallel-size", "0"], None, "integer modulo by zero"),
     (["--enable-auto-tool-choice"], None, "requires --tool-call-parser"),
     (["--enable-log-outputs"], "prefill", "prefill.args: requires --enable-log-requests"),
 ])
@@ -197,7 +213,9 @@ def test_vllms_own_cross_flag_checks(args: list[str], role: str | None, fragment
 @pytest.mark.parametrize("args", [
     ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "16k"],  # 16000 < 16384: see the refusal test
     ["--enable-chunked-prefill", "--max-num-batched-tokens", "2048"],
-    ["--max-num-partial-prefills", "4", "--max-long-partial-prefills", "2", "--long-prefill-token-threshold", "512"],
+    ["--long-prefill-token-threshold", "512"],
+    ["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "8"],
+    ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}'],
     ["--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"],
     ["--enable-log-outputs", "--enable-log-requests"],
 ])
