@@ -216,6 +216,14 @@ def engine_oracle() -> Iterator[EngineOracle]:
 
 
 @pytest.fixture(scope="session")
+def h200_oracle() -> Iterator[EngineOracle]:
+    """A second process: an 8 x H200 node (ml.p5en.48xlarge), whose GPU name and memory set other defaults."""
+    oracle = start_oracle(InstanceType.P5EN_48XLARGE)
+    yield oracle
+    oracle.close()
+
+
+@pytest.fixture(scope="session")
 def example_data() -> dict[str, Any]:
     data: dict[str, Any] = load_spec_data(EXAMPLE)
     return data

@@ -70,6 +70,11 @@ def test_validate_refuses_nothing_vllm_accepts_beyond_the_listed_exceptions(diff
 
 def test_agreement_stays_at_its_measured_level(differential: list[Outcome]) -> None:
     agree = sum(o.agree for o in differential)
+    refused = [o for o in differential if o.theirs.ok is False]
+    accepted = [o for o in differential if o.theirs.ok is True]
+    print(f"\ndifferential: {len(differential)} cases, {agree} agree; vLLM refuses {len(refused)}, validate "
+          f"refuses {sum(not o.ours for o in refused)} of them; vLLM accepts {len(accepted)}, validate accepts "
+          f"{sum(o.ours for o in accepted)} of them")
     assert agree / len(differential) >= MIN_AGREEMENT, (agree, len(differential))
 
 

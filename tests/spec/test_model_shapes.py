@@ -49,6 +49,28 @@ def test_a_model_refused_by_name_warns_that_the_checks_cannot_run_and_offers_no_
         assert misleading not in unknown.message
 
 
+@pytest.mark.parametrize(("name", "preset"), [("DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"),
+                                              ("DeepSeek-R1-Distill-Llama-8B", "llama-3.1-8b")])
+def test_a_deepseek_r1_distill_llama_has_its_students_dense_shape(name: str, preset: str) -> None:
+    """The distilled models are dense Llama models (model_type llama), not MLA: sized as their base model."""
+    from hyperpod_dpd.spec.architecture import PRESETS
+
+    data = _set(_mapping(), "model.name", name)
+    data.get("model", {}).pop("architecture", None)
+    checked = check(parse_spec(data))
+    assert checked.architecture == PRESETS[preset]
+    assert not [w for w in checked.warnings if w.code == "ArchitectureUnknown"]
+
+
+def test_a_deepseek_r1_distill_qwen_is_not_called_mla() -> None:
+    """A Qwen distill extends Qwen2.5's context, so no preset fits: unknown (config.json is the fix), not MLA."""
+    data = _set(_mapping(), "model.name", "DeepSeek-R1-Distill-Qwen-32B")
+    data.get("model", {}).pop("architecture", None)
+    (unknown,) = [w for w in check(parse_spec(data)).warnings if w.code == "ArchitectureUnknown"]
+    assert "MLA" not in unknown.message and "latent" not in unknown.message
+    assert "{config_json: PATH}" in unknown.message
+
+
 def test_a_known_architecture_does_not_warn() -> None:
     assert not [w for w in check(default_spec()).warnings if w.code == "ArchitectureUnknown"]
 

@@ -173,8 +173,10 @@ def _parse(argv: list[str]) -> Any:
         with contextlib.redirect_stderr(captured):
             args = parser.parse_args(["serve", *argv])
     except SystemExit as error:
-        lines = [line for line in captured.getvalue().splitlines() if "error:" in line]
-        text = lines[-1].split("error:", 1)[1].strip() if lines else captured.getvalue().strip()
+        # argparse prints the usage, then "vllm serve: error: MESSAGE", which pydantic's errors continue
+        # over several lines.
+        written = captured.getvalue()
+        text = written.rsplit(": error: ", 1)[1].strip() if ": error: " in written else written.strip()
         raise _Refused("parse", error, text or f"argparse exited with {error.code}") from None
     except Exception as error:
         raise _Refused("parse", error) from None
