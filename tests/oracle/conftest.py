@@ -30,7 +30,7 @@ from hyperpod_dpd.validation.run import check_data, known_architecture
 # (a spec field owns the flag, the listener moves, the world size grows, another KV connector replaces the
 # operator's, the KV cache is sized behind the planner's back). They are not vLLM's verdict to compare with.
 BY_DESIGN = {**rules.OWNED_FLAGS, **rules.LISTENER_FLAGS, **rules.PARALLEL_FLAGS, **rules.CONNECTOR_FLAGS,
-             **rules.MEMORY_FLAGS, rules.METRICS_OFF_FLAG: "metrics"}
+             **rules.MEMORY_FLAGS, rules.METRICS_OFF_FLAG: "metrics", rules.LORA_FLAG: "LoRA over LMCache"}
 # Flags whose value is a path or a file vLLM opens at start; the model folder the oracle gets has none of them.
 # Values vLLM would read from disk (a chat template, a tokenizer, a LoRA module) are not generated.
 NO_VALUE_CASES = {"--model", "--tokenizer", "--chat-template", "--hf-config-path", "--speculative-config",

@@ -37,6 +37,7 @@ EXCEPTIONS = {
     "max_model_len=-1": "vLLM reads -1 as 'the model's maximum'; the spec's max_model_len sizes the KV cache and "
                         "the PD buffer, so it must be a number",
     "pair --max-num-seq 8": "an abbreviation of --max-num-seqs, which <role>.max_num_seqs owns",
+    "pair --enable-lora": "LoRA over LMCache is refused by design: LMCache's keys ignore the adapter",
 }
 # Measured on the generated table (docs/checks.md, "vLLM's own verdict"). Raise them as rules improve.
 MIN_CASES = 500

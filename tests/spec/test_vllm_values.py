@@ -121,7 +121,7 @@ def test_values_vllm_refuses_are_refused(args: list[str], fragment: str) -> None
     ["--compilation-config", '{"mode": 3, "cudagraph_mode": "FULL"}'],
     ["-cc.mode", "3"],
     ["--compilation-config.splitting_ops+", "a,b"],
-    ["--max-lora-rank", "64", "--enable-lora"],
+    ["--max-lora-rank", "64"],
     ["--cudagraph-capture-sizes", "1", "2", "4"],
     ["--max-log-len", "None"],
     ["--seed", "7"],
@@ -214,7 +214,6 @@ def test_vllms_own_cross_flag_checks(args: list[str], role: str | None, fragment
     ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "16k"],  # 16000 < 16384: see the refusal test
     ["--enable-chunked-prefill", "--max-num-batched-tokens", "2048"],
     ["--long-prefill-token-threshold", "512"],
-    ["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "8"],
     ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}'],
     ["--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"],
     ["--enable-log-outputs", "--enable-log-requests"],

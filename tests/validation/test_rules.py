@@ -159,6 +159,11 @@ RULES = [
     ("decode.autoscaling", {"triggers": [
         {"cloudwatch": {"name": "a", "namespace": "n", "metric_name": "m", "target_value": 1, "period_seconds": 0}}]},
      "decode.autoscaling.triggers[0].period_seconds", "must be positive"),
+    ("tags", {"team": "a|b"}, "tags.team", "the tag's value holds '|'"),
+    ("tags", {"team#1": "a"}, "tags.team#1", "the tag's key holds '#'"),
+    ("model.mount_path", "/dev/model", "model.mount_path", "is under a file system the container runtime mounts"),
+    ("model.mount_path", "/proc", "model.mount_path", "is under a file system the container runtime mounts"),
+    ("decode.args", ["--enable-lora"], "decode.args", "serves LoRA adapters over LMCache"),
 ]
 
 

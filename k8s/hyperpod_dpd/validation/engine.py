@@ -118,6 +118,7 @@ MEMORY_FLAGS = {
     "--offload-params": "offloads weights",
     "--cpu-offload-params": "offloads weights",
 }
+LORA_FLAG = "--enable-lora"
 # Removes every vllm:* series the alerts and KEDA read.
 METRICS_OFF_FLAG = "--disable-log-stats"
 # LMCache 0.4.3 (lmcache/integration/vllm/utils.py): with --speculative-config the draft model's layers join the
@@ -475,6 +476,13 @@ def engine_flags(ctx: RuleContext) -> Iterator[Finding]:
                           fix="move it to the shared args, or give both roles the same value")
     yield from _cross_flag(ctx)
     yield from _api_key(ctx)
+    for field, flags in all_args(ctx):
+        if flags.get(LORA_FLAG, "no") != "no":
+            # LMCache 0.4.3 keys a chunk by its token hashes only (lmcache/v1/token_database.py), never by the
+            # LoRA adapter: one adapter's KV would be sent to a request for another.
+            yield Problem(field=field, value=LORA_FLAG, message="serves LoRA adapters over LMCache, whose cache keys "
+                          "ignore the adapter: the decoder would get KV computed with another adapter's weights",
+                          fix="remove --enable-lora from a DPD endpoint (serve adapters on an aggregated one)")
 
 
 # vLLM 0.19.0 turns on its AuthenticationMiddleware when --api-key or VLLM_API_KEY is set
