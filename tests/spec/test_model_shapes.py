@@ -153,6 +153,22 @@ def test_config_json_relative_to_the_spec_file_gives_the_shape(tmp_path: Path, m
     assert not [w for w in checked.warnings if w.code == "ArchitectureUnknown"]
 
 
+def test_the_public_load_spec_reads_config_json_as_the_cli_does(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """hyperpod_dpd.load_spec takes the documented {config_json: PATH} form (it used to call it an unknown key)."""
+    import hyperpod_dpd
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "config.json").write_text(json.dumps(ACME_CONFIG), encoding="utf-8")
+    monkeypatch.chdir("/")
+    spec = hyperpod_dpd.load_spec(_spec_file(tmp_path, {"config_json": "models/config.json"}, tp=4))
+    architecture = spec.model.architecture
+    assert not isinstance(architecture, str) and architecture is not None
+    assert architecture.num_attention_heads == 32
+    with pytest.raises(SpecError, match=r"model\.architecture\.config_json: does not exist"):
+        hyperpod_dpd.load_spec(_spec_file(tmp_path, {"config_json": "missing/config.json"}, tp=4))
+
+
 @pytest.mark.parametrize(("content", "fragment"), [
     (None, "does not exist ("),
     ("{not json", "is not valid JSON"),
