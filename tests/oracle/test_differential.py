@@ -20,6 +20,8 @@ EXCEPTIONS = {
     "--compilation-config max_cudagraph_capture_size=-1": "an assertion in VllmConfig's code, not a bound",
     "--max-cudagraph-capture-size": "the same assertion (VllmConfig), which depends on the CUDA-graph mode",
     "--data-parallel-": "data-parallel load-balancing switches; every data-parallel size but 1 is refused already",
+    "--distributed-executor-backend bogus-value": "vLLM also takes an executor class's qualified name, which only "
+                                                  "importing it can check",
     "--enable-dbo": "micro-batching needs a DeepEP all2all backend: a cross-check in VllmConfig's code",
     "--enable-elastic-ep": "elastic expert parallelism needs EPLB: a cross-check in ParallelConfig's code",
     "--enable-expert-parallel": "needs a MoE model: vLLM reads the experts from config.json (`validate --engine`)",
@@ -39,9 +41,12 @@ EXCEPTIONS = {
     "pair --max-num-seq 8": "an abbreviation of --max-num-seqs, which <role>.max_num_seqs owns",
     "pair --enable-lora": "LoRA over LMCache is refused by design: LMCache's keys ignore the adapter",
 }
-# Measured on the generated table (docs/checks.md, "vLLM's own verdict"). Raise them as rules improve.
-MIN_CASES = 500
-MIN_AGREEMENT = 0.93
+# Measured on the generated table (docs/checks.md, "Our rules against vLLM's"): 519 cases, 491 agree; of the 315
+# vLLM refuses validate refuses 296, of the 204 it accepts validate accepts 195. Raise them as rules improve.
+MIN_CASES = 519
+MIN_AGREE = 491
+MIN_BOTH_REFUSE = 296
+MIN_BOTH_ACCEPT = 195
 
 
 def _excepted(outcome: Outcome) -> str | None:
@@ -76,7 +81,9 @@ def test_agreement_stays_at_its_measured_level(differential: list[Outcome]) -> N
     print(f"\ndifferential: {len(differential)} cases, {agree} agree; vLLM refuses {len(refused)}, validate "
           f"refuses {sum(not o.ours for o in refused)} of them; vLLM accepts {len(accepted)}, validate accepts "
           f"{sum(o.ours for o in accepted)} of them")
-    assert agree / len(differential) >= MIN_AGREEMENT, (agree, len(differential))
+    assert agree >= MIN_AGREE
+    assert sum(not o.ours for o in refused) >= MIN_BOTH_REFUSE
+    assert sum(o.ours for o in accepted) >= MIN_BOTH_ACCEPT
 
 
 def test_every_exception_still_happens(differential: list[Outcome]) -> None:
