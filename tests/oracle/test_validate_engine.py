@@ -124,3 +124,31 @@ def test_the_cli_reports_vllms_refusal_beside_the_field(tmp_path: Path, capsys: 
     assert ("decode.args: vLLM 0.19.0 refuses the decode role's command line in the worker, after loading the "
             "weights (attention_backend)") in err
     assert "got '--attention-backend FLASHMLA'" in err
+
+
+def test_the_cdk_app_with_engine_check_names_the_install_without_the_engine_venv(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from hyperpod_dpd.errors import SpecError
+    from hyperpod_dpd_cdk.app import stack_options
+
+    monkeypatch.setenv(ENGINE_PYTHON_ENV, str(tmp_path / "missing" / "python"))
+    with pytest.raises(SpecError) as err:
+        stack_options({"spec": str(EXAMPLE), "engine_check": "true"})
+    (problem,) = err.value.problems
+    assert problem.field.endswith(": engine_check")
+    assert INSTALL_COMMAND in problem.fix
+
+
+def test_the_cdk_app_with_engine_check_reports_vllms_refusal(tmp_path: Path) -> None:
+    from hyperpod_dpd.errors import SpecError
+    from hyperpod_dpd_cdk.app import stack_options
+
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["args"] = ["--attention-backend", "FLASHMLA"]
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    stack_options({"spec": str(path)})  # the synth-time rules cannot know
+    with pytest.raises(SpecError) as err:
+        stack_options({"spec": str(path), "engine_check": "true"})
+    assert {p.field for p in err.value.problems} == {f"{path}: args"}
+    assert all("non-MLA not supported" in p.message for p in err.value.problems)
