@@ -33,6 +33,14 @@ from hyperpod_dpd.validation.context import Finding, RuleContext, problem
 from hyperpod_dpd.validation.naming import HTTP_PATH
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# github.com/distribution/reference regexp.go: reference := name [ ":" tag ] [ "@" digest ]; a name is an optional
+# domain (host[:port], or a bracketed IPv6) then '/'-separated lower-case path components; a tag is
+# [\w][\w.-]{0,127}; a digest is algorithm ":" hex of at least 32.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_DOMAIN = r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*" \
+          r"[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+IMAGE_REFERENCE = re.compile(rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
+                             r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
 # Environment variables that spec fields own; setting them in ``env`` would fight the field.
 OWNED_ENV = {
     "PD_BUFFER_SIZE": "kv_cache.pd_buffer_size",
@@ -153,6 +161,11 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
                               "binds it is undocumented, so 8000 is the safer choice")
     if not spec.image.strip() or any(c.isspace() for c in spec.image):
         yield problem("image", spec.image, "must be a container image reference", "use e.g. " + KNOWN_IMAGES[0])
+    elif not IMAGE_REFERENCE.match(spec.image):
+        yield problem("image", spec.image, "is not an image reference as the container runtime parses it "
+                      "(distribution/reference's grammar: lower-case repository path components, an optional "
+                      "registry host[:port], a tag of at most 128 of [A-Za-z0-9_.-], an optional @sha256:<64 hex>); "
+                      "the kubelet fails the pull with InvalidImageName", "write e.g. " + KNOWN_IMAGES[0])
     elif spec.image not in KNOWN_IMAGES:
         yield SpecWarning(code="UnknownImage", field="image",
                       message=f"{spec.image} is not one of the documented DPD images; it must bundle vLLM, LMCache, "
