@@ -1,6 +1,7 @@
 # Everything a fresh machine needs, from Python 3.11+ and make alone.
 #   make synth   installs what a synth needs (the package and the dashboard SDK) and synthesizes the default app
-#   make test    installs everything else too (test tools, the advisor, the benchmark, checkov) and runs the suite
+#   make test    installs everything else too (test tools, the advisor, the benchmark, checkov, the engine) and runs the suite
+#   make engine  installs vLLM in .venv-engine, whose own checks `validate --engine` and the tests run
 #   make lock    re-resolves the locks (locks/*.txt) that both install from; UPGRADE=all moves every package
 PYTHON ?= python3
 VENV := .venv
@@ -19,7 +20,7 @@ TEST_SIZE := 2.6 GB
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP_FLAGS := --progress-bar off
 
-.PHONY: synth test lint typecheck bench clean venv-size lock lock-check
+.PHONY: synth test engine lint typecheck bench clean venv-size lock lock-check
 
 # Run first in the install recipe: stop before anything is created when $(PYTHON) is too old, and
 # rebuild a venv that another Python made (a failed first try with an old python3 leaves one behind).
@@ -73,6 +74,31 @@ $(TEST_STAMP): $(SYNTH_STAMP) $(LOCKS)/test.txt $(LOCKS)/checkov.txt
 	$(BIN)/python scripts/lock.py check checkov --python $(VENV)/checkov/bin/python --remove-unlisted
 	@touch $@
 
+# vLLM as the worker image runs it, in a venv of its own (its torch and pins are not the project's): the oracle of
+# `hyperpod-dpd validate --engine` and of the differential tests (hyperpod_dpd/oracle). The lock leaves out GPU kernels
+# the checks never import, so it installs with --no-deps. The stub CUDA driver it needs is compiled here, once.
+ENGINE_VENV := .venv-engine
+ENGINE_STAMP := $(ENGINE_VENV)/.installed
+ENGINE_SCRIPT := k8s/hyperpod_dpd/oracle/vllm_checks.py
+CC ?= cc
+
+$(ENGINE_STAMP): $(LOCKS)/engine.txt $(ENGINE_SCRIPT)
+	@$(CHECK_PYTHON)
+	@command -v $(CC) >/dev/null 2>&1 && command -v nm >/dev/null 2>&1 || { \
+	  echo "error: the engine check needs a C compiler ('$(CC)') and 'nm' once, to build a stub CUDA driver."; \
+	  echo "Fix: install them (Debian/Ubuntu: apt-get install gcc binutils; Amazon Linux: dnf install gcc binutils)"; \
+	  echo "and run 'make engine' again, or 'make engine CC=clang'."; exit 2; }
+	@echo ">>> installing vLLM in $(ENGINE_VENV) as $(LOCKS)/engine.txt pins it (torch with its CUDA libraries:"
+	@echo "    about 4.5 GB download, 8 GB on disk, 3-5 minutes; no GPU is needed)"
+	@test -d $(ENGINE_VENV) || $(PYTHON) -m venv $(ENGINE_VENV)
+	$(ENGINE_VENV)/bin/python $(LOCKED_INSTALL) --no-deps -r $(LOCKS)/engine.txt | $(SHOW_PACKAGES)
+	$(PYTHON) scripts/lock.py check engine --python $(ENGINE_VENV)/bin/python --remove-unlisted
+	$(ENGINE_VENV)/bin/python $(ENGINE_SCRIPT) build-stub $(ENGINE_VENV)/stub
+	@touch $@
+
+## engine: vLLM in its own venv, for `hyperpod-dpd validate --engine` (make test installs it too)
+engine: $(ENGINE_STAMP)
+
 ## lock: re-resolve every install level from pyproject.toml into locks/*.txt (needs the package index), keeping
 ## each pin that still fits; UPGRADE=all moves every package to its newest allowed version, UPGRADE=a,b only those.
 ## A refresh is its own commit, and the suite and the snapshots decide whether it lands.
@@ -86,6 +112,8 @@ lock:
 lock-check: $(TEST_STAMP)
 	@$(BIN)/python scripts/lock.py check test || { rm -f $(TEST_STAMP); exit 1; }
 	@$(BIN)/python scripts/lock.py check checkov --python $(VENV)/checkov/bin/python || { rm -f $(TEST_STAMP); exit 1; }
+	@if [ -e $(ENGINE_STAMP) ]; then $(BIN)/python scripts/lock.py check engine --python $(ENGINE_VENV)/bin/python \
+	  || { rm -f $(ENGINE_STAMP); exit 1; }; fi
 
 ## synth: the default app, offline: CloudFormation in cdk.out/, each endpoint's manifests in cdk.out/manifests/
 synth: $(SYNTH_STAMP)
@@ -93,7 +121,7 @@ synth: $(SYNTH_STAMP)
 	$(BIN)/python app.py
 
 ## test: lint, type-check and the whole test suite (promtool, when installed, runs the alert-behaviour tests)
-test: lock-check lint typecheck
+test: lock-check engine lint typecheck
 	$(BIN)/python -m pytest -rs
 
 lint: $(TEST_STAMP)
@@ -116,4 +144,4 @@ venv-size: $(TEST_STAMP)
 	$(BIN)/python scripts/venv_size.py
 
 clean:
-	rm -rf $(VENV) cdk.out dist .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache .import_linter_cache
+	rm -rf $(VENV) $(ENGINE_VENV) cdk.out dist .mypy_cache .ruff_cache .pytest_cache .hypothesis .grimp_cache .import_linter_cache

@@ -98,6 +98,9 @@ reads cdk.json's context itself so both write the same cloud assembly. Options a
     weights_staging_hours=HOURS
         how long a deploy waits for a huggingface source to be staged into the model bucket;
         default: 4
+    engine_check=true|false
+        true also runs each spec's roles through vLLM's own start-up checks, as hyperpod-dpd
+        validate --engine does (needs make engine); default: false
 .. END generated: context-usage
 
 Every key is checked before anything is built: an unknown key (a typo) or an empty value is an

@@ -11,7 +11,8 @@ and ``make test`` install, so an upstream release changes nothing here until som
 Levels: ``build`` (the build backend for the editable install), ``synth`` (the package with
 ``[observability]``), ``test`` (every extra; the
 benchmark clients at the versions of the pod's own locks, ``k8s/hyperpod_dpd/data/*_lock.json``; every
-package ``synth`` has at its ``synth`` version) and ``checkov`` (its own venv). The locks are universal
+package ``synth`` has at its ``synth`` version), ``checkov`` (its own venv) and ``engine`` (vLLM in
+``.venv-engine``, whose own checks ``validate --engine`` runs). The locks are universal
 (one file for every Python the project supports, markers where versions differ) and resolved by a pinned
 uv from the public index. A refresh is its own commit, with the suite and the snapshots green.
 """
@@ -35,6 +36,14 @@ UV_VERSION = "0.13.10"
 REFRESH = "make lock"
 CLIENT_LOCKS = ("k8s/hyperpod_dpd/data/genai_bench_lock.json", "k8s/hyperpod_dpd/data/aiperf_lock.json")
 CHECKOV_VERSION = "3.3.30"
+# The engine venv (.venv-engine): the vLLM the worker image runs, whose own checks `validate --engine` and the
+# differential tests run (hyperpod_dpd/oracle). Kept equal to contracts/vllm.py's VLLM_VERSION by a test.
+ENGINE_VLLM_VERSION = "0.19.0"
+# Left out of the engine lock (and installed with --no-deps): GPU kernels and media libraries that vLLM's
+# argument parsing and config construction never import; they save about 2.7 GB of the 11 GB venv.
+ENGINE_LEFT_OUT = ("triton", "flashinfer-cubin", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base",
+                   "nvidia-cutlass-dsl-libs-core", "nvidia-cutlass-dsl-libs-cu12", "quack-kernels", "torchaudio",
+                   "torchvision", "cuda-bindings", "nvidia-cudnn-frontend")
 # The build backend that makes the editable install (pip's --build-constraint); not installed in the venv.
 BUILD_TOOLS = ("setuptools>=77", "wheel")
 # A venv on Python 3.11 starts with pip and setuptools: both are locked like everything else.
@@ -56,6 +65,8 @@ class Level:
     # JSON locks (the benchmark pod's) whose pins this level keeps: the tests run the clients the pod runs, and
     # `make synth` then `make test` moves nothing.
     keeps_json: tuple[str, ...] = ()
+    # Packages resolved but not written to the lock (the level installs with --no-deps).
+    left_out: tuple[str, ...] = ()
 
 
 LEVELS: dict[str, Level] = {
@@ -64,6 +75,8 @@ LEVELS: dict[str, Level] = {
     "test": Level("test", extras=("dev", "advisor", "bench", "observability"), requirements=SEEDED,
                   keeps=("synth",), keeps_json=CLIENT_LOCKS),
     "checkov": Level("checkov", requirements=(f"checkov=={CHECKOV_VERSION}", *SEEDED), from_project=False),
+    "engine": Level("engine", requirements=(f"vllm=={ENGINE_VLLM_VERSION}", *SEEDED), from_project=False,
+                    left_out=ENGINE_LEFT_OUT),
 }
 
 
@@ -149,7 +162,7 @@ def drift(locked: Mapping[str, str], installed: Mapping[str, Sequence[str]], *, 
     installed package (unlisted is no error with ``allow_more``: a level another is installed on top of), and,
     with ``project``, the project itself missing."""
     source = source or f"locks/{level}.txt"
-    make = "make synth" if level == "synth" else "make test"
+    make = {"synth": "make synth", "engine": "make engine"}.get(level, "make test")
     fix = f"run '{make}' to reinstall from the locks (or '{REFRESH}' if the lock is what should move)"
     lines = []
     if project and PROJECT not in installed:
@@ -220,6 +233,7 @@ def compile_level(level: Level, uv: str, upgrade: tuple[str, ...] = ()) -> None:
         command = [uv, "pip", "compile", "--quiet", "--no-config", "--universal", "--python-version", "3.11",
                    "--generate-hashes", "--no-strip-markers", "--custom-compile-command", REFRESH, "--output-file",
                    str(lock_path(level.name))]
+        command += [f"--no-emit-package={name}" for name in level.left_out]
         command += ["--upgrade"] if "all" in upgrade else [f"--upgrade-package={name}" for name in upgrade]
         if level.from_project:
             command += [str(REPO / "pyproject.toml"), *(f"--extra={extra}" for extra in level.extras)]

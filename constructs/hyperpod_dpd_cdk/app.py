@@ -35,6 +35,7 @@ from hyperpod_dpd.errors import EXIT_INTERNAL, internal_error_line
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd.spec.loading import DASH
 from hyperpod_dpd.validation import load_checked_spec
+from hyperpod_dpd.validation.run import CheckedSpec
 from hyperpod_dpd_cdk._private.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version
 from hyperpod_dpd_cdk.eks_cluster import ExistingEksCluster
 from hyperpod_dpd_cdk.exposure import ClusterEndpointAccess
@@ -137,6 +138,8 @@ CONTEXT_KEYS = (
                FLAG),
     ContextKey("weights_staging_hours", "HOURS", "`4`",
                "how long a deploy waits for a `huggingface` source to be staged into the model bucket"),
+    ContextKey("engine_check", "true|false", "`false`", "`true` also runs each spec's roles through vLLM's own "
+               "start-up checks, as `hyperpod-dpd validate --engine` does (needs `make engine`)", FLAG),
 )
 
 
@@ -240,14 +243,31 @@ def _specs(context: Mapping[str, Any]) -> list[DpdSpec]:
                                  "not pass to the app", fix="write the spec to a file and pass -c spec=FILE; "
                                  "'hyperpod-dpd synth -' reads standard input")], source="-c spec", what="CDK context")
     specs, problems = [], []
+    engine = _flag(context, "engine_check", default=False)
     for path in paths:
         try:  # SLO autoscaling's capacities are computed and pinned by the construct (HyperPodDpd)
-            specs.append(load_checked_spec(path).spec)
+            checked = load_checked_spec(path)
+            specs.append(checked.spec)
+            found = _engine_problems(checked, path) if engine else []
         except SpecError as error:
-            problems += [dataclasses.replace(p, field=f"{path}: {p.field}") for p in error.problems]
+            found = list(error.problems)
+        problems += [dataclasses.replace(p, field=f"{path}: {p.field}") for p in found]
     if problems:
         raise SpecError(problems)
     return specs
+
+
+def _engine_problems(checked: CheckedSpec, path: str) -> list[Problem]:
+    """vLLM's own refusals of the spec's roles (``-c engine_check=true``); no engine venv is a problem too."""
+    from hyperpod_dpd.oracle import EngineUnavailable, config_json_of, engine_verdicts  # noqa: PLC0415 - 10 s+
+    from hyperpod_dpd.spec.loading import load_spec_data  # noqa: PLC0415
+
+    try:
+        verdicts = engine_verdicts(checked.spec, checked.architecture, config_json_of(load_spec_data(path), path))
+    except EngineUnavailable as err:
+        return [Problem(field="engine_check", value="true", message="cannot run vLLM's own checks",
+                        fix=str(err))]
+    return [found for verdict in verdicts if (found := verdict.problem()) is not None]
 
 
 def _observability(context: Mapping[str, Any]) -> ObservabilityOptions | bool:

@@ -39,7 +39,6 @@ from hyperpod_dpd.spec.instances import InstanceType
 from hyperpod_dpd.spec.loading import (
     dump_spec,
     dump_spec_yaml,
-    load_spec,
     parse_spec,
     spec_from_mapping,
     spec_to_mapping,
@@ -47,6 +46,7 @@ from hyperpod_dpd.spec.loading import (
 )
 from hyperpod_dpd.spec.units import ByteSize
 from hyperpod_dpd.validation import CheckedSpec, check
+from hyperpod_dpd.validation.run import load_spec
 
 ensure_node()  # the imports above load no jsii, so this runs before it starts (tests/setup/test_node.py)
 _moved.install()

@@ -19,6 +19,7 @@ from support import PATH_VALUES, SPEC_FILE, Hang, extreme_numbers, fuzz_examples
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.errors import EXIT_INTERNAL, INTERNAL_ERROR
+from hyperpod_dpd.oracle.engine import ENGINE_PYTHON_ENV
 from hyperpod_dpd_cdk.app import CONTEXT_KEYS, stack_options
 
 FUZZ = settings(max_examples=fuzz_examples(150))  # the rest from the fuzz profile (tests/conftest.py)
@@ -52,6 +53,7 @@ def _options_or_problems(context: dict[str, Any]) -> None:
 def test_any_context_is_options_or_problems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             context: dict[str, Any]) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(ENGINE_PYTHON_ENV, str(tmp_path / "no-engine"))  # engine_check: its refusal, not a 30 s start
     (tmp_path / SPEC_FILE).write_text("name: x\n")
     _options_or_problems(context)
 
@@ -61,6 +63,7 @@ def test_any_context_is_options_or_problems(tmp_path: Path, monkeypatch: pytest.
 def test_any_spec_file_is_options_or_problems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               spec: tuple[str, bytes], context: dict[str, Any]) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(ENGINE_PYTHON_ENV, str(tmp_path / "no-engine"))
     name, data = spec
     (tmp_path / name).write_bytes(data)
     _options_or_problems({**context, "spec": name})

@@ -26,6 +26,7 @@ from hyperpod_dpd.cli import EXIT_CODES, EXIT_INTERNAL, build_parser, main
 from hyperpod_dpd.clients.aws import AwsClients, AwsUnavailable, check_region
 from hyperpod_dpd.clients.seams import Seams
 from hyperpod_dpd.errors import INTERNAL_ERROR
+from hyperpod_dpd.oracle.engine import ENGINE_PYTHON_ENV
 from hyperpod_dpd.spec.defaults import default_spec_text
 
 # The statuses EXIT_CODES documents; the internal-error status is one of them, but a run that ends in it is a bug.
@@ -68,6 +69,8 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
                  "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "KUBERNETES_SERVICE_HOST"):
         monkeypatch.delenv(name, raising=False)
+    # `validate --engine` is fuzzed as unavailable (its usage error); tests/oracle runs the engine itself.
+    monkeypatch.setenv(ENGINE_PYTHON_ENV, str(tmp_path / "no-engine" / "python"))
     monkeypatch.setattr(socket.socket, "connect", _refuse_connection)
     monkeypatch.setattr(socket.socket, "connect_ex", _refuse_connection)
     if not WARM:  # jsii, cdk8s, boto3's models and the advisor's database load once, outside the watched runs

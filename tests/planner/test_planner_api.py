@@ -75,6 +75,13 @@ def test_sizing_problems_are_returned_not_raised() -> None:
     assert "Errors (1):" in render_table(p)
 
 
+def test_the_header_names_fp8_weights_apart_from_the_kv_dtype() -> None:
+    fp8 = replace(PRESETS["llama-3.3-70b"], weight_bytes_per_parameter=1.0)
+    assert "(llama-3.3-70b, 70.6B params, weights fp8, KV bfloat16)" in render_table(
+        plan(default_spec(), architecture=fp8))
+    assert "B params, bfloat16)" in render_table(plan(default_spec()))
+
+
 def test_render_table_shows_the_figures() -> None:
     table = render_table(plan(default_spec(), prompt_tokens=8000))
     for text in ("327,680 B", "40,960 B", "819 chunks", "prompt 8000", "threshold 4096", "max len 16384",

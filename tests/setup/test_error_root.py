@@ -18,6 +18,8 @@ INTERNAL = {
     "hyperpod_dpd.spec._parsing._DuplicateKey": "a signal inside the JSON reader, caught beside where it is raised",
     "hyperpod_dpd.spec._parsing._LongInteger": "a signal inside the JSON reader, caught beside where it is raised",
     "hyperpod_dpd.spec._parsing._Repeat": "a signal inside the JSON reader, caught beside where it is raised",
+    "hyperpod_dpd.oracle.vllm_checks._Refused": "runs inside the engine venv's forked child, which turns it into "
+                                                "a JSON verdict; it never reaches the library",
     "hyperpod_dpd.traces.rows.BadRow": "traces.reading turns a bad row into a problem naming its line",
     "hyperpod_dpd.traces.rows.Skip": "traces.reading counts a skipped row; it is not an error",
 }

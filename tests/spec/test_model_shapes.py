@@ -49,6 +49,28 @@ def test_a_model_refused_by_name_warns_that_the_checks_cannot_run_and_offers_no_
         assert misleading not in unknown.message
 
 
+@pytest.mark.parametrize(("name", "preset"), [("DeepSeek-R1-Distill-Llama-70B", "llama-3.3-70b"),
+                                              ("DeepSeek-R1-Distill-Llama-8B", "llama-3.1-8b")])
+def test_a_deepseek_r1_distill_llama_has_its_students_dense_shape(name: str, preset: str) -> None:
+    """The distilled models are dense Llama models (model_type llama), not MLA: sized as their base model."""
+    from hyperpod_dpd.spec.architecture import PRESETS
+
+    data = _set(_mapping(), "model.name", name)
+    data.get("model", {}).pop("architecture", None)
+    checked = check(parse_spec(data))
+    assert checked.architecture == PRESETS[preset]
+    assert not [w for w in checked.warnings if w.code == "ArchitectureUnknown"]
+
+
+def test_a_deepseek_r1_distill_qwen_is_not_called_mla() -> None:
+    """A Qwen distill extends Qwen2.5's context, so no preset fits: unknown (config.json is the fix), not MLA."""
+    data = _set(_mapping(), "model.name", "DeepSeek-R1-Distill-Qwen-32B")
+    data.get("model", {}).pop("architecture", None)
+    (unknown,) = [w for w in check(parse_spec(data)).warnings if w.code == "ArchitectureUnknown"]
+    assert "MLA" not in unknown.message and "latent" not in unknown.message
+    assert "{config_json: PATH}" in unknown.message
+
+
 def test_a_known_architecture_does_not_warn() -> None:
     assert not [w for w in check(default_spec()).warnings if w.code == "ArchitectureUnknown"]
 
@@ -129,6 +151,22 @@ def test_config_json_relative_to_the_spec_file_gives_the_shape(tmp_path: Path, m
     assert checked.architecture is not None
     assert (checked.architecture.num_attention_heads, checked.architecture.max_context_length) == (32, 32768)
     assert not [w for w in checked.warnings if w.code == "ArchitectureUnknown"]
+
+
+def test_the_public_load_spec_reads_config_json_as_the_cli_does(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """hyperpod_dpd.load_spec takes the documented {config_json: PATH} form (it used to call it an unknown key)."""
+    import hyperpod_dpd
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "config.json").write_text(json.dumps(ACME_CONFIG), encoding="utf-8")
+    monkeypatch.chdir("/")
+    spec = hyperpod_dpd.load_spec(_spec_file(tmp_path, {"config_json": "models/config.json"}, tp=4))
+    architecture = spec.model.architecture
+    assert not isinstance(architecture, str) and architecture is not None
+    assert architecture.num_attention_heads == 32
+    with pytest.raises(SpecError, match=r"model\.architecture\.config_json: does not exist"):
+        hyperpod_dpd.load_spec(_spec_file(tmp_path, {"config_json": "missing/config.json"}, tp=4))
 
 
 @pytest.mark.parametrize(("content", "fragment"), [

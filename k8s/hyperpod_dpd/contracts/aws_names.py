@@ -117,3 +117,19 @@ ACM_ARN_REGION = re.compile(r"^arn:aws[a-z-]*:acm:([a-z0-9-]+):")
 # SageMaker HyperPod: AWS::SageMaker::Cluster ClusterInstanceGroup.InstanceCount is 0-6758 (CloudFormation
 # resource schema; CDK's template validation reports "greater than the maximum of 6758").
 MAX_INSTANCE_COUNT = 6758
+
+
+# Tag keys and values: the characters the AWS Tag pattern ^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$ allows (SageMaker
+# ``Tag``, https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_Tag.html): letters, separators (spaces),
+# numbers and these symbols.
+TAG_SYMBOLS = "_.:/=+-@"
+
+
+def tag_text_error(text: str) -> str | None:
+    """The first character AWS's tag pattern refuses in ``text``, described; None when every one is allowed."""
+    import unicodedata  # noqa: PLC0415 - only tags need it
+
+    for char in text:
+        if char not in TAG_SYMBOLS and unicodedata.category(char)[0] not in ("L", "Z", "N"):
+            return f"holds {char!r}, which AWS tags do not allow"
+    return None

@@ -185,6 +185,34 @@ def quantization_dtypes() -> Mapping[str, tuple[str, ...]]:
     return {method: tuple(dtypes) for method, dtypes in _data()["quantization_dtypes"].items()}
 
 
+VALUE_RULES_FILE = f"vllm-{VLLM_VERSION}-value-rules.json"
+
+
+@dataclass(frozen=True)
+class ValueRules:
+    """What vLLM's config classes check when it builds them at start, derived from the installed vLLM by
+    ``scripts/vllm_value_rules.py``: numeric bounds of flags, the JSON schema of each JSON config flag's value,
+    and the names its registries (parsers, attention backends) accept."""
+
+    bounds: Mapping[str, Mapping[str, float]]
+    config_schemas: Mapping[str, Mapping[str, Any]]
+    registries: Mapping[str, tuple[str, ...]]
+    # Flags whose value must be one of these (a Literal config field, or argparse choices vLLM adds at run time).
+    closed: Mapping[str, tuple[str, ...]]
+    # Flags whose argparse type is json.loads.
+    json_flags: frozenset[str]
+
+
+@cache
+def vllm_value_rules() -> ValueRules:
+    text = resources.files("hyperpod_dpd.data").joinpath(VALUE_RULES_FILE).read_text(encoding="utf-8")
+    data = json.loads(text)
+    closed = {flag: tuple(values) for flag, values in {**data["field_enums"], **data["parser_choices"]}.items()}
+    return ValueRules(bounds=data["bounds"], config_schemas=data["config_schemas"],
+                      registries={name: tuple(names) for name, names in data["registries"].items()},
+                      closed=closed, json_flags=frozenset(data["json_flags"]))
+
+
 @cache
 def _data() -> dict[str, Any]:
     text = resources.files("hyperpod_dpd.data").joinpath(FLAGS_FILE).read_text(encoding="utf-8")

@@ -1,7 +1,7 @@
 """The metrics contract: every series the DPD alerts and dashboard read, who exports it, where the name was read.
 
-Versions are the ones the worker images bundle (vLLM 0.19.0, LMCache 0.4.3, NIXL 1.0.0). A name that
-changes upstream breaks a rule silently (the series is just absent), so every name lives here once,
+Versions are the ones the worker images bundle (vLLM 0.19.0, LMCache 0.4.3; NIXL >= 1.0.1 in the DLC
+image). A name that changes upstream breaks a rule silently (the series is just absent), so every name lives here once,
 with its provenance, and the ``Dpd*MetricsAbsent`` alerts catch a scrape that returns nothing.
 vLLM's and LMCache's families are checked against ``data/metrics-contract.json``, which
 ``scripts/metrics_contract.py`` derives from their sdists on PyPI (bucket bounds come from there);

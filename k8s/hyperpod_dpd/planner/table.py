@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hyperpod_dpd.planner import assumptions
 from hyperpod_dpd.planner.sizing import Plan, RequestSizing, RoleMemory, human_seconds
+from hyperpod_dpd.spec.architecture import ModelArchitecture
 from hyperpod_dpd.spec.units import format_bytes
 
 LABEL = 42
@@ -24,13 +25,27 @@ def _requests(p: Plan) -> list[tuple[str, RequestSizing]]:
     return columns
 
 
+# Bytes per weight of a quantized checkpoint, as the plan header names them.
+_WEIGHT_LABELS = {1.0: "fp8", 0.5: "4-bit", 2.0: "16-bit", 4.0: "float32"}
+
+
+def _dtypes(arch: ModelArchitecture) -> str:
+    """The KV dtype alone when the weights share it; else both (``weights fp8, KV bfloat16``): a quantized
+    checkpoint's weights are sized at their own bytes per parameter, its KV cache at ``dtype``."""
+    per_weight = arch.weight_bytes_per_parameter
+    if per_weight is None or per_weight == arch.dtype_bytes:
+        return arch.dtype
+    label = _WEIGHT_LABELS.get(float(per_weight), f"{per_weight:g} bytes")
+    return f"weights {label}, KV {arch.dtype}"
+
+
 def render_table(p: Plan) -> str:
     arch = p.architecture
     params = f"{arch.num_parameters / 1e9:.1f}B params" + (
         f", {arch.active_parameters / 1e9:.1f}B active" if arch.is_moe else "")
     gbps = p.network_bytes_per_second * 8 / 1e9
     lines = [
-        f"DPD sizing plan: {p.model_name} ({arch.name}, {params}, {arch.dtype})",
+        f"DPD sizing plan: {p.model_name} ({arch.name}, {params}, {_dtypes(arch)})",
         f"on {p.instance_type} ({p.gpu_model}), tensor_parallel_size {p.tensor_parallel_size}, "
         f"max_model_len {p.max_model_len}, routing threshold {p.routing_threshold}",
         f"nodes: {p.nodes.breakdown()}; {p.nodes.summary()}",

@@ -242,9 +242,19 @@ _UNSIZABLE_NAME_PREFIXES = {
 }
 
 
+# DeepSeek-R1's distilled models are dense models of other families (their config.json says model_type llama or
+# qwen2, with grouped-query attention), so "deepseek-r1" alone says nothing about them. The Llama ones keep their
+# base model's shape and context window (DeepSeek-R1-Distill-Llama-70B is Llama 3.3 70B Instruct's, -8B is
+# Llama 3.1 8B's); the Qwen ones extend Qwen2.5's context, so their config.json is the source.
+_DISTILLED_PRESETS = {"deepseek-r1-distill-llama-70b": "llama-3.3-70b", "deepseek-r1-distill-llama-8b": "llama-3.1-8b"}
+_DISTILLED = "-distill-"
+
+
 def unsizable_reason_for_model_name(model_name: str) -> str | None:
     """Why a model of this name cannot be sized (``DeepSeek-V3`` -> MLA), or None if the name says nothing."""
     key = model_name.lower().replace("_", "-").split("/")[-1]  # not _normalise: "-V3" is no version suffix here
+    if _DISTILLED in key:
+        return None  # a distilled model has its student's architecture, not its teacher's
     for prefix, reason in _UNSIZABLE_NAME_PREFIXES.items():
         if key.startswith(prefix):
             return reason
@@ -256,6 +266,9 @@ def preset_for_model_name(model_name: str) -> ModelArchitecture | None:
     # The published table's entries match only the model they were read from (``Qwen/Qwen3-8B`` or ``Qwen3-8B``):
     # a -Base or -Instruct-2507 sibling can have another context window.
     written = model_name.strip().lower()
+    distilled = _DISTILLED_PRESETS.get(written.replace("_", "-").split("/")[-1])
+    if distilled is not None:
+        return PRESETS[distilled]
     for item in architectures_data()["entries"]:
         model = str(item["model"]).lower()
         if written in (model, model.split("/")[-1], item["name"]):

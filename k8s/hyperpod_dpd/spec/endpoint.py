@@ -14,7 +14,8 @@ from hyperpod_dpd.spec.observability import AlertThresholds, SloSpec
 from hyperpod_dpd.spec.roles import Resources, RoleSpec
 from hyperpod_dpd.spec.routing import RoutingSpec
 
-# The two worker images the operator documents for DPD; both bundle LMCache 0.4.3, vLLM 0.19.0, NIXL 1.0.0.
+# The two worker images the operator documents for DPD; both bundle LMCache 0.4.3 and vLLM 0.19.0. NIXL: the
+# DLC image's recipe installs nixl>=1.0.1 (aws/deep-learning-containers PR 6025); the exact version is unverified.
 DLC_IMAGE = "public.ecr.aws/deep-learning-containers/vllm:server-hyperpod-cuda-v1.1"
 LMCACHE_IMAGE = "lmcache/vllm-openai:v0.4.3"
 KNOWN_IMAGES = (DLC_IMAGE, LMCACHE_IMAGE)

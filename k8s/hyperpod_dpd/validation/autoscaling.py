@@ -104,6 +104,9 @@ def _triggers(field: str, triggers: Sequence[CloudWatchTrigger | PrometheusTrigg
             yield from _cloudwatch(path, trigger)
 
 
+CLOUDWATCH_NAME_MAX = 255
+
+
 def _cloudwatch(path: str, trigger: CloudWatchTrigger) -> Iterator[Finding]:
     period = trigger.period_seconds
     if period < 1:
@@ -129,6 +132,12 @@ def _cloudwatch(path: str, trigger: CloudWatchTrigger) -> Iterator[Finding]:
             yield problem(f"{path}.statistic", statistic, f"is not a CloudWatch statistic: KEDA and GetMetricData "
                           f"take {', '.join(CLOUDWATCH_STATISTICS)} (case matters) or an extended statistic such "
                           "as p99", f"write {near!r}" if near else "use e.g. 'Average' or 'Sum'")
+    # CloudWatch's Metric: MetricName and Namespace 1-255 characters (API_Metric, API_GetMetricData).
+    for name, text in (("metric_name", trigger.metric_name), ("namespace", trigger.namespace)):
+        if not 1 <= len(text) <= CLOUDWATCH_NAME_MAX:
+            yield problem(f"{path}.{name}", text if len(text) <= 60 else f"{text[:57]}...",
+                          f"must be 1-{CLOUDWATCH_NAME_MAX} characters ({len(text)} given): CloudWatch refuses the "
+                          "query and KEDA's scaler never reads the metric", f"use the metric's real {name}")
     if len(trigger.dimensions) > MAX_DIMENSIONS:
         yield problem(f"{path}.dimensions", len(trigger.dimensions), f"a CloudWatch metric has at most "
                       f"{MAX_DIMENSIONS} dimensions", "drop the dimensions that do not identify the metric")

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import operator
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from hyperpod_dpd.contracts.linux import EXEC_STRINGS_MAX, MAX_ARG_STRLEN, POINTER_BYTES, exec_string_bytes
 from hyperpod_dpd.contracts.vllm import (
@@ -23,6 +24,7 @@ from hyperpod_dpd.contracts.vllm import (
     quantization_dtypes,
     vllm_flags,
     vllm_routes,
+    vllm_value_rules,
 )
 from hyperpod_dpd.errors import Problem, SpecWarning
 from hyperpod_dpd.observability.metrics import METRICS_DIR, METRICS_DIR_ENV
@@ -31,6 +33,14 @@ from hyperpod_dpd.validation.context import Finding, RuleContext, problem
 from hyperpod_dpd.validation.naming import HTTP_PATH
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# github.com/distribution/reference regexp.go: reference := name [ ":" tag ] [ "@" digest ]; a name is an optional
+# domain (host[:port], or a bracketed IPv6) then '/'-separated lower-case path components; a tag is
+# [\w][\w.-]{0,127}; a digest is algorithm ":" hex of at least 32.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_DOMAIN = r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*" \
+          r"[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+IMAGE_REFERENCE = re.compile(rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
+                             r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
 # Environment variables that spec fields own; setting them in ``env`` would fight the field.
 OWNED_ENV = {
     "PD_BUFFER_SIZE": "kv_cache.pd_buffer_size",
@@ -116,6 +126,7 @@ MEMORY_FLAGS = {
     "--offload-params": "offloads weights",
     "--cpu-offload-params": "offloads weights",
 }
+LORA_FLAG = "--enable-lora"
 # Removes every vllm:* series the alerts and KEDA read.
 METRICS_OFF_FLAG = "--disable-log-stats"
 # LMCache 0.4.3 (lmcache/integration/vllm/utils.py): with --speculative-config the draft model's layers join the
@@ -150,6 +161,11 @@ def engine(ctx: RuleContext) -> Iterator[Finding]:
                               "binds it is undocumented, so 8000 is the safer choice")
     if not spec.image.strip() or any(c.isspace() for c in spec.image):
         yield problem("image", spec.image, "must be a container image reference", "use e.g. " + KNOWN_IMAGES[0])
+    elif not IMAGE_REFERENCE.match(spec.image):
+        yield problem("image", spec.image, "is not an image reference as the container runtime parses it "
+                      "(distribution/reference's grammar: lower-case repository path components, an optional "
+                      "registry host[:port], a tag of at most 128 of [A-Za-z0-9_.-], an optional @sha256:<64 hex>); "
+                      "the kubelet fails the pull with InvalidImageName", "write e.g. " + KNOWN_IMAGES[0])
     elif spec.image not in KNOWN_IMAGES:
         yield SpecWarning(code="UnknownImage", field="image",
                       message=f"{spec.image} is not one of the documented DPD images; it must bundle vLLM, LMCache, "
@@ -288,6 +304,9 @@ def _values(field: str, flag: Flag, arity: Arity | None) -> Iterator[Finding]:
                 yield problem(field, written, f"{flag.name} {value!r} {reason}",
                               f"give {flag.name} {rule.describe()}")
                 break
+    if flag.key is None and flag.value is not None:
+        yield from _bounds(field, flag, written)
+        yield from _registry(field, flag, written)
     config = known.config_keys.get(flag.name)
     if config is None:
         return
@@ -304,6 +323,8 @@ def _values(field: str, flag: Flag, arity: Arity | None) -> Iterator[Finding]:
                               "loads value'", f"write e.g. {flag.name} '{{\"{config.keys[0]}\": ...}}'")
             return
         stale = list(_stale_json(config, parsed, ""))
+        if not stale:
+            yield from _schema(field, flag, written, parsed)
     for path, owner in stale:
         key = path.rsplit(".", 1)[-1]
         near = difflib.get_close_matches(key, owner.keys, n=1, cutoff=0.6)
@@ -311,6 +332,88 @@ def _values(field: str, flag: Flag, arity: Arity | None) -> Iterator[Finding]:
                       "forbids extra keys: vLLM exits with a validation error ('Extra inputs are not "
                       "permitted')", f"did you mean {near[0]!r}?" if near else
                       f"use one of its fields: {', '.join(owner.keys)}")
+
+
+# vllm/config/*.py: pydantic's Field(ge=..., gt=..., le=..., lt=...) on the config field behind each flag.
+_BOUND_WORDS: dict[str, tuple[str, Callable[[float, float], bool]]] = {
+    "ge": ("at least", operator.ge), "gt": ("above", operator.gt), "le": ("at most", operator.le),
+    "lt": ("below", operator.lt)}
+# Flags whose value is a name vLLM looks up in a registry at start (vllm/reasoning/, vllm/tool_parsers/,
+# vllm/v1/attention/backends/registry.py), and whether it compares the name upper-cased.
+_REGISTRY_FLAGS = {"--reasoning-parser": ("reasoning_parsers", False),
+                   "--attention-backend": ("attention_backends", True),
+                   "--quantization": ("quantization_methods", False), "--config-format": ("config_formats", False)}
+
+
+def _bounds(field: str, flag: Flag, written: str) -> Iterator[Finding]:
+    """A number outside the bounds vLLM's config class puts on the flag's field (``--max-num-batched-tokens 0``,
+    ``--stream-interval 0``): pydantic refuses it when vLLM builds its config at start."""
+    bounds = vllm_value_rules().bounds.get(flag.name)
+    if not bounds or flag.value is None:
+        return
+    try:
+        number = float(human_readable_int(flag.value)) if flag.value[-1:].isalpha() else float(flag.value)
+    except ValueError:
+        return  # not a number: the type rule refuses it
+    for key, limit in bounds.items():
+        words, holds = _BOUND_WORDS[key]
+        if not holds(number, limit):
+            yield problem(field, written, f"{flag.name} must be {words} {limit:g}: vLLM {VLLM_VERSION} refuses to "
+                          "start with a validation error ('Input should be ...', its config class in vllm/config/)",
+                          f"give {flag.name} a value {words} {limit:g}, or remove it for vLLM's default")
+            return
+
+
+def _registry(field: str, flag: Flag, written: str) -> Iterator[Finding]:
+    """For a flag the source-derived table has no value rule for: a value that is not JSON where argparse's type
+    is ``json.loads``, one outside a ``Literal`` field or the choices vLLM adds at run time, and a parser or
+    backend name vLLM has not registered (it stops at start, or for the reasoning parser once the weights are
+    loaded, ``ParserManager.get_reasoning_parser``). All derived by scripts/vllm_value_rules.py."""
+    rules = vllm_value_rules()
+    if flag.value is None or vllm_flags().values.get(flag.name) is not None:
+        return
+    if flag.name in rules.json_flags and flag.name not in vllm_flags().config_keys:
+        try:
+            json.loads(flag.value)
+        except ValueError:
+            yield problem(field, written, f"{flag.name} takes JSON; vLLM exits with 'invalid loads value'",
+                          f"write {flag.name} as JSON, e.g. '[\"*\"]' or '{{}}'")
+        return
+    if flag.name in rules.closed:
+        names = rules.closed[flag.name]
+        if flag.value not in names and flag.value.replace("-", "_").lower() not in names:
+            yield problem(field, written, f"{flag.value!r} is not one of the values vLLM {VLLM_VERSION} takes for "
+                          f"{flag.name}; it refuses it", f"use one of {', '.join(names)}")
+        return
+    if flag.name not in _REGISTRY_FLAGS:
+        return
+    registry, upper = _REGISTRY_FLAGS[flag.name]
+    names = rules.registries[registry]
+    value = flag.value.upper() if upper else flag.value
+    if value not in names:
+        near = difflib.get_close_matches(value, names, n=1, cutoff=0.6)
+        yield problem(field, written, f"{flag.value!r} is not a name vLLM {VLLM_VERSION} has registered for "
+                      f"{flag.name}; it refuses it", f"did you mean {near[0]!r}?" if near else
+                      f"use one of {', '.join(names)}")
+
+
+def _schema(field: str, flag: Flag, written: str, value: object) -> Iterator[Finding]:
+    """A JSON config value of the wrong type, out of its bounds or its enum, one level down and deeper
+    (``-cc '{"cudagraph_mode": "FULL_AND_PIECEWIS"}'``, ``num_speculative_tokens: 0``): the JSON schema pydantic
+    validates the flag's config class with, derived by scripts/vllm_value_rules.py. Unknown keys are the key
+    rule's."""
+    schema = vllm_value_rules().config_schemas.get(flag.name)
+    if not schema or "unavailable" in schema:
+        return
+    import jsonschema  # noqa: PLC0415 - only a JSON config flag needs it
+
+    for error in jsonschema.Draft202012Validator(schema).iter_errors(value):
+        if error.validator == "additionalProperties":
+            continue
+        path = ".".join(str(part) for part in error.absolute_path) or "the value"
+        yield problem(field, written, f"{path}: {error.message[:200]}; vLLM {VLLM_VERSION} refuses it with a "
+                      f"validation error for its {flag.name} class", f"fix {path} as the message says")
+        return
 
 
 def _stale_json(config: ConfigKeys, value: object, prefix: str) -> Iterator[tuple[str, ConfigKeys]]:
@@ -386,6 +489,13 @@ def engine_flags(ctx: RuleContext) -> Iterator[Finding]:
                           fix="move it to the shared args, or give both roles the same value")
     yield from _cross_flag(ctx)
     yield from _api_key(ctx)
+    for field, flags in all_args(ctx):
+        if flags.get(LORA_FLAG, "no") != "no":
+            # LMCache 0.4.3 keys a chunk by its token hashes only (lmcache/v1/token_database.py), never by the
+            # LoRA adapter: one adapter's KV would be sent to a request for another.
+            yield Problem(field=field, value=LORA_FLAG, message="serves LoRA adapters over LMCache, whose cache keys "
+                          "ignore the adapter: the decoder would get KV computed with another adapter's weights",
+                          fix="remove --enable-lora from a DPD endpoint (serve adapters on an aggregated one)")
 
 
 # vLLM 0.19.0 turns on its AuthenticationMiddleware when --api-key or VLLM_API_KEY is set
@@ -474,27 +584,33 @@ def _cross_flag(ctx: RuleContext) -> Iterator[Finding]:
                           f"is below {role_name}.max_num_seqs {role.max_num_seqs}: vLLM refuses to start "
                           "('max_num_batched_tokens ... must be greater than or equal to max_num_seqs', "
                           "vllm/config/scheduler.py)", f"raise it to at least {role.max_num_seqs}"))
-        partial = _int(values.get("--max-num-partial-prefills")) or 1  # Field(default=1), scheduler.py:69
-        long_partial = _int(values.get("--max-long-partial-prefills")) or 1  # scheduler.py:73
-        threshold = _int(values.get("--long-prefill-token-threshold"))
-        # vllm/config/scheduler.py:288-300
-        if partial > 1 and chunked_off:
-            found.append((field("--max-num-partial-prefills", "--enable-chunked-prefill"),
-                          f"--max-num-partial-prefills {partial}", "needs chunked prefill, which "
-                          "--no-enable-chunked-prefill turns off: vLLM refuses to start (vllm/config/scheduler.py)",
-                          "remove one of the two"))
-        if partial > 1 and threshold is not None and threshold > model_len:
-            found.append((field("--long-prefill-token-threshold"), f"--long-prefill-token-threshold {threshold}",
-                          f"is above max_model_len {model_len} with --max-num-partial-prefills {partial}: vLLM "
-                          "refuses to start (vllm/config/scheduler.py)", f"use at most {model_len}"))
-        # vllm/config/scheduler.py:302-306
-        if long_partial > partial:
-            found.append((field("--max-long-partial-prefills", "--max-num-partial-prefills"),
-                          f"--max-long-partial-prefills {long_partial}", f"is above --max-num-partial-prefills "
-                          f"{partial}: vLLM refuses to start (vllm/config/scheduler.py)",
-                          f"use at most {partial}, or raise --max-num-partial-prefills"))
+        # vllm/engine/arg_utils.py:1996-2004 (_check_feature_supported): any value but the default 1 of either
+        # flag raises NotImplementedError('Concurrent Partial Prefill is not supported') before the engine starts.
+        for name in ("--max-num-partial-prefills", "--max-long-partial-prefills"):
+            count = _int(values.get(name))
+            if count is not None and count >= 1 and count != 1:
+                found.append((field(name), f"{name} {count}", f"asks for concurrent partial prefill, which vLLM "
+                              f"{VLLM_VERSION} does not support: it exits with 'Concurrent Partial Prefill is not "
+                              "supported' (vllm/engine/arg_utils.py, _check_feature_supported)", f"remove {name}"))
+        # vllm/config/lora.py:101-106 (LoRAConfig, built with --enable-lora)
+        loras, cpu_loras = _int(values.get("--max-loras")), _int(values.get("--max-cpu-loras"))
+        if values.get("--enable-lora", "no") != "no" and cpu_loras is not None and cpu_loras < (loras or 1):
+            found.append((field("--max-cpu-loras"), f"--max-cpu-loras {cpu_loras}", f"is below --max-loras "
+                          f"{loras or 1}: vLLM refuses to start ('max_cpu_loras ... must be >= max_loras', "
+                          "vllm/config/lora.py)", f"raise --max-cpu-loras to at least {loras or 1}, or remove it"))
+        # vllm/config/parallel.py:369-370
+        if values.get("--enable-eplb", "no") != "no" and values.get("--enable-expert-parallel", "no") == "no":
+            found.append((field("--enable-eplb"), "--enable-eplb", "needs --enable-expert-parallel: vLLM refuses "
+                          "to start ('enable_expert_parallel must be True to use EPLB', vllm/config/parallel.py)",
+                          "add --enable-expert-parallel (a MoE model), or remove --enable-eplb"))
+        found += _speculation(values, field("--speculative-config", "--async-scheduling"))
         # vllm/config/parallel.py:391-400: DCP reuses the TP group's GPUs, so TP must divide into DCP groups
         dcp = _int(values.get("--decode-context-parallel-size"))
+        if dcp == 0:
+            found.append((field("--decode-context-parallel-size"), f"--decode-context-parallel-size {dcp}",
+                          "is 0, and vLLM divides the tensor-parallel size by it: it stops at start with "
+                          "'integer modulo by zero' (vllm/config/parallel.py)",
+                          "remove it, or use a divisor of tensor_parallel_size"))
         if dcp is not None and dcp > 0 and ctx.spec.tensor_parallel_size % dcp:
             found.append((field("--decode-context-parallel-size"), f"--decode-context-parallel-size {dcp}",
                           f"does not divide tensor_parallel_size {ctx.spec.tensor_parallel_size}: vLLM refuses to "
@@ -523,10 +639,50 @@ def _cross_flag(ctx: RuleContext) -> Iterator[Finding]:
                 found.append((field(needs), needs, f"requires {needed}: vLLM exits with 'Error: {needs} requires "
                               f"{needed}' (vllm/entrypoints/openai/cli_args.py)", f"add {needed}" +
                               (" <parser>, e.g. llama3_json or hermes" if needed == "--tool-call-parser" else "")))
+        parser = values.get("--tool-call-parser")
+        tool_parsers = vllm_value_rules().registries["tool_parsers"]
+        if values.get("--enable-auto-tool-choice", "no") != "no" and parser and parser not in tool_parsers:
+            near = difflib.get_close_matches(parser, tool_parsers, n=1, cutoff=0.6)
+            # vllm/entrypoints/openai/api_server.py (validate_api_server_args): only with auto tool choice on
+            found.append((field("--tool-call-parser"), f"--tool-call-parser {parser}", f"is not a tool call parser "
+                          f"vLLM {VLLM_VERSION} has registered; with --enable-auto-tool-choice it exits with "
+                          "'invalid tool call parser'", f"did you mean {near[0]!r}?" if near else
+                          f"use one of {', '.join(tool_parsers)}"))
         for field_name, value, message, fix in found:
             if (field_name, message) not in seen:
                 seen.add((field_name, message))
                 yield Problem(field=field_name, value=value, message=message, fix=fix)
+
+
+# vllm/config/speculative.py: SpeculativeEagleTypes, NgramGPUTypes and draft_model are the methods async
+# scheduling supports (vllm/config/vllm.py:731-745).
+ASYNC_SPECULATION = ("eagle", "eagle3", "extract_hidden_states", "ngram_gpu", "draft_model")
+
+
+def _speculation(values: dict[str, str | None], field: str) -> list[tuple[str, str, str, str]]:
+    """--speculative-config's cross-key check and its check against --async-scheduling, where the spec
+    states them (the value's own types and bounds are the schema rule's)."""
+    try:
+        config = json.loads(values.get("--speculative-config") or "null")
+    except ValueError:
+        return []
+    if not isinstance(config, dict):
+        return []
+    found = []
+    low, high = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        # vllm/config/speculative.py:405-425
+        found.append((field, f"--speculative-config prompt_lookup_min {low}", f"is above prompt_lookup_max {high}: "
+                      "vLLM refuses to start ('prompt_lookup_min ... must be <= prompt_lookup_max')",
+                      f"use a prompt_lookup_min of at most {high}"))
+    method = config.get("method")
+    if values.get("--async-scheduling", "no") != "no" and isinstance(method, str) and (
+            method not in ASYNC_SPECULATION and not method.endswith("_mtp")):
+        found.append((field, "--async-scheduling", f"does not work with the speculative method {method!r}: vLLM "
+                      "refuses to start ('Currently, async scheduling is only supported with EAGLE/MTP/Draft "
+                      "Model/NGram GPU', vllm/config/vllm.py)", "remove --async-scheduling (vLLM turns async "
+                      "scheduling on by itself where it can)"))
+    return found
 
 
 def environment(ctx: RuleContext) -> Iterator[Finding]:

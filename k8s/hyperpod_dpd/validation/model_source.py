@@ -25,6 +25,9 @@ HF_MODEL_ID = re.compile(r"^[a-zA-Z0-9_.-]+/[a-zA-Z0-9_.-]+$")
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 FSX_ID = re.compile(r"^fs-[0-9a-f]{8,21}$")
 
+# The pseudo file systems every container gets (runc's default mounts, the OCI runtime spec's Linux defaults).
+KERNEL_MOUNTS = ("/proc", "/sys", "/dev")
+
 
 def sub_path_problem(field: str, path: str, *, what: str) -> Problem | None:
     """A path inside a volume or bucket: relative, and never climbing out of it with '..'.
@@ -104,6 +107,10 @@ def model_source(ctx: RuleContext) -> Iterator[Finding]:
             yield climbs
     if not model.mount_path.startswith("/"):
         yield problem("model.mount_path", model.mount_path, "must be an absolute path", "write e.g. '/opt/ml/model'")
+    elif any(model.mount_path.rstrip("/") == top or model.mount_path.startswith(top + "/") for top in KERNEL_MOUNTS):
+        yield problem("model.mount_path", model.mount_path, "is under a file system the container runtime mounts "
+                      "itself (/proc, /sys, /dev): runc refuses a volume mounted there, or the weights hide the "
+                      "kernel's files vLLM and NCCL read", "use a path of its own, e.g. '/opt/ml/model'")
     if isinstance(model.architecture, str) and model.architecture not in PRESETS:
         yield problem("model.architecture", model.architecture, "is not a known preset",
                       f"use one of {', '.join(PRESETS)} or give the architecture's numbers")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hyperpod_dpd.contracts.aws_names import MAX_TAGS, RESERVED_TAG_PREFIX
+from hyperpod_dpd.contracts.aws_names import MAX_TAGS, RESERVED_TAG_PREFIX, TAG_SYMBOLS, tag_text_error
 from hyperpod_dpd.contracts.operator import router_service
 from hyperpod_dpd.errors import Problem
 from hyperpod_dpd.validation.context import Finding, RuleContext, problem
@@ -56,6 +56,11 @@ def names(ctx: RuleContext) -> Iterator[Finding]:
         if not 1 <= len(key) <= 128 or len(value) > 256:
             yield problem(f"tags.{key}", value, "tag keys must be 1-128 characters and values at most 256",
                           "shorten the tag")
+        for what, text in (("key", key), ("value", value)):
+            if (error := tag_text_error(text)) is not None:
+                yield problem(f"tags.{key}", text, f"the tag's {what} {error} (letters, numbers, spaces and "
+                              f"{TAG_SYMBOLS} only, the pattern of SageMaker's Tag): the stack fails to deploy",
+                              f"rewrite the {what} with those characters")
         if key.lower().startswith(RESERVED_TAG_PREFIX):
             yield problem(f"tags.{key}", value, f"has a key starting with {key[:4]!r}: AWS reserves the "
                           f"{RESERVED_TAG_PREFIX!r} prefix (any case) for its own tags, and SageMaker refuses to "

@@ -11,7 +11,7 @@ from hyperpod_dpd.contracts.linux import path_error
 from hyperpod_dpd.errors import Problem, SpecError, SpecWarning
 from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.architecture import CONFIG_JSON, PRESETS, ModelArchitecture, preset_for_model_name
-from hyperpod_dpd.spec.loading import dump_spec, load_spec_data, parse_spec_leniently
+from hyperpod_dpd.spec.loading import dump_spec, load_spec_data, parse_spec, parse_spec_leniently
 from hyperpod_dpd.validation import (
     autoscaling,
     engine,
@@ -170,3 +170,13 @@ def check_data(data: object, *, architecture: ModelArchitecture | None = None,
 def load_checked_spec(path: str | Path) -> CheckedSpec:
     """Read a spec file and check it: the one path every command and the CDK app take from a file."""
     return check_data(load_spec_data(path), source=str(path))
+
+
+def load_spec(path: str | Path) -> DpdSpec:
+    """Read a spec file as the CLI and the CDK app read it, ``model.architecture: {config_json: PATH}`` included
+    (the fields read from that config.json, relative to the file); the rules are not run (``check`` runs them).
+    Every failure is a :class:`SpecError`."""
+    data, problems = _read_config_json(load_spec_data(path), str(path))
+    if problems:
+        raise SpecError(problems, source=str(path))
+    return parse_spec(data, source=str(path))
