@@ -17,6 +17,8 @@ MIN_PYTHON := 3.11
 # and tests/docs/test_docs.py holds them equal; docs/setup.md's table splits them per extra (package files only).
 SYNTH_SIZE := 0.9 GB
 TEST_SIZE := 2.6 GB
+ENGINE_SIZE := 8.3 GB
+ENGINE_DOWNLOAD := 4.5 GB
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP_FLAGS := --progress-bar off
 
@@ -89,7 +91,7 @@ $(ENGINE_STAMP): $(LOCKS)/engine.txt $(ENGINE_SCRIPT)
 	  echo "Fix: install them (Debian/Ubuntu: apt-get install gcc binutils; Amazon Linux: dnf install gcc binutils)"; \
 	  echo "and run 'make engine' again, or 'make engine CC=clang'."; exit 2; }
 	@echo ">>> installing vLLM in $(ENGINE_VENV) as $(LOCKS)/engine.txt pins it (torch with its CUDA libraries:"
-	@echo "    about 4.5 GB download, 8 GB on disk, 3-5 minutes; no GPU is needed)"
+	@echo "    about $(ENGINE_DOWNLOAD) download, $(ENGINE_SIZE) on disk, 3-11 minutes; no GPU is needed)"
 	@test -d $(ENGINE_VENV) || $(PYTHON) -m venv $(ENGINE_VENV)
 	$(ENGINE_VENV)/bin/python $(LOCKED_INSTALL) --no-deps -r $(LOCKS)/engine.txt | $(SHOW_PACKAGES)
 	$(PYTHON) scripts/lock.py check engine --python $(ENGINE_VENV)/bin/python --remove-unlisted

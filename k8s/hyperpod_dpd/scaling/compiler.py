@@ -26,6 +26,7 @@ from hyperpod_dpd.scaling import queries, startup
 from hyperpod_dpd.scaling.compiled import CompiledScaling, CompiledTrigger, DecodeBound, RoleCapacity, Signal
 from hyperpod_dpd.scaling.shape import role_shape, role_spec, scaled_roles
 from hyperpod_dpd.spec import DpdSpec, MetricType
+from hyperpod_dpd.spec.architecture import preset_for_model_name
 from hyperpod_dpd.validation.slo_scaling import budget_replicas
 
 # Without a TTFT target the decode queue floor counts the requests a decoder completes in this long: the TTFT
@@ -137,9 +138,11 @@ def prefill_share_s(spec: DpdSpec, *, target_s: float, longest: int) -> float:
     The router's TTFT is the prefiller's plus the KV transfer and the decoder's first step; the prefiller's
     histogram holds only its part, so its SLO-ratio floor divides by the target less the other two: the
     transfer of the longest prompt at the node's EFA line rate (the planner) and one decode step at the decode
-    TPOT target (the decoder is scaled to hold it; 0 without one).
+    TPOT target (the decoder is scaled to hold it; 0 without one). A model the planner cannot size (no
+    architecture, no preset: its capacities are pinned by hand) has no transfer estimate; only the step is taken.
     """
-    transfer_s = plan(spec, prompt_tokens=longest).request.transfer_seconds_at_line_rate
+    sizable = spec.model.architecture is not None or preset_for_model_name(spec.model.name) is not None
+    transfer_s = plan(spec, prompt_tokens=longest).request.transfer_seconds_at_line_rate if sizable else 0.0
     first_step_s = spec.slo.tpot_ms / 1000 if spec.slo is not None and spec.slo.tpot_ms is not None else 0.0
     # Whole milliseconds: the query then reads as written (1.937, not 1.9367879...).
     return round(max(MIN_PREFILL_SHARE * target_s, target_s - transfer_s - first_step_s), 3)
