@@ -18,8 +18,8 @@ promql_parser = pytest.importorskip("promql_parser", reason="pip install 'hyperp
 
 BASE_ALERTS = ["DpdKvTransferSlow", "DpdKvStoreMetricsAbsent", "DpdKvNotTransferred", "DpdRouterFallback",
                "DpdErrorRatioHigh", "DpdErrorRatioCritical", "DpdClientErrorRatioHigh", "DpdPrefillQueueDeep",
-               "DpdPrefillSaturated", "DpdDecodeKvCacheFull", "DpdDecodePreempting", "DpdDecodeStalled", "DpdPrefillStalled",
-               "DpdNotDisaggregating",
+               "DpdPrefillSaturated", "DpdDecodeKvCacheFull", "DpdDecodePreempting", "DpdDecodeStalled",
+               "DpdPrefillStalled", "DpdNotDisaggregating",
                "DpdPrefillMetricsAbsent", "DpdDecodeMetricsAbsent", "DpdRouterMetricsAbsent", "DpdNoReadyPod",
                "DpdRouterDown", "DpdKubeStateMetricsAbsent", "DpdDecodeRestarted", "DpdPrefillRestarted",
                "DpdGpuXidError"]
