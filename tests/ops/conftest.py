@@ -507,9 +507,10 @@ def transferring_decoder() -> dict[str, list[str]]:
             PREFILL_METRICS: [prefill_metrics()]}
 
 
-def sse(*tokens: str) -> FakeResponse:
-    events = [b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": t}}]}).encode() + b"\n\n"
-              for t in tokens]
+def sse(*tokens: str, finish: str = "length") -> FakeResponse:
+    """A streamed answer as vLLM sends it: the finish_reason in the last token's chunk."""
+    events = [b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": t}, "finish_reason": (
+        finish if i == len(tokens) - 1 else None)}]}).encode() + b"\n\n" for i, t in enumerate(tokens)]
     return FakeResponse(200, [b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n', *events,
                               b"data: [DONE]\n\n"])
 

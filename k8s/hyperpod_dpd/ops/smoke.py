@@ -456,9 +456,30 @@ WRONG_ANSWER_CAUSES = (
 
 @dataclass(frozen=True)
 class Answer:
+    """One answer: its HTTP status and text, why it is no answer (``error``), and how it ended: the
+    ``finish_reason`` and ``usage.completion_tokens`` when the server says (None when it does not)."""
+
     status: int
     text: str
     error: str = ""
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+
+    def refused(self, wanted: int) -> str | None:
+        """Why this answer cannot be compared with another, or None: an error, HTTP 200 carrying
+        ``finish_reason: "error"`` (peers report it, smg#2382), no text, or fewer tokens than ``wanted``
+        without the server saying it stopped at the length limit (one token, or an early stop, agrees with
+        anything)."""
+        if self.status >= 400 or self.error:
+            return f"{f'HTTP {self.status}: ' if self.status >= 400 else ''}{self.error}"
+        if self.finish_reason == "error":
+            return f"HTTP {self.status} with finish_reason 'error' (an error disguised as an answer)"
+        if not self.text.strip():
+            return f"HTTP {self.status} with no content (finish_reason {self.finish_reason!r})"
+        if self.finish_reason != "length" and self.completion_tokens != wanted:
+            return (f"stopped after {self.completion_tokens if self.completion_tokens is not None else 'an unknown'}"
+                    f" of the {wanted} tokens asked for (finish_reason {self.finish_reason!r}): too short to compare")
+        return None
 
 
 def correctness_body(spec: DpdSpec, text: str, *, cache_salt: str | None = None) -> dict[str, Any]:
@@ -495,7 +516,12 @@ def answer_of(status: int, raw: bytes) -> Answer:
         except ValueError:
             return Answer(status, "", f"not an OpenAI-style answer: {text.strip()[:200]}")
     pieces: list[str] = []
+    finish: str | None = None
+    tokens: int | None = None
     for event in events:
+        usage = event.get("usage") if isinstance(event, dict) else None
+        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+            tokens = usage["completion_tokens"]
         choices = event.get("choices") if isinstance(event, dict) else None
         if not choices or not isinstance(choices[0], dict):
             continue
@@ -503,9 +529,10 @@ def answer_of(status: int, raw: bytes) -> Answer:
         piece = ((choice.get("message") or {}).get("content") or (choice.get("delta") or {}).get("content")
                  or choice.get("text") or "")
         pieces.append(str(piece))
+        finish = choice.get("finish_reason") or finish
     if not events or not any(isinstance(e, dict) and e.get("choices") for e in events):
         return Answer(status, "", f"no choices in the answer: {text.strip()[:200]}")
-    return Answer(status, "".join(pieces))
+    return Answer(status, "".join(pieces), finish_reason=finish, completion_tokens=tokens)
 
 
 def _read(response: Any) -> bytes:
@@ -586,9 +613,20 @@ def run_correctness(kube: KubeApi, spec: DpdSpec, *, twin_service: str | None = 
         except KubeError as err:
             return failed(CORRECTNESS, f"prompt {index + 1}: {err}")
         for label, answer in (("the router", dpd), (where, ref)):
-            if answer.status >= 400 or answer.error:
-                status = f"HTTP {answer.status}: " if answer.status >= 400 else ""
-                return failed(CORRECTNESS, f"prompt {index + 1}: {label} answered {status}{answer.error}")
+            refused = answer.refused(CORRECTNESS_TOKENS)
+            if refused is not None:
+                return failed(CORRECTNESS, f"prompt {index + 1}: {label} answered {refused}")
+        ended = [(a.finish_reason, a.completion_tokens) for a in (dpd, ref)]
+        counted = None not in (dpd.completion_tokens, ref.completion_tokens)
+        if dpd.text == ref.text and (ended[0][0] != ended[1][0] or (counted and ended[0][1] != ended[1][1])):
+            return failed(CORRECTNESS, (
+                f"prompt {index + 1}: the same text, but the DPD path ended with finish_reason "
+                f"{ended[0][0]!r} after {ended[0][1]} tokens and {where} with {ended[1][0]!r} after {ended[1][1]}"))
+        # The router's line for this prompt, within the whole gate's time.
+        path, problem = _routed(kube, spec, Prompt(CORRECTNESS, text, True, long.estimate), Timing(
+            200, None, timeout, streamed=False))
+        if problem is not None:
+            return failed(CORRECTNESS, f"prompt {index + 1}: the DPD path's answer proves nothing about DPD: {problem}")
         if dpd.text != ref.text:
             at = _first_difference(dpd.text, ref.text)
             return failed(CORRECTNESS, "\n".join([
@@ -596,10 +634,14 @@ def run_correctness(kube: KubeApi, spec: DpdSpec, *, twin_service: str | None = 
                 f"tokens): the DPD path and {reference} answer differently from character {at}:",
                 f"  router: {dpd.text[:120]!r}", f"  {where}: {ref.text[:120]!r}",
                 f"  likely: {WRONG_ANSWER_CAUSES.replace('<name>', spec.name)}"]))
-        lines.append(f"  prompt {index + 1}: {dpd.text[:60]!r} from both")
+        count = next((a.completion_tokens for a in (dpd, ref) if a.completion_tokens is not None), None)
+        tokens = "" if count is None else f"{count} tokens, "
+        lines.append(f"  prompt {index + 1}: {dpd.text[:60]!r} from both ({tokens}finish_reason "
+                     f"{dpd.finish_reason!r}); {path}")
     return passed(CORRECTNESS, "\n".join([
         f"{len(QUESTIONS)} greedy prompts ({long.size(0)}, temperature 0, seed {CORRECTNESS_SEED}, "
-        f"{CORRECTNESS_TOKENS} tokens): the DPD path answers as {reference} does", *lines]))
+        f"{CORRECTNESS_TOKENS} tokens), each disaggregated by the router: the DPD path answers as {reference} does",
+        *lines]))
 
 
 def _status_and_body(response: Any) -> tuple[int, bytes]:
