@@ -468,3 +468,19 @@ def test_the_long_prompts_stop_at_the_time_budget(make_kube: MakeKube, spec: Dpd
     _, long, _ = run_smoke(kube, spec, clock=ticking, timeout=9.0)
     assert long.status is Status.FAIL
     assert len(transport.requests) == 1 + 3
+
+
+@pytest.mark.parametrize("answer", ["error", "empty"])
+def test_http_200_carrying_an_error_or_nothing_fails_the_smoke_prompts(make_kube: MakeKube, spec: DpdSpec,
+                                                                       fakes: Any, ticking: Ticking,
+                                                                       answer: str) -> None:
+    """Peers' autumn reports: HTTP 200 with finish_reason "error" and no content is a failure, not an answer."""
+    def respond(body: Any) -> Any:
+        return fakes.sse("", finish="error") if answer == "error" else fakes.sse("", finish="stop")
+
+    transport = fakes.FakeTransport(respond=respond, log=[])
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
+    short, long, *_ = run_smoke(kube, spec, clock=ticking)
+    why = "finish_reason 'error'" if answer == "error" else "HTTP 200 with no content"
+    for row in (short, long):
+        assert row.status is Status.FAIL and why in row.detail, row.detail

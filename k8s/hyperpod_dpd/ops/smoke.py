@@ -155,6 +155,18 @@ class Timing:
     total_s: float
     streamed: bool
     error_body: str = ""
+    finish_reason: str | None = None
+    content: bool = True
+
+    def empty_success(self) -> str | None:
+        """Why an HTTP 2xx answer is no answer (peers report errors disguised as success), or None."""
+        if self.status >= 400:
+            return None
+        if self.finish_reason == "error":
+            return f"HTTP {self.status} with finish_reason 'error': an error disguised as an answer"
+        if not self.content:
+            return f"HTTP {self.status} with no content (finish_reason {self.finish_reason!r})"
+        return None
 
 
 def send(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
@@ -176,7 +188,9 @@ def send(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
     streamed = "data:" in text
     if response.status >= 400:
         return Timing(response.status, None, total, streamed, _error_text(text))
-    return Timing(response.status, first, total, streamed)
+    answer = answer_of(response.status, bytes(received))
+    return Timing(response.status, first, total, streamed, finish_reason=answer.finish_reason,
+                  content=bool(answer.text.strip()))
 
 
 def _has_token(received: bytes) -> bool:
@@ -344,6 +358,8 @@ def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
         return failed(prompt.name, f"{size}: {err}")
     if timing.status >= 400:
         return failed(prompt.name, f"{size}: {_http_failure(timing)}")
+    if (empty := timing.empty_success()) is not None:
+        return failed(prompt.name, f"{size}: {empty}")
     head = f"{size}: HTTP {timing.status}, {_latency(timing)}"
     routing, problem = _routed(kube, spec, prompt, timing)
     if problem is not None:
@@ -387,6 +403,8 @@ def smoke_disaggregated(kube: KubeApi, spec: DpdSpec, planned: Prompt, *, nonce:
         sent += 1
         if timing.status >= 400:
             return failed(planned.name, f"{size}: {_http_failure(timing)}")
+        if (empty := timing.empty_success()) is not None:
+            return failed(planned.name, f"{size}: {empty}")
         if not head:
             head = f"{size}: HTTP {timing.status}, {_latency(timing)}"
         routing, problem = _routed(kube, spec, prompt, timing)
