@@ -249,6 +249,19 @@ def slow_siblings(latency_by_pod: Mapping[str, float], *, factor: float = SLOW_F
     return {pod: value / middle for pod, value in sorted(latency_by_pod.items()) if value > factor * middle}
 
 
+def bucket_bound_below(tokens: float) -> int:
+    """The largest bound of vLLM's 1-2-5 prompt-length buckets (``build_1_2_5_buckets``) at or below ``tokens``
+    (1 below that): a request counted above it had a prompt at least that long."""
+    bound, exponent = 1, 0
+    while True:
+        for mantissa in (1, 2, 5):
+            candidate = mantissa * 10 ** exponent
+            if candidate > tokens:
+                return bound
+            bound = candidate
+        exponent += 1
+
+
 def judged(value: Number) -> bool:
     """Whether a verdict of :data:`NUMBERS` holds (a value is there)."""
     return value is not None

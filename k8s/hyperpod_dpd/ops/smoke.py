@@ -36,6 +36,7 @@ from hyperpod_dpd.contracts.operator import (
     router_service,
 )
 from hyperpod_dpd.contracts.router import MARGIN, router_estimates, sentence_length, smoke_sentence
+from hyperpod_dpd.observability import evidence as ev
 from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.ops.dpd_counters import (
     ROUTING_LINE,
@@ -73,7 +74,7 @@ ROLE_INPUTS = {"prefill": (m.REQUESTS_RUNNING, m.REQUESTS_WAITING, m.KV_STORE_PU
 # decoder shows over 99% for any prompt the gate sends (20 sentences or more); 90% leaves room for a few
 # blocks its own prefix cache held (the chat template) and light other traffic during the gate, and
 # fails a transfer that lost more than a tenth of the prompt (255 of 4,180 tokens is 6%).
-MIN_TRANSFERRED_SHARE = 0.9
+MIN_TRANSFERRED_SHARE = ev.MIN_ARRIVED_SHARE
 PARTIAL_CAUSES = (
     "part of the KV cache did not arrive and the decoder computed the rest itself: look for 'Retrieved N out of "
     "M required tokens' with N < M and for KvNotRetrieved lines in the decoder's log; the prefiller's PD buffer "
@@ -383,8 +384,9 @@ def smoke_disaggregated(kube: KubeApi, spec: DpdSpec, planned: Prompt, *, nonce:
     """
     size = planned.size(spec.routing.threshold)
     names = EndpointNames.of(spec)
+    bound = ev.bucket_bound_below(planned.estimate[0])
     try:
-        before = decoder_counts(kube, names)
+        before = decoder_counts(kube, names, long_bound=bound)
     except (KubeError, ValueError) as err:
         return failed(planned.name, f"{size}: cannot read the decoders' KV transfer counters: {err}")
     if not before:
@@ -411,23 +413,39 @@ def smoke_disaggregated(kube: KubeApi, spec: DpdSpec, planned: Prompt, *, nonce:
         if problem is not None:
             return failed(planned.name, f"{head}\n{problem}" + (f" (long prompt {sent})" if sent > 1 else ""))
         try:
-            deltas = pod_deltas(before, decoder_counts(kube, names))
+            deltas = pod_deltas(before, decoder_counts(kube, names, long_bound=bound))
         except (KubeError, ValueError) as err:
             return failed(planned.name, f"{head}\n{routing}; cannot read the decoders' KV transfer counters: {err}")
         if deltas and all(delta.external_kv_tokens > 0 for delta in deltas.values()):
             break
-    return _judge_transfers(spec, planned.name, f"{head}\n{routing}", deltas, sent)
+    return _judge_transfers(spec, planned, f"{head}\n{routing}", deltas, sent)
 
 
-def _judge_transfers(spec: DpdSpec, name: str, head: str, deltas: dict[str, PodDelta], sent: int) -> Check:
+def gate_window(delta: PodDelta, planned: Prompt) -> ev.DecoderWindow[ev.Number]:
+    """One decoder's growth during the gate as the evidence model's window, over the gate's own prompts: the
+    requests it served above the bucket bound under the prompt's length, each at the prompt's smallest
+    estimate, so other clients' short prompts on the pod do not count (O8). Without vLLM's prompt-length
+    histogram, every prompt token the pod was given."""
+    long = delta.long_prompts
+    tokens = delta.prompt_tokens if long is None else long * planned.estimate[0]
+    return ev.DecoderWindow(long_prompts=long, long_prompt_tokens=tokens, external_tokens=delta.external_kv_tokens,
+                            cache_hit_tokens=delta.cache_hit_tokens,
+                            computed_tokens=delta.prompt_tokens - delta.external_kv_tokens - delta.cache_hit_tokens,
+                            chunk_tokens=float(0))
+
+
+def _judge_transfers(spec: DpdSpec, planned: Prompt, head: str, deltas: dict[str, PodDelta], sent: int) -> Check:
+    name = planned.name
     received: list[str] = []
     problems: list[str] = []
     causes: list[str] = []
     for pod, delta in sorted(deltas.items()):
         note = f" ({delta.note})" if delta.note else ""
-        tokens = f"{delta.external_kv_tokens:,.0f} of {delta.prompt_tokens:,.0f} prompt tokens"
-        share = delta.external_kv_tokens / delta.prompt_tokens if delta.prompt_tokens > 0 else 0.0
-        if delta.prompt_tokens <= 0:
+        window = gate_window(delta, planned)
+        needed = ev.needed_tokens(ev.NUMBERS, window) or 0.0
+        share = ev.arrived_share(ev.NUMBERS, window) or 0.0
+        tokens = f"{delta.external_kv_tokens:,.0f} of {needed:,.0f} prompt tokens"
+        if delta.prompt_tokens <= 0 or delta.long_prompts == 0:
             problems.append(f"{pod} served none of the {sent} long prompt(s){note}")
             causes.append(NOT_SERVED_CAUSES)
         elif delta.external_kv_tokens <= 0:
