@@ -239,6 +239,16 @@ class DpdCounters:
         return sum(sample.get(name, 0.0) for sample in self.pods.values())
 
 
+def serving_pods(snapshot: DpdCounters) -> dict[str, int]:
+    """How many decoder and prefiller pods a snapshot read (those it could not read left out)."""
+    counted: dict[str, int] = {}
+    for pod, sample in snapshot.pods.items():
+        role = pod.partition("/")[0]
+        if role in CACHE_ROLES and UNREAD not in sample:
+            counted[role] = counted.get(role, 0) + 1
+    return counted
+
+
 def _grew(before: Mapping[str, float] | None, after: Mapping[str, float]) -> tuple[dict[str, float], bool]:
     """One pod's increase between two snapshots, and whether it restarted in between: a pod that was not there
     before, a container restart, or any counter that went down counts from zero (as Prometheus' ``increase``)."""
@@ -285,6 +295,8 @@ class LevelDisaggregation:
     # "decode:<family>_count"; a series no pod exports is absent (unmeasured), never 0
     stage_totals: Mapping[str, float] = field(default_factory=dict)
     finished_requests: int | None = None  # the decoders' (engines') vllm:request_success_total, aborts left out
+    # per role (decoder, prefiller): the pods whose counters were read at the level's end, i.e. that served it
+    serving_pods: Mapping[str, int] = field(default_factory=dict)
     engine_ttft_buckets: Mapping[float, float] = field(default_factory=dict)  # their vllm:time_to_first_token_seconds
 
     @classmethod
@@ -345,6 +357,7 @@ class LevelDisaggregation:
                    engine_ttft_buckets={float(key.removeprefix(ENGINE_BUCKET)): value
                                         for key, value in grown.items() if key.startswith(ENGINE_BUCKET)},
                    pod_changes=tuple(changes), stage_notes=tuple(notes),
+                   serving_pods=serving_pods(after),
                    prefix_cache={role: (round(hits), round(queries))
                                  for role, (hits, queries) in sorted(cache.items())},
                    stage_totals={key.removeprefix(STAGE): value for key, value in sorted(grown.items())
