@@ -301,6 +301,7 @@ class DpdObservability(Construct):
             # The role is referenced already; its inline policy must exist before the collector writes.
             self.addon.node.add_dependency(self.addon_role.node.find_child("DefaultPolicy"))
 
+        # by "<namespace>/<name>": two endpoints of one name in two namespaces each keep theirs
         self.rule_groups: dict[str, aps.CfnRuleGroupsNamespace] = {}
         for spec in endpoints:
             self._rule_group(spec)
@@ -362,7 +363,7 @@ class DpdObservability(Construct):
 
     def _rule_group(self, spec: DpdSpec) -> None:
         if alert_rules(spec):
-            self.rule_groups[spec.name] = aps.CfnRuleGroupsNamespace(
+            self.rule_groups[f"{spec.namespace}/{spec.name}"] = aps.CfnRuleGroupsNamespace(
                 self, f"Rules-{spec.namespace}-{spec.name}", name=rule_namespace_name(spec),
                 workspace=self.workspace_arn, data=rules_yaml(spec))
 

@@ -6,6 +6,7 @@ window the script announced) and, for the cluster path, through the recorded API
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from types import ModuleType
@@ -473,3 +474,24 @@ def test_a_tokenizer_with_shorter_tokens_gets_the_routers_estimate_to_scale_by()
     assert formula is not None
     isl, target, step = (int(group) for group in formula.groups())
     assert math.ceil(isl * target / 3978 / step) * step == 4608  # the audit's estimate gives its fix
+
+
+def test_b7_prefix_cache_hits_never_pass_as_received_kv() -> None:
+    """Bench audit B7, §4.4 as recorded: --prefix-share 0.9, every transfer broken, KV IN 0 and 177,540 cache-hit
+    tokens on the decoder over 44 disaggregated requests (4,386 prompt tokens each, the server's count). Bench
+    said "trusted"; the truth is that every request recomputed what the decoder's cache lacked."""
+    prompt, requests, hits = 4386, 44, 177540
+    broken = LevelDisaggregation(load=C8, disaggregated=requests, local=0, fallback=0, external_kv_tokens=0,
+                                 cache_hit_tokens=hits, prompt_tokens=requests * prompt)
+    (warning,) = disaggregation_warnings(RoutePath.DPD, [C8], {C8: broken})
+    truth_share, bench_share_before = 0 / (requests * prompt - hits), (0 + hits) / (requests * prompt)
+    print(f"B7: received share bench {0:.0%} (before: {bench_share_before:.0%}, trusted), truth {truth_share:.0%}")
+    assert warning.code is Trust.NO_KV_TRANSFER
+    assert "177,540 prompt tokens, which are not received KV" in warning.message
+    # half of what the cache lacked arrives: partial, named as a share of what was needed
+    half = dataclasses.replace(broken, external_kv_tokens=(requests * prompt - hits) // 2)
+    (partial,) = disaggregation_warnings(RoutePath.DPD, [C8], {C8: half})
+    assert partial.code is Trust.PARTIAL_KV_TRANSFER and "50% of the 15,444" in partial.message
+    # the healthy twin: all but a last block of what the cache lacked arrives
+    healthy = dataclasses.replace(broken, external_kv_tokens=requests * prompt - hits - requests * 15)
+    assert disaggregation_warnings(RoutePath.DPD, [C8], {C8: healthy}) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -40,6 +41,7 @@ from hyperpod_dpd_cdk.observability import (
     OBSERVABILITY_ADDON,
     alertmanager_definition,
     option_problems,
+    rule_namespace_name,
 )
 
 EXISTING_WORKSPACE = "arn:aws:aps:us-west-2:111122223333:workspace/ws-0a1b2c3d-4e5f-6789-abcd-ef0123456789"
@@ -140,7 +142,7 @@ def test_one_rule_group_per_endpoint_with_the_rendered_rules(multi_app: Synthesi
     groups = by_type(multi_app.template, "AWS::APS::RuleGroupsNamespace")
     workspace_id = _ids(multi_app)["workspace"]
     by_name = {g["Properties"]["Name"]: g["Properties"] for g in groups.values()}
-    specs = {f"dpd-{s.namespace}-{s.name}": s for s in multi_app.stack.endpoint_specs}
+    specs = {f"dpd_{s.namespace}_{s.name}": s for s in multi_app.stack.endpoint_specs}
     assert set(by_name) == set(specs)
     for name, props in by_name.items():
         assert props["Workspace"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
@@ -396,3 +398,13 @@ def test_every_alarm_tells_the_topic_when_it_clears(default_app: Synthesized) ->
     assert len(alarms) == 4  # three log patterns and LogsNotArriving
     for alarm in alarms:
         assert alarm.get("OKActions") == alarm["AlarmActions"] and len(alarm["AlarmActions"]) == 1, alarm["MetricName"]
+
+
+def test_rule_namespaces_of_look_alike_endpoints_differ() -> None:
+    """O11: the AMP rule groups namespace of (team-a, dpd) is not (team, a-dpd)'s, even shortened to 64."""
+    spec = default_spec()
+    pairs = [(("team-a", "dpd"), ("team", "a-dpd")), (("t" * 40 + "-a", "d" * 30), ("t" * 40, "a-" + "d" * 30))]
+    for (ns1, name1), (ns2, name2) in pairs:
+        first = rule_namespace_name(dataclasses.replace(spec, namespace=ns1, name=name1))
+        second = rule_namespace_name(dataclasses.replace(spec, namespace=ns2, name=name2))
+        assert first != second and len(first) <= 64 and len(second) <= 64

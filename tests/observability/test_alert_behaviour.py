@@ -35,6 +35,9 @@ SAMPLES = "x40"
 
 DECODER = "6c9d8b7f5-q8w4z"  # the decode pod's ReplicaSet hash and suffix
 SECOND_DECODER = "6c9d8b7f5-m3n7t"
+THIRD_DECODER = "6c9d8b7f5-z5v2c"
+PREFILLER = "5d8f7c9b4-x2k9p"
+SECOND_PREFILLER = "5d8f7c9b4-h4j6k"
 ROUTER_POD_SUFFIX = "7f6d5c4b3-r9s8t"
 
 
@@ -58,6 +61,7 @@ def _series(spec: DpdSpec) -> dict[str, str]:
     ns = f'namespace="{spec.namespace}"'
     prefill, decode = f"prefill-{spec.name}", f"decode-{spec.name}"
     pod = f'pod_name="{decode}-{DECODER}"'
+    prefill_pod = f'pod_name="{prefill}-{PREFILLER}"'
     flat = f"0+0{SAMPLES}"
     router_ksm = f'namespace="{OPERATOR_NAMESPACE}", deployment="{router_deployment(spec)}"'
     return {
@@ -84,7 +88,9 @@ def _series(spec: DpdSpec) -> dict[str, str]:
         f'model_errors_total{{{s.prefill}, method="POST", status="503"}}': flat,
         f'model_errors_total{{{s.decode}, method="POST", status="503"}}': flat,
         f"vllm:num_requests_waiting{{{s.prefill}}}": f"1{SAMPLES}",
-        f"vllm:num_requests_running{{{s.prefill}}}": f"4{SAMPLES}",
+        f"vllm:num_requests_running{{{s.prefill}, {prefill_pod}}}": f"4{SAMPLES}",
+        # A prefill request emits its one token in vLLM (loggers.py l.635): 60 a minute.
+        f"vllm:generation_tokens_total{{{s.prefill}, {prefill_pod}}}": f"0+60{SAMPLES}",
         f"vllm:num_requests_running{{{s.decode}, {pod}}}": f"8{SAMPLES}",
         f"vllm:kv_cache_usage_perc{{{s.decode}, {pod}}}": f"0.5{SAMPLES}",
         f"vllm:num_preemptions_total{{{s.decode}, {pod}}}": flat,
@@ -286,7 +292,7 @@ def test_tokens_below_the_first_bucket_meet_the_smallest_accepted_slo(tmp_path: 
 
 
 def test_every_alert_has_a_failure_case(slo_spec: DpdSpec) -> None:
-    covered = {alert for cases in (_cases(slo_spec), _audit_scenarios(slo_spec))
+    covered = {alert for cases in (_cases(slo_spec), _audit_scenarios(slo_spec), _partial_failures(slo_spec))
                for _, firing in cases.values() for alert in firing}
     assert covered == {r.name for r in alert_rules(slo_spec)}
 
@@ -379,7 +385,7 @@ def _audit_scenarios(spec: DpdSpec) -> dict[str, tuple[dict[str, str | None], Fi
                          **{k: f"0{SAMPLES}" for k in (prompt_count, inf_bucket, short_bucket, long_bucket)},
                          external: f"0{SAMPLES}", computed: f"0{SAMPLES}", cache_hit: f"0{SAMPLES}",
                          _key(base, "vllm:num_requests_running{" + s.decode): f"0{SAMPLES}",
-                         _key(base, "vllm:generation_tokens_total"): f"0{SAMPLES}",
+                         _key(base, "vllm:generation_tokens_total{" + s.decode): f"0{SAMPLES}",
                          _key(base, f"model_invocations_total{{{s.decode}"): f"0{SAMPLES}",
                          prefill_invocations: f"0{SAMPLES}"},
                         {"DpdRouterDown": [{"namespace": OPERATOR_NAMESPACE, "deployment": router_deployment(spec)}],
@@ -395,9 +401,9 @@ def _audit_scenarios(spec: DpdSpec) -> dict[str, tuple[dict[str, str | None], Fi
         "kube-state-metrics deployment series not shipped": (
             {k: None for k in base if k.startswith("kube_deployment_")}, {"DpdKubeStateMetricsAbsent": [ns]}),
         # T4-9
-        "decoder hung": ({_key(base, "vllm:generation_tokens_total"): "0+1440x10 14400x30"},
+        "decoder hung": ({_key(base, "vllm:generation_tokens_total{" + s.decode): "0+1440x10 14400x30"},
                          {"DpdDecodeStalled": [first]}),
-        "decoder idle": ({_key(base, "vllm:generation_tokens_total"): "0+1440x10 14400x30",
+        "decoder idle": ({_key(base, "vllm:generation_tokens_total{" + s.decode): "0+1440x10 14400x30",
                           _key(base, "vllm:num_requests_running{" + s.decode): "8x10 0x30"}, {}),
         # T4-4: the decode container restarts in its pod (same IP and ports); vLLM's counters restart at 0.
         "decoder restarted": ({_key(base, "kube_pod_container_status_restarts_total{" + f'namespace="{spec.namespace}"'
@@ -625,3 +631,138 @@ def test_an_absent_demand_series_alerts_when_the_role_reports(tmp_path: Path, sl
     absent = _test_group(scaled, "demand absent", {}, {"DpdPrefillDemandSeriesAbsent": [selector]})
     result = _promtool(tmp_path, scaled, [healthy, absent])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _partial_failures(spec: DpdSpec) -> dict[str, tuple[dict[str, str | None], Firing]]:
+    """The third audit's scenarios (O1-O6): part of the traffic, or one pod of several, fails, or something else
+    fills in for the failed path. Each failure has a healthy twin; per minute on a decoder, as in ``_series``:
+    60 prompts of ~6,000 tokens and 30 short ones (at most 2,000), unless the case says otherwise.
+    """
+    s = EndpointSelectors.of(spec)
+    base = _series(spec)
+    decode_name, prefill_name = f"decode-{spec.name}", f"prefill-{spec.name}"
+    first = {"pod_name": f"{decode_name}-{DECODER}"}
+    tokens = f"vllm:prompt_tokens_by_source_total{{{s.decode}"
+    external = _key(base, f'{tokens}, source="external_kv_transfer"')
+    computed = _key(base, f'{tokens}, source="local_compute"')
+    prompts = f"vllm:request_prompt_tokens_bucket{{{s.decode}"
+    long_bucket = _key(base, f'{prompts}, le="5000.0"')
+    inf_bucket, prompt_count = _key(base, f'{prompts}, le="+Inf"'), _key(base, "vllm:request_prompt_tokens_count")
+    disaggregated = _key(base, "dpd_routing_disaggregated_total")
+    prefill_invocations = _key(base, f"model_invocations_total{{{s.prefill}")
+    prefill_running = _key(base, f"vllm:num_requests_running{{{s.prefill}")
+    prefill_tokens = _key(base, f"vllm:generation_tokens_total{{{s.prefill}")
+
+    def per_minute(external_tokens: int, computed_tokens: int) -> dict[str, str | None]:
+        return {external: f"0+{external_tokens}{SAMPLES}", computed: f"0+{computed_tokens}{SAMPLES}"}
+
+    def decoder(suffix: str, *, received: int, computed_tokens: int, start: int = 0) -> dict[str, str | None]:
+        """Another decode pod with the first one's traffic; its series exist from minute ``start`` (a scale-up)."""
+        pod = f'pod_name="{decode_name}-{suffix}"'
+        gap = f"_x{start - 1} " if start else ""
+        count = 41 - start
+
+        def rising(by: int) -> str:
+            return f"{gap}0+{by}x{count - 1}"
+
+        return {f'{tokens}, source="external_kv_transfer", {pod}}}': rising(received),
+                f'{tokens}, source="local_compute", {pod}}}': rising(computed_tokens),
+                f'{tokens}, source="local_cache_hit", {pod}}}': rising(1000),
+                f'{prompts}, le="2000.0", {pod}}}': rising(30), f'{prompts}, le="5000.0", {pod}}}': rising(30),
+                f'{prompts}, le="+Inf", {pod}}}': rising(90),
+                f"vllm:request_prompt_tokens_count{{{s.decode}, {pod}}}": rising(90),
+                f"vllm:generation_tokens_total{{{s.decode}, {pod}}}": rising(1440),
+                f"vllm:num_requests_running{{{s.decode}, {pod}}}": f"{gap}8x{count - 1}"}
+
+    # One long prompt every 2 minutes on the decoder, and nothing else (far under any rate floor).
+    low = {k: _steps(2) for k in (disaggregated, prompt_count, inf_bucket, prefill_invocations)}
+    low |= {_key(base, f'{tokens}, source="local_cache_hit"'): _steps(2, by=16), long_bucket: f"0{SAMPLES}",
+            _key(base, f'{prompts}, le="2000.0"'): f"0{SAMPLES}",
+            _key(base, "dpd_routing_local_total"): f"0{SAMPLES}"}
+    # 4,500-token prompts (routing.threshold 4,096): every one in the (2,000, 5,000] bucket.
+    mid = {long_bucket: f"0+90{SAMPLES}"}
+    # The router sends every prompt straight to the decoders; the prefillers idle.
+    off = {disaggregated: f"0{SAMPLES}", _key(base, "dpd_routing_local_total"): f"0+90{SAMPLES}",
+           prefill_invocations: f"0{SAMPLES}", prefill_running: f"0{SAMPLES}", prefill_tokens: f"0{SAMPLES}",
+           **per_minute(0, 369000)}
+    second_prefill = f'pod_name="{prefill_name}-{SECOND_PREFILLER}"'
+    stuck = f"vllm:num_requests_running{{{s.prefill}, {second_prefill}}}"
+    stuck_tokens = f"vllm:generation_tokens_total{{{s.prefill}, {second_prefill}}}"
+    lmcache = {k: None for k in base if k.startswith("lmcache:")}
+    one_a_minute = {prefill_invocations: f"0+1{SAMPLES}"}
+    return {
+        # O1: any KV on a decoder no longer silences it.
+        "40% of long prompts recomputed": (per_minute(216000, 153000), {"DpdKvNotTransferred": [first]}),
+        "1,024 of each 6,000 tokens arrive": (per_minute(61440, 307560), {"DpdKvNotTransferred": [first]}),
+        "one prefiller of two broken, half recomputed": (per_minute(180000, 189000),
+                                                         {"DpdKvNotTransferred": [first]}),
+        "every long prompt's kv arrives but its last block": (per_minute(359000, 10000), {}),
+        "low traffic, 40% of each prompt recomputed": ({**low, external: _steps(2, by=3600),
+                                                        computed: _steps(2, by=2400)},
+                                                       {"DpdKvNotTransferred": [first]}),
+        "one of three decoders receives half": (
+            {**decoder(SECOND_DECODER, received=360000, computed_tokens=9000),
+             **decoder(THIRD_DECODER, received=180000, computed_tokens=189000)},
+            {"DpdKvNotTransferred": [{"pod_name": f"{decode_name}-{THIRD_DECODER}"}]}),
+        "scaling up: a third decoder starts receiving mid-window": (
+            {**decoder(SECOND_DECODER, received=360000, computed_tokens=9000),
+             **decoder(THIRD_DECODER, received=360000, computed_tokens=9000, start=18)}, {}),
+        "scaling up: a new decoder recomputes from its start": (
+            decoder(THIRD_DECODER, received=0, computed_tokens=369000, start=18),
+            {"DpdKvNotTransferred": [{"pod_name": f"{decode_name}-{THIRD_DECODER}"}]}),
+        # O2: prompts between routing.threshold and the next bucket bound.
+        "4.5k-token prompts, no kv": ({**mid, **per_minute(0, 279000)}, {"DpdKvNotTransferred": [first]}),
+        "4.5k-token prompts, kv arrives": ({**mid, **per_minute(270000, 9000)}, {}),
+        # O3: DPD is off, and nothing errs.
+        "router never disaggregates": (off, {"DpdNotDisaggregating": [{}]}),
+        "low traffic, router never disaggregates": (
+            {**low, disaggregated: f"0{SAMPLES}", prefill_invocations: f"0{SAMPLES}", external: f"0{SAMPLES}",
+             computed: _steps(2, by=6000)}, {"DpdNotDisaggregating": [{}]}),
+        "low traffic, every long prompt disaggregated": ({**low, external: _steps(2, by=5900),
+                                                          computed: _steps(2, by=100)}, {}),
+        # O4: one prefiller of two hung with requests in it; the other serves.
+        "one prefiller of two stuck": ({stuck: f"15{SAMPLES}", stuck_tokens: "0+60x10 600x30"},
+                                       {"DpdPrefillStalled": [{"pod_name": f"{prefill_name}-{SECOND_PREFILLER}"}]}),
+        "one prefiller of two idle": ({stuck: "4x10 0x30", stuck_tokens: "0+60x10 600x30"}, {}),
+        # O6: the LMCache histogram missing at one request a minute.
+        "lmcache histogram missing at one request a minute": ({**lmcache, **one_a_minute},
+                                                              {"DpdKvStoreMetricsAbsent": [{}]}),
+        "lmcache histogram there at one request a minute": (one_a_minute, {}),
+    }
+
+
+@pytest.mark.parametrize("case", list(_partial_failures(default_spec())))
+def test_partial_failures(tmp_path: Path, slo_spec: DpdSpec, case: str) -> None:
+    changes, firing = _partial_failures(slo_spec)[case]
+    late = "lmcache" in case  # the 30-minute count, then the 10-minute hold
+    group = _test_group(slo_spec, case, changes, firing, eval_time="40m" if late else EVAL_TIME)
+    result = _promtool(tmp_path, slo_spec, [group])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_cold_start_from_zero_is_not_missing_metrics(tmp_path: Path, slo_spec: DpdSpec) -> None:
+    """O5: KEDA asks for 2 prefillers at minute 30, they are Ready at 38; no metrics before then is no fault.
+    The failing twin (wanted, available and silent) is test_prefill_scaled_to_zero_by_its_autoscaler's."""
+    zero = _scales_to_zero(slo_spec)
+    s = EndpointSelectors.of(zero)
+    base = _series(zero)
+    count = 46
+    ready = f"_x37 4x{count - 38}"
+    gone: dict[str, str | None] = {k: (ready if k.startswith("vllm:num_requests_running{" + s.prefill) else None)
+                                   for k in base if s.prefill in k}
+    ksm = {k: f"0x29 2x{count - 30}" for k in base if f'deployment="prefill-{zero.name}"' in k
+           and k.startswith("kube_deployment_spec")}
+    ksm |= {k: f"0x37 2x{count - 38}" for k in base if f'deployment="prefill-{zero.name}"' in k
+            and k.startswith("kube_deployment_status")}
+    for eval_time in ("36m", "45m"):
+        group = _test_group(zero, f"cold start at {eval_time}", {**gone, **ksm}, {}, eval_time=eval_time)
+        result = _promtool(tmp_path, zero, [group])
+        assert result.returncode == 0, eval_time + ": " + result.stdout + result.stderr
+
+
+def test_rule_group_names_never_collide(spec: DpdSpec) -> None:
+    """O11: (team-a, dpd) and (team, a-dpd) joined by '-' are both 'dpd-team-a-dpd'; AMP refuses the second."""
+    first = dataclasses.replace(spec, namespace="team-a", name="dpd")
+    second = dataclasses.replace(spec, namespace="team", name="a-dpd")
+    names = {rules_document(s)["groups"][0]["name"] for s in (first, second)}
+    assert names == {"dpd_team-a_dpd", "dpd_team_a-dpd"}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import support
 
-from hyperpod_dpd import DpdSpec
+from hyperpod_dpd import AlertThresholds, DpdSpec, dump_spec, parse_spec
 from hyperpod_dpd.observability import LOG_PATTERNS, alert_rules
 from hyperpod_dpd.observability.alerts import slo_autoscaled
 
@@ -91,3 +92,18 @@ def test_every_runbook_url_resolves_to_its_section(slo_spec: DpdSpec) -> None:
         assert (DOC.parents[1] / page).resolve() == DOC
         assert anchors.count(anchor) == 1, (rule.name, anchor)
         assert sections[anchor] == rule.name
+
+
+def test_runbook_urls_are_absolute_under_a_configured_base(slo_spec: DpdSpec) -> None:
+    """O10: an e-mailed alert's link opens when the spec names where docs/alerts.md is published."""
+    base = "https://git.example.com/org/hyperpod-dpd/blob/v0.1.0/docs/alerts.md"
+    spec = dataclasses.replace(slo_spec, alerts=dataclasses.replace(slo_spec.alerts or AlertThresholds(),
+                                                                    runbook_base_url=base))
+    anchors = _github_anchors()
+    for rule in alert_rules(spec):
+        url = rule.to_prometheus(spec)["annotations"]["runbook_url"]
+        page, anchor = url.split("#")
+        assert page == base
+        assert anchors.count(anchor) == 1, (rule.name, anchor)
+    data = dump_spec(spec)
+    assert data["alerts"]["runbook_base_url"] == base and parse_spec(data) == spec

@@ -19,7 +19,7 @@ def test_observe_writes_rules_and_dashboard(tmp_path: Path, capsys: pytest.Captu
     assert main(["observe", "--output-dir", str(out)]) == 0
     rules, dashboard = out / "default-dpd-test.rules.yaml", out / "default-dpd-test.dashboard.json"
     assert capsys.readouterr().out.split() == [str(rules), str(dashboard)]
-    assert yaml.safe_load(rules.read_text())["groups"][0]["name"] == "dpd-default-dpd-test"
+    assert yaml.safe_load(rules.read_text())["groups"][0]["name"] == "dpd_default_dpd-test"
     assert json.loads(dashboard.read_text())["uid"] == "hyperpod-dpd-default-dpd-test"
 
 

@@ -19,6 +19,7 @@ promql_parser = pytest.importorskip("promql_parser", reason="pip install '.[obse
 BASE_ALERTS = ["DpdKvTransferSlow", "DpdKvStoreMetricsAbsent", "DpdKvNotTransferred", "DpdRouterFallback",
                "DpdErrorRatioHigh", "DpdErrorRatioCritical", "DpdClientErrorRatioHigh", "DpdPrefillQueueDeep",
                "DpdPrefillSaturated", "DpdDecodeKvCacheFull", "DpdDecodePreempting", "DpdDecodeStalled",
+               "DpdPrefillStalled", "DpdNotDisaggregating",
                "DpdPrefillMetricsAbsent", "DpdDecodeMetricsAbsent", "DpdRouterMetricsAbsent", "DpdNoReadyPod",
                "DpdRouterDown", "DpdKubeStateMetricsAbsent", "DpdDecodeRestarted", "DpdPrefillRestarted",
                "DpdGpuXidError"]
@@ -95,7 +96,7 @@ def test_rules_select_only_this_endpoint(spec: DpdSpec) -> None:
 
 def test_every_rule_says_what_broke_and_what_to_do(slo_spec: DpdSpec) -> None:
     group = rules_document(slo_spec)["groups"][0]
-    assert group["name"] == f"dpd-{slo_spec.namespace}-{slo_spec.name}"
+    assert group["name"] == f"dpd_{slo_spec.namespace}_{slo_spec.name}"
     records = [r for r in group["rules"] if "record" in r]
     assert records and group["rules"][:len(records)] == records, "recording rules come first"
     assert all(r["labels"] == {"dpd_endpoint": slo_spec.name, "dpd_namespace": slo_spec.namespace} for r in records)

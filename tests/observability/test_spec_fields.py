@@ -44,6 +44,9 @@ def test_a_wrong_type_names_the_field(spec: DpdSpec) -> None:
     (AlertThresholds(prefill_queue=0), "alerts.prefill_queue", "must be at least 1"),
     (AlertThresholds(decode_kv_cache_usage=90), "alerts.decode_kv_cache_usage", "must be in (0, 1]"),
     (AlertThresholds(min_requests_per_second=-1), "alerts.min_requests_per_second", "must not be negative"),
+    (AlertThresholds(runbook_base_url="docs/alerts.md"), "alerts.runbook_base_url", "must be an absolute http(s) URL"),
+    (AlertThresholds(runbook_base_url="https://example.com/alerts.md#top"), "alerts.runbook_base_url",
+     "without a '#' fragment"),
 ])
 def test_bad_thresholds_are_refused(spec: DpdSpec, alerts: AlertThresholds, field: str, message: str) -> None:
     with pytest.raises(SpecError) as raised:

@@ -264,6 +264,16 @@ class FakeCore(_Recorded):
     def list_namespaced_pod(self, namespace: str, *, label_selector: str) -> Any:
         return k8s_model("V1PodList", self.answer(("pods", namespace, label_selector)))
 
+    def delete_namespaced_pod(self, name: str, namespace: str) -> Any:
+        """Record the delete; in a recorded pod list its Deployment's replacement (``-rplcd``) takes its place."""
+        self.calls.append(("delete", namespace, name))
+        for key, value in self.answers.items():
+            if key[:2] == ("pods", namespace) and isinstance(value, dict):
+                for item in value.get("items") or []:
+                    if item["metadata"]["name"] == name:
+                        item["metadata"]["name"] = f"{name.rsplit('-', 1)[0]}-rplcd"
+        return None
+
     def read_namespaced_service(self, name: str, namespace: str) -> Any:
         return k8s_model("V1Service", self.answer(("services", namespace, name)))
 
@@ -507,9 +517,10 @@ def transferring_decoder() -> dict[str, list[str]]:
             PREFILL_METRICS: [prefill_metrics()]}
 
 
-def sse(*tokens: str) -> FakeResponse:
-    events = [b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": t}}]}).encode() + b"\n\n"
-              for t in tokens]
+def sse(*tokens: str, finish: str = "length") -> FakeResponse:
+    """A streamed answer as vLLM sends it: the finish_reason in the last token's chunk."""
+    events = [b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": t}, "finish_reason": (
+        finish if i == len(tokens) - 1 else None)}]}).encode() + b"\n\n" for i, t in enumerate(tokens)]
     return FakeResponse(200, [b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n', *events,
                               b"data: [DONE]\n\n"])
 

@@ -182,6 +182,24 @@ def _cluster_ok(stubs: Any, fakes: Any) -> None:
     stubs.nodes("dpd", [fakes.node("workers", "ml.p5.48xlarge", 1), fakes.node("workers", "ml.p5.48xlarge", 2)])
 
 
+def test_verify_restart_drill_through_the_seams(seams: Any, stubs: Any, fakes: Any,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The drill's delete goes through the kube seam like every read: the recorded cluster replaces the pod."""
+    stubs.clusters({"ClusterName": "dpd"})
+    _cluster_ok(stubs, fakes)
+    stubs.load_balancer()
+    stubs.endpoint("dpd-test")
+    log: list[str] = []
+    transport = fakes.FakeTransport(respond=lambda body: fakes.sse("Blue"), log=log)
+    live = seams(transport=transport, logs={"dpd-test-default-router-6f8d-klmno": log})
+    code = main(["verify", "--restart-drill"], seams=live)
+    captured = capsys.readouterr()
+    assert "restarting one prefill pod, then proving the KV transfer again..." in captured.err
+    (row,) = [line for line in captured.out.splitlines() if line.startswith("restart drill")]
+    assert "PASS" in row and "deleted prefill-dpd-test-7d9f-abcde; replaced by prefill-dpd-test-7d9f-rplcd" in row
+    assert code == 0, captured.out
+
+
 @pytest.mark.parametrize("flag", ["--smoke", "--correctness"])
 def test_verify_everything_ready_with_smoke(seams: Any, stubs: Any, fakes: Any, flag: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:

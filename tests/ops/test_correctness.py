@@ -32,8 +32,9 @@ class Engine:
     """One OpenAI-style endpoint: ``answer(body)`` gives the generated text; every body is recorded."""
 
     def __init__(self, answer: Callable[[Mapping[str, Any]], str], *, stream: bool = False,
-                 status: int = 200) -> None:
+                 status: int = 200, finish: str = "length", tokens: int = 16) -> None:
         self.answer, self.stream, self.status = answer, stream, status
+        self.finish, self.tokens = finish, tokens
         self.bodies: list[dict[str, Any]] = []
         engine = self
 
@@ -43,15 +44,16 @@ class Engine:
                 engine.bodies.append(body)
                 if engine.status >= 400:
                     payload = json.dumps({"object": "error", "message": "no healthy upstream"}).encode()
-                elif engine.stream:
+                elif engine.stream:  # vLLM streams the finish_reason in the last chunk
                     words = engine.answer(body).split(" ")
                     payload = b"".join(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {
-                        "content": (" " if i else "") + w}}]}).encode() + b"\n\n" for i, w in enumerate(words))
+                        "content": (" " if i else "") + w}, "finish_reason": engine.finish if i == len(words) - 1
+                        else None}]}).encode() + b"\n\n" for i, w in enumerate(words))
                     payload += b"data: [DONE]\n\n"
                 else:
                     payload = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "choices": [
                         {"index": 0, "message": {"role": "assistant", "content": engine.answer(body)},
-                         "finish_reason": "length"}], "usage": {"completion_tokens": 16}}).encode()
+                         "finish_reason": engine.finish}], "usage": {"completion_tokens": engine.tokens}}).encode()
                 self.send_response(engine.status)
                 self.send_header("Content-Type", "text/event-stream" if engine.stream else "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -86,13 +88,19 @@ class _Response:
 class LocalTransport:
     """The API server's service and pod proxies, as plain HTTP to the local engines."""
 
-    def __init__(self, services: Mapping[str, Engine], pods: Mapping[str, Engine]) -> None:
-        self.services, self.pods = services, pods
+    def __init__(self, services: Mapping[str, Engine], pods: Mapping[str, Engine], *,
+                 disaggregate: bool = True) -> None:
+        self.services, self.pods, self.disaggregate = services, pods, disaggregate
         self.calls: list[tuple[str, str, int, str]] = []
+        self.log: list[str] = []  # the endpoint's router's 'Conditional routing' lines
 
     def post(self, namespace: str, service: str, port: int, path: str, body: Mapping[str, Any],
              *, timeout: float) -> _Response:
         self.calls.append(("service", f"{namespace}/{service}", port, path))
+        if service == ROUTER:
+            tokens = len(json.dumps(body["messages"])) // 4
+            self.log.append(f"[INFO] Conditional routing: estimated_tokens={tokens}, threshold=4096, "
+                            f"disaggregate={self.disaggregate}")
         return self._post(self.services[service], path, body, timeout)
 
     def pod_post(self, namespace: str, pod: str, port: int, path: str, body: Mapping[str, Any],
@@ -141,8 +149,11 @@ def corrupted(body: Mapping[str, Any]) -> str:
     return "The quick brown fox jumps over the lazy dog. The quick"
 
 
+ROUTER_POD = "dpd-test-default-router-6f8d-klmno"
+
+
 def _kube(make_kube: MakeKube, transport: LocalTransport) -> KubeApi:
-    kube, _ = make_kube(transport=transport)
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
     return kube
 
 
@@ -153,9 +164,10 @@ def test_the_twins_router_is_the_reference_when_the_stack_has_one(make_kube: Mak
     check = run_correctness(_kube(make_kube, transport), spec, twin_service=TWIN, nonce="feed")
     assert (check.name, check.status) == (CORRECTNESS, Status.PASS)
     assert check.detail.splitlines()[0] == (
-        "3 greedy prompts (~4180-4703 tokens, temperature 0, seed 27, 16 tokens): the DPD path answers as the "
-        f"aggregated twin ({TWIN}) does")
-    assert check.detail.splitlines()[1] == f"  prompt 1: {COUNTING!r} from both"
+        "3 greedy prompts (~4180-4703 tokens, temperature 0, seed 27, 16 tokens), each disaggregated by the router: "
+        f"the DPD path answers as the aggregated twin ({TWIN}) does")
+    assert check.detail.splitlines()[1].startswith(f"  prompt 1: {COUNTING!r} from both (16 tokens, finish_reason "
+                                                   "'length'); path prefill -> decode (router: estimated_tokens=")
     assert [call[0] for call in transport.calls] == ["service"] * 6
     assert router.bodies == twin.bodies, "the same prompts, byte for byte"
     body = router.bodies[0]
@@ -240,3 +252,45 @@ def test_the_requests_share_one_time_budget(make_kube: MakeKube, spec: DpdSpec,
                             twin_service=TWIN, timeout=10.0, clock=clock)
     assert (check.status, check.detail) == (Status.FAIL, "prompt 2: no answer within the 10s timeout")
     assert len(router.bodies) == 1
+
+
+@pytest.mark.parametrize("case", [
+    ("router", {"answer": lambda body: ""}, "HTTP 200 with no content"),
+    ("twin", {"answer": lambda body: ""}, "HTTP 200 with no content"),
+    ("router", {"finish": "error"}, "finish_reason 'error'"),
+    ("twin", {"finish": "stop", "tokens": 1, "answer": lambda body: "1"}, "stopped after 1 of the 16 tokens"),
+])
+def test_empty_one_token_and_error_answers_are_refused_on_either_side(
+        make_kube: MakeKube, spec: DpdSpec, engines: Callable[..., Engine],
+        case: tuple[str, dict[str, Any], str]) -> None:
+    """O7 and peers' 'HTTP 200 with finish_reason error': two empty or two one-token answers agree on nothing."""
+    side, options, why = case
+    both = dict(options) if side == "twin" else {}
+    router_options = dict(options) if side == "router" else {}
+    if side == "router" and "answer" not in router_options and "answer" not in both:
+        router_options.setdefault("answer", healthy)
+    router = engines(router_options.pop("answer", healthy), **router_options)
+    twin = engines(both.pop("answer", healthy), **both)
+    check = run_correctness(_kube(make_kube, LocalTransport({ROUTER: router, TWIN: twin}, {})), spec,
+                            twin_service=TWIN)
+    assert check.status is Status.FAIL
+    assert why in check.detail and ("the router answered" if side == "router" else f"{TWIN} answered") in check.detail
+
+
+def test_both_empty_is_not_the_same_answer(make_kube: MakeKube, spec: DpdSpec,
+                                           engines: Callable[..., Engine]) -> None:
+    """The audit's C4: both paths answer ''. Before, the gate passed with "'' from both"."""
+    router, twin = engines(lambda body: ""), engines(lambda body: "")
+    check = run_correctness(_kube(make_kube, LocalTransport({ROUTER: router, TWIN: twin}, {})), spec,
+                            twin_service=TWIN)
+    assert (check.status, check.detail) == (Status.FAIL, "prompt 1: the router answered HTTP 200 with no content "
+                                                         "(finish_reason 'length')")
+
+
+def test_a_router_that_never_disaggregates_fails_the_correctness_gate(make_kube: MakeKube, spec: DpdSpec,
+                                                                      engines: Callable[..., Engine]) -> None:
+    """O9: the same answers prove nothing about DPD when the router sent the prompts straight to the decoder."""
+    transport = LocalTransport({ROUTER: engines(healthy), TWIN: engines(healthy)}, {}, disaggregate=False)
+    check = run_correctness(_kube(make_kube, transport), spec, twin_service=TWIN)
+    assert check.status is Status.FAIL
+    assert check.detail.startswith("prompt 1: the DPD path's answer proves nothing about DPD: path decode only")

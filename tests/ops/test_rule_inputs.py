@@ -104,7 +104,7 @@ def exporters(
             out.append({"__name__": m.PROMPT_TOKENS_BY_SOURCE.name, "source": source, **pod})
         for histogram in (m.TTFT, m.INTER_TOKEN_LATENCY, m.PREFILL_TIME, m.REQUEST_PROMPT_TOKENS):
             # vLLM emits every bound of its buckets; the SLO burn rules read the inter-token one at slo.tpot_ms.
-            les = ("0.05", "5000.0", "+Inf") if histogram is m.INTER_TOKEN_LATENCY else ("5000.0", "+Inf")
+            les = ("0.05", "5000.0", "+Inf") if histogram is m.INTER_TOKEN_LATENCY else ("2000.0", "5000.0", "+Inf")
             out += [{"__name__": f"{histogram.name}_bucket", "le": le, **pod} for le in les]
             out += [{"__name__": f"{histogram.name}{suffix}", **pod} for suffix in ("_sum", "_count")]
         out.append({"__name__": m.MODEL_INVOCATIONS.name, "method": "POST", **pod})

@@ -468,3 +468,48 @@ def test_the_long_prompts_stop_at_the_time_budget(make_kube: MakeKube, spec: Dpd
     _, long, _ = run_smoke(kube, spec, clock=ticking, timeout=9.0)
     assert long.status is Status.FAIL
     assert len(transport.requests) == 1 + 3
+
+
+@pytest.mark.parametrize("answer", ["error", "empty"])
+def test_http_200_carrying_an_error_or_nothing_fails_the_smoke_prompts(make_kube: MakeKube, spec: DpdSpec,
+                                                                       fakes: Any, ticking: Ticking,
+                                                                       answer: str) -> None:
+    """Peers' autumn reports: HTTP 200 with finish_reason "error" and no content is a failure, not an answer."""
+    def respond(body: Any) -> Any:
+        return fakes.sse("", finish="error") if answer == "error" else fakes.sse("", finish="stop")
+
+    transport = fakes.FakeTransport(respond=respond, log=[])
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log})
+    short, long, *_ = run_smoke(kube, spec, clock=ticking)
+    why = "finish_reason 'error'" if answer == "error" else "HTTP 200 with no content"
+    for row in (short, long):
+        assert row.status is Status.FAIL and why in row.detail, row.detail
+
+
+def _with_prompt_lengths(text: str, *, long: int, short: int) -> str:
+    """vLLM 0.19.0's prompt-length histogram (1-2-5 buckets) beside the counters: ``long`` requests above 2,000."""
+    labels = 'engine="0",model_name="/opt/ml/model"'
+    return text + "\n".join([
+        "# TYPE vllm:request_prompt_tokens histogram",
+        f'vllm:request_prompt_tokens_bucket{{{labels},le="2000.0"}} {short}.0',
+        f'vllm:request_prompt_tokens_bucket{{{labels},le="5000.0"}} {short + long}.0',
+        f'vllm:request_prompt_tokens_bucket{{{labels},le="+Inf"}} {short + long}.0',
+        f"vllm:request_prompt_tokens_count{{{labels}}} {short + long}.0", ""])
+
+
+@pytest.mark.parametrize("case", [(4179.0, Status.PASS), (2000.0, Status.FAIL)])
+def test_the_kv_gate_judges_its_own_prompts_not_the_pods_other_traffic(
+        make_kube: MakeKube, spec: DpdSpec, fakes: Any, ticking: Ticking, case: tuple[float, Status]) -> None:
+    """O8 (the audit's G5): while the gate's long prompt (4,180 tokens) is served, 30 short prompts of other clients
+    add 6,000 locally computed tokens on the decoder. Before, the gate judged 4,179 of 10,194 prompt tokens (41%)
+    and failed a healthy endpoint; it now judges what its own long prompt needed. The failing twin: half arrives."""
+    received, status = case
+    before = _with_prompt_lengths(fakes.vllm_metrics(0.0), long=0, short=0)
+    after = _with_prompt_lengths(fakes.vllm_metrics(received, local_compute=14.0 + 4180 - received + 6000),
+                                 long=1, short=30)
+    transport = _router(fakes, ticking)
+    metrics = {fakes.DECODE_METRICS: [before, after], fakes.PREFILL_METRICS: [fakes.prefill_metrics()]}
+    kube, _ = make_kube(transport=transport, logs={ROUTER_POD: transport.log}, metrics=metrics)
+    _, long, *_ = run_smoke(kube, spec, clock=ticking)
+    assert long.status is status, long.detail
+    assert f"{received:,.0f} of 4,180 prompt tokens" in long.detail

@@ -34,7 +34,7 @@ from hyperpod_dpd.benchmark.proof.disaggregation import (
 from hyperpod_dpd.benchmark.proof.proof import PROOF_FILE, RunProof, folder_proof, snapshots_proof
 from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning, trust_warnings, unchecked_warnings
 from hyperpod_dpd.benchmark.report.capacity import Slo
-from hyperpod_dpd.benchmark.report.economics import layouts
+from hyperpod_dpd.benchmark.report.economics import layouts, served
 from hyperpod_dpd.benchmark.report.prediction import AdviceLike, compare, predict
 from hyperpod_dpd.benchmark.report.report import Comparison, Outcome, Report
 from hyperpod_dpd.benchmark.request import BenchRequest
@@ -135,6 +135,7 @@ def run(request: BenchRequest, *, seams: Seams = REAL) -> Report:
             job = dataclasses.replace(request.job, run_id=f"{planned.options.run_id}-r{again}")
             repeated = plan(dataclasses.replace(request, job=job), seams=seams)
             _merge_repeat(outcomes, _on_cluster(repeated, seams=seams))
+    priced = (served(priced[0], counted_pods(outcomes[0].routing)), priced[1])
     comparison, prediction_note = None, None
     if runs.compare:
         comparison = _comparison(spec, scenario, outcomes, seams=seams)
@@ -153,6 +154,20 @@ def run(request: BenchRequest, *, seams: Seams = REAL) -> Report:
         if not request.quiet:
             print(f"report: {', '.join(str(path) for path in written)}", file=sys.stderr)
     return report
+
+
+# The counters' role names, as the spec's layout names them.
+SPEC_ROLES = {"decoder": "decode", "prefiller": "prefill"}
+
+
+def counted_pods(routing: Mapping[Load, LevelDisaggregation] | None) -> dict[str, int]:
+    """The most pods of each role any level's counters read serving, by the spec's role name (B8)."""
+    counted: dict[str, int] = {}
+    for seen in (routing or {}).values():
+        for role, count in seen.serving_pods.items():
+            name = SPEC_ROLES[role]
+            counted[name] = max(counted.get(name, 0), count)
+    return counted
 
 
 def run_layouts(spec: DpdSpec) -> dict[str, dict[str, Any]]:

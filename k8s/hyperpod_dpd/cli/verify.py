@@ -107,6 +107,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--correctness", action="store_true",
                         help="with --smoke (implied): the same greedy prompts through the router and through an "
                              "engine computing the prefill itself must give the same answers")
+    parser.add_argument("--restart-drill", action="store_true",
+                        help="delete one prefill pod (its Deployment replaces it), wait for it to be Ready, then "
+                             "prove every decoder receives KV cache again; fails on a timeout, a decoder restart "
+                             "or no transferred tokens (needs delete on pods in the endpoint's namespace)")
     parser.add_argument("--amp-workspace", metavar="ARN_OR_ID",
                         help="the AMP workspace the alert rules run in (default: the stack's AmpWorkspaceArn output)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -120,7 +124,7 @@ def run(args: argparse.Namespace, *, seams: Seams) -> int:
         spec=spec, deployed=deployed, quiet=args.json, cluster_name=args.cluster_name, region=args.region,
         profile=args.profile, kube_context=args.kube_context, kubeconfig=args.kubeconfig, wait=args.wait,
         timeout=args.timeout, poll_interval=args.poll_interval, crd_diff=args.crd_diff, smoke=args.smoke,
-        correctness=args.correctness, amp_workspace=args.amp_workspace)
+        correctness=args.correctness, restart_drill=args.restart_drill, amp_workspace=args.amp_workspace)
     if args.dry_run:
         names = resolved_names(request)
         if args.json:

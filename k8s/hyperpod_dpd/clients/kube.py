@@ -44,6 +44,8 @@ class CoreApi(Protocol):
 
     def connect_get_namespaced_pod_proxy_with_path(self, name: str, namespace: str, path: str) -> Any: ...
 
+    def delete_namespaced_pod(self, name: str, namespace: str) -> Any: ...
+
 
 class NetworkingApi(Protocol):
     def read_namespaced_ingress(self, name: str, namespace: str) -> Any: ...
@@ -171,6 +173,11 @@ class KubeApi:
                            namespace, missing_ok=False)
         items: list[JsonDict] = (found or {}).get("items") or []
         return items
+
+    def delete_pod(self, namespace: str, pod: str) -> None:
+        """Delete one pod (its Deployment makes a new one): ``verify --restart-drill``'s only write."""
+        self._call(f"delete pod {pod} -n {namespace}", self.core.delete_namespaced_pod, pod, namespace,
+                   missing_ok=False)
 
     def pods(self, namespace: str, label_selector: str) -> list[JsonDict]:
         found = self._call(f"list pods -n {namespace} -l {label_selector}", self.core.list_namespaced_pod,

@@ -16,6 +16,7 @@ import yaml
 
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, ROUTER_CONTAINER, role_deployment, router_deployment
 from hyperpod_dpd.contracts.vllm import DEFAULT_MAX_NUM_SEQS
+from hyperpod_dpd.observability import evidence as ev
 from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.observability.rule import (
     CLIENT_ERROR,
@@ -69,6 +70,23 @@ def prefill_max_num_seqs(spec: DpdSpec) -> int:
     return seqs if seqs is not None else DEFAULT_MAX_NUM_SEQS["prefill"]
 
 
+def _prompt_bounds(spec: DpdSpec) -> tuple[int, int]:
+    """The 1-2-5 bucket bounds of ``vllm:request_prompt_tokens`` around ``routing.threshold``: the largest at or
+    below it and the smallest at or above it (both the largest bound when ``max_model_len`` stops the buckets
+    first)."""
+    bounds: list[int] = []
+    exponent = 0
+    while not bounds or bounds[-1] < spec.routing.threshold:
+        candidates = [mantissa * 10 ** exponent for mantissa in (1, 2, 5)]
+        fitting = [c for c in candidates if c <= spec.max_model_len]
+        bounds += fitting
+        if len(fitting) < len(candidates):
+            break
+        exponent += 1
+    low = max([b for b in bounds if b <= spec.routing.threshold] or bounds[:1])
+    return low, min([b for b in bounds if b >= spec.routing.threshold] or bounds[-1:])
+
+
 def long_prompt_bound(spec: DpdSpec) -> int:
     """The smallest bucket bound of vLLM's ``vllm:request_prompt_tokens`` at or above ``routing.threshold``.
 
@@ -77,16 +95,13 @@ def long_prompt_bound(spec: DpdSpec) -> int:
     sends to the prefiller. When ``max_model_len`` stops the buckets below the threshold, the largest
     bound: the count then also holds prompts between it and the threshold.
     """
-    bound, exponent = 1, 0
-    while True:
-        for mantissa in (1, 2, 5):
-            candidate: int = mantissa * 10 ** exponent
-            if candidate > spec.max_model_len:
-                return bound
-            bound = candidate
-            if bound >= spec.routing.threshold:
-                return bound
-        exponent += 1
+    return _prompt_bounds(spec)[1]
+
+
+def candidate_prompt_bound(spec: DpdSpec) -> int:
+    """The largest bucket bound at or below ``routing.threshold``: every disaggregated prompt is above it, and so
+    are the local prompts between it and the threshold."""
+    return _prompt_bounds(spec)[0]
 
 
 def prefill_may_scale_to_zero(spec: DpdSpec) -> bool:
@@ -100,7 +115,7 @@ MIN_AVAILABLE = 1
 # DpdKvNotTransferred counts requests, not rates: at least this many long prompts on one decoder
 # within KV_WINDOW, so one request per five minutes is enough to check.
 KV_WINDOW = "15m"
-MIN_LONG_PROMPTS = 3
+MIN_LONG_PROMPTS = ev.MIN_LONG_PROMPTS
 # LMCache moves KV in chunks of kv_cache.chunk_tokens (rendered as LMCACHE_CHUNK_SIZE): a transferred
 # prompt leaves the decoder at most a partial chunk (and the last token) to compute, a broken transfer the
 # whole uncached rest. Repeated identical prompts come from the decoder's own prefix cache and compute ~1.
@@ -148,9 +163,10 @@ def prefill_waiting(s: EndpointSelectors) -> str:
 
 
 def per_decoder_of(s: EndpointSelectors, metric: str, *extra: str, fn: str = "increase",
-                   window: str = KV_WINDOW) -> str:
-    """``fn`` of a decode series over ``window``, per decoder pod."""
-    return f"sum by ({PIPELINE_POD}) ({fn}({select(metric, s.decode, *extra)}[{window}]))"
+                   window: str = KV_WINDOW, matchers: str | None = None) -> str:
+    """``fn`` of a decode series (or of ``matchers``' series) over ``window``, per pod."""
+    series = select(metric, s.decode if matchers is None else matchers, *extra)
+    return f"sum by ({PIPELINE_POD}) ({fn}({series}[{window}]))"
 
 
 def decoder_tokens(s: EndpointSelectors, source: str) -> str:
@@ -158,12 +174,35 @@ def decoder_tokens(s: EndpointSelectors, source: str) -> str:
     return per_decoder_of(s, m.PROMPT_TOKENS_BY_SOURCE.name, f'source="{source}"')
 
 
-def long_prompts_per_decoder(spec: DpdSpec) -> str:
-    """Requests per decoder over the KV window whose prompt was above ``routing.threshold`` (its bucket bound)."""
+def long_prompts_per_decoder(spec: DpdSpec, bound: int | None = None) -> str:
+    """Requests per decoder over the KV window whose prompt was above ``bound`` (:func:`long_prompt_bound`: above
+    ``routing.threshold``)."""
     s = EndpointSelectors.of(spec)
-    above = le_matcher(long_prompt_bound(spec))
+    above = le_matcher(long_prompt_bound(spec) if bound is None else bound)
     return (f"({per_decoder_of(s, m.REQUEST_PROMPT_TOKENS.name + '_count')} - "
             f"{per_decoder_of(s, m.REQUEST_PROMPT_TOKENS.bucket(), above)})")
+
+
+PER_POD = ev.PromQL()
+ENDPOINT = ev.PromQL(on=())
+
+
+def decoder_window(spec: DpdSpec, bound: int) -> ev.DecoderWindow[str]:
+    """The evidence model's decoder window over :data:`KV_WINDOW`, per decoder: prompts above ``bound`` and their
+    tokens' lower bound (``bound`` each), and the prompt tokens by source."""
+    s = EndpointSelectors.of(spec)
+    long = long_prompts_per_decoder(spec, bound)
+    return ev.DecoderWindow(long_prompts=long, long_prompt_tokens=PER_POD.mul(long, PER_POD.const(bound)),
+                            external_tokens=decoder_tokens(s, m.EXTERNAL_KV_TRANSFER),
+                            cache_hit_tokens=decoder_tokens(s, m.LOCAL_CACHE_HIT),
+                            computed_tokens=decoder_tokens(s, m.LOCAL_COMPUTE),
+                            chunk_tokens=PER_POD.const(spec.kv_cache.chunk_tokens))
+
+
+def endpoint_window(window: ev.DecoderWindow[str]) -> ev.DecoderWindow[str]:
+    """``window`` summed over the decoders."""
+    return ev.DecoderWindow(**{field: value if ev.is_number(value) else f"sum({value})"
+                               for field, value in dataclasses.asdict(window).items()})
 
 
 def router_available(spec: DpdSpec) -> str:
@@ -292,12 +331,15 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             inputs=(m.KV_STORE_PUT_TIME,)),
         AlertRule(
             name="DpdKvStoreMetricsAbsent",
-            expr=(f"(sum(rate({select(m.MODEL_INVOCATIONS.name, s.prefill, POST)}[{LONG_WINDOW}])) "
-                  f"> {floor}) unless on() "
+            # By count, not rate: at one request a minute the histogram's absence must show too.
+            expr=(f"(sum(increase({select(m.MODEL_INVOCATIONS.name, s.prefill, POST)}[{SLOW_WINDOW}])) "
+                  f">= {MIN_REQUESTS_SLOW_WINDOW}) unless on() "
                   f"(count({select(m.KV_STORE_PUT_TIME.name + '_count', s.prefill)}) > 0)"),
             hold=LONG_WINDOW, severity=Severity.WARNING,
             failure="the prefiller serves traffic but exports no LMCache store timings",
-            meaning=("LMCache's metrics live in vLLM's worker processes and reach /metrics only through "
+            meaning=(f"The prefillers served at least {MIN_REQUESTS_SLOW_WINDOW} requests in {SLOW_WINDOW} and no "
+                     "lmcache:store_put_time series exists. "
+                     "LMCache's metrics live in vLLM's worker processes and reach /metrics only through "
                      "prometheus_client's multiprocess directory; without them DpdKvTransferSlow is blind."),
             fix=("Check `kubectl exec deploy/" + prefill_name + f" -n {spec.namespace} -- curl -s "
                  f"localhost:{spec.port}/metrics | grep lmcache:` (or `hyperpod-dpd verify --smoke`). If empty, "
@@ -308,30 +350,38 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
                       f"kubectl exec deploy/{prefill_name} -n {ns} -- env | grep PROMETHEUS_MULTIPROC_DIR", smoke),
             inputs=(m.MODEL_INVOCATIONS, m.KV_STORE_PUT_TIME)),
     ]
+    candidate = candidate_prompt_bound(spec)
+    share = f"{ev.MIN_ARRIVED_SHARE:.0%}"
+    # Per decoder (the evidence model's kv_short over the prompts above the threshold's bucket bound), or, for
+    # the prompts between the bound below the threshold and it, which the histogram cannot tell from local
+    # ones: every decoder at once, when none of them received a token of what its candidates needed.
+    nothing_arrived = ENDPOINT.eq(ev.arrived_share(ENDPOINT, endpoint_window(decoder_window(spec, candidate))),
+                                  ENDPOINT.const(0))
     rules.append(AlertRule(
         name="DpdKvNotTransferred",
-        # Per decoder and by count: a decoder that served at least MIN_LONG_PROMPTS prompts above
-        # routing.threshold in 15 minutes, received no KV token, and computed more than a partial
-        # chunk per long prompt itself, while the router disaggregated as many.
-        expr=(f"({long_prompts} >= {MIN_LONG_PROMPTS}) "
-              f"unless on({pod}) ({tokens(m.EXTERNAL_KV_TRANSFER)} > 0) "
-              f"and on({pod}) ({tokens(m.LOCAL_COMPUTE)} > on({pod}) "
-              f"({long_prompts} * {spec.kv_cache.chunk_tokens})) "
+        expr=(f"(({ev.kv_short(PER_POD, decoder_window(spec, bound))}) "
+              f"or (({tokens(m.LOCAL_COMPUTE)} > 0) and on() {nothing_arrived})) "
               f"and on() (sum{disaggregated} >= {MIN_LONG_PROMPTS})"),
         hold="5m", severity=Severity.CRITICAL,
-        failure="a decoder serves long prompts but receives no KV cache",
-        meaning=(f"A decoder served at least {MIN_LONG_PROMPTS} prompts above routing.threshold (vLLM's "
-                 f"prompt-length histogram above {bound} tokens) in {KV_WINDOW} while the router "
-                 "disaggregated, yet vLLM on it counts no prompt token from external_kv_transfer and "
-                 f"computes more than {spec.kv_cache.chunk_tokens} tokens per long prompt itself: it recomputes "
-                 "every prompt, so DPD costs a prefill and saves nothing. Counted per decoder (pod_name), so "
-                 "one broken decoder of several shows, and by requests, so one request per five minutes is "
-                 "enough."),
+        failure="a decoder recomputes long prompts instead of receiving their KV cache",
+        meaning=(f"Of the tokens of the long prompts a decoder served in {KV_WINDOW} (at least {MIN_LONG_PROMPTS} "
+                 f"above routing.threshold: vLLM's prompt-length histogram above {bound} tokens, counted at "
+                 f"{bound} each), less than {share} of what its own prefix cache did not hold arrived from a "
+                 "prefiller (external_kv_transfer), and it computed more than "
+                 f"{spec.kv_cache.chunk_tokens} tokens per long prompt itself, while the router disaggregated; or "
+                 f"no decoder received a single token for its prompts above {candidate} tokens (the prompts "
+                 f"between {candidate} and {bound} tokens, which the histogram cannot tell from local ones). "
+                 "DPD then costs a prefill and saves nothing for those prompts. Counted per decoder (pod_name), "
+                 "so one broken decoder of several, one broken prefiller of two (half the prompts recomputed) "
+                 "and a transfer that loses part of each prompt all show, and by requests, so one request per "
+                 "five minutes is enough."),
         fix=("Both roles must hash alike and agree on roles: keep kv_cache.hash_seed (PYTHONHASHSEED) "
              "identical on prefill and decode, use the same image for both, and check the LMCache pd_role "
-             "lines ('sender' on prefill, 'receiver' on decode) in the pod logs. If the decoder's container "
-             f"restarted (DpdDecodeRestarted), the prefillers still write to its old NIXL agent: "
-             f"{restart_prefill}."),
+             "lines ('sender' on prefill, 'receiver' on decode) in the pod logs. 'Retrieved N out of M' with "
+             "N < M in the decoder's log is a partial transfer: a prefiller's PD buffer too small "
+             "(kv_cache.pd_buffer_size) or one prefiller failing (compare the prefill pods' logs). If the "
+             f"decoder's container restarted (DpdDecodeRestarted), the prefillers still write to its old NIXL "
+             f"agent: {restart_prefill}."),
         commands=(f"{logs(decode_name)} | grep Retrieved", metrics_of(decode_name, "vllm:prompt_tokens_by_source"),
                   smoke),
         inputs=(m.REQUEST_PROMPT_TOKENS, m.PROMPT_TOKENS_BY_SOURCE, m.DPD_DISAGGREGATED)))
@@ -424,26 +474,50 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             meaning="vLLM preempted requests on a decoder in each 5-minute window for 5 minutes: "
                     "it ran out of KV cache blocks and recomputes the preempted requests.",
             fix=decoder_full_fix, commands=decode_load_commands, inputs=(m.PREEMPTIONS,)),
-        AlertRule(
-            name="DpdDecodeStalled",
-            # vLLM updates both on every engine step (loggers.py: the running gauge from the scheduler
-            # stats, the generation counter from the iteration stats): requests held for 5 minutes and no
-            # token is a hung engine, per decoder.
-            expr=(f"(sum by ({pod}) (min_over_time({select(m.REQUESTS_RUNNING.name, s.decode)}[{RATE_WINDOW}])) "
-                  f"> 0) and on({pod}) "
-                  f"({per_decoder(m.GENERATION_TOKENS.name, window=RATE_WINDOW)} == 0)"),
-            hold="5m", severity=Severity.CRITICAL,
-            failure="a decoder holds running requests and emits no token",
-            meaning=("vLLM on a decoder reports running requests throughout 5 minutes but its generation-token "
-                     "counter did not move for 10 minutes: the engine is hung (a stuck NCCL collective, a "
-                     "KV load that never completes) and its clients wait until they time out."),
-            fix=(f"kubectl logs the decoder pod (-n {spec.namespace}) for the last engine step and any NCCL or "
-                 "LMCache error, then delete the pod so it restarts (a restarted decoder needs the prefillers "
-                 f"restarted too: {restart_prefill})."),
-            commands=(get_pods, logs(decode_name),
-                      metrics_of(decode_name, "-e vllm:num_requests_running -e vllm:generation_tokens")),
-            inputs=(m.REQUESTS_RUNNING, m.GENERATION_TOKENS)),
     ]
+    for role, matchers, name in (("decode", s.decode, decode_name), ("prefill", s.prefill, prefill_name)):
+        # vLLM updates both on every engine step (loggers.py: the running gauge from the scheduler stats, the
+        # generation counter from the iteration stats; a prefill request emits its one token there too):
+        # requests held for 5 minutes and no token is a hung engine, per pod (the evidence model's stalled).
+        hung = ev.stalled(PER_POD, fewest_running=f"sum by ({pod}) (min_over_time("
+                                                   f"{select(m.REQUESTS_RUNNING.name, matchers)}[{RATE_WINDOW}]))",
+                          generated_tokens=per_decoder_of(s, m.GENERATION_TOKENS.name, fn="increase",
+                                                          window=RATE_WINDOW, matchers=matchers))
+        consequence = ("its clients wait until they time out" if role == "decode" else
+                       "the requests it holds never reach a decoder, and the router keeps sending it more")
+        rules.append(AlertRule(
+            name=f"Dpd{role.capitalize()}Stalled", expr=hung,
+            hold="5m", severity=Severity.CRITICAL,
+            failure=f"a {role} pod holds running requests and emits no token",
+            meaning=(f"vLLM on a {role} pod reports running requests throughout 5 minutes but its generation-token "
+                     "counter did not move for 10 minutes: the engine is hung (a stuck NCCL collective, a "
+                     f"KV transfer that never completes) and {consequence}. One hung pod of several pages: the "
+                     "test is per pod."),
+            fix=(f"kubectl logs the {role} pod (-n {spec.namespace}) for the last engine step and any NCCL or "
+                 "LMCache error, then delete the pod so it restarts" + (
+                     f" (a restarted decoder needs the prefillers restarted too: {restart_prefill})."
+                     if role == "decode" else "; the decoders need nothing (DpdPrefillRestarted).")),
+            commands=(get_pods, logs(name),
+                      metrics_of(name, "-e vllm:num_requests_running -e vllm:generation_tokens")),
+            inputs=(m.REQUESTS_RUNNING, m.GENERATION_TOKENS)))
+    long_total = f"sum({long_prompts})"
+    off = " or ".join(ev.not_disaggregating(ENDPOINT, long_prompts=long_total, disaggregated=sent)
+                      for sent in (f"sum{disaggregated}",
+                                   f"sum(increase({select(m.MODEL_INVOCATIONS.name, s.prefill, POST)}[{KV_WINDOW}]))"))
+    rules.append(AlertRule(
+        name="DpdNotDisaggregating", expr=off, hold=LONG_WINDOW, severity=Severity.WARNING,
+        failure="long prompts reach the decoders but none goes through a prefiller: DPD is off",
+        meaning=(f"The decoders served at least {MIN_LONG_PROMPTS} prompts above routing.threshold (vLLM's "
+                 f"prompt-length histogram above {bound} tokens) in {KV_WINDOW}, while the router counted no "
+                 "disaggregated request or the prefillers' sidecar no request at all: the router sends long "
+                 "prompts straight to the decoders, with no error anywhere. Every answer is right and every "
+                 "prefill GPU is idle."),
+        fix=("Compare the router's routing threshold with the spec (kubectl get inferenceendpointconfig "
+             f"{spec.name} -n {ns} -o yaml), read its 'Conditional routing ... disaggregate=' lines, and check "
+             "that the prefill pods are Ready and registered with the router."),
+        commands=(f"{router_log} --tail=200 | grep 'Conditional routing'", get_pods,
+                  f"kubectl get inferenceendpointconfig {spec.name} -n {ns} -o yaml"),
+        inputs=(m.REQUEST_PROMPT_TOKENS, m.DPD_DISAGGREGATED, m.MODEL_INVOCATIONS)))
     if spec.slo is not None and spec.slo.ttft_ms is not None:
         seconds = spec.slo.ttft_ms / 1000
         p90 = router_quantile(m.DPD_E2E_TTFT, s)
@@ -497,9 +571,14 @@ def alert_rules(spec: DpdSpec) -> tuple[AlertRule, ...]:
             inputs += (m.PROMPT_TOKENS_BY_SOURCE,)
         elif prefill_may_scale_to_zero(spec):
             # The spec lets prefill scale to zero: no pod, no series, nothing wrong.
-            expr = f"({expr}) unless on() (max({prefill_wanted}) == 0)"
-            inputs += (m.DEPLOYMENT_WANTED,)
-            meaning += " Quiet while kube-state-metrics reports the Deployment scaled to zero, as the spec allows."
+            # ... and while it scales up from zero: no pod is Ready yet (loading a model takes minutes), which
+            # DpdNoReadyPod judges with its longer hold.
+            prefill_available = select(m.DEPLOYMENT_AVAILABLE.name, s.deployment(prefill_name))
+            expr = (f"({expr}) unless on() (max({prefill_wanted}) == 0) "
+                    f"unless on() (max({prefill_available}) == 0)")
+            inputs += (m.DEPLOYMENT_WANTED, m.DEPLOYMENT_AVAILABLE)
+            meaning += (" Quiet while kube-state-metrics reports the Deployment scaled to zero, as the spec allows, "
+                        "or no prefill pod Ready yet (a cold start from zero; DpdNoReadyPod judges that).")
         rules.append(AlertRule(
             name=f"Dpd{role.capitalize()}MetricsAbsent",
             commands=(get_pods, metrics_of(role_deployment(spec, role), m.REQUESTS_RUNNING.name), metrics_status),
@@ -645,8 +724,14 @@ def inhibit_rules() -> list[dict[str, Any]]:
              "equal": equal} for source, targets, equal in pairs]
 
 
+# Between the namespace and the name: a character neither a Kubernetes namespace nor the endpoint's name (DNS
+# labels) can hold, and that AMP's rule groups namespace names allow, so (team-a, dpd) and (team, a-dpd) differ.
+GROUP_SEPARATOR = "_"
+
+
 def rule_group_name(spec: DpdSpec) -> str:
-    return f"dpd-{spec.namespace}-{spec.name}"
+    """The rule group's (and AMP rule groups namespace's) name: one per (namespace, name), never shared."""
+    return f"dpd{GROUP_SEPARATOR}{spec.namespace}{GROUP_SEPARATOR}{spec.name}"
 
 
 def rules_document(spec: DpdSpec) -> dict[str, Any]:

@@ -33,8 +33,9 @@ def runbook_anchor(alert: str) -> str:
     return re.sub(r"[^\w\- ]", "", alert.lower()).replace(" ", "-")
 
 
-def runbook_url(alert: str) -> str:
-    return f"{RUNBOOK_PAGE}#{runbook_anchor(alert)}"
+def runbook_url(alert: str, base: str | None = None) -> str:
+    """The link to ``alert``'s runbook section: on the page published at ``base`` when given, else in the repo."""
+    return f"{base or RUNBOOK_PAGE}#{runbook_anchor(alert)}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,7 +66,8 @@ class AlertRule:
 
     def to_prometheus(self, spec: DpdSpec) -> dict[str, Any]:
         annotations = {"summary": f"{spec.namespace}/{spec.name}: {self.failure}", "description": self.meaning,
-                       "fix": self.fix, "runbook_url": runbook_url(self.name)}
+                       "fix": self.fix,
+                       "runbook_url": runbook_url(self.name, spec.alerts.runbook_base_url if spec.alerts else None)}
         if self.unverified:
             annotations["unverified_inputs"] = ", ".join(
                 f"{metric.name} ({metric.exporter.value})" for metric in self.unverified)

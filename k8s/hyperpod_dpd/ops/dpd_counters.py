@@ -147,10 +147,14 @@ PROMPT_TOKENS_TOTAL = str(m.derived_families()["vllm:prompt_tokens"]["series"][0
 
 @dataclass(frozen=True, kw_only=True)
 class DecoderCounts:
-    """One decode pod's counters: prompt tokens it took from the KV connector, and all it was given."""
+    """One decode pod's counters: prompt tokens it took from the KV connector, all it was given, those its own
+    prefix cache held, and (when ``vllm:request_prompt_tokens`` is exported) the requests it served whose prompt
+    was above a bucket bound."""
 
     external_kv_tokens: float
     prompt_tokens: float
+    cache_hit_tokens: float = 0.0
+    long_prompts: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,10 +165,22 @@ class PodDelta:
     external_kv_tokens: float
     prompt_tokens: float
     note: str = ""
+    cache_hit_tokens: float = 0.0
+    long_prompts: float | None = None
 
 
-def decoder_counts(kube: KubeApi, names: EndpointNames) -> dict[str, DecoderCounts]:
-    """Each decode pod's :class:`DecoderCounts`; raises as :func:`external_kv_tokens` does."""
+def long_requests(text: str, bound: int) -> float | None:
+    """Requests ``vllm:request_prompt_tokens`` counted above ``bound`` (one of its bucket bounds), or None."""
+    family = m.REQUEST_PROMPT_TOKENS.name
+    total = sample_value(text, f"{family}_count")
+    below = next((value for le in (f"{bound}.0", str(bound))
+                  if (value := sample_value(text, f"{family}_bucket", {"le": le})) is not None), None)
+    return None if total is None or below is None else total - below
+
+
+def decoder_counts(kube: KubeApi, names: EndpointNames, *, long_bound: int | None = None) -> dict[str, DecoderCounts]:
+    """Each decode pod's :class:`DecoderCounts` (requests above ``long_bound`` when given); raises as
+    :func:`external_kv_tokens` does."""
     counts: dict[str, DecoderCounts] = {}
     for pod, text in role_metrics(kube, names, "decode").items():
         external = sample_value(text, m.PROMPT_TOKENS_BY_SOURCE.name, {"source": m.EXTERNAL_KV_TRANSFER})
@@ -174,7 +190,9 @@ def decoder_counts(kube: KubeApi, names: EndpointNames) -> dict[str, DecoderCoun
                       else PROMPT_TOKENS_TOTAL)
             raise ValueError(f"{pod} exports no {series} on :{names.metrics_port}{names.metrics_path} "
                              "(is --disable-log-stats set?)")
-        counts[pod] = DecoderCounts(external_kv_tokens=external, prompt_tokens=total)
+        hits = sample_value(text, m.PROMPT_TOKENS_BY_SOURCE.name, {"source": m.LOCAL_CACHE_HIT}) or 0.0
+        counts[pod] = DecoderCounts(external_kv_tokens=external, prompt_tokens=total, cache_hit_tokens=hits,
+                                    long_prompts=None if long_bound is None else long_requests(text, long_bound))
     return counts
 
 
@@ -188,17 +206,20 @@ def pod_deltas(before: Mapping[str, DecoderCounts], after: Mapping[str, DecoderC
     deltas: dict[str, PodDelta] = {}
     for pod, now in after.items():
         then = before.get(pod)
-        if then is None:
+        restarted = then is not None and (now.prompt_tokens < then.prompt_tokens
+                                          or now.external_kv_tokens < then.external_kv_tokens)
+        if then is None or restarted:
+            note = ("new since the first reading" if then is None else "its counters went down: vLLM restarted "
+                    "between the readings, so the values since the restart are used")
             deltas[pod] = PodDelta(pod=pod, external_kv_tokens=now.external_kv_tokens,
-                                   prompt_tokens=now.prompt_tokens, note="new since the first reading")
-        elif now.prompt_tokens < then.prompt_tokens or now.external_kv_tokens < then.external_kv_tokens:
-            deltas[pod] = PodDelta(pod=pod, external_kv_tokens=now.external_kv_tokens,
-                                   prompt_tokens=now.prompt_tokens,
-                                   note="its counters went down: vLLM restarted between the readings, so the "
-                                        "values since the restart are used")
+                                   prompt_tokens=now.prompt_tokens, cache_hit_tokens=now.cache_hit_tokens,
+                                   long_prompts=now.long_prompts, note=note)
         else:
+            long = (None if now.long_prompts is None or then.long_prompts is None
+                    else now.long_prompts - then.long_prompts)
             deltas[pod] = PodDelta(pod=pod, external_kv_tokens=now.external_kv_tokens - then.external_kv_tokens,
-                                   prompt_tokens=now.prompt_tokens - then.prompt_tokens)
+                                   prompt_tokens=now.prompt_tokens - then.prompt_tokens,
+                                   cache_hit_tokens=now.cache_hit_tokens - then.cache_hit_tokens, long_prompts=long)
     return deltas
 
 

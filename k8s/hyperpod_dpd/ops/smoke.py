@@ -36,6 +36,7 @@ from hyperpod_dpd.contracts.operator import (
     router_service,
 )
 from hyperpod_dpd.contracts.router import MARGIN, router_estimates, sentence_length, smoke_sentence
+from hyperpod_dpd.observability import evidence as ev
 from hyperpod_dpd.observability import metrics as m
 from hyperpod_dpd.ops.dpd_counters import (
     ROUTING_LINE,
@@ -73,7 +74,7 @@ ROLE_INPUTS = {"prefill": (m.REQUESTS_RUNNING, m.REQUESTS_WAITING, m.KV_STORE_PU
 # decoder shows over 99% for any prompt the gate sends (20 sentences or more); 90% leaves room for a few
 # blocks its own prefix cache held (the chat template) and light other traffic during the gate, and
 # fails a transfer that lost more than a tenth of the prompt (255 of 4,180 tokens is 6%).
-MIN_TRANSFERRED_SHARE = 0.9
+MIN_TRANSFERRED_SHARE = ev.MIN_ARRIVED_SHARE
 PARTIAL_CAUSES = (
     "part of the KV cache did not arrive and the decoder computed the rest itself: look for 'Retrieved N out of "
     "M required tokens' with N < M and for KvNotRetrieved lines in the decoder's log; the prefiller's PD buffer "
@@ -155,6 +156,18 @@ class Timing:
     total_s: float
     streamed: bool
     error_body: str = ""
+    finish_reason: str | None = None
+    content: bool = True
+
+    def empty_success(self) -> str | None:
+        """Why an HTTP 2xx answer is no answer (peers report errors disguised as success), or None."""
+        if self.status >= 400:
+            return None
+        if self.finish_reason == "error":
+            return f"HTTP {self.status} with finish_reason 'error': an error disguised as an answer"
+        if not self.content:
+            return f"HTTP {self.status} with no content (finish_reason {self.finish_reason!r})"
+        return None
 
 
 def send(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
@@ -176,7 +189,9 @@ def send(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
     streamed = "data:" in text
     if response.status >= 400:
         return Timing(response.status, None, total, streamed, _error_text(text))
-    return Timing(response.status, first, total, streamed)
+    answer = answer_of(response.status, bytes(received))
+    return Timing(response.status, first, total, streamed, finish_reason=answer.finish_reason,
+                  content=bool(answer.text.strip()))
 
 
 def _has_token(received: bytes) -> bool:
@@ -344,6 +359,8 @@ def smoke_one(kube: KubeApi, spec: DpdSpec, prompt: Prompt, *, timeout: float,
         return failed(prompt.name, f"{size}: {err}")
     if timing.status >= 400:
         return failed(prompt.name, f"{size}: {_http_failure(timing)}")
+    if (empty := timing.empty_success()) is not None:
+        return failed(prompt.name, f"{size}: {empty}")
     head = f"{size}: HTTP {timing.status}, {_latency(timing)}"
     routing, problem = _routed(kube, spec, prompt, timing)
     if problem is not None:
@@ -367,8 +384,9 @@ def smoke_disaggregated(kube: KubeApi, spec: DpdSpec, planned: Prompt, *, nonce:
     """
     size = planned.size(spec.routing.threshold)
     names = EndpointNames.of(spec)
+    bound = ev.bucket_bound_below(planned.estimate[0])
     try:
-        before = decoder_counts(kube, names)
+        before = decoder_counts(kube, names, long_bound=bound)
     except (KubeError, ValueError) as err:
         return failed(planned.name, f"{size}: cannot read the decoders' KV transfer counters: {err}")
     if not before:
@@ -387,29 +405,47 @@ def smoke_disaggregated(kube: KubeApi, spec: DpdSpec, planned: Prompt, *, nonce:
         sent += 1
         if timing.status >= 400:
             return failed(planned.name, f"{size}: {_http_failure(timing)}")
+        if (empty := timing.empty_success()) is not None:
+            return failed(planned.name, f"{size}: {empty}")
         if not head:
             head = f"{size}: HTTP {timing.status}, {_latency(timing)}"
         routing, problem = _routed(kube, spec, prompt, timing)
         if problem is not None:
             return failed(planned.name, f"{head}\n{problem}" + (f" (long prompt {sent})" if sent > 1 else ""))
         try:
-            deltas = pod_deltas(before, decoder_counts(kube, names))
+            deltas = pod_deltas(before, decoder_counts(kube, names, long_bound=bound))
         except (KubeError, ValueError) as err:
             return failed(planned.name, f"{head}\n{routing}; cannot read the decoders' KV transfer counters: {err}")
         if deltas and all(delta.external_kv_tokens > 0 for delta in deltas.values()):
             break
-    return _judge_transfers(spec, planned.name, f"{head}\n{routing}", deltas, sent)
+    return _judge_transfers(spec, planned, f"{head}\n{routing}", deltas, sent)
 
 
-def _judge_transfers(spec: DpdSpec, name: str, head: str, deltas: dict[str, PodDelta], sent: int) -> Check:
+def gate_window(delta: PodDelta, planned: Prompt) -> ev.DecoderWindow[ev.Number]:
+    """One decoder's growth during the gate as the evidence model's window, over the gate's own prompts: the
+    requests it served above the bucket bound under the prompt's length, each at the prompt's smallest
+    estimate, so other clients' short prompts on the pod do not count (O8). Without vLLM's prompt-length
+    histogram, every prompt token the pod was given."""
+    long = delta.long_prompts
+    tokens = delta.prompt_tokens if long is None else long * planned.estimate[0]
+    return ev.DecoderWindow(long_prompts=long, long_prompt_tokens=tokens, external_tokens=delta.external_kv_tokens,
+                            cache_hit_tokens=delta.cache_hit_tokens,
+                            computed_tokens=delta.prompt_tokens - delta.external_kv_tokens - delta.cache_hit_tokens,
+                            chunk_tokens=float(0))
+
+
+def _judge_transfers(spec: DpdSpec, planned: Prompt, head: str, deltas: dict[str, PodDelta], sent: int) -> Check:
+    name = planned.name
     received: list[str] = []
     problems: list[str] = []
     causes: list[str] = []
     for pod, delta in sorted(deltas.items()):
         note = f" ({delta.note})" if delta.note else ""
-        tokens = f"{delta.external_kv_tokens:,.0f} of {delta.prompt_tokens:,.0f} prompt tokens"
-        share = delta.external_kv_tokens / delta.prompt_tokens if delta.prompt_tokens > 0 else 0.0
-        if delta.prompt_tokens <= 0:
+        window = gate_window(delta, planned)
+        needed = ev.needed_tokens(ev.NUMBERS, window) or 0.0
+        share = ev.arrived_share(ev.NUMBERS, window) or 0.0
+        tokens = f"{delta.external_kv_tokens:,.0f} of {needed:,.0f} prompt tokens"
+        if delta.prompt_tokens <= 0 or delta.long_prompts == 0:
             problems.append(f"{pod} served none of the {sent} long prompt(s){note}")
             causes.append(NOT_SERVED_CAUSES)
         elif delta.external_kv_tokens <= 0:
@@ -456,9 +492,30 @@ WRONG_ANSWER_CAUSES = (
 
 @dataclass(frozen=True)
 class Answer:
+    """One answer: its HTTP status and text, why it is no answer (``error``), and how it ended: the
+    ``finish_reason`` and ``usage.completion_tokens`` when the server says (None when it does not)."""
+
     status: int
     text: str
     error: str = ""
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+
+    def refused(self, wanted: int) -> str | None:
+        """Why this answer cannot be compared with another, or None: an error, HTTP 200 carrying
+        ``finish_reason: "error"`` (peers report it, smg#2382), no text, or fewer tokens than ``wanted``
+        without the server saying it stopped at the length limit (one token, or an early stop, agrees with
+        anything)."""
+        if self.status >= 400 or self.error:
+            return f"{f'HTTP {self.status}: ' if self.status >= 400 else ''}{self.error}"
+        if self.finish_reason == "error":
+            return f"HTTP {self.status} with finish_reason 'error' (an error disguised as an answer)"
+        if not self.text.strip():
+            return f"HTTP {self.status} with no content (finish_reason {self.finish_reason!r})"
+        if self.finish_reason != "length" and self.completion_tokens != wanted:
+            return (f"stopped after {self.completion_tokens if self.completion_tokens is not None else 'an unknown'}"
+                    f" of the {wanted} tokens asked for (finish_reason {self.finish_reason!r}): too short to compare")
+        return None
 
 
 def correctness_body(spec: DpdSpec, text: str, *, cache_salt: str | None = None) -> dict[str, Any]:
@@ -495,7 +552,12 @@ def answer_of(status: int, raw: bytes) -> Answer:
         except ValueError:
             return Answer(status, "", f"not an OpenAI-style answer: {text.strip()[:200]}")
     pieces: list[str] = []
+    finish: str | None = None
+    tokens: int | None = None
     for event in events:
+        usage = event.get("usage") if isinstance(event, dict) else None
+        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+            tokens = usage["completion_tokens"]
         choices = event.get("choices") if isinstance(event, dict) else None
         if not choices or not isinstance(choices[0], dict):
             continue
@@ -503,9 +565,10 @@ def answer_of(status: int, raw: bytes) -> Answer:
         piece = ((choice.get("message") or {}).get("content") or (choice.get("delta") or {}).get("content")
                  or choice.get("text") or "")
         pieces.append(str(piece))
+        finish = choice.get("finish_reason") or finish
     if not events or not any(isinstance(e, dict) and e.get("choices") for e in events):
         return Answer(status, "", f"no choices in the answer: {text.strip()[:200]}")
-    return Answer(status, "".join(pieces))
+    return Answer(status, "".join(pieces), finish_reason=finish, completion_tokens=tokens)
 
 
 def _read(response: Any) -> bytes:
@@ -586,9 +649,20 @@ def run_correctness(kube: KubeApi, spec: DpdSpec, *, twin_service: str | None = 
         except KubeError as err:
             return failed(CORRECTNESS, f"prompt {index + 1}: {err}")
         for label, answer in (("the router", dpd), (where, ref)):
-            if answer.status >= 400 or answer.error:
-                status = f"HTTP {answer.status}: " if answer.status >= 400 else ""
-                return failed(CORRECTNESS, f"prompt {index + 1}: {label} answered {status}{answer.error}")
+            refused = answer.refused(CORRECTNESS_TOKENS)
+            if refused is not None:
+                return failed(CORRECTNESS, f"prompt {index + 1}: {label} answered {refused}")
+        ended = [(a.finish_reason, a.completion_tokens) for a in (dpd, ref)]
+        counted = None not in (dpd.completion_tokens, ref.completion_tokens)
+        if dpd.text == ref.text and (ended[0][0] != ended[1][0] or (counted and ended[0][1] != ended[1][1])):
+            return failed(CORRECTNESS, (
+                f"prompt {index + 1}: the same text, but the DPD path ended with finish_reason "
+                f"{ended[0][0]!r} after {ended[0][1]} tokens and {where} with {ended[1][0]!r} after {ended[1][1]}"))
+        # The router's line for this prompt, within the whole gate's time.
+        path, problem = _routed(kube, spec, Prompt(CORRECTNESS, text, True, long.estimate), Timing(
+            200, None, timeout, streamed=False))
+        if problem is not None:
+            return failed(CORRECTNESS, f"prompt {index + 1}: the DPD path's answer proves nothing about DPD: {problem}")
         if dpd.text != ref.text:
             at = _first_difference(dpd.text, ref.text)
             return failed(CORRECTNESS, "\n".join([
@@ -596,10 +670,14 @@ def run_correctness(kube: KubeApi, spec: DpdSpec, *, twin_service: str | None = 
                 f"tokens): the DPD path and {reference} answer differently from character {at}:",
                 f"  router: {dpd.text[:120]!r}", f"  {where}: {ref.text[:120]!r}",
                 f"  likely: {WRONG_ANSWER_CAUSES.replace('<name>', spec.name)}"]))
-        lines.append(f"  prompt {index + 1}: {dpd.text[:60]!r} from both")
+        count = next((a.completion_tokens for a in (dpd, ref) if a.completion_tokens is not None), None)
+        tokens = "" if count is None else f"{count} tokens, "
+        lines.append(f"  prompt {index + 1}: {dpd.text[:60]!r} from both ({tokens}finish_reason "
+                     f"{dpd.finish_reason!r}); {path}")
     return passed(CORRECTNESS, "\n".join([
         f"{len(QUESTIONS)} greedy prompts ({long.size(0)}, temperature 0, seed {CORRECTNESS_SEED}, "
-        f"{CORRECTNESS_TOKENS} tokens): the DPD path answers as {reference} does", *lines]))
+        f"{CORRECTNESS_TOKENS} tokens), each disaggregated by the router: the DPD path answers as {reference} does",
+        *lines]))
 
 
 def _status_and_body(response: Any) -> tuple[int, bytes]:

@@ -34,6 +34,7 @@ from hyperpod_dpd.errors import SpecError, UsageError
 from hyperpod_dpd.ops.crd_diff import check_live_crd
 from hyperpod_dpd.ops.exposure import exposure_checks
 from hyperpod_dpd.ops.preflight import CDK_DEFAULT_CLUSTER, bucket_region
+from hyperpod_dpd.ops.restart_drill import RESTART_DRILL, run_restart_drill
 from hyperpod_dpd.ops.rule_inputs import amp_input_checks
 from hyperpod_dpd.ops.smoke import CORRECTNESS, INPUTS, LONG, SHORT, run_correctness, run_smoke
 from hyperpod_dpd.spec import DpdSpec
@@ -417,6 +418,7 @@ class VerifyRequest:
     crd_diff: bool = True
     smoke: bool = False
     correctness: bool = False
+    restart_drill: bool = False
     amp_workspace: str | None = None
 
 
@@ -517,6 +519,15 @@ def run_verify(request: VerifyRequest, seams: Seams) -> VerifyReport:
         checks += _smoke(kube, spec, checks, request.timeout, quiet=request.quiet, clock=seams.clock,
                          correctness=request.correctness,
                          twin_service=twin.router_service if twin is not None else None)
+    if request.restart_drill:
+        ready = {check.name for check in checks if check.status is Status.PASS}
+        if kube is None or not {ENDPOINT, "prefill", "decode", ROUTER} <= ready:
+            checks.append(skipped(RESTART_DRILL, "the endpoint is not ready, so no pod was restarted"))
+        else:
+            if not request.quiet:
+                print("restarting one prefill pod, then proving the KV transfer again...", file=sys.stderr)
+            checks.append(run_restart_drill(kube, spec, timeout=request.timeout, clock=seams.clock,
+                                            sleep=seams.sleep))
     return VerifyReport(checks=checks, region=region)
 
 

@@ -60,6 +60,9 @@ class AlertThresholds(Frozen):
         pods x max_num_seqs instead). :default: 10
     :param decode_kv_cache_usage: the decoder's vLLM KV cache usage, 0-1. :default: 0.9
     :param min_requests_per_second: traffic floor below which ratio rules stay silent. :default: 0.1
+    :param runbook_base_url: the absolute URL where ``docs/alerts.md`` is published (for example the
+        repository's file at the released tag); each alert's ``runbook_url`` is this URL and its section's
+        anchor, so the link in an e-mailed alert opens. :default: - the repository path ``docs/alerts.md``
     """
 
     kv_store_p90_seconds: float = DEFAULT_KV_STORE_P90_SECONDS
@@ -68,3 +71,4 @@ class AlertThresholds(Frozen):
     prefill_queue: int = DEFAULT_PREFILL_QUEUE
     decode_kv_cache_usage: float = DEFAULT_DECODE_KV_CACHE_USAGE
     min_requests_per_second: float = DEFAULT_MIN_REQUESTS_PER_SECOND
+    runbook_base_url: str | None = None

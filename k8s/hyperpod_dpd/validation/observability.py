@@ -6,6 +6,7 @@ See ``docs/checks.md`` and ``docs/alerts.md``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
 from hyperpod_dpd.errors import Problem, SpecWarning
@@ -29,6 +30,7 @@ MIN_TTFT_MS = 10
 # four samples per window, i.e. at most 75 s between scrapes.
 SAMPLES_PER_WINDOW = 4
 MAX_SCRAPE_INTERVAL_SECONDS = RATE_WINDOW_SECONDS // SAMPLES_PER_WINDOW
+ABSOLUTE_URL = re.compile(r"^https?://[^/\s]+(/\S*)?$")
 
 
 def observability(ctx: RuleContext) -> Iterator[Finding]:
@@ -152,6 +154,13 @@ def alert_thresholds(ctx: RuleContext) -> Iterator[Finding]:
     yield from _fraction("alerts.error_ratio", alerts.error_ratio, f"use e.g. {defaults.error_ratio} for 5%")
     yield from _fraction("alerts.error_ratio_critical", alerts.error_ratio_critical,
                          f"use e.g. {defaults.error_ratio_critical} for 20%")
+    base = alerts.runbook_base_url
+    if base is not None and (not ABSOLUTE_URL.match(base) or "#" in base):
+        yield Problem(field="alerts.runbook_base_url", value=base,
+                      message="must be an absolute http(s) URL without a '#' fragment: each alert's runbook_url "
+                              "adds its section's anchor to it",
+                      fix="use the published page, e.g. https://<your git host>/<org>/hyperpod-dpd/blob/<tag>/"
+                          "docs/alerts.md")
     if 0 < alerts.error_ratio_critical < alerts.error_ratio <= 1:
         yield Problem(field="alerts.error_ratio_critical", value=alerts.error_ratio_critical,
                       message=f"is below alerts.error_ratio ({alerts.error_ratio}); the critical alert "

@@ -43,6 +43,7 @@ from hyperpod_dpd.contracts.operator import (
 )
 from hyperpod_dpd.contracts.router import clears
 from hyperpod_dpd.load_point import Load
+from hyperpod_dpd.observability import evidence as ev
 from hyperpod_dpd.observability.metrics import KV_STORE_PUT_TIME, PREFILL_TIME, QUEUE_TIME, TTFT
 from hyperpod_dpd.ops.dpd_counters import DEFAULT_METRICS_PATH as METRICS_PATH
 from hyperpod_dpd.ops.dpd_counters import LABEL, ROUTING_LINE, SAMPLE, routing_decisions, sample_value
@@ -72,8 +73,9 @@ POD_TEMPLATE_HASH = "pod-template-hash"  # set by the Deployment controller on e
 MIN_FRACTION = 0.95  # a DPD level below this did not measure DPD
 # A disaggregated prompt's KV arrives whole but for its last, partly filled block, which the decoder computes
 # (vLLM loads whole blocks: at most 16 tokens of a 4,352-token prompt, under 1%); a tenth missing is transfers
-# that failed and were recomputed (kv_load_failure_policy=recompute), not rounding.
-KV_MIN_FRACTION = 0.90
+# that failed and were recomputed (kv_load_failure_policy=recompute), not rounding. The evidence model's, which
+# the alerts and verify judge by too.
+KV_MIN_FRACTION = ev.MIN_ARRIVED_SHARE
 
 
 def sample_sum(text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
@@ -237,6 +239,16 @@ class DpdCounters:
         return sum(sample.get(name, 0.0) for sample in self.pods.values())
 
 
+def serving_pods(snapshot: DpdCounters) -> dict[str, int]:
+    """How many decoder and prefiller pods a snapshot read (those it could not read left out)."""
+    counted: dict[str, int] = {}
+    for pod, sample in snapshot.pods.items():
+        role = pod.partition("/")[0]
+        if role in CACHE_ROLES and UNREAD not in sample:
+            counted[role] = counted.get(role, 0) + 1
+    return counted
+
+
 def _grew(before: Mapping[str, float] | None, after: Mapping[str, float]) -> tuple[dict[str, float], bool]:
     """One pod's increase between two snapshots, and whether it restarted in between: a pod that was not there
     before, a container restart, or any counter that went down counts from zero (as Prometheus' ``increase``)."""
@@ -283,6 +295,8 @@ class LevelDisaggregation:
     # "decode:<family>_count"; a series no pod exports is absent (unmeasured), never 0
     stage_totals: Mapping[str, float] = field(default_factory=dict)
     finished_requests: int | None = None  # the decoders' (engines') vllm:request_success_total, aborts left out
+    # per role (decoder, prefiller): the pods whose counters were read at the level's end, i.e. that served it
+    serving_pods: Mapping[str, int] = field(default_factory=dict)
     engine_ttft_buckets: Mapping[float, float] = field(default_factory=dict)  # their vllm:time_to_first_token_seconds
 
     @classmethod
@@ -343,6 +357,7 @@ class LevelDisaggregation:
                    engine_ttft_buckets={float(key.removeprefix(ENGINE_BUCKET)): value
                                         for key, value in grown.items() if key.startswith(ENGINE_BUCKET)},
                    pod_changes=tuple(changes), stage_notes=tuple(notes),
+                   serving_pods=serving_pods(after),
                    prefix_cache={role: (round(hits), round(queries))
                                  for role, (hits, queries) in sorted(cache.items())},
                    stage_totals={key.removeprefix(STAGE): value for key, value in sorted(grown.items())
@@ -425,14 +440,9 @@ def disaggregation_warnings(path: RoutePath, levels: Sequence[Load], measured: M
                 f"the router disaggregated {seen.disaggregated} of {seen.routed} requests ({fraction:.0%}, below "
                 f"{MIN_FRACTION:.0%}; {seen.local} went straight to the decoder, {seen.fallback} fell back): these "
                 f"numbers are not DPD's. {fix[0].upper()}{fix[1:]}")))
-        elif path is RoutePath.DPD and seen.disaggregated and seen.external_kv_tokens + seen.cache_hit_tokens == 0:
-            found.append(TrustWarning(code=Trust.NO_KV_TRANSFER, load=level, message=(
-                f"the router disaggregated {seen.disaggregated} requests but the decoder received no KV tokens from "
-                "the prefiller: it recomputed every prompt (see 'Retrieved 0 out of N' in its log; check "
-                "PYTHONHASHSEED and the KV connector)")))
-        elif path is RoutePath.DPD and seen.disaggregated and (partial := _partial_kv(
-                seen, (prompt_tokens or {}).get(level))) is not None:
-            found.append(TrustWarning(code=Trust.PARTIAL_KV_TRANSFER, load=level, message=partial))
+        elif path is RoutePath.DPD and seen.disaggregated and (kv := kv_warnings(
+                seen, load=level, expected=seen.kv_expected((prompt_tokens or {}).get(level)))):
+            found += kv
         elif path is RoutePath.DIRECT and fraction > 1 - MIN_FRACTION:
             found.append(TrustWarning(code=Trust.NOT_DIRECT, load=level, message=(
                 f"--path direct, but the router disaggregated {seen.disaggregated} of {seen.routed} requests "
@@ -506,19 +516,40 @@ def _threshold_fix(*, isl: int, counted: float | None, needed: int | None, thres
     return "Check the deployed routingThreshold against --isl"
 
 
-def _partial_kv(seen: LevelDisaggregation, mean_prompt_tokens: float | None) -> str | None:
-    """Why a level's KV transfers fell short, or None: the tokens the decoders took from the prefiller (or
-    their own prefix cache) against :data:`KV_MIN_FRACTION` of the disaggregated requests' prompt tokens."""
-    expected = seen.kv_expected(mean_prompt_tokens)
-    if not expected:
-        return None
-    received = seen.external_kv_tokens + seen.cache_hit_tokens
-    if received >= KV_MIN_FRACTION * expected:
-        return None
-    return (f"the decoders took {received:,} prompt tokens from the prefiller or their prefix cache, "
-            f"{received / expected:.0%} of the {expected:,.0f} the {seen.disaggregated} disaggregated requests' "
-            f"prompts hold (below {KV_MIN_FRACTION:.0%}): some transfers failed and the decoder recomputed those "
-            "prompts (see 'Retrieved 0 out of N' in its log), so TTFT mixes DPD with recomputation")
+def kv_window(seen: LevelDisaggregation, expected: float | None) -> ev.DecoderWindow[ev.Number]:
+    """The level as the evidence model's decoder window, summed over the decoders: ``expected``, the disaggregated
+    requests' prompt tokens (None when unknown), what arrived, what the decoders' own prefix cache held, and the
+    rest, which they computed."""
+    external, hits = float(seen.external_kv_tokens), float(seen.cache_hit_tokens)
+    computed = None if expected is None else max(0.0, expected - external - hits)
+    return ev.DecoderWindow(long_prompts=float(seen.disaggregated), long_prompt_tokens=expected,
+                            external_tokens=external, cache_hit_tokens=hits, computed_tokens=computed,
+                            chunk_tokens=0.0)
+
+
+def kv_warnings(seen: LevelDisaggregation, *, load: Load, expected: float | None) -> list[TrustWarning]:
+    """``no-kv-transfer`` or ``partial-kv-transfer`` for a level (or a replayed window) whose disaggregated requests'
+    prompts hold ``expected`` tokens, judged by the evidence model (:func:`~ev.kv_short`): the decoders' own
+    prefix-cache hits are taken out of what they needed, never counted as received."""
+    window = kv_window(seen, expected)
+    needed = ev.needed_tokens(ev.NUMBERS, window)
+    hits = seen.cache_hit_tokens
+    if seen.external_kv_tokens == 0 and ((needed is None and not hits) or (needed is not None and needed > 0)):
+        held = (f" (its own prefix cache held {hits:,} prompt tokens, which are not received KV: the rest was "
+                "recomputed)") if hits else ""
+        return [TrustWarning(code=Trust.NO_KV_TRANSFER, load=load, message=(
+            f"the router disaggregated {seen.disaggregated} requests but the decoder received no KV tokens from "
+            f"the prefiller{held}: it recomputed what it lacked of every prompt (see 'Retrieved 0 out of N' in its "
+            "log; check PYTHONHASHSEED and the KV connector)"))]
+    share = ev.kv_short(ev.NUMBERS, window)
+    if share is None:
+        return []
+    beyond = f" beyond the {hits:,} their own prefix cache held (not received KV)" if hits else ""
+    return [TrustWarning(code=Trust.PARTIAL_KV_TRANSFER, load=load, message=(
+        f"the decoders took {seen.external_kv_tokens:,} prompt tokens from the prefiller, {share:.0%} of the "
+        f"{needed or 0.0:,.0f} the {seen.disaggregated} disaggregated requests' prompts needed{beyond} (below "
+        f"{KV_MIN_FRACTION:.0%}): some transfers failed and the decoder recomputed those prompts (see "
+        "'Retrieved N out of M' in its log), so TTFT mixes DPD with recomputation"))]
 
 
 @dataclass(frozen=True, kw_only=True)

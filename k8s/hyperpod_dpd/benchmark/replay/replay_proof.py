@@ -28,10 +28,10 @@ from itertools import accumulate
 from typing import Any
 
 from hyperpod_dpd.benchmark.proof.disaggregation import (
-    KV_MIN_FRACTION,
     MIN_FRACTION,
     DpdCounters,
     LevelDisaggregation,
+    kv_warnings,
 )
 from hyperpod_dpd.benchmark.proof.overhead import client_overhead, overhead_warnings
 from hyperpod_dpd.benchmark.proof.traffic import other_traffic_warnings
@@ -238,15 +238,8 @@ def proof_warnings(result: WindowResult, *, threshold: int) -> list[TrustWarning
             f"the threshold {threshold}, that count, the {expected.near} near it and the long prompts not proven "
             f"disaggregated leave at least {direct:.0%} proven direct, below {MIN_FRACTION:.0%}: short prompts were "
             "disaggregated (is the deployed threshold lower?) or long ones sent direct in their place")))
-    if seen.disaggregated and received == 0:
-        found.append(TrustWarning(code=Trust.NO_KV_TRANSFER, load=load, message=(
-            f"the router disaggregated {seen.disaggregated} requests but the decoder received no KV tokens from the "
-            "prefiller: it recomputed every prompt (see 'Retrieved 0 out of N' in its log)")))
-    elif seen.disaggregated and (wanted := result.kv_expected) and received < KV_MIN_FRACTION * wanted:
-        found.append(TrustWarning(code=Trust.PARTIAL_KV_TRANSFER, load=load, message=(
-            f"the decoders took {received:,} prompt tokens from the prefiller or their prefix cache, "
-            f"{received / wanted:.0%} of the {wanted:,.0f} the prompts above the threshold hold (below "
-            f"{KV_MIN_FRACTION:.0%}): some transfers failed and were recomputed")))
+    if seen.disaggregated:
+        found += kv_warnings(seen, load=load, expected=result.kv_expected or None)
     if seen.pod_changes:
         found.append(TrustWarning(code=Trust.POD_RESTARTED, load=load, message=(
             f"{', '.join(seen.pod_changes)} during this window: its requests were served by a changing set of pods")))

@@ -8,7 +8,9 @@ advisor's table (``data/node-prices.json``, each figure with its kind and source
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,7 @@ class Layout:
     label: str
     usage: NodeUsage
     price: NodePrice | None
+    note: str = ""  # where the layout differs from the spec's: the pods bench counted serving
 
     @property
     def gpus(self) -> int:
@@ -54,7 +57,8 @@ class Layout:
         name = self.usage.instance_type.api_name
         cost = (f"at {self.price.describe()}" if self.price is not None
                 else f"no price for {name} ({unpriced_reason(name)}); --price-per-node-hour USD takes your rate")
-        return f"{self.label}: {self.nodes} x {name}, {self.gpus} GPUs, {cost}"
+        counted = f" ({self.note})" if self.note else ""
+        return f"{self.label}: {self.nodes} x {name}, {self.gpus} GPUs{counted}, {cost}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"label": self.label, "instance_type": self.usage.instance_type.api_name, "nodes": self.nodes,
@@ -72,3 +76,23 @@ def layouts(spec: DpdSpec, *, price_per_node_hour: float | None = None) -> tuple
         role="aggregated", pods=1, gpus_per_pod=gpus, nodes=math.ceil(gpus / spec.instance_type.facts.gpus)),))
     return (Layout(label="dpd", usage=spec.node_usage(), price=price),
             Layout(label="aggregated", usage=twin, price=price))
+
+
+def served(layout: Layout, pods: Mapping[str, int]) -> Layout:
+    """``layout`` with each role's pods as bench counted them serving (by role, ``prefill``/``decode``; a role
+    not counted keeps the spec's), on the whole nodes those pods need: per-GPU and per-dollar figures divide
+    by what ran, not by what the spec says (autoscaling or a ``kubectl scale`` changes it)."""
+    gpus_per_node = layout.usage.instance_type.facts.gpus
+    roles, changed = [], []
+    for role in layout.usage.roles:
+        count = pods.get(role.role, 0)
+        if count <= 0 or count == role.pods:
+            roles.append(role)
+            continue
+        per_node = dataclasses.replace(role, pods=count).pods_per_node(gpus_per_node)
+        roles.append(dataclasses.replace(role, pods=count, nodes=math.ceil(count / per_node)))
+        changed.append(f"{count} {role.role} pods served where the spec says {role.pods}")
+    if not changed:
+        return layout
+    return dataclasses.replace(layout, usage=dataclasses.replace(layout.usage, roles=tuple(roles)),
+                               note="; ".join(changed))
