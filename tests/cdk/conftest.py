@@ -16,7 +16,7 @@ from typing import Any
 
 import aws_cdk as cdk  # jsii already runs on the packaged Node.js: tests/conftest.py imported hyperpod_dpd
 import pytest
-from support import load_module
+from cdk import cdk_support
 
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingEksCluster, HyperPodDpdStack
@@ -24,9 +24,6 @@ from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingEksCluster, HyperPod
 HERE = Path(__file__).resolve().parent
 
 
-load_module("cdk_template_queries", HERE / "cdk_template_queries.py")
-load_module("iam_reference", HERE / "iam_reference.py")
-cdk_support = load_module("cdk_support", HERE / "cdk_support.py")
 Synthesized = cdk_support.Synthesized
 REGION: str = cdk_support.REGION
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import cdk_nag
 import pytest
-from cdk_support import Synthesized, is_cdk_lambda_role_dependency
+from cdk.cdk_support import Synthesized, is_cdk_lambda_role_dependency
 from cfnlint.api import lint
 
 APPS = ["default", "multi", "existing-cluster", "hf-staged"]

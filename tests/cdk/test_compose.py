@@ -14,7 +14,7 @@ import pytest
 import yaml
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from cdk_support import REPO, Synthesized, hf_source, second_spec, with_bucket
+from cdk.cdk_support import REPO, Synthesized, hf_source, second_spec, with_bucket
 from support import slo_autoscaled
 
 from hyperpod_dpd import DpdSpec, SpecError, dump_spec_yaml

@@ -13,7 +13,7 @@ import aws_cdk as cdk
 import cdk_nag
 import pytest
 import yaml
-from cdk_support import (
+from cdk.cdk_support import (
     REGION,
     Synthesized,
     is_cdk_lambda_role_dependency,
@@ -23,7 +23,7 @@ from cdk_support import (
     synthesize,
     trust_policy,
 )
-from cdk_template_queries import by_addon, by_type, depends_on, rendered
+from cdk.cdk_template_queries import by_addon, by_type, depends_on, rendered
 from cfnlint.api import lint
 
 from hyperpod_dpd import SpecError
