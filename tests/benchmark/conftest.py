@@ -20,7 +20,9 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -138,7 +140,7 @@ class Run:
     # per prompt of ``prompts``: (read, last token streamed, tokens streamed) on the stub's clock, None if it streamed
     # none
     spans: tuple[tuple[float, float, int] | None, ...] = ()
-    scratch: tuple[str, ...] = ()  # what the client left in the pod's /tmp (the run's own folder here)
+    scratch: tuple[str, ...] = ()  # what the client left in its temporary folder (removed after the run)
 
     def server_ttfts_by_level(self) -> list[tuple[float, ...]]:
         """The stub's TTFTs of each level's requests (a request's first token comes before the quiet window)."""
@@ -212,17 +214,19 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                                     client=Client.GENAI_BENCH)
     container = container or rendered_benchmark_container(scenario)
     client = client or scenario.client
-    results, scratch = base / "results", base / "tmp"
+    results = base / "results"
     results.mkdir()
-    scratch.mkdir(exist_ok=True)
-    local = {"/results": str(results), "/tokenizer": str(tokenizer), "/tmp": str(scratch), **(mounts or {})}
-
+    local = {"/results": str(results), "/tokenizer": str(tokenizer), "/tmp": str(base / "tmp"), **(mounts or {})}
     pod_paths = re.compile("|".join(re.escape(path) for path in local))
 
     def mapped(text: str) -> str:
         return pod_paths.sub(lambda m: local[m[0]], text)
 
-    with fake_openai.serving(behaviour) as server:
+    # The client's own temporary folder, removed after the run: aiperf memory-maps its dataset there and makes a
+    # folder for its IPC sockets, and leaves both behind. It sits in the system's /tmp, not under pytest's folder:
+    # a Unix socket's path must stay under 108 bytes.
+    with fake_openai.serving(behaviour) as server, \
+            _removed(Path(tempfile.mkdtemp(prefix="dpd-bench-", dir=SOCKET_TMP))) as scratch:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         args = [mapped(a) for a in container["args"]]
         args[args.index("--api-base" if "--api-base" in args else "--url") + 1] = url
@@ -230,8 +234,6 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
         env.update({"PATH": f"{_client_dir(client)}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                     "QUIET_SECONDS": "1",
                     "HOME": str(base),
-                    # the pod's /tmp (an emptyDir): aiperf's mmap dataset and any temporary folder of the client
-                    # go there, so they leave with the run's folder and not into this machine's /tmp
                     "TMPDIR": str(scratch)})
         command = [*container["command"][:2], mapped(container["command"][2]), *container["command"][3:]]
         metrics: dict[int, tuple[str, str]] = {}
@@ -254,11 +256,23 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
         served, prompts, ttfts = server.requests, tuple(server.prompts), tuple(server.ttfts)
         router_log, estimates = "".join(f"{line}\n" for line in server.router_log), tuple(server.estimates)
         spans = tuple(server.spans.get(index) for index in range(len(prompts)))
+        left = tuple(sorted(path.name for path in scratch.iterdir()))
     code = int((results / "exit-code").read_text().strip())
     return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen,
                ttfts, router_log, estimates,
                prefiller_metrics={window: text for window, text in prefiller.items() if text}, behaviour=behaviour,
-               spans=spans, scratch=tuple(sorted(path.name for path in scratch.iterdir())))
+               spans=spans, scratch=left)
+
+
+SOCKET_TMP = "/tmp" if Path("/tmp").is_dir() else None  # the clients run on Linux; elsewhere the system's default
+
+
+@contextmanager
+def _removed(folder: Path) -> Iterator[Path]:
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
