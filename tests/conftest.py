@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -146,17 +145,6 @@ def published_example() -> dict[str, Any]:
     block = block.replace("<YOUR_BUCKET>", "my-model-bucket").replace("<YOUR_REGION>", "us-west-2")
     example: dict[str, Any] = yaml.safe_load(block)
     return example
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _temporary_files_in_pytests_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Every temporary file of the session, the tests' and their subprocesses' (the benchmark clients, the CDK CLI,
-    jsii), goes under pytest's own folder, which pytest prunes to its last three runs: none is left in /tmp."""
-    scratch = tmp_path_factory.mktemp("tmpdir", numbered=False)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TMPDIR", str(scratch))
-        patch.setattr(tempfile, "tempdir", None)  # tempfile reads TMPDIR again on its next call
-        yield scratch
 
 
 @pytest.fixture(autouse=True)
