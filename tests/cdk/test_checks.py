@@ -14,6 +14,7 @@ from cfnlint.api import lint
 APPS = ["default", "multi", "existing-cluster", "hf-staged"]
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 @pytest.mark.parametrize("name", APPS)
 def test_cfn_lint_has_no_errors_or_warnings(all_apps: dict[str, Synthesized], name: str) -> None:
     template = all_apps[name].template

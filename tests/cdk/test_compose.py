@@ -78,6 +78,7 @@ def _platform(cdk_context: dict[str, Any], initial: list[DpdSpec], later: list[D
     return app, template
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_an_endpoint_added_later_gives_the_same_template(cdk_context: dict[str, Any]) -> None:
     """Instance groups, the roles' prefixes, the teardown's names, rule groups, dashboards, benchmark roles, twins,
     outputs: all the same whether the endpoint came at construction or through add_endpoint."""
@@ -94,6 +95,7 @@ def test_an_endpoint_added_later_gives_the_same_template(cdk_context: dict[str, 
     assert cdk_nag.AwsSolutionsChecks().validate_scope(app).violations == []  # nested in a stack of yours
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_an_s3_endpoint_added_after_a_staged_one_names_the_created_bucket(cdk_context: dict[str, Any]) -> None:
     staged = hf_source(default_spec(), "meta-llama/Llama-3.1-8B-Instruct", revision="0" * 40)
     reads_s3 = with_bucket(second_spec(), "my-weights")
@@ -109,6 +111,7 @@ def _endpoint_config(documents: list[dict[str, Any]]) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_an_added_slo_autoscaled_endpoint_is_the_one_the_cli_synthesizes(cdk_context: dict[str, Any],
                                                                         tmp_path: Path) -> None:
     # Unpinned: add_endpoint computes one replica's capacity at the SLO with the advisor, as synth does.

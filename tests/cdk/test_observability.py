@@ -318,6 +318,7 @@ def test_grafana_import_carries_every_dashboard(options_app: Synthesized) -> Non
     assert f"/workspaces/{GRAFANA_WORKSPACE}" in json.dumps(statement["Resource"])
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_options_stack_passes_cfn_lint_and_cdk_nag(options_app: Synthesized) -> None:
     # The same accepted-warning filter test_checks.py applies to the other apps.
     template = options_app.template
