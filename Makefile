@@ -2,6 +2,7 @@
 #   make synth   installs what a synth needs (the package and the dashboard SDK) and synthesizes the default app
 #   make test    installs everything else too (test tools, the advisor, the benchmark, checkov, the engine) and runs the suite
 #   make engine  installs vLLM in .venv-engine, whose own checks `validate --engine` and the tests run
+#   make test-fast  runs the suite without its slow tests (the loop while changing code)
 #   make lock    re-resolves the locks (locks/*.txt) that both install from; UPGRADE=all moves every package
 PYTHON ?= python3
 VENV := .venv
@@ -22,7 +23,7 @@ ENGINE_DOWNLOAD := 4.5 GB
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PIP_FLAGS := --progress-bar off
 
-.PHONY: synth test engine lint typecheck bench clean venv-size lock lock-check
+.PHONY: synth test test-fast engine lint typecheck bench clean venv-size lock lock-check
 
 # Run first in the install recipe: stop before anything is created when $(PYTHON) is too old, and
 # rebuild a venv that another Python made (a failed first try with an old python3 leaves one behind).
@@ -125,6 +126,11 @@ synth: $(SYNTH_STAMP)
 ## test: lint, type-check and the whole test suite (promtool, when installed, runs the alert-behaviour tests)
 test: lock-check engine lint typecheck
 	$(BIN)/python -m pytest -rs
+
+## test-fast: the suite without its slow tests (the real benchmark clients against the stub server, the advisor's
+## database): the loop to run while changing code; `make test` runs everything
+test-fast: $(TEST_STAMP)
+	$(BIN)/python -m pytest -rs -m "not slow"
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

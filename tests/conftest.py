@@ -6,16 +6,15 @@ skip with a message when the reference notes are not beside the checkout.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+import support  # tests/support.py: the tests folder is on sys.path (pyproject's pythonpath)
 import yaml
 from hypothesis import settings
 from referencing import Registry, Resource
@@ -28,26 +27,20 @@ from hyperpod_dpd.spec import DpdSpec
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk.versions import KUBERNETES_VERSION as CLUSTER_KUBERNETES_VERSION
 
-
-def _register_support() -> None:
-    """Make ``tests/support.py`` importable as ``support`` from every test folder."""
-    spec = importlib.util.spec_from_file_location("support", Path(__file__).with_name("support.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["support"] = module
-    spec.loader.exec_module(module)
-
-
-_register_support()
-
-import support  # noqa: E402 - registered just above
-
 support.register_fuzz_profiles()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Load the fuzz profile HYPERPOD_DPD_FUZZ names (before collection builds the tests' settings)."""
     settings.load_profile(support.fuzz_profile(os.environ))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test that uses a fixture of :data:`support.SLOW_FIXTURES` (``make test-fast`` leaves them
+    out); a test that asks for one by name at run time carries the mark itself."""
+    for item in items:
+        if support.SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"

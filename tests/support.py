@@ -1,7 +1,7 @@
-"""Helpers the test folders share. The root conftest registers this module as ``support``.
+"""Helpers the test folders share, imported as ``support`` (pyproject's ``pythonpath`` puts ``tests/`` on ``sys.path``).
 
-Test folders are not packages and ``--import-mode=importlib`` keeps them off ``sys.path``, so a
-folder's own helper modules, the scripts and ``app.py`` are loaded by path with :func:`load_module`.
+A folder's own helper modules import the same way (``from benchmark import fake_openai``); the scripts, the Lambda
+handlers and ``app.py`` live outside ``tests/`` and are loaded by path with :func:`load_module`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,16 @@ from hyperpod_dpd import DpdSpec, dump_spec
 from hyperpod_dpd.spec import AutoscalingSpec, SloScaling, SloSpec
 from hyperpod_dpd.spec.defaults import default_spec, default_spec_text
 from hyperpod_dpd.traces import Lengths, Trace, at_rate
+
+# The fixtures that start a real benchmark client against the stub server (tests/benchmark/conftest.py and its
+# modules' own; seconds to a minute each, once per session or module), and the advisor's capacities (AIConfigurator's
+# database, about 8 s): a test that uses one is marked slow, and `make test-fast` leaves it out.
+SLOW_FIXTURES = frozenset({
+    "tokenizer_dir", "healthy_run", "erroring_run", "failing_run", "short_run", "direct_run", "shared_run",
+    "short_estimate_run", "open_loop_run", "open_loop_direct_run", "open_loop_failing_run", "closed_loop_run",
+    "closed_loop_twin_run", "prefix_run", "partial_kv_run", "restart_run", "held_run", "cached_run", "replayed",
+    "advised",
+})
 
 
 def load_module(name: str, path: Path) -> ModuleType:

@@ -85,6 +85,7 @@ def test_a_file_naming_this_model_and_instance_type_is_checked_without_a_warning
     assert calibrate(default_spec(), TRAFFIC, bench, source="b.json").warnings == ()
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_a_file_from_an_older_bench_is_used_with_a_warning(tmp_path: Path, measured: Advice, bench_of: Bench,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     bench = parse_bench(bench_of(measured, identity=None), where="old.json")
@@ -199,6 +200,7 @@ def _closed_loop(document: dict[str, Any], run: str = "dpd") -> None:
         level["output_tokens_per_s"] = level["concurrency"] * osl / cycle
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_a_fit_faster_than_physics_is_refused(measured: Advice, bench_of: Bench) -> None:
     """A TPOT ten times below the kernels' would put Llama 70B's decode step under its HBM floor (5.6 ms)."""
     document = bench_of(measured)
@@ -240,6 +242,7 @@ def test_an_overhead_beyond_a_closed_loop_is_refused(measured: Advice, bench_of:
     assert problem.field == "calibrate" and "outside TTFT and decoding, above 10%" in problem.message
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_the_fit_reads_means_not_medians(measured: Advice, bench_of: Bench) -> None:
     """A right-skewed TTFT (p50 at 70 % of the mean) leaves a mean-based fit unmoved (the audit's W2)."""
     document = bench_of(measured)
@@ -268,6 +271,7 @@ def test_failed_levels_are_not_used(measured: Advice, bench_of: Bench) -> None:
     assert "calibrate.levels" in [p.field for p in caught.value.problems]
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_cli_round_trip(tmp_path: Path, measured: Advice, bench_of: Bench, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(bench_of(measured)))
@@ -343,6 +347,7 @@ def test_a_bad_aggregated_run_is_refused_by_name(measured_both: Advice, bench_of
     assert [p.field for p in caught.value.problems] == [field]
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_advise_trace_sizes_on_the_factors_fitted_to_a_bench_run(tmp_path: Path, measured: Advice, bench_of: Bench,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     # The bench run is of an endpoint 20 % slower per decode step: with --calibrate the decode capacity at the SLO

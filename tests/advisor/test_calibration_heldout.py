@@ -86,6 +86,7 @@ def _blog_dpd(uncalibrated: Advice, gpu: str) -> Advice:
     return replace(uncalibrated, points=tuple(points))
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 @pytest.mark.parametrize("gpu", list(GPUS))
 def test_the_blogs_held_out_point_after_calibrating_on_the_others(gpu: str, bench_of: Bench) -> None:
     spec = replace(default_spec(), instance_type=GPUS[gpu])

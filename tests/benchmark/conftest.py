@@ -20,7 +20,9 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -28,8 +30,9 @@ from typing import Any
 
 import boto3
 import pytest
+from benchmark import fake_openai, kube_fakes
 from moto import mock_aws
-from support import load_module, write_spec
+from support import write_spec
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, Scenario
 from hyperpod_dpd.benchmark.proof.disaggregation import DpdCounters, LevelDisaggregation, LevelSnapshots
@@ -50,8 +53,6 @@ VOCABULARY = 128_256  # Llama 3's
 QUIET = re.compile(rf"^{re.escape(RESULTS_MARK)} quiet=(\d+)$")
 
 
-fake_openai = load_module("fake_openai", HERE / "fake_openai.py")
-kube_fakes = load_module("kube_fakes", HERE / "kube_fakes.py")
 Behaviour = fake_openai.Behaviour
 
 
@@ -139,6 +140,7 @@ class Run:
     # per prompt of ``prompts``: (read, last token streamed, tokens streamed) on the stub's clock, None if it streamed
     # none
     spans: tuple[tuple[float, float, int] | None, ...] = ()
+    scratch: tuple[str, ...] = ()  # what the client left in its temporary folder (removed after the run)
 
     def server_ttfts_by_level(self) -> list[tuple[float, ...]]:
         """The stub's TTFTs of each level's requests (a request's first token comes before the quiet window)."""
@@ -215,20 +217,24 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
     results = base / "results"
     results.mkdir()
     local = {"/results": str(results), "/tokenizer": str(tokenizer), "/tmp": str(base / "tmp"), **(mounts or {})}
-
     pod_paths = re.compile("|".join(re.escape(path) for path in local))
 
     def mapped(text: str) -> str:
         return pod_paths.sub(lambda m: local[m[0]], text)
 
-    with fake_openai.serving(behaviour) as server:
+    # The client's own temporary folder, removed after the run: aiperf memory-maps its dataset there and makes a
+    # folder for its IPC sockets, and leaves both behind. It sits in the system's /tmp, not under pytest's folder:
+    # a Unix socket's path must stay under 108 bytes.
+    with fake_openai.serving(behaviour) as server, \
+            _removed(Path(tempfile.mkdtemp(prefix="dpd-bench-", dir=SOCKET_TMP))) as scratch:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         args = [mapped(a) for a in container["args"]]
         args[args.index("--api-base" if "--api-base" in args else "--url") + 1] = url
         env = {e["name"]: mapped(e["value"]) for e in container["env"]}
         env.update({"PATH": f"{_client_dir(client)}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                     "QUIET_SECONDS": "1",
-                    "HOME": str(base)})
+                    "HOME": str(base),
+                    "TMPDIR": str(scratch)})
         command = [*container["command"][:2], mapped(container["command"][2]), *container["command"][3:]]
         metrics: dict[int, tuple[str, str]] = {}
         prefiller: dict[int, str] = {}
@@ -250,18 +256,36 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
         served, prompts, ttfts = server.requests, tuple(server.prompts), tuple(server.ttfts)
         router_log, estimates = "".join(f"{line}\n" for line in server.router_log), tuple(server.estimates)
         spans = tuple(server.spans.get(index) for index in range(len(prompts)))
+        left = tuple(sorted(path.name for path in scratch.iterdir()))
     code = int((results / "exit-code").read_text().strip())
     return Run(code, results / RUN_ID, served, stderr[-4000:], metrics, "".join(lines), scenario.loads, prompts, seen,
                ttfts, router_log, estimates,
                prefiller_metrics={window: text for window, text in prefiller.items() if text}, behaviour=behaviour,
-               spans=spans)
+               spans=spans, scratch=left)
+
+
+SOCKET_TMP = "/tmp" if Path("/tmp").is_dir() else None  # the clients run on Linux; elsewhere the system's default
+
+
+@contextmanager
+def _removed(folder: Path) -> Iterator[Path]:
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def stub_runner() -> SimpleNamespace:
     """:func:`run_client`, the stub's :class:`Behaviour` and :data:`ROUTER_BUCKETS`, for a module's own session run
-    (test modules cannot import this one)."""
-    return SimpleNamespace(run_client=run_client, Behaviour=Behaviour, router_buckets=ROUTER_BUCKETS)
+    (test modules cannot import this one), and the runs derived from another run's counters, by name, with the
+    stub's server to check them against."""
+    return SimpleNamespace(run_client=run_client, Behaviour=Behaviour, router_buckets=ROUTER_BUCKETS, Run=Run,
+                           Server=fake_openai._Server, derived={
+                               "direct": lambda run: routed_direct(run, DIRECT_THRESHOLD),
+                               "partial-kv": lambda run: kv_failed_every(run, KV_FAIL_EVERY),
+                               "cached": cache_hits_booked,
+                               "short-estimate": lambda run: estimated_short(run, SHORT_ESTIMATE)})
 
 
 def _run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, name: str, behaviour: Any,
@@ -322,6 +346,9 @@ def short_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> 
                     Behaviour(first_token_s=0.02, per_token_s=0.005, max_output_tokens=4))
 
 
+DIRECT_THRESHOLD = 100_000  # direct_run's router threshold: above every prompt
+SHORT_ESTIMATE = 0.3  # short_estimate_run's router estimate, of a prompt's length
+KV_FAIL_EVERY = 2  # partial_kv_run: every second disaggregated request's transfer fails, half the prompts recomputed
 INTRUDER_REQUESTS = 12  # a second client's requests in the first level: more than its 8, past any cut-off slack
 ENGINE = 'engine="0",model_name="/opt/ml/model"'  # the stub's vLLM labels
 SAMPLE_LINE = r"^{name}(?P<labels>\{{[^}}]*\}})? (?P<value>\S+)$"
@@ -377,26 +404,75 @@ def with_intruder(run: Run, requests: int) -> Run:
         behaviour=dataclasses.replace(run.behaviour, engine_ttft=True))
 
 
-def estimated_short(run: Run, scale: float) -> Run:
-    """``run`` as if its router estimated every prompt at ``scale`` of its length (Behaviour.estimate_scale) and so
-    kept all of them local: its routing counters, the decoder's prompt tokens by source and its routing lines."""
-    threshold = run.behaviour.routing_threshold
+BY_SOURCE = "vllm:prompt_tokens_by_source_total"
+
+
+def _external_booked_as(run: Run, source: str, tokens: Callable[[int, str], float]) -> dict[int, tuple[str, str]]:
+    """``run``'s snapshots with ``tokens(window, decoder text)`` of the decoder's external KV prompt tokens booked
+    under ``source`` instead."""
     metrics = {}
-    for window, texts in run.metrics.items():
-        router, decoder = texts
+    for window, (router, text) in run.metrics.items():
+        moved = tokens(window, text)
+        decoder = add_to_sample(text, BY_SOURCE, -moved, labels="external_kv_transfer")
+        metrics[window] = (router, add_to_sample(decoder, BY_SOURCE, moved, labels=source))
+    return metrics
+
+
+def _kept_local(run: Run, estimates: tuple[int, ...], behaviour: Any) -> Run:
+    """``run`` as if its router had estimated its prompts at ``estimates`` against ``behaviour``'s threshold, above
+    every one, and so kept all of them local: its routing counters, the decoder's prompt tokens by source and its
+    routing lines, as the stub counts them (``_Server.route``); the client's files and the timings are unchanged,
+    as the stub's answers do not depend on the path."""
+    threshold = behaviour.routing_threshold
+    assert all(estimate < threshold for estimate in estimates), (threshold, estimates)
+    metrics = _external_booked_as(run, "local_compute", lambda _, decoder: sample(decoder, BY_SOURCE,
+                                                                                   labels="external_kv_transfer"))
+    for window, (router, decoder) in metrics.items():
         routed = sample(router, "dpd_routing_disaggregated_total")
-        external = sample(decoder, "vllm:prompt_tokens_by_source_total", labels="external_kv_transfer")
-        router = add_to_sample(add_to_sample(router, "dpd_routing_disaggregated_total", -routed),
-                               "dpd_routing_local_total", routed)
-        decoder = add_to_sample(add_to_sample(decoder, "vllm:prompt_tokens_by_source_total", -external,
-                                              labels="external_kv_transfer"),
-                                "vllm:prompt_tokens_by_source_total", external, labels="local_compute")
-        metrics[window] = (router, decoder)
-    estimates = tuple(int(estimate * scale) for estimate in run.estimates)
+        metrics[window] = (add_to_sample(add_to_sample(router, "dpd_routing_disaggregated_total", -routed),
+                                         "dpd_routing_local_total", routed), decoder)
     log = "".join(f"INFO Conditional routing: estimated_tokens={e}, threshold={threshold}, "
                   f"disaggregate={e >= threshold}\n" for e in estimates)
-    return dataclasses.replace(run, metrics=metrics, estimates=estimates, router_log=log,
-                               behaviour=dataclasses.replace(run.behaviour, estimate_scale=scale))
+    return dataclasses.replace(run, metrics=metrics, estimates=estimates, router_log=log, behaviour=behaviour)
+
+
+def estimated_short(run: Run, scale: float) -> Run:
+    """``run`` as if its router estimated every prompt at ``scale`` of its length (Behaviour.estimate_scale) and so
+    kept all of them local."""
+    return _kept_local(run, tuple(int(estimate * scale) for estimate in run.estimates),
+                       dataclasses.replace(run.behaviour, estimate_scale=scale))
+
+
+def routed_direct(run: Run, threshold: int) -> Run:
+    """``run`` as if its router's threshold (Behaviour.routing_threshold) were ``threshold``, above every prompt."""
+    return _kept_local(run, run.estimates, dataclasses.replace(run.behaviour, routing_threshold=threshold))
+
+
+def kv_failed_every(run: Run, every: int) -> Run:
+    """``run`` as if every ``every``-th disaggregated request's KV transfer had failed and the decoder recomputed its
+    prompt (Behaviour.kv_fail_every): the decoder's prompt tokens by source in each window, as the stub counts them
+    (``_Server.route``, in arrival order)."""
+    assert not run.behaviour.local_cache_hits and not run.behaviour.kv_fail_every
+    threshold = run.behaviour.routing_threshold
+    failed, disaggregated, done = [0], 0, 0
+    for prompt, estimate in zip(run.prompts, run.estimates, strict=True):  # the failed words after each prompt
+        if estimate >= threshold:
+            disaggregated += 1
+            done += len(prompt.split()) if disaggregated % every == 0 else 0
+        failed.append(done)
+    return dataclasses.replace(run, metrics=_external_booked_as(run, "local_compute",
+                                                                lambda window, _: failed[run.prompts_seen[window]]),
+                               behaviour=dataclasses.replace(run.behaviour, kv_fail_every=every))
+
+
+def cache_hits_booked(run: Run) -> Run:
+    """``run`` (every prompt disaggregated, the decoder's prefix cache on) as if the decoder booked the prefix it
+    already held as ``local_cache_hit`` and took only the rest as external KV (Behaviour.local_cache_hits): the stub
+    counts the same hits in ``vllm:prefix_cache_hits_total``, so each window moves those tokens."""
+    assert run.behaviour.prefix_block and all(e >= run.behaviour.routing_threshold for e in run.estimates)
+    return dataclasses.replace(run, metrics=_external_booked_as(
+        run, "local_cache_hit", lambda _, decoder: sample(decoder, "vllm:prefix_cache_hits_total")),
+        behaviour=dataclasses.replace(run.behaviour, local_cache_hits=True))
 
 
 @pytest.fixture(scope="session")
@@ -412,14 +488,23 @@ def short_estimate_run(healthy_run: Run) -> Run:
     """The healthy run, but the router estimates each prompt at 30% of its length (a length rule that counts
     shorter than bench's shipped lengths), so it disaggregates none while the server counts every prompt clear of
     the threshold (32)."""
-    return estimated_short(healthy_run, 0.3)
+    return estimated_short(healthy_run, SHORT_ESTIMATE)
 
 
 @pytest.fixture(scope="session")
-def direct_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) -> Iterator[Run]:
-    """Healthy answers, but the router's threshold is above the prompts: served by the decoder alone."""
-    yield from _run(tmp_path_factory, tokenizer_dir, "direct",
-                    Behaviour(first_token_s=0.02, per_token_s=0.005, routing_threshold=100_000))
+def direct_run(healthy_run: Run) -> Run:
+    """Healthy answers, but the router's threshold is above the prompts: served by the decoder alone. The healthy
+    run as the stub would have counted it (the answers and their timing do not depend on the path), so a second
+    genai-bench run is not started for counters alone."""
+    return routed_direct(healthy_run, DIRECT_THRESHOLD)
+
+
+@pytest.fixture(scope="session")
+def partial_kv_run(healthy_run: Run) -> Run:
+    """Every request disaggregated, but every second one's KV transfer failed and the decoder recomputed it: the
+    healthy run as the stub would have counted it (a failed transfer changes only the decoder's prompt tokens by
+    source, not the answers)."""
+    return kv_failed_every(healthy_run, KV_FAIL_EVERY)
 
 
 CLOSED_LOOP = (8, 16, 32)  # bench's default levels
@@ -464,3 +549,10 @@ def prefix_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path) ->
     scenario = Scenario(isl=ISL, osl=OSL, concurrency=(4,), requests=24, max_seconds=60, prefix_share=PREFIX_SHARE)
     yield from _run(tmp_path_factory, tokenizer_dir, "prefix",
                     Behaviour(first_token_s=0.02, per_token_s=0.002, prefix_block=8), scenario)
+
+
+@pytest.fixture(scope="session")
+def cached_run(prefix_run: Run) -> Run:
+    """The prefix run against a decoder that books the prefix it already holds as local_cache_hit and takes only the
+    rest from the prefiller: the stub counts the same cache hits either way, so the same aiperf run serves both."""
+    return cache_hits_booked(prefix_run)

@@ -621,6 +621,7 @@ DOC_RUNS = {  # docs/bench.md's quoted runs on the stub: marker, the run, its tr
 }
 
 
+@pytest.mark.slow  # reads a stub run by name (support.SLOW_FIXTURES marks those it sees)
 @pytest.mark.parametrize("kind", sorted(DOC_RUNS))
 def test_the_documented_stub_runs_are_what_bench_prints(kind: str, *, capsys: pytest.CaptureFixture[str],
                                                         fakes: ModuleType,
@@ -799,6 +800,7 @@ SERVER_FAULTS = {  # a live run whose verdict only the servers' counters give: i
 }
 
 
+@pytest.mark.slow  # reads a stub run by name (support.SLOW_FIXTURES marks those it sees)
 @pytest.mark.parametrize("fault", sorted(SERVER_FAULTS))
 def test_a_results_folder_keeps_the_live_runs_counters_and_verdicts(
         capsys: pytest.CaptureFixture[str], fakes: ModuleType, stub_spec: str, tmp_path: Path,

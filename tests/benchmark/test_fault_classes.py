@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import json
 import re
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from statistics import fmean
@@ -57,18 +58,12 @@ def _fault_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, st
     base = tmp_path_factory.mktemp(name)
     behaviour = stub_runner.Behaviour(first_token_s=0.02, per_token_s=0.005, **knobs)
     yield stub_runner.run_client(behaviour, tokenizer_dir, base, _scenario(requests))
+    shutil.rmtree(base, ignore_errors=True)
 
 
-KV_FAIL_EVERY = 2  # every second disaggregated request's transfer fails: half the prompts recomputed
+KV_FAIL_EVERY = 2  # conftest's partial_kv_run: every second disaggregated request's transfer failed
 RESTART_AT = 13  # past the first level's 8-10 requests (2 users cut at its end), inside the second's
 HELD_EVERY, HELD_S = 20, 0.3  # one request in 20 held 300 ms before the router's clock: >= 1 per level of 24
-
-
-@pytest.fixture(scope="module")
-def partial_kv_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path,
-                   stub_runner: SimpleNamespace) -> Iterator[Any]:
-    """Every request disaggregated, but every second one's KV transfer failed and the decoder recomputed it."""
-    yield from _fault_run(tmp_path_factory, tokenizer_dir, stub_runner, "partial-kv", kv_fail_every=KV_FAIL_EVERY)
 
 
 @pytest.fixture(scope="module")
@@ -454,19 +449,7 @@ def test_m1_a_client_tail_the_mean_hides_is_flagged_at_p99(
 # --- M4: a decoder prefix-cache hit is not a failed transfer -------------------------------------------------------
 
 
-PREFIX_BLOCK = 8  # the stub decoder's prefix cache block, in words
-
-
-@pytest.fixture(scope="module")
-def cached_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path,
-               stub_runner: SimpleNamespace) -> Iterator[Any]:
-    """aiperf at concurrency 4, half of each prompt one shared prefix, against a stub whose decoder books the
-    prefix it already holds as local_cache_hit and takes only the rest from the prefiller."""
-    base = tmp_path_factory.mktemp("cached")
-    behaviour = stub_runner.Behaviour(first_token_s=0.02, per_token_s=0.002, prefix_block=PREFIX_BLOCK,
-                                      local_cache_hits=True)
-    scenario = Scenario(isl=64, osl=OSL, concurrency=(4,), requests=12, max_seconds=60, prefix_share=0.5)
-    yield stub_runner.run_client(behaviour, tokenizer_dir, base, scenario)
+PREFIX_BLOCK = 8  # the stub decoder's prefix cache block, in words (conftest's prefix_run, which cached_run reads)
 
 
 def _cache_hits(prompts: tuple[str, ...]) -> int:
@@ -486,8 +469,8 @@ def test_m4_a_decoder_prefix_cache_hit_is_not_a_failed_transfer(
     """Every request disaggregated and every transfer whole, but the decoder already held each prompt's shared prefix:
     vLLM books those tokens local_cache_hit, so KV IN is about half the prompt tokens. Before, bench read only
     external_kv_transfer: a whole prompt cached was "recomputed every prompt", a half one a partial KV failure."""
-    traffic = ("--run-id", RUN, "--concurrency", "4", "--isl", "64", "--osl", str(OSL), "--requests", "12",
-               "--max-seconds", "60", "--prefix-share", "0.5", "--no-upload")
+    traffic = ("--run-id", RUN, "--concurrency", "4", "--isl", "64", "--osl", str(OSL), "--requests", "24",
+               "--max-seconds", "60", "--prefix-share", "0.5", "--no-upload")  # conftest's prefix_run
     _, run, _ = _bench(capsys, _cluster(fakes, cached_run), stub_spec, *traffic)
     (prompts,) = cached_run.prompts_by_level()
     hits, tokens = _cache_hits(prompts), _words(prompts)

@@ -161,3 +161,9 @@ def test_the_servers_tokens_per_second_at_each_rate_are_what_the_stub_streamed(o
     for level, served, truth in open_loop_run.server_rates(skip=WARMUP):
         assert served is not None and abs(served / truth - 1) <= SERVER_RATE_TOLERANCE, (
             level.load.describe(), served, truth)
+
+
+def test_aiperfs_dataset_files_go_to_the_runs_own_temporary_folder(open_loop_run: Any) -> None:
+    """aiperf memory-maps its dataset under the temporary folder and leaves it there: in the pod, its /tmp; here the
+    run's own folder (removed after it), never this machine's /tmp, where every run would leave one behind."""
+    assert any(name.startswith("aiperf_mmap_") for name in open_loop_run.scratch), open_loop_run.scratch

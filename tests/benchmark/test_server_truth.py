@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
-from support import FakeClock, load_module, write_spec
+from support import FakeClock, write_spec
 
 from hyperpod_dpd.benchmark.proof.disaggregation import LevelDisaggregation, RouterEstimates, disaggregation_warnings
 from hyperpod_dpd.benchmark.proof.overhead import overhead_warnings, twin_ttft
@@ -425,7 +425,7 @@ def test_an_isl_fix_past_the_models_context_says_so() -> None:
 def test_the_stub_counts_a_request_its_client_left_under_no_finished_reason() -> None:
     """vLLM 0.19 counts a client disconnect under no finished_reason (OutputProcessor.abort_requests reaches no
     stats); the stub counted it as ``abort``, which the engines' count then subtracted as if vLLM did."""
-    stub = load_module("fake_openai_disconnect", Path(__file__).parent / "fake_openai.py")
+    from benchmark import fake_openai as stub
     with stub.serving(stub.Behaviour(first_token_s=0.0, per_token_s=0.001)) as server:
         connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=5)
         body = json.dumps({"model": "/opt/ml/model", "max_tokens": 3000, "ignore_eos": True, "stream": True,

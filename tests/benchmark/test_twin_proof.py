@@ -15,16 +15,15 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from benchmark import test_server_truth as truth  # its recorded A/B cluster
 from botocore.stub import Stubber
-from support import FakeClock, load_module
+from support import FakeClock
 
 from hyperpod_dpd.benchmark.proof.proof import PROOF_FILE
 from hyperpod_dpd.benchmark.run.job import UPLOAD_MANIFEST
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.clients.aws import AwsClients
 from hyperpod_dpd.clients.seams import Seams
-
-truth = load_module("server_truth_cluster", Path(__file__).resolve().parent / "test_server_truth.py")
 
 RUN = truth.RUN
 BUCKET = "dpd-models-example"  # the default spec's model bucket: the Jobs upload under its benchmarks/

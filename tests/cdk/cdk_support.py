@@ -1,7 +1,6 @@
 """What the CDK tests share besides fixtures: the synthesized-app record, inputs and constants.
 
-conftest.py registers this module as ``cdk_support`` (tests import from it by that name), so the
-test folder never has to be on ``sys.path``.
+Tests import it as ``cdk.cdk_support`` (pyproject's ``pythonpath`` puts ``tests/`` on ``sys.path``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import aws_cdk as cdk  # jsii already runs on the packaged Node.js: tests/confte
 import pytest
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from support import load_module
+from cdk import cdk_support
 
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingEksCluster, HyperPodDpdStack
@@ -26,9 +26,6 @@ from hyperpod_dpd_cdk import ClusterEndpointAccess, ExistingEksCluster, HyperPod
 HERE = Path(__file__).resolve().parent
 
 
-load_module("cdk_template_queries", HERE / "cdk_template_queries.py")
-load_module("iam_reference", HERE / "iam_reference.py")
-cdk_support = load_module("cdk_support", HERE / "cdk_support.py")
 Synthesized = cdk_support.Synthesized
 REGION: str = cdk_support.REGION
 

@@ -36,7 +36,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from cdk_template_queries import Template, rendered
+from cdk.cdk_template_queries import Template, rendered
 
 # CfnJson values are Fn::Join text; the issuer of a stack-created OIDC provider renders as this.
 ISSUER = "ISSUER"

@@ -16,7 +16,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 import yaml
-from cdk_support import REPO, Synthesized, second_spec, with_bucket
+from cdk.cdk_support import REPO, Synthesized, second_spec, with_bucket
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.spec.defaults import default_spec

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from cdk_support import REPO
+from cdk.cdk_support import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import PATH_VALUES, SPEC_FILE, Hang, extreme_numbers, fuzz_examples, spec_files, watchdog

@@ -8,7 +8,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from cdk_support import EXISTING_VPC, HYPERPOD_SUBNETS
+from cdk.cdk_support import EXISTING_VPC, HYPERPOD_SUBNETS
 
 from hyperpod_dpd import DpdSpec, InstanceType, SpecError
 from hyperpod_dpd.spec.defaults import default_spec

@@ -10,8 +10,8 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 import yaml
-from cdk_support import REGION, Synthesized, logical_id, policy_statements, synthesize
-from cdk_template_queries import cfn_json_value, rendered
+from cdk.cdk_support import REGION, Synthesized, logical_id, policy_statements, synthesize
+from cdk.cdk_template_queries import cfn_json_value, rendered
 
 from hyperpod_dpd import S3Source, SpecError
 from hyperpod_dpd.contracts.tokenizer import TOKENIZER_FILES

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from cdk_support import REPO, Synthesized
+from cdk.cdk_support import REPO, Synthesized
 
 from hyperpod_dpd_cdk._private.cdk_cli import CLI_VERSION_ENV, cli_too_old, minimum_cli_version
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cdk_support import REPO, Synthesized
+from cdk.cdk_support import REPO, Synthesized
 
 ACKNOWLEDGMENTS = Path(__file__).with_name("checkov-acknowledgments.yaml")
 CHECKOV_VERSION = "3.3.30"

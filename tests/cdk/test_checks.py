@@ -9,12 +9,13 @@ from pathlib import Path
 
 import cdk_nag
 import pytest
-from cdk_support import Synthesized, is_cdk_lambda_role_dependency
+from cdk.cdk_support import Synthesized, is_cdk_lambda_role_dependency
 from cfnlint.api import lint
 
 APPS = ["default", "multi", "existing-cluster", "hf-staged", "kms-bucket"]
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 @pytest.mark.parametrize("name", APPS)
 def test_cfn_lint_has_no_errors_or_warnings(all_apps: dict[str, Synthesized], name: str) -> None:
     template = all_apps[name].template

@@ -7,10 +7,10 @@ from types import ModuleType
 from typing import Any
 
 import aws_cdk as cdk
-import cdk_support
 import pytest
-from cdk_support import Synthesized
-from cdk_template_queries import by_type
+from cdk import cdk_support
+from cdk.cdk_support import Synthesized
+from cdk.cdk_template_queries import by_type
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.spec.defaults import default_spec

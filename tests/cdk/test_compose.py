@@ -19,7 +19,7 @@ import pytest
 import yaml
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from cdk_support import REPO, Synthesized, hf_source, second_spec, with_bucket
+from cdk.cdk_support import REPO, Synthesized, hf_source, second_spec, with_bucket
 from support import slo_autoscaled
 
 from hyperpod_dpd import DpdSpec, SpecError, dump_spec_yaml
@@ -94,6 +94,7 @@ def _statements_sorted(template: dict[str, Any]) -> dict[str, Any]:
     return copy
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_an_endpoint_added_later_gives_the_same_template(cdk_context: dict[str, Any]) -> None:
     """Instance groups, the roles' prefixes, the teardown's names, rule groups, dashboards, benchmark roles, twins,
     outputs: all the same whether the endpoint came at construction or through add_endpoint."""
@@ -122,6 +123,7 @@ def test_a_platform_left_empty_fails_at_synthesis_naming_add_endpoint(cdk_contex
     assert "Fix: call add_endpoint(spec) before the app synthesizes" in str(error.value)
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_an_s3_endpoint_added_after_a_staged_one_names_the_created_bucket(cdk_context: dict[str, Any]) -> None:
     staged = hf_source(default_spec(), "meta-llama/Llama-3.1-8B-Instruct", revision="0" * 40)
     reads_s3 = with_bucket(second_spec(), "my-weights")
@@ -137,6 +139,7 @@ def _endpoint_config(documents: list[dict[str, Any]]) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_an_added_slo_autoscaled_endpoint_is_the_one_the_cli_synthesizes(cdk_context: dict[str, Any],
                                                                         tmp_path: Path) -> None:
     # Unpinned: add_endpoint computes one replica's capacity at the SLO with the advisor, as synth does.

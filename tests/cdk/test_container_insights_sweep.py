@@ -15,8 +15,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from cdk_support import Synthesized, logical_id
-from cdk_template_queries import by_addon, by_type, depends_on
+from cdk.cdk_support import Synthesized, logical_id
+from cdk.cdk_template_queries import by_addon, by_type, depends_on
 from support import FakeClock, load_module
 
 from hyperpod_dpd_cdk.observability import CONTAINER_INSIGHTS_GROUPS, container_insights_log_groups

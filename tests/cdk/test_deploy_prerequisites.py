@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from aws_cdk import aws_eks_v2 as eks
-from cdk_support import Synthesized, logical_id, policy_statements
-from cdk_template_queries import by_addon, by_type, depends_on, direct_dependencies
+from cdk.cdk_support import Synthesized, logical_id, policy_statements
+from cdk.cdk_template_queries import by_addon, by_type, depends_on, direct_dependencies
 
 from hyperpod_dpd_cdk._private.alb_policy import controller_statements, known_versions, policy_document
 from hyperpod_dpd_cdk.exposure import DENY_SID

@@ -12,7 +12,14 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3 as s3
-from cdk_support import ADMIN_NETWORK_ACCESS, EXISTING_VPC, HYPERPOD_SUBNETS, Synthesized, logical_id, policy_statements
+from cdk.cdk_support import (
+    ADMIN_NETWORK_ACCESS,
+    EXISTING_VPC,
+    HYPERPOD_SUBNETS,
+    Synthesized,
+    logical_id,
+    policy_statements,
+)
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.spec.defaults import default_spec

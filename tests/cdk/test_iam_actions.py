@@ -14,9 +14,9 @@ from importlib import metadata
 from typing import Any
 
 import pytest
-from cdk_support import REPO, Synthesized
-from cdk_template_queries import by_type
-from iam_reference import (
+from cdk.cdk_support import REPO, Synthesized
+from cdk.cdk_template_queries import by_type
+from cdk.iam_reference import (
     Finding,
     check_statement,
     check_template,

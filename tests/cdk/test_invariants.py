@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from cdk_support import (
+from cdk.cdk_support import (
     EXISTING_OIDC_PROVIDER,
     HYPERPOD_SUBNETS,
     Synthesized,
@@ -14,7 +14,7 @@ from cdk_support import (
     policy_statements,
     trust_policy,
 )
-from cdk_template_queries import (
+from cdk.cdk_template_queries import (
     by_addon,
     by_type,
     cfn_json_value,

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
-from cdk_support import Synthesized, synthesize
-from cdk_template_queries import by_type, outputs_file, stand_in
+from cdk.cdk_support import Synthesized, synthesize
+from cdk.cdk_template_queries import by_type, outputs_file, stand_in
 
 from hyperpod_dpd.cli import main
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL, SYSTEM_POOL_LABEL

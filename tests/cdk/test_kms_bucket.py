@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from aws_cdk import aws_iam as iam
-from cdk_support import WEIGHTS_KEY_ARN, Synthesized, policy_statements
+from cdk.cdk_support import WEIGHTS_KEY_ARN, Synthesized, policy_statements
 
 VIA_S3 = {"StringEquals": {"kms:ViaService": {"Fn::Join": ["", ["s3.", {"Ref": "AWS::Region"}, ".",
                                                                 {"Ref": "AWS::URLSuffix"}]]}}}

@@ -8,8 +8,8 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from cdk_support import REGION, synthesize
-from cdk_template_queries import depends_on
+from cdk.cdk_support import REGION, synthesize
+from cdk.cdk_template_queries import depends_on
 
 from hyperpod_dpd import DpdSpec
 from hyperpod_dpd.spec.defaults import default_spec

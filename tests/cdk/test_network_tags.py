@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdk_support import Synthesized
+from cdk.cdk_support import Synthesized
 
 from hyperpod_dpd_cdk.network import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG
 

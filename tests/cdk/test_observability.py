@@ -14,7 +14,7 @@ import aws_cdk as cdk
 import cdk_nag
 import pytest
 import yaml
-from cdk_support import (
+from cdk.cdk_support import (
     REGION,
     Synthesized,
     is_cdk_lambda_role_dependency,
@@ -24,7 +24,7 @@ from cdk_support import (
     synthesize,
     trust_policy,
 )
-from cdk_template_queries import by_addon, by_type, depends_on, rendered
+from cdk.cdk_template_queries import by_addon, by_type, depends_on, rendered
 from cfnlint.api import lint
 
 from hyperpod_dpd import SpecError
@@ -320,6 +320,7 @@ def test_grafana_import_carries_every_dashboard(options_app: Synthesized) -> Non
     assert f"/workspaces/{GRAFANA_WORKSPACE}" in json.dumps(statement["Resource"])
 
 
+@pytest.mark.slow  # more than about 5 s on a quiet 2-core machine (make test-fast leaves it out)
 def test_options_stack_passes_cfn_lint_and_cdk_nag(options_app: Synthesized) -> None:
     # The same accepted-warning filter test_checks.py applies to the other apps.
     template = options_app.template

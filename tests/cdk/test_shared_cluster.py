@@ -24,7 +24,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from cdk_support import (
+from cdk.cdk_support import (
     EXISTING_OIDC_PROVIDER,
     EXISTING_VPC,
     HYPERPOD_SUBNETS,
@@ -33,14 +33,13 @@ from cdk_support import (
     synthesize,
     with_bucket,
 )
-from support import load_module
+from cdk import fake_eks
 
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpdStack
 from hyperpod_dpd_cdk.ownership import MAX_RELEASE_NAME, per_stack_name
 
 HERE = Path(__file__).resolve().parent
-fake_eks = load_module("fake_eks", HERE / "fake_eks.py")
 HANDLERS = "package/custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/"
 THEIR_NAMESPACE = "team-a"  # another team's namespace, which our first endpoint also serves in
 OUR_NAMESPACE = "dpd-shared"  # absent from the cluster: the stack creates it

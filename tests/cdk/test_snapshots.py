@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 import pytest
-from cdk_support import Synthesized
+from cdk.cdk_support import Synthesized
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 from syrupy.types import PropertyPath

@@ -6,8 +6,8 @@ from datetime import date
 from typing import Any
 
 import aws_cdk as cdk
-import cdk_support
 import pytest
+from cdk import cdk_support
 
 from hyperpod_dpd import SpecError
 from hyperpod_dpd.spec.defaults import default_spec

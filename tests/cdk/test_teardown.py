@@ -8,8 +8,8 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from cdk_support import REGION, Synthesized, logical_id, synthesize
-from cdk_template_queries import by_addon, by_type, depends_on
+from cdk.cdk_support import REGION, Synthesized, logical_id, synthesize
+from cdk.cdk_template_queries import by_addon, by_type, depends_on
 
 from hyperpod_dpd.contracts.operator import OPERATOR_NAMESPACE, load_balancer_ingress
 from hyperpod_dpd.spec.defaults import default_spec

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
-import cdk_support
 import pytest
 import yaml
-from cdk_support import Synthesized, logical_id, policy_statements
-from cdk_template_queries import by_type, depends_on
+from cdk import cdk_support
+from cdk.cdk_support import Synthesized, logical_id, policy_statements
+from cdk.cdk_template_queries import by_type, depends_on
 
 from hyperpod_dpd import HuggingFaceSource, SpecError
 from hyperpod_dpd.contracts import stack_outputs

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
-import cdk_support
 from aws_cdk import CfnElement
+from cdk import cdk_support
 
 from hyperpod_dpd.contracts.operator import INSTANCE_GROUP_LABEL, SYSTEM_POOL
 from hyperpod_dpd.spec.defaults import default_spec
