@@ -24,6 +24,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+from cdk import fake_eks
 from cdk.cdk_support import (
     EXISTING_OIDC_PROVIDER,
     EXISTING_VPC,
@@ -33,7 +34,6 @@ from cdk.cdk_support import (
     synthesize,
     with_bucket,
 )
-from cdk import fake_eks
 
 from hyperpod_dpd.spec.defaults import default_spec
 from hyperpod_dpd_cdk import ExistingEksCluster, HyperPodDpdStack
