@@ -36,7 +36,7 @@ SLOW_FIXTURES = frozenset({
     "tokenizer_dir", "healthy_run", "erroring_run", "failing_run", "short_run", "direct_run", "shared_run",
     "short_estimate_run", "open_loop_run", "open_loop_direct_run", "open_loop_failing_run", "closed_loop_run",
     "closed_loop_twin_run", "prefix_run", "partial_kv_run", "restart_run", "held_run", "cached_run", "replayed",
-    "advised",
+    "advised", "engine_oracle", "h200_oracle", "differential",  # vLLM's own process: 10-60 s to start
 })
 
 

@@ -112,6 +112,7 @@ def test_the_cli_without_the_engine_venv_names_the_install(monkeypatch: pytest.M
     assert INSTALL_COMMAND in capsys.readouterr().err
 
 
+@pytest.mark.slow  # starts vLLM's own process (30-60 s); make test-fast leaves it out
 def test_the_cli_reports_vllms_refusal_beside_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An MLA-only attention backend on a dense model: only vLLM's support matrix knows, in the worker."""
     data = yaml.safe_load(EXAMPLE.read_text())
@@ -139,6 +140,7 @@ def test_the_cdk_app_with_engine_check_names_the_install_without_the_engine_venv
     assert INSTALL_COMMAND in problem.fix
 
 
+@pytest.mark.slow  # starts vLLM's own process (30-60 s); make test-fast leaves it out
 def test_the_cdk_app_with_engine_check_reports_vllms_refusal(tmp_path: Path) -> None:
     from hyperpod_dpd.errors import SpecError
     from hyperpod_dpd_cdk.app import stack_options
