@@ -8,12 +8,14 @@ requests leave the latencies of the survivors only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from hyperpod_dpd.benchmark.run.levels import LevelResult
 from hyperpod_dpd.benchmark.run.results import BenchmarkResults
 from hyperpod_dpd.benchmark.run.scenario import Scenario
+from hyperpod_dpd.benchmark.run.twin_identity import IdentityDifference, refusal
 from hyperpod_dpd.load_point import Load
 
 BUFFERED_RATIO = 0.8  # TTFT p50 at 80% of end-to-end p50 or more...
@@ -39,6 +41,7 @@ class Trust(Enum):
     OTHER_TRAFFIC = "other-traffic"
     OTHER_TRAFFIC_UNKNOWN = "other-traffic-unknown"
     UNCHECKED = "unchecked"
+    TWIN_DIFFERS = "twin-differs"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,3 +126,17 @@ def _missing_cause(results: BenchmarkResults, scenario: Scenario, load: Load) ->
         return (f"not run: the benchmark stops after a level where every request failed "
                 f"({failed.load.describe()}){cut}")
     return f"no result: either {LOST}, or the run hit its deadline before this level{cut}"
+
+
+def twin_identity_warnings(results: BenchmarkResults,
+                           differences: Sequence[IdentityDifference]) -> list[TrustWarning]:
+    """One :attr:`Trust.TWIN_DIFFERS` per twin level when the twin serves otherwise than the DPD endpoint
+    (:mod:`~hyperpod_dpd.benchmark.run.twin_identity`): its numbers are not "the same model, aggregated"."""
+    if not differences:
+        return []
+    refused = refusal(differences)
+    stated = "; ".join(d.render() for d in differences)
+    consequence = (f"{refused}: the A/B gives no verdict. Fix: deploy the twin from the same spec "
+                   "(hyperpod-dpd synth renders it) and run again" if refused else
+                   f"its engine runs otherwise than DPD's ({stated}): the A/B's differences include these")
+    return [TrustWarning(code=Trust.TWIN_DIFFERS, load=level.load, message=consequence) for level in results.levels]

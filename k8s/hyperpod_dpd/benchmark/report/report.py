@@ -34,6 +34,7 @@ from hyperpod_dpd.benchmark.report.repeats import level_repeats, median_decompos
 from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.run.results import BenchmarkResults
 from hyperpod_dpd.benchmark.run.scenario import Scenario
+from hyperpod_dpd.benchmark.run.twin_identity import IdentityDifference, refusal
 from hyperpod_dpd.columns import ms, render_columns
 from hyperpod_dpd.load_point import Load, column_header
 
@@ -196,6 +197,8 @@ class Outcome:
     proof: RunProof | None = None  # the counters read, as written beside the results
     proof_note: str = ""  # why a folder's counters file was not used
     repeat_copies: list[tuple[Mapping[str, str], RunProof | None]] = field(default_factory=list)  # each repeat's
+    # the twin's: what it serves otherwise than the DPD endpoint (run/twin_identity.py), when both were read
+    identity_differences: list[IdentityDifference] = field(default_factory=list)
 
     def unverified(self, load: Load) -> tuple[str, ...]:
         """Why this endpoint's ``load`` is not verified against its servers: its warnings' codes, and ``unchecked``
@@ -273,6 +276,7 @@ class Report:
         buyer = self._buyer()
         if buyer is not None and self.layouts is not None:
             document["ab_buyer"] = {"layouts": [layout.as_dict() for layout in self.layouts],
+                                    "twin_differences": [d.as_dict() for d in self.twin_differences],
                                     "levels": [row.as_dict() for row in buyer]}
         capacities = self._capacities()
         if capacities or self.slo is None:
@@ -323,7 +327,7 @@ class Report:
             blocks.append(render_capacities(capacities))
         buyer = self._buyer()
         if buyer is not None and self.layouts is not None:
-            blocks.append(render_buyer(buyer, self.layouts))
+            blocks.append(render_buyer(buyer, self.layouts, self.twin_differences))
         if self.comparison is not None:
             blocks.append(render_comparison(self.comparison.rows, self.comparison.assumptions))
         if self.prediction_note:
@@ -349,7 +353,13 @@ class Report:
         if len(outcomes) < 2 or self.layouts is None:
             return None
         return [dataclasses.replace(row, unverified=self._unverified(row.load))
-                for row in compare_buyer(outcomes[0].runs, outcomes[1].runs, self.layouts)]
+                for row in compare_buyer(outcomes[0].runs, outcomes[1].runs, self.layouts,
+                                         refused=refusal(self.twin_differences))]
+
+    @property
+    def twin_differences(self) -> list[IdentityDifference]:
+        """What the twin serves otherwise than the DPD endpoint (empty without a twin, or when not compared)."""
+        return [d for o in self.outcomes[1:2] for d in o.identity_differences]
 
     def _capacities(self) -> list[Capacity]:
         if not self.slo:
