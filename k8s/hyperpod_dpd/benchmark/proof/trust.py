@@ -42,6 +42,9 @@ class Trust(Enum):
     OTHER_TRAFFIC_UNKNOWN = "other-traffic-unknown"
     UNCHECKED = "unchecked"
     TWIN_DIFFERS = "twin-differs"
+    PROMPT_LENGTH = "prompt-length"
+    SERVER_COUNT_SHORT = "server-count-short"
+    SUMMARY_LOST = "summary-lost"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +67,13 @@ def level_warnings(level: LevelResult, scenario: Scenario) -> list[TrustWarning]
     found: list[TrustWarning] = []
     codes = ", ".join(f"HTTP {code} x{count}" for code, count in sorted(level.error_codes.items())) or "no codes"
     sample = f"; first error: {level.first_error}" if level.first_error else ""
+    if level.summary_lost:
+        found.append(TrustWarning(code=Trust.SUMMARY_LOST, load=level.load, message=(
+            f"the client's summary of this level is missing: its records show {level.completed} of {level.requests} "
+            "requests answered, so the level ran, but its throughput and latency percentiles were lost with the "
+            "summary (aiperf's .json; the Job's log loses its oldest part once kubelet rotates it past 10 MiB). "
+            "Its figures are unknown, not 0. Fix: keep the S3 upload (the default) and read the run from there")))
+        return found
     if level.completed == 0:
         found.append(TrustWarning(code=Trust.LEVEL_FAILED, load=level.load, message=(
             f"every request failed ({level.failed}: {codes}){sample}. Check the endpoint is ready "

@@ -79,7 +79,7 @@ def compare_ab(dpd: BenchmarkResults, aggregated: BenchmarkResults) -> list[AbRo
     rows = []
     for level in dpd.levels:
         base = aggregated.level(level.load)
-        if base is None or not level.completed or not base.completed:
+        if base is None or not level.completed or not base.completed or level.summary_lost or base.summary_lost:
             continue
         rows.append(AbRow(load=level.load, tpot_p50=(level.tpot.p50, base.tpot.p50),
                           ttft_p50=(level.ttft.p50, base.ttft.p50), e2e_p50=(level.e2e.p50, base.e2e.p50),
@@ -194,8 +194,9 @@ def compare_buyer(dpd: Sequence[BenchmarkResults], aggregated: Sequence[Benchmar
     rows = []
     loads = sorted({level.load for run in dpd for level in run.levels}, key=Load.sort_key)
     for load in loads:
-        mine = [lv for run in dpd if (lv := run.level(load)) is not None and lv.completed]
-        theirs = [lv for run in aggregated if (lv := run.level(load)) is not None and lv.completed]
+        mine = [lv for run in dpd if (lv := run.level(load)) is not None and lv.completed and not lv.summary_lost]
+        theirs = [lv for run in aggregated
+                  if (lv := run.level(load)) is not None and lv.completed and not lv.summary_lost]
         if mine and theirs:
             rows.append(BuyerRow(load=load, differences=tuple(
                 dataclasses.replace(_difference(metric, mine, theirs, layouts), refused=refused)

@@ -54,7 +54,8 @@ def _three(p: Percentiles, *, seconds: bool = False) -> str:
 
 def level_row(level: LevelResult) -> list[str]:
     return [level.load.cell(), _three(level.ttft), _three(level.tpot), _three(level.e2e, seconds=True),
-            f"{level.output_tokens_per_s:,.1f}", str(level.completed), str(level.failed), f"{level.error_rate:.1%}"]
+            "lost" if level.summary_lost else f"{level.output_tokens_per_s:,.1f}", str(level.completed),
+            str(level.failed), f"{level.error_rate:.1%}"]
 
 
 def routing_cells(level: LevelResult, seen: LevelDisaggregation | None) -> list[str]:
