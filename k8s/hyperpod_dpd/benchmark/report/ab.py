@@ -212,6 +212,19 @@ def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout],
               for d in differences]
     if not rows:
         return "\n".join(["DPD against aggregated: no load level completed on both endpoints", *stated])
+    title = ("DPD against the aggregated twin: DPD - AGG with its 95% interval (welch-t over the repeats, two or more "
+             "a side; one run a side has none and no verdict); 'no difference' when the interval holds 0")
+    notes = ["  TTFT and TPOT are the client's on both sides, each bounded against its own endpoint's server clock "
+             "(DPD: the router's TTFT; the twin: its router's, else its engines')"]
+    notes += [f"  {row.load.describe()}: unverified on "
+              + "; ".join(f"{side} ({', '.join(codes)})" for side, codes in row.unverified.items())
+              + ": its differences are not the endpoints' alone" for row in rows if row.unverified]
+    return "\n".join([title, *stated, *render_columns(*buyer_table(rows)),
+                      *(f"  {layout.describe()}" for layout in layouts), *notes])
+
+
+def buyer_table(rows: Sequence[BuyerRow]) -> tuple[tuple[str, ...], list[list[str]]]:
+    """The buyer table's headers and rows, as the text report and the HTML page show them."""
     table = []
     for row in rows:
         for d in row.differences:
@@ -221,14 +234,6 @@ def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout],
             table.append([row.load.cell(), f"{d.metric.label} {d.metric.unit}", by_unit(d.dpd, d.metric.unit),
                           by_unit(d.aggregated, d.metric.unit), by_unit(d.difference, d.metric.unit), interval,
                           d.verdict])
-    title = ("DPD against the aggregated twin: DPD - AGG with its 95% interval (welch-t over the repeats, two or more "
-             "a side; one run a side has none and no verdict); 'no difference' when the interval holds 0")
     headers = (column_header([row.load for row in rows]), "METRIC", "DPD", "AGG", "DPD-AGG", "95% INTERVAL",
                "VERDICT")
-    notes = ["  TTFT and TPOT are the client's on both sides, each bounded against its own endpoint's server clock "
-             "(DPD: the router's TTFT; the twin: its router's, else its engines')"]
-    notes += [f"  {row.load.describe()}: unverified on "
-              + "; ".join(f"{side} ({', '.join(codes)})" for side, codes in row.unverified.items())
-              + ": its differences are not the endpoints' alone" for row in rows if row.unverified]
-    return "\n".join([title, *stated, *render_columns(headers, table),
-                      *(f"  {layout.describe()}" for layout in layouts), *notes])
+    return headers, table
