@@ -156,3 +156,36 @@ def test_counters_that_lag_the_level_are_flagged_short(capsys: pytest.CaptureFix
     assert codes.get("other-traffic") == [16]  # the late requests land in the next window: not C=16's own
     (short,) = short_count_warnings([results.levels[0]], {first.load: first})
     assert f"the router routed {106 - late}, but the client got 106 answers" in short.message
+
+
+# --- B13: one decoder of two at 3x the time per token ----------------------------------------------------------
+
+
+def test_one_slow_decoder_of_two_is_a_pod_outlier() -> None:
+    """The audit's case: decoder 1 at 3x the TPOT of decoder 0 (10 against 30 ms), bench's TPOT p50 20.2 ms, a value
+    no request had, and trusted. The recorded run's decoder gets a sibling; each exports its own inter-token latency
+    histogram, half the requests each. Now the level is pod-outlier, naming both pods' figures; equal pods stay
+    quiet."""
+    _, results, proof = _recorded()
+
+    def healthy_decoder(window: int, pod: str, sample: dict[str, float]) -> None:
+        if pod.startswith("decoder/"):
+            tokens = window * 53 * 15  # each level: 53 requests a decoder, 15 gaps between their 16 tokens
+            sample["itl_seconds"], sample["itl_count"] = tokens * 0.010, tokens
+
+    text = json.loads(_edited(proof, healthy_decoder).to_text())
+    for window, pods in text["windows"].items():
+        tokens = int(window) * 53 * 15
+        pods["decoder/decode-dpd-test-7c9-abc"] = {"restarts": 0.0, "itl_seconds": tokens * 0.030,
+                                                   "itl_count": float(tokens)}
+    sick = RunProof.parse(json.dumps(text))
+    codes = _codes(sick, results)
+    seen = sick.routing()[Load(concurrency=8)]
+    print(f"decoders' own TPOT: {seen.pod_tpot_s}; bench: {codes}")
+    assert codes == {"pod-outlier": [8, 16, 32]}
+    (warning,) = [w for w in sick.warnings(results, isl=ISL, threshold=THRESHOLD) if w.load == Load(concurrency=8)]
+    assert "decoder/decode-dpd-test-7c9-abc 30.0 ms" in warning.message and "3.0x" in warning.message
+    for pods in text["windows"].values():
+        pods["decoder/decode-dpd-test-7c9-abc"]["itl_seconds"] = pods["decoder/decode-dpd-test-7c9-abc"]["itl_count"] \
+            * 0.011
+    assert _codes(RunProof.parse(json.dumps(text)), results) == {}

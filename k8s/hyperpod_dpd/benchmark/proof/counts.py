@@ -78,3 +78,31 @@ def short_count_warnings(levels: Sequence[LevelResult],
                 "answers. Their counters missed part of the level (they updated after the quiet window, or a pod was "
                 "not read), so its routing, KV and server throughput figures are short. Run it again")))
     return found
+
+
+SIBLING_RATIO = 1.5  # a decoder 1.5x slower per token than its fastest sibling serves another population
+
+
+def sibling_warnings(levels: Sequence[LevelResult],
+                     counters: Mapping[Load, LevelDisaggregation]) -> list[TrustWarning]:
+    """``pod-outlier`` for every level where one decoder's own time per output token is :data:`SIBLING_RATIO` or more
+    times its fastest sibling's: the client's percentiles then mix two populations, and a p50 between them is a
+    value no request had (audit B13: pods at 10 and 30 ms, p50 20.2 ms)."""
+    found = []
+    for level in levels:
+        seen = counters.get(level.load)
+        pods = dict(seen.pod_tpot_s) if seen is not None else {}
+        if len(pods) < 2 or min(pods.values()) <= 0:
+            continue
+        fastest = min(pods.values())
+        slow = {pod: tpot for pod, tpot in pods.items() if tpot >= SIBLING_RATIO * fastest}
+        if not slow:
+            continue
+        each = ", ".join(f"{pod} {tpot * 1e3:.1f} ms" for pod, tpot in pods.items())
+        p50 = "-" if level.tpot.p50 is None else f"{level.tpot.p50 * 1e3:.1f} ms"
+        found.append(TrustWarning(code=Trust.POD_OUTLIER, load=level.load, message=(
+            f"the decoders' own time per output token differs: {each} (vllm:inter_token_latency_seconds), "
+            f"{max(slow.values()) / fastest:.1f}x between the slowest and the fastest. The client's TPOT p50 {p50} "
+            "mixes their requests, so it may be a value no request had; the level measured a sick pod beside "
+            "healthy ones, not the endpoint. Check the slow pod (kubectl describe pod, its GPU) and run again")))
+    return found

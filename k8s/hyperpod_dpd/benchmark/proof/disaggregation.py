@@ -43,7 +43,7 @@ from hyperpod_dpd.contracts.operator import (
 )
 from hyperpod_dpd.contracts.router import clears
 from hyperpod_dpd.load_point import Load
-from hyperpod_dpd.observability.metrics import KV_STORE_PUT_TIME, PREFILL_TIME, QUEUE_TIME, TTFT
+from hyperpod_dpd.observability.metrics import INTER_TOKEN_LATENCY, KV_STORE_PUT_TIME, PREFILL_TIME, QUEUE_TIME, TTFT
 from hyperpod_dpd.ops.dpd_counters import DEFAULT_METRICS_PATH as METRICS_PATH
 from hyperpod_dpd.ops.dpd_counters import LABEL, ROUTING_LINE, SAMPLE, routing_decisions, sample_value
 from hyperpod_dpd.spec import DpdSpec
@@ -170,7 +170,10 @@ ROUTER_SERIES = {"disaggregated": (DISAGGREGATED, None), "local": (LOCAL, None),
 DECODER_SERIES = {"external_kv_tokens": (EXTERNAL_KV, {"source": EXTERNAL_SOURCE}),
                   "cache_hit_tokens": (EXTERNAL_KV, {"source": CACHE_HIT_SOURCE}),
                   "prompt_tokens": (PROMPT_TOKENS, None), "generation_tokens": (GENERATION_TOKENS, None),
-                  "prefix_cache_hits": (PREFIX_CACHE_HITS, None), "prefix_cache_queries": (PREFIX_CACHE_QUERIES, None)}
+                  "prefix_cache_hits": (PREFIX_CACHE_HITS, None), "prefix_cache_queries": (PREFIX_CACHE_QUERIES, None),
+                  # each decoder's own time between output tokens, so that one slow decoder shows beside its siblings
+                  "itl_seconds": (f"{INTER_TOKEN_LATENCY.name}_sum", None),
+                  "itl_count": (f"{INTER_TOKEN_LATENCY.name}_count", None)}
 STAGE = "stage:"  # a histogram's _sum or _count, for the TTFT decomposition (benchmark/proof/decomposition.py)
 DECODER_SERIES |= {f"{STAGE}decode:{family}{part}": (f"{family}{part}", None)
                    for family in DECODER_STAGE_FAMILIES for part in ("_sum", "_count")}
@@ -284,6 +287,8 @@ class LevelDisaggregation:
     stage_totals: Mapping[str, float] = field(default_factory=dict)
     finished_requests: int | None = None  # the decoders' (engines') vllm:request_success_total, aborts left out
     engine_ttft_buckets: Mapping[float, float] = field(default_factory=dict)  # their vllm:time_to_first_token_seconds
+    # each decoder's own mean time between output tokens over the level (vllm:inter_token_latency_seconds), by pod
+    pod_tpot_s: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def between(cls, before: DpdCounters, after: DpdCounters, *, load: Load) -> LevelDisaggregation:
@@ -291,6 +296,7 @@ class LevelDisaggregation:
         Prometheus' ``increase`` does, without making any other pod's lifetime total this level's."""
         grown: dict[str, float] = {}
         cache: dict[str, list[float]] = {}
+        tpot: dict[str, float] = {}
         changes, notes = [], []
         for pod, sample in after.pods.items():
             # A prefiller is read for the TTFT decomposition only (means of sums over counts), so one not in both
@@ -313,6 +319,8 @@ class LevelDisaggregation:
             elif reset:
                 changes.append(f"{pod} restarted")
             role = pod.partition("/")[0]
+            if role == "decoder" and delta.get("itl_count"):
+                tpot[pod] = delta.get("itl_seconds", 0.0) / delta["itl_count"]
             if role in CACHE_ROLES and "prefix_cache_queries" in sample:
                 totals = cache.setdefault(CACHE_ROLES[role], [0.0, 0.0])
                 totals[0] += delta.get("prefix_cache_hits", 0.0)
@@ -346,7 +354,7 @@ class LevelDisaggregation:
                    prefix_cache={role: (round(hits), round(queries))
                                  for role, (hits, queries) in sorted(cache.items())},
                    stage_totals={key.removeprefix(STAGE): value for key, value in sorted(grown.items())
-                                 if key.startswith(STAGE)})
+                                 if key.startswith(STAGE)}, pod_tpot_s=dict(sorted(tpot.items())))
 
     @property
     def routed(self) -> int:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_dpd.benchmark.proof.counts import prompt_length_warnings, short_count_warnings
+from hyperpod_dpd.benchmark.proof.counts import prompt_length_warnings, short_count_warnings, sibling_warnings
 from hyperpod_dpd.benchmark.proof.disaggregation import (
     DpdCounters,
     LevelDisaggregation,
@@ -102,6 +102,7 @@ class RunProof:
             + overhead_warnings(results.levels, routing)
             + other_traffic_warnings(results.levels, routing)
             + short_count_warnings(results.levels, routing)
+            + sibling_warnings(results.levels, routing)
             + prompt_length_warnings(results.levels, routing, isl=isl))
 
     def twin_warnings(self, results: BenchmarkResults) -> list[TrustWarning]:

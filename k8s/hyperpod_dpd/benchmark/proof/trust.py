@@ -45,6 +45,7 @@ class Trust(Enum):
     PROMPT_LENGTH = "prompt-length"
     SERVER_COUNT_SHORT = "server-count-short"
     SUMMARY_LOST = "summary-lost"
+    POD_OUTLIER = "pod-outlier"
 
 
 @dataclass(frozen=True, kw_only=True)

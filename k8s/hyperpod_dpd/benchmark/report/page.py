@@ -133,7 +133,8 @@ def block_html(text: str) -> str:
 
 
 # A pod's level, from its counters (proof.DpdCounters' keys): what the page's per-pod table shows
-POD_HEADERS = ("POD", "REQUESTS", "PROMPT tok", "KV IN tok", "OWN CACHE tok", "OUT tok", "TTFT mean ms", "RESTARTS")
+POD_HEADERS = ("POD", "REQUESTS", "PROMPT tok", "KV IN tok", "OWN CACHE tok", "OUT tok", "TTFT mean ms",
+               "TPOT mean ms", "RESTARTS")
 ENGINE_TTFT = (f"{STAGE}decode:{TTFT.name}_sum", f"{STAGE}decode:{TTFT.name}_count")
 
 
@@ -150,7 +151,8 @@ def _count(value: float | None) -> str:
 
 def pod_rows(proof: RunProof) -> list[list[str]]:
     """Each level's increase of each pod's counters (router: routed requests and TTFT; decoder: finished requests,
-    prompt tokens, KV from the prefiller, its own prefix cache, output tokens and TTFT; prefiller: its restarts)."""
+    prompt tokens, KV from the prefiller, its own prefix cache, output tokens, TTFT and time per output token;
+    prefiller: its restarts)."""
     rows = []
     for index, load in enumerate(proof.loads):
         before, after = proof.windows.get(index), proof.windows.get(index + 1)
@@ -165,10 +167,12 @@ def pod_rows(proof: RunProof) -> list[list[str]]:
             total, count = (grown.get("ttft_seconds"), grown.get("ttft_count")) if router else (
                 grown.get(ENGINE_TTFT[0]), grown.get(ENGINE_TTFT[1]))
             ttft = "-" if total is None or not count else f"{total / count * 1e3:,.1f}"
+            gaps, between = grown.get("itl_count"), grown.get("itl_seconds")
+            tpot = "-" if between is None or not gaps else f"{between / gaps * 1e3:,.1f}"
             restarted = (sample.get(RESTARTS, 0.0) - (earlier or {}).get(RESTARTS, 0.0)) if earlier else None
             rows.append([load.cell(), pod, _count(requests), _count(grown.get("prompt_tokens")),
                          _count(grown.get("external_kv_tokens")), _count(grown.get("cache_hit_tokens")),
-                         _count(grown.get("generation_tokens")), ttft,
+                         _count(grown.get("generation_tokens")), ttft, tpot,
                          "new pod" if restarted is None else _count(restarted)])
     return rows
 
