@@ -11,6 +11,7 @@ then belongs to another model, and the A/B gives no verdict. Another engine flag
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ class IdentityDifference:
         return f"{self.what}: DPD {self.dpd}, twin {self.twin}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"what": self.what, "dpd": self.dpd, "twin": self.twin, "changes_model": self.changes_model}
+        return dataclasses.asdict(self)
 
 
 def _flags(args: Sequence[Any]) -> dict[str, str]:
