@@ -35,7 +35,7 @@ from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning
 from hyperpod_dpd.benchmark.report.ab import compare_buyer, render_buyer
 from hyperpod_dpd.benchmark.report.capacity import capacity_at_slo
 from hyperpod_dpd.benchmark.report.economics import layouts
-from hyperpod_dpd.benchmark.report.figures import LATENCY_PNG, STAGES_PNG, figure_series
+from hyperpod_dpd.benchmark.report.figures import LATENCY_PNG, STAGES_PNG, THROUGHPUT_PNG, figure_series
 from hyperpod_dpd.benchmark.report.prediction import compare
 from hyperpod_dpd.benchmark.report.report import Comparison, Outcome, Report
 from hyperpod_dpd.benchmark.report.stats import BOOTSTRAP, WELCH, bootstrap_median_interval, t_quantile, welch_interval
@@ -359,7 +359,7 @@ def recorded_report(*, with_prediction: bool = True, bands: bool = False, dpd_jo
 def test_the_report_draws_the_levels_it_measured(tmp_path: Path) -> None:
     report = recorded_report()
     written = report.write(tmp_path)
-    assert {path.name for path in written} == {HTML_FILE, "report.json", LATENCY_PNG, STAGES_PNG}
+    assert {path.name for path in written} == {HTML_FILE, "report.json", LATENCY_PNG, THROUGHPUT_PNG, STAGES_PNG}
     page = (tmp_path / HTML_FILE).read_text(encoding="utf-8")
     # nothing fetched: no link, no source or reference that leaves the page (XML namespaces name, not fetch)
     assert "<svg" in page and "<link" not in page and not re.search(r"(src|href)=[\"'](https?:|//)", page)
@@ -554,7 +554,7 @@ def test_the_report_is_the_same_bytes_every_time(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     recorded_report().write(first)
     recorded_report().write(second)
-    for name in (HTML_FILE, LATENCY_PNG, STAGES_PNG, "report.json"):
+    for name in (HTML_FILE, LATENCY_PNG, THROUGHPUT_PNG, STAGES_PNG, "report.json"):
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
 
 

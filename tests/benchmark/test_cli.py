@@ -24,7 +24,7 @@ from support import FakeAdvice, FakeClock, FakeEstimate, FakePoint, run_bench, w
 
 from hyperpod_dpd.benchmark import BenchmarkTarget, S3Location, Scenario
 from hyperpod_dpd.benchmark.proof.proof import PROOF_FILE, folder_proof
-from hyperpod_dpd.benchmark.report.figures import LATENCY_PNG, STAGES_PNG
+from hyperpod_dpd.benchmark.report.figures import LATENCY_PNG, STAGES_PNG, THROUGHPUT_PNG
 from hyperpod_dpd.benchmark.run.client import Client
 from hyperpod_dpd.benchmark.run.cluster import parse_job_log
 from hyperpod_dpd.benchmark.run.job import UPLOAD_MANIFEST, JobOptions, render_benchmark_job
@@ -877,7 +877,8 @@ def test_counters_s3_refuses_are_a_note_naming_the_permission(capsys: pytest.Cap
 
 DOC_RUN = Path(__file__).resolve().parent / "data" / "doc-run"  # the run's folders: dpd/ (with counters), aggregated/
 DOC_IMAGES = DOC.parent / "images"
-DOC_FIGURES = ((LATENCY_PNG, "bench-latency.png"), (STAGES_PNG, "bench-ttft-stages.png"))
+DOC_FIGURES = ((LATENCY_PNG, "bench-latency.png"), (THROUGHPUT_PNG, "bench-throughput.png"),
+               (STAGES_PNG, "bench-ttft-stages.png"))
 WRITE_DOC_RUN = "HYPERPOD_DPD_WRITE_DOC_FIGURES"  # 1: run the stub again, record its folders, redraw the figures
 DOC_SLO = ("max_model_len: 16384", "max_model_len: 16384\nslo:\n  ttft_ms: 550\n  tpot_ms: 10")
 

@@ -84,7 +84,8 @@ def _no_engine_ttft(text: str) -> str:
 
 def ab_cluster(fakes: ModuleType, dpd: Any, twin: Any | None = None, *,
                twin_router: Callable[[str], str] = _no_router_ttft, twin_engine: Callable[[str], str] = str,
-               no_selector: tuple[str, ...] = (), twin_router_pod: bool = True, twin_restarting: bool = False) -> Any:
+               no_selector: tuple[str, ...] = (), twin_router_pod: bool = True, twin_restarting: bool = False,
+               custom: Any = None) -> Any:
     """A recorded cluster where the DPD Job replays ``dpd`` and the twin's Job ``twin``: each endpoint's router and
     engine pods answer /metrics with their own run's counters of the window their Job's log is in (the twin's
     router through ``twin_router``, by default one without a TTFT histogram, its engine through ``twin_engine``), and
@@ -124,7 +125,8 @@ def ab_cluster(fakes: ModuleType, dpd: Any, twin: Any | None = None, *,
 
     core = Core(pods=[[]], other_pods=other, metrics=metrics)
     batch = Jobs(states={names[key]: replays[key].states for key in names})
-    return fakes.benchmark_kube(batch, core, custom=fakes.FakeCustom(no_selector=no_selector))  # type: ignore[arg-type]
+    return fakes.benchmark_kube(batch, core,  # type: ignore[arg-type]
+                                custom=custom or fakes.FakeCustom(no_selector=no_selector))
 
 
 class Restarting(dict[str, list[dict[str, Any]]]):

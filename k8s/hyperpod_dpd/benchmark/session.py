@@ -32,7 +32,13 @@ from hyperpod_dpd.benchmark.proof.disaggregation import (
     read_counters,
 )
 from hyperpod_dpd.benchmark.proof.proof import PROOF_FILE, RunProof, folder_proof, snapshots_proof
-from hyperpod_dpd.benchmark.proof.trust import Trust, TrustWarning, trust_warnings, unchecked_warnings
+from hyperpod_dpd.benchmark.proof.trust import (
+    Trust,
+    TrustWarning,
+    trust_warnings,
+    twin_identity_warnings,
+    unchecked_warnings,
+)
 from hyperpod_dpd.benchmark.report.capacity import Slo
 from hyperpod_dpd.benchmark.report.economics import layouts, served
 from hyperpod_dpd.benchmark.report.prediction import AdviceLike, compare, predict
@@ -60,6 +66,7 @@ from hyperpod_dpd.benchmark.run.results import BenchmarkResults, collect, read_f
 from hyperpod_dpd.benchmark.run.route import RoutePath, default_isl, isl_for_model, path_problems, route_problems
 from hyperpod_dpd.benchmark.run.scenario import Scenario
 from hyperpod_dpd.benchmark.run.target import BenchmarkTarget, S3Location
+from hyperpod_dpd.benchmark.run.twin_identity import IdentityDifference, identity_differences
 from hyperpod_dpd.benchmark.run.uploaded import (
     UNREADABLE,
     own_files,
@@ -417,6 +424,7 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
         deadline_seconds(scenario, options.quiet_seconds) + 300
     outcomes, s3 = [], _s3_clients(request, seams)
     for label, target, objects in manifests:
+        differences: list[IdentityDifference] = []
         # Only the DPD endpoint has a router that disaggregates; the twin's counters give its TTFT clock and its
         # request counts (its path is not in question).
         sources, unread = (MetricsSources.for_spec(spec), "") if label == DPD else _twin_sources(kube, spec, target)
@@ -459,11 +467,24 @@ def _on_cluster(planned: Plan, *, seams: Seams) -> list[Outcome]:
             server = proof.routing()
             warnings += proof.twin_warnings(results)
             _keep_proof(options, target, job_run.log, proof, label=label, s3=s3)
+            differences = twin_differences(kube, spec.namespace, targets[0][1].name, target.name)
+            warnings += twin_identity_warnings(results, differences)
         if snapshots is not None and snapshots.errors and not request.quiet:
             print(f"reading the {COUNTERS[label]} counters: {snapshots.errors[-1]}", file=sys.stderr)
         outcomes.append(Outcome(label, target.name, results, warnings, job=name, problem=problem, routing=routing,
-                                server=server, files=files, proof=proof))
+                                server=server, files=files, proof=proof,
+                                identity_differences=differences if label == AGGREGATED else []))
     return outcomes
+
+
+def twin_differences(kube: BenchmarkKube, namespace: str, endpoint: str, twin: str) -> list[IdentityDifference]:
+    """What the twin's InferenceEndpointConfig serves otherwise than the DPD endpoint's (nothing when either
+    cannot be read: the twin's pods were found by its selector, so a read error is a note, not a verdict)."""
+    try:
+        return identity_differences(kube.endpoint_config(namespace, endpoint), kube.endpoint_config(namespace, twin))
+    except KubeError as err:
+        print(f"cannot compare the twin's model with DPD's: {err}", file=sys.stderr)
+        return []
 
 
 def _twin_sources(kube: BenchmarkKube, spec: DpdSpec, target: BenchmarkTarget) -> tuple[MetricsSources | None, str]:

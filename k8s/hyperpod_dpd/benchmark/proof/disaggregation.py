@@ -44,7 +44,7 @@ from hyperpod_dpd.contracts.operator import (
 from hyperpod_dpd.contracts.router import clears
 from hyperpod_dpd.load_point import Load
 from hyperpod_dpd.observability import evidence as ev
-from hyperpod_dpd.observability.metrics import KV_STORE_PUT_TIME, PREFILL_TIME, QUEUE_TIME, TTFT
+from hyperpod_dpd.observability.metrics import INTER_TOKEN_LATENCY, KV_STORE_PUT_TIME, PREFILL_TIME, QUEUE_TIME, TTFT
 from hyperpod_dpd.ops.dpd_counters import DEFAULT_METRICS_PATH as METRICS_PATH
 from hyperpod_dpd.ops.dpd_counters import LABEL, ROUTING_LINE, SAMPLE, routing_decisions, sample_value
 from hyperpod_dpd.spec import DpdSpec
@@ -172,7 +172,10 @@ ROUTER_SERIES = {"disaggregated": (DISAGGREGATED, None), "local": (LOCAL, None),
 DECODER_SERIES = {"external_kv_tokens": (EXTERNAL_KV, {"source": EXTERNAL_SOURCE}),
                   "cache_hit_tokens": (EXTERNAL_KV, {"source": CACHE_HIT_SOURCE}),
                   "prompt_tokens": (PROMPT_TOKENS, None), "generation_tokens": (GENERATION_TOKENS, None),
-                  "prefix_cache_hits": (PREFIX_CACHE_HITS, None), "prefix_cache_queries": (PREFIX_CACHE_QUERIES, None)}
+                  "prefix_cache_hits": (PREFIX_CACHE_HITS, None), "prefix_cache_queries": (PREFIX_CACHE_QUERIES, None),
+                  # each decoder's own time between output tokens, so that one slow decoder shows beside its siblings
+                  "itl_seconds": (f"{INTER_TOKEN_LATENCY.name}_sum", None),
+                  "itl_count": (f"{INTER_TOKEN_LATENCY.name}_count", None)}
 STAGE = "stage:"  # a histogram's _sum or _count, for the TTFT decomposition (benchmark/proof/decomposition.py)
 DECODER_SERIES |= {f"{STAGE}decode:{family}{part}": (f"{family}{part}", None)
                    for family in DECODER_STAGE_FAMILIES for part in ("_sum", "_count")}
@@ -298,6 +301,8 @@ class LevelDisaggregation:
     # per role (decoder, prefiller): the pods whose counters were read at the level's end, i.e. that served it
     serving_pods: Mapping[str, int] = field(default_factory=dict)
     engine_ttft_buckets: Mapping[float, float] = field(default_factory=dict)  # their vllm:time_to_first_token_seconds
+    # each decoder's own mean time between output tokens over the level (vllm:inter_token_latency_seconds), by pod
+    pod_tpot_s: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def between(cls, before: DpdCounters, after: DpdCounters, *, load: Load) -> LevelDisaggregation:
@@ -305,6 +310,7 @@ class LevelDisaggregation:
         Prometheus' ``increase`` does, without making any other pod's lifetime total this level's."""
         grown: dict[str, float] = {}
         cache: dict[str, list[float]] = {}
+        tpot: dict[str, float] = {}
         changes, notes = [], []
         for pod, sample in after.pods.items():
             # A prefiller is read for the TTFT decomposition only (means of sums over counts), so one not in both
@@ -327,6 +333,8 @@ class LevelDisaggregation:
             elif reset:
                 changes.append(f"{pod} restarted")
             role = pod.partition("/")[0]
+            if role == "decoder" and delta.get("itl_count"):
+                tpot[pod] = delta.get("itl_seconds", 0.0) / delta["itl_count"]
             if role in CACHE_ROLES and "prefix_cache_queries" in sample:
                 totals = cache.setdefault(CACHE_ROLES[role], [0.0, 0.0])
                 totals[0] += delta.get("prefix_cache_hits", 0.0)
@@ -361,7 +369,7 @@ class LevelDisaggregation:
                    prefix_cache={role: (round(hits), round(queries))
                                  for role, (hits, queries) in sorted(cache.items())},
                    stage_totals={key.removeprefix(STAGE): value for key, value in sorted(grown.items())
-                                 if key.startswith(STAGE)})
+                                 if key.startswith(STAGE)}, pod_tpot_s=dict(sorted(tpot.items())))
 
     @property
     def routed(self) -> int:

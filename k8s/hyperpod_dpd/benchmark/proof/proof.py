@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperpod_dpd.benchmark.proof.counts import prompt_length_warnings, short_count_warnings, sibling_warnings
 from hyperpod_dpd.benchmark.proof.disaggregation import (
     DpdCounters,
     LevelDisaggregation,
@@ -99,7 +100,10 @@ class RunProof:
             prompt_tokens={level.load: level.mean_input_tokens for level in results.levels}, estimates=estimates,
             osl=osl, max_model_len=max_model_len)
             + overhead_warnings(results.levels, routing)
-            + other_traffic_warnings(results.levels, routing))
+            + other_traffic_warnings(results.levels, routing)
+            + short_count_warnings(results.levels, routing)
+            + sibling_warnings(results.levels, routing)
+            + prompt_length_warnings(results.levels, routing, isl=isl))
 
     def twin_warnings(self, results: BenchmarkResults) -> list[TrustWarning]:
         """The aggregated twin's server-side verdicts on ``results``, from its router's and engine pods' counters: a
@@ -114,6 +118,7 @@ class RunProof:
             for level in results.levels if level.load not in server and level.answered]
             + overhead_warnings(results.levels, server, clock=twin_ttft)
             + other_traffic_warnings(results.levels, server)
+            + short_count_warnings(results.levels, server)
             + restart_warnings(server))
 
     def to_text(self) -> str:

@@ -8,12 +8,14 @@ requests leave the latencies of the survivors only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from hyperpod_dpd.benchmark.run.levels import LevelResult
 from hyperpod_dpd.benchmark.run.results import BenchmarkResults
 from hyperpod_dpd.benchmark.run.scenario import Scenario
+from hyperpod_dpd.benchmark.run.twin_identity import IdentityDifference, refusal
 from hyperpod_dpd.load_point import Load
 
 BUFFERED_RATIO = 0.8  # TTFT p50 at 80% of end-to-end p50 or more...
@@ -39,6 +41,11 @@ class Trust(Enum):
     OTHER_TRAFFIC = "other-traffic"
     OTHER_TRAFFIC_UNKNOWN = "other-traffic-unknown"
     UNCHECKED = "unchecked"
+    TWIN_DIFFERS = "twin-differs"
+    PROMPT_LENGTH = "prompt-length"
+    SERVER_COUNT_SHORT = "server-count-short"
+    SUMMARY_LOST = "summary-lost"
+    POD_OUTLIER = "pod-outlier"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +68,13 @@ def level_warnings(level: LevelResult, scenario: Scenario) -> list[TrustWarning]
     found: list[TrustWarning] = []
     codes = ", ".join(f"HTTP {code} x{count}" for code, count in sorted(level.error_codes.items())) or "no codes"
     sample = f"; first error: {level.first_error}" if level.first_error else ""
+    if level.summary_lost:
+        found.append(TrustWarning(code=Trust.SUMMARY_LOST, load=level.load, message=(
+            f"the client's summary of this level is missing: its records show {level.completed} of {level.requests} "
+            "requests answered, so the level ran, but its throughput and latency percentiles were lost with the "
+            "summary (aiperf's .json; the Job's log loses its oldest part once kubelet rotates it past 10 MiB). "
+            "Its figures are unknown, not 0. Fix: keep the S3 upload (the default) and read the run from there")))
+        return found
     if level.completed == 0:
         found.append(TrustWarning(code=Trust.LEVEL_FAILED, load=level.load, message=(
             f"every request failed ({level.failed}: {codes}){sample}. Check the endpoint is ready "
@@ -123,3 +137,17 @@ def _missing_cause(results: BenchmarkResults, scenario: Scenario, load: Load) ->
         return (f"not run: the benchmark stops after a level where every request failed "
                 f"({failed.load.describe()}){cut}")
     return f"no result: either {LOST}, or the run hit its deadline before this level{cut}"
+
+
+def twin_identity_warnings(results: BenchmarkResults,
+                           differences: Sequence[IdentityDifference]) -> list[TrustWarning]:
+    """One :attr:`Trust.TWIN_DIFFERS` per twin level when the twin serves otherwise than the DPD endpoint
+    (:mod:`~hyperpod_dpd.benchmark.run.twin_identity`): its numbers are not "the same model, aggregated"."""
+    if not differences:
+        return []
+    refused = refusal(differences)
+    stated = "; ".join(d.render() for d in differences)
+    consequence = (f"{refused}: the A/B gives no verdict. Fix: deploy the twin from the same spec "
+                   "(hyperpod-dpd synth renders it) and run again" if refused else
+                   f"its engine runs otherwise than DPD's ({stated}): the A/B's differences include these")
+    return [TrustWarning(code=Trust.TWIN_DIFFERS, load=level.load, message=consequence) for level in results.levels]

@@ -8,6 +8,7 @@ transfer) with one prefill and one decode node against one aggregated node.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
@@ -17,6 +18,7 @@ from hyperpod_dpd.benchmark.report.economics import Layout
 from hyperpod_dpd.benchmark.report.stats import Interval, welch_interval
 from hyperpod_dpd.benchmark.run.levels import LevelResult
 from hyperpod_dpd.benchmark.run.results import BenchmarkResults
+from hyperpod_dpd.benchmark.run.twin_identity import IdentityDifference
 from hyperpod_dpd.columns import by_unit, render_columns
 from hyperpod_dpd.load_point import Load, column_header
 
@@ -77,7 +79,7 @@ def compare_ab(dpd: BenchmarkResults, aggregated: BenchmarkResults) -> list[AbRo
     rows = []
     for level in dpd.levels:
         base = aggregated.level(level.load)
-        if base is None or not level.completed or not base.completed:
+        if base is None or not level.completed or not base.completed or level.summary_lost or base.summary_lost:
             continue
         rows.append(AbRow(load=level.load, tpot_p50=(level.tpot.p50, base.tpot.p50),
                           ttft_p50=(level.ttft.p50, base.ttft.p50), e2e_p50=(level.e2e.p50, base.e2e.p50),
@@ -120,6 +122,7 @@ class Difference:
     aggregated: float | None
     interval: Interval | None
     runs: tuple[int, int]
+    refused: str | None = None  # why the two sides are no A/B at all (the twin serves another model)
 
     @property
     def difference(self) -> float | None:
@@ -131,6 +134,8 @@ class Difference:
         without an interval."""
         if self.difference is None:
             return "not measured"
+        if self.refused:
+            return "no verdict: the twin serves another model"
         if self.interval is None:
             dpd, aggregated = self.runs
             if max(self.runs) <= 1:
@@ -183,23 +188,43 @@ class BuyerRow:
 
 
 def compare_buyer(dpd: Sequence[BenchmarkResults], aggregated: Sequence[BenchmarkResults],
-                  layouts: tuple[Layout, Layout]) -> list[BuyerRow]:
-    """One row per level both sides completed at least once, over every repeat of each side."""
+                  layouts: tuple[Layout, Layout], *, refused: str | None = None) -> list[BuyerRow]:
+    """One row per level both sides completed at least once, over every repeat of each side; ``refused`` says why
+    no difference gets a verdict (:func:`~hyperpod_dpd.benchmark.run.twin_identity.refusal`)."""
     rows = []
     loads = sorted({level.load for run in dpd for level in run.levels}, key=Load.sort_key)
     for load in loads:
-        mine = [lv for run in dpd if (lv := run.level(load)) is not None and lv.completed]
-        theirs = [lv for run in aggregated if (lv := run.level(load)) is not None and lv.completed]
+        mine = [lv for run in dpd if (lv := run.level(load)) is not None and lv.completed and not lv.summary_lost]
+        theirs = [lv for run in aggregated
+                  if (lv := run.level(load)) is not None and lv.completed and not lv.summary_lost]
         if mine and theirs:
             rows.append(BuyerRow(load=load, differences=tuple(
-                _difference(metric, mine, theirs, layouts) for metric in BUYER_METRICS)))
+                dataclasses.replace(_difference(metric, mine, theirs, layouts), refused=refused)
+                for metric in BUYER_METRICS)))
     return rows
 
 
-def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout]) -> str:
-    """The table, with how each interval was made and what each layout holds and costs."""
+def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout],
+                 differences: Sequence[IdentityDifference] = ()) -> str:
+    """The table, with how each interval was made, what each layout holds and costs, and what the twin serves
+    otherwise than DPD (``differences``)."""
+    stated = [f"  the twin differs from DPD: {d.render()}" + (" (another model: no verdict)" if d.changes_model else "")
+              for d in differences]
     if not rows:
-        return "DPD against aggregated: no load level completed on both endpoints"
+        return "\n".join(["DPD against aggregated: no load level completed on both endpoints", *stated])
+    title = ("DPD against the aggregated twin: DPD - AGG with its 95% interval (welch-t over the repeats, two or more "
+             "a side; one run a side has none and no verdict); 'no difference' when the interval holds 0")
+    notes = ["  TTFT and TPOT are the client's on both sides, each bounded against its own endpoint's server clock "
+             "(DPD: the router's TTFT; the twin: its router's, else its engines')"]
+    notes += [f"  {row.load.describe()}: unverified on "
+              + "; ".join(f"{side} ({', '.join(codes)})" for side, codes in row.unverified.items())
+              + ": its differences are not the endpoints' alone" for row in rows if row.unverified]
+    return "\n".join([title, *stated, *render_columns(*buyer_table(rows)),
+                      *(f"  {layout.describe()}" for layout in layouts), *notes])
+
+
+def buyer_table(rows: Sequence[BuyerRow]) -> tuple[tuple[str, ...], list[list[str]]]:
+    """The buyer table's headers and rows, as the text report and the HTML page show them."""
     table = []
     for row in rows:
         for d in row.differences:
@@ -209,14 +234,6 @@ def render_buyer(rows: Sequence[BuyerRow], layouts: tuple[Layout, Layout]) -> st
             table.append([row.load.cell(), f"{d.metric.label} {d.metric.unit}", by_unit(d.dpd, d.metric.unit),
                           by_unit(d.aggregated, d.metric.unit), by_unit(d.difference, d.metric.unit), interval,
                           d.verdict])
-    title = ("DPD against the aggregated twin: DPD - AGG with its 95% interval (welch-t over the repeats, two or more "
-             "a side; one run a side has none and no verdict); 'no difference' when the interval holds 0")
     headers = (column_header([row.load for row in rows]), "METRIC", "DPD", "AGG", "DPD-AGG", "95% INTERVAL",
                "VERDICT")
-    notes = ["  TTFT and TPOT are the client's on both sides, each bounded against its own endpoint's server clock "
-             "(DPD: the router's TTFT; the twin: its router's, else its engines')"]
-    notes += [f"  {row.load.describe()}: unverified on "
-              + "; ".join(f"{side} ({', '.join(codes)})" for side, codes in row.unverified.items())
-              + ": its differences are not the endpoints' alone" for row in rows if row.unverified]
-    return "\n".join([title, *render_columns(headers, table), *(f"  {layout.describe()}" for layout in layouts),
-                      *notes])
+    return headers, table

@@ -22,14 +22,16 @@ from typing import Any
 
 from hyperpod_dpd.benchmark.proof.decomposition import STAGES, Decomposition
 from hyperpod_dpd.benchmark.report.capacity import NO_SLO, Slo
+from hyperpod_dpd.benchmark.report.economics import Layout
 from hyperpod_dpd.benchmark.report.prediction import BAND, ComparisonRow
 from hyperpod_dpd.benchmark.report.repeats import level_repeats, spread
 from hyperpod_dpd.benchmark.run.results import BenchmarkResults
 from hyperpod_dpd.load_point import Load
-from hyperpod_dpd.report_page import write_page
+from hyperpod_dpd.report_page import PageBody, write_page
 
 LATENCY_PNG = "latency.png"
 STAGES_PNG = "ttft-stages.png"
+THROUGHPUT_PNG = "throughput.png"
 QUANTILES = ("p50", "p90")
 METRICS = (("ttft", "TTFT p50/p90 ms", "TTFT p50"), ("tpot", "TPOT p50/p90 ms", "TPOT p50"))
 
@@ -50,6 +52,11 @@ class ReportInput:
     repeats: Mapping[str, Sequence[BenchmarkResults]] = field(default_factory=dict)  # by layout, when run again
     # by layout, each level not verified against its servers and why (its trust warnings' codes, ``unchecked``)
     unverified: Mapping[str, Mapping[Load, Sequence[str]]] = field(default_factory=dict)
+    # by layout, what it holds and costs (the throughput figure's per-GPU and per-dollar panels), when known
+    layouts: Mapping[str, Layout] = field(default_factory=dict)
+    # by layout and level, the servers' own output tokens per second (the DPD decoders' counters), when read
+    server_tokens_per_s: Mapping[str, Mapping[Load, float | None]] = field(default_factory=dict)
+    body_html: PageBody | None = None  # the page's verdict and sections in place of the text report
 
 
 def _ms(value: float | None) -> float | None:  # a number for the JSON; a saturated prediction's NaN stays NaN
@@ -92,11 +99,24 @@ def figure_series(report: ReportInput) -> dict[str, Any]:
               "client_ttft_ms": [_ms(row.client_ttft_s) for row in report.decompositions],
               "runs": [row.runs for row in report.decompositions],
               "router_ttft_ms": [_ms(row.router_ttft_s) for row in report.decompositions]}
+    throughput = []
+    for name, run in report.runs.items():
+        priced = report.layouts.get(name)
+        kept = [lv for lv in run.levels if lv.completed and not lv.summary_lost]
+        served = report.server_tokens_per_s.get(name, {})
+        throughput.append({
+            "layout": name, "x": [lv.load.value for lv in kept],
+            "output_tokens_per_s": [round(lv.output_tokens_per_s, 3) for lv in kept],
+            "server_tokens_per_s": [None if (v := served.get(lv.load)) is None else round(v, 3) for lv in kept],
+            "per_gpu": [None if priced is None else round(priced.per_gpu(lv.output_tokens_per_s), 3) for lv in kept],
+            "usd_per_mtok": [None if priced is None or (usd := priced.usd_per_million(lv.output_tokens_per_s)) is None
+                             else round(usd, 3) for lv in kept],
+            "layout_text": None if priced is None else priced.describe()})
     banded = any(band is not None for p in predicted for band in p["band_ms"])
     return {"x_label": "concurrency" if closed else "requests/s", "latency": series, "slo": slo,
             "slo_note": None if report.slo else NO_SLO, "prediction": predicted,
             "prediction_band": BAND if banded else None, "prediction_note": report.prediction_note,
-            "ttft_stages": stages}
+            "ttft_stages": stages, "throughput": throughput}
 
 
 def _points(xs: Sequence[float], ys: Sequence[float | None]) -> tuple[list[float], list[float]]:
@@ -146,11 +166,57 @@ def latency_figure(data: Mapping[str, Any]) -> Any:
         target = (data["slo"] or {}).get(f"{metric}_p90_ms")
         if target is not None:
             ax.axhline(target, color="tab:red", linewidth=1.0, label=f"SLO p90 {target:g} ms", gid=f"slo-{metric}")
+        _load_ticks(ax, data)
         ax.set_xlabel(data["x_label"])
         ax.set_ylabel(ylabel)
+        ax.set_title(f"{metric.upper()} against load", fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     return figure
+
+
+THROUGHPUT_PANELS = (("output_tokens_per_s", "output tok/s (client)"), ("per_gpu", "output tok/s per GPU"),
+                     ("usd_per_mtok", "USD per M output tokens"))
+
+
+def throughput_figure(data: Mapping[str, Any]) -> Any:
+    """Output throughput against load for each layout (the servers' own beside the client's, dotted), and the same
+    per GPU and per dollar: what a buyer compares."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 - the bench extra's
+
+    figure = Figure(figsize=(11.0, 3.4), dpi=80, layout="constrained")
+    axes = figure.subplots(1, len(THROUGHPUT_PANELS))
+    colors = {"dpd": "tab:blue", "aggregated": "tab:orange"}
+    for ax, (key, ylabel) in zip(axes, THROUGHPUT_PANELS, strict=True):
+        for s in data["throughput"]:
+            color = colors.get(s["layout"], "tab:gray")
+            xs, ys = _points(s["x"], s[key])
+            if ys:
+                ax.plot(xs, ys, marker="o", color=color, label=s["layout"], gid=f"{s['layout']}-{key}")
+            if key == "output_tokens_per_s":
+                xs, ys = _points(s["x"], s["server_tokens_per_s"])
+                if ys:
+                    ax.plot(xs, ys, marker="s", linestyle=":", color=color, label=f"{s['layout']} (servers')",
+                            gid=f"{s['layout']}-server-tokens")
+        if not ax.get_lines():
+            ax.text(0.5, 0.5, "not priced" if key == "usd_per_mtok" else "not measured", ha="center",
+                    va="center", transform=ax.transAxes)
+        _load_ticks(ax, data)
+        ax.set_xlabel(data["x_label"])
+        ax.set_ylabel(ylabel)
+        ax.set_title(ylabel, fontsize=9)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        if ax.get_lines():
+            ax.legend(fontsize=7)
+    return figure
+
+
+def _load_ticks(ax: Any, data: Mapping[str, Any]) -> None:
+    """Ticks at the levels run, never at 4.5 between two concurrencies."""
+    levels = sorted({x for s in data["latency"] for x in s["x"]})
+    if levels:
+        ax.set_xticks(levels, [f"{x:g}" for x in levels])
 
 
 def latency_caption(data: Mapping[str, Any]) -> str | None:
@@ -216,6 +282,8 @@ def write_report(folder: Path, report: ReportInput) -> list[Path]:
 
     def draw(data: Mapping[str, Any]) -> list[tuple[str, Any]]:
         figures = [(LATENCY_PNG, latency_figure(data))]
+        if report.body_html is not None:  # the page's own sections: throughput beside the latency curves
+            figures.append((THROUGHPUT_PNG, throughput_figure(data)))
         if report.decompositions:
             figures.append((STAGES_PNG, stages_figure(data)))
         return figures
@@ -223,4 +291,4 @@ def write_report(folder: Path, report: ReportInput) -> list[Path]:
     data = figure_series(report)
     return write_page(folder, title=report.title, text=report.text, data=data, document=report.document, draw=draw,
                       captions={LATENCY_PNG: latency_caption(data)},
-                      notes=[data["slo_note"]] if data["slo_note"] else [])
+                      notes=[data["slo_note"]] if data["slo_note"] else [], body_html=report.body_html)

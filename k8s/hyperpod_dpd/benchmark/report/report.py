@@ -29,13 +29,16 @@ from hyperpod_dpd.benchmark.report.ab import CHANGE_METRICS, AbRow, BuyerRow, co
 from hyperpod_dpd.benchmark.report.capacity import NO_SLO, Capacity, Slo, capacity_at_slo, render_capacities
 from hyperpod_dpd.benchmark.report.economics import Layout
 from hyperpod_dpd.benchmark.report.figures import ReportInput, write_report
+from hyperpod_dpd.benchmark.report.page import CSS, sections_html, verdict, verdict_html
 from hyperpod_dpd.benchmark.report.prediction import ComparisonRow, render_comparison
 from hyperpod_dpd.benchmark.report.repeats import level_repeats, median_decomposition, median_level, median_results
 from hyperpod_dpd.benchmark.run.levels import LevelResult, Percentiles
 from hyperpod_dpd.benchmark.run.results import BenchmarkResults
 from hyperpod_dpd.benchmark.run.scenario import Scenario
+from hyperpod_dpd.benchmark.run.twin_identity import IdentityDifference, refusal
 from hyperpod_dpd.columns import ms, render_columns
 from hyperpod_dpd.load_point import Load, column_header
+from hyperpod_dpd.report_page import PageBody
 
 HEADERS = ("TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 s", "OUT tok/s", "DONE",
            "FAILED", "ERR")
@@ -53,7 +56,8 @@ def _three(p: Percentiles, *, seconds: bool = False) -> str:
 
 def level_row(level: LevelResult) -> list[str]:
     return [level.load.cell(), _three(level.ttft), _three(level.tpot), _three(level.e2e, seconds=True),
-            f"{level.output_tokens_per_s:,.1f}", str(level.completed), str(level.failed), f"{level.error_rate:.1%}"]
+            "lost" if level.summary_lost else f"{level.output_tokens_per_s:,.1f}", str(level.completed),
+            str(level.failed), f"{level.error_rate:.1%}"]
 
 
 def routing_cells(level: LevelResult, seen: LevelDisaggregation | None) -> list[str]:
@@ -89,16 +93,22 @@ def goodput_cell(level: LevelResult, slo: Slo) -> str:
     return f"{rate:.2f} ({good}/{len(level.measured_answered)})"
 
 
-def render_results(title: str, results: BenchmarkResults, warnings: Sequence[TrustWarning],
-                   routing: Mapping[Load, LevelDisaggregation] | None = None, slo: Slo | None = None) -> str:
-    """The per-level table (with the router's and decoder's counts when ``routing`` is given, goodput
-    under the spec's SLO when ``slo`` is), the levels that never ran, then every trust warning."""
+def results_table(results: BenchmarkResults, routing: Mapping[Load, LevelDisaggregation] | None = None,
+                  slo: Slo | None = None) -> tuple[tuple[str, ...], list[list[str]]]:
+    """The per-level table's headers and rows, as the text report and the HTML page show them."""
     headers = ((column_header([*results.loads, *results.missing]),) + HEADERS
                + (ROUTING_HEADERS if routing is not None else ()) + ((GOODPUT_HEADER,) if slo else ()))
     rows = [level_row(level) + (routing_cells(level, routing.get(level.load)) if routing is not None else [])
             + ([goodput_cell(level, slo)] if slo else []) for level in results.levels]
     rows += [[level.cell(), *(["not run"] + ["-"] * (len(headers) - 2))] for level in results.missing]
-    lines = [title, *render_columns(headers, rows)]
+    return headers, rows
+
+
+def render_results(title: str, results: BenchmarkResults, warnings: Sequence[TrustWarning],
+                   routing: Mapping[Load, LevelDisaggregation] | None = None, slo: Slo | None = None) -> str:
+    """The per-level table (with the router's and decoder's counts when ``routing`` is given, goodput
+    under the spec's SLO when ``slo`` is), the levels that never ran, then every trust warning."""
+    lines = [title, *render_columns(*results_table(results, routing, slo))]
     coarse = render_resolution_notes(results.levels, routing, whose="the server") if routing is not None else []
     if coarse:
         lines += ["", *coarse]
@@ -196,6 +206,8 @@ class Outcome:
     proof: RunProof | None = None  # the counters read, as written beside the results
     proof_note: str = ""  # why a folder's counters file was not used
     repeat_copies: list[tuple[Mapping[str, str], RunProof | None]] = field(default_factory=list)  # each repeat's
+    # the twin's: what it serves otherwise than the DPD endpoint (run/twin_identity.py), when both were read
+    identity_differences: list[IdentityDifference] = field(default_factory=list)
 
     def unverified(self, load: Load) -> tuple[str, ...]:
         """Why this endpoint's ``load`` is not verified against its servers: its warnings' codes, and ``unchecked``
@@ -273,6 +285,7 @@ class Report:
         buyer = self._buyer()
         if buyer is not None and self.layouts is not None:
             document["ab_buyer"] = {"layouts": [layout.as_dict() for layout in self.layouts],
+                                    "twin_differences": [d.as_dict() for d in self.twin_differences],
                                     "levels": [row.as_dict() for row in buyer]}
         capacities = self._capacities()
         if capacities or self.slo is None:
@@ -298,19 +311,43 @@ class Report:
             title = f"{o.label}: {o.endpoint}, {scenario.traffic} ({scenario.isl} in / {scenario.osl} out), {where}"
             if o.repeats:
                 title += f" (the first of {len(o.runs)} runs; each run is below)"
-            block = render_results(title, o.results, o.warnings, o.routing, self.slo)
-            if o.repeats:
-                block += "\n\n" + render_repeats(o.label, o.runs, [o.routing, *o.repeat_routing])
-            if o.server is not None:
-                block += "\n\n" + render_server_clock(o.label, server_clock_rows(o.results.levels, o.server, twin_ttft))
-                coarse = render_resolution_notes(o.results.levels, o.server, whose="the twin's", clock=twin_ttft)
-                if coarse:
-                    block += "\n\n" + "\n".join(coarse)
-            if o.proof is None and not o.job:
-                block += f"\n\n{UNCHECKED}" + (f" ({o.proof_note})" if o.proof_note else "")
+            block = "\n\n".join([render_results(title, o.results, o.warnings, o.routing, self.slo),
+                                  *self._outcome_blocks(o)])
             if o.problem:
                 block += f"\n\nthe job did not succeed:\n{o.problem}"
             blocks.append(block)
+        buyer = self._buyer()
+        if buyer is not None and self.layouts is not None:
+            return "\n\n".join([*blocks, *self._closing_blocks(before_ab=True),
+                                 render_buyer(buyer, self.layouts, self.twin_differences),
+                                 *self._closing_blocks(before_ab=False)])
+        return "\n\n".join([*blocks, *self._closing_blocks(before_ab=True), *self._closing_blocks(before_ab=False)])
+
+    def _outcome_blocks(self, o: Outcome, *, coarse_notes: bool = True) -> list[str]:
+        """A run's blocks under its level table: its repeats, the twin's server clock (and the quantiles its
+        histogram decided only to its resolution, unless ``coarse_notes`` is False: the page's verdict names
+        them), a folder left unchecked."""
+        blocks = []
+        if o.repeats:
+            blocks.append(render_repeats(o.label, o.runs, [o.routing, *o.repeat_routing]))
+        if o.server is not None:
+            blocks.append(render_server_clock(o.label, server_clock_rows(o.results.levels, o.server, twin_ttft)))
+            coarse = render_resolution_notes(o.results.levels, o.server, whose="the twin's", clock=twin_ttft)
+            if coarse and coarse_notes:
+                blocks.append("\n".join(coarse))
+        if o.proof is None and not o.job:
+            blocks.append(UNCHECKED + (f" ({o.proof_note})" if o.proof_note else ""))
+        return blocks
+
+    def _closing_blocks(self, *, before_ab: bool) -> list[str]:
+        """The blocks after the runs: the TTFT stages and capacity (``before_ab``), then the advisor beside them."""
+        blocks = []
+        if not before_ab:
+            if self.comparison is not None:
+                blocks.append(render_comparison(self.comparison.rows, self.comparison.assumptions))
+            if self.prediction_note:
+                blocks.append(f"measured against predicted: {self.prediction_note}")
+            return blocks
         for o in self.outcomes:
             stages = o.decompositions()
             if any(row.measured for row in stages):
@@ -321,14 +358,19 @@ class Report:
         capacities = self._capacities()
         if capacities or self.slo is None:
             blocks.append(render_capacities(capacities))
-        buyer = self._buyer()
-        if buyer is not None and self.layouts is not None:
-            blocks.append(render_buyer(buyer, self.layouts))
-        if self.comparison is not None:
-            blocks.append(render_comparison(self.comparison.rows, self.comparison.assumptions))
-        if self.prediction_note:
-            blocks.append(f"measured against predicted: {self.prediction_note}")
-        return "\n\n".join(blocks)
+        return blocks
+
+    def html_blocks(self) -> list[str]:
+        """The text report's blocks the HTML page shows as they are laid out (its own sections and its verdict, which
+        names the quantiles decided only to a histogram's resolution, show the rest)."""
+        blocks = []
+        for o in self.outcomes:
+            blocks += self._outcome_blocks(o, coarse_notes=False)
+        return [*blocks, *self._closing_blocks(before_ab=True), *self._closing_blocks(before_ab=False)]
+
+    def buyer_rows(self) -> list[BuyerRow] | None:
+        """The A/B per level and metric (None without a twin or prices)."""
+        return self._buyer()
 
     def _unverified(self, load: Load) -> dict[str, tuple[str, ...]]:
         """Each A/B side's reasons its ``load`` is unverified (a side with none left out)."""
@@ -349,7 +391,13 @@ class Report:
         if len(outcomes) < 2 or self.layouts is None:
             return None
         return [dataclasses.replace(row, unverified=self._unverified(row.load))
-                for row in compare_buyer(outcomes[0].runs, outcomes[1].runs, self.layouts)]
+                for row in compare_buyer(outcomes[0].runs, outcomes[1].runs, self.layouts,
+                                         refused=refusal(self.twin_differences))]
+
+    @property
+    def twin_differences(self) -> list[IdentityDifference]:
+        """What the twin serves otherwise than the DPD endpoint (empty without a twin, or when not compared)."""
+        return [d for o in self.outcomes[1:2] for d in o.identity_differences]
 
     def _capacities(self) -> list[Capacity]:
         if not self.slo:
@@ -368,7 +416,12 @@ class Report:
                         for o in self.outcomes},
             decompositions=self.outcomes[0].decompositions(),
             predictions=self.comparison.rows if self.comparison is not None else (),
-            prediction_note=self.prediction_note, text=self.render(), document=json.loads(self.to_json()))
+            prediction_note=self.prediction_note, text=self.render(), document=json.loads(self.to_json()),
+            layouts=dict(zip([o.label for o in self.outcomes], self.layouts or (), strict=False)),
+            server_tokens_per_s={o.label: {lv.load: server_output_tokens_per_s(lv, o.routing.get(lv.load))
+                                           for lv in o.results.levels} for o in self.outcomes if o.routing},
+            body_html=PageBody(banner=verdict_html(verdict(self)), style=CSS,
+                               sections=sections_html(self, blocks=self.html_blocks())))
 
     def write(self, folder: Path) -> list[Path]:
         """The HTML report, its PNGs and its JSON in ``folder`` (:mod:`figures`), and each live run's folder under

@@ -173,17 +173,21 @@ def _load(load: Load | None, rate: float | None) -> Load:
 
 def parse_failed_records(records: str, *, rate: float | None = None, load: Load | None = None, isl: int, osl: int,
                          where: str = "records") -> LevelResult:
-    """A level whose every request failed (aiperf wrote no summary): the measured records' failures by HTTP code."""
+    """A level with records but no summary: aiperf writes none when every request failed, so the measured records'
+    failures by HTTP code. When some of them were answered, the summary was written and lost on the way (the log
+    rotated past it): the level is ``summary_lost``, its figures unknown, never 0 tok/s."""
     every = _records(records, where)
     measured = [r for r in every if _measured(r)]
     errors = [r["error"] for r in measured if isinstance(r.get("error"), Mapping)]
     codes = Counter(str(error.get("code")) for error in errors)
     none = Percentiles(None, None, None)
+    answered, warmup = _answered(records, where.removesuffix("l"))
     return LevelResult(load=_load(load, rate), scenario=f"D({isl},{osl})", ttft=none, tpot=none, e2e=none,
                        output_tokens_per_s=0.0, completed=len(measured) - len(errors), failed=len(errors),
                        duration_s=0.0, mean_input_tokens=None, mean_output_tokens=None, error_codes=codes,
                        first_error=str(errors[0].get("message"))[:300] if errors else None, sent=len(every),
-                       client=Client.AIPERF.value)
+                       client=Client.AIPERF.value, summary_lost=len(measured) > len(errors),
+                       answered=answered, warmup_answered=warmup)
 
 
 def _scenario(summary: Mapping[str, Any]) -> str:

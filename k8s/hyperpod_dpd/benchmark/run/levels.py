@@ -54,6 +54,8 @@ class LevelResult:
     # is its measured phase's alone, so its warm-up's tokens are these; 0 when ``duration_s`` covers the warm-up
     # (genai-bench's run_duration); None when unknown (aiperf's per-request records missing)
     warmup_output_tokens: int | None = 0
+    # the client's summary was lost (aiperf's .json gone, its records there): its figures are unknown, not 0
+    summary_lost: bool = False
 
     @property
     def client_ttft_mean(self) -> float | None:
@@ -90,7 +92,8 @@ class LevelResult:
         return {
             **self.load.as_dict(), "scenario": self.scenario,
             "ttft_s": self.ttft.as_dict(), "tpot_s": self.tpot.as_dict(), "e2e_s": self.e2e.as_dict(),
-            "output_tokens_per_s": self.output_tokens_per_s, "requests": self.requests,
+            "output_tokens_per_s": None if self.summary_lost else self.output_tokens_per_s,
+            **({"summary": "lost"} if self.summary_lost else {}), "requests": self.requests,
             "completed": self.completed, "failed": self.failed, "error_rate": self.error_rate,
             "error_codes": dict(sorted(self.error_codes.items())), "duration_s": self.duration_s,
             "mean_input_tokens": self.mean_input_tokens, "mean_output_tokens": self.mean_output_tokens,
