@@ -660,8 +660,11 @@ def test_the_documented_bounds_are_the_codes() -> None:
     assert f"{BOUND_S * 1e3:.0f} ms" in text and f"{BOUND_RATIO:.0%}" in text and f"{MIN_FRACTION:.0%}" in text
     assert f"--isl {default_isl(4096)}" in text
     assert f"({largest_direct_isl(4096, Client.AIPERF)} tokens, not {largest_direct_isl(4096)})" in text
-    readme = (DOC.parents[1] / "README.md").read_text(encoding="utf-8")  # the front page states the same bounds
-    assert f"under {MIN_FRACTION:.0%} disaggregated exits 1" in readme and f"above {BOUND_S * 1e3:.0f} ms" in readme
+    # The front page leaves the bounds to docs/bench.md (it stays under 100 lines); any it does state are these.
+    readme = (DOC.parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "docs/bench.md" in readme
+    assert set(re.findall(r"under (\d+%) disaggregated", readme)) <= {f"{MIN_FRACTION:.0%}"}
+    assert set(re.findall(r"client's own share above (\d+ ms)", readme)) <= {f"{BOUND_S * 1e3:.0f} ms"}
 
 
 def test_an_open_loop_folder_of_another_endpoint_is_refused(capsys: pytest.CaptureFixture[str], open_loop_run: Any,

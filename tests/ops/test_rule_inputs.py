@@ -428,10 +428,13 @@ def test_verify_checks_the_demand_series_the_slo_triggers_read(slo_spec: DpdSpec
     count them in the workspace (the prefiller's local-compute prompt counter, the decoder's generated tokens)."""
     from hyperpod_dpd.observability.alerts import slo_autoscaled
 
-    inputs = {item.series: item for item in rule_inputs(slo_autoscaled(slo_spec))}
-    prompt = inputs[m.PROMPT_TOKENS_BY_SOURCE.name]
-    assert "DpdPrefillDemandSeriesAbsent" in prompt.readers
+    inputs = rule_inputs(slo_autoscaled(slo_spec))  # one input per series and selector: a series can have several
+
+    def readers(series: str) -> set[str]:
+        return {reader for item in inputs if item.series == series for reader in item.readers}
+
+    assert "DpdPrefillDemandSeriesAbsent" in readers(m.PROMPT_TOKENS_BY_SOURCE.name)
     assert any('source="local_compute"' in form.promql() and f"prefill-{slo_spec.name}" in form.promql()
-               for form in prompt.forms)
-    assert "DpdDecodeDemandSeriesAbsent" in inputs[m.GENERATION_TOKENS.name].readers
+               for item in inputs if item.series == m.PROMPT_TOKENS_BY_SOURCE.name for form in item.forms)
+    assert "DpdDecodeDemandSeriesAbsent" in readers(m.GENERATION_TOKENS.name)
     assert "DpdPrefillDemandSeriesAbsent" not in {r for item in rule_inputs(slo_spec) for r in item.readers}
