@@ -191,7 +191,7 @@ def test_missing_extra_raises_advisor_unavailable(monkeypatch: pytest.MonkeyPatc
     from hyperpod_dpd.errors import UsageError
 
     monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.perf_database", None)
-    with pytest.raises(AdvisorUnavailable, match=r"pip install 'hyperpod-dpd\[advisor\]'") as caught:
+    with pytest.raises(AdvisorUnavailable, match=r"pip install '\.\[advisor\]' in the hyperpod-dpd checkout") as caught:
         advise(default_spec(), Traffic(isl=4096, osl=256, concurrency=(8,)))
     assert isinstance(caught.value, UsageError)
 

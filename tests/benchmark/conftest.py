@@ -250,6 +250,7 @@ def run_client(behaviour: Any, tokenizer: Path, base: Path, scenario: Scenario |
                     metrics[int(quiet[1])] = (server.metrics("/router/metrics") or "",
                                               server.metrics("/decoder/metrics") or "")
                     seen[int(quiet[1])] = len(server.prompts)
+                    server.quiet(int(quiet[1]))
                     prefiller[int(quiet[1])] = server.metrics("/prefiller/metrics") or ""
             stderr = process.stderr.read()
             process.wait(timeout=240)

@@ -67,6 +67,9 @@ class Behaviour:
         (``local_compute``, as vLLM 0.19 books it under ``kv_load_failure_policy=recompute``; 0: none fails).
     :param restart_at: the router and the decoder restart just before routing the n-th request: every counter and
         histogram they serve starts again from zero (0: no restart).
+    :param restart_in_second_level: as ``restart_at``, at the n-th request after the first level's quiet window
+        (:meth:`_Server.quiet`): how many requests a client sends in a level depends on its speed, so a fixed
+        index can fall in the first level on a fast machine (0: no restart).
     :param local_cache_hits: a disaggregated prompt's leading blocks the decoder's prefix cache (``prefix_block``)
         already holds count as ``local_cache_hit`` and only the rest arrives as ``external_kv_transfer``, as vLLM 0.19
         books them (``vllm/v1/metrics/stats.py`` l.282-294: the local hit is counted before the connector's tokens);
@@ -92,6 +95,7 @@ class Behaviour:
     stage_split: tuple[float, float, float, float, float] | tuple[()] = ()
     kv_fail_every: int = 0
     restart_at: int = 0
+    restart_in_second_level: int = 0
     local_cache_hits: bool = False
     held_every: int = 0
     held_s: float = 0.0
@@ -205,6 +209,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, behaviour: Behaviour) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.behaviour = behaviour
+        self.restart_index = behaviour.restart_at  # the request before which the router and decoder restart
         self.requests = 0
         self._lock = threading.Lock()
 
@@ -249,6 +254,12 @@ class _Server(ThreadingHTTPServer):
             self.requests += 1
             return self.requests
 
+    def quiet(self, window: int) -> None:
+        """The client's script says level ``window`` is done and nothing is in flight."""
+        if window == 1 and self.behaviour.restart_in_second_level:
+            with self._lock:
+                self.restart_index = len(self.prompts) + self.behaviour.restart_in_second_level
+
     def route(self, prompt: str) -> int:
         """Count the router's decision and the decoder's prompt tokens by source for one request; its index in
         :attr:`prompts`."""
@@ -256,7 +267,7 @@ class _Server(ThreadingHTTPServer):
         estimate = int(max(words, len(prompt) // 4) * self.behaviour.estimate_scale)
         threshold = self.behaviour.routing_threshold
         with self._lock:
-            if self.behaviour.restart_at and len(self.prompts) + 1 == self.behaviour.restart_at:
+            if self.restart_index and len(self.prompts) + 1 == self.restart_index:
                 self._restart()
             self.prompts.append(prompt)
             self.estimates.append(estimate)

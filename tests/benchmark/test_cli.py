@@ -1067,7 +1067,8 @@ def test_a_results_dir_with_two_files_for_one_level_is_refused(capsys: pytest.Ca
     other = mine.rsplit("_time_", 1)[0] + "_time_99s.json"
     (folder / other).write_text(json.dumps(stale))
     code, out, err = run_cli(capsys, stub_spec, "--results-dir", str(folder), "--json")
-    assert code == 2 and out == "", out
+    assert code == 2 and json.loads(out)["exit_status"] == 2, out  # --json: the refusal as JSON, nothing else
+    assert f"two result files for concurrency 2: {mine} and {other}" in json.loads(out)["error"]
     assert f"two result files for concurrency 2: {mine} and {other}" in err and "Fix: move the file" in err
 
 

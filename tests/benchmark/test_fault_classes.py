@@ -62,7 +62,7 @@ def _fault_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path, st
 
 
 KV_FAIL_EVERY = 2  # conftest's partial_kv_run: every second disaggregated request's transfer failed
-RESTART_AT = 13  # past the first level's 8-10 requests (2 users cut at its end), inside the second's
+RESTART_AT = 3  # the second level's third request: its counts before the restart are lost, the rest counted
 HELD_EVERY, HELD_S = 20, 0.3  # one request in 20 held 300 ms before the router's clock: >= 1 per level of 24
 
 
@@ -70,7 +70,7 @@ HELD_EVERY, HELD_S = 20, 0.3  # one request in 20 held 300 ms before the router'
 def restart_run(tmp_path_factory: pytest.TempPathFactory, tokenizer_dir: Path,
                 stub_runner: SimpleNamespace) -> Iterator[Any]:
     """The router and the decoder restart inside the second level (the audit's gb-reset-mid)."""
-    yield from _fault_run(tmp_path_factory, tokenizer_dir, stub_runner, "restart", restart_at=RESTART_AT)
+    yield from _fault_run(tmp_path_factory, tokenizer_dir, stub_runner, "restart", restart_in_second_level=RESTART_AT)
 
 
 @pytest.fixture(scope="module")
@@ -316,8 +316,9 @@ def test_b5_m6_a_restart_counts_per_pod_and_is_reported(
     lifetime became the level's KV IN, or the level's count went short by the first level's) and never mentioned;
     now each pod counts from its own restart, and the level says the counts before it are lost."""
     marks = {window: seen for window, seen in sorted(restart_run.prompts_seen.items())}
-    restarted = min(window for window, seen in marks.items() if seen >= RESTART_AT)
-    assert restarted == 2 and marks[1] < RESTART_AT  # the restart fell inside the second level
+    at = marks[1] + RESTART_AT  # the request the restart came before (armed when the first level went quiet)
+    restarted = min(window for window, seen in marks.items() if seen >= at)
+    assert restarted == 2 and marks[1] < at  # the restart fell inside the second level
 
     def pods(window: int) -> dict[str, list[dict[str, Any]]]:
         count = int(window >= restarted)
@@ -328,7 +329,7 @@ def test_b5_m6_a_restart_counts_per_pod_and_is_reported(
                     pods=pods)
     code, run, _ = _bench(capsys, kube, stub_spec, *_traffic(), "--no-upload")
     first, second = restart_run.prompts_by_level()
-    after = restart_run.prompts[RESTART_AT - 1:marks[2]]  # what the restarted pods counted of the second level
+    after = restart_run.prompts[at - 1:marks[2]]  # what the restarted pods counted of the second level
     expected = [(len(first), _words(first)), (len(after), _words(after))]
     for row, level, (routed, tokens) in zip(run["routing"], (first, second), expected, strict=True):
         print(f"C={row['concurrency']}: DISAGG bench {row['disaggregated']}, KV IN {row['external_kv_tokens']:,}; "

@@ -135,7 +135,7 @@ def _unknown_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> st
 
 def _refusal_json(args: argparse.Namespace, message: str, status: int) -> None:
     """With ``--json``, a refusal is a JSON object on standard output too: a script reading it gets a document."""
-    if getattr(args, "json", False):
+    if getattr(args, "json", False) and not _common.json_printed():  # a plan with problems already printed its one
         print(json.dumps({"command": args.command, "error": message, "exit_status": status}, indent=2))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,21 @@ _shown: set[str] = set()
 def reset_run() -> None:
     """Start a new run: warnings already shown may be shown again (one ``main()`` call is one run)."""
     _shown.clear()
+    _json_printed.clear()
+
+
+_json_printed: list[bool] = []
+
+
+def print_json(document: Any) -> None:
+    """Print the command's one ``--json`` document; a refusal raised after it then prints no second one."""
+    print(json.dumps(document, indent=2))
+    _json_printed.append(True)
+
+
+def json_printed() -> bool:
+    """Whether this run already printed its ``--json`` document."""
+    return bool(_json_printed)
 
 
 def source_name(path: str | None) -> str:

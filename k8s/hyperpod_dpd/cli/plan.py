@@ -11,9 +11,9 @@ needs over that traffic and the SLO autoscaling it would compile
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING
 
+from hyperpod_dpd.cli import _common
 from hyperpod_dpd.cli._argtypes import path, tokens
 from hyperpod_dpd.cli._common import add_spec_argument, load_spec_argument_leniently
 from hyperpod_dpd.cli.advise_trace import add_trace_source, load_trace, render_sizing
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         autoscaling = {"autoscaling": {role: to_json(c) for role, c in scaled.items()}} if scaled else {}
         found = {} if traffic is None else {"trace": {**traffic.to_json(), "autoscaling": {
             role: to_json(need.compiled) for role, need in traffic.needs.items()}}}
-        print(json.dumps({"cost": cost.to_json(), **sized.to_json(), **autoscaling, **found}, indent=2))
+        _common.print_json({"cost": cost.to_json(), **sized.to_json(), **autoscaling, **found})
     else:
         print("\n".join(cost.lines()) + "\n")
         print(render_table(sized), end="")
