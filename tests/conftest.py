@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from hypothesis import settings
 from referencing import Registry, Resource
 
 import hyperpod_dpd  # noqa: F401 - points jsii at the wheel's Node before anything imports aws_cdk or cdk8s
+from hyperpod_dpd.advisor.kernel_cache import CACHE_ENV
 from hyperpod_dpd.contracts import crd
 from hyperpod_dpd.scaling import RoleCapacity
 from hyperpod_dpd.scaling.shape import pin_capacities
@@ -31,8 +34,12 @@ support.register_fuzz_profiles()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Load the fuzz profile HYPERPOD_DPD_FUZZ names (before collection builds the tests' settings)."""
+    """Load the fuzz profile HYPERPOD_DPD_FUZZ names (before collection builds the tests' settings), and keep the
+    advisor's on-disk cache in this run's own folder: a run neither reads nor fills the user's ``~/.cache``."""
     settings.load_profile(support.fuzz_profile(os.environ))
+    cache = Path(tempfile.mkdtemp(prefix="dpd-test-cache-"))
+    os.environ[CACHE_ENV] = str(cache)
+    config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
