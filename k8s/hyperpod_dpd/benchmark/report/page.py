@@ -13,7 +13,7 @@ import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from hyperpod_dpd.benchmark.proof.disaggregation import FINISHED, RESTARTS, STAGE
 from hyperpod_dpd.benchmark.proof.overhead import resolution_notes, twin_ttft
@@ -22,8 +22,8 @@ from hyperpod_dpd.benchmark.report.ab import buyer_table
 from hyperpod_dpd.load_point import Load, column_header
 from hyperpod_dpd.observability.metrics import TTFT
 
-if TYPE_CHECKING:
-    from hyperpod_dpd.benchmark.report.report import Outcome, Report
+# report.py imports this page, so the page never imports it back: its Report and Outcome are typed Any here
+# (a Report is ``report``, an Outcome ``o``), and report.py hands each run's per-level table in.
 
 CSS = ("body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;max-width:1280px;"
        "padding:0 1em;line-height:1.45;color:#1f2328}"
@@ -58,7 +58,7 @@ class Verdict:
     undecided: tuple[str, ...] = ()
 
 
-def verdict(report: Report) -> Verdict:
+def verdict(report: Any) -> Verdict:
     """Disaggregated and trusted (every Job succeeded, every level verified against its servers), or why not."""
     reasons = []
     for o in report.outcomes:
@@ -177,15 +177,13 @@ def pod_rows(proof: RunProof) -> list[list[str]]:
     return rows
 
 
-def outcome_html(o: Outcome, report: Report) -> str:
-    from hyperpod_dpd.benchmark.report.report import results_table  # noqa: PLC0415 - report.py imports this module
-
+def outcome_html(o: Any, report: Any, table: tuple[tuple[str, ...], list[list[str]]]) -> str:
     scenario = report.scenario
     where = f"job {o.job}" if o.job else f"read from {o.source}"
     parts = [f"<h2>{html.escape(o.label)}: {html.escape(o.endpoint)}</h2>",
              f"<p>{html.escape(scenario.traffic)}: {scenario.isl} tokens in, {scenario.osl} out; "
              f"{html.escape(scenario.client.value)}; {html.escape(where)}</p>",
-             table_html(*results_table(o.results, o.routing, report.slo))]
+             table_html(*table)]
     if o.warnings:
         parts.append("<p><strong>Cannot be trusted as measured:</strong></p><ul>" + "".join(
             f"<li><span class=\"code\">{html.escape(w.code.value)}</span> {html.escape(w.load.describe())}: "
@@ -201,9 +199,11 @@ def outcome_html(o: Outcome, report: Report) -> str:
     return "\n".join(parts)
 
 
-def sections_html(report: Report, *, blocks: Sequence[str]) -> str:
-    """Every run's section, the A/B as a table, then the text report's other ``blocks`` as tables and paragraphs."""
-    parts = [outcome_html(o, report) for o in report.outcomes]
+def sections_html(report: Any, *, blocks: Sequence[str],
+                  tables: Sequence[tuple[tuple[str, ...], list[list[str]]]]) -> str:
+    """Every run's section (``tables``: each run's per-level table, in order), the A/B as a table, then the text
+    report's other ``blocks`` as tables and paragraphs."""
+    parts = [outcome_html(o, report, table) for o, table in zip(report.outcomes, tables, strict=True)]
     buyer = report.buyer_rows()
     if buyer is not None and report.layouts is not None:
         parts.append("<h2>DPD against the aggregated twin</h2>")

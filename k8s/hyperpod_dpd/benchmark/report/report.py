@@ -421,7 +421,8 @@ class Report:
             server_tokens_per_s={o.label: {lv.load: server_output_tokens_per_s(lv, o.routing.get(lv.load))
                                            for lv in o.results.levels} for o in self.outcomes if o.routing},
             body_html=PageBody(banner=verdict_html(verdict(self)), style=CSS,
-                               sections=sections_html(self, blocks=self.html_blocks())))
+                               sections=sections_html(self, blocks=self.html_blocks(), tables=[
+                                   results_table(o.results, o.routing, self.slo) for o in self.outcomes])))
 
     def write(self, folder: Path) -> list[Path]:
         """The HTML report, its PNGs and its JSON in ``folder`` (:mod:`figures`), and each live run's folder under
